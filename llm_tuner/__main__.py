@@ -1,0 +1,3 @@
+from llm_tuner.app import main
+
+raise SystemExit(main())

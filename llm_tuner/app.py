@@ -1,0 +1,128 @@
+"""Composition root: builds the engine, services, shared state and the window; `main()`.
+
+`llm-tuner` with no command opens the window; with a command (`devices`, `profile`, `bench`, ...)
+it runs the headless CLI instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import logging.handlers
+import os
+import sys
+import traceback
+
+from llm_tuner import __version__
+
+log = logging.getLogger("llm_tuner")
+
+
+def setup_logging() -> None:
+    from llm_tuner.services.paths import log_dir
+
+    root = logging.getLogger()
+    if any(isinstance(h, logging.handlers.RotatingFileHandler) for h in root.handlers):
+        return
+    handler = logging.handlers.RotatingFileHandler(log_dir() / "llm-tuner.log", maxBytes=2_000_000, backupCount=3,
+                                                   encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+
+
+def _is_cli(argv: list[str]) -> bool:
+    return any(not a.startswith("-") for a in argv[:1]) or "--version" in argv or "-h" in argv or "--help" in argv
+
+
+def build_window(smoke_test: bool = False):
+    """Create QApplication (if needed), the context and the main window; start background probes."""
+    from PySide6.QtCore import QCoreApplication, QSettings
+    from PySide6.QtWidgets import QApplication
+
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.services.paths import config_dir, database_path
+    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.ui.main_window import MainWindow
+
+    QCoreApplication.setOrganizationName("llm-tuner")
+    QCoreApplication.setApplicationName("llm-tuner")
+    QCoreApplication.setApplicationVersion(__version__)
+    if os.environ.get("LLM_TUNER_DATA_DIR"):  # isolate window state too (tests, scripts)
+        QSettings.setDefaultFormat(QSettings.Format.IniFormat)
+        QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(config_dir()))
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    ctx = AppContext(settings=load_settings(), engine=open_engine(database_path()))
+    window = MainWindow(ctx)
+    start_probes(ctx)
+    return app, ctx, window
+
+
+def start_probes(ctx) -> None:
+    """Find the binaries and detect devices off the GUI thread; results land in ctx.state."""
+    from llm_tuner.qt.workers import BackgroundJob
+    from llm_tuner.services.binaries import KINDS, SERVER, probe
+    from llm_tuner.services.telemetry.inventory import detect_inventory
+
+    def work(_ctl):
+        binaries = {kind: probe(kind, ctx.settings) for kind in KINDS}
+        server = binaries[SERVER]
+        return binaries, detect_inventory(list(server.devices) if server.ok else None)
+
+    def done(result):
+        binaries, inventory = result
+        ctx.state.set_binaries(binaries)
+        ctx.state.set_inventory(inventory)
+
+    job = BackgroundJob(work)
+    job.succeeded.connect(done)
+    job.failed.connect(lambda exc: log.error("probing binaries/devices failed: %s", exc))
+    job.start()
+
+
+def install_excepthook() -> None:
+    """Log every unhandled exception; show at most one dialog at a time."""
+    showing = {"now": False}
+
+    def hook(exc_type, exc, tb):
+        text = "".join(traceback.format_exception(exc_type, exc, tb))
+        log.error("unhandled exception:\n%s", text)
+        if os.environ.get("LLM_TUNER_SMOKE_TEST"):
+            sys.stderr.write(text)
+            os._exit(3)
+        from PySide6.QtWidgets import QApplication, QMessageBox
+
+        if showing["now"] or QApplication.instance() is None:
+            return
+        showing["now"] = True
+        try:
+            QMessageBox.critical(None, "llm-tuner: unexpected error",
+                                 f"{exc_type.__name__}: {exc}\n\nDetails were written to the log folder.")
+        finally:
+            showing["now"] = False
+
+    sys.excepthook = hook
+
+
+def run_gui(smoke_test: bool = False) -> int:
+    setup_logging()
+    if smoke_test:
+        os.environ["LLM_TUNER_SMOKE_TEST"] = "1"
+    install_excepthook()
+    from PySide6.QtCore import QTimer
+
+    app, _ctx, window = build_window(smoke_test)
+    window.show()
+    if smoke_test:
+        QTimer.singleShot(3000, app.quit)
+    return app.exec()
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if _is_cli(argv):
+        from llm_tuner.cli import main as cli_main
+
+        return cli_main(argv)
+    smoke = "--smoke-test" in argv
+    return run_gui(smoke_test=smoke)

@@ -1,0 +1,52 @@
+"""Headless commands over the same services as the window; JSON on stdout for scripts.
+
+Each module of this package adds its subcommands with `register(subparsers)`; a subcommand's
+function takes the parsed args and returns the process exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from llm_tuner import __version__
+from llm_tuner.cli import bench, models, profile, run, system
+
+_MODULES = (system, profile, models, run, bench)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="llm-tuner", description="Tune llama.cpp's llama-server.")
+    parser.add_argument("--version", action="version", version=f"llm-tuner {__version__}")
+    parser.add_argument("--smoke-test", action="store_true",
+                        help="open the main window, let the event loop settle, exit 0 (non-zero on any error)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module in _MODULES:
+        module.register(sub)
+    return parser
+
+
+def emit_json(obj) -> None:
+    """Print one JSON document (or line) and flush, so pipes see it at once."""
+    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+    except CliError as exc:
+        print(f"llm-tuner: error: {exc}", file=sys.stderr)
+        return 2
+
+
+class CliError(Exception):
+    """A user-facing error: printed as one line, exit code 2."""

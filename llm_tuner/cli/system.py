@@ -1,0 +1,69 @@
+"""`llm-tuner devices` and `llm-tuner binaries`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("devices", help="list the host and GPUs (llama.cpp names where a binary says)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_devices)
+    p = sub.add_parser("binaries", help="which llama-server / llama-bench / llama-fit-params are used")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(func=cmd_binaries)
+
+
+def _probe_all():
+    from llm_tuner.services.binaries import KINDS, probe
+    from llm_tuner.services.settings_store import load_settings
+
+    settings = load_settings()
+    return {kind: probe(kind, settings) for kind in KINDS}
+
+
+def cmd_devices(args) -> int:
+    from llm_tuner.cli import emit_json
+    from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate
+    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.telemetry.inventory import detect_inventory
+
+    llama_devices, notes = None, []
+    loc = locate(SERVER, load_settings())
+    if loc is not None:
+        try:
+            llama_devices = list_devices(loc.path)
+        except BinaryError as exc:
+            notes.append(f"llama-server --list-devices failed: {exc}")
+    inv = detect_inventory(llama_devices)
+    data = inv.to_json()
+    data["notes"] += notes
+    if args.json:
+        emit_json(data)
+    else:
+        h = data["host"]
+        print(f"Host: {h['cpu_model']} · {h['cores_physical']} cores / {h['cores_logical']} threads · "
+              f"{h['memory_total_mib']} MiB RAM ({h['memory_available_mib']} MiB available)")
+        for d in data["devices"]:
+            print(f"{d['name']}: {d['model']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
+                  f" · {d['pci_bus_id'] or ''}")
+        for n in data["notes"]:
+            print(f"note: {n}")
+    return 0
+
+
+def cmd_binaries(args) -> int:
+    from llm_tuner.cli import emit_json
+
+    infos = _probe_all()
+    data = {kind.replace("-", "_"): info.to_json() for kind, info in infos.items()}
+    if args.json:
+        emit_json(data)
+    else:
+        for kind, info in infos.items():
+            if info.ok:
+                print(f"{kind}: {info.path} ({info.source}) version {info.version} "
+                      f"[{', '.join(info.backends)}], {len(info.catalog.flags) if info.catalog else 0} flags")
+            else:
+                print(f"{kind}: {info.error}")
+    return 0 if infos["llama-server"].ok else 1

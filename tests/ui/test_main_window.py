@@ -1,0 +1,33 @@
+"""The window opens on real parts: the embedded llama-server is found and shown in the status bar."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def test_window_shows_areas_and_the_server_found(qtbot):
+    from llm_tuner.app import build_window
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
+        pass
+    tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
+    assert tabs == ["Profile", "Plan", "Live", "Benchmarks", "Compare"]
+    assert window.models_dock.windowTitle() == "Models"
+    assert window.server_label.text().startswith("llama-server ")
+    assert "CPU" in window.server_label.text()
+    assert "CPU only" in window.devices_label.text()
+
+
+def test_smoke_test_flag_exits_zero():
+    out = subprocess.run([sys.executable, "-m", "llm_tuner", "--smoke-test"], capture_output=True, text=True,
+                         timeout=120, env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
+    assert out.returncode == 0, out.stderr[-2000:]
+
+
+def test_version_flag():
+    out = subprocess.run([sys.executable, "-m", "llm_tuner", "--version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert out.stdout.startswith("llm-tuner ")

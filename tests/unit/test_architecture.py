@@ -1,0 +1,63 @@
+"""ARCHITECTURE.md's rules that import-linter cannot express (stdlib modules, Qt submodules)."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parents[2] / "llm_tuner"
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _modules(sub: str = ""):
+    for path in sorted((PKG / sub).rglob("*.py")):
+        yield path.relative_to(PKG.parent).with_suffix("").as_posix().replace("/", "."), _imports(path)
+
+
+def _top(name: str) -> str:
+    return name.split(".")[0]
+
+
+def test_core_imports_only_stdlib_pydantic_and_gguf():
+    allowed_third_party = {"pydantic", "gguf", "numpy", "llm_tuner"}
+    forbidden_stdlib = {"subprocess", "threading", "socket", "asyncio", "multiprocessing", "concurrent", "http",
+                        "urllib"}
+    for mod, imports in _modules("core"):
+        for name in imports:
+            top = _top(name)
+            assert top not in forbidden_stdlib, f"{mod} imports {name}: core does no I/O, threads or processes"
+            assert top in sys.stdlib_module_names or top in allowed_third_party, f"{mod} imports {name}"
+            if top == "llm_tuner":
+                assert name.startswith("llm_tuner.core"), f"{mod} imports {name}: core imports only core"
+
+
+def test_qt_layer_uses_qtcore_only():
+    for mod, imports in _modules("qt"):
+        bad = {n for n in imports if n.startswith(("PySide6.QtWidgets", "PySide6.QtGui", "pyqtgraph"))}
+        assert not bad, f"{mod} imports {bad}: qt/ is QtCore only"
+
+
+def test_processes_are_started_only_in_binaries_and_server():
+    owners = {"llm_tuner.services.binaries", "llm_tuner.services.server"}
+    for mod, imports in _modules():
+        if "subprocess" in imports or "multiprocessing" in imports:
+            assert mod in owners, f"{mod} imports subprocess: only {owners} start processes"
+
+
+def test_one_importer_each_for_pynvml_and_pyamdgpuinfo():
+    for mod, imports in _modules():
+        if "pynvml" in imports:
+            assert mod == "llm_tuner.services.telemetry.nvml", mod
+        if "pyamdgpuinfo" in imports:
+            assert mod == "llm_tuner.services.telemetry.amd", mod
