@@ -11,9 +11,9 @@ import json
 import sys
 
 from llm_tuner import __version__
-from llm_tuner.cli import bench, models, profile, run, system
+from llm_tuner.cli import bench, models, plan, profile, run, system
 
-_MODULES = (system, profile, models, run, bench)
+_MODULES = (system, profile, models, plan, run, bench)
 
 
 def build_parser() -> argparse.ArgumentParser:
