@@ -82,40 +82,33 @@ def _default_of(help_text: str) -> str | None:
 def _split_names_and_value(head: str) -> tuple[tuple[str, ...], str | None]:
     """'-hf, -hfr, --hf-repo <user>/<model>[:quant]' -> (('-hf', '-hfr', '--hf-repo'), '<user>/<model>[:quant]').
 
-    Spellings are separated by a comma *and* whitespace; commas inside placeholders ('N0,N1,...') are not.
+    Spellings are separated by a comma and whitespace (or just whitespace, as in llama-bench's
+    '-ot --override-tensor'); commas inside placeholders ('N0,N1,...') do not separate.
     """
     names: list[str] = []
-    value: str | None = None
+    value_parts: list[str] = []
     for part in re.split(r",\s+", head.strip()):
-        tokens = part.split(None, 1)
-        if not tokens:
-            continue
-        names.append(tokens[0])
-        if len(tokens) > 1:
-            value = tokens[1].strip()
-    return tuple(names), value
+        for token in part.split():
+            if not value_parts and _FLAG_TOKEN.match(token):
+                names.append(token)
+            else:
+                value_parts.append(token)
+    return tuple(names), (" ".join(value_parts) or None)
 
 
-def _help_column(lines: list[str]) -> int:
-    """The column where help text starts: the most common indent of continuation lines (40 in llama.cpp)."""
-    counts: dict[int, int] = {}
-    for line in lines:
-        if line.startswith(" ") and line.strip():
-            indent = len(line) - len(line.lstrip(" "))
-            counts[indent] = counts.get(indent, 0) + 1
-    return max(counts, key=counts.get) if counts else 40
+_FLAG_TOKEN = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
+_GAP = re.compile(r"(?<![,\s])\s{2,}")  # the gap before help text: 2+ spaces not after a comma
 
 
 def parse_help(text: str) -> FlagCatalog:
     """Parse llama.cpp's `--help` output into a FlagCatalog.
 
-    Format (common/arg.cpp): a flag line starts at column 0 with its spellings separated by ', ',
-    then an optional value placeholder; the help text starts at a fixed column (or on the next line
-    when the spellings are longer); continuation lines are indented to that column;
+    Format (common/arg.cpp): a flag line starts at column 0 (llama-bench: column 2) with its spellings
+    separated by ', ', then an optional value placeholder; the help text follows after a gap of 2+
+    spaces (or on the next line when the spellings are long); continuation lines are indented;
     `(env: LLAMA_ARG_X)` and `(default: ...)` appear in the help text; '----- name -----' starts a section.
     """
     lines = text.splitlines()
-    col = _help_column(lines)
     flags: list[FlagSpec] = []
     section = ""
     cur: dict | None = None
@@ -143,15 +136,20 @@ def parse_help(text: str) -> FlagCatalog:
                 flush()
                 section = m.group(1)
                 continue
-        if line.startswith("-"):
+        stripped = line.lstrip(" ")
+        if stripped.startswith("-") and len(line) - len(stripped) <= 4:
             flush()
-            if len(line) > col and line[col - 1] == " " and line[col] != " " and line[:col].endswith("  "):
-                head, rest = line[:col], line[col:]
-            else:
-                head, rest = line, ""
+            parts = _GAP.split(stripped, maxsplit=1)
+            head, rest = parts[0], (parts[1] if len(parts) > 1 else "")
             names, value = _split_names_and_value(head)
-            if names and all(n.startswith("-") for n in names):
+            if value and "(default:" in value:  # '<auto|none|...> (default: auto)' with one space
+                value, _, tail = value.partition("(default:")
+                value, rest = value.strip() or None, f"(default:{tail} {rest}"
+            if names:
                 cur = {"names": names, "value": value, "help": [rest.strip()]}
+        elif line.endswith(":") and not line.startswith(" "):  # llama-bench: 'test parameters:'
+            flush()
+            section = line[:-1]
         elif cur is not None:
             cur["help"].append(line.strip())
     flush()

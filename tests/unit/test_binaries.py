@@ -1,0 +1,117 @@
+"""Finding and reading llama.cpp binaries: the real embedded build, recorded output, and bad input."""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from llm_tuner.core.cmdline import parse_help
+from llm_tuner.core.devices import parse_list_devices
+from llm_tuner.core.settings import Settings
+from llm_tuner.services import binaries
+from llm_tuner.services.binaries import SERVER, BinaryError, gpu_backend_advice, probe
+
+DATA = Path(__file__).parents[1] / "data" / "binary"
+
+
+def test_help_catalog_of_the_recorded_server_knows_every_spelling():
+    catalog = parse_help((DATA / "llama-server-help.txt").read_text())
+    assert len(catalog.flags) > 200
+    ctk = catalog.lookup("-ctk")
+    assert ctk is catalog.lookup("--cache-type-k")
+    assert ctk.canonical == "--cache-type-k" and ctk.value == "TYPE"
+    assert ctk.env == "LLAMA_ARG_CACHE_TYPE_K" and ctk.default == "f16"
+    ctx = catalog.lookup("-c")
+    assert ctx.default == "0, 0 = loaded from model" and "size of the prompt context" in ctx.help
+    # placeholders with commas and spaces are not spellings
+    assert catalog.lookup("-ts").names == ("-ts", "--tensor-split")
+    assert catalog.lookup("-ot").value == "<tensor name pattern>=<buffer type>,..."
+    assert "-nkvo" in catalog.lookup("--kv-offload").names
+    assert catalog.lookup("--ctx_size") is ctx  # llama.cpp accepts '_' for '-'
+    assert catalog.lookup("--mlock") is None  # removed in this build
+    assert catalog.by_env("LLAMA_ARG_N_GPU_LAYERS").canonical == "--gpu-layers"
+    sections = {f.section for f in catalog.flags}
+    assert {"common params", "sampling params"} <= sections
+
+
+def test_list_devices_parses_gpu_lines_and_ignores_noise():
+    text = ("ggml_cuda_init: found 2 CUDA devices:\nAvailable devices:\n"
+            "  CUDA0: NVIDIA H200 (143771 MiB, 142000 MiB free)\n"
+            "  Vulkan1: AMD Radeon RX 7900 XTX (RADV NAVI31) (24560 MiB, 24000 MiB free)\n")
+    devs = parse_list_devices(text)
+    assert [(d.name, d.backend, d.memory_total_mib) for d in devs] == [("CUDA0", "CUDA", 143771),
+                                                                     ("Vulkan1", "Vulkan", 24560)]
+    assert devs[1].description == "AMD Radeon RX 7900 XTX (RADV NAVI31)"
+    assert parse_list_devices((DATA / "llama-server-list-devices-cpu.txt").read_text()) == []
+
+
+def test_embedded_server_is_found_and_read():
+    info = probe(SERVER, Settings())
+    assert info.ok, info.error
+    assert info.source in ("embedded", "PATH")
+    assert info.version and info.backends == ("CPU",)
+    assert info.catalog.lookup("--flash-attn") is not None
+    assert info.to_json()["n_flags"] == len(info.catalog.flags)
+
+
+def test_settings_path_wins_and_missing_path_says_what_to_do(tmp_path):
+    info = probe(SERVER, Settings(llama_server_path=str(tmp_path / "nope" / "llama-server")))
+    assert not info.ok
+    assert "does not exist" in info.error and "Settings" in info.error
+
+
+def test_not_executable_file_is_reported_with_the_fix(tmp_path):
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho hi\n")
+    fake.chmod(0o644)
+    info = probe(SERVER, Settings(llama_server_path=str(fake)))
+    assert not info.ok and "chmod +x" in info.error
+
+
+def test_binary_whose_help_cannot_be_read_is_reported(tmp_path):
+    fake = tmp_path / "llama-server"
+    fake.write_text("#!/bin/sh\necho 'segmentation fault' >&2\nexit 139\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    info = probe(SERVER, Settings(llama_server_path=str(fake)))
+    assert not info.ok
+    assert "--help failed" in info.error and "exit 139" in info.error
+
+
+def test_environment_variable_is_used_before_path(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLM_TUNER_LLAMA_SERVER", str(tmp_path / "custom-server"))
+    loc = binaries.locate(SERVER, Settings())
+    assert loc.source == "environment" and loc.path.name == "custom-server"
+
+
+def test_short_runs_time_out_and_kill(tmp_path):
+    script = tmp_path / "slow"
+    script.write_text("#!/bin/sh\nsleep 30\n")
+    script.chmod(0o755)
+    with pytest.raises(BinaryError, match="did not finish"):
+        binaries.run_short([str(script)], timeout=0.5)
+
+
+def test_cpu_only_server_with_gpus_gets_advice():
+    info = probe(SERVER, Settings())
+    assert gpu_backend_advice(info, 0) is None
+    advice = gpu_backend_advice(info, 2)
+    assert "CPU-only" in advice and "-DGGML_CUDA=ON" in advice
+
+
+@pytest.mark.skipif(os.name == "nt", reason="POSIX permissions")
+def test_folder_instead_of_binary(tmp_path):
+    info = probe(SERVER, Settings(llama_server_path=str(tmp_path)))
+    assert "is a folder" in info.error
+
+
+def test_llama_bench_help_is_a_catalog_too():
+    catalog = parse_help((DATA / "llama-bench-help.txt").read_text())
+    assert catalog.lookup("-ot").names == ("-ot", "--override-tensor")
+    assert catalog.lookup("-ts").value == "<ts0/ts1/..>"
+    assert catalog.lookup("-lm").value == "<auto|none|mmap|mlock|mmap+mlock|dio>"
+    assert catalog.lookup("-lm").default == "auto"
+    assert catalog.lookup("-r").default == "5"
+    assert catalog.lookup("--spec-type") is None  # llama-bench has no speculative decoding
