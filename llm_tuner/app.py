@@ -40,6 +40,7 @@ def build_window(smoke_test: bool = False):
     from PySide6.QtWidgets import QApplication
 
     from llm_tuner.qt.context import AppContext
+    from llm_tuner.qt.probes import start_probes
     from llm_tuner.services.paths import config_dir, database_path
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.store.db import open_engine
@@ -52,32 +53,12 @@ def build_window(smoke_test: bool = False):
         QSettings.setDefaultFormat(QSettings.Format.IniFormat)
         QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(config_dir()))
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    ctx = AppContext(settings=load_settings(), engine=open_engine(database_path()))
+    app.setStyle("Fusion")  # consistent widgets; follows the system's light or dark colour scheme
+    settings = load_settings()
+    ctx = AppContext(settings=settings, engine=open_engine(database_path(settings.data_dir)))
     window = MainWindow(ctx)
     start_probes(ctx)
     return app, ctx, window
-
-
-def start_probes(ctx) -> None:
-    """Find the binaries and detect devices off the GUI thread; results land in ctx.state."""
-    from llm_tuner.qt.workers import BackgroundJob
-    from llm_tuner.services.binaries import KINDS, SERVER, probe
-    from llm_tuner.services.telemetry.inventory import detect_inventory
-
-    def work(_ctl):
-        binaries = {kind: probe(kind, ctx.settings) for kind in KINDS}
-        server = binaries[SERVER]
-        return binaries, detect_inventory(list(server.devices) if server.ok else None)
-
-    def done(result):
-        binaries, inventory = result
-        ctx.state.set_binaries(binaries)
-        ctx.state.set_inventory(inventory)
-
-    job = BackgroundJob(work)
-    job.succeeded.connect(done)
-    job.failed.connect(lambda exc: log.error("probing binaries/devices failed: %s", exc))
-    job.start()
 
 
 def install_excepthook() -> None:

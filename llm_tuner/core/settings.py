@@ -14,6 +14,7 @@ class Settings(BaseModel):
     llama_server_path: str | None = None
     llama_bench_path: str | None = None
     llama_fit_params_path: str | None = None
+    data_dir: str | None = None  # the SQLite history's folder; None = the platform's data folder
     gpu_sample_hz: float = 2.0
     host_sample_hz: float = 1.0
     server_metrics_hz: float = 1.0

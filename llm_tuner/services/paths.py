@@ -38,5 +38,8 @@ def cache_dir() -> Path:
     return _ensure(Path(platformdirs.user_cache_dir(APP_NAME)))
 
 
-def database_path() -> Path:
+def database_path(configured_dir: str | None = None) -> Path:
+    """The SQLite file: in the configured data folder (Settings), unless LLM_TUNER_DATA_DIR overrides."""
+    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
+        return _ensure(Path(configured_dir).expanduser()) / "llm-tuner.sqlite"
     return data_dir() / "llm-tuner.sqlite"

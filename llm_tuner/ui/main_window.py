@@ -9,8 +9,11 @@ from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QWid
 
 from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.probes import start_probes
 from llm_tuner.services.binaries import SERVER, BinaryInfo, gpu_backend_advice
+from llm_tuner.services.settings_store import save_settings
 from llm_tuner.ui.dialogs.about_dialog import AboutDialog
+from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
 from llm_tuner.ui.panels.bench_panel import BenchPanel
 from llm_tuner.ui.panels.compare_panel import ComparePanel
 from llm_tuner.ui.panels.live_panel import LivePanel
@@ -56,6 +59,8 @@ class MainWindow(QMainWindow):
     # -- construction -------------------------------------------------------------------------
     def _build_menus(self) -> None:
         file_menu = self.menuBar().addMenu("&File")
+        file_menu.addAction(QAction("&Settings…", self, shortcut=QKeySequence("Ctrl+,"), triggered=self.show_settings))
+        file_menu.addSeparator()
         quit_action = QAction("&Quit", self, shortcut=QKeySequence.StandardKey.Quit, triggered=self.close)
         file_menu.addAction(quit_action)
         self.view_menu = self.menuBar().addMenu("&View")
@@ -103,6 +108,20 @@ class MainWindow(QMainWindow):
         advice = gpu_backend_advice(info, sum(1 for d in inv.devices if d.vendor in ("nvidia", "amd")))
         if advice:
             self.statusBar().showMessage(advice)
+
+    def show_settings(self) -> None:
+        dialog = SettingsDialog(self.ctx.settings, self)
+        if dialog.exec() != SettingsDialog.DialogCode.Accepted:
+            return
+        self.apply_settings(dialog.result_settings())
+
+    def apply_settings(self, settings) -> None:
+        """Save, publish, and re-probe the binaries (their paths may have changed)."""
+        save_settings(settings)
+        self.ctx.settings = settings
+        self.ctx.state.settings_changed.emit(settings)
+        self.server_label.setText("llama-server: looking…")
+        start_probes(self.ctx)
 
     def show_about(self) -> None:
         AboutDialog(self.ctx.state.binaries, self).exec()

@@ -31,3 +31,20 @@ def test_version_flag():
     out = subprocess.run([sys.executable, "-m", "llm_tuner", "--version"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     assert out.stdout.startswith("llm-tuner ")
+
+
+def test_settings_change_reprobes_and_reports_a_bad_server_path(qtbot, tmp_path):
+    from llm_tuner.app import build_window
+    from llm_tuner.services.settings_store import load_settings
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
+        pass
+    bad = ctx.settings.model_copy(update={"llama_server_path": str(tmp_path / "missing-server"),
+                                          "model_folders": [str(tmp_path)]})
+    with qtbot.waitSignal(ctx.state.binaries_probed, timeout=60_000):
+        window.apply_settings(bad)
+    assert window.server_label.text() == "llama-server: not usable"
+    assert "does not exist" in window.server_label.toolTip()
+    assert load_settings().model_folders == [str(tmp_path)]  # saved, survives a restart

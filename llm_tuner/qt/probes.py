@@ -1,0 +1,32 @@
+"""Find the llama.cpp binaries and detect devices off the GUI thread; results land in AppState."""
+
+from __future__ import annotations
+
+import logging
+
+from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.binaries import KINDS, SERVER, probe
+from llm_tuner.services.telemetry.inventory import detect_inventory
+
+log = logging.getLogger(__name__)
+
+
+def start_probes(ctx: AppContext) -> BackgroundJob:
+    """Probe every binary (version, --help catalog, --list-devices) and the GPUs, then publish both."""
+    settings = ctx.settings
+
+    def work(_ctl):
+        binaries = {kind: probe(kind, settings) for kind in KINDS}
+        server = binaries[SERVER]
+        return binaries, detect_inventory(list(server.devices) if server.ok else None)
+
+    def done(result) -> None:
+        binaries, inventory = result
+        ctx.state.set_binaries(binaries)
+        ctx.state.set_inventory(inventory)
+
+    job = BackgroundJob(work)
+    job.succeeded.connect(done)
+    job.failed.connect(lambda exc: log.error("probing binaries/devices failed: %s", exc))
+    return job.start()
