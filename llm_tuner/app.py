@@ -17,6 +17,14 @@ from llm_tuner import __version__
 log = logging.getLogger("llm_tuner")
 
 
+def resources_dir():
+    """The resources/ folder: beside the package in a checkout, inside the bundle when frozen."""
+    from pathlib import Path
+
+    frozen = getattr(sys, "_MEIPASS", None)
+    return Path(frozen) / "resources" if frozen else Path(__file__).resolve().parent.parent / "resources"
+
+
 def setup_logging() -> None:
     from llm_tuner.services.paths import log_dir
 
@@ -54,6 +62,12 @@ def build_window(smoke_test: bool = False):
         QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(config_dir()))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")  # consistent widgets; follows the system's light or dark colour scheme
+    app.setDesktopFileName("io.github.llm_tuner.LlmTuner")
+    icon = resources_dir() / "icons" / "llm-tuner.svg"
+    if icon.is_file():
+        from PySide6.QtGui import QIcon
+
+        app.setWindowIcon(QIcon(str(icon)))
     settings = load_settings()
     ctx = AppContext(settings=settings, engine=open_engine(database_path(settings.data_dir)))
     window = MainWindow(ctx)
