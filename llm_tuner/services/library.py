@@ -1,0 +1,220 @@
+"""The model library: find GGUF files under the user's folders and read their headers.
+
+`read_model(path)` opens a file (every part of a split set) and returns `core.gguf_info.ModelInfo`,
+never raising for a bad file: a corrupt, truncated or hostile GGUF comes back with `error` set to a
+one-line reason. `scan(roots, ...)` walks several roots, groups split sets into one model, keeps
+projectors (mmproj) apart, and reads headers with progress and cancel, using the store's cache keyed
+by (path, size, mtime_ns) so an unchanged library rescans in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from llm_tuner.core.gguf_info import (
+    GGUFError,
+    GGUFHeader,
+    ModelInfo,
+    error_info,
+    model_info_from_headers,
+    parse_header,
+    split_parts,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["GGUFError", "ModelEntry", "ModelInfo", "find_models", "read_header", "read_model", "scan"]
+
+
+def read_header(path: Path | str) -> GGUFHeader:
+    """Parse one file's header. Raises GGUFError (with an OSError's reason when it cannot be opened)."""
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            return parse_header(fh)
+    except OSError as exc:
+        raise GGUFError(f"cannot read file: {exc.strerror or exc}") from None
+
+
+def split_set_files(path: Path) -> list[Path]:
+    """Every part of the split set whose first part is `path` (just [path] for a single file)."""
+    parts = split_parts(path.name)
+    if parts is None:
+        return [path]
+    prefix, _no, count = parts
+    return [path.with_name(f"{prefix}-{i:05d}-of-{count:05d}.gguf") for i in range(1, count + 1)]
+
+
+def read_model(path: Path | str) -> ModelInfo:
+    """Read a model's metadata and tensor table (header only; no tensor data).
+
+    For a split set, give the first part (`*-00001-of-0000N.gguf`): every part's tensors are read and
+    grouped into one model. Never raises for a bad file; the reason is in `ModelInfo.error`.
+    """
+    path = Path(path)
+    files = split_set_files(path)
+    sizes: list[int] = []
+    for f in files:
+        try:
+            sizes.append(f.stat().st_size)
+        except OSError as exc:
+            missing = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+            return error_info(str(path), [str(x) for x in files], sum(sizes),
+                              f"split part {f.name}: {missing}")
+    parts = split_parts(path.name)
+    if parts is not None and parts[1] != 1:
+        return error_info(str(path), [str(path)], sizes[0] if sizes else 0,
+                          "not the first part of a split set (open the -00001- file)")
+    headers: list[GGUFHeader] = []
+    try:
+        for f in files:
+            try:
+                headers.append(read_header(f))
+            except GGUFError as exc:
+                where = f"{f.name}: " if len(files) > 1 else ""
+                raise GGUFError(f"{where}{exc}") from None
+        first = headers[0]
+        declared = first.kv.get("split.count")
+        if len(files) > 1 and isinstance(declared, int) and declared != len(files):
+            raise GGUFError(f"split.count is {declared} but the name says {len(files)} parts")
+        declared_tensors = first.kv.get("split.tensors.count")
+        n_tensors = sum(len(h.tensors) for h in headers)
+        if len(files) > 1 and isinstance(declared_tensors, int) and declared_tensors != n_tensors:
+            raise GGUFError(f"split.tensors.count is {declared_tensors} but the parts hold {n_tensors} tensors")
+        return model_info_from_headers(str(path), [str(f) for f in files], headers, sizes)
+    except GGUFError as exc:
+        return error_info(str(path), [str(f) for f in files], sum(sizes), str(exc))
+    except Exception as exc:  # noqa: BLE001 - a bad file must never break the library
+        log.exception("unexpected error reading %s", path)
+        return error_info(str(path), [str(f) for f in files], sum(sizes), f"unexpected error: {exc}")
+
+
+# --------------------------------------------------------------------------------------------
+# Scanning
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """A model found on disk, before its header is read: what the list shows at once."""
+
+    path: str
+    files: tuple[str, ...]
+    size_bytes: int
+    mtime_ns: int
+    is_projector: bool
+
+    @property
+    def file_name(self) -> str:
+        return os.path.basename(self.path)
+
+
+def _is_projector_name(name: str) -> bool:
+    return name.lower().startswith("mmproj")
+
+
+def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = lambda: False) -> list[ModelEntry]:
+    """Walk `roots` recursively for *.gguf; a split set is one entry (its first part), other parts are
+    skipped; a root may also be a single file. Unreadable folders are skipped. Sorted by path."""
+    seen: set[str] = set()
+    found: dict[str, os.stat_result] = {}
+    for root in roots:
+        root = Path(root).expanduser()
+        if root.is_file():
+            try:
+                found[str(root.resolve())] = root.stat()
+            except OSError:
+                pass
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None, followlinks=True):
+            if cancelled():
+                return []
+            real = os.path.realpath(dirpath)
+            if real in seen:
+                dirnames[:] = []
+                continue
+            seen.add(real)
+            dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+            for fn in filenames:
+                if fn.lower().endswith(".gguf"):
+                    full = os.path.join(real, fn)
+                    try:
+                        found[full] = os.stat(full)
+                    except OSError:
+                        continue
+    entries: list[ModelEntry] = []
+    for full, st in sorted(found.items()):
+        name = os.path.basename(full)
+        parts = split_parts(name)
+        if parts is not None:
+            if parts[1] != 1:
+                continue
+            files = [str(p) for p in split_set_files(Path(full))]
+            size = 0
+            mtime = st.st_mtime_ns
+            for f in files:
+                other = found.get(f)
+                if other is None:
+                    try:
+                        other = os.stat(f)
+                    except OSError:
+                        continue
+                size += other.st_size
+                mtime = max(mtime, other.st_mtime_ns)
+            entries.append(ModelEntry(full, tuple(files), size, mtime, _is_projector_name(name)))
+        else:
+            entries.append(ModelEntry(full, (full,), st.st_size, st.st_mtime_ns, _is_projector_name(name)))
+    return entries
+
+
+class _Cache:
+    """What scan needs from the store (store.model_cache.ModelCacheRepo satisfies it)."""
+
+    def get_many(self, keys: Sequence[tuple[str, int, int]]) -> dict[str, ModelInfo]: ...  # pragma: no cover
+
+    def put_many(self, items: Sequence[tuple[str, int, int, ModelInfo]]) -> None: ...  # pragma: no cover
+
+
+def scan(entries: Sequence[ModelEntry], *, cache: _Cache | None = None,
+         progress: Callable[[float, str], None] | None = None,
+         cancelled: Callable[[], bool] = lambda: False,
+         on_model: Callable[[ModelInfo], None] | None = None) -> list[ModelInfo]:
+    """Read every entry's header (cache first), in entry order.
+
+    Args:
+        entries: from `find_models` (the list a UI shows at once).
+        cache: the store's model cache; hits are keyed by (path, size, mtime_ns) of the entry.
+        progress: called with (fraction 0..1, text) as models are read.
+        cancelled: checked between files; when it turns true the models read so far are returned.
+        on_model: called with each ModelInfo as soon as it is known.
+    """
+    keys = [(e.path, e.size_bytes, e.mtime_ns) for e in entries]
+    cached = cache.get_many(keys) if cache is not None else {}
+    out: list[ModelInfo] = []
+    fresh: list[tuple[str, int, int, ModelInfo]] = []
+    total = max(1, len(entries))
+    last_flush = time.monotonic()
+    for i, entry in enumerate(entries):
+        if cancelled():
+            break
+        info = cached.get(entry.path)
+        if info is None:
+            if progress:
+                progress(i / total, f"Reading {entry.file_name} ({i + 1}/{len(entries)})")
+            info = read_model(entry.path)
+            fresh.append((entry.path, entry.size_bytes, entry.mtime_ns, info))
+            if cache is not None and time.monotonic() - last_flush > 2.0:
+                cache.put_many(fresh)
+                fresh, last_flush = [], time.monotonic()
+        out.append(info)
+        if on_model:
+            on_model(info)
+    if cache is not None and fresh:
+        cache.put_many(fresh)
+    if progress:
+        progress(1.0, f"{len(out)} models")
+    return out
