@@ -1,0 +1,172 @@
+"""Small random-weight GGUF models the REAL llama-server loads, written with the `gguf` package.
+
+    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+    path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=4, n_embd=256)
+
+Tensor names, shapes and keys follow llama.cpp's `qwen3` and `qwen3moe` architectures
+(/work/llama-src/src/models/qwen3.cpp, qwen3moe.cpp; key names in src/llama-arch.cpp), so the memory
+maths can be checked against llama.cpp's own buffer sizes. The tokenizer is copied from
+tests/data/vocab/ggml-vocab-llama-spm.gguf (llama.cpp's models/ folder; 32,000 SentencePiece tokens),
+which CI has. Weights are small Gaussian values (std 0.02) so the model computes finite logits.
+
+Types: `weight_type` for the 2-D/3-D matrices (attention, FFN, experts), `embd_type` for
+token_embd, `output_type` for output.weight (`tied_output=True` leaves output.weight out: llama.cpp
+then reuses token_embd). Quantised types are those gguf-py can quantise: F32, F16, BF16, Q8_0,
+Q4_0, Q4_1, Q5_0, Q5_1. Norms are F32, as converters write them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, LlamaFileType
+from gguf.quants import quantize
+
+from llm_tuner.core.gguf_info import parse_header
+
+VOCAB_FILE = Path(__file__).parents[1] / "data" / "vocab" / "ggml-vocab-llama-spm.gguf"
+
+_FTYPE = {
+    "F32": LlamaFileType.ALL_F32, "F16": LlamaFileType.MOSTLY_F16, "BF16": LlamaFileType.MOSTLY_BF16,
+    "Q8_0": LlamaFileType.MOSTLY_Q8_0, "Q4_0": LlamaFileType.MOSTLY_Q4_0, "Q4_1": LlamaFileType.MOSTLY_Q4_1,
+    "Q5_0": LlamaFileType.MOSTLY_Q5_0, "Q5_1": LlamaFileType.MOSTLY_Q5_1,
+}
+
+_vocab_cache: dict[str, tuple[dict, dict]] = {}
+
+
+def load_vocab(path: Path = VOCAB_FILE) -> tuple[dict, dict]:
+    """(tokenizer key -> value, key -> value types) from a llama.cpp vocabulary GGUF."""
+    key = str(path)
+    if key not in _vocab_cache:
+        with open(path, "rb") as fh:
+            header = parse_header(fh, keep_array_max=10**7)
+        kv = {k: v for k, v in header.kv.items() if k.startswith("tokenizer.")}
+        types = {k: header.kv_types[k] for k in kv}
+        _vocab_cache[key] = (kv, types)
+    return _vocab_cache[key]
+
+
+class _Model:
+    def __init__(self, path: Path, arch: str, weight_type: str, seed: int, split_max_tensors: int = 0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.arch = arch
+        self.writer = GGUFWriter(str(self.path), arch, split_max_tensors=split_max_tensors)
+        self.rng = np.random.default_rng(seed)
+        self.weight_type = weight_type
+
+    def tensor(self, name: str, ne: tuple[int, ...], type_name: str | None = None, *, ones: bool = False) -> None:
+        """Add a tensor of ggml shape `ne` (ne0 first); numpy's shape is the reverse."""
+        qtype = GGMLQuantizationType[type_name or self.weight_type]
+        shape = tuple(reversed(ne))
+        data = np.ones(shape, np.float32) if ones else (self.rng.standard_normal(shape, np.float32) * 0.02)
+        if qtype in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+            self.writer.add_tensor(name, quantize(data, qtype))
+        else:
+            self.writer.add_tensor(name, quantize(data, qtype), raw_dtype=qtype)
+
+    def common_keys(self, *, name: str, n_layer: int, n_embd: int, n_head: int, n_head_kv: int,
+                    head_dim: int, n_ctx_train: int, file_type: str) -> None:
+        w, a = self.writer, self.arch
+        w.add_name(name)
+        w.add_type("model")
+        w.add_file_type(int(_FTYPE[file_type]))
+        w.add_quantization_version(2)
+        w.add_uint32(f"{a}.block_count", n_layer)
+        w.add_uint32(f"{a}.context_length", n_ctx_train)
+        w.add_uint32(f"{a}.embedding_length", n_embd)
+        w.add_uint32(f"{a}.attention.head_count", n_head)
+        w.add_uint32(f"{a}.attention.head_count_kv", n_head_kv)
+        w.add_uint32(f"{a}.attention.key_length", head_dim)
+        w.add_uint32(f"{a}.attention.value_length", head_dim)
+        w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", 1e-6)
+        w.add_float32(f"{a}.rope.freq_base", 1_000_000.0)
+        kv, types = load_vocab()
+        for key, value in kv.items():
+            t = types[key]
+            if t[0] == GGUFValueType.ARRAY:
+                w.add_key_value(key, value, GGUFValueType.ARRAY, sub_type=GGUFValueType(t[1]))
+            else:
+                w.add_key_value(key, value, GGUFValueType(t[0]))
+
+    def embeddings_and_output(self, n_embd: int, embd_type: str, output_type: str | None, tied: bool) -> int:
+        n_vocab = len(load_vocab()[0]["tokenizer.ggml.tokens"])
+        self.tensor("token_embd.weight", (n_embd, n_vocab), embd_type)
+        self.tensor("output_norm.weight", (n_embd,), "F32", ones=True)
+        if not tied:
+            self.tensor("output.weight", (n_embd, n_vocab), output_type or embd_type)
+        return n_vocab
+
+    def attention(self, i: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int) -> None:
+        self.tensor(f"blk.{i}.attn_norm.weight", (n_embd,), "F32", ones=True)
+        self.tensor(f"blk.{i}.attn_q.weight", (n_embd, head_dim * n_head))
+        self.tensor(f"blk.{i}.attn_k.weight", (n_embd, head_dim * n_head_kv))
+        self.tensor(f"blk.{i}.attn_v.weight", (n_embd, head_dim * n_head_kv))
+        self.tensor(f"blk.{i}.attn_output.weight", (head_dim * n_head, n_embd))
+        self.tensor(f"blk.{i}.attn_k_norm.weight", (head_dim,), "F32", ones=True)
+        self.tensor(f"blk.{i}.attn_q_norm.weight", (head_dim,), "F32", ones=True)
+        self.tensor(f"blk.{i}.ffn_norm.weight", (n_embd,), "F32", ones=True)
+
+    def finish(self) -> Path:
+        """Write the file(s); for a split set, return the first part (what llama-server is given)."""
+        w = self.writer
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        return w.format_shard_names(self.path)[0]
+
+
+def write_qwen3_dense(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_ff: int = 512,
+                      n_head: int = 4, n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
+                      weight_type: str = "Q8_0", embd_type: str = "Q8_0", output_type: str | None = None,
+                      tied_output: bool = False, name: str = "Random Qwen3 dense", seed: int = 0,
+                      split_max_tensors: int = 0) -> Path:
+    """Write a random-weight llama.cpp `qwen3` model (dense FFN) and return its path.
+
+    Row lengths (n_embd, n_ff, head_dim * heads) must be multiples of 32 for quantised types.
+    `split_max_tensors > 0` writes a split set `<stem>-0000i-of-0000N.gguf` (as gguf-split does)
+    and returns its first part.
+    """
+    m = _Model(Path(path), "qwen3", weight_type, seed, split_max_tensors)
+    m.common_keys(name=name, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                  head_dim=head_dim, n_ctx_train=n_ctx_train, file_type=weight_type)
+    m.writer.add_uint32("qwen3.feed_forward_length", n_ff)
+    m.embeddings_and_output(n_embd, embd_type, output_type, tied_output)
+    for i in range(n_layer):
+        m.attention(i, n_embd, n_head, n_head_kv, head_dim)
+        m.tensor(f"blk.{i}.ffn_gate.weight", (n_embd, n_ff))
+        m.tensor(f"blk.{i}.ffn_down.weight", (n_ff, n_embd))
+        m.tensor(f"blk.{i}.ffn_up.weight", (n_embd, n_ff))
+    return m.finish()
+
+
+def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_ff: int = 512,
+                    n_ff_exp: int = 128, n_expert: int = 8, n_expert_used: int = 2, n_head: int = 4,
+                    n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
+                    weight_type: str = "Q8_0", embd_type: str = "Q8_0", output_type: str | None = None,
+                    tied_output: bool = False, name: str = "Random Qwen3 MoE", seed: int = 0,
+                    split_max_tensors: int = 0) -> Path:
+    """Write a random-weight llama.cpp `qwen3moe` model (router + merged expert tensors per layer).
+
+    Expert tensors are `blk.N.ffn_{gate,up,down}_exps.weight` with ne = (n_embd, n_ff_exp, n_expert)
+    (down: (n_ff_exp, n_embd, n_expert)), the names `--cpu-moe` and `-ot exps=CPU` match.
+    """
+    m = _Model(Path(path), "qwen3moe", weight_type, seed, split_max_tensors)
+    m.common_keys(name=name, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                  head_dim=head_dim, n_ctx_train=n_ctx_train, file_type=weight_type)
+    w = m.writer
+    w.add_uint32("qwen3moe.feed_forward_length", n_ff)
+    w.add_uint32("qwen3moe.expert_feed_forward_length", n_ff_exp)
+    w.add_uint32("qwen3moe.expert_count", n_expert)
+    w.add_uint32("qwen3moe.expert_used_count", n_expert_used)
+    m.embeddings_and_output(n_embd, embd_type, output_type, tied_output)
+    for i in range(n_layer):
+        m.attention(i, n_embd, n_head, n_head_kv, head_dim)
+        m.tensor(f"blk.{i}.ffn_gate_inp.weight", (n_embd, n_expert), "F32")
+        m.tensor(f"blk.{i}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
+        m.tensor(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
+        m.tensor(f"blk.{i}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
+    return m.finish()
