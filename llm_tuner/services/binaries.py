@@ -265,3 +265,27 @@ def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:
             "Rebuild the built-in server for your GPU: make run LLAMA_CMAKE_ARGS=\"-DGGML_CUDA=ON\" "
             "(or -DGGML_VULKAN=ON, -DGGML_HIP=ON), or point Settings at your own llama.cpp build.")
 
+
+# --- default flag catalog (issue 3) ------------------------------------------------------------
+
+_DEFAULT_CATALOG: FlagCatalog | None = None
+
+
+def default_catalog() -> FlagCatalog:
+    """The flag catalog of the tested llama-server build, recorded from its `--help`
+    (llm_tuner/data/llama-server-help.txt, a copy of tests/data/binary/llama-server-help.txt).
+
+    Used to validate and explain profiles when no binary has been probed yet.
+    """
+    global _DEFAULT_CATALOG
+    if _DEFAULT_CATALOG is None:
+        from importlib import resources  # noqa: PLC0415
+
+        text = resources.files("llm_tuner").joinpath("data/llama-server-help.txt").read_text(encoding="utf-8")
+        _DEFAULT_CATALOG = parse_help(text)
+    return _DEFAULT_CATALOG
+
+
+def catalog_for(info: BinaryInfo | None) -> FlagCatalog:
+    """The probed binary's own catalog when there is one, else the default catalog."""
+    return info.catalog if info is not None and info.catalog is not None else default_catalog()

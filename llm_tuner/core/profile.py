@@ -1,0 +1,182 @@
+"""LaunchProfile: every llama-server setting users tune, as one immutable, JSON-serialisable value.
+
+A profile is what the editor shows, what the store versions, what a run records and what
+`core.cmdline.profile_to_argv` turns into the exact command line. `None` (or an empty tuple, or
+False for plain switches) means "flag absent": llama-server's own default applies, so a profile
+never invents settings the user did not choose.
+
+Flags the profile does not model (other upstream flags, a fork's own flags such as `-tbq 4`) live in
+`extra_args`, verbatim and in order; environment variables (including `LLAMA_ARG_*`) live in `env`.
+The API key is a secret: masked in repr, and masked in JSON only when the caller asks
+(`model_dump_json(context={"mask_secrets": True})`) so the store keeps it intact.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer
+
+GpuLayers = int | Literal["auto", "all"]
+
+# Values the tested build accepts (common/arg.cpp); forks may accept more, so fields are plain str.
+CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
+FLASH_ATTN_VALUES = ("on", "off", "auto")
+SPLIT_MODES = ("none", "layer", "row", "tensor")
+LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
+SPEC_TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
+              "ngram-simple", "ngram-map-k", "ngram-map-k4v", "ngram-mod", "ngram-cache")
+REASONING_FORMATS = ("none", "auto", "deepseek", "deepseek-legacy")
+ON_OFF_AUTO = ("on", "off", "auto")
+
+
+class OverrideRule(BaseModel):
+    """One `--override-tensor` rule: tensors whose name matches `pattern` (std::regex_search) go to `buffer`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    pattern: str
+    buffer: str
+
+    def __str__(self) -> str:
+        return f"{self.pattern}={self.buffer}"
+
+
+class LaunchProfile(BaseModel):
+    """All launch settings of one llama-server configuration (see module docstring for conventions)."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    # -- which binary ---------------------------------------------------------------------------
+    binary: str | None = None  # absolute path of the llama-server (or fork) this profile is meant for
+
+    # -- model ----------------------------------------------------------------------------------
+    model: str | None = None
+    hf_repo: str | None = None
+    mmproj: str | None = None
+    alias: str | None = None
+
+    # -- server ---------------------------------------------------------------------------------
+    host: str | None = None
+    port: int | None = None
+    api_key: SecretStr | None = None
+    api_key_file: str | None = None
+    parallel: int | None = None
+    kv_unified: bool | None = None
+    metrics: bool = False
+    slots: bool | None = None
+    props: bool = False
+
+    # -- context and KV -------------------------------------------------------------------------
+    ctx_size: int | None = None
+    cache_type_k: str | None = None
+    cache_type_v: str | None = None
+    flash_attn: str | None = None  # on | off | auto
+    swa_full: bool = False
+    kv_offload: bool | None = None  # False = --no-kv-offload
+    cache_ram_mib: int | None = None
+    context_shift: bool | None = None
+
+    # -- offload and split ----------------------------------------------------------------------
+    gpu_layers: GpuLayers | None = None
+    split_mode: str | None = None
+    devices: tuple[str, ...] = ()
+    tensor_split: tuple[float, ...] = ()
+    main_gpu: int | None = None
+    override_tensor: tuple[OverrideRule, ...] = ()
+    cpu_moe: bool = False
+    n_cpu_moe: int | None = None
+    fit: bool | None = None
+    fit_target_mib: tuple[int, ...] = ()
+    fit_ctx: int | None = None
+
+    # -- speculative decoding -------------------------------------------------------------------
+    spec_type: tuple[str, ...] = ()
+    draft_n_max: int | None = None
+    draft_n_min: int | None = None
+    draft_model: str | None = None
+    draft_device: tuple[str, ...] = ()
+    draft_gpu_layers: GpuLayers | None = None
+    draft_cache_type_k: str | None = None
+    draft_cache_type_v: str | None = None
+    draft_override_tensor: tuple[OverrideRule, ...] = ()
+    draft_p_min: float | None = None
+    ngram_mod_n_min: int | None = None
+    ngram_mod_n_max: int | None = None
+    ngram_mod_n_match: int | None = None
+    ngram_simple_size_n: int | None = None
+    ngram_simple_size_m: int | None = None
+    ngram_simple_min_hits: int | None = None
+    ngram_map_k_size_n: int | None = None
+    ngram_map_k_size_m: int | None = None
+    ngram_map_k_min_hits: int | None = None
+    ngram_map_k4v_size_n: int | None = None
+    ngram_map_k4v_size_m: int | None = None
+    ngram_map_k4v_min_hits: int | None = None
+
+    # -- batching and threads -------------------------------------------------------------------
+    batch_size: int | None = None
+    ubatch_size: int | None = None
+    threads: int | None = None
+    threads_batch: int | None = None
+    load_mode: str | None = None
+    cont_batching: bool | None = None
+
+    # -- chat -----------------------------------------------------------------------------------
+    jinja: bool | None = None
+    chat_template: str | None = None
+    chat_template_file: str | None = None
+    chat_template_kwargs: str | None = None  # the JSON object text, kept as written
+    reasoning_format: str | None = None
+    reasoning: str | None = None  # on | off | auto
+    reasoning_effort: str | None = None
+    reasoning_budget: int | None = None
+    reasoning_preserve: bool | None = None
+
+    # -- sampling (server defaults for requests) ------------------------------------------------
+    temp: float | None = None
+    top_p: float | None = None
+    top_k: int | None = None
+    min_p: float | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    repeat_penalty: float | None = None
+    seed: int | None = None
+
+    # -- environment and the rest ---------------------------------------------------------------
+    env: dict[str, str] = Field(default_factory=dict)
+    extra_args: tuple[str, ...] = ()
+
+    @field_serializer("api_key", when_used="unless-none")
+    def _dump_api_key(self, value: SecretStr | None, info) -> str | None:
+        if value is None:
+            return None
+        ctx = info.context or {}
+        return "**********" if ctx.get("mask_secrets") else value.get_secret_value()
+
+    def api_key_value(self) -> str | None:
+        """The API key in clear (for the launcher and the HTTP client), or None."""
+        return self.api_key.get_secret_value() if self.api_key is not None else None
+
+    def to_dict(self, *, mask_secrets: bool = False) -> dict:
+        """A JSON-compatible dict with only the settings that differ from "flag absent"."""
+        data = self.model_dump(mode="json", context={"mask_secrets": mask_secrets}, exclude_defaults=True)
+        if data.get("api_key") is None:
+            data.pop("api_key", None)
+        return data
+
+    def to_json(self, *, mask_secrets: bool = False) -> str:
+        """Compact JSON text of the profile (see `to_dict`); the API key in clear unless `mask_secrets`."""
+        return json.dumps(self.to_dict(mask_secrets=mask_secrets), ensure_ascii=False, separators=(",", ":"))
+
+
+@runtime_checkable
+class ModelFacts(Protocol):
+    """Duck type for what advice needs from a model (core.gguf_info.ModelInfo satisfies it).
+
+    Attributes: `nextn_layers` (MTP layers, 0 when none), `context_length` (n_ctx_train or None).
+    """
+
+    nextn_layers: int | None
+    context_length: int | None
