@@ -1,0 +1,202 @@
+"""Rules that flag the known traps of a launch profile before the user wastes an evening on them.
+
+Each finding has a stable id (tests, the UI and saved reports key on it), a severity
+(info / warning / error: error means llama-server refuses or fails), a one-line message, the reason,
+and where the fact comes from. Rules read the *effective* profile (LLAMA_ARG_* variables applied), the
+chosen binary's flag catalog, and optional model facts (`nextn_layers`, `context_length`, as
+`core.gguf_info.ModelInfo` has them).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from llm_tuner.core.cmdline import FlagCatalog, effective_profile, validate
+from llm_tuner.core.profile import CACHE_TYPES, LaunchProfile, ModelFacts
+
+Severity = Literal["info", "warning", "error"]
+_ORDER = {"error": 0, "warning": 1, "info": 2}
+
+FIELD_NOTES = "field notes (shared/reference/field-notes.md)"
+REF = "llama-server reference (shared/reference/llama-server.md)"
+
+
+class Advice(BaseModel):
+    """One finding about a profile."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: str
+    severity: Severity
+    message: str
+    reason: str = ""
+    source: str = ""
+    fields: tuple[str, ...] = ()  # profile fields involved (the editor highlights them)
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "severity": self.severity, "message": self.message, "reason": self.reason,
+                "source": self.source, "fields": list(self.fields)}
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip().strip("[]")
+    if host.endswith(".sock") or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _n_devices(p: LaunchProfile) -> int:
+    """How many devices the main model is split over, as far as the profile says (0 = unknown/default)."""
+    devs = [d for d in p.devices if d and d != "none"]
+    shares = [x for x in p.tensor_split if x > 0]
+    return max(len(devs), len(shares))
+
+
+def _layer_split_multi(p: LaunchProfile) -> bool:
+    return _n_devices(p) > 1 and (p.split_mode in (None, "layer"))
+
+
+def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None) -> list[Advice]:
+    """All findings for a profile, errors first. Never raises."""
+    p = effective_profile(profile)
+    out: list[Advice] = []
+
+    def add(id_, severity, message, reason, source, *fields):
+        out.append(Advice(id=id_, severity=severity, message=message, reason=reason, source=source,
+                          fields=tuple(fields)))
+
+    # -- flags the binary refuses ----------------------------------------------------------------
+    if catalog is not None:
+        res = validate(profile, catalog)
+        for r in res.removed:
+            add("removed-flag", "error", f"{' '.join(r.tokens)} was removed: use {r.replacement}",
+                "llama-server stops at start-up with 'error: invalid argument' or 'the argument has been removed'.",
+                "common/arg.cpp (arg_removed, 4408-4445); --mlock/--no-mmap became -lm/--load-mode", "extra_args")
+        if res.unknown:
+            add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}",
+                "An unknown flag makes llama-server exit with 'error: invalid argument'. A fork's own flags need "
+                "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
+
+    # -- KV cache --------------------------------------------------------------------------------
+    k, v = p.cache_type_k or "f16", p.cache_type_v or "f16"
+    if k != v:
+        add("kv-type-mismatch", "warning", f"K cache is {k} but V cache is {v}: prefill can be 4-13x slower",
+            "Mixed K/V types fall back silently to a slow attention kernel; keep K and V types equal.",
+            f"{FIELD_NOTES}, case A", "cache_type_k", "cache_type_v")
+    dk, dv = p.draft_cache_type_k or "f16", p.draft_cache_type_v or "f16"
+    if dk != dv:
+        add("draft-kv-type-mismatch", "warning", f"draft K cache is {dk} but draft V cache is {dv}",
+            "The draft model hits the same slow mixed-type kernel as the main model.", f"{FIELD_NOTES}, case A",
+            "draft_cache_type_k", "draft_cache_type_v")
+    if v not in ("f16", "f32", "bf16") and p.flash_attn in ("off", "disabled", "false", "0"):
+        add("quantized-v-needs-fa", "error", f"V cache {v} needs flash attention, but it is off",
+            "llama-server fails: 'quantized V cache requires flash_attn to be enabled' (auto turns it on).",
+            "src/llama-context.cpp:3843-3849", "cache_type_v", "flash_attn")
+    for field, t in (("cache_type_k", p.cache_type_k), ("cache_type_v", p.cache_type_v),
+                     ("draft_cache_type_k", p.draft_cache_type_k), ("draft_cache_type_v", p.draft_cache_type_v)):
+        if t is not None and t not in CACHE_TYPES:
+            add("kv-type-unsupported", "error", f"{t} is not a KV cache type of this llama-server",
+                f"Allowed: {', '.join(CACHE_TYPES)}; others fail with 'Unsupported cache type'. A fork's own KV "
+                "formats need that fork's binary.", "common/arg.cpp:304-330", field)
+
+    # -- multi-GPU --------------------------------------------------------------------------------
+    if "draft-mtp" in p.spec_type and _layer_split_multi(p):
+        add("mtp-multi-gpu-prefill", "warning", "MTP drafting with a layer split over several devices halves prefill",
+            "With draft-mtp on a multi-GPU layer split, prefill fell from ~900 to ~500 t/s (1.8-2.0x latency). "
+            "Benchmark both; consider one device for the whole model.", f"{FIELD_NOTES}, case A",
+            "spec_type", "devices", "tensor_split")
+    if (p.ubatch_size or 512) >= 1024 and _n_devices(p) > 1:
+        add("large-ubatch-multi-gpu", "warning", f"-ub {p.ubatch_size} on several devices cut prefill by 13-31%",
+            "On a multi-GPU layer split, -ub 1024 and 2048 were slower than 512 at prefill. Measure on the server.",
+            f"{FIELD_NOTES}, case A", "ubatch_size")
+    if p.split_mode == "tensor" and p.flash_attn in ("off", "disabled", "false", "0"):
+        add("split-tensor-needs-fa", "error", "split mode 'tensor' needs flash attention",
+            "-sm tensor is experimental and requires FA.", "src/llama-context.cpp:3824-3832", "split_mode", "flash_attn")
+
+    # -- fit ----------------------------------------------------------------------------------------
+    if p.fit is not False:
+        blockers = [name for name, on in (("-ngl", p.gpu_layers is not None and p.gpu_layers != "auto"),
+                                          ("-ts", bool(p.tensor_split)), ("-ot", bool(p.override_tensor)),
+                                          ("-cmoe", p.cpu_moe), ("-ncmoe", p.n_cpu_moe is not None)) if on]
+        if blockers:
+            explicit = p.fit is True or bool(p.fit_target_mib) or p.fit_ctx is not None
+            add("fit-ignored", "warning" if explicit else "info",
+                f"--fit will not place layers because {', '.join(blockers)} {'is' if len(blockers) == 1 else 'are'} set",
+                "Fit only shrinks an automatic context then aborts layer placement when -ngl, -ts, -ot or the MoE "
+                "flags are set (a warning in the log, nothing more); -fitt has no effect on placement.",
+                "common/fit.cpp:183-185, 459-487", "fit", "gpu_layers", "tensor_split", "override_tensor")
+
+    # -- speculative decoding --------------------------------------------------------------------
+    if model is not None and "draft-mtp" in p.spec_type and (getattr(model, "nextn_layers", None) or 0) == 0:
+        add("draft-mtp-without-mtp-layers", "error", "draft-mtp needs a model with MTP layers; this one has none",
+            "draft-mtp drafts with the main model's nextn (MTP) layers; the GGUF has nextn_predict_layers = 0.",
+            "common/common.cpp:1683; src/llama-model.cpp:1331", "spec_type")
+    if p.draft_model and not p.spec_type:
+        add("draft-model-without-spec-type", "warning", "a draft model alone does not turn on speculative decoding",
+            "-md loads the draft model but speculation needs --spec-type draft-simple (auto only for MTP/DFlash "
+            "draft GGUFs).", "common/arg.cpp:545-572", "draft_model", "spec_type")
+    if p.draft_n_min is not None and p.draft_n_max is not None and p.draft_n_min > p.draft_n_max:
+        add("draft-min-over-max", "warning", "draft min tokens exceed draft max tokens", "", REF,
+            "draft_n_min", "draft_n_max")
+
+    # -- context ----------------------------------------------------------------------------------
+    trained = getattr(model, "context_length", None) if model is not None else None
+    if trained and p.ctx_size and p.ctx_size > trained:
+        add("ctx-over-trained", "warning", f"context {p.ctx_size} is over the model's trained {trained} tokens",
+            "Beyond n_ctx_train quality degrades unless RoPE scaling (YaRN) is configured for it.",
+            "src/llama-context.cpp:330 (possible training context overflow)", "ctx_size")
+    if p.parallel is not None and p.parallel > 1 and p.kv_unified is not True and p.ctx_size:
+        add("ctx-per-slot", "info", f"each of {p.parallel} slots gets {p.ctx_size // p.parallel} tokens of context",
+            "Without a unified KV cache the context is divided between the slots.",
+            "src/llama-context.cpp:292-307", "parallel", "ctx_size")
+    if p.parallel == 0:
+        add("parallel-zero", "error", "--parallel 0 is rejected", "Use -1 (auto) or at least 1.",
+            "common/arg.cpp:2547-2555", "parallel")
+
+    # -- batching -----------------------------------------------------------------------------------
+    if p.ubatch_size and p.ubatch_size > (p.batch_size or 2048):
+        add("ubatch-over-batch", "info", "micro-batch larger than batch is cut down to the batch",
+            "n_ubatch is clamped to n_batch.", "src/llama-context.cpp:250", "ubatch_size", "batch_size")
+    if p.batch_size and p.batch_size > 2048:
+        add("large-batch-bench-only", "info", f"-b {p.batch_size}: a llama-bench gain that may not reach the server",
+            "-b 4096 gave +9% in llama-bench and 0% in the real server; measure with the server.",
+            f"{FIELD_NOTES}, case A", "batch_size")
+
+    # -- chat -----------------------------------------------------------------------------------------
+    if p.chat_template_kwargs is not None:
+        try:
+            ok = isinstance(json.loads(p.chat_template_kwargs), dict)
+        except ValueError:
+            ok = False
+        if not ok:
+            add("chat-template-kwargs-json", "error", "chat template kwargs must be a JSON object",
+                "llama-server parses the value as a JSON object and exits otherwise.", "common/arg.cpp:3544-3560",
+                "chat_template_kwargs")
+
+    # -- server exposure ----------------------------------------------------------------------------
+    hosts = [h for h in (p.host or "127.0.0.1").split(",") if h]
+    has_key = p.api_key is not None or p.api_key_file is not None or "LLAMA_API_KEY" in p.env
+    if not has_key and any(not _is_loopback(h) for h in hosts):
+        add("exposed-without-api-key", "warning", f"listening on {p.host} without an API key",
+            "Anyone who can reach this address can use the model, /slots and /props; set --api-key.",
+            "tools/server/server-http.cpp:251-302", "host", "api_key")
+
+    # -- environment --------------------------------------------------------------------------------
+    val = profile.env.get("GGML_CUDA_DISABLE_GRAPHS")
+    if val is not None and val.strip().lower() in ("0", "false", "off", "no", ""):
+        add("cuda-graphs-env-presence", "warning", f"GGML_CUDA_DISABLE_GRAPHS={val} still disables CUDA graphs",
+            "The variable is presence-based: any value, even 0, disables them. Remove it to keep graphs.",
+            "ggml/src/ggml-cuda/common.cuh:1289", "env")
+    if any(t in ("-dt", "--defrag-thold") for t in profile.extra_args):
+        add("defrag-deprecated", "info", "--defrag-thold is deprecated and does nothing",
+            "llama-server only prints a deprecation warning.", "common/arg.cpp:2536-2544", "extra_args")
+
+    out.sort(key=lambda a: _ORDER[a.severity])
+    return out

@@ -1,0 +1,79 @@
+"""Advice rules fire on the traps users hit (field notes) and stay quiet on a clean profile."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_tuner.core.advice import advise
+from llm_tuner.core.cmdline import import_command, parse_help
+from llm_tuner.core.profile import LaunchProfile, OverrideRule
+from tests.conftest import DATA
+
+CATALOG = parse_help((DATA / "binary" / "llama-server-help.txt").read_text())
+
+
+@dataclass
+class Facts:
+    nextn_layers: int = 0
+    context_length: int | None = 32768
+
+
+def ids(profile, **kw):
+    return {a.id for a in advise(profile, CATALOG, **kw)}
+
+
+def test_clean_profile_has_no_advice():
+    assert ids(LaunchProfile(model="m.gguf", ctx_size=8192, cache_type_k="q8_0", cache_type_v="q8_0")) == set()
+
+
+def test_case_a_command_warns_about_mtp_on_a_layer_split_and_ignored_fit():
+    text = ("llama-server -m Q.gguf -c 262144 -ngl 999 -fa on -ctk q8_0 -ctv q8_0 --spec-type draft-mtp,ngram-map-k4v "
+            "--spec-draft-n-max 3 --spec-draft-device CUDA0 --split-mode layer -dev CUDA0,Vulkan2 -ts 40,60 "
+            "--jinja -fitt 256 -ub 2048")
+    got = ids(import_command(text, CATALOG).profile, model=Facts(nextn_layers=1, context_length=262144))
+    assert got == {"mtp-multi-gpu-prefill", "fit-ignored", "large-ubatch-multi-gpu"}
+
+
+def test_kv_mismatch_and_quantized_v_without_fa():
+    got = advise(LaunchProfile(cache_type_k="q8_0", cache_type_v="q4_0", flash_attn="off"), CATALOG)
+    assert [a.id for a in got] == ["quantized-v-needs-fa", "kv-type-mismatch"]  # errors first
+    assert all(a.reason and a.source for a in got)
+
+
+def test_kv_mismatch_counts_llama_arg_env():
+    assert "kv-type-mismatch" in ids(LaunchProfile(cache_type_k="q8_0", env={"LLAMA_ARG_CACHE_TYPE_V": "f16"}))
+
+
+def test_removed_and_unknown_flags():
+    r = import_command("./build/bin/llama-server -m m.gguf -c 262000 -tbq 4 --mtp-draft 3 --mlock", CATALOG)
+    got = {a.id: a for a in advise(r.profile, CATALOG)}
+    assert "-tbq 4 --mtp-draft 3" in got["unknown-flag"].message
+    assert "--load-mode mlock" in got["removed-flag"].message
+
+
+def test_model_facts_rules():
+    p = LaunchProfile(spec_type=("draft-mtp",), ctx_size=65536)
+    assert {"draft-mtp-without-mtp-layers", "ctx-over-trained"} <= ids(p, model=Facts(0, 32768))
+    assert ids(p, model=Facts(1, 131072)) == set()
+    assert "draft-mtp-without-mtp-layers" not in ids(p)  # unknown model: no claim
+
+
+def test_exposed_without_api_key():
+    assert "exposed-without-api-key" in ids(LaunchProfile(host="0.0.0.0"))
+    assert "exposed-without-api-key" not in ids(LaunchProfile(host="0.0.0.0", api_key="k"))
+    assert "exposed-without-api-key" not in ids(LaunchProfile(host="127.0.0.1"))
+    assert "exposed-without-api-key" not in ids(LaunchProfile(host="::1"))
+
+
+def test_fit_ignored_only_when_fit_is_on():
+    p = LaunchProfile(override_tensor=(OverrideRule(pattern="ffn", buffer="CPU"),))
+    assert "fit-ignored" in ids(p)
+    assert "fit-ignored" not in ids(p.model_copy(update={"fit": False}))
+
+
+def test_more_traps():
+    assert "draft-model-without-spec-type" in ids(LaunchProfile(draft_model="d.gguf"))
+    assert "cuda-graphs-env-presence" in ids(LaunchProfile(env={"GGML_CUDA_DISABLE_GRAPHS": "0"}))
+    assert "chat-template-kwargs-json" in ids(LaunchProfile(chat_template_kwargs="{bad"))
+    assert "kv-type-unsupported" in ids(LaunchProfile(cache_type_k="turbo4", cache_type_v="turbo4"))
+    assert "parallel-zero" in ids(LaunchProfile(parallel=0))
