@@ -289,3 +289,14 @@ def default_catalog() -> FlagCatalog:
 def catalog_for(info: BinaryInfo | None) -> FlagCatalog:
     """The probed binary's own catalog when there is one, else the default catalog."""
     return info.catalog if info is not None and info.catalog is not None else default_catalog()
+
+
+def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,
+                    settings: Settings | None = None) -> ShortRun:
+    """Run llama-bench with `argv` (without the binary; add `-o json` to parse it). BinaryError when
+    it is not found, cannot start, times out or is cancelled (services/bench.py uses this)."""
+    loc = locate(BENCH, settings)
+    if loc is None:
+        raise BinaryError(f"llama-bench not found. Set its path in Settings, put it on PATH or set {ENV_VARS[BENCH]}.")
+    check_executable(loc.path)
+    return run_short([str(loc.path), *argv], timeout=timeout, cancel_check=cancel_check)

@@ -1,3 +1,272 @@
-"""runs: tables and repository (filled in by its issue)."""
+"""Benchmark history: runs, their repetitions and sweep groups (tables + repository).
+
+Every repetition is written in its own short transaction as soon as it finishes, so a crash or a kill
+mid-run keeps what was measured; `mark_interrupted()` (called when the app opens the history) turns
+runs left "running" by a dead process into "incomplete". Rows never leave this module: the
+repository returns frozen core models (core/bench_spec.py).
+"""
 
 from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+
+from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, delete, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from llm_tuner.core.bench_spec import (
+    BenchRun,
+    BenchSpec,
+    DevicePeak,
+    LlamaBenchResult,
+    Repetition,
+    RunGroup,
+)
+from llm_tuner.store.base import Base
+from llm_tuner.store.db import session_scope
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class BenchGroupRow(Base):
+    __tablename__ = "bench_groups"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32), default="sweep")
+    param: Mapped[str] = mapped_column(String(200), default="")
+    values_json: Mapped[list] = mapped_column(JSON, default=list)
+    label: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
+
+
+class BenchRunRow(Base):
+    __tablename__ = "bench_runs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    group_id: Mapped[int | None] = mapped_column(ForeignKey("bench_groups.id", ondelete="SET NULL"),
+                                                 nullable=True, index=True)
+    label: Mapped[str] = mapped_column(String(200), default="")
+    # Points at store/profiles' immutable profile version; no FK so runs survive a profile's deletion.
+    profile_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    server_argv: Mapped[list] = mapped_column(JSON, default=list)
+    server_env: Mapped[dict] = mapped_column(JSON, default=dict)
+    attached_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
+    model_path: Mapped[str | None] = mapped_column(Text, nullable=True, index=True)
+    model_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    model_mtime: Mapped[float | None] = mapped_column(Float, nullable=True)
+    model_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    binary_path: Mapped[str | None] = mapped_column(Text, nullable=True)
+    binary_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    binary_backends: Mapped[list] = mapped_column(JSON, default=list)
+    devices: Mapped[list] = mapped_column(JSON, default=list)
+    spec: Mapped[dict] = mapped_column(JSON, default=dict)
+    status: Mapped[str] = mapped_column(String(16), default="running", index=True)
+    started_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    sweep_value: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    memory_predicted_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    memory_measured_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    llama_bench: Mapped[list] = mapped_column(JSON, default=list)
+    llama_bench_skipped: Mapped[list] = mapped_column(JSON, default=list)
+    llama_bench_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+
+
+class BenchRepRow(Base):
+    __tablename__ = "bench_reps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[int] = mapped_column(ForeignKey("bench_runs.id", ondelete="CASCADE"), index=True)
+    seq: Mapped[int] = mapped_column(Integer, default=0)
+    prompt_tokens: Mapped[int] = mapped_column(Integer)
+    depth: Mapped[int] = mapped_column(Integer, default=0)
+    rep: Mapped[int] = mapped_column(Integer, default=0)
+    client: Mapped[int] = mapped_column(Integer, default=0)
+    cache_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    prompt_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    predicted_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    draft_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    draft_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    peaks: Mapped[list] = mapped_column(JSON, default=list)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    ok: Mapped[bool] = mapped_column(Boolean, default=True)
+
+
+_RUN_FIELDS = ("group_id", "label", "profile_version_id", "attached_url", "model_path", "model_size",
+               "model_mtime", "model_hash", "binary_path", "binary_version", "status", "started_at",
+               "finished_at", "error", "sweep_value", "memory_predicted_mib", "memory_measured_mib",
+               "llama_bench_error")
+_REP_FIELDS = ("seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n", "prompt_ms",
+               "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second", "draft_n",
+               "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "started_at", "error")
+
+
+def _rep_model(row: BenchRepRow) -> Repetition:
+    data = {f: getattr(row, f) for f in _REP_FIELDS}
+    return Repetition(run_id=row.run_id, peaks=tuple(DevicePeak(**p) for p in row.peaks or []), **data)
+
+
+def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
+    data = {f: getattr(row, f) for f in _RUN_FIELDS}
+    return BenchRun(
+        id=row.id, server_argv=tuple(row.server_argv or []), server_env=dict(row.server_env or {}),
+        binary_backends=tuple(row.binary_backends or []), devices=list(row.devices or []),
+        spec=BenchSpec(**(row.spec or {})),
+        llama_bench=tuple(LlamaBenchResult(**r) for r in row.llama_bench or []),
+        llama_bench_skipped=tuple(row.llama_bench_skipped or []),
+        reps=tuple(_rep_model(r) for r in sorted(reps, key=lambda r: r.seq)), **data)
+
+
+def _pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except (ProcessLookupError, PermissionError, OSError):
+        return False
+    return True
+
+
+class RunRepository:
+    """Benchmark runs in the app's SQLite file. Thread-safe: one short session per call."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    # -- writing --------------------------------------------------------------------------------
+    def create_run(self, run: BenchRun) -> int:
+        """Insert a run in state "running" (or the given state); returns its id."""
+        with session_scope(self.engine) as s:
+            row = BenchRunRow(
+                server_argv=list(run.server_argv), server_env=dict(run.server_env),
+                binary_backends=list(run.binary_backends), devices=list(run.devices),
+                spec=run.spec.model_dump(mode="json"), owner_pid=os.getpid(),
+                llama_bench=[r.model_dump(mode="json") for r in run.llama_bench],
+                llama_bench_skipped=list(run.llama_bench_skipped),
+                **{f: getattr(run, f) for f in _RUN_FIELDS})
+            if row.started_at is None:
+                row.started_at = _now()
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def add_rep(self, run_id: int, rep: Repetition) -> None:
+        """Store one finished repetition at once (its own transaction)."""
+        with session_scope(self.engine) as s:
+            s.add(BenchRepRow(run_id=run_id, peaks=[p.model_dump(mode="json") for p in rep.peaks],
+                              ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
+
+    def finish_run(self, run_id: int, status: str, error: str | None = None, **extra) -> None:
+        """Set the final status (complete/incomplete/failed/cancelled) and any late facts
+        (memory_measured_mib, llama_bench results, ...)."""
+        with session_scope(self.engine) as s:
+            row = s.get(BenchRunRow, run_id)
+            if row is None:
+                return
+            row.status = status
+            row.error = error
+            row.finished_at = _now()
+            row.owner_pid = None
+            for key, value in extra.items():
+                if key == "llama_bench":
+                    value = [r.model_dump(mode="json") for r in value]
+                elif key == "llama_bench_skipped":
+                    value = list(value)
+                setattr(row, key, value)
+
+    def update_run(self, run_id: int, **fields) -> None:
+        with session_scope(self.engine) as s:
+            row = s.get(BenchRunRow, run_id)
+            if row is not None:
+                for key, value in fields.items():
+                    if key == "llama_bench":
+                        value = [r.model_dump(mode="json") for r in value]
+                    setattr(row, key, value)
+
+    def create_group(self, group: RunGroup) -> int:
+        with session_scope(self.engine) as s:
+            row = BenchGroupRow(kind=group.kind, param=group.param, values_json=list(group.values),
+                                label=group.label, created_at=group.created_at or _now())
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def delete_run(self, run_id: int) -> None:
+        with session_scope(self.engine) as s:
+            s.execute(delete(BenchRepRow).where(BenchRepRow.run_id == run_id))
+            s.execute(delete(BenchRunRow).where(BenchRunRow.id == run_id))
+
+    def mark_interrupted(self) -> int:
+        """Runs still "running" whose process is gone become "incomplete" (finished reps are kept)."""
+        n = 0
+        with session_scope(self.engine) as s:
+            for row in s.scalars(select(BenchRunRow).where(BenchRunRow.status == "running")):
+                if not _pid_alive(row.owner_pid):
+                    row.status = "incomplete"
+                    row.error = row.error or "the run was interrupted (app closed or crashed); finished repetitions kept"
+                    row.finished_at = row.finished_at or _now()
+                    row.owner_pid = None
+                    n += 1
+        return n
+
+    # -- reading --------------------------------------------------------------------------------
+    def get_run(self, run_id: int) -> BenchRun | None:
+        with session_scope(self.engine) as s:
+            row = s.get(BenchRunRow, run_id)
+            if row is None:
+                return None
+            reps = list(s.scalars(select(BenchRepRow).where(BenchRepRow.run_id == run_id)))
+            return _run_model(row, reps)
+
+    def list_runs(self, *, model: str | None = None, label: str | None = None, binary: str | None = None,
+                  since: datetime | None = None, group_id: int | None = None,
+                  with_reps: bool = True, limit: int = 1000) -> list[BenchRun]:
+        """Runs newest first, filtered by model path/name substring, profile label, binary version, date."""
+        with session_scope(self.engine) as s:
+            q = select(BenchRunRow).order_by(BenchRunRow.started_at.desc(), BenchRunRow.id.desc())
+            if model:
+                q = q.where(BenchRunRow.model_path.contains(model))
+            if label:
+                q = q.where(BenchRunRow.label == label)
+            if binary:
+                q = q.where(BenchRunRow.binary_version.contains(binary))
+            if since:
+                q = q.where(BenchRunRow.started_at >= since)
+            if group_id is not None:
+                q = q.where(BenchRunRow.group_id == group_id)
+            rows = list(s.scalars(q.limit(limit)))
+            reps: dict[int, list[BenchRepRow]] = {r.id: [] for r in rows}
+            if with_reps and rows:
+                for rep in s.scalars(select(BenchRepRow).where(BenchRepRow.run_id.in_(list(reps)))):
+                    reps[rep.run_id].append(rep)
+            return [_run_model(r, reps[r.id]) for r in rows]
+
+    def latest_run(self, label: str) -> BenchRun | None:
+        """The newest finished run of a profile label (for "compare two profiles")."""
+        runs = [r for r in self.list_runs(label=label, limit=20) if r.status in ("complete", "incomplete")]
+        return runs[0] if runs else None
+
+    def labels(self) -> list[str]:
+        with session_scope(self.engine) as s:
+            return sorted({x for x in s.scalars(select(BenchRunRow.label).distinct()) if x})
+
+    def get_group(self, group_id: int) -> RunGroup | None:
+        with session_scope(self.engine) as s:
+            row = s.get(BenchGroupRow, group_id)
+            if row is None:
+                return None
+            return RunGroup(id=row.id, kind=row.kind, param=row.param, values=tuple(row.values_json or []),
+                            label=row.label, created_at=row.created_at)

@@ -1,0 +1,248 @@
+"""What a benchmark run says: per-metric samples, summaries, A/B comparison, llama-bench gap, reports.
+
+Pure functions over core models (no I/O), shared by the UI, the CLI and the export.
+Metric names: `prefill_tps@N`, `gen_tps@N`, `ttft_ms@N`, `latency_ms@N`, `acceptance@N`,
+`peak_vram_mib:DEV`, `peak_power_w:DEV`, `peak_temp_c:DEV`, `energy_per_token_j`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.stats import Comparison, compare, percentile, speculative_bound, summarize
+
+
+@dataclass(frozen=True)
+class MetricSamples:
+    name: str
+    unit: str
+    higher_is_better: bool
+    values: tuple[float, ...]
+
+
+def _ok(run: BenchRun) -> list[Repetition]:
+    return [r for r in run.reps if r.error is None]
+
+
+def metric_samples(run: BenchRun) -> dict[str, MetricSamples]:
+    """Every metric of a run with its per-repetition values, in a stable order."""
+    out: dict[str, MetricSamples] = {}
+
+    def add(name: str, unit: str, higher: bool, value: float | None) -> None:
+        if value is None:
+            return
+        m = out.get(name)
+        out[name] = MetricSamples(name, unit, higher, (*(m.values if m else ()), float(value)))
+
+    reps = _ok(run)
+    for n in sorted({r.prompt_tokens for r in reps}):
+        for r in (r for r in reps if r.prompt_tokens == n):
+            add(f"prefill_tps@{n}", "t/s", True, r.prompt_per_second if (r.prompt_n or 0) > 1 else None)
+            add(f"gen_tps@{n}", "t/s", True, r.predicted_per_second if (r.predicted_n or 0) > 1 else None)
+            add(f"ttft_ms@{n}", "ms", False, r.ttft_ms)
+            add(f"latency_ms@{n}", "ms", False, r.latency_ms)
+            add(f"acceptance@{n}", "%", True, None if r.acceptance is None else 100.0 * r.acceptance)
+    for r in reps:
+        for p in r.peaks:
+            add(f"peak_vram_mib:{p.device}", "MiB", False, p.vram_used_mib)
+            add(f"peak_power_w:{p.device}", "W", False, p.power_w)
+            add(f"peak_temp_c:{p.device}", "°C", False, p.temp_c)
+        add("energy_per_token_j", "J/token", False, r.energy_per_token_j)
+    return out
+
+
+def run_summary(run: BenchRun) -> dict:
+    """Median/spread/n per metric, latency percentiles, speculative figures and the llama-bench gap."""
+    samples = metric_samples(run)
+    metrics = {}
+    for name, m in samples.items():
+        s = summarize(m.values)
+        metrics[name] = {"unit": m.unit, **(s.to_json() if s else {})}
+    reps = _ok(run)
+    latency = {}
+    for n in sorted({r.prompt_tokens for r in reps}):
+        sel = [r for r in reps if r.prompt_tokens == n]
+        latency[str(n)] = {
+            f"{key}_p{p}": percentile([getattr(r, key) for r in sel], p)
+            for key in ("ttft_ms", "latency_ms") for p in (50, 95, 99)}
+    drafted = [r for r in reps if r.draft_n]
+    spec = None
+    if drafted:
+        draft_n = sum(r.draft_n or 0 for r in drafted)
+        accepted = sum(r.draft_n_accepted or 0 for r in drafted)
+        steps = sum(r.draft_steps or 0 for r in drafted)
+        alpha = accepted / draft_n if draft_n else None
+        k = draft_depth(run.server_argv)
+        spec = {"acceptance": alpha, "draft_n": draft_n, "draft_n_accepted": accepted,
+                "mean_accepted_len": (1.0 + accepted / steps) if steps else None, "draft_depth_k": k,
+                "bound_tokens_per_step": speculative_bound(alpha, k) if alpha is not None else None}
+    return {"run_id": run.id, "label": run.label, "status": run.status, "n_reps": len(reps),
+            "n_failed": len(run.reps) - len(reps), "metrics": metrics, "latency_percentiles": latency,
+            "speculative": spec, "llama_bench_gap": llama_bench_gap(run)}
+
+
+def draft_depth(argv: tuple[str, ...] | list[str]) -> int:
+    """The draft depth k from `--spec-draft-n-max` (llama-server's default is 3)."""
+    argv = list(argv)
+    for flag in ("--spec-draft-n-max", "--spec-ngram-mod-n-max"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            try:
+                return int(argv[argv.index(flag) + 1])
+            except ValueError:
+                pass
+    return 3
+
+
+def llama_bench_gap(run: BenchRun) -> list[dict]:
+    """Pair llama-bench tests with the server's medians: "llama-bench X, llama-server Y, gap Z%"."""
+    out = []
+    samples = metric_samples(run)
+    for lb in run.llama_bench:
+        if lb.n_gen == 0:
+            key, what = f"prefill_tps@{lb.n_prompt}", f"prefill {lb.n_prompt} tokens"
+        elif lb.n_prompt == 0:
+            gens = [k for k in samples if k.startswith("gen_tps@")]
+            key, what = (gens[0] if gens else None), f"generation {lb.n_gen} tokens"
+        else:
+            continue
+        server = summarize(samples[key].values).median if key in samples else None
+        gap = None if server is None or not lb.avg_ts else 100.0 * (server - lb.avg_ts) / lb.avg_ts
+        text = f"{what}: llama-bench {lb.avg_ts:.1f} t/s, llama-server " + (
+            f"{server:.1f} t/s, gap {gap:+.1f}%" if server is not None else "not measured")
+        out.append({"test": lb.test, "metric": key, "llama_bench_tps": lb.avg_ts, "llama_server_tps": server,
+                    "gap_pct": gap, "text": text})
+    return out
+
+
+def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = 2.0) -> list[Comparison]:
+    """Per metric present in either run: B against A with its verdict."""
+    sa, sb = metric_samples(a), metric_samples(b)
+    names = list(sa) + [n for n in sb if n not in sa]
+    out = []
+    for name in names:
+        m = sa.get(name) or sb[name]
+        out.append(compare(name, sa[name].values if name in sa else (), sb[name].values if name in sb else (),
+                           higher_is_better=m.higher_is_better, threshold_pct=threshold_pct, unit=m.unit))
+    return out
+
+
+def _flag_pairs(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
+    """argv -> {flag: value} ('' for switches); repeated flags are joined with ' '."""
+    out: dict[str, str] = {}
+    argv = list(argv)
+    i = 0
+    while i < len(argv):
+        tok = argv[i]
+        if tok.startswith("-") and not _is_number(tok):
+            val = ""
+            if i + 1 < len(argv) and (not argv[i + 1].startswith("-") or _is_number(argv[i + 1])):
+                val = argv[i + 1]
+                i += 1
+            out[tok] = f"{out[tok]} {val}".strip() if tok in out else val
+        i += 1
+    return out
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> list[dict]:
+    """Flags whose values differ between two llama-server argument lists ({flag, a, b}; None = absent)."""
+    pa, pb = _flag_pairs(a), _flag_pairs(b)
+    out = []
+    for flag in list(pa) + [f for f in pb if f not in pa]:
+        va, vb = pa.get(flag), pb.get(flag)
+        if va != vb:
+            out.append({"flag": flag, "a": va, "b": vb})
+    return out
+
+
+def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
+    """Measured generation speed-up of a drafting run over a no-draft run, beside the bound."""
+    spec = run_summary(run)["speculative"]
+    if not spec or spec["acceptance"] is None:
+        return None
+    sa, sb = metric_samples(baseline), metric_samples(run)
+    common = [k for k in sb if k.startswith("gen_tps@") and k in sa]
+    if not common:
+        return None
+    base = summarize(sa[common[0]].values).median
+    spd = summarize(sb[common[0]].values).median
+    return {"metric": common[0], "measured_speedup": spd / base if base else None,
+            "bound": spec["bound_tokens_per_step"], "acceptance": spec["acceptance"], "k": spec["draft_depth_k"]}
+
+
+def _fmt(v, digits: int = 1) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.{digits}f}"
+
+
+def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
+    """A shareable Markdown report of one run; `plots` are (title, relative PNG path)."""
+    s = run_summary(run)
+    lines = [f"# Benchmark run {run.id}: {run.label or '(unnamed)'}", "",
+             f"- Status: **{run.status}**" + (f" ({run.error})" if run.error else ""),
+             f"- Started: {run.started_at} · finished: {run.finished_at}",
+             f"- Model: `{run.model_path}` ({_fmt((run.model_size or 0) / 2**20, 0)} MiB, header sha256 "
+             f"`{(run.model_hash or '?')[:16]}`)",
+             f"- llama-server: {run.binary_version or '?'} [{', '.join(run.binary_backends)}] `{run.binary_path}`",
+             f"- Spec: {run.spec.describe()}",
+             f"- Command: `llama-server {' '.join(run.server_argv)}`", ""]
+    if run.devices:
+        lines += ["- Devices: " + "; ".join(str(d.get("name", d)) + (f" ({d.get('model')})" if d.get("model") else "")
+                                            for d in run.devices), ""]
+    lines += ["| Metric | Median | IQR | Stdev | n |", "|---|---:|---:|---:|---:|"]
+    for name, m in s["metrics"].items():
+        lines.append(f"| {name} ({m['unit']}) | {_fmt(m.get('median'), 2)} | {_fmt(m.get('iqr'), 2)} | "
+                     f"{_fmt(m.get('stdev'), 2)} | {m.get('n', 0)} |")
+    lines.append("")
+    if run.spec.clients > 1:
+        lines += ["## Latency under load", "", "| Prompt | TTFT p50/p95/p99 (ms) | Latency p50/p95/p99 (ms) |",
+                  "|---|---|---|"]
+        for n, p in s["latency_percentiles"].items():
+            lines.append(f"| {n} | {_fmt(p['ttft_ms_p50'])} / {_fmt(p['ttft_ms_p95'])} / {_fmt(p['ttft_ms_p99'])} | "
+                         f"{_fmt(p['latency_ms_p50'])} / {_fmt(p['latency_ms_p95'])} / {_fmt(p['latency_ms_p99'])} |")
+        lines.append("")
+    if s["speculative"]:
+        sp = s["speculative"]
+        lines += ["## Speculative decoding", "",
+                  f"Acceptance α = {_fmt(100 * sp['acceptance'])}% ({sp['draft_n_accepted']}/{sp['draft_n']}), "
+                  f"mean accepted length {_fmt(sp['mean_accepted_len'], 2)}, bound for k={sp['draft_depth_k']}: "
+                  f"{_fmt(sp['bound_tokens_per_step'], 2)} tokens/step", ""]
+    if s["llama_bench_gap"] or run.llama_bench_error:
+        lines += ["## llama-bench vs llama-server", ""]
+        lines += [f"- {g['text']}" for g in s["llama_bench_gap"]]
+        if run.llama_bench_skipped:
+            lines.append(f"- Flags llama-bench lacks (not applied there): `{' '.join(run.llama_bench_skipped)}`")
+        if run.llama_bench_error:
+            lines.append(f"- llama-bench: {run.llama_bench_error}")
+        lines.append("")
+    for title, path in plots:
+        lines += [f"![{title}]({path})", ""]
+    lines += ["## Repetitions", "",
+              "| # | prompt | client | prompt_n | prompt t/s | predicted_n | gen t/s | TTFT ms | latency ms | draft acc |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in run.reps:
+        acc = f"{r.draft_n_accepted}/{r.draft_n}" if r.draft_n else "–"
+        lines.append(f"| {r.seq} | {r.prompt_tokens} | {r.client} | {r.prompt_n} | {_fmt(r.prompt_per_second)} | "
+                     f"{r.predicted_n} | {_fmt(r.predicted_per_second)} | {_fmt(r.ttft_ms)} | {_fmt(r.latency_ms)} | "
+                     f"{acc if r.error is None else 'error: ' + r.error} |")
+    return "\n".join(lines) + "\n"
+
+
+REP_CSV_FIELDS = ("run_id", "label", "seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n",
+                  "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second",
+                  "draft_n", "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "error")
+
+
+def rep_rows(run: BenchRun) -> list[dict]:
+    """Flat rows (one per repetition) for CSV export."""
+    return [{"run_id": run.id, "label": run.label, **{k: getattr(r, k) for k in REP_CSV_FIELDS[2:]}}
+            for r in run.reps]

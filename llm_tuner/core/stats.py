@@ -1,0 +1,222 @@
+"""Statistics for benchmark results and A/B verdicts: medians, spread, percentiles, Welch intervals.
+
+Why Welch and not a bootstrap: benchmark runs have 2-5 repetitions. A percentile bootstrap on n=3
+samples is badly anti-conservative (it calls a difference "real" far more often than 5% of the time),
+while Welch's t interval with Satterthwaite's degrees of freedom stays honest for small n: with two
+repetitions per side the interval is wide and the verdict says "within noise", which is the truth.
+
+A verdict of "better"/"worse" needs BOTH a 95% interval of the difference that excludes zero AND a
+difference larger than a practical threshold (default 2%, `Settings.ab_threshold_pct`), so an A/A
+comparison of the same settings does not come out "better" one time in three.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+BETTER, WORSE, NOISE = "better", "worse", "within noise"
+
+
+@dataclass(frozen=True)
+class Summary:
+    """One metric's repetitions: n, median, quartiles (IQR), mean and sample standard deviation."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    mean: float
+    stdev: float | None  # None when n < 2
+    min: float
+    max: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+    @property
+    def cv_pct(self) -> float | None:
+        """Coefficient of variation in percent (stdev / mean)."""
+        if self.stdev is None or self.mean == 0:
+            return None
+        return 100.0 * self.stdev / abs(self.mean)
+
+    def to_json(self) -> dict:
+        return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3, "iqr": self.iqr,
+                "mean": self.mean, "stdev": self.stdev, "min": self.min, "max": self.max}
+
+
+def _clean(values: Sequence[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and not math.isnan(float(v))]
+
+
+def percentile(values: Sequence[float | None], pct: float) -> float | None:
+    """Percentile with linear interpolation between order statistics (numpy's default method)."""
+    xs = sorted(_clean(values))
+    if not xs:
+        return None
+    if len(xs) == 1:
+        return xs[0]
+    pos = (len(xs) - 1) * pct / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def median(values: Sequence[float | None]) -> float | None:
+    return percentile(values, 50.0)
+
+
+def summarize(values: Sequence[float | None]) -> Summary | None:
+    """Summary of the non-missing values; None when there are none."""
+    xs = _clean(values)
+    if not xs:
+        return None
+    n = len(xs)
+    mean = sum(xs) / n
+    stdev = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
+    return Summary(n, percentile(xs, 50), percentile(xs, 25), percentile(xs, 75), mean, stdev, min(xs), max(xs))
+
+
+# -- Student t quantile (no scipy): regularized incomplete beta by continued fraction ----------------
+
+def _betacf(a: float, b: float, x: float) -> float:
+    qab, qap, qam = a + b, a + 1.0, a - 1.0
+    c, d = 1.0, 1.0 - qab * x / qap
+    d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
+    h = d
+    for m in range(1, 300):
+        m2 = 2 * m
+        aa = m * (b - m) * x / ((qam + m2) * (a + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
+        c = 1.0 + aa / c if abs(c) > 1e-300 else 1e300
+        h *= d * c
+        aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        d = 1.0 + aa * d
+        d = 1.0 / (d if abs(d) > 1e-300 else 1e-300)
+        c = 1.0 + aa / c if abs(c) > 1e-300 else 1e300
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < 1e-12:
+            break
+    return h
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    lbeta = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
+    front = math.exp(lbeta + a * math.log(x) + b * math.log(1.0 - x))
+    if x < (a + 1.0) / (a + b + 2.0):
+        return front * _betacf(a, b, x) / a
+    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+
+
+def t_cdf(t: float, df: float) -> float:
+    """CDF of Student's t distribution with (possibly fractional) df."""
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2.0, 0.5, x)
+    return 1.0 - tail if t >= 0 else tail
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Quantile of Student's t (bisection on t_cdf; exact to ~1e-9)."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(p)
+    if p < 0.5:
+        return -t_quantile(1.0 - p, df)
+    lo, hi = 0.0, 1.0
+    while t_cdf(hi, df) < p:
+        hi *= 2.0
+    for _ in range(200):
+        mid = (lo + hi) / 2.0
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-10:
+            break
+    return (lo + hi) / 2.0
+
+
+def welch_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """Welch's interval for mean(b) - mean(a); None when either side has fewer than 2 values."""
+    sa, sb = summarize(a), summarize(b)
+    if sa is None or sb is None or sa.n < 2 or sb.n < 2:
+        return None
+    va, vb = sa.stdev**2 / sa.n, sb.stdev**2 / sb.n
+    diff = sb.mean - sa.mean
+    se = math.sqrt(va + vb)
+    if se == 0.0:
+        return (diff, diff)
+    df = (va + vb) ** 2 / ((va**2 / (sa.n - 1) if va else 0.0) + (vb**2 / (sb.n - 1) if vb else 0.0))
+    t = t_quantile(0.5 + confidence / 2.0, df)
+    return (diff - t * se, diff + t * se)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against A for one metric. Percentages are relative to A; the verdict is direction-aware."""
+
+    name: str
+    unit: str
+    higher_is_better: bool
+    a: Summary | None
+    b: Summary | None
+    delta_pct: float | None
+    ci_low_pct: float | None
+    ci_high_pct: float | None
+    verdict: str | None  # better / worse / within noise; None when a side has no data
+    note: str = ""
+
+    def to_json(self) -> dict:
+        def side(s: Summary | None) -> dict | None:
+            return None if s is None else {"median": s.median, "n": s.n, "iqr": s.iqr, "stdev": s.stdev,
+                                           "mean": s.mean}
+
+        return {"name": self.name, "unit": self.unit, "higher_is_better": self.higher_is_better,
+                "a": side(self.a), "b": side(self.b), "delta_pct": self.delta_pct,
+                "ci_low_pct": self.ci_low_pct, "ci_high_pct": self.ci_high_pct,
+                "verdict": self.verdict, "note": self.note}
+
+
+def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, higher_is_better: bool,
+            threshold_pct: float = 2.0, unit: str = "", confidence: float = 0.95) -> Comparison:
+    """Compare samples B against A.
+
+    Δ% = (median B − median A) / median A. The 95% interval is Welch's interval of the difference
+    of means, divided by mean A. "better"/"worse" need the interval to exclude zero on the side of
+    Δ and |Δ| > `threshold_pct`; otherwise "within noise".
+    """
+    xa, xb = _clean(a), _clean(b)
+    sa, sb = summarize(xa), summarize(xb)
+    if sa is None or sb is None:
+        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, None, "no data on one side")
+    if sa.median == 0 or sa.mean == 0:
+        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, NOISE, "A is zero: no relative change")
+    delta = 100.0 * (sb.median - sa.median) / abs(sa.median)
+    ci = welch_ci(xa, xb, confidence)
+    if ci is None:
+        return Comparison(name, unit, higher_is_better, sa, sb, delta, None, None, NOISE,
+                          "fewer than 2 repetitions on a side: no confidence interval")
+    lo, hi = 100.0 * ci[0] / abs(sa.mean), 100.0 * ci[1] / abs(sa.mean)
+    excludes_zero = (lo > 0 and delta > 0) or (hi < 0 and delta < 0)
+    if excludes_zero and abs(delta) > threshold_pct:
+        verdict = BETTER if (delta > 0) == higher_is_better else WORSE
+        note = ""
+    else:
+        verdict = NOISE
+        note = ("interval includes zero" if not excludes_zero
+                else f"|Δ| {abs(delta):.1f}% is below the {threshold_pct:g}% threshold")
+    return Comparison(name, unit, higher_is_better, sa, sb, delta, lo, hi, verdict, note)
+
+
+def speculative_bound(alpha: float, k: int) -> float:
+    """Expected tokens per verification step with draft depth k and per-token acceptance alpha
+    (independence assumed): 1 + α + α² + … + α^k. It bounds the speed-up speculation can give."""
+    return sum(alpha**i for i in range(k + 1))

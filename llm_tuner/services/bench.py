@@ -1,0 +1,662 @@
+"""Benchmark runner: real llama-server, real requests, the server's own timings.
+
+A run = one server command line (a profile's, or raw llama-server arguments) measured with a
+`BenchSpec`. The runner starts the server (or uses an attached URL), builds prompts of exactly N
+tokens from real text with the server's own `/tokenize` and sends them as token arrays (llama-server
+uses a token array as-is: no BOS is added, server-common.cpp `tokenize_input_subprompt`), asks for
+exactly `gen_tokens` tokens (`n_predict` + `ignore_eos`), and keeps per request:
+
+- the server's `timings` (prompt_n/ms/per_second, predicted_n/ms/per_second, cache_n, draft_n,
+  draft_n_accepted) - never replaced by client clocks;
+- client-side time to first token over streaming, and total latency;
+- draft verification steps from `/metrics` (for the mean accepted length; one client only);
+- telemetry peaks per device through an optional `TelemetrySource`.
+
+Cold cache: `cache_prompt: false` makes the server reprocess the whole prompt (`n_past = 0`,
+server-context.cpp), and every repetition also takes a different slice of the text. With a depth,
+the depth prefix is cached first (`n_predict: 0`), then the measured request (prefix + N new tokens)
+reuses it; with SWA/hybrid models the server may reprocess more, which `prompt_n`/`cache_n` show.
+
+Each repetition is stored as soon as it finishes; a crash keeps them and marks the run incomplete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Protocol
+
+from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, LlamaBenchResult, Repetition, RunGroup
+from llm_tuner.services import binaries
+from llm_tuner.services.client import LlamaClient, ServerError
+from llm_tuner.services.server import ServerProcess, free_port
+from llm_tuner.store.runs import RunRepository
+
+log = logging.getLogger(__name__)
+
+PROMPTS_DIR_ENV = "LLM_TUNER_PROMPTS_DIR"
+
+
+class BenchCancelled(Exception):
+    """The user cancelled; finished repetitions are kept."""
+
+
+class BenchError(Exception):
+    """A run could not go on; the message says what happened and what to do."""
+
+
+ProgressFn = Callable[[float | None, str], None]
+CancelFn = Callable[[], bool]
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+# -- prompt text --------------------------------------------------------------------------------
+
+def prompts_dir() -> Path:
+    """resources/prompts (beside the package in a checkout); `LLM_TUNER_PROMPTS_DIR` overrides."""
+    override = os.environ.get(PROMPTS_DIR_ENV)
+    if override:
+        return Path(override)
+    return Path(__file__).resolve().parents[2] / "resources" / "prompts"
+
+
+def prompt_texts(prompt_file: str | None = None) -> list[str]:
+    """The texts prompts are cut from: the user's file, or the shipped prose and code."""
+    if prompt_file:
+        text = Path(prompt_file).expanduser().read_text(encoding="utf-8", errors="replace")
+        if not text.strip():
+            raise BenchError(f"the prompt file {prompt_file} is empty; choose a file with text in it")
+        return [text]
+    folder = prompts_dir()
+    files = sorted(p for p in folder.glob("*.txt")) if folder.is_dir() else []
+    if not files:
+        raise BenchError(f"no prompt text found in {folder}; set {PROMPTS_DIR_ENV} or give a prompt file")
+    return [p.read_text(encoding="utf-8", errors="replace") for p in files]
+
+
+class PromptBuilder:
+    """Token streams from real text, tokenized by the server under test; prompts of exactly N tokens.
+
+    The texts are tokenized in chunks of ~2000 characters and interleaved (prose, code, prose, ...)
+    so every prompt of a few hundred tokens or more mixes both. Prompts longer than the text cycle
+    through it. A leading BOS is added when the model's vocabulary uses one (as real requests have).
+    """
+
+    CHUNK_CHARS = 2000
+
+    def __init__(self, client: LlamaClient, texts: list[str]) -> None:
+        chunks: list[list[str]] = [[t[i:i + self.CHUNK_CHARS] for i in range(0, len(t), self.CHUNK_CHARS)]
+                                   for t in texts]
+        order: list[str] = []
+        for i in range(max(len(c) for c in chunks)):
+            order += [c[i] for c in chunks if i < len(c)]
+        tokens: list[int] = []
+        for chunk in order:
+            tokens += client.tokenize(chunk, add_special=False)
+        if not tokens:
+            raise BenchError("the prompt text tokenized to nothing")
+        self.stream = tokens
+        special = client.tokenize("", add_special=True)
+        self.bos = special[:1]
+
+    def prompt(self, n: int, offset: int = 0) -> list[int]:
+        """Exactly `n` tokens: BOS (if any) then the stream from `offset`, cycling."""
+        head = self.bos[:n]
+        need = n - len(head)
+        s = self.stream
+        start = offset % len(s)
+        body: list[int] = []
+        while len(body) < need:
+            body += s[start:start + need - len(body)]
+            start = 0
+        return head + body
+
+
+# -- telemetry (optional) -----------------------------------------------------------------------
+
+class TelemetrySource(Protocol):
+    """Anything with `read()` returning per-device readings with some of: `device`/`name`,
+    `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`, `energy_mj` (a total
+    energy counter). services/telemetry samplers fit; a missing attribute is simply not measured."""
+
+    def read(self) -> Iterable[object]: ...
+
+
+def _attr(obj, *names):
+    for n in names:
+        v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
+        if v is not None:
+            return v
+    return None
+
+
+def default_telemetry() -> TelemetrySource | None:
+    """NVML through services.telemetry.nvml when it offers a source and a driver is present."""
+    try:
+        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
+
+        if not nvml.nvml_available()[0] or not hasattr(nvml, "NvmlSource"):
+            return None
+        return nvml.NvmlSource()
+    except Exception:  # noqa: BLE001 - telemetry is optional
+        return None
+
+
+class PeakTracker:
+    """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device."""
+
+    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._peaks: dict[str, dict] = {}
+
+    def _sample(self) -> None:
+        try:
+            readings = list(self.source.read())
+        except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
+            return
+        for r in readings:
+            dev = str(_attr(r, "device", "name") or "?")
+            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None})
+            for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
+                               ("temp", ("temp_c", "temperature_c"))):
+                v = _attr(r, *names)
+                if v is not None:
+                    p[key] = v if p[key] is None else max(p[key], v)
+            e = _attr(r, "energy_mj")
+            if e is not None:
+                p["e0"] = e if p["e0"] is None else p["e0"]
+                p["e1"] = e
+
+    def _loop(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._sample()
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def __enter__(self) -> PeakTracker:
+        if self.source is not None:
+            self._peaks = {}
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="bench-peaks", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(2.0)
+            self._sample()
+            self._thread = None
+
+    def peaks(self) -> tuple[DevicePeak, ...]:
+        return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
+                                energy_j=(p["e1"] - p["e0"]) / 1000.0 if p["e0"] is not None else None)
+                     for d, p in sorted(self._peaks.items()))
+
+
+# -- identity of what ran -----------------------------------------------------------------------
+
+def model_identity(path: str | None) -> dict:
+    """Path, size, mtime and sha256 of the first MiB (GGUF header + metadata: cheap and distinctive)."""
+    if not path or not Path(path).is_file():
+        return {"model_path": path}
+    p = Path(path)
+    st = p.stat()
+    with p.open("rb") as f:
+        digest = hashlib.sha256(f.read(2**20)).hexdigest()
+    return {"model_path": str(p.resolve()), "model_size": st.st_size, "model_mtime": st.st_mtime, "model_hash": digest}
+
+
+def argv_model(argv: list[str]) -> str | None:
+    for flag in ("-m", "--model"):
+        if flag in argv and argv.index(flag) + 1 < len(argv):
+            return argv[argv.index(flag) + 1]
+    return None
+
+
+def _has_flag(argv: list[str], *names: str) -> bool:
+    return any(a in names or any(a.startswith(n + "=") for n in names if n.startswith("--")) for a in argv)
+
+
+def set_flag(argv: list[str], flag: str, value: str | None, aliases: tuple[str, ...] = ()) -> list[str]:
+    """argv with `flag value` replacing any earlier occurrence (of the flag or its aliases)."""
+    names = {flag, *aliases}
+    out: list[str] = []
+    i = 0
+    while i < len(argv):
+        if argv[i] in names:
+            nxt = argv[i + 1] if i + 1 < len(argv) else None
+            i += 2 if nxt is not None and (not nxt.startswith("-") or _num(nxt)) else 1
+            continue
+        out.append(argv[i])
+        i += 1
+    return out + ([flag] if value is None else [flag, value])
+
+
+def _num(tok: str) -> bool:
+    try:
+        float(tok)
+        return True
+    except ValueError:
+        return False
+
+
+# -- llama-bench translation --------------------------------------------------------------------
+
+# llama-server flag -> llama-bench flag, and how the value changes (None: same value).
+_BENCH_MAP: dict[str, tuple[str, Callable[[str], str] | None]] = {}
+for _names, _target, _fn in (
+    (("-m", "--model"), "-m", None),
+    (("-ngl", "--gpu-layers", "--n-gpu-layers"), "-ngl", lambda v: "999" if v == "all" else v),
+    (("-b", "--batch-size"), "-b", None),
+    (("-ub", "--ubatch-size"), "-ub", None),
+    (("-t", "--threads"), "-t", None),
+    (("-fa", "--flash-attn"), "-fa", None),
+    (("-ctk", "--cache-type-k"), "-ctk", None),
+    (("-ctv", "--cache-type-v"), "-ctv", None),
+    (("-sm", "--split-mode"), "-sm", None),
+    (("-mg", "--main-gpu"), "-mg", None),
+    (("-ncmoe", "--n-cpu-moe"), "-ncmoe", None),
+    (("-ts", "--tensor-split"), "-ts", lambda v: v.replace(",", "/")),
+    (("-ot", "--override-tensor"), "-ot", lambda v: v.replace(",", ";")),
+    (("-dev", "--device"), "-dev", lambda v: v.replace(",", "/")),
+):
+    for _n in _names:
+        _BENCH_MAP[_n] = (_target, _fn)
+_BENCH_SWITCHES = {"-nkvo": ("-nkvo", "1"), "--no-kv-offload": ("-nkvo", "1"), "--no-host": ("--no-host", "1")}
+# Flags that only concern serving (network, UI, logging): no effect on speed, not reported as lacking.
+_SERVER_ONLY = {"--host", "--port", "--metrics", "--api-key", "--alias", "-a", "--no-webui", "--webui",
+                "--log-file", "--log-colors", "--log-verbosity", "-lv", "--log-prefix", "--log-timestamps",
+                "--jinja", "--no-jinja", "--slots", "--no-slots", "--props"}
+
+
+def _takes_value(argv: list[str], i: int) -> bool:
+    nxt = argv[i + 1] if i + 1 < len(argv) else None
+    return nxt is not None and (not nxt.startswith("-") or _num(nxt))
+
+
+def translate_to_llama_bench(server_argv: list[str], spec: BenchSpec) -> tuple[list[str], list[str]]:
+    """llama-bench arguments for the same settings, and the llama-server flags it lacks (listed, not
+    silently dropped). `-ts` lists use '/', `-ot` lists ';', `-dev` lists '/' (llama-bench uses ',' to
+    separate configurations)."""
+    out: list[str] = []
+    lacking: list[str] = []
+    i = 0
+    while i < len(server_argv):
+        tok = server_argv[i]
+        name, _, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
+        has_val = bool(inline) or _takes_value(server_argv, i)
+        value = inline or (server_argv[i + 1] if has_val else None)
+        step = 2 if has_val and not inline else 1
+        if name in _BENCH_MAP and value is not None:
+            target, fn = _BENCH_MAP[name]
+            if name in ("-ngl", "--gpu-layers", "--n-gpu-layers") and value == "auto":
+                lacking.append(f"{name} auto")
+            else:
+                out += [target, fn(value) if fn else value]
+        elif name in _BENCH_SWITCHES:
+            out += list(_BENCH_SWITCHES[name])
+            step = 1
+        elif name in _SERVER_ONLY:
+            pass
+        elif tok.startswith("-") and not _num(tok):
+            lacking.append(f"{name} {value}" if value is not None else name)
+        i += step
+    lengths = ",".join(str(n) for n in spec.prompt_tokens)
+    out += ["-p", lengths, "-n", str(spec.gen_tokens), "-r", str(spec.reps), "-o", "json"]
+    if spec.depth:
+        out += ["-d", str(spec.depth)]
+    if spec.warmup == 0:
+        out.append("--no-warmup")
+    return out, lacking
+
+
+def parse_llama_bench_json(text: str) -> list[LlamaBenchResult]:
+    """llama-bench `-o json` (one array) or `-o jsonl` (one object a line)."""
+    text = text.strip()
+    if not text:
+        return []
+    try:
+        objs = json.loads(text)
+        objs = objs if isinstance(objs, list) else [objs]
+    except json.JSONDecodeError:
+        objs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
+    return [LlamaBenchResult(n_prompt=o.get("n_prompt", 0), n_gen=o.get("n_gen", 0), n_depth=o.get("n_depth", 0),
+                             avg_ts=o.get("avg_ts", 0.0), stddev_ts=o.get("stddev_ts"),
+                             samples_ts=tuple(o.get("samples_ts") or ()), raw=o) for o in objs]
+
+
+# -- the runner ---------------------------------------------------------------------------------
+
+_METRIC_RE = re.compile(r"^llamacpp:(\w+)\s+([0-9.eE+-]+)", re.M)
+
+
+def scrape_metrics(client: LlamaClient) -> dict[str, float] | None:
+    """The server's Prometheus counters ({name: value}); None when /metrics is off."""
+    try:
+        return {m.group(1): float(m.group(2)) for m in _METRIC_RE.finditer(client.metrics_text())}
+    except Exception:  # noqa: BLE001 - started without --metrics, or an older server
+        return None
+
+
+@dataclass
+class _Eta:
+    total: int
+    done: int = 0
+    t0: float = field(default_factory=time.monotonic)
+
+    def text(self) -> str:
+        if not self.done:
+            return "estimating time left…"
+        left = (time.monotonic() - self.t0) / self.done * (self.total - self.done)
+        m, s = divmod(int(left + 0.5), 60)
+        return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
+
+
+@dataclass
+class ServerTarget:
+    """What to benchmark: llama-server arguments (the runner starts it) or an attached URL."""
+
+    argv: list[str] = field(default_factory=list)  # without the binary
+    env: dict[str, str] = field(default_factory=dict)
+    label: str = ""
+    profile_version_id: int | None = None
+    attached_url: str | None = None
+    api_key: str | None = None
+    memory_predicted_mib: dict[str, float] | None = None
+
+
+class BenchRunner:
+    """Runs BenchSpecs against llama-server and stores every repetition as it finishes."""
+
+    def __init__(self, repo: RunRepository, *, settings=None, telemetry: TelemetrySource | None = None,
+                 devices: list[dict] | None = None, ready_timeout_s: float = 300.0,
+                 server_threads: int | None = None) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.telemetry = telemetry
+        self.devices = devices or []
+        self.ready_timeout_s = ready_timeout_s
+        self._binary_cache: dict[str, tuple] = {}
+        self.current_process: ServerProcess | None = None  # the server of the run in progress
+
+    # -- server lifecycle ------------------------------------------------------------------------
+    def _binary(self) -> tuple[Path, str | None, tuple[str, ...]]:
+        loc = binaries.locate(binaries.SERVER, self.settings)
+        if loc is None:
+            raise BenchError("llama-server not found: set its path in Settings or install the built-in one")
+        key = str(loc.path)
+        if key not in self._binary_cache:
+            try:
+                version, _commit, _built = binaries.read_version(loc.path)
+            except binaries.BinaryError:
+                version = None
+            self._binary_cache[key] = (loc.path, version, binaries.backends_of(loc.path, []))
+        return self._binary_cache[key]
+
+    def _start(self, target: ServerTarget, binary: Path) -> tuple[ServerProcess, str]:
+        argv = list(target.argv)
+        port = free_port()
+        argv = set_flag(argv, "--host", "127.0.0.1")
+        argv = set_flag(argv, "--port", str(port))
+        if not _has_flag(argv, "--metrics"):
+            argv.append("--metrics")
+        env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+        env.update(target.env)
+        env["NO_COLOR"] = "1"
+        proc = ServerProcess([str(binary), *argv], env)
+        proc.start()
+        return proc, f"http://127.0.0.1:{port}"
+
+    # -- one run ----------------------------------------------------------------------------------
+    def run(self, target: ServerTarget, spec: BenchSpec, *, progress: ProgressFn | None = None,
+            cancelled: CancelFn | None = None, group_id: int | None = None, sweep_value: str | None = None,
+            progress_span: tuple[float, float] = (0.0, 1.0)) -> BenchRun:
+        """Measure `spec` on `target`; returns the stored run (its final status tells how it ended)."""
+        progress = progress or (lambda f, t: None)
+        cancelled = cancelled or (lambda: False)
+        lo, hi = progress_span
+
+        def report(frac: float | None, text: str) -> None:
+            progress(None if frac is None else lo + (hi - lo) * frac, text)
+
+        binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary()
+        ident = model_identity(argv_model(target.argv))
+        run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
+                       server_argv=tuple(target.argv), server_env=dict(target.env),
+                       attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
+                       binary_version=version, binary_backends=tuple(backends), devices=self.devices, spec=spec,
+                       status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
+                       memory_predicted_mib=target.memory_predicted_mib, **ident)
+        run_id = self.repo.create_run(run)
+        proc: ServerProcess | None = None
+        status, error = "complete", None
+        measured_mib: dict[str, float] = {}
+        extra: dict = {}
+        try:
+            if spec.llama_bench and target.attached_url is None:
+                extra.update(self._llama_bench(target, spec, report, cancelled))
+            if cancelled():
+                raise BenchCancelled()
+            if target.attached_url:
+                url = target.attached_url
+            else:
+                report(0.0, "starting llama-server…")
+                proc, url = self._start(target, binary_path)
+                self.current_process = proc
+            with LlamaClient(url, api_key=target.api_key) as client:
+                health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
+                                           alive=(proc.alive if proc else (lambda: True)))
+                if not health.ready:
+                    tail = "\n".join(list(proc.lines)[-15:]) if proc else ""
+                    raise BenchError(f"llama-server did not become ready ({health.message}). "
+                                     f"Check the profile's flags and the log:\n{tail}")
+                report(0.0, "tokenizing prompt text…")
+                builder = PromptBuilder(client, prompt_texts(spec.prompt_file))
+                status, error = self._measure(run_id, client, builder, spec, report, cancelled, measured_mib,
+                                              proc)
+        except BenchCancelled:
+            status, error = "cancelled", "cancelled by the user; finished repetitions kept"
+        except (BenchError, binaries.BinaryError, ServerError, OSError) as exc:
+            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), str(exc)
+        except Exception as exc:  # noqa: BLE001 - stored, then re-raised for the log
+            log.exception("benchmark run %s failed", run_id)
+            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), f"{type(exc).__name__}: {exc}"
+        finally:
+            if proc is not None:
+                report(None, "stopping llama-server…")
+                proc.stop()
+                self.current_process = None
+            self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
+        report(1.0, f"run {run_id} {status}")
+        return self.repo.get_run(run_id)
+
+    def _measure(self, run_id: int, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec,
+                 report, cancelled, measured_mib: dict, proc: ServerProcess | None) -> tuple[str, str | None]:
+        eta = _Eta(spec.n_requests)
+        seq = 0
+        failures: list[str] = []
+        offset = 0
+        stride = 7919  # a prime: successive repetitions start at unrelated places in the text
+        tracker = PeakTracker(self.telemetry)
+        for n in spec.prompt_tokens:
+            for w in range(spec.warmup):
+                self._check(cancelled, proc)
+                report(eta.done / eta.total, f"warm-up {w + 1}/{spec.warmup} · prompt {n} tokens · {eta.text()}")
+                offset += stride
+                self._one(client, builder, spec, n, offset, 0, 0, cancelled)
+                eta.done += 1
+            for rep in range(spec.reps):
+                self._check(cancelled, proc)
+                report(eta.done / eta.total, f"prompt {n} tokens · repetition {rep + 1}/{spec.reps}"
+                       + (f" × {spec.clients} clients" if spec.clients > 1 else "") + f" · {eta.text()}")
+                offsets = [offset + stride * (c + 1) for c in range(spec.clients)]
+                offset = offsets[-1]
+                before = scrape_metrics(client) if spec.clients == 1 else None
+                with tracker:
+                    if spec.clients == 1:
+                        results = [self._one(client, builder, spec, n, offsets[0], rep, 0, cancelled)]
+                    else:
+                        with ThreadPoolExecutor(spec.clients) as pool:
+                            futs = [pool.submit(self._one_own_client, client, builder, spec, n, offsets[c], rep, c,
+                                                cancelled) for c in range(spec.clients)]
+                            results = [f.result() for f in futs]
+                peaks = tracker.peaks()
+                for p in peaks:
+                    if p.vram_used_mib is not None:
+                        measured_mib[p.device] = max(measured_mib.get(p.device, 0.0), p.vram_used_mib)
+                steps = None
+                if before is not None and results[0].draft_n:
+                    after = scrape_metrics(client) or {}
+                    key = "spec_decode_num_drafts_total"
+                    if key in after and key in before:
+                        steps = int(after[key] - before[key])
+                for r in results:
+                    rep_obj = r.model_copy(update={"seq": seq, "peaks": peaks,
+                                                   "draft_steps": steps if r.client == 0 else None})
+                    self.repo.add_rep(run_id, rep_obj)
+                    seq += 1
+                    if r.error:
+                        failures.append(r.error)
+                eta.done += spec.clients
+                if cancelled():
+                    raise BenchCancelled()
+                if proc is not None and not proc.alive():
+                    raise BenchError("llama-server exited during the run:\n" + "\n".join(list(proc.lines)[-10:]))
+        if failures:
+            return "incomplete", f"{len(failures)} request(s) failed: {failures[0]}"
+        return "complete", None
+
+    @staticmethod
+    def _check(cancelled, proc) -> None:
+        if cancelled():
+            raise BenchCancelled()
+        if proc is not None and not proc.alive():
+            raise BenchError("llama-server exited during the run:\n" + "\n".join(list(proc.lines)[-10:]))
+
+    def _one_own_client(self, client: LlamaClient, *args) -> Repetition:
+        with LlamaClient(client.base_url) as own:
+            own._http.headers.update(client._http.headers)
+            return self._one(own, *args)
+
+    def _one(self, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec, n: int, offset: int,
+             rep: int, c: int, cancelled) -> Repetition:
+        """One measured request (after priming the cache for warm/depth runs)."""
+        started = _now()
+        base = {"prompt_tokens": n, "depth": spec.depth, "rep": rep, "client": c, "started_at": started}
+        try:
+            prefix = builder.prompt(spec.depth, offset * 3 + 11) if spec.depth else []
+            body = builder.prompt(n, offset) if not prefix else builder.prompt(n + len(builder.bos), offset)[
+                len(builder.bos):]
+            tokens = prefix + body
+            cache_prompt = spec.warm_cache or bool(spec.depth)
+            if spec.depth:
+                client.completion(prefix, n_predict=0, cache_prompt=True)
+            if spec.warm_cache:
+                client.completion(tokens, n_predict=0, cache_prompt=True)
+            t0 = time.perf_counter()
+            ttft = None
+            final = None
+            for chunk in client.completion_stream(tokens, n_predict=spec.gen_tokens, ignore_eos=True,
+                                                  cache_prompt=cache_prompt, seed=1234):
+                if ttft is None and (chunk.get("tokens") or chunk.get("content")):
+                    ttft = (time.perf_counter() - t0) * 1000.0
+                if chunk.get("stop"):
+                    final = chunk
+                    break
+                if cancelled():
+                    raise BenchCancelled()
+            latency = (time.perf_counter() - t0) * 1000.0
+            if final is None or "timings" not in final:
+                return Repetition(**base, error="the server's stream ended without timings")
+            t = final["timings"]
+            return Repetition(**base, cache_n=t.get("cache_n"), prompt_n=t.get("prompt_n"),
+                              prompt_ms=t.get("prompt_ms"), prompt_per_second=t.get("prompt_per_second"),
+                              predicted_n=t.get("predicted_n"), predicted_ms=t.get("predicted_ms"),
+                              predicted_per_second=t.get("predicted_per_second"), draft_n=t.get("draft_n"),
+                              draft_n_accepted=t.get("draft_n_accepted"), ttft_ms=ttft, latency_ms=latency)
+        except BenchCancelled:
+            raise
+        except ServerError as exc:
+            return Repetition(**base, error=f"server error: {exc.message}")
+        except Exception as exc:  # noqa: BLE001 - connection lost (server died), etc.; kept as a failed rep
+            return Repetition(**base, error=f"{type(exc).__name__}: {exc}")
+
+    # -- llama-bench ----------------------------------------------------------------------------
+    def _llama_bench(self, target: ServerTarget, spec: BenchSpec, report, cancelled) -> dict:
+        """Run llama-bench with the same settings while no server of ours holds the devices."""
+        argv, lacking = translate_to_llama_bench(list(target.argv), spec)
+        report(0.0, "running llama-bench (same settings)…")
+        try:
+            result = binaries.run_llama_bench(argv, timeout=600.0, cancel_check=cancelled, settings=self.settings)
+        except binaries.BinaryError as exc:
+            if cancelled():
+                raise BenchCancelled() from exc
+            return {"llama_bench_skipped": lacking, "llama_bench_error": str(exc)}
+        if result.returncode != 0:
+            tail = (result.stderr.strip().splitlines() or ["(no output)"])[-1]
+            return {"llama_bench_skipped": lacking,
+                    "llama_bench_error": f"llama-bench exited with {result.returncode}: {tail}"}
+        try:
+            parsed = parse_llama_bench_json(result.stdout)
+        except (json.JSONDecodeError, ValueError) as exc:
+            return {"llama_bench_skipped": lacking, "llama_bench_error": f"could not read llama-bench JSON: {exc}"}
+        return {"llama_bench": parsed, "llama_bench_skipped": lacking}
+
+    # -- sweeps -----------------------------------------------------------------------------------
+    def sweep(self, target: ServerTarget, spec: BenchSpec, flag: str, values: list[str], *,
+              progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> tuple[int, list[BenchRun]]:
+        """One run per value of `flag` (the server restarted between values), kept as a group."""
+        cancelled = cancelled or (lambda: False)
+        group_id = self.repo.create_group(RunGroup(param=flag, values=tuple(values), label=target.label,
+                                                   created_at=_now()))
+        runs = []
+        for i, value in enumerate(values):
+            if cancelled():
+                break
+            t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
+                             label=f"{target.label} {flag}={value}".strip(), attached_url=None,
+                             profile_version_id=target.profile_version_id)
+            span = (i / len(values), (i + 1) / len(values))
+            runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: progress and progress(
+                f, f"{flag}={v} ({k + 1}/{len(values)}): {txt}")), cancelled=cancelled, group_id=group_id,
+                sweep_value=value, progress_span=span))
+        return group_id, runs
+
+
+def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:
+    """The demo model with default flags (what the Benchmarks panel uses before a profile exists)."""
+    argv = ["-m", str(model), "-c", "4096", "-np", "1"]
+    if threads:
+        argv += ["-t", str(threads)]
+    return ServerTarget(argv=argv, label="demo (default flags)")
+
+
+def target_from_profile(profile, label: str | None = None) -> ServerTarget:
+    """A ServerTarget from a LaunchProfile, through core.cmdline.profile_to_argv when it exists."""
+    from llm_tuner.core import cmdline  # noqa: PLC0415
+
+    to_argv = getattr(cmdline, "profile_to_argv", None)
+    if to_argv is None:
+        raise BenchError("this build cannot turn a profile into a command line yet")
+    argv, env = to_argv(profile)
+    return ServerTarget(argv=list(argv), env=dict(env or {}),
+                        label=label or getattr(profile, "name", "") or "profile",
+                        profile_version_id=getattr(profile, "version_id", None))

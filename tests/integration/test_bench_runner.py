@@ -1,0 +1,79 @@
+"""The benchmark runner against the real llama-server and the demo model (short specs)."""
+
+import os
+import signal
+
+import pytest
+
+from llm_tuner.core.bench_report import run_summary
+from llm_tuner.core.bench_spec import BenchSpec
+from llm_tuner.services.bench import BenchRunner, demo_target
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def repo(tmp_path):
+    return RunRepository(open_engine(tmp_path / "h.sqlite"))
+
+
+def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_model):
+    seen = []
+    run = BenchRunner(repo).run(demo_target(demo_model), BenchSpec(prompt_tokens=(64, 160), gen_tokens=8, reps=2,
+                                                                   warmup=1, llama_bench=True),
+                                progress=lambda f, t: seen.append((f, t)))
+    assert run.status == "complete", run.error
+    assert [(r.prompt_tokens, r.prompt_n, r.cache_n, r.predicted_n) for r in run.reps] == [
+        (64, 64, 0, 8), (64, 64, 0, 8), (160, 160, 0, 8), (160, 160, 0, 8)]
+    for r in run.reps:
+        # The server's own figure, not a client clock: prompt_per_second == 1000 * prompt_n / prompt_ms.
+        assert r.prompt_per_second == pytest.approx(1000 * r.prompt_n / r.prompt_ms)
+        assert 0 < r.ttft_ms < r.latency_ms
+    assert repo.get_run(run.id).reps == run.reps
+    assert any("left" in t for _, t in seen) and seen[-1][0] == 1.0
+    assert {lb.test for lb in run.llama_bench} == {"pp64", "pp160", "tg8"}
+    assert "-c 4096" in run.llama_bench_skipped
+    gaps = run_summary(run)["llama_bench_gap"]
+    assert gaps and "llama-bench" in gaps[0]["text"] and "gap" in gaps[0]["text"]
+    assert run.model_size and run.model_hash and run.binary_backends
+
+
+def test_warm_cache_depth_and_concurrent_clients(repo, demo_model):
+    runner = BenchRunner(repo)
+    warm = runner.run(demo_target(demo_model), BenchSpec(prompt_tokens=(96,), gen_tokens=8, reps=2, warmup=0,
+                                                         warm_cache=True))
+    assert warm.status == "complete"
+    assert all(r.cache_n >= 90 and r.prompt_n <= 6 for r in warm.reps)
+
+    target = demo_target(demo_model)
+    target.argv = [a if a != "1" else "2" for a in target.argv]  # -np 2
+    load = runner.run(target, BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=2, warmup=0, clients=2))
+    assert load.status == "complete" and len(load.reps) == 4
+    assert sorted((r.rep, r.client) for r in load.reps) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    p = run_summary(load)["latency_percentiles"]["64"]
+    assert p["ttft_ms_p50"] <= p["ttft_ms_p95"] <= p["ttft_ms_p99"]
+
+
+def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
+    runner = BenchRunner(repo)
+    spec = BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=4, warmup=0)
+    state = {"cancel": False}
+
+    def on_progress(_f, text):
+        if "repetition 3/4" in text:
+            state["cancel"] = True
+
+    run = runner.run(demo_target(demo_model), spec, progress=on_progress, cancelled=lambda: state["cancel"])
+    assert run.status == "cancelled" and len(run.reps) == 2
+
+    def kill_on_third(_f, text):
+        if "repetition 3/4" in text and runner.current_process is not None:
+            os.killpg(runner.current_process.pid, signal.SIGKILL)
+            runner.current_process.wait(5)
+
+    run = runner.run(demo_target(demo_model), spec, progress=kill_on_third)
+    assert run.status == "incomplete" and "exited" in run.error, run.error
+    assert [r.error is None for r in run.reps] == [True, True, False]  # the request the crash cut is kept as failed
+    assert repo.get_run(run.id).status == "incomplete"

@@ -1,0 +1,65 @@
+"""Pure parts of the benchmark: llama-bench translation and parsing, argv edits, reports."""
+
+from llm_tuner.core.bench_report import argv_diff, compare_runs, llama_bench_gap, report_markdown, run_summary
+from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition
+from llm_tuner.services.bench import parse_llama_bench_json, set_flag, translate_to_llama_bench
+from tests.conftest import DATA
+
+
+def test_translation_uses_bench_separators_and_lists_what_bench_lacks():
+    server = ["-m", "/m/q.gguf", "-c", "262144", "-ngl", "999", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0",
+              "--spec-type", "draft-mtp,ngram-map-k4v", "--spec-draft-n-max", "3", "-dev", "CUDA0,Vulkan2",
+              "-ts", "40,60", "--jinja", "-ot", r"blk\.(0|3)\.ffn_.*=CPU,blk\.5\.ffn_up.*=CUDA0", "--port", "8080"]
+    argv, lacking = translate_to_llama_bench(server, BenchSpec(prompt_tokens=(512, 4096), gen_tokens=128, reps=3))
+    joined = " ".join(argv)
+    assert "-ts 40/60" in joined and "-dev CUDA0/Vulkan2" in joined
+    assert r"-ot blk\.(0|3)\.ffn_.*=CPU;blk\.5\.ffn_up.*=CUDA0" in joined
+    assert "-p 512,4096 -n 128 -r 3 -o json" in joined
+    assert "-ngl 999" in joined and "-ctk q8_0" in joined and "-fa on" in joined
+    assert "-c 262144" in lacking and "--spec-type draft-mtp,ngram-map-k4v" in lacking
+    assert "--spec-draft-n-max 3" in lacking
+    assert not any(x.startswith(("--jinja", "--port")) for x in lacking)
+
+
+def test_parse_recorded_llama_bench_json():
+    results = parse_llama_bench_json((DATA / "bench" / "llama-bench-demo.json").read_text())
+    assert [(r.test, round(r.avg_ts)) for r in results] == [("pp64", 620), ("tg16", 66)]
+    assert len(results[0].samples_ts) == 2
+
+
+def test_set_flag_replaces_aliases_and_argv_diff():
+    argv = ["-m", "x.gguf", "-ub", "512", "-t", "2"]
+    new = set_flag(argv, "--ubatch-size", "2048", aliases=("-ub",))
+    assert new == ["-m", "x.gguf", "-t", "2", "--ubatch-size", "2048"]
+    assert set_flag(["-ngl", "-1"], "-ngl", "99") == ["-ngl", "99"]
+    assert argv_diff(["-m", "x", "-ub", "512", "--jinja"], ["-m", "x", "-ub", "2048"]) == [
+        {"flag": "-ub", "a": "512", "b": "2048"}, {"flag": "--jinja", "a": "", "b": None}]
+
+
+def _run(gen, label="A", **kw):
+    reps = tuple(Repetition(seq=i, prompt_tokens=64, prompt_n=64, prompt_per_second=500.0 + i, predicted_n=16,
+                            predicted_per_second=g, ttft_ms=100.0 + i, latency_ms=300.0 + i, **kw)
+                 for i, g in enumerate(gen))
+    return BenchRun(id=1, label=label, reps=reps, status="complete", server_argv=("-m", "x.gguf"))
+
+
+def test_compare_runs_and_report():
+    a, b = _run([60.0, 60.5, 59.5]), _run([70.0, 70.2, 69.8], label="B")
+    by_name = {c.name: c for c in compare_runs(a, b)}
+    assert by_name["gen_tps@64"].verdict == "better"
+    assert by_name["prefill_tps@64"].verdict == "within noise"
+    md = report_markdown(a, [("Generation", "gen.png")])
+    assert "gen_tps@64 (t/s)" in md and "![Generation](gen.png)" in md
+
+
+def test_speculative_summary_and_llama_bench_gap():
+    from llm_tuner.core.bench_spec import LlamaBenchResult
+
+    run = _run([80.0, 82.0], draft_n=30, draft_n_accepted=21, draft_steps=10)
+    run = run.model_copy(update={"llama_bench": (LlamaBenchResult(n_prompt=0, n_gen=16, avg_ts=100.0),),
+                                 "server_argv": ("--spec-draft-n-max", "2")})
+    spec = run_summary(run)["speculative"]
+    assert spec["acceptance"] == 0.7 and spec["mean_accepted_len"] == 1 + 42 / 20 and spec["draft_depth_k"] == 2
+    assert abs(spec["bound_tokens_per_step"] - (1 + 0.7 + 0.49)) < 1e-9
+    gap = llama_bench_gap(run)[0]
+    assert gap["text"] == "generation 16 tokens: llama-bench 100.0 t/s, llama-server 81.0 t/s, gap -19.0%"

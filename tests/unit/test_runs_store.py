@@ -1,0 +1,35 @@
+"""store.runs: repetitions stored one by one; interrupted runs become incomplete and keep them."""
+
+from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, Repetition, RunGroup
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import BenchRunRow, RunRepository
+from llm_tuner.store.db import session_scope
+
+
+def test_run_round_trip_filters_and_interrupt(tmp_path):
+    repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
+    gid = repo.create_group(RunGroup(param="-ub", values=("512", "2048")))
+    run_id = repo.create_run(BenchRun(label="fast", model_path="/m/demo.gguf", binary_version="b1",
+                                      spec=BenchSpec(prompt_tokens=(64,), reps=2), group_id=gid,
+                                      server_argv=("-m", "/m/demo.gguf")))
+    repo.add_rep(run_id, Repetition(seq=0, prompt_tokens=64, prompt_n=64, prompt_per_second=500.0,
+                                    peaks=(DevicePeak(device="CUDA0", vram_used_mib=1234.0),)))
+    other = repo.create_run(BenchRun(label="slow", model_path="/m/other.gguf"))
+    repo.finish_run(other, "complete")
+
+    # The process that owned run_id died (a crash or kill): opening the history marks it incomplete.
+    with session_scope(repo.engine) as s:
+        s.get(BenchRunRow, run_id).owner_pid = 2**22 + 12345
+    assert repo.mark_interrupted() == 1
+    run = repo.get_run(run_id)
+    assert run.status == "incomplete" and "interrupted" in run.error
+    assert run.reps[0].prompt_n == 64 and run.reps[0].peaks[0].vram_used_mib == 1234.0
+    assert run.spec.prompt_tokens == (64,) and run.server_argv == ("-m", "/m/demo.gguf")
+
+    assert [r.id for r in repo.list_runs(model="demo")] == [run_id]
+    assert [r.id for r in repo.list_runs(label="slow")] == [other]
+    assert [r.id for r in repo.list_runs(group_id=gid)] == [run_id]
+    assert repo.labels() == ["fast", "slow"]
+    assert repo.latest_run("slow").id == other
+    repo.delete_run(run_id)
+    assert repo.get_run(run_id) is None and len(repo.list_runs()) == 1

@@ -1,0 +1,59 @@
+"""core.stats: summaries, Welch intervals and verdicts that do not cry wolf."""
+
+import random
+
+import pytest
+
+from llm_tuner.core.stats import BETTER, NOISE, WORSE, compare, percentile, speculative_bound, summarize, t_quantile
+
+
+def test_summary_and_percentiles_match_numpy_linear_method():
+    xs = [10.0, 12.0, 11.0, 13.0, 100.0]
+    s = summarize(xs)
+    assert (s.n, s.median, s.q1, s.q3, s.min, s.max) == (5, 12.0, 11.0, 13.0, 10.0, 100.0)
+    assert percentile(xs, 95) == pytest.approx(82.6)
+    assert summarize([]) is None
+    assert summarize([5.0]).stdev is None
+
+
+@pytest.mark.parametrize(("df", "expected"), [(1, 12.7062), (2, 4.3027), (10, 2.2281), (30, 2.0423), (1000, 1.9623)])
+def test_t_quantile_matches_tables(df, expected):
+    assert t_quantile(0.975, df) == pytest.approx(expected, abs=1e-3)
+
+
+def test_clear_gain_is_better_for_speed_and_worse_for_latency():
+    a, b = [100.0, 101.0, 99.0, 100.5], [110.0, 111.0, 109.5, 110.5]
+    speed = compare("gen_tps", a, b, higher_is_better=True)
+    assert speed.verdict == BETTER
+    assert speed.delta_pct == pytest.approx(10.0, abs=0.5)
+    assert 0 < speed.ci_low_pct < speed.delta_pct < speed.ci_high_pct
+    assert compare("ttft_ms", a, b, higher_is_better=False).verdict == WORSE
+
+
+def test_real_but_tiny_difference_is_within_noise_below_threshold():
+    a, b = [100.0, 100.1, 99.9, 100.0], [101.0, 101.1, 100.9, 101.0]  # +1%, CI excludes zero
+    c = compare("gen_tps", a, b, higher_is_better=True, threshold_pct=2.0)
+    assert c.ci_low_pct > 0 and c.verdict == NOISE and "threshold" in c.note
+
+
+def test_one_repetition_gives_no_interval_and_no_claim():
+    c = compare("gen_tps", [100.0], [150.0], higher_is_better=True)
+    assert c.verdict == NOISE and c.ci_low_pct is None
+
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_aa_false_positive_rate_is_low(n):
+    """200 A/A comparisons of samples from one distribution (3% CV, as on a busy machine):
+    fewer than 10% may be called better or worse."""
+    rng = random.Random(42)
+    hits = 0
+    for _ in range(200):
+        a = [rng.gauss(100, 3) for _ in range(n)]
+        b = [rng.gauss(100, 3) for _ in range(n)]
+        hits += compare("gen_tps", a, b, higher_is_better=True).verdict != NOISE
+    assert hits / 200 < 0.10, hits
+
+
+def test_speculative_bound_matches_field_notes():
+    assert speculative_bound(0.73, 3) == pytest.approx(2.652, abs=1e-3)
+    assert speculative_bound(0.0, 3) == 1.0
