@@ -29,10 +29,14 @@ def setup_logging() -> None:
     from llm_tuner.services.paths import log_dir
 
     root = logging.getLogger()
-    if any(isinstance(h, logging.handlers.RotatingFileHandler) for h in root.handlers):
-        return
-    handler = logging.handlers.RotatingFileHandler(log_dir() / "llm-tuner.log", maxBytes=2_000_000, backupCount=3,
-                                                   encoding="utf-8")
+    path = log_dir() / "llm-tuner.log"
+    for old in [h for h in root.handlers if getattr(h, "_llm_tuner", False)]:
+        if old.baseFilename == str(path):
+            return
+        root.removeHandler(old)
+        old.close()
+    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+    handler._llm_tuner = True
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)

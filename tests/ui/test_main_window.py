@@ -48,3 +48,36 @@ def test_settings_change_reprobes_and_reports_a_bad_server_path(qtbot, tmp_path)
     assert window.server_label.text() == "llama-server: not usable"
     assert "does not exist" in window.server_label.toolTip()
     assert load_settings().model_folders == [str(tmp_path)]  # saved, survives a restart
+
+
+def test_window_layout_and_tab_are_restored_on_restart(qtbot):
+    from llm_tuner.app import build_window
+
+    _app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    window.tabs.setCurrentIndex(3)
+    window.close()
+    _app, _ctx, again = build_window()
+    qtbot.addWidget(again)
+    assert again.tabs.currentIndex() == 3
+
+
+def test_unhandled_exception_is_logged_to_the_log_folder(qtbot, monkeypatch):
+    import sys
+
+    from llm_tuner import app as app_module
+    from llm_tuner.services.paths import log_dir
+
+    app_module.setup_logging()
+    shown = []
+    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.critical", lambda *a, **k: shown.append(a[2]))
+    monkeypatch.delenv("LLM_TUNER_SMOKE_TEST", raising=False)
+    app_module.install_excepthook()
+    try:
+        raise ValueError("boom for the log")
+    except ValueError:
+        sys.excepthook(*sys.exc_info())
+    for handler in __import__("logging").getLogger().handlers:
+        handler.flush()
+    assert "boom for the log" in (log_dir() / "llm-tuner.log").read_text()
+    assert shown and "ValueError: boom for the log" in shown[0]
