@@ -1,9 +1,122 @@
-"""`llm-tuner models ...` commands (added by their issue)."""
+"""`llm-tuner model info PATH` and `llm-tuner models scan DIR...`: the model library, headless."""
 
 from __future__ import annotations
 
 import argparse
+import sys
+
+#: The keys of `model info --json`, in order (issue 4).
+INFO_KEYS = ("architecture", "name", "file_type", "size_bytes", "n_params", "block_count", "nextn_layers",
+             "context_length", "embedding_length", "head_count", "head_count_kv", "expert_count",
+             "expert_used_count", "sliding_window", "n_tensors", "split_count")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this module's subcommands."""
+    """Add `model info` and `models scan`."""
+    p = sub.add_parser("model", help="one model file: metadata from its GGUF header")
+    msub = p.add_subparsers(dest="model_command", metavar="SUBCOMMAND")
+    info = msub.add_parser("info", help="architecture, quantisation, layers, heads, experts, context of a GGUF")
+    info.add_argument("path", help="a .gguf file (for a split set, its -00001-of-0000N part)")
+    info.add_argument("--json", action="store_true", help="print JSON")
+    info.add_argument("--tensors", action="store_true", help="also list the tensor table")
+    info.set_defaults(func=cmd_model_info)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+    p = sub.add_parser("models", help="the model library")
+    msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
+    scan = msub.add_parser("scan", help="find GGUF models under folders (recursive) and read their headers")
+    scan.add_argument("dirs", nargs="+", metavar="DIR", help="folders (or files) to scan")
+    scan.add_argument("--json", action="store_true", help="print JSON")
+    scan.add_argument("--no-cache", action="store_true", help="read every header again, ignoring the cache")
+    scan.set_defaults(func=cmd_models_scan)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+
+def info_json(info) -> dict:
+    """The issue's JSON for one model: absent counts 0, other absent values null."""
+    data = info.model_dump(include=set(INFO_KEYS))
+    return {k: data.get(k) for k in INFO_KEYS}
+
+
+def _tensor_json(t) -> dict:
+    return {"name": t.name, "shape": list(t.shape), "type": t.type_name, "n_bytes": t.n_bytes,
+            "layer": t.layer, "role": t.role, "file_index": t.file_index}
+
+
+def _fmt_gib(n: int | None) -> str:
+    return "?" if n is None else f"{n / 1024**3:.2f} GiB"
+
+
+def _print_info(info) -> None:
+    if info.error:
+        print(f"{info.path}: error: {info.error}")
+        return
+    params = f"{info.n_params / 1e9:.2f} B" if info.n_params else "?"
+    print(f"{info.display_name()}  [{info.architecture}, {info.file_type}, {params} params, "
+          f"{_fmt_gib(info.size_bytes)}]")
+    print(f"  path: {info.path}" + (f" ({info.split_count} parts)" if info.split_count > 1 else ""))
+    print(f"  layers: {info.block_count}" + (f" (+{info.nextn_layers} MTP)" if info.nextn_layers else "")
+          + f" · context: {info.context_length} · embedding: {info.embedding_length}")
+    print(f"  heads: {info.head_count} · kv heads: {info.head_count_kv} · head dims: "
+          f"{info.key_length}/{info.value_length}")
+    if info.expert_count:
+        print(f"  experts: {info.expert_used_count} of {info.expert_count}"
+              + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else ""))
+    if info.sliding_window:
+        print(f"  sliding window: {info.sliding_window} · pattern: {info.sliding_window_pattern}")
+    print(f"  vocab: {info.vocab_size} ({info.tokenizer_model}) · chat template: "
+          f"{'yes' if info.chat_template else 'no'} · tensors: {info.n_tensors}")
+
+
+def cmd_model_info(args) -> int:
+    from pathlib import Path
+
+    from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.services.library import read_model
+
+    path = Path(args.path).expanduser()
+    if not path.is_file():
+        raise CliError(f"no such file: {path}")
+    info = read_model(path)
+    if args.json:
+        data = info_json(info)
+        if info.error:
+            data["error"] = info.error
+        if args.tensors:
+            data["tensors"] = [_tensor_json(t) for t in info.tensors]
+        emit_json(data)
+    else:
+        _print_info(info)
+        if args.tensors and not info.error:
+            for t in info.tensors:
+                print(f"  {t.name:40s} {str(list(t.shape)):24s} {t.type_name:6s} "
+                      f"{t.n_bytes / 2**20:9.2f} MiB  {t.role}")
+    return 1 if info.error else 0
+
+
+def cmd_models_scan(args) -> int:
+    from llm_tuner.cli import emit_json
+    from llm_tuner.services.library import find_models, scan
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import load_settings
+
+    cache = None
+    if not args.no_cache:
+        from llm_tuner.store.db import open_engine
+        from llm_tuner.store.model_cache import ModelCacheRepo
+
+        cache = ModelCacheRepo(open_engine(database_path(load_settings().data_dir)))
+    missing = [d for d in args.dirs if not __import__("os").path.exists(d)]
+    for d in missing:
+        print(f"llm-tuner: warning: {d} does not exist", file=sys.stderr)
+    entries = find_models(args.dirs)
+    infos = scan(entries, cache=cache)
+    if args.json:
+        emit_json({"models": [{"path": i.path, "files": i.files, **info_json(i), "error": i.error,
+                               "is_projector": i.is_projector} for i in infos]})
+    else:
+        if not infos:
+            print("No .gguf files found.")
+        for i in infos:
+            _print_info(i)
+    return 0

@@ -28,6 +28,8 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType, Keys, Ll
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC
 from pydantic import BaseModel, ConfigDict, Field
 
+#: Bump when ModelInfo's content changes, so cached infos written by an older reader are re-read.
+READER_VERSION = 1
 #: Arrays with more elements than this are skipped (only item type and length are kept).
 KEEP_ARRAY_MAX = 4096
 #: llama.cpp's own limits (ggml/src/gguf.cpp: GGUF_MAX_STRING_LENGTH, GGUF_MAX_ARRAY_ELEMENTS).
@@ -157,7 +159,8 @@ class _Cursor:
         have = avail
         while have < n:
             try:
-                chunk = self._read(max(n - have, _CHUNK))
+                # bounded reads: FileIO.read(n) allocates n bytes up front, even near EOF
+                chunk = self._read(min(max(n - have, _CHUNK), 16 * _CHUNK))
             except (OSError, ValueError) as exc:
                 raise GGUFError(f"read error: {exc}") from None
             if not chunk:
@@ -272,10 +275,10 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     (n_kv,) = cur.unpack(i64, "key/value count")
     remaining = (cur.size - cur.tell()) if cur.size is not None else None
     # a key/value needs >= 8+4+1 bytes, a tensor info >= 8+4+8+4+8: counts beyond that are absurd
-    if n_kv < 0 or (remaining is not None and n_kv > remaining // 13) or n_kv > MAX_ARRAY_ELEMENTS:
-        raise GGUFError(f"absurd key/value count {n_kv}")
     if n_tensors < 0 or (remaining is not None and n_tensors > remaining // 32) or n_tensors > MAX_ARRAY_ELEMENTS:
         raise GGUFError(f"absurd tensor count {n_tensors}")
+    if n_kv < 0 or (remaining is not None and n_kv > remaining // 13) or n_kv > MAX_ARRAY_ELEMENTS:
+        raise GGUFError(f"absurd key/value count {n_kv}")
 
     def read_str(what: str) -> str:
         (n,) = cur.unpack(u64, what)
