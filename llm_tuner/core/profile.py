@@ -14,6 +14,7 @@ The API key is a secret: masked in repr, and masked in JSON only when the caller
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer
@@ -180,3 +181,17 @@ class ModelFacts(Protocol):
 
     nextn_layers: int | None
     context_length: int | None
+
+
+class SavedProfile(BaseModel):
+    """One stored version of a named profile (what the store returns; runs point at `version_id`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    id: int  # the named profile
+    name: str
+    version: int  # 1, 2, ... within the name
+    version_id: int  # unique across all profiles
+    created_at: datetime
+    profile: LaunchProfile
+    note: str = ""
