@@ -1,9 +1,204 @@
-"""`llm-tuner profile ...` commands (added by their issue)."""
+"""`llm-tuner profile import|command|check|list`: launch profiles, headless.
+
+    llm-tuner profile import --json [--name NAME] (--command "STRING" | -- ARGV...)
+    llm-tuner profile command NAME|FILE [--show-secrets]
+    llm-tuner profile check NAME|FILE --json
+    llm-tuner profile list [--json]
+
+NAME is the newest saved version of a named profile; FILE is a JSON file holding either the `profile`
+object that `import` prints or the whole `import` output.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this module's subcommands."""
+    """Add `profile` and its subcommands."""
+    p = sub.add_parser("profile", help="launch profiles: import a command line, print it, check it")
+    psub = p.add_subparsers(dest="profile_command", metavar="SUBCOMMAND")
+
+    imp = psub.add_parser("import", help="read a llama-server command line into a profile (never runs it)",
+                          description="Give the command as one string with --command, or as arguments after --.")
+    imp.add_argument("--json", action="store_true", help="print JSON")
+    imp.add_argument("--name", help="also save it as a new version of this named profile")
+    imp.add_argument("--command", dest="command_text", metavar="STRING",
+                     help="the command as pasted (may start with the binary, VAR=value, export lines)")
+    imp.add_argument("--binary", help="validate against this llama-server's --help (default: the tested build's)")
+    imp.add_argument("argv", nargs=argparse.REMAINDER, help="-- then the llama-server arguments (no binary)")
+    imp.set_defaults(func=cmd_import)
+
+    cmd = psub.add_parser("command", help="print a profile's shell command line (API key masked)")
+    cmd.add_argument("target", metavar="NAME|FILE")
+    cmd.add_argument("--show-secrets", action="store_true", help="print the API key in clear")
+    cmd.set_defaults(func=cmd_command)
+
+    chk = psub.add_parser("check", help="advice on a profile: removed/unknown flags and known traps")
+    chk.add_argument("target", metavar="NAME|FILE")
+    chk.add_argument("--json", action="store_true", help="print JSON")
+    chk.add_argument("--binary", help="validate against this llama-server's --help (default: the tested build's)")
+    chk.set_defaults(func=cmd_check)
+
+    lst = psub.add_parser("list", help="saved profile names with their newest version")
+    lst.add_argument("--json", action="store_true", help="print JSON")
+    lst.set_defaults(func=cmd_list)
+    p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
+
+
+# -- helpers ------------------------------------------------------------------------------------
+
+def _repo():
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.profiles import ProfileRepository
+
+    return ProfileRepository(open_engine(database_path()))
+
+
+def _catalog(binary: str | None, profile=None):
+    """The chosen binary's catalog (--binary, else the profile's own binary when it exists), else the default."""
+    from llm_tuner.cli import CliError
+    from llm_tuner.core.cmdline import parse_help
+    from llm_tuner.services.binaries import BinaryError, check_executable, default_catalog, read_help
+
+    path = binary or (profile.binary if profile is not None and profile.binary and Path(profile.binary).exists()
+                      else None)
+    if not path:
+        return default_catalog()
+    try:
+        check_executable(Path(path))
+        return parse_help(read_help(Path(path)))
+    except BinaryError as exc:
+        if binary:
+            raise CliError(str(exc)) from exc
+        return default_catalog()
+
+
+def _model_facts(profile):
+    """Model facts for advice when the profile's model file is readable here; else None."""
+    if not profile.model or not Path(profile.model).is_file():
+        return None
+    try:
+        from llm_tuner.services.library import read_model
+
+        info = read_model(profile.model)
+        return None if getattr(info, "error", None) else info
+    except Exception:  # noqa: BLE001 - advice without model facts is still useful
+        return None
+
+
+def _load(target: str):
+    """NAME (newest saved version) or FILE (import output or a bare profile object) -> LaunchProfile."""
+    from llm_tuner.cli import CliError
+    from llm_tuner.core.profile import LaunchProfile
+
+    path = Path(target)
+    if path.is_file():
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise CliError(f"{target} is not readable JSON ({exc}). Save the `profile` object that "
+                           "`llm-tuner profile import --json` prints.") from exc
+        if isinstance(data, dict) and isinstance(data.get("profile"), dict):
+            data = data["profile"]
+        try:
+            return LaunchProfile.model_validate(data)
+        except ValueError as exc:
+            raise CliError(f"{target} does not hold a profile: {exc}") from exc
+    saved = _repo().latest(target)
+    if saved is None:
+        raise CliError(f"no saved profile named {target!r} and no such file. "
+                       "List names with `llm-tuner profile list`.")
+    return saved.profile
+
+
+def _advice_json(advice) -> list[dict]:
+    return [{"id": a.id, "severity": a.severity, "message": a.message} for a in advice]
+
+
+# -- commands -------------------------------------------------------------------------------------
+
+def cmd_import(args) -> int:
+    from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.core.advice import advise
+    from llm_tuner.core.cmdline import import_command, profile_to_argv, render_shell
+
+    argv = list(args.argv or [])
+    if argv and argv[0] == "--":
+        argv = argv[1:]
+    if args.command_text is not None and argv:
+        raise CliError("give the command either with --command STRING or after --, not both")
+    if args.command_text is None and not argv:
+        raise CliError('nothing to import: use --command "llama-server -m ..." or -- -m MODEL ...')
+    catalog = _catalog(args.binary)
+    result = import_command(args.command_text if args.command_text is not None else argv, catalog)
+    profile = result.profile
+    out_argv, env = profile_to_argv(profile)
+    advice = advise(profile, catalog, _model_facts(profile))
+    saved = _repo().save(args.name, profile, note="imported") if args.name else None
+    if args.json:
+        data = {"profile": profile.to_dict(), "argv": out_argv, "env": env, "unknown": result.unknown,
+                "advice": _advice_json(advice),
+                "removed": [{"tokens": list(r.tokens), "replacement": r.replacement} for r in result.removed],
+                "notes": result.notes}
+        if saved is not None:
+            data["saved"] = {"name": saved.name, "version": saved.version, "version_id": saved.version_id}
+        emit_json(data)
+        return 0
+    print(render_shell(out_argv, env, binary=profile.binary))
+    for a in advice:
+        print(f"{a.severity}: {a.message} [{a.id}]", file=sys.stderr)
+    for n in result.notes:
+        print(f"note: {n}", file=sys.stderr)
+    if saved is not None:
+        print(f"saved as {saved.name!r} version {saved.version}", file=sys.stderr)
+    return 0
+
+
+def cmd_command(args) -> int:
+    from llm_tuner.core.cmdline import profile_to_argv, render_shell
+
+    profile = _load(args.target)
+    argv, env = profile_to_argv(profile)
+    print(render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets))
+    return 0
+
+
+def cmd_check(args) -> int:
+    """Exit 0 when nothing is at error level, 1 otherwise (llama-server would refuse or fail)."""
+    from llm_tuner.cli import emit_json
+    from llm_tuner.core.advice import advise
+
+    profile = _load(args.target)
+    advice = advise(profile, _catalog(args.binary, profile), _model_facts(profile))
+    if args.json:
+        emit_json({"advice": _advice_json(advice)})
+    else:
+        for a in advice:
+            print(f"{a.severity}: {a.message} [{a.id}]\n    {a.reason} ({a.source})")
+        if not advice:
+            print("no advice: nothing known to go wrong with this profile")
+    return 1 if any(a.severity == "error" for a in advice) else 0
+
+
+def cmd_list(args) -> int:
+    from llm_tuner.cli import emit_json
+
+    repo = _repo()
+    rows = []
+    for name in repo.names():
+        s = repo.latest(name)
+        rows.append({"name": name, "version": s.version, "version_id": s.version_id,
+                     "created_at": s.created_at.isoformat(timespec="seconds")})
+    if args.json:
+        emit_json({"profiles": rows})
+    else:
+        for r in rows:
+            print(f"{r['name']}  v{r['version']}  ({r['created_at']})")
+        if not rows:
+            print("no saved profiles: import one with `llm-tuner profile import --name NAME --command '...'`")
+    return 0

@@ -1,0 +1,45 @@
+"""`llm-tuner profile import|command|check` as a script would use them (in-process, real SQLite)."""
+
+from __future__ import annotations
+
+import json
+import shlex
+
+from llm_tuner.cli import main
+
+
+def run(capsys, *argv):
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_import_argv_saves_and_command_prints_it(capsys):
+    code, out = run(capsys, "profile", "import", "--json", "--name", "fork", "--",
+                    "-m", "Q.gguf", "-c", "262000", "-tbq", "4", "--mtp-draft", "3", "-ngl", "99", "-t", "8")
+    data = json.loads(out)
+    assert code == 0 and set(data) >= {"profile", "argv", "env", "unknown", "advice"}
+    assert data["argv"] == ["--model", "Q.gguf", "--ctx-size", "262000", "--n-gpu-layers", "99", "--threads", "8",
+                            "-tbq", "4", "--mtp-draft", "3"]
+    assert data["unknown"] == ["-tbq", "4", "--mtp-draft", "3"]
+    assert data["saved"]["version"] == 1
+    code, out = run(capsys, "profile", "command", "fork")
+    assert shlex.split(out)[1:] == data["argv"]
+
+
+def test_import_command_string_masks_key_in_shell_line_and_check_reports(capsys, tmp_path):
+    text = "LLAMA_ARG_CACHE_TYPE_V=q4_0 ./llama-server -m x.gguf --host 0.0.0.0 --api-key abc --mlock -ctk q8_0"
+    code, out = run(capsys, "profile", "import", "--json", "--command", text)
+    data = json.loads(out)
+    assert data["env"] == {"LLAMA_ARG_CACHE_TYPE_V": "q4_0"}
+    assert {a["id"] for a in data["advice"]} >= {"removed-flag", "kv-type-mismatch"}
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"profile": data["profile"]}))
+    code, out = run(capsys, "profile", "command", str(f))
+    assert "abc" not in out and "--api-key" in out
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    assert code == 1 and "removed-flag" in {a["id"] for a in json.loads(out)["advice"]}
+
+
+def test_check_unknown_name_is_a_clear_error(capsys):
+    assert main(["profile", "check", "nope", "--json"]) == 2
+    assert "no saved profile named 'nope'" in capsys.readouterr().err
