@@ -214,14 +214,21 @@ class _Cursor:
         done = 0
         while done < count:
             buf, pos, end = self._buf, self._pos, len(self._buf)
-            while done < count and pos + 8 <= end:
-                n = unpack_from(buf, pos)[0]
-                if n > MAX_STRING_LENGTH:
-                    raise GGUFError(f"absurd string length {n} in {what}")
-                if pos + 8 + n > end:
+            stop = end - 8
+            start_done = done
+            # hot loop (262,144 iterations for a large vocabulary): strings wholly inside the buffer;
+            # anything else (a string crossing the buffer end, an absurd length) takes the slow path
+            for i in range(count - done):
+                if pos > stop:
+                    done = start_done + i
                     break
-                pos += 8 + n
-                done += 1
+                nxt = pos + 8 + unpack_from(buf, pos)[0]
+                if nxt > end:
+                    done = start_done + i
+                    break
+                pos = nxt
+            else:
+                done = count
             self._pos = pos
             if done < count:
                 (n,) = self.unpack(u64, what)
