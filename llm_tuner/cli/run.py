@@ -1,9 +1,191 @@
-"""`llm-tuner run ...` commands (added by their issue)."""
+"""`llm-tuner run`: start (or attach to) a llama-server and print one JSON object per event.
+
+    llm-tuner run --json-lines [--duration SECONDS] (--profile NAME|FILE | --attach URL | -- <llama-server args>)
+
+Events: {"event": "plan"} (the command and what the app adds), {"event": "state"}, {"event": "listening",
+"url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
+{"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"}.
+SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
+"""
 
 from __future__ import annotations
 
 import argparse
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this module's subcommands."""
+    p = sub.add_parser("run", help="start or attach to llama-server and stream events as JSON lines",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--json-lines", action="store_true", help="print one JSON object per event (the only format)")
+    p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
+                   help="stop after this many seconds (default: until Ctrl-C or the server exits)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
+    src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
+    p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
+    p.add_argument("--api-key", help="with --attach: the server's API key")
+    p.add_argument("--binary", help="the llama-server to run (default: the configured or embedded one)")
+    p.add_argument("--no-watch-flags", action="store_true",
+                   help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")
+    p.add_argument("--no-samples", action="store_true", help="no telemetry samplers")
+    p.add_argument("--gpu-interval", type=float, default=0.5, metavar="S", help="GPU sample interval (0.5 s)")
+    p.add_argument("--host-interval", type=float, default=1.0, metavar="S", help="host sample interval (1 s)")
+    p.add_argument("--server-interval", type=float, default=1.0, metavar="S", help="/metrics interval (1 s)")
+    p.add_argument("--no-store", action="store_true", help="do not record the session in the database")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
+    p.set_defaults(func=cmd_run)
+
+
+def _event_json(ev) -> dict | None:
+    from llm_tuner.services import logparse
+    from llm_tuner.services.server import RequestFinished, ServerState, StateChanged
+
+    if isinstance(ev, StateChanged):
+        d = ev.to_json()
+        if ev.state == ServerState.EXITED:
+            return [d, {"event": "exited", "code": ev.code, "reason": ev.reason,
+                        "failure": ev.failure.kind if ev.failure else None,
+                        "message": ev.failure.message if ev.failure else None}]
+        return d
+    if isinstance(ev, logparse.Listening):
+        return {"event": "listening", "url": ev.url}
+    if isinstance(ev, RequestFinished):
+        d = {"event": "request"}
+        d.update(ev.record.to_json())
+        return d
+    if isinstance(ev, logparse.MemoryBreakdown):
+        return {"event": "memory", "source": ev.source, "rows": [r.__dict__ for r in ev.rows]}
+    if isinstance(ev, logparse.ServerError):
+        return {"event": "log", "level": "error", "text": ev.text}
+    return None
+
+
+def _load_profile_plan(ref: str, binary: str, catalog, watch: bool):
+    from llm_tuner.cli import CliError
+    from llm_tuner.services.server import plan_from_profile
+
+    path = Path(ref)
+    try:
+        from llm_tuner.core.profile import LaunchProfile
+    except ImportError as exc:  # pragma: no cover
+        raise CliError(f"profiles are not available in this build: {exc}") from exc
+    if path.is_file():
+        profile = LaunchProfile.model_validate_json(path.read_text())
+    else:
+        try:
+            from llm_tuner.services.paths import database_path
+            from llm_tuner.services.settings_store import load_settings
+            from llm_tuner.store import profiles as profile_store
+            from llm_tuner.store.db import open_engine
+
+            repo_cls = getattr(profile_store, "ProfileRepository", None)
+            if repo_cls is None:
+                raise CliError("the profile store is not available yet: pass a profile JSON file or `-- <args>`")
+            repo = repo_cls(open_engine(database_path(getattr(load_settings(), "data_dir", None))))
+            profile = repo.get_by_name(ref) if hasattr(repo, "get_by_name") else None
+        except CliError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise CliError(f"could not read profile {ref!r}: {exc}") from exc
+        if profile is None:
+            raise CliError(f"no profile named {ref!r} and no such file")
+    try:
+        return plan_from_profile(binary, profile, catalog=catalog, watch=watch)
+    except RuntimeError as exc:
+        raise CliError(str(exc)) from exc
+
+
+def cmd_run(args) -> int:
+    from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.services.binaries import SERVER, probe
+    from llm_tuner.services.server import AttachedSession, ServerSession, plan_launch
+    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.telemetry.sampler import sample_to_json
+    from llm_tuner.services.watch import WatchedServer
+
+    lock = threading.Lock()
+
+    def out(obj) -> None:
+        with lock:
+            for o in obj if isinstance(obj, list) else [obj]:
+                emit_json(o)
+
+    def on_event(ev) -> None:
+        d = _event_json(ev)
+        if d is not None:
+            out(d)
+
+    def on_samples(samples) -> None:
+        out([sample_to_json(s) for s in samples])
+
+    server_args = list(args.server_args)
+    if server_args and server_args[0] == "--":
+        server_args = server_args[1:]
+    settings = load_settings()
+    if args.attach:
+        session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key)
+        out({"event": "plan", "mode": "attach", "url": args.attach, "log": args.log,
+             "note": None if args.log else "no log file: request records come from /slots and /metrics (approximate)"})
+    else:
+        if args.binary:
+            from llm_tuner.core.cmdline import parse_help
+            from llm_tuner.services.binaries import read_help
+
+            binary = args.binary
+            try:
+                catalog = parse_help(read_help(Path(binary)))
+            except Exception:  # noqa: BLE001 - launch anyway; only --metrics is added
+                catalog = None
+        else:
+            info = probe(SERVER, settings, with_devices=False)
+            if not info.ok:
+                raise CliError(info.error or "llama-server not found")
+            binary, catalog = str(info.path), info.catalog
+        if args.profile:
+            plan = _load_profile_plan(args.profile, binary, catalog, not args.no_watch_flags)
+        elif server_args:
+            plan = plan_launch(binary, server_args, catalog=catalog, watch=not args.no_watch_flags)
+        else:
+            raise CliError("give --profile NAME|FILE, --attach URL, or llama-server arguments after --")
+        session = ServerSession(plan, on_event)
+        out({"event": "plan", "mode": "launch", "command": plan.command_line(),
+             "watch_args": list(plan.watch_args), "notes": plan.notes()})
+
+    repo = None
+    if not args.no_store:
+        try:
+            from llm_tuner.services.paths import database_path
+            from llm_tuner.store.db import open_engine
+            from llm_tuner.store.sessions import SessionRepository
+
+            repo = SessionRepository(open_engine(database_path()))
+        except Exception as exc:  # noqa: BLE001 - watching works without the history
+            out({"event": "log", "level": "warn", "text": f"session not recorded: {exc}"})
+    rates = {"gpu": args.gpu_interval, "host": args.host_interval, "server": args.server_interval}
+    watched = WatchedServer(session, repo=repo, on_event=on_event, on_samples=on_samples, rates_s=rates,
+                            telemetry=not args.no_samples)
+    for note in watched.notes:
+        out({"event": "log", "level": "info", "text": note})
+
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    prev_term = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        watched.start()
+        deadline = time.monotonic() + args.duration if args.duration else None
+        while not stop.is_set() and not watched.wait(0.2):
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+        watched.stop()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGTERM, prev_term)
+    code = session.exit_code
+    failed = getattr(session, "failure", None) is not None
+    sys.stdout.flush()
+    return 1 if failed or (code not in (None, 0) and not stop.is_set()) else 0

@@ -12,15 +12,22 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import enum
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from llm_tuner.core.session import RequestRecord
+from llm_tuner.services import logparse
 
 
 def _linux_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -169,3 +176,497 @@ def port_in_use(host: str, port: int) -> bool:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.3)
         return s.connect_ex((host if host not in ("0.0.0.0", "") else "127.0.0.1", port)) == 0
+
+
+# ================================================================================================
+# Supervised sessions: states, health, log events, watch flags, environment hygiene.
+# ================================================================================================
+
+
+class ServerState(enum.StrEnum):
+    IDLE = "idle"
+    STARTING = "starting"  # process started, nothing listening yet
+    LOADING = "loading"  # /health answers 503 while the model loads
+    READY = "ready"
+    STOPPING = "stopping"
+    EXITED = "exited"
+
+
+@dataclass(frozen=True)
+class StateChanged:
+    """The session moved to `state`. For EXITED: the exit code, a reason and (if it failed) a Failure."""
+
+    state: ServerState
+    url: str | None = None
+    code: int | None = None
+    reason: str | None = None
+    failure: logparse.Failure | None = None
+    t: float = field(default_factory=time.time)
+
+    def to_json(self) -> dict:
+        d = {"event": "state", "state": str(self.state), "url": self.url}
+        if self.state == ServerState.EXITED:
+            d.update(code=self.code, reason=self.reason)
+            if self.failure is not None:
+                d.update(failure=self.failure.kind, message=self.failure.message)
+        return d
+
+
+@dataclass(frozen=True)
+class RequestFinished:
+    record: RequestRecord
+
+
+SECRET_FLAGS = ("--api-key", "--hf-token", "-hft", "--ssl-key-file")
+SECRET_ENV = ("LLAMA_API_KEY", "HF_TOKEN", "LLAMA_ARG_API_KEY")
+
+
+def config_ini_paths(env: dict[str, str] | None = None) -> list[Path]:
+    """llama.cpp's config files that apply to every launch (before env vars and flags), if present."""
+    env = os.environ if env is None else env
+    candidates = [Path("/etc/llama.cpp/config.ini")]
+    xdg = env.get("XDG_CONFIG_HOME")
+    home = env.get("HOME")
+    if xdg:
+        candidates.append(Path(xdg) / "llama.cpp" / "config.ini")
+    elif home:
+        candidates.append(Path(home) / ".config" / "llama.cpp" / "config.ini")
+    return [p for p in candidates if p.is_file()]
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Exactly what a launch will run, with the parts the app adds kept apart from the user's.
+
+    `user_args` are the profile's flags; `watch_args` are what the app adds to watch the server
+    (`--metrics`, `--log-jsonl`); `env_set` is the profile's environment on top of the inherited one;
+    `dropped_env` are inherited LLAMA_ARG_* variables removed (they would change the launch silently);
+    `config_files` are llama.cpp config.ini files that still apply (shown, not removable).
+    """
+
+    binary: str
+    user_args: tuple[str, ...]
+    watch_args: tuple[str, ...]
+    env_set: dict[str, str]
+    dropped_env: dict[str, str]
+    config_files: tuple[str, ...]
+    host: str
+    port: int
+    env: dict[str, str]  # the full child environment
+
+    @property
+    def argv(self) -> list[str]:
+        return [self.binary, *self.user_args, *self.watch_args]
+
+    @property
+    def url(self) -> str:
+        host = self.host if self.host not in ("0.0.0.0", "", "::") else "127.0.0.1"
+        return f"http://{('[' + host + ']') if ':' in host else host}:{self.port}"
+
+    def command_line(self, *, include_watch: bool = False, mask_secrets: bool = True) -> str:
+        """A shell line a user can copy: the profile's env, the binary and the user's flags."""
+        args = [self.binary, *self.user_args, *(self.watch_args if include_watch else ())]
+        if mask_secrets:
+            args = [("***" if i and args[i - 1] in SECRET_FLAGS else a) for i, a in enumerate(args)]
+        env = [f"{k}={'***' if mask_secrets and k in SECRET_ENV else shlex.quote(v)}"
+               for k, v in sorted(self.env_set.items())]
+        return " ".join([*env, shlex.join(args)])
+
+    def notes(self) -> list[str]:
+        out = []
+        for p in self.config_files:
+            out.append(f"llama.cpp config file {p} applies to this launch (before environment and flags)")
+        for k, v in sorted(self.dropped_env.items()):
+            out.append(f"inherited {k}={v} is not passed on (set it in the profile to use it)")
+        if self.watch_args:
+            out.append("added for watching: " + " ".join(self.watch_args))
+        return out
+
+
+def _flag_value(args: list[str] | tuple[str, ...], *names: str) -> str | None:
+    value = None
+    for i, a in enumerate(args):
+        for n in names:
+            if a == n and i + 1 < len(args):
+                value = args[i + 1]
+            elif a.startswith(n + "="):
+                value = a.split("=", 1)[1]
+    return value
+
+
+def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str, str] | None = None, *,
+                catalog=None, watch: bool = True, base_env: dict[str, str] | None = None,
+                port: int | None = None) -> LaunchPlan:
+    """Build the launch: user flags + watch flags, and a clean environment.
+
+    * `--metrics` is added unless the user's flags have it; `--log-jsonl` where the binary's catalog
+      lists it (it carries the memory breakdown at any verbosity). `watch=False` adds nothing.
+    * Inherited LLAMA_ARG_* variables are dropped unless the profile sets them.
+    * CUDA_DEVICE_ORDER=PCI_BUS_ID unless the user set it (so CUDA numbering matches NVML's).
+    * With no --port, a free port is chosen and added to the user's flags (it is part of the command).
+    """
+    profile_env = dict(profile_env or {})
+    base = dict(os.environ if base_env is None else base_env)
+    dropped = {k: v for k, v in base.items() if k.startswith("LLAMA_ARG_") and k not in profile_env}
+    env = {k: v for k, v in base.items() if k not in dropped}
+    env.update(profile_env)
+    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
+    env.setdefault("NO_COLOR", "1")
+    args = list(user_args)
+    host = _flag_value(args, "--host") or profile_env.get("LLAMA_ARG_HOST") or "127.0.0.1"
+    port_s = _flag_value(args, "--port") or profile_env.get("LLAMA_ARG_PORT")
+    if port_s is None:
+        port_s = str(port or free_port())
+        args += ["--port", port_s]
+    watch_args: list[str] = []
+    if watch:
+        if "--metrics" not in args and not profile_env.get("LLAMA_ARG_ENDPOINT_METRICS"):
+            watch_args.append("--metrics")
+        has_jsonl = catalog is not None and catalog.lookup("--log-jsonl") is not None
+        if has_jsonl and "--log-jsonl" not in args and "--no-log-jsonl" not in args:
+            watch_args.append("--log-jsonl")
+    return LaunchPlan(binary=str(binary), user_args=tuple(args), watch_args=tuple(watch_args), env_set=profile_env,
+                      dropped_env=dropped, config_files=tuple(str(p) for p in config_ini_paths(base)),
+                      host=host.split(",")[0], port=int(port_s), env=env)
+
+
+def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
+    """A LaunchProfile -> LaunchPlan through core.cmdline.profile_to_argv (when that exists)."""
+    from llm_tuner.core import cmdline
+
+    to_argv = getattr(cmdline, "profile_to_argv", None)
+    if to_argv is None:  # pragma: no cover - until the profile issue lands
+        raise RuntimeError("profile_to_argv is not available in this build")
+    argv, env = to_argv(profile)
+    return plan_launch(binary, list(argv), dict(env), **kwargs)
+
+
+def _signal_name(code: int | None) -> str | None:
+    if code is not None and code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return None
+
+
+class ServerSession:
+    """One supervised llama-server launch: states, health, parsed log events, request records.
+
+    Everything it learns goes to `on_event` from its own threads (log reader, health poller, exit
+    waiter): StateChanged, logparse events (LogLine, Listening, MemoryBreakdown, ...) and
+    RequestFinished. The consumer (a Qt bridge, the CLI) must be quick and thread-safe.
+    """
+
+    def __init__(self, plan: LaunchPlan, on_event: Callable[[object], None], *, health_poll_s: float = 0.25,
+                 client_factory=None) -> None:
+        self.plan = plan
+        self.on_event = on_event
+        self.health_poll_s = health_poll_s
+        self.state = ServerState.IDLE
+        self.url: str | None = None
+        self.exit_code: int | None = None
+        self.exit_reason: str | None = None
+        self.failure: logparse.Failure | None = None
+        self.records: list[RequestRecord] = []
+        self.memory: logparse.MemoryBreakdown | None = None
+        self.buffers: list[logparse.BufferSize] = []
+        self.started_unix: float | None = None
+        self.ended_unix: float | None = None
+        self._parser = logparse.LogParser()
+        self._proc: ServerProcess | None = None
+        self._stop_requested = threading.Event()
+        self._done = threading.Event()
+        self._lock = threading.Lock()
+        self._threads: list[threading.Thread] = []
+        if client_factory is None:
+            from llm_tuner.services.client import LlamaClient
+
+            client_factory = LlamaClient
+        self._client_factory = client_factory
+
+    # -- properties -----------------------------------------------------------------------------
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc else None
+
+    def alive(self) -> bool:
+        return self._proc is not None and self._proc.alive()
+
+    @property
+    def lines(self):
+        return self._proc.lines if self._proc else collections.deque()
+
+    # -- lifecycle ------------------------------------------------------------------------------
+    def _set_state(self, state: ServerState, **kw) -> None:
+        with self._lock:
+            if self.state == state or self.state == ServerState.EXITED:
+                return
+            self.state = state
+        self._emit(StateChanged(state, url=self.url, **kw))
+
+    def _emit(self, ev: object) -> None:
+        try:
+            self.on_event(ev)
+        except Exception:  # noqa: BLE001 - a consumer bug must not stop supervision
+            pass
+
+    def start(self) -> None:
+        """Launch (non-blocking). A port already in use ends the session at once with a clear reason."""
+        self.started_unix = time.time()
+        self._set_state(ServerState.STARTING)
+        if port_in_use(self.plan.host, self.plan.port):
+            self.failure = logparse.Failure(
+                "port_in_use", f"Port {self.plan.host}:{self.plan.port} is already in use (another server?). "
+                "Stop it or choose another port.", "checked before launch")
+            self._finish(None, "port in use")
+            return
+        self._proc = ServerProcess(self.plan.argv, self.plan.env, on_line=self._on_line)
+        try:
+            self._proc.start()
+        except OSError as exc:
+            self.failure = logparse.Failure("not_started", f"Could not start {self.plan.binary}: {exc}. "
+                                            "Check the binary path in Settings.", str(exc))
+            self._finish(None, "could not start")
+            return
+        self.url = self.plan.url
+        for target, name in ((self._health_loop, "health"), (self._wait_loop, "exit-waiter")):
+            t = threading.Thread(target=target, name=f"llama-server-{name}-{self._proc.pid}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> None:
+        """Stop and wait for the exit to be recorded (SIGINT -> SIGTERM -> SIGKILL)."""
+        if self._proc is None or self._done.is_set():
+            return
+        self._stop_requested.set()
+        self._set_state(ServerState.STOPPING)
+        result = self._proc.stop(sigint_s, sigterm_s, sigkill_s)
+        self._stop_how = result.how
+        self._done.wait(10.0)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait until the session has exited and been recorded. True if it has."""
+        return self._done.wait(timeout)
+
+    # -- threads --------------------------------------------------------------------------------
+    def _on_line(self, line: str) -> None:
+        for ev in self._parser.feed(line):
+            self._handle(ev)
+
+    def _handle(self, ev: object) -> None:
+        if isinstance(ev, logparse.Listening):
+            self.url = ev.url if ev.url.startswith("http") else self.url
+            self._emit(ev)
+            self._set_state(ServerState.READY)
+            return
+        if isinstance(ev, logparse.Loading):
+            self._set_state(ServerState.LOADING)
+        elif isinstance(ev, logparse.MemoryBreakdown):
+            self.memory = ev
+        elif isinstance(ev, logparse.BufferSize):
+            self.buffers.append(ev)
+        elif isinstance(ev, logparse.RequestTimings):
+            rec = record_from_timings(ev)
+            self.records.append(rec)
+            self._emit(ev)
+            self._emit(RequestFinished(rec))
+            return
+        self._emit(ev)
+
+    def _health_loop(self) -> None:
+        client = self._client_factory(self.plan.url, timeout=5.0)
+        try:
+            while not self._done.is_set() and not self._stop_requested.is_set():
+                h = client.health(timeout=1.0)
+                if h.status_code == 503:
+                    self._set_state(ServerState.LOADING)
+                elif h.ready:
+                    self._set_state(ServerState.READY)
+                    return
+                self._done.wait(self.health_poll_s)
+        finally:
+            client.close()
+
+    def _wait_loop(self) -> None:
+        assert self._proc is not None
+        code = self._proc._proc.wait()
+        self._proc.join_reader(5.0)
+        for ev in self._parser.flush():
+            self._handle(ev)
+        if self._stop_requested.is_set():
+            reason = f"stopped ({getattr(self, '_stop_how', 'SIGINT')})"
+        elif (sig := _signal_name(code)) is not None:
+            reason = f"killed by {sig}"
+        elif code == 0:
+            reason = "exited"
+        else:
+            reason = f"exited with code {code}"
+        if not self._stop_requested.is_set() and code != 0:
+            self.failure = logparse.classify_failure(list(self._proc.lines), code)
+            if (self.failure is None or self.failure.kind == "unknown") and _signal_name(code):
+                self.failure = logparse.Failure(
+                    "killed", f"llama-server was killed ({_signal_name(code)}) — by the system's out-of-memory "
+                    "killer or another program. Requests in flight are lost.", reason)
+            if self.failure is not None and self.failure.kind not in ("killed", "unknown"):
+                reason = f"{reason}: {self.failure.kind}"
+        self._finish(code, reason)
+
+    def _finish(self, code: int | None, reason: str) -> None:
+        self.exit_code = code
+        self.exit_reason = reason
+        self.ended_unix = time.time()
+        with self._lock:
+            self.state = ServerState.EXITED
+        self._emit(StateChanged(ServerState.EXITED, url=self.url, code=code, reason=reason, failure=self.failure))
+        self._done.set()
+
+
+def record_from_timings(t: logparse.RequestTimings, time_unix: float | None = None) -> RequestRecord:
+    return RequestRecord(time_unix=time_unix or time.time(), slot=t.slot, task=t.task, cache_n=t.cache_n,
+                         prompt_n=t.prompt_n, prompt_ms=t.prompt_ms, prompt_per_second=t.prompt_per_second,
+                         predicted_n=t.predicted_n, predicted_ms=t.predicted_ms,
+                         predicted_per_second=t.predicted_per_second, draft_n=t.draft_n,
+                         draft_n_accepted=t.draft_n_accepted, ttft_ms=t.ttft_ms, latency_ms=t.latency_ms)
+
+
+class AttachedSession:
+    """Watch a llama-server someone else started, by URL, without owning it (stop = detach).
+
+    With `log_path` the log file is followed from its end and parsed like a launched server's output
+    (precise per-request records). Without it, finished requests are inferred from `/slots` and the
+    `/metrics` deltas and marked approximate.
+    """
+
+    def __init__(self, url: str, on_event: Callable[[object], None], *, log_path: str | Path | None = None,
+                 api_key: str | None = None, poll_s: float = 0.5, client_factory=None) -> None:
+        self.url = url.rstrip("/")
+        self.on_event = on_event
+        self.log_path = Path(log_path) if log_path else None
+        self.poll_s = poll_s
+        self.state = ServerState.IDLE
+        self.records: list[RequestRecord] = []
+        self.memory: logparse.MemoryBreakdown | None = None
+        self.exit_code: int | None = None
+        self.exit_reason: str | None = None
+        self.failure = None
+        self.started_unix: float | None = None
+        self.ended_unix: float | None = None
+        self.plan = None
+        self.pid = None
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._parser = logparse.LogParser()
+        if client_factory is None:
+            from llm_tuner.services.client import LlamaClient
+
+            client_factory = LlamaClient
+        self._client = client_factory(self.url, api_key=api_key, timeout=5.0) if api_key else \
+            client_factory(self.url, timeout=5.0)
+        self._threads: list[threading.Thread] = []
+
+    def _emit(self, ev) -> None:
+        try:
+            self.on_event(ev)
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _set_state(self, state: ServerState, **kw) -> None:
+        if self.state != state:
+            self.state = state
+            self._emit(StateChanged(state, url=self.url, **kw))
+
+    def start(self) -> None:
+        self.started_unix = time.time()
+        self._set_state(ServerState.STARTING)
+        targets = [self._poll_loop] + ([self._tail_loop] if self.log_path else [])
+        for fn in targets:
+            t = threading.Thread(target=fn, name=f"attach-{fn.__name__}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def stop(self, *_a, **_kw) -> None:
+        if self._done.is_set():
+            return
+        self._stop.set()
+        self._set_state(ServerState.STOPPING)
+        for t in self._threads:
+            t.join(5.0)
+        self.exit_reason = "detached"
+        self.ended_unix = time.time()
+        self.state = ServerState.EXITED
+        self._emit(StateChanged(ServerState.EXITED, url=self.url, code=None, reason="detached"))
+        self._client.close()
+        self._done.set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._done.wait(timeout)
+
+    def alive(self) -> bool:
+        return self.state in (ServerState.READY, ServerState.LOADING)
+
+    def _poll_loop(self) -> None:
+        from llm_tuner.services.telemetry.server_metrics import SlotWatcher, parse_metrics
+
+        watcher = SlotWatcher()
+        was_reachable = None
+        while not self._stop.is_set():
+            h = self._client.health(timeout=2.0)
+            if h.ready:
+                self._set_state(ServerState.READY)
+            elif h.status_code == 503:
+                self._set_state(ServerState.LOADING)
+            if (h.status_code is not None) != was_reachable:
+                was_reachable = h.status_code is not None
+                if not was_reachable:
+                    self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
+                    self._set_state(ServerState.STARTING)
+            if h.ready and self.log_path is None:
+                try:
+                    slots = self._client.slots()
+                    try:
+                        metrics = parse_metrics(self._client.metrics_text())
+                    except Exception:  # noqa: BLE001 - no --metrics: counts only
+                        metrics = {}
+                    for a in watcher.update(slots, metrics):
+                        rec = RequestRecord(
+                            time_unix=time.time(), slot=a.slot, task=a.task, cache_n=a.cache_n, prompt_n=a.prompt_n,
+                            prompt_ms=a.prompt_ms, prompt_per_second=a.prompt_per_second, predicted_n=a.predicted_n,
+                            predicted_ms=a.predicted_ms, predicted_per_second=a.predicted_per_second,
+                            ttft_ms=a.prompt_ms, latency_ms=(a.prompt_ms or 0) + (a.predicted_ms or 0) or None,
+                            approximate=True)
+                        self.records.append(rec)
+                        self._emit(RequestFinished(rec))
+                except Exception:  # noqa: BLE001 - /slots disabled or a transient error
+                    pass
+            self._stop.wait(self.poll_s)
+
+    def _tail_loop(self) -> None:
+        assert self.log_path is not None
+        pos = self.log_path.stat().st_size if self.log_path.exists() else 0
+        buf = ""
+        while not self._stop.is_set():
+            try:
+                size = self.log_path.stat().st_size
+                if size < pos:  # rotated or truncated: start over
+                    pos = 0
+                if size > pos:
+                    with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                        f.seek(pos)
+                        buf += f.read()
+                        pos = f.tell()
+                    *lines, buf = buf.split("\n")
+                    for line in lines:
+                        for ev in self._parser.feed(line):
+                            if isinstance(ev, logparse.RequestTimings):
+                                rec = record_from_timings(ev)
+                                self.records.append(rec)
+                                self._emit(ev)
+                                self._emit(RequestFinished(rec))
+                            else:
+                                if isinstance(ev, logparse.MemoryBreakdown):
+                                    self.memory = ev
+                                self._emit(ev)
+            except OSError:
+                pass
+            self._stop.wait(0.25)

@@ -1,3 +1,135 @@
-"""sessions: tables and repository (filled in by its issue)."""
+"""sessions: every server launch (or attach), its per-request records and a telemetry summary.
+
+Requests are written as they finish, so a session killed mid-way (the server or the app) keeps
+what it saw. `profile_version_id` is nullable: a raw command line or an attach has none.
+"""
 
 from __future__ import annotations
+
+import json
+
+from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, delete, func, select
+from sqlalchemy.orm import Mapped, mapped_column
+
+from llm_tuner.core.session import RequestRecord, SessionInfo
+from llm_tuner.store.base import Base
+from llm_tuner.store.db import session_scope
+
+
+class ServerSessionRow(Base):
+    __tablename__ = "server_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    mode: Mapped[str] = mapped_column(String(16), default="launch")
+    started_unix: Mapped[float] = mapped_column(Float, index=True)
+    ended_unix: Mapped[float | None] = mapped_column(Float, nullable=True)
+    argv_json: Mapped[str] = mapped_column(Text, default="[]")
+    url: Mapped[str | None] = mapped_column(String(512), nullable=True)
+    profile_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
+    exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    telemetry_json: Mapped[str] = mapped_column(Text, default="{}")
+
+
+class SessionRequestRow(Base):
+    __tablename__ = "session_requests"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    session_id: Mapped[int] = mapped_column(ForeignKey("server_sessions.id", ondelete="CASCADE"), index=True)
+    time_unix: Mapped[float] = mapped_column(Float)
+    slot: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    task: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    cache_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    prompt_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    predicted_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    draft_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    approximate: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+_REQ_FIELDS = ("time_unix", "slot", "task", "cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
+               "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted", "ttft_ms", "latency_ms",
+               "approximate")
+
+
+def _nan_to_none(v):
+    return None if isinstance(v, float) and v != v else v
+
+
+class SessionRepository:
+    """Short units of work on the sessions tables; returns frozen core models."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+
+    def begin(self, argv: list[str] | tuple[str, ...], *, started_unix: float, mode: str = "launch",
+              url: str | None = None, profile_version_id: int | None = None) -> int:
+        with session_scope(self.engine) as s:
+            row = ServerSessionRow(mode=mode, started_unix=started_unix, argv_json=json.dumps(list(argv)), url=url,
+                                   profile_version_id=profile_version_id)
+            s.add(row)
+            s.flush()
+            return row.id
+
+    def set_url(self, session_id: int, url: str) -> None:
+        with session_scope(self.engine) as s:
+            row = s.get(ServerSessionRow, session_id)
+            if row is not None:
+                row.url = url
+
+    def add_request(self, session_id: int, rec: RequestRecord) -> None:
+        with session_scope(self.engine) as s:
+            s.add(SessionRequestRow(session_id=session_id,
+                                    **{f: _nan_to_none(getattr(rec, f)) for f in _REQ_FIELDS}))
+
+    def end(self, session_id: int, *, ended_unix: float, exit_code: int | None, exit_reason: str | None,
+            telemetry_summary: dict | None = None) -> None:
+        with session_scope(self.engine) as s:
+            row = s.get(ServerSessionRow, session_id)
+            if row is None:
+                return
+            row.ended_unix = ended_unix
+            row.exit_code = exit_code
+            row.exit_reason = exit_reason
+            row.telemetry_json = json.dumps(telemetry_summary or {})
+
+    def _info(self, row: ServerSessionRow, n: int) -> SessionInfo:
+        return SessionInfo(id=row.id, started_unix=row.started_unix, argv=tuple(json.loads(row.argv_json)),
+                           mode=row.mode, url=row.url, profile_version_id=row.profile_version_id,
+                           ended_unix=row.ended_unix, exit_code=row.exit_code, exit_reason=row.exit_reason,
+                           telemetry_summary=json.loads(row.telemetry_json or "{}"), n_requests=n)
+
+    def get(self, session_id: int) -> SessionInfo | None:
+        with session_scope(self.engine) as s:
+            row = s.get(ServerSessionRow, session_id)
+            if row is None:
+                return None
+            n = s.scalar(select(func.count()).where(SessionRequestRow.session_id == session_id)) or 0
+            return self._info(row, n)
+
+    def history(self, limit: int = 100) -> list[SessionInfo]:
+        """Newest first, with request counts."""
+        with session_scope(self.engine) as s:
+            counts = (select(SessionRequestRow.session_id, func.count().label("n"))
+                      .group_by(SessionRequestRow.session_id).subquery())
+            q = (select(ServerSessionRow, func.coalesce(counts.c.n, 0))
+                 .outerjoin(counts, counts.c.session_id == ServerSessionRow.id)
+                 .order_by(ServerSessionRow.started_unix.desc()).limit(limit))
+            return [self._info(row, n) for row, n in s.execute(q).all()]
+
+    def requests(self, session_id: int) -> list[RequestRecord]:
+        with session_scope(self.engine) as s:
+            rows = s.scalars(select(SessionRequestRow).where(SessionRequestRow.session_id == session_id)
+                             .order_by(SessionRequestRow.id)).all()
+            return [RequestRecord(**{f: getattr(r, f) for f in _REQ_FIELDS}) for r in rows]
+
+    def delete(self, session_id: int) -> None:
+        with session_scope(self.engine) as s:
+            s.execute(delete(SessionRequestRow).where(SessionRequestRow.session_id == session_id))
+            s.execute(delete(ServerSessionRow).where(ServerSessionRow.id == session_id))

@@ -40,3 +40,43 @@ def host_info() -> HostInfo:
         memory_available_mib=int(vm.available / 2**20),
         cpu_flags=flags,
     )
+
+
+class HostReader:
+    """Host CPU and RAM, and the watched server's RSS and CPU (psutil). Callable: one HostSample."""
+
+    def __init__(self, pid: callable = lambda: None) -> None:
+        self.pid = pid
+        self._proc: psutil.Process | None = None
+        psutil.cpu_percent(None)  # the first call primes the counter
+
+    def _server(self) -> psutil.Process | None:
+        pid = self.pid()
+        if pid is None:
+            self._proc = None
+            return None
+        if self._proc is None or self._proc.pid != pid:
+            try:
+                self._proc = psutil.Process(pid)
+                self._proc.cpu_percent(None)
+            except psutil.Error:
+                self._proc = None
+        return self._proc
+
+    def __call__(self) -> list:
+        import time
+
+        from llm_tuner.services.telemetry.sampler import HostSample
+
+        vm = psutil.virtual_memory()
+        rss = cpu = None
+        proc = self._server()
+        if proc is not None:
+            try:
+                with proc.oneshot():
+                    rss = proc.memory_info().rss / 2**20
+                    cpu = proc.cpu_percent(None)
+            except psutil.Error:
+                self._proc = None
+        return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None), ram_used_mib=(vm.total - vm.available) / 2**20,
+                           ram_total_mib=vm.total / 2**20, server_rss_mib=rss, server_cpu_pct=cpu)]

@@ -1,0 +1,266 @@
+"""Server sessions against the real llama-server: states, request records, failures, clean-up, the store."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import httpx
+import psutil
+import pytest
+
+from llm_tuner.services.server import (
+    AttachedSession,
+    RequestFinished,
+    ServerSession,
+    ServerState,
+    StateChanged,
+    plan_launch,
+)
+from llm_tuner.services.watch import WatchedServer
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.sessions import SessionRepository
+
+pytestmark = pytest.mark.server
+
+
+class Events:
+    def __init__(self) -> None:
+        self.items: list = []
+        self.cond = threading.Condition()
+
+    def __call__(self, ev) -> None:
+        with self.cond:
+            self.items.append(ev)
+            self.cond.notify_all()
+
+    def states(self) -> list[str]:
+        return [str(e.state) for e in self.items if isinstance(e, StateChanged)]
+
+    def wait_for(self, pred, timeout: float = 90.0):
+        deadline = time.monotonic() + timeout
+        with self.cond:
+            while True:
+                for e in self.items:
+                    if pred(e):
+                        return e
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"timed out; states so far: {self.states()}")
+                self.cond.wait(left)
+
+
+def _ready(e) -> bool:
+    return isinstance(e, StateChanged) and e.state == ServerState.READY
+
+
+def _exited(e) -> bool:
+    return isinstance(e, StateChanged) and e.state == ServerState.EXITED
+
+
+def _demo_args(demo_model, *extra):
+    return ["-m", str(demo_model), "-c", "1024", "-np", "1", "-t", "2", *extra]
+
+
+def test_session_lifecycle_request_table_equals_server_timings_and_store_keeps_it(
+        server_binary, demo_model, tmp_path):
+    from llm_tuner.services.binaries import SERVER, probe
+
+    catalog = probe(SERVER, with_devices=False).catalog
+    plan = plan_launch(server_binary, _demo_args(demo_model), catalog=catalog)
+    assert plan.watch_args == ("--metrics", "--log-jsonl")
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    events = Events()
+    watched = WatchedServer(ServerSession(plan, events), repo=repo, on_event=None, gpu_readers={},
+                            rates_s={"host": 0.5, "server": 0.5})
+    watched._user_on_event = events
+    watched.start()
+    try:
+        ready = events.wait_for(_ready)
+        assert ready.url == plan.url
+        returned = []
+        with httpx.Client(base_url=plan.url, timeout=120) as http:
+            for prompt in ("The capital of France is", "The capital of France is", "Count: 1 2 3"):
+                r = http.post("/completion", json={"prompt": prompt, "n_predict": 12, "cache_prompt": True})
+                returned.append(r.json()["timings"])
+            chat = http.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": "Hi"}],
+                                                           "max_tokens": 8})
+            returned.append(chat.json()["timings"])
+        for i in range(len(returned)):
+            events.wait_for(lambda e, i=i: isinstance(e, RequestFinished) and len(
+                [x for x in events.items if isinstance(x, RequestFinished)]) > i)
+        time.sleep(1.2)  # let the samplers see the server
+    finally:
+        watched.stop()
+    assert events.states()[:1] == ["starting"] and "ready" in events.states()
+    assert events.states()[-2:] == ["stopping", "exited"]
+    exited = [e for e in events.items if _exited(e)][-1]
+    assert exited.reason == "stopped (SIGINT)" and exited.failure is None
+
+    records = [e.record for e in events.items if isinstance(e, RequestFinished)]
+    assert len(records) == len(returned) == 4
+    for rec, t in zip(records, returned, strict=True):
+        assert (rec.prompt_n, rec.predicted_n, rec.cache_n) == (t["prompt_n"], t["predicted_n"], t["cache_n"])
+        for key in ("prompt_ms", "prompt_per_second", "predicted_ms", "predicted_per_second"):
+            assert getattr(rec, key) == pytest.approx(t[key], abs=0.006), key
+    assert records[1].cache_n > 0  # the repeated prompt came from the cache
+
+    stored = repo.history()[0]
+    assert stored.exit_reason == "stopped (SIGINT)" and stored.n_requests == 4 and stored.url == plan.url
+    assert stored.argv[0] == str(server_binary) and "--metrics" in stored.argv
+    assert "host" in stored.telemetry_summary and "server_rss_mib" in stored.telemetry_summary["host"]
+    assert [r.predicted_n for r in repo.requests(stored.id)] == [t["predicted_n"] for t in returned]
+    assert not psutil.pid_exists(watched.session.pid) or psutil.Process(watched.session.pid).status() == "zombie"
+
+
+def test_kill_9_mid_request_ends_with_a_clear_state_and_keeps_the_session(server_binary, demo_model, tmp_path):
+    plan = plan_launch(server_binary, _demo_args(demo_model), watch=False)
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    events = Events()
+    session = ServerSession(plan, events)
+    watched = WatchedServer(session, repo=repo, gpu_readers={}, telemetry=False, on_event=events)
+    watched.start()
+    events.wait_for(_ready)
+    with httpx.Client(base_url=plan.url, timeout=60) as http:
+        http.post("/completion", json={"prompt": "Hello", "n_predict": 4})
+        events.wait_for(lambda e: isinstance(e, RequestFinished))
+        got_tokens = threading.Event()
+
+        def long_request():
+            try:
+                with http.stream("POST", "/completion", json={"prompt": "Tell a story", "n_predict": 4000,
+                                                              "stream": True, "ignore_eos": True}) as r:
+                    for i, _line in enumerate(r.iter_lines()):
+                        if i > 10:
+                            got_tokens.set()
+            except httpx.HTTPError:
+                pass
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        assert got_tokens.wait(60)
+        os.kill(session.pid, signal.SIGKILL)
+        exited = events.wait_for(_exited, 30)
+        t.join(10)
+    assert exited.code == -9 and exited.reason == "killed by SIGKILL"
+    assert exited.failure is not None and "killed" in exited.failure.message
+    assert watched.wait(5)
+    stored = repo.history()[0]
+    assert stored.exit_reason.startswith("killed by SIGKILL") and stored.n_requests == 1
+    assert not psutil.pid_exists(session.pid) or psutil.Process(session.pid).status() == "zombie"
+
+
+def test_a_server_that_fails_to_load_ends_with_the_reason(server_binary, tmp_path):
+    plan = plan_launch(server_binary, ["-m", str(tmp_path / "missing.gguf")], watch=False)
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    events = Events()
+    watched = WatchedServer(ServerSession(plan, events), repo=repo, telemetry=False, on_event=events)
+    watched.start()
+    exited = events.wait_for(_exited, 60)
+    assert exited.code == 1 and exited.failure.kind == "model_missing"
+    assert "missing.gguf does not exist" in exited.failure.message
+    assert watched.wait(5)
+    stored = repo.history()[0]
+    assert stored.exit_code == 1 and "does not exist" in stored.exit_reason
+
+
+def test_port_in_use_is_found_before_launch(server_binary, demo_model):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        plan = plan_launch(server_binary, _demo_args(demo_model, "--port", str(port)))
+        events = Events()
+        session = ServerSession(plan, events)
+        session.start()
+        exited = events.wait_for(_exited, 5)
+    assert session.pid is None  # nothing was started
+    assert exited.failure.kind == "port_in_use" and str(port) in exited.failure.message
+
+
+def test_the_server_dies_with_the_app_even_on_kill_9(server_binary):
+    # A child Python process (the "app") starts llama-server (router mode: no model, starts in a blink)
+    # and is then killed with SIGKILL: the parent-death signal must take the server with it.
+    code = textwrap.dedent(f"""
+        import sys, time
+        from llm_tuner.services.server import ServerProcess, free_port
+        p = ServerProcess([{str(server_binary)!r}, "--port", str(free_port())])
+        p.start()
+        print(p.pid, flush=True)
+        time.sleep(600)
+    """)
+    app = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    server_pid = int(app.stdout.readline())
+    assert psutil.pid_exists(server_pid)
+    app.kill()
+    app.wait(10)
+    deadline = time.monotonic() + 10
+    while psutil.pid_exists(server_pid) and time.monotonic() < deadline:
+        try:
+            if psutil.Process(server_pid).status() == "zombie":
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    gone = not psutil.pid_exists(server_pid) or psutil.Process(server_pid).status() == "zombie"
+    assert gone, "llama-server outlived the app"
+
+
+def test_attach_without_a_log_sees_requests_approximately(llama_server):
+    events = Events()
+    session = AttachedSession(llama_server.url, events, poll_s=0.1)
+    session.start()
+    try:
+        events.wait_for(_ready, 20)
+        timings = llama_server.client.completion("Once upon a time", n_predict=24)["timings"]
+        rec = events.wait_for(lambda e: isinstance(e, RequestFinished), 20).record
+    finally:
+        session.stop()
+    assert rec.approximate
+    assert rec.prompt_n == timings["prompt_n"] and rec.predicted_n == timings["predicted_n"]
+    assert rec.predicted_ms == pytest.approx(timings["predicted_ms"], rel=0.05)
+    assert psutil.pid_exists(llama_server.process.pid)  # detaching never stops someone else's server
+
+
+def test_cli_run_streams_events_and_sigint_stops_the_server(server_binary, demo_model, tmp_path):
+    env = {**os.environ, "LLM_TUNER_DATA_DIR": str(tmp_path)}
+    cli = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--duration", "120",
+                            "--", *_demo_args(demo_model)], stdout=subprocess.PIPE, text=True, env=env)
+    lines: list[dict] = []
+    returned = None
+    server_pid = None
+    for raw in cli.stdout:
+        ev = json.loads(raw)
+        lines.append(ev)
+        if ev["event"] == "listening":
+            with httpx.Client(timeout=60) as http:
+                returned = http.post(ev["url"] + "/completion",
+                                     json={"prompt": "Hello there", "n_predict": 10}).json()["timings"]
+            server_pid = next(p.pid for p in psutil.Process(cli.pid).children() if "llama-server" in p.name())
+        if ev["event"] == "request":
+            time.sleep(1.5)
+            cli.send_signal(signal.SIGINT)
+        if ev["event"] == "exited":
+            break
+    assert cli.wait(30) == 0
+    kinds = [e["event"] for e in lines]
+    assert kinds[0] == "plan" and "listening" in kinds and kinds[-1] == "exited"
+    assert "--log-jsonl" not in lines[0]["command"]  # what the app adds is not in the copied command
+    req = next(e for e in lines if e["event"] == "request")
+    for key in ("prompt_n", "predicted_n", "cache_n"):
+        assert req[key] == returned[key]
+    for key in ("prompt_ms", "prompt_per_second", "predicted_ms", "predicted_per_second"):
+        assert req[key] == pytest.approx(returned[key], rel=0.01)
+    assert {"ttft_ms", "latency_ms", "slot", "task", "draft_n", "draft_n_accepted"} <= set(req)
+    assert any(e["event"] == "sample" and e["source"] == "host" for e in lines)
+    assert lines[-1]["reason"] == "stopped (SIGINT)"
+    time.sleep(0.2)
+    assert not psutil.pid_exists(server_pid)
