@@ -1,0 +1,211 @@
+"""Samplers, ring buffers and readers. GPUs get a scripted source (no GPU on these machines);
+the real NVML path is checked on a GPU by scripts/gpu-check."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from llm_tuner.services.telemetry.host import HostReader
+from llm_tuner.services.telemetry.ring import SeriesRing
+from llm_tuner.services.telemetry.sampler import GpuReader, GpuSample, Sampler, Telemetry, sample_to_json
+from llm_tuner.services.telemetry.server_metrics import ServerReader, SlotWatcher, parse_metrics
+
+
+@dataclass(frozen=True)
+class FakeNvmlReading:  # the fields of telemetry.nvml.NvmlReading
+    index: int
+    util_pct: float | None
+    mem_util_pct: float | None
+    vram_used_mib: float | None
+    vram_total_mib: float | None
+    vram_reserved_mib: float | None
+    temp_c: float | None
+    power_w: float | None
+    power_limit_w: float | None
+    sm_clock_mhz: float | None
+    mem_clock_mhz: float | None
+    throttle_reasons: int | None
+    process_vram_mib: float | None
+
+
+class ScriptedNvml:
+    """Replays readings like NvmlSource.read(watch_pids) would return them."""
+
+    def __init__(self, n_devices: int = 2) -> None:
+        self.n = n_devices
+        self.calls = 0
+        self.pids_seen: list[frozenset[int]] = []
+
+    def read(self, watch_pids=frozenset()):
+        self.calls += 1
+        self.pids_seen.append(watch_pids)
+        k = self.calls
+        return [FakeNvmlReading(i, 10.0 * k % 100, 5.0, 1000.0 + k, 143771.0, 500.0, 40.0 + i, 120.0 + k, 700.0,
+                                1980.0, 3201.0, 0x4 if k % 2 else 0x1, 900.0 if watch_pids else None)
+                for i in range(self.n)]
+
+
+def test_sampler_keeps_its_rate_and_stops_promptly():
+    got: list[float] = []
+    s = Sampler("x", lambda: [time.monotonic()], 0.05, lambda xs: got.extend(xs)).start()
+    time.sleep(0.55)
+    t0 = time.monotonic()
+    s.stop()
+    assert time.monotonic() - t0 < 0.5 and not s.running
+    assert 9 <= len(got) <= 13  # ~11 ticks in 0.55 s at 20 Hz
+    gaps = np.diff(got)
+    assert abs(gaps.mean() - 0.05) < 0.01
+
+
+def test_sampler_is_drift_corrected_when_reads_are_slow():
+    got: list[float] = []
+
+    def slow():
+        time.sleep(0.03)
+        return [time.monotonic()]
+
+    s = Sampler("slow", slow, 0.05, lambda xs: got.extend(xs)).start()
+    time.sleep(1.0)
+    s.stop()
+    # Reads of 30 ms on a 50 ms schedule: still ~20 samples a second, not 1/(0.05+0.03) = 12.5.
+    assert len(got) >= 17
+
+
+def test_a_failing_reader_is_reported_once_and_retried():
+    errors: list[str] = []
+    state = {"n": 0}
+
+    def flaky():
+        state["n"] += 1
+        if state["n"] < 4:
+            raise RuntimeError("driver hiccup")
+        return [1]
+
+    got: list = []
+    s = Sampler("flaky", flaky, 0.01, got.extend, lambda name, msg: errors.append(msg)).start()
+    time.sleep(0.2)
+    s.stop()
+    assert errors == ["RuntimeError: driver hiccup"] and got
+
+
+def test_nvml_reader_samples_with_the_server_pid_and_marks_throttling():
+    src = ScriptedNvml(2)
+    reader = GpuReader(src, "nvidia", lambda: frozenset({1234}), throttle_mask=0x4 | 0x8)
+    samples = reader()
+    assert [s.device for s in samples] == ["nvidia:0", "nvidia:1"]
+    assert src.pids_seen[-1] == frozenset({1234})
+    assert samples[0].process_vram_mib == 900.0 and samples[0].vram_reserved_mib == 500.0
+    assert samples[0].throttled is True  # SwPowerCap
+    assert reader()[0].throttled is False  # only the idle bit set
+    j = sample_to_json(samples[1])
+    assert j["event"] == "sample" and j["source"] == "gpu" and j["device"] == "nvidia:1"
+    assert {"util_pct", "vram_used_mib", "temp_c", "power_w", "sm_clock_mhz"} <= set(j)
+
+
+def test_telemetry_fills_a_ring_per_device_and_summarises():
+    batches: list = []
+    tel = Telemetry({"gpu:nvidia": GpuReader(ScriptedNvml(2), "nvidia")}, rates_s={"gpu": 0.02},
+                    on_samples=batches.append).start()
+    time.sleep(0.3)
+    tel.stop()
+    assert set(tel.rings) == {"nvidia:0", "nvidia:1"}
+    t, cols = tel.ring("nvidia:1").arrays()
+    assert len(t) >= 8 and np.all(np.diff(t) >= 0)
+    assert np.all(cols["temp_c"] == 41.0)
+    summary = tel.summary()
+    assert summary["nvidia:0"]["vram_total_mib"]["max"] == 143771.0
+    assert all(isinstance(s, GpuSample) for b in batches for s in b)
+
+
+def test_ring_wraps_keeps_order_and_slices_by_time():
+    ring = SeriesRing(["v"], capacity=100)
+    for i in range(250):
+        ring.append(float(i), {"v": i * 2})
+    t, cols = ring.arrays()
+    assert len(ring) == 100 and t[0] == 150 and t[-1] == 249 and cols["v"][-1] == 498
+    t2, _ = ring.arrays(since_t=240)
+    assert list(t2) == [float(x) for x in range(240, 250)]
+    assert ring.last()[1]["v"] == 498
+
+
+def test_ring_is_safe_with_a_writer_and_a_reader():
+    ring = SeriesRing(["a", "b"], capacity=1000)
+    stop = threading.Event()
+
+    def write():
+        i = 0
+        while not stop.is_set():
+            ring.append(float(i), {"a": i, "b": -i})
+            i += 1
+
+    w = threading.Thread(target=write)
+    w.start()
+    try:
+        for _ in range(200):
+            t, c = ring.arrays()
+            assert np.all(c["a"] == -c["b"])
+            assert np.all(np.diff(t) > 0)
+    finally:
+        stop.set()
+        w.join()
+
+
+def test_host_reader_sees_a_process():
+    import os
+
+    s = HostReader(lambda: os.getpid())()[0]
+    assert s.server_rss_mib > 1 and s.ram_total_mib > s.ram_used_mib > 0
+
+
+METRICS = """# HELP llamacpp:prompt_tokens_total Number of prompt tokens processed.
+# TYPE llamacpp:prompt_tokens_total counter
+llamacpp:prompt_tokens_total {p}
+llamacpp:prompt_seconds_total {ps}
+llamacpp:tokens_predicted_total {g}
+llamacpp:tokens_predicted_seconds_total {gs}
+llamacpp:prompt_tokens_cached_total 0
+llamacpp:requests_processing 1
+llamacpp:requests_deferred 0
+llamacpp:spec_decode_num_accepted_tokens_per_pos_total{{position="0"}} 3
+"""
+
+
+class FakeClient:
+    def __init__(self):
+        self.m = dict(p=0, ps=0, g=0, gs=0)
+        self.slots_json = [{"id": 0, "is_processing": False, "id_task": None}]
+
+    def metrics_text(self):
+        return METRICS.format(**self.m)
+
+    def slots(self):
+        return self.slots_json
+
+
+def test_metrics_counters_become_rates():
+    assert parse_metrics(METRICS.format(p=5, ps=1, g=2, gs=3))["tokens_predicted_total"] == 2
+    c = FakeClient()
+    r = ServerReader(c)
+    assert r()[0].predicted_tokens_per_s is None  # no previous scrape yet
+    c.m = dict(p=100, ps=0.5, g=60, gs=1.5)
+    s = r()[0]
+    assert s.prompt_tokens_per_s == pytest.approx(200.0) and s.predicted_tokens_per_s == pytest.approx(40.0)
+    assert s.requests_processing == 1
+
+
+def test_slot_watcher_infers_a_finished_request_from_slots_and_metric_deltas():
+    w = SlotWatcher()
+    m0 = parse_metrics(METRICS.format(p=0, ps=0, g=0, gs=0))
+    assert w.update([{"id": 0, "is_processing": False, "id_task": None}], m0) == []
+    busy = {"id": 0, "is_processing": True, "id_task": 7, "n_prompt_tokens_processed": 12,
+            "n_prompt_tokens_cache": 3, "next_token": [{"n_decoded": 5}]}
+    assert w.update([busy], parse_metrics(METRICS.format(p=12, ps=0.1, g=5, gs=0.1))) == []
+    idle = {**busy, "is_processing": False, "next_token": [{"n_decoded": 20}]}
+    (req,) = w.update([idle], parse_metrics(METRICS.format(p=12, ps=0.1, g=20, gs=0.4)))
+    assert (req.slot, req.task, req.prompt_n, req.predicted_n) == (0, 7, 12, 20)
+    assert req.prompt_ms == pytest.approx(100.0) and req.predicted_ms == pytest.approx(400.0)
