@@ -1,9 +1,153 @@
-"""`llm-tuner estimate ...` (added by its issue)."""
+"""`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] -- <llama-server arguments with -m>`.
+
+Prints the memory plan per device (GPUs by llama.cpp's names, then `Host`) for the arguments as
+given, with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`.
+`--devices` plans for the devices given instead of the detected ones (backend from the name's
+prefix, capacity = the MiB given; `Host=MiB` sets host RAM). `--check` also starts the real
+llama-server once (`-lv 4 -fit off`), reads what it allocates, and adds it beside the estimate.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
+from pathlib import Path
+
+from llm_tuner.core.devices import backend_of
+from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
+    p = sub.add_parser("estimate", help="memory per device for llama-server arguments (weights, KV, compute)",
+                       description=__doc__.split("\n\n")[0])
+    p.add_argument("--json", action="store_true", help="print JSON (the default output is a short table)")
+    p.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
+                   "(e.g. CUDA0=16384,Vulkan1=24576; Host=65536 sets RAM)")
+    p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU build: "
+                   "host buffers only)")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
+    p.set_defaults(func=_estimate)
+
+
+def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
+    """`CUDA0=16384,Vulkan1=24576,Host=65536` -> planned GPUs and (optionally) host."""
+    from llm_tuner.cli import CliError  # noqa: PLC0415
+
+    gpus: list[PlanDevice] = []
+    host = None
+    for part in (x.strip() for x in text.split(",") if x.strip()):
+        if "=" not in part:
+            raise CliError(f"--devices: {part!r} is not NAME=MiB (e.g. CUDA0=24576)")
+        name, mib = part.split("=", 1)
+        try:
+            value = int(float(mib))
+        except ValueError:
+            raise CliError(f"--devices: {mib!r} is not a number of MiB") from None
+        if name.lower() in ("host", "cpu", "ram"):
+            host = PlanDevice("Host", "CPU", value, None, "planned RAM", True)
+        else:
+            gpus.append(PlanDevice(name, backend_of(name), value, None, "planned", True))
+    return gpus, host
+
+
+def detect_devices() -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
+    """GPUs as the llama-server binary lists them, host RAM and CPU flags."""
+    from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate  # noqa: PLC0415
+    from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
+
+    gpus: list[PlanDevice] = []
+    loc = locate(SERVER)
+    if loc is not None:
+        try:
+            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description)
+                    for d in list_devices(loc.path)]
+        except BinaryError:
+            gpus = []
+    h = host_info()
+    host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
+    return gpus, host, tuple(h.cpu_flags)
+
+
+def _estimate(args: argparse.Namespace) -> int:
+    from llm_tuner.cli import CliError, emit_json  # noqa: PLC0415
+    from llm_tuner.services.library import read_model  # noqa: PLC0415
+
+    server_args = list(args.server_args)
+    if server_args and server_args[0] == "--":
+        server_args = server_args[1:]
+    try:
+        pargs = parse_server_args(server_args)
+    except ValueError as exc:
+        raise CliError(f"cannot read the llama-server arguments: {exc}") from None
+    if not pargs.model:
+        raise CliError("give the llama-server arguments after --, with -m MODEL.gguf")
+    model = read_model(pargs.model)
+    if model.error:
+        raise CliError(f"{pargs.model}: {model.error}")
+    draft = None
+    if pargs.draft_model:
+        draft = read_model(pargs.draft_model)
+        if draft.error:
+            raise CliError(f"{pargs.draft_model}: {draft.error}")
+    gpus, host, flags = detect_devices()
+    if args.devices:
+        planned, planned_host = parse_devices(args.devices)
+        gpus = planned
+        if planned_host is not None:
+            host = planned_host
+    plan = plan_memory(model, pargs, gpus, host, cpu_flags=flags, draft_model=draft)
+    out = {"devices": [d.to_json() for d in plan.devices], "warnings": list(plan.warnings),
+           "n_ctx": plan.n_ctx, "n_parallel": plan.n_seq_max, "kv_unified": plan.kv_unified,
+           "flash_attn": plan.flash_attn, "n_gpu_layers": plan.n_gpu_layers}
+    if args.check:
+        out["llama_cpp"] = _check(server_args, plan)
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"{'device':10} {'weights':>10} {'KV':>10} {'compute':>10} {'output':>8} {'overhead':>9} "
+          f"{'total':>10} {'capacity':>10}  fits")
+    for d in plan.devices:
+        print(f"{d.name:10} {d.model_mib:10.0f} {d.kv_mib:10.0f} {d.compute_mib:10.0f} {d.output_mib:8.0f} "
+              f"{d.overhead_mib:9.0f} {d.total_mib:10.0f} {d.capacity_mib if d.capacity_mib is not None else '?':>10}"
+              f"  {d.fits}")
+    for w in plan.warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    if "llama_cpp" in out:
+        print("llama.cpp:", out["llama_cpp"])
+    return 0
+
+
+def _check(server_args: list[str], plan) -> dict:
+    """Run the real server once and return its buffers per device, beside the differences."""
+    from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
+    from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
+
+    loc = locate(SERVER)
+    if loc is None:
+        return {"error": "llama-server not found"}
+    argv = [a for a in server_args]
+    if "-fit" not in argv and "--fit" not in argv:
+        argv += ["-fit", "off"]
+    run = measure_server_memory(Path(loc.path), argv)
+    if not run.loaded:
+        tail = run.log.strip().splitlines()[-1:] or ["(no output)"]
+        return {"error": f"llama-server did not load: {tail[0][:300]}"}
+    log = parse_memory_log(run.log)
+    gpu_names = {d.name for d in plan.devices if d.name != "Host"}
+    per: dict[str, dict[str, float]] = {}
+    for b in log.buffers:
+        base = b.buffer.split("_")[0]
+        dev = base if base in gpu_names else "Host"
+        kind = {"model": "model_mib", "kv": "kv_mib", "rs": "kv_mib", "output": "output_mib",
+                "compute": "compute_mib"}[b.kind]
+        row = per.setdefault(dev, {"model_mib": 0.0, "kv_mib": 0.0, "compute_mib": 0.0, "output_mib": 0.0})
+        row[kind] += b.mib
+    devices = []
+    for name, row in per.items():
+        ours = plan.device(name)
+        entry = {"name": name, **{k: round(v, 2) for k, v in row.items()}}
+        if ours is not None:
+            entry["diff_mib"] = {k: round(getattr(ours, k) - v, 2) for k, v in row.items()}
+        devices.append(entry)
+    return {"devices": devices, "seconds": round(run.seconds, 2)}

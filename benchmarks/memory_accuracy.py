@@ -1,0 +1,261 @@
+"""How close core.memory's instant estimate is to what llama.cpp really allocates (issue 4 targets).
+
+For each configuration the REAL llama-server is started with `-lv 4 -fit off --port 0`, stopped once it
+listens, and its buffer lines (`load_tensors: ... model buffer size`, `llama_kv_cache: ... KV buffer
+size`, `llama_context: ... output buffer size`, `sched_reserve: ... compute buffer size`) are summed per
+device and kind (core.memory_log.parse_memory_log). Our estimate (core.memory.plan_memory with the same
+arguments) is printed beside them. Targets: weights and KV within 1% (or 4 MiB), compute within 10%,
+device totals (weights + KV + output + compute) within 2%.
+
+Models: the demo model (Gemma 3 270M Q4_K_M: SWA, 262k vocabulary, tied output) and random-weight
+qwen3 (dense, Q4_0 so the CPU repacks it) and qwen3moe models written with the `gguf` package
+(tests/support/random_gguf.py).
+
+CPU build (what CI has): every buffer is on the host. `-ngl`, `-ot ...=CPU` and `--cpu-moe` still
+change which buffer each weight lands in (CPU_Mapped vs CPU_REPACK, and the mmap range), but the
+GPU side of a split cannot be seen; the `--cuda` matrix checks that on a GPU build.
+
+Run here:
+    .venv/bin/python benchmarks/memory_accuracy.py > benchmarks/results/memory_accuracy_cpu.txt
+On the lent GPU with a CUDA build of llama-server (same commit):
+    .venv/bin/python benchmarks/memory_accuracy.py --cuda --server /path/to/llama-server \\
+        > benchmarks/results/memory_accuracy_cuda.txt
+`--cuda` runs the GPU matrix (full and partial -ngl, -ot FFN to CPU, -nkvo, q8_0/q4_0 KV, --cpu-moe,
+two-GPU -ts when there are two GPUs) and measures the CUDA runtime overhead per device: memory used
+by the process beyond llama.cpp's buffers (free before start minus free at exit minus buffers),
+i.e. what core.memory.RUNTIME_OVERHEAD_MIB should hold.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from llm_tuner.core.memory import MIB, PlanDevice, parse_server_args, plan_memory  # noqa: E402
+from llm_tuner.core.memory_log import MemoryLog, parse_memory_log  # noqa: E402
+from llm_tuner.services.binaries import list_devices, locate, measure_server_memory  # noqa: E402
+from llm_tuner.services.demo_model import find_demo_model  # noqa: E402
+from llm_tuner.services.library import read_model  # noqa: E402
+
+KINDS = ("model", "kv", "output", "compute")
+
+
+def cpu_flags() -> tuple[str, ...]:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return ()
+    for line in text.splitlines():
+        if line.startswith(("flags", "Features")):
+            return tuple(line.split(":", 1)[1].split())
+    return ()
+
+
+def device_of(buffer: str, gpu_names: set[str]) -> str:
+    """llama.cpp buffer name -> our device name (CUDA0_Split/CUDA0 -> CUDA0; CPU*, *_Host -> Host)."""
+    base = buffer.split("_")[0]
+    return base if base in gpu_names else "Host"
+
+
+def measured(log: MemoryLog, gpu_names: set[str]) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for b in log.buffers:
+        if b.kind == "rs":
+            kind = "kv"
+        else:
+            kind = b.kind
+        dev = device_of(b.buffer, gpu_names)
+        d = out.setdefault(dev, {k: 0.0 for k in KINDS})
+        d[kind] += b.mib
+    return out
+
+
+def within(est: float, real: float, pct: float, abs_mib: float) -> bool:
+    return abs(est - real) <= max(abs_mib, pct / 100 * abs(real))
+
+
+def make_models(folder: Path) -> dict[str, Path]:
+    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe  # noqa: PLC0415
+
+    models = {
+        "dense": write_qwen3_dense(folder / "qwen3-dense-q4_0.gguf", n_layer=8, n_embd=1024, n_ff=2816, n_head=16,
+                                   n_head_kv=4, head_dim=64, n_ctx_train=32768, weight_type="Q4_0",
+                                   embd_type="Q8_0"),
+        "moe": write_qwen3_moe(folder / "qwen3-moe-q4_0.gguf", n_layer=6, n_embd=512, n_ff=1024, n_ff_exp=256,
+                               n_expert=16, n_expert_used=4, n_head=8, n_head_kv=2, head_dim=64,
+                               n_ctx_train=16384, weight_type="Q4_0", embd_type="Q8_0"),
+        "tied": write_qwen3_dense(folder / "qwen3-tied-q8_0.gguf", n_layer=4, n_embd=512, n_ff=1536, n_head=8,
+                                  n_head_kv=8, head_dim=64, n_ctx_train=8192, weight_type="Q8_0",
+                                  embd_type="Q4_0", tied_output=True),
+    }
+    return models
+
+
+def cpu_matrix() -> list[tuple[str, list[str]]]:
+    return [
+        ("demo", []),
+        ("demo", ["-c", "4096"]),
+        ("demo", ["-c", "8192", "-np", "1"]),
+        ("demo", ["-c", "8192", "-np", "2", "-fa", "off"]),
+        ("demo", ["-c", "16384", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
+        ("demo", ["-c", "16384", "-ctk", "q4_0", "-ctv", "q4_0"]),
+        ("demo", ["-c", "32768", "-ub", "2048", "-fa", "on"]),
+        ("demo", ["-c", "32768", "-ub", "128", "-fa", "off"]),
+        ("demo", ["-c", "8192", "--swa-full"]),
+        ("demo", ["-c", "4096", "-np", "8", "-kvu"]),
+        ("demo", ["-c", "16384", "-b", "256", "-ub", "256"]),
+        ("demo", ["-c", "8192", "-lm", "none"]),
+        ("dense", []),
+        ("dense", ["-c", "8192", "-np", "1", "-fa", "off"]),
+        ("dense", ["-c", "16384", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "1024"]),
+        ("dense", ["-c", "4096", "-ngl", "3"]),
+        ("dense", ["-c", "4096", "-ot", r"blk\.(1|3|5)\.ffn_.*=CPU"]),
+        ("dense", ["-c", "4096", "--no-repack"]),
+        ("moe", []),
+        ("moe", ["-c", "8192", "--cpu-moe"]),
+        ("moe", ["-c", "8192", "-ncmoe", "3", "-np", "2"]),
+        ("moe", ["-c", "4096", "-ot", r"blk\.[0-2]\.ffn_(up|gate)_exps=CPU", "-fa", "off"]),
+        ("tied", ["-c", "4096"]),
+        ("tied", ["-c", "2048", "-np", "1", "-ub", "2048"]),
+    ]
+
+
+def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
+    rows = [
+        ("demo", ["-c", "32768", "-ngl", "99"]),
+        ("demo", ["-c", "32768", "-ngl", "10"]),
+        ("demo", ["-c", "32768", "-ngl", "99", "-nkvo"]),
+        ("demo", ["-c", "32768", "-ngl", "99", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
+        ("demo", ["-c", "32768", "-ngl", "99", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"]),
+        ("demo", ["-c", "32768", "-ngl", "99", "-fa", "off", "-ub", "1024"]),
+        ("dense", ["-ngl", "99"]),
+        ("dense", ["-ngl", "5"]),
+        ("dense", ["-ngl", "99", "-ot", r"blk\.(1|3|5)\.ffn_.*=CPU"]),
+        ("dense", ["-ngl", "99", "-np", "1", "-lm", "none", "-ngl", "4"]),
+        ("moe", ["-ngl", "99"]),
+        ("moe", ["-ngl", "99", "--cpu-moe"]),
+        ("moe", ["-ngl", "99", "-ncmoe", "3"]),
+        ("tied", ["-ngl", "99"]),
+        ("tied", ["-ngl", "4"]),
+    ]
+    if n_gpus >= 2:
+        rows += [
+            ("dense", ["-ngl", "99", "-ts", "1,1"]),
+            ("dense", ["-ngl", "99", "-ts", "3,1", "-np", "2"]),
+            ("demo", ["-c", "32768", "-ngl", "99", "-sm", "row"]),
+            ("moe", ["-ngl", "99", "-ts", "1,2", "-dev", "CUDA0,CUDA1"]),
+        ]
+    return rows
+
+
+def main() -> int:  # noqa: C901, PLR0912, PLR0915
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--server", type=Path, help="llama-server to measure (default: the one llm-tuner finds)")
+    ap.add_argument("--cuda", action="store_true", help="run the GPU matrix and measure runtime overhead")
+    ap.add_argument("--threads", default="2")
+    ap.add_argument("--only", help="run only configurations of this model (demo, dense, moe, tied)")
+    args = ap.parse_args()
+
+    server = args.server or (locate("llama-server").path if locate("llama-server") else None)
+    if server is None:
+        print("llama-server not found", file=sys.stderr)
+        return 2
+    demo = find_demo_model()
+    flags = cpu_flags()
+    gpus_found = list_devices(server)
+    gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description) for d in gpus_found]
+    gpu_names = {g.name for g in gpus}
+    print(f"# memory accuracy: core.memory estimate vs llama-server -lv 4 buffers ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
+    print(f"# command: .venv/bin/python benchmarks/memory_accuracy.py {' '.join(sys.argv[1:])}")
+    print(f"# server: {server}")
+    print(f"# host: {platform.machine()} {platform.processor() or ''} cpu flags incl. "
+          f"{' '.join(f for f in ('avx2', 'avx512f', 'neon', 'asimddp', 'i8mm') if f in flags)}; "
+          f"GPUs: {', '.join(f'{g.name} {g.description} {g.capacity_mib} MiB' for g in gpus) or 'none'}")
+    print("# targets: weights and KV within 1% or 4 MiB, compute within 10%, device totals within 2%")
+    print("# columns: ours/llama.cpp MiB per kind; 'ok' when within target")
+    with tempfile.TemporaryDirectory(prefix="llm-tuner-mem-") as tmp:
+        models = make_models(Path(tmp))
+        models["demo"] = demo
+        infos = {k: read_model(v) for k, v in models.items()}
+        matrix = cuda_matrix(len(gpus)) if args.cuda else cpu_matrix()
+        if args.only:
+            matrix = [m for m in matrix if m[0] == args.only]
+        fails = {"model": 0, "kv": 0, "compute": 0, "total": 0}
+        checked = {"model": 0, "kv": 0, "compute": 0, "total": 0}
+        worst = {"model": 0.0, "kv": 0.0, "compute": 0.0, "total": 0.0}
+        overheads: list[tuple[str, float]] = []
+        for name, extra in matrix:
+            argv = ["-m", str(models[name]), "-fit", "off", "-t", args.threads, *extra]
+            free_before = {d.name: d.memory_free_mib for d in (list_devices(server) if args.cuda else [])}
+            run = measure_server_memory(server, argv, timeout=300)
+            log = parse_memory_log(run.log)
+            if not run.loaded:
+                tail = " | ".join(run.log.strip().splitlines()[-3:])
+                print(f"\n## {name} {' '.join(extra)}: server did not load ({tail[:300]})")
+                continue
+            real = measured(log, gpu_names)
+            pargs = parse_server_args(argv)
+            t0 = time.perf_counter()
+            plan = plan_memory(infos[name], pargs, gpus, PlanDevice("Host", "CPU", None), cpu_flags=flags)
+            ms = (time.perf_counter() - t0) * 1000
+            print(f"\n## {name} {' '.join(extra) or '(defaults)'}   [n_ctx {log.context.get('n_ctx')} "
+                  f"ours {plan.n_ctx}; estimate {ms:.1f} ms]")
+            print(f"  {'device':8} {'weights':>19} {'KV':>19} {'output':>15} {'compute':>21} {'total':>21}")
+            for dev in [*(g.name for g in gpus), "Host"]:
+                ours = plan.device(dev)
+                r = real.get(dev, {k: 0.0 for k in KINDS})
+                if ours is None and not any(r.values()):
+                    continue
+                o = {"model": ours.model_mib if ours else 0.0, "kv": ours.kv_mib if ours else 0.0,
+                     "output": ours.output_mib if ours else 0.0, "compute": ours.compute_mib if ours else 0.0}
+                o_tot = sum(o.values())
+                r_tot = sum(r.values())
+                cells = []
+                for kind, pct, ab in (("model", 1, 4), ("kv", 1, 4), ("output", 1, 1), ("compute", 10, 4)):
+                    good = within(o[kind], r[kind], pct, ab)
+                    if kind in fails and (o[kind] or r[kind]):
+                        checked[kind] += 1
+                        fails[kind] += 0 if good else 1
+                        if r[kind]:
+                            worst[kind] = max(worst[kind], abs(o[kind] / r[kind] - 1) * 100)
+                    w = 21 if kind == "compute" else (15 if kind == "output" else 19)
+                    cells.append(f"{o[kind]:.1f}/{r[kind]:.1f} {'ok' if good else 'XX'}".rjust(w))
+                good_t = within(o_tot, r_tot, 2, 4)
+                checked["total"] += 1
+                fails["total"] += 0 if good_t else 1
+                if r_tot:
+                    worst["total"] = max(worst["total"], abs(o_tot / r_tot - 1) * 100)
+                cells.append(f"{o_tot:.1f}/{r_tot:.1f} {'ok' if good_t else 'XX'}".rjust(21))
+                print(f"  {dev:8} " + " ".join(cells))
+                if dev != "Host" and args.cuda and dev in free_before:
+                    row = next((b for b in log.breakdown if b.name == dev), None)
+                    if row is not None and row.free_mib is not None and free_before[dev] is not None:
+                        overhead = free_before[dev] - row.free_mib - row.self_mib
+                        overheads.append((dev, overhead))
+                        print(f"  {dev:8} runtime overhead beyond buffers: {overhead} MiB "
+                              f"(free before {free_before[dev]}, at exit {row.free_mib}, buffers {row.self_mib}; "
+                              f"breakdown 'unaccounted' {row.unaccounted_mib})")
+            bufs = " ".join(f"{b.kind}:{b.buffer}={b.mib:.2f}" for b in log.buffers)
+            print(f"  llama.cpp buffers: {bufs}")
+            ours_bufs = " ".join(f"{d.name}:{k}={v:.2f}" for d in plan.devices for k, v in d.buffers.items())
+            print(f"  our weight buffers: {ours_bufs}")
+        print("\n# summary (checks failed / checked, worst relative error)")
+        for k in ("model", "kv", "compute", "total"):
+            print(f"  {k:8} {fails[k]}/{checked[k]} failed, worst {worst[k]:.1f}%")
+        if overheads:
+            vals = sorted(v for _, v in overheads)
+            print(f"  runtime overhead per GPU: median {vals[len(vals) // 2]} MiB, range {vals[0]}..{vals[-1]} MiB "
+                  "(put the median in core.memory.RUNTIME_OVERHEAD_MIB)")
+    _ = MIB, os
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
