@@ -266,6 +266,111 @@ def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:
             "(or -DGGML_VULKAN=ON, -DGGML_HIP=ON), or point Settings at your own llama.cpp build.")
 
 
+
+# --- memory checks (issue 4): the same memory question answered by llama.cpp itself -------------
+
+def _without_flags(argv: list[str], drop: dict[str, int]) -> list[str]:
+    """argv with the given flags (name -> number of values) removed."""
+    out, i = [], 0
+    while i < len(argv):
+        a = argv[i]
+        if a in drop:
+            i += 1 + drop[a]
+            continue
+        out.append(a)
+        i += 1
+    return out
+
+
+def run_fit_params(binary: Path, argv: list[str], *, fit_print: bool = False, timeout: float = 120.0,
+                   cancel_check=None) -> ShortRun:
+    """Run `llama-fit-params` with llama-server arguments (server-only flags must be removed by the caller).
+
+    With `fit_print` it adds `-fitp on` and prints per-device MiB (parse with
+    core.memory_log.parse_fit_print); otherwise it prints the fitted `-c/-ngl/-ts/-ot` line
+    (core.memory_log.parse_fitted_args). Never raises on a non-zero exit: the caller reads the run.
+    """
+    full = [str(binary), *argv] + (["-fitp", "on"] if fit_print else [])
+    return run_short(full, timeout=timeout, cancel_check=cancel_check)
+
+
+@dataclass(frozen=True)
+class ServerMemoryRun:
+    """A llama-server started only to see what it allocates (`-lv 4`), then stopped."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    log: str
+    loaded: bool  # reached "listening on" (everything allocated)
+    seconds: float
+
+
+def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180.0,
+                          cancel_check=None) -> ServerMemoryRun:
+    """Start llama-server with `argv` + `-lv 4 --port 0 --host 127.0.0.1`, wait until it listens, stop it.
+
+    Its log (stderr) holds every buffer it allocated and, after the stop, the memory breakdown
+    table; parse it with core.memory_log.parse_memory_log. `--port`, `--host` and `-lv` given in
+    `argv` are replaced. The server gets SIGINT once loaded (or on timeout/cancel), then SIGKILL.
+    """
+    import signal  # noqa: PLC0415
+    import threading  # noqa: PLC0415
+    import time  # noqa: PLC0415
+
+    args = _without_flags(list(argv), {"--port": 1, "--host": 1, "-lv": 1, "--verbosity": 1,
+                                       "--log-verbosity": 1, "-v": 0, "--verbose": 0})
+    full = [str(binary), *args, "-lv", "4", "--port", "0", "--host", "127.0.0.1"]
+    kwargs = {"start_new_session": True} if os.name != "nt" else {}
+    t0 = time.monotonic()
+    try:
+        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                env=_child_env(), text=True, errors="replace", **kwargs)
+    except OSError as exc:
+        raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
+    lines: list[str] = []
+    loaded = threading.Event()
+
+    def reader() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if "listening on" in line or "model loaded" in line:
+                loaded.set()
+
+    th = threading.Thread(target=reader, name="llm-tuner-memory-probe", daemon=True)
+    th.start()
+    deadline = t0 + timeout
+    while proc.poll() is None and not loaded.is_set() and time.monotonic() < deadline:
+        if cancel_check is not None and cancel_check():
+            break
+        loaded.wait(0.1)
+    if proc.poll() is None:
+        try:
+            if os.name != "nt":
+                os.killpg(proc.pid, signal.SIGINT)
+            else:
+                proc.terminate()
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            proc.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+    th.join(timeout=5)
+    return ServerMemoryRun(tuple(full), proc.returncode, "".join(lines), loaded.is_set(), time.monotonic() - t0)
+
+
+def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,
+                    settings: Settings | None = None) -> ShortRun:
+    """Run llama-bench with `argv` (without the binary; add `-o json` to parse it). BinaryError when
+    it is not found, cannot start, times out or is cancelled (services/bench.py uses this)."""
+    loc = locate(BENCH, settings)
+    if loc is None:
+        raise BinaryError(f"llama-bench not found. Set its path in Settings, put it on PATH or set {ENV_VARS[BENCH]}.")
+    check_executable(loc.path)
+    return run_short([str(loc.path), *argv], timeout=timeout, cancel_check=cancel_check)
+
+
 # --- default flag catalog (issue 3) ------------------------------------------------------------
 
 _DEFAULT_CATALOG: FlagCatalog | None = None
@@ -289,14 +394,3 @@ def default_catalog() -> FlagCatalog:
 def catalog_for(info: BinaryInfo | None) -> FlagCatalog:
     """The probed binary's own catalog when there is one, else the default catalog."""
     return info.catalog if info is not None and info.catalog is not None else default_catalog()
-
-
-def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,
-                    settings: Settings | None = None) -> ShortRun:
-    """Run llama-bench with `argv` (without the binary; add `-o json` to parse it). BinaryError when
-    it is not found, cannot start, times out or is cancelled (services/bench.py uses this)."""
-    loc = locate(BENCH, settings)
-    if loc is None:
-        raise BinaryError(f"llama-bench not found. Set its path in Settings, put it on PATH or set {ENV_VARS[BENCH]}.")
-    check_executable(loc.path)
-    return run_short([str(loc.path), *argv], timeout=timeout, cancel_check=cancel_check)
