@@ -390,7 +390,7 @@ def format_number(x: float | int) -> str:
     return repr(x)
 
 
-def _field_tokens(profile: LaunchProfile, ff: FieldFlag) -> list[str]:
+def field_tokens(profile: LaunchProfile, ff: FieldFlag) -> list[str]:
     """The argv tokens for one field (empty when the flag is absent)."""
     v = getattr(profile, ff.field)
     k = ff.kind
@@ -428,7 +428,7 @@ def profile_to_argv(profile: LaunchProfile) -> tuple[list[str], dict[str, str]]:
     """
     argv: list[str] = []
     for ff in FIELD_FLAGS:
-        argv += _field_tokens(profile, ff)
+        argv += field_tokens(profile, ff)
     argv += list(profile.extra_args)
     return argv, dict(profile.env)
 
@@ -436,7 +436,7 @@ def profile_to_argv(profile: LaunchProfile) -> tuple[list[str], dict[str, str]]:
 def field_value_text(profile: LaunchProfile, field: str, *, mask_secrets: bool = True) -> str | None:
     """A field as the command line shows it ('8192', 'on', 'q8_0'), None when the flag is absent."""
     ff = FIELD_BY_NAME[field]
-    toks = _field_tokens(profile, ff)
+    toks = field_tokens(profile, ff)
     if not toks:
         return None
     if ff.kind == "secret" and mask_secrets:
@@ -645,7 +645,7 @@ class _Parsed:
         self.notes: list[str] = []
 
 
-def _parse_value(ff: FieldFlag, raw: str, current: object) -> object:
+def parse_field_value(ff: FieldFlag, raw: str, current: object) -> object:
     """Convert one flag value; raises ValueError when it is not valid for the field."""
     k = ff.kind
     if k == "int":
@@ -745,7 +745,7 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
                 continue
             raw = argv[i + 1]
             try:
-                value = _parse_value(ff, raw, out.values.get(ff.field))
+                value = parse_field_value(ff, raw, out.values.get(ff.field))
             except ValueError as exc:
                 out.extra += [tok, raw]
                 out.unknown += [tok, raw]
@@ -975,7 +975,7 @@ def effective_profile(profile: LaunchProfile) -> LaunchProfile:
                 if raw in _TRUE or raw in _FALSE:
                     update[ff.field] = raw in _TRUE
                 continue
-            update[ff.field] = _parse_value(ff, raw, None)
+            update[ff.field] = parse_field_value(ff, raw, None)
         except ValueError:
             continue
     for name in profile.env:

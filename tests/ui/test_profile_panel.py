@@ -1,0 +1,87 @@
+"""The profile editor: editing a field changes exactly its flag in the preview; import, save, revert."""
+
+from __future__ import annotations
+
+import shlex
+
+import pytest
+from PySide6.QtCore import Qt
+
+from llm_tuner.core.cmdline import import_command
+from llm_tuner.core.settings import Settings
+from llm_tuner.qt.context import AppContext
+from llm_tuner.services.binaries import default_catalog
+from llm_tuner.store.db import open_engine
+from llm_tuner.ui.panels.profile_panel import ProfilePanel
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "ui.sqlite"))
+    w = ProfilePanel(ctx)
+    qtbot.addWidget(w)
+    w.show()
+    return w
+
+
+def preview_words(panel):
+    return shlex.split(panel.preview.toPlainText().replace("\\\n", " "))
+
+
+def test_editing_a_field_changes_exactly_its_flag(panel, qtbot):
+    panel.set_profile(import_command("llama-server -m m.gguf -c 4096 -ctk q8_0 -ctv q8_0 -tbq 4",
+                                     default_catalog()).profile)
+    before = preview_words(panel)
+    published = []
+    panel.ctx.state.profile_changed.connect(published.append)
+    ctx_edit = panel.editors["ctx_size"].widget
+    ctx_edit.selectAll()
+    qtbot.keyClicks(ctx_edit, "8192")
+    after = preview_words(panel)
+    assert [w for w in before if w not in after] == ["4096"]
+    assert [w for w in after if w not in before] == ["8192"]
+    assert after[after.index("--ctx-size") + 1] == "8192"
+    assert published[-1].ctx_size == 8192 and panel.ctx.state.profile.ctx_size == 8192
+    # a switch adds exactly its flag, at its place; the fork's flag stays last
+    panel.editors["metrics"].widget.click()
+    words = preview_words(panel)
+    assert [w for w in words if w not in after] == ["--metrics"] and words[-2:] == ["-tbq", "4"]
+
+
+def test_tooltip_is_the_binary_help_and_invalid_input_is_marked(panel, qtbot):
+    assert "size of the prompt context" in panel.editors["ctx_size"].widget.toolTip()
+    qtbot.keyClicks(panel.editors["batch_size"].widget, "abc")
+    assert "whole number" in panel.error_label.text()
+    assert "--batch-size" not in panel.preview.toPlainText()
+
+
+def test_advice_follows_the_edits(panel, qtbot):
+    panel.editors["cache_type_k"].widget.setCurrentText("q8_0")
+    ids = {panel.advice_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(panel.advice_list.count())}
+    assert "kv-type-mismatch" in ids
+    panel.editors["cache_type_v"].widget.setCurrentText("q8_0")
+    assert "kv-type-mismatch" not in {a.id for a in panel.advice}
+
+
+def test_paste_import_fix_save_and_revert(panel, qtbot):
+    from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
+
+    dlg = PasteCommandDialog(default_catalog())
+    qtbot.addWidget(dlg)
+    dlg.set_text("./build/bin/llama-server -m q.gguf -c 262000 --mlock -tbq 4")
+    assert "-tbq 4" in dlg.report.text() and "--load-mode mlock" in dlg.report.text()
+    panel.import_result(dlg.result)
+    assert "--mlock" in preview_words(panel) and panel.fix_button.isEnabled()
+    panel.save_as("fork")
+    qtbot.mouseClick(panel.fix_button, Qt.MouseButton.LeftButton)
+    words = preview_words(panel)
+    assert "--mlock" not in words and words[words.index("--load-mode") + 1] == "mlock"
+    panel.save_as("fork")
+    assert [panel.versions_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(2)] == [2, 1]
+    panel.revert_to(1)
+    assert "--mlock" in preview_words(panel) and panel.repo.latest("fork").version == 3
+
+
+def test_model_selection_sets_the_model(panel):
+    panel.ctx.state.select_model("/models/x.gguf")
+    assert preview_words(panel)[1:3] == ["--model", "/models/x.gguf"]
