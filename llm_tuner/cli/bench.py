@@ -1,9 +1,359 @@
-"""`llm-tuner bench ...` commands (added by their issue)."""
+"""`llm-tuner bench`, `llm-tuner runs list|show|compare|export|delete`, `llm-tuner sweep`.
+
+    llm-tuner bench --json (--profile NAME|FILE | --url URL | -- <llama-server arguments>)
+                    --prompt-tokens 512,4096 --gen-tokens 128 --reps 3 [--warmup 1] [--llama-bench]
+                    [--clients N] [--depth N] [--warm-cache] [--prompt-file FILE] [--label NAME]
+    llm-tuner runs list --json
+    llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
+    llm-tuner runs export ID --format md|csv|json --out DIR
+    llm-tuner runs delete ID
+    llm-tuner sweep --param FLAG --values V1,V2,... (same run options as bench)
+
+Without a profile or arguments, the demo model is benchmarked with default flags. Progress goes to
+stderr; results to stdout.
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+
+def _err(message: str) -> Exception:
+    """llm_tuner.cli.CliError (imported late: the cli package imports this module)."""
+    from llm_tuner.cli import CliError
+
+    return CliError(message)
+
+
+def emit_json(obj) -> None:
+    from llm_tuner.cli import emit_json as emit
+
+    emit(obj)
+
+
+def _ints(text: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(x) for x in text.split(",") if x.strip())
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected comma-separated token counts, got {text!r}") from exc
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--profile", metavar="NAME|FILE",
+                     help="a saved profile's name, a profile JSON file, or a text file with a llama-server command")
+    src.add_argument("--url", metavar="URL", help="benchmark a server someone else started (not stopped)")
+    p.add_argument("--api-key", help="with --url: the server's API key")
+    p.add_argument("--label", help="name the run (default: the profile's name)")
+    p.add_argument("--prompt-tokens", type=_ints, default=(512,), metavar="N1,N2", help="prompt lengths (512)")
+    p.add_argument("--gen-tokens", type=int, default=128, metavar="N", help="generated tokens per request (128)")
+    p.add_argument("--reps", type=int, default=3, help="repetitions per prompt length (3)")
+    p.add_argument("--warmup", type=int, default=1, help="unmeasured warm-up requests per prompt length (1)")
+    p.add_argument("--warm-cache", action="store_true", help="measure with the prompt already cached (default: cold)")
+    p.add_argument("--depth", type=int, default=0, metavar="N", help="fill N tokens of context before the prompt")
+    p.add_argument("--clients", type=int, default=1, metavar="N", help="concurrent clients (latency under load)")
+    p.add_argument("--prompt-file", metavar="FILE", help="your own text to cut prompts from")
+    p.add_argument("--llama-bench", action="store_true", help="also run llama-bench with the same settings")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    """Add this module's subcommands."""
+    """Add `bench`, `runs` and `sweep`."""
+    p = sub.add_parser("bench", help="benchmark llama-server (real requests, the server's own timings)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_run_options(p)
+    p.set_defaults(func=cmd_bench)
+
+    p = sub.add_parser("sweep", help="one parameter over values: a run per value, kept as a group")
+    p.add_argument("--param", required=True, metavar="FLAG", help="the llama-server flag, e.g. -ub or --tensor-split")
+    p.add_argument("--values", required=True, metavar="V1,V2", help="values; use ';' between values that contain ','")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_sweep)
+
+    runs = sub.add_parser("runs", help="benchmark history: list, show, compare, export, delete")
+    rs = runs.add_subparsers(dest="runs_command", metavar="ACTION")
+    q = rs.add_parser("list", help="runs, newest first")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--model", help="only runs whose model path contains this")
+    q.add_argument("--profile", help="only runs of this profile label")
+    q.set_defaults(func=cmd_runs_list)
+    q = rs.add_parser("show", help="one run with its repetitions and summary")
+    q.add_argument("run_id", type=int)
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_runs_show)
+    q = rs.add_parser("compare", help="B against A per metric: median, spread, Δ%%, 95%% CI, verdict")
+    q.add_argument("a")
+    q.add_argument("b")
+    q.add_argument("--json", action="store_true")
+    q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
+    q.add_argument("--threshold", type=float, default=None, metavar="PCT",
+                   help="practical threshold in %% (default: Settings.ab_threshold_pct, 2)")
+    q.set_defaults(func=cmd_runs_compare)
+    q = rs.add_parser("export", help="a run as Markdown (with PNG plots), CSV or JSON")
+    q.add_argument("run_id", type=int)
+    q.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    q.add_argument("--out", required=True, metavar="DIR")
+    q.set_defaults(func=cmd_runs_export)
+    q = rs.add_parser("delete", help="delete a run and its repetitions")
+    q.add_argument("run_id", type=int)
+    q.set_defaults(func=cmd_runs_delete)
+    runs.set_defaults(func=lambda a: (runs.print_help(), 2)[1])
+
+
+# -- helpers -------------------------------------------------------------------------------------
+
+def _repo():
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    repo = RunRepository(open_engine(database_path()))
+    repo.mark_interrupted()
+    return repo
+
+
+def _settings():
+    try:
+        from llm_tuner.services.settings_store import load_settings
+
+        return load_settings()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _profile_from_file(path: Path):
+    from llm_tuner.core import cmdline
+    from llm_tuner.core.profile import LaunchProfile
+
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() == ".json":
+        data = json.loads(text)
+        return LaunchProfile.model_validate(data.get("profile", data) if isinstance(data, dict) else data)
+    return cmdline.import_command(text).profile
+
+
+def resolve_target(args):
+    """ServerTarget from --url, --profile NAME|FILE, `-- args`, or the demo model."""
+    from llm_tuner.services import bench
+
+    server_args = [a for a in (args.server_args or [])]
+    if server_args[:1] == ["--"]:
+        server_args = server_args[1:]
+    if args.url:
+        return bench.ServerTarget(attached_url=args.url, api_key=args.api_key, label=args.label or args.url)
+    if args.profile:
+        path = Path(args.profile).expanduser()
+        if path.is_file():
+            profile = _profile_from_file(path)
+            return bench.target_from_profile(profile, label=args.label or path.stem)
+        try:
+            from llm_tuner.store import profiles as profile_store
+
+            lookup = getattr(profile_store, "load_latest_by_name", None)
+        except ImportError:
+            lookup = None
+        if lookup is None:
+            raise _err(f"no profile file {args.profile!r}; saved profiles by name need the profile store. "
+                           "Pass a profile JSON file or `-- <llama-server arguments>`.")
+        from llm_tuner.services.paths import database_path
+        from llm_tuner.store.db import open_engine
+
+        profile = lookup(open_engine(database_path()), args.profile)
+        if profile is None:
+            raise _err(f"no saved profile named {args.profile!r}")
+        return bench.target_from_profile(profile, label=args.label or args.profile)
+    if server_args:
+        return bench.ServerTarget(argv=server_args, label=args.label or "command line")
+    from llm_tuner.services.demo_model import find_demo_model
+
+    model = find_demo_model()
+    if model is None:
+        raise _err("nothing to benchmark: give --profile, --url or `-- -m MODEL ...` "
+                       "(the demo model is not assembled: python -m llm_tuner.services.demo_model)")
+    target = bench.demo_target(model)
+    if args.label:
+        target.label = args.label
+    return target
+
+
+def _spec(args):
+    from llm_tuner.core.bench_spec import BenchSpec
+
+    try:
+        return BenchSpec(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
+                         warmup=args.warmup, warm_cache=args.warm_cache, depth=args.depth, clients=args.clients,
+                         prompt_file=args.prompt_file, llama_bench=args.llama_bench)
+    except ValueError as exc:
+        raise _err(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
+
+
+def _progress(quiet: bool = False):
+    last = {"text": None}
+
+    def report(frac, text):
+        if text != last["text"]:
+            last["text"] = text
+            pct = "" if frac is None else f"[{100 * frac:5.1f}%] "
+            print(f"{pct}{text}", file=sys.stderr, flush=True)
+
+    return report
+
+
+def _runner():
+    from llm_tuner.services.bench import BenchRunner, default_telemetry
+
+    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry())
+
+
+def run_json(run) -> dict:
+    from llm_tuner.core.bench_report import run_to_json
+
+    return run_to_json(run)
+
+
+def _print_run(run) -> None:
+    from llm_tuner.core.bench_report import run_summary
+
+    s = run_summary(run)
+    print(f"run {run.id} ({run.label}): {run.status}" + (f" - {run.error}" if run.error else ""))
+    for name, m in s["metrics"].items():
+        print(f"  {name:28s} median {m.get('median', 0):10.2f} {m['unit']:8s} IQR {m.get('iqr', 0):8.2f}  n={m.get('n')}")
+    for g in s["llama_bench_gap"]:
+        print("  " + g["text"])
+    if run.llama_bench_skipped:
+        print("  flags llama-bench lacks: " + " ".join(run.llama_bench_skipped))
+
+
+# -- commands ------------------------------------------------------------------------------------
+
+def cmd_bench(args) -> int:
+    target, spec = resolve_target(args), _spec(args)
+    run = _runner().run(target, spec, progress=_progress())
+    if args.json:
+        emit_json(run_json(run))
+    else:
+        _print_run(run)
+    return 0 if run.status == "complete" else 1
+
+
+def cmd_sweep(args) -> int:
+    target, spec = resolve_target(args), _spec(args)
+    if target.attached_url:
+        raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
+    values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
+    group_id, runs = _runner().sweep(target, spec, args.param, [v for v in values if v], progress=_progress())
+    if args.json:
+        emit_json({"group_id": group_id, "param": args.param, "values": values,
+                   "runs": [run_json(r) for r in runs]})
+    else:
+        for r in runs:
+            _print_run(r)
+    return 0 if runs and all(r.status == "complete" for r in runs) else 1
+
+
+def cmd_runs_list(args) -> int:
+    runs = _repo().list_runs(model=args.model, label=args.profile)
+    rows = []
+    for r in runs:
+        rows.append({"run_id": r.id, "profile": r.label, "model": r.model_path, "status": r.status,
+                     "started": r.started_at.isoformat() if r.started_at else None,
+                     "finished": r.finished_at.isoformat() if r.finished_at else None,
+                     "binary_version": r.binary_version, "spec": r.spec.describe(), "n_reps": len(r.reps),
+                     "group_id": r.group_id, "sweep_value": r.sweep_value, "error": r.error})
+    if args.json:
+        emit_json(rows)
+    else:
+        for row in rows:
+            print(f"{row['run_id']:5d}  {row['started'] or '':19.19s}  {row['status']:10s}  {row['profile']:30.30s}  "
+                  f"{Path(row['model'] or '').name}  ({row['spec']})")
+        if not rows:
+            print("no runs yet: llm-tuner bench --prompt-tokens 512 --gen-tokens 128 -- -m MODEL.gguf")
+    return 0
+
+
+def cmd_runs_show(args) -> int:
+    run = _repo().get_run(args.run_id)
+    if run is None:
+        raise _err(f"no run {args.run_id}: see `llm-tuner runs list`")
+    if args.json:
+        emit_json(run_json(run))
+    else:
+        _print_run(run)
+    return 0
+
+
+def compare_json(a, b, threshold_pct: float) -> dict:
+    from llm_tuner.core.bench_report import argv_diff, compare_runs, speculative_speedup
+
+    out = {"a": {"run_id": a.id, "label": a.label}, "b": {"run_id": b.id, "label": b.label},
+           "threshold_pct": threshold_pct,
+           "metrics": [c.to_json() for c in compare_runs(a, b, threshold_pct)],
+           "profile_diff": argv_diff(a.server_argv, b.server_argv)}
+    spd = speculative_speedup(b, a) or speculative_speedup(a, b)
+    if spd:
+        out["speculative_speedup"] = spd
+    return out
+
+
+def cmd_runs_compare(args) -> int:
+    repo = _repo()
+    if args.profiles:
+        a, b = repo.latest_run(args.a), repo.latest_run(args.b)
+        missing = [n for n, r in ((args.a, a), (args.b, b)) if r is None]
+        if missing:
+            raise _err(f"no finished run of profile(s) {', '.join(missing)}; labels: {', '.join(repo.labels())}")
+    else:
+        try:
+            a, b = repo.get_run(int(args.a)), repo.get_run(int(args.b))
+        except ValueError as exc:
+            raise _err("run ids are numbers (use --profiles to name profiles)") from exc
+        if a is None or b is None:
+            raise _err(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
+    settings = _settings()
+    threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
+    result = compare_json(a, b, threshold)
+    if args.json:
+        emit_json(result)
+    else:
+        print(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%")
+        for m in result["metrics"]:
+            d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"
+            ci = "" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]"
+            print(f"  {m['name']:28s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
+        for f in result["profile_diff"]:
+            print(f"  flag {f['flag']}: {f['a']} -> {f['b']}")
+    return 0
+
+
+def cmd_runs_export(args) -> int:
+    run = _repo().get_run(args.run_id)
+    if run is None:
+        raise _err(f"no run {args.run_id}: see `llm-tuner runs list`")
+    from llm_tuner.services.bench_export import export_run
+
+    path = export_run(run, Path(args.out), args.format, plots=_plot_renderer() if args.format == "md" else None)
+    emit_json({"run_id": run.id, "path": str(path)})
+    return 0
+
+
+def _plot_renderer():
+    """PNG plots for the Markdown report (pyqtgraph, offscreen); None when Qt cannot start."""
+    try:
+        from llm_tuner.ui.plots.bench_plots import render_run_plots
+
+        return render_run_plots
+    except Exception:  # noqa: BLE001 - the report is still written, without plots
+        return None
+
+
+def cmd_runs_delete(args) -> int:
+    repo = _repo()
+    if repo.get_run(args.run_id) is None:
+        raise _err(f"no run {args.run_id}")
+    repo.delete_run(args.run_id)
+    emit_json({"deleted": args.run_id})
+    return 0

@@ -246,3 +246,19 @@ def rep_rows(run: BenchRun) -> list[dict]:
     """Flat rows (one per repetition) for CSV export."""
     return [{"run_id": run.id, "label": run.label, **{k: getattr(r, k) for k in REP_CSV_FIELDS[2:]}}
             for r in run.reps]
+
+
+def run_to_json(run: BenchRun) -> dict:
+    """A run as the CLI and the JSON export print it: identity, spec, repetitions, summary, llama-bench."""
+    return {"run_id": run.id, "label": run.label, "status": run.status, "error": run.error,
+            "started": run.started_at.isoformat() if run.started_at else None,
+            "finished": run.finished_at.isoformat() if run.finished_at else None,
+            "model": run.model_path, "model_size": run.model_size, "model_hash": run.model_hash,
+            "binary": run.binary_path, "binary_version": run.binary_version,
+            "binary_backends": list(run.binary_backends), "devices": run.devices,
+            "profile_version_id": run.profile_version_id, "group_id": run.group_id, "sweep_value": run.sweep_value,
+            "spec": run.spec.model_dump(mode="json"), "server_argv": list(run.server_argv),
+            "memory_predicted_mib": run.memory_predicted_mib, "memory_measured_mib": run.memory_measured_mib,
+            "reps": [r.to_json() for r in run.reps], "summary": run_summary(run),
+            "llama_bench": [lb.raw or lb.model_dump(mode="json") for lb in run.llama_bench],
+            "llama_bench_skipped": list(run.llama_bench_skipped), "llama_bench_error": run.llama_bench_error}

@@ -21,6 +21,8 @@ class AppState(QObject):
     profile_changed = Signal(object)  # LaunchProfile (the one being edited)
     settings_changed = Signal(object)  # Settings
     status_message_posted = Signal(str)
+    bench_runs_changed = Signal()  # a benchmark run was stored, finished or deleted
+    compare_requested = Signal(int, int)  # run ids A, B (History -> Compare)
 
     def __init__(self) -> None:
         super().__init__()

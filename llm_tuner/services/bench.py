@@ -381,6 +381,7 @@ class ServerTarget:
     attached_url: str | None = None
     api_key: str | None = None
     memory_predicted_mib: dict[str, float] | None = None
+    binary: str | None = None  # a profile's own llama-server (or fork); None: the configured one
 
 
 class BenchRunner:
@@ -398,8 +399,12 @@ class BenchRunner:
         self.current_process: ServerProcess | None = None  # the server of the run in progress
 
     # -- server lifecycle ------------------------------------------------------------------------
-    def _binary(self) -> tuple[Path, str | None, tuple[str, ...]]:
-        loc = binaries.locate(binaries.SERVER, self.settings)
+    def _binary(self, override: str | None = None) -> tuple[Path, str | None, tuple[str, ...]]:
+        if override:
+            loc = binaries.BinaryLocation(binaries.SERVER, Path(override), "profile")
+            binaries.check_executable(loc.path)
+        else:
+            loc = binaries.locate(binaries.SERVER, self.settings)
         if loc is None:
             raise BenchError("llama-server not found: set its path in Settings or install the built-in one")
         key = str(loc.path)
@@ -437,7 +442,7 @@ class BenchRunner:
         def report(frac: float | None, text: str) -> None:
             progress(None if frac is None else lo + (hi - lo) * frac, text)
 
-        binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary()
+        binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary(target.binary)
         ident = model_identity(argv_model(target.argv))
         run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
                        server_argv=tuple(target.argv), server_env=dict(target.env),
@@ -633,7 +638,7 @@ class BenchRunner:
                 break
             t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
                              label=f"{target.label} {flag}={value}".strip(), attached_url=None,
-                             profile_version_id=target.profile_version_id)
+                             profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(values), (i + 1) / len(values))
             runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: progress and progress(
                 f, f"{flag}={v} ({k + 1}/{len(values)}): {txt}")), cancelled=cancelled, group_id=group_id,
@@ -659,4 +664,5 @@ def target_from_profile(profile, label: str | None = None) -> ServerTarget:
     argv, env = to_argv(profile)
     return ServerTarget(argv=list(argv), env=dict(env or {}),
                         label=label or getattr(profile, "name", "") or "profile",
-                        profile_version_id=getattr(profile, "version_id", None))
+                        profile_version_id=getattr(profile, "version_id", None),
+                        binary=getattr(profile, "binary", None))

@@ -1,9 +1,8 @@
 """store.runs: repetitions stored one by one; interrupted runs become incomplete and keep them."""
 
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, Repetition, RunGroup
-from llm_tuner.store.db import open_engine
+from llm_tuner.store.db import open_engine, session_scope
 from llm_tuner.store.runs import BenchRunRow, RunRepository
-from llm_tuner.store.db import session_scope
 
 
 def test_run_round_trip_filters_and_interrupt(tmp_path):

@@ -1,0 +1,85 @@
+"""Done-when path: from the window, benchmark two profiles of the demo model, compare them with a
+verdict, restart the app and find both runs in the History (real server, real SQLite, short specs)."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QMessageBox
+
+pytestmark = pytest.mark.server
+
+
+def _short_spec(panel, label: str, extra: str) -> None:
+    panel.prompt_edit.setText("64")
+    panel.gen_spin.setValue(8)
+    panel.reps_spin.setValue(2)
+    panel.warmup_spin.setValue(0)
+    panel.label_edit.setText(label)
+    panel.extra_edit.setText(extra)
+
+
+def _run(qtbot, panel) -> None:
+    with qtbot.waitSignal(panel.ctx.state.bench_runs_changed, timeout=5_000):
+        qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not panel.is_running(), timeout=120_000)
+    assert panel.last_run is not None and panel.last_run.status == "complete", panel.status_label.text()
+
+
+def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_model, tmp_path, monkeypatch):
+    from llm_tuner.app import build_window
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    bench = window.bench_panel
+    assert "demo model" in bench.target_label.text()  # no profile yet: the demo model with default flags
+    window.tabs.setCurrentWidget(bench)
+
+    _short_spec(bench, "ub512", "-ub 512")
+    _run(qtbot, bench)
+    run_a = bench.last_run
+    assert [r.prompt_n for r in run_a.reps] == [64, 64]
+    assert bench.summary_model.rowCount() > 0 and "prefill_tps@64" in bench.summary_model.column_texts(0)
+    _short_spec(bench, "ub32", "-ub 32")
+    _run(qtbot, bench)
+
+    compare = window.compare_panel
+    window.tabs.setCurrentWidget(compare)
+    compare.by_profiles.setChecked(True)
+    qtbot.waitUntil(lambda: compare.combo_a.count() == 2, timeout=10_000)
+    compare.combo_a.setCurrentIndex(compare.combo_a.findData("ub512"))
+    compare.combo_b.setCurrentIndex(compare.combo_b.findData("ub32"))
+    qtbot.mouseClick(compare.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: compare.model.rowCount() > 0, timeout=10_000)
+    verdicts = compare.model.verdicts()
+    assert verdicts["gen_tps@64"] in ("better", "worse", "within noise")
+    assert "within noise" in compare.verdict_label.text() or "better" in compare.verdict_label.text()
+    assert compare.diff_table.item(0, 0).text() == "-ub"
+    assert (compare.diff_table.item(0, 1).text(), compare.diff_table.item(0, 2).text()) == ("512", "32")
+
+    # Export the first run as a Markdown report with PNG plots.
+    paths = bench.export_runs([run_a], tmp_path / "export", "md")
+    assert paths[0].read_text().count(".png)") >= 2
+    assert len(list((tmp_path / "export").glob("*.png"))) >= 2
+
+    window.close()
+    ctx.engine.dispose()
+
+    # Restart: a new window on the same data folder shows both runs in the History.
+    _app, ctx2, again = build_window()
+    qtbot.addWidget(again)
+    history = again.bench_panel.history_model
+    qtbot.waitUntil(lambda: history.rowCount() == 2, timeout=10_000)
+    assert sorted(history.column_texts(2)) == ["ub32", "ub512"]
+    assert set(history.column_texts(5)) == {"complete"}
+
+    # Delete asks for confirmation first.
+    panel = again.bench_panel
+    panel.tabs.setCurrentIndex(1)
+    panel.history_view.selectRow(0)
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)
+    panel._on_delete_clicked()
+    assert len(panel.repo.list_runs()) == 2
+    monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
+    panel._on_delete_clicked()
+    qtbot.waitUntil(lambda: history.rowCount() == 1, timeout=10_000)
