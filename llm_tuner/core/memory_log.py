@@ -30,7 +30,7 @@ _NEW_CTX_RE = re.compile(_PREFIX + r"llama_context: constructing llama_context")
 _CTX_VAL_RE = re.compile(_PREFIX + r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max|n_outputs_max)\s+=\s+(\d+)")
 _OFFLOADED_RE = re.compile(_PREFIX + r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
 _BREAKDOWN_GPU_RE = re.compile(
-    r"memory_breakdown_print: \|\s+- (\S+) \((.*?)\)\s+\|\s+(\d+)\s*=\s*(\d+)\s*\+\s*\((\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)\)"
+    r"memory_breakdown_print: \|\s+- (\S+) \((.*?)\)\s+\|\s+(\d+)\s*=\s*(\d+)\s*\+\s*\(\s*(\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)\)"
     r"\s*\+\s*(-?\d+)\s*\|")
 _BREAKDOWN_OTHER_RE = re.compile(
     r"memory_breakdown_print: \|\s+- (\S+)\s+\|\s+(\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)\s*\|")
