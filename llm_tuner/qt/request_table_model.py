@@ -1,0 +1,84 @@
+"""RequestTableModel: the Live panel's per-request table (one row per finished request)."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
+
+from llm_tuner.core.session import RequestRecord
+
+COLUMNS = (
+    ("Time", None),
+    ("Slot", "slot"),
+    ("Prompt tokens (new)", "prompt_n"),
+    ("Cached tokens", "cache_n"),
+    ("Prompt t/s", "prompt_per_second"),
+    ("Generated tokens", "predicted_n"),
+    ("Generation t/s", "predicted_per_second"),
+    ("Draft accepted", None),
+    ("TTFT ms", "ttft_ms"),
+    ("Latency ms", "latency_ms"),
+)
+
+
+def _fmt(value, key: str | None) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.2f}"
+    return str(value)
+
+
+class RequestTableModel(QAbstractTableModel):
+    def __init__(self, parent=None, max_rows: int = 100_000) -> None:
+        super().__init__(parent)
+        self.records: list[RequestRecord] = []
+        self.max_rows = max_rows
+
+    def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
+        return 0 if parent is not None and parent.isValid() else len(self.records)
+
+    def columnCount(self, parent=None) -> int:  # noqa: N802
+        return 0 if parent is not None and parent.isValid() else len(COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if role == Qt.ItemDataRole.DisplayRole and orientation == Qt.Orientation.Horizontal:
+            return COLUMNS[section][0]
+        return None
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if not index.isValid():
+            return None
+        rec = self.records[index.row()]
+        title, key = COLUMNS[index.column()]
+        if role == Qt.ItemDataRole.DisplayRole:
+            if title == "Time":
+                return time.strftime("%H:%M:%S", time.localtime(rec.time_unix)) + (" ≈" if rec.approximate else "")
+            if title == "Draft accepted":
+                if not rec.draft_n:
+                    return "—"
+                return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
+            return _fmt(getattr(rec, key), key)
+        if role == Qt.ItemDataRole.ToolTipRole and rec.approximate:
+            return "Approximate: seen through /slots and /metrics (no log), not the server's own timings"
+        if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
+            return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        if role == Qt.ItemDataRole.UserRole:
+            return rec
+        return None
+
+    def append(self, rec: RequestRecord) -> None:
+        n = len(self.records)
+        self.beginInsertRows(QModelIndex(), n, n)
+        self.records.append(rec)
+        self.endInsertRows()
+        if len(self.records) > self.max_rows:
+            self.beginRemoveRows(QModelIndex(), 0, 0)
+            self.records.pop(0)
+            self.endRemoveRows()
+
+    def reset(self, records: list[RequestRecord] | None = None) -> None:
+        self.beginResetModel()
+        self.records = list(records or [])
+        self.endResetModel()

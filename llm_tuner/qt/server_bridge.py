@@ -1,0 +1,130 @@
+"""ServerBridge: a watched llama-server (launch or attach) as Qt signals for the Live panel.
+
+The session, its samplers and the store writes live on service threads (services/watch.py); their
+callbacks land here and are re-emitted as queued signals on the GUI thread. Log lines are batched
+(they can come by the thousand at -lv 4) and flushed ten times a second. Samples are not signalled:
+they go to ring buffers that the panel's redraw timer reads.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from llm_tuner.services import logparse
+from llm_tuner.services.server import (
+    AttachedSession,
+    LaunchPlan,
+    RequestFinished,
+    ServerSession,
+    ServerState,
+    StateChanged,
+)
+from llm_tuner.services.watch import WatchedServer
+
+
+class ServerBridge(QObject):
+    state_changed = Signal(object)  # StateChanged
+    log_lines_received = Signal(list)  # list[LogLine]
+    request_finished = Signal(object)  # RequestRecord
+    memory_breakdown_received = Signal(object)  # MemoryBreakdown
+    buffer_sizes_received = Signal(object)  # list[BufferSize]
+    devices_changed = Signal(list)  # list[str] device names with a ring
+    sampler_failed = Signal(str, str)  # sampler name, message
+    _event_posted = Signal(object)
+
+    def __init__(self, parent: QObject | None = None, *, repo=None, gpu_readers: dict | None = None,
+                 rates_s: dict | None = None, capacity: int = 36_000) -> None:
+        super().__init__(parent)
+        self.repo = repo
+        self.gpu_readers = gpu_readers
+        self.rates_s = rates_s
+        self.capacity = capacity
+        self.watched: WatchedServer | None = None
+        self._pending_lines: list[logparse.LogLine] = []
+        self._lock = threading.Lock()
+        self._known_devices: tuple[str, ...] = ()
+        self._event_posted.connect(self._on_service_event)
+        self._flush_timer = QTimer(self)
+        self._flush_timer.setInterval(100)
+        self._flush_timer.timeout.connect(self._on_flush_timer_timeout)
+        self._flush_timer.start()
+
+    # -- control (GUI thread; never blocks) -------------------------------------------------------
+    @property
+    def session(self):
+        return self.watched.session if self.watched else None
+
+    @property
+    def telemetry(self):
+        return self.watched.telemetry if self.watched else None
+
+    @property
+    def running(self) -> bool:
+        s = self.session
+        return s is not None and s.state not in (ServerState.EXITED, ServerState.IDLE)
+
+    def launch(self, plan: LaunchPlan, profile_version_id: int | None = None) -> None:
+        self._begin(ServerSession(plan, self._post), profile_version_id)
+
+    def attach(self, url: str, log_path: str | None = None, api_key: str | None = None) -> None:
+        self._begin(AttachedSession(url, self._post, log_path=log_path, api_key=api_key), None)
+
+    def _begin(self, session, profile_version_id) -> None:
+        if self.running:
+            raise RuntimeError("a server is already running: stop it first")
+        self._known_devices = ()
+        self.watched = WatchedServer(session, repo=self.repo, profile_version_id=profile_version_id,
+                                     on_event=self._post, gpu_readers=self.gpu_readers, rates_s=self.rates_s,
+                                     capacity=self.capacity)
+        self.watched.telemetry._on_error = lambda name, msg: self._post(("sampler_error", name, msg))
+        for note in self.watched.notes:
+            self._post(logparse.LogLine("info", note))
+        threading.Thread(target=self.watched.start, name="server-start", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop (or detach) on a worker thread; the exit arrives as state_changed."""
+        w = self.watched
+        if w is not None and self.running:
+            threading.Thread(target=w.stop, name="server-stop", daemon=True).start()
+
+    def shutdown(self, timeout_s: float = 8.0) -> None:
+        """At application quit: stop and wait briefly (the parent-death signal covers the rest)."""
+        w = self.watched
+        if w is not None and self.running:
+            w.session.stop(sigint_s=timeout_s * 0.6, sigterm_s=timeout_s * 0.2, sigkill_s=timeout_s * 0.2)
+
+    # -- service threads -> GUI thread -------------------------------------------------------------
+    def _post(self, ev: object) -> None:
+        if isinstance(ev, logparse.LogLine):
+            with self._lock:
+                self._pending_lines.append(ev)
+            return
+        if isinstance(ev, (StateChanged, RequestFinished, logparse.MemoryBreakdown, logparse.BufferSize, tuple)):
+            self._event_posted.emit(ev)
+
+    def _on_service_event(self, ev: object) -> None:
+        if isinstance(ev, StateChanged):
+            self._on_flush_timer_timeout()  # the lines that explain a state come first
+            self.state_changed.emit(ev)
+        elif isinstance(ev, RequestFinished):
+            self.request_finished.emit(ev.record)
+        elif isinstance(ev, logparse.MemoryBreakdown):
+            self.memory_breakdown_received.emit(ev)
+        elif isinstance(ev, logparse.BufferSize):
+            self.buffer_sizes_received.emit(list(self.session.buffers) if hasattr(self.session, "buffers") else [ev])
+        elif isinstance(ev, tuple) and ev and ev[0] == "sampler_error":
+            self.sampler_failed.emit(ev[1], ev[2])
+
+    def _on_flush_timer_timeout(self) -> None:
+        with self._lock:
+            lines, self._pending_lines = self._pending_lines, []
+        if lines:
+            self.log_lines_received.emit(lines)
+        tel = self.telemetry
+        if tel is not None:
+            devices = tuple(sorted(tel.rings))
+            if devices != self._known_devices:
+                self._known_devices = devices
+                self.devices_changed.emit(list(devices))

@@ -1,0 +1,106 @@
+"""The Live panel on the real llama-server (CPU) and on scripted GPUs."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from llm_tuner.qt.context import AppContext
+from llm_tuner.services.telemetry.ring import SeriesRing
+from llm_tuner.services.telemetry.sampler import GPU_FIELDS
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.services.binaries import SERVER, probe
+    from llm_tuner.store.db import open_engine
+
+    c = AppContext(settings=Settings(), engine=open_engine(tmp_path / "db.sqlite"))
+    c.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
+    return c
+
+
+@pytest.mark.server
+def test_start_test_prompt_request_row_log_and_stop(qtbot, ctx, demo_model):
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.args_edit.setText(f"-m {demo_model} -c 1024 -np 1 -t 2")
+    assert panel.start()
+    assert "--log-jsonl" not in panel._last_plan.command_line()
+    qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
+    assert panel.url_label.text().startswith("http://127.0.0.1:")
+    assert panel.test_button.isEnabled()
+
+    results = []
+    panel.test_button.click()
+    qtbot.waitUntil(lambda: panel.request_model.rowCount() == 1, timeout=60_000)
+    qtbot.waitUntil(lambda: "Test prompt answered" in panel.message_label.text(), timeout=60_000)
+    rec = panel.request_model.records[0]
+    results.append(rec)
+    # The table shows the server's own figures (2 decimals).
+    row = [panel.request_model.index(0, c).data() for c in range(panel.request_model.columnCount())]
+    assert row[2] == str(rec.prompt_n) and row[6] == f"{rec.predicted_per_second:.2f}"
+    assert f"{rec.predicted_n} tokens at" in panel.message_label.text()
+
+    # Log console: every line arrives; filter and search work.
+    qtbot.waitUntil(lambda: "listening on" in panel.log_console.shown_text(), timeout=5_000)
+    panel.log_console.level.setCurrentIndex(0)  # errors only
+    assert "listening on" not in panel.log_console.shown_text()
+    panel.log_console.level.setCurrentIndex(3)
+    panel.log_console.search.setText("print_timing")
+    assert all("print_timing" in line for line in panel.log_console.shown_text().splitlines())
+    panel.log_console.search.setText("")
+
+    # Devices tab on a CPU-only machine: host CPU/RAM and the server's RSS are drawn; memory by owner.
+    qtbot.waitUntil(lambda: ("host", "server_rss_mib") in panel.device_plots.curves, timeout=10_000)
+    qtbot.waitUntil(lambda: bool(panel.memory_bars.last), timeout=10_000)
+    seg = panel.memory_bars.last[0]
+    assert seg.device == "host RAM" and seg.weights_mib and seg.capacity_mib > seg.weights_mib
+
+    panel.stop_button.click()
+    qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
+    assert "stopped (SIGINT)" in panel.message_label.text()
+    panel.tabs.setCurrentIndex(4)
+    qtbot.waitUntil(lambda: panel.history_table.rowCount() == 1, timeout=10_000)
+    assert panel.history_table.item(0, 3).text() == "1"
+
+
+def test_a_failed_start_shows_what_to_do(qtbot, ctx, tmp_path):
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.args_edit.setText(f"-m {tmp_path / 'gone.gguf'}")
+    panel.start()
+    qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=60_000)
+    assert "gone.gguf does not exist" in panel.message_label.text()
+    assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
+
+
+def test_device_plots_draw_a_curve_per_device_and_shade_throttling(qtbot):
+    from llm_tuner.ui.plots.live_plots import DevicePlots
+
+    plots = DevicePlots()
+    qtbot.addWidget(plots)
+    now = time.time()
+    rings = {}
+    for d in range(3):
+        ring = SeriesRing(GPU_FIELDS, capacity=1000)
+        for k in range(100):
+            ring.append(now - 10 + k * 0.1, {"util_pct": 50 + d, "vram_used_mib": 1000, "temp_c": 60, "power_w": 300,
+                                             "sm_clock_mhz": 1900, "mem_clock_mhz": 3200,
+                                             "throttled": 1.0 if (d == 1 and 40 <= k < 60) else 0.0})
+        rings[f"nvidia:{d}"] = ring
+    assert plots.refresh(rings, now=now)
+    assert {dev for dev, _f in plots.curves} == {"nvidia:0", "nvidia:1", "nvidia:2"}
+    x, y = plots.curves[("nvidia:1", "util_pct")].getData()
+    assert len(x) == 100 and y[0] == 51
+    _tx, ty = plots.throttle_curve.getData()
+    assert np.count_nonzero(ty) == 20
+    assert not plots.refresh(rings, now=now)  # nothing changed: nothing redrawn
