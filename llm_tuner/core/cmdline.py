@@ -594,6 +594,10 @@ def _skip_redirect(text: str, i: int, notes: list[str]) -> int:
     return i
 
 
+_WRAPPED_SERVER = re.compile(r"(^|[\\/])(llama-server|server)(\.exe)?$|(^|[\\/])llama(\.exe)?$")
+_WINDOWS_PATH = re.compile(r"(^|\s)(\.\\|[A-Za-z]:\\)|\.exe(\s|$)")
+
+
 def _is_server_program(word: str) -> bool:
     base = re.split(r"[\\/]", word)[-1].lower()
     return "llama" in base or "server" in base or base.endswith(".exe")
@@ -779,6 +783,95 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
         i += len(toks)
 
 
+class SplitCommand(BaseModel):
+    """A pasted command taken apart (no flag is interpreted yet)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    binary: str | None = None
+    argv: tuple[str, ...] = ()
+    env: dict[str, str] = {}
+    notes: tuple[str, ...] = ()
+
+
+def split_command_text(text: str) -> SplitCommand:
+    """Take pasted shell text apart: `export`/`VAR=value` assignments, the program, its arguments.
+
+    Only tokenises (shlex, POSIX rules): nothing is expanded or run. Pipes, `&&` chains and
+    redirections are dropped with a note; a `docker run ... llama.cpp:server ...` keeps the server's
+    arguments.
+    """
+    notes: list[str] = []
+    env_out: dict[str, str] = {}
+    binary: str | None = None
+    commands, split_notes = _split_commands(text)
+    notes += split_notes
+    argv: list[str] = []
+    found = False
+    for cmd in commands:
+        if _WINDOWS_PATH.search(cmd):
+            # Windows paths: a backslash is a path separator there, not an escape
+            cmd = re.sub(r'\\(?!["])', r"\\\\", cmd)
+        try:
+            words = shlex.split(cmd, posix=True)
+        except ValueError as exc:  # unbalanced quotes: fall back to whitespace words
+            notes.append(f"could not read the quoting ({exc}); split on spaces instead")
+            words = cmd.split()
+        if found and words and words[0].startswith("-") and not _NEG_NUMBER.match(words[0]):
+            argv += words  # arguments continued on the next line without a backslash
+            notes.append("joined arguments written on several lines without a trailing backslash")
+            continue
+        if found:
+            notes.append(f"ignored what follows the server command: {cmd[:80]}")
+            continue
+        w = 0
+        if words and words[0] in ("export", "set", "env"):
+            w = 1
+        while w < len(words) and _ASSIGN_RE.match(words[w]):
+            k, v = _ASSIGN_RE.match(words[w]).groups()
+            env_out[k] = v
+            w += 1
+        rest = words[w:]
+        if not rest:
+            continue
+        if words[0] == "export":
+            notes.append(f"ignored export of a name without a value: {' '.join(rest)}")
+            continue
+        if rest[0] in ("docker", "podman"):
+            img = next((j for j, x in enumerate(rest) if "llama.cpp:" in x or "llama-server" in x), None)
+            if img is None:
+                notes.append(f"ignored a {rest[0]} command without a llama.cpp image")
+                continue
+            for j, x in enumerate(rest[:img]):
+                if x in ("-e", "--env") and j + 1 < img and _ASSIGN_RE.match(rest[j + 1]):
+                    k, v = _ASSIGN_RE.match(rest[j + 1]).groups()
+                    env_out[k] = v
+            notes.append(f"read the llama-server arguments of a {rest[0]} command; the container options "
+                         "were left out")
+            binary, argv, found = rest[img], rest[img + 1:], True
+            continue
+        if rest[0].startswith("-"):
+            argv, found = rest, True
+            continue
+        if not _is_server_program(rest[0]):
+            # a wrapper in front of the server: gdb --args, xargs, nohup, numactl ..., sudo, time
+            j = next((j for j, x in enumerate(rest) if _WRAPPED_SERVER.search(x)), None)
+            if j is not None:
+                notes.append(f"ignored the wrapper in front of the server: {' '.join(rest[:j])}")
+                rest = rest[j:]
+        if _is_server_program(rest[0]):
+            binary = rest[0]
+            argv = rest[1:]
+            if argv and argv[0] in ("serve", "server") and re.split(r"[\\/]", binary)[-1] in ("llama", "llama.exe"):
+                argv = argv[1:]
+            found = True
+            continue
+        notes.append(f"ignored a command that is not llama-server: {cmd[:80]}")
+    if not found:
+        notes.append("no llama-server command found")
+    return SplitCommand(binary=binary, argv=tuple(argv), env=env_out, notes=tuple(notes))
+
+
 def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = None, *,
                    env: Mapping[str, str] | None = None) -> ImportResult:
     """Read a pasted command line (text) or an argument list into a LaunchProfile.
@@ -798,55 +891,10 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     env_out: dict[str, str] = dict(env or {})
     binary: str | None = None
     if isinstance(source, str):
-        commands, notes = _split_commands(source)
-        out.notes += notes
-        argv: list[str] = []
-        found = False
-        for cmd in commands:
-            try:
-                words = shlex.split(cmd, posix=True)
-            except ValueError as exc:  # unbalanced quotes: fall back to whitespace words
-                out.notes.append(f"could not read the quoting ({exc}); split on spaces instead")
-                words = cmd.split()
-            if found:
-                out.notes.append(f"ignored what follows the server command: {cmd[:80]}")
-                continue
-            w = 0
-            if words and words[0] in ("export", "set", "env"):
-                w = 1
-            while w < len(words) and _ASSIGN_RE.match(words[w]):
-                k, v = _ASSIGN_RE.match(words[w]).groups()
-                env_out[k] = v
-                w += 1
-            rest = words[w:]
-            if not rest:
-                continue
-            if words[0] == "export":
-                out.notes.append(f"ignored export of a name without a value: {' '.join(rest)}")
-                continue
-            if rest[0] in ("docker", "podman"):
-                img = next((j for j, x in enumerate(rest) if "llama.cpp:" in x or "llama-server" in x), None)
-                if img is None:
-                    out.notes.append(f"ignored a {rest[0]} command without a llama.cpp image")
-                    continue
-                out.notes.append(f"read the llama-server arguments of a {rest[0]} command; the container options "
-                                 "were left out")
-                binary, argv, found = rest[img], rest[img + 1:], True
-                continue
-            if rest[0].startswith("-"):
-                argv, found = rest, True
-                continue
-            if _is_server_program(rest[0]):
-                binary = rest[0]
-                argv = rest[1:]
-                if argv and argv[0] in ("serve", "server") and re.split(r"[\\/]", binary)[-1] in ("llama",
-                                                                                                  "llama.exe"):
-                    argv = argv[1:]
-                found = True
-                continue
-            out.notes.append(f"ignored a command that is not llama-server: {cmd[:80]}")
-        if not found:
-            out.notes.append("no llama-server command found")
+        split = split_command_text(source)
+        binary, argv = split.binary, list(split.argv)
+        env_out.update(split.env)
+        out.notes += split.notes
     else:
         argv = [str(a) for a in source]
         if argv and not argv[0].startswith("-") and _is_server_program(argv[0]):
@@ -876,7 +924,7 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
         if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
             kept_binary = binary
         elif not re.fullmatch(r"llama-server(\.exe)?", binary):
-            out.notes.append(f"the program {binary!r} is a relative path: choose that binary in Settings "
+            out.notes.append(f"the program {binary} is a relative path: choose that binary in Settings "
                              "(the profile keeps no relative path)")
     values = dict(out.values)
     profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), **values)
