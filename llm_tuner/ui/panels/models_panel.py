@@ -1,14 +1,339 @@
-"""Models panel."""
+"""Models panel (left dock): the model library, searchable and sortable, with details and tensors.
+
+The list appears at once (names and sizes from the file system); architecture, parameters,
+quantisation and the rest fill in as headers are read off the GUI thread (progress bar, Cancel).
+Roots are the user's model folders plus the demo model. Selecting a model publishes it through
+`ctx.state.select_model(path)`.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+import html
+from pathlib import Path
 
+from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtGui import QColor
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QFileDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QSplitter,
+    QStackedWidget,
+    QTableView,
+    QTabWidget,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.qt.context import AppContext
-from llm_tuner.ui.panels.placeholder import HintPanel
+from llm_tuner.qt.model_table import (
+    ERROR_ROLE,
+    PATH_ROLE,
+    SORT_ROLE,
+    LibraryScan,
+    ModelTableModel,
+    TensorTableModel,
+    format_params,
+    format_size,
+)
+from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.settings_store import save_settings
+
+EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
+              "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
+              "once installed: <code>python -m llm_tuner.services.demo_model</code>.</p>")
 
 
-class ModelsPanel(HintPanel):
+class _ModelProxy(QSortFilterProxyModel):
+    """Search over every column; unreadable files in red."""
+
+    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
+        if role == Qt.ItemDataRole.ForegroundRole and index.column() in (0, 9):
+            if super().data(index, ERROR_ROLE):
+                return QColor("#c0392b")
+        return super().data(index, role)
+
+
+class ModelsPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__("Models", "Add your model folders in Settings; the demo model is listed once installed.", parent)
+        super().__init__(parent)
         self.ctx = ctx
+        self.scanner = LibraryScan(ctx.engine, self)
+        self.model = ModelTableModel(self)
+        self.proxy = _ModelProxy(self)
+        self.proxy.setSourceModel(self.model)
+        self.proxy.setSortRole(SORT_ROLE)
+        self.proxy.setFilterKeyColumn(-1)
+        self.proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self.tensor_model = TensorTableModel(self)
+        self.tensor_proxy = QSortFilterProxyModel(self)
+        self.tensor_proxy.setSourceModel(self.tensor_model)
+        self.tensor_proxy.setSortRole(SORT_ROLE)
+        self.tensor_proxy.setFilterKeyColumn(-1)
+        self.tensor_proxy.setFilterCaseSensitivity(Qt.CaseSensitivity.CaseInsensitive)
+        self._build()
+
+        self.scanner.entries_listed.connect(self._on_scanner_entries_listed)
+        self.scanner.model_read.connect(self._on_scanner_model_read)
+        self.scanner.progressed.connect(self._on_scanner_progressed)
+        self.scanner.finished.connect(self._on_scanner_finished)
+        ctx.state.settings_changed.connect(self._on_state_settings_changed)
+        self._folders = list(ctx.settings.model_folders)
+        self.rescan()
+
+    # -- construction -------------------------------------------------------------------------
+    def _build(self) -> None:
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(4, 4, 4, 4)
+        top = QHBoxLayout()
+        self.search_edit = QLineEdit()
+        self.search_edit.setPlaceholderText("Search models (name, arch, quant…)")
+        self.search_edit.setClearButtonEnabled(True)
+        self.search_edit.textChanged.connect(self.proxy.setFilterFixedString)
+        self.add_folder_button = QPushButton("Add folder…")
+        self.add_folder_button.setToolTip("Add a folder with .gguf files to the library (searched recursively)")
+        self.add_folder_button.clicked.connect(self._on_add_folder_clicked)
+        self.rescan_button = QPushButton("Rescan")
+        self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the cache)")
+        self.rescan_button.clicked.connect(self.rescan)
+        top.addWidget(self.search_edit, 1)
+        top.addWidget(self.add_folder_button)
+        top.addWidget(self.rescan_button)
+        layout.addLayout(top)
+
+        prog = QHBoxLayout()
+        self.progress_bar = QProgressBar()
+        self.progress_bar.setTextVisible(True)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.scanner.cancel)
+        prog.addWidget(self.progress_bar, 1)
+        prog.addWidget(self.cancel_button)
+        self.progress_row = QWidget()
+        self.progress_row.setLayout(prog)
+        prog.setContentsMargins(0, 0, 0, 0)
+        self.progress_row.hide()
+        layout.addWidget(self.progress_row)
+
+        self.table = QTableView()
+        self.table.setModel(self.proxy)
+        self.table.setSortingEnabled(True)
+        self.table.sortByColumn(0, Qt.SortOrder.AscendingOrder)
+        self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.table.verticalHeader().hide()
+        self.table.setAlternatingRowColors(True)
+        self.table.setWordWrap(False)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setStretchLastSection(True)
+        self.table.setColumnWidth(0, 200)
+        self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
+
+        self.empty_label = QLabel(EMPTY_HINT)
+        self.empty_label.setWordWrap(True)
+        self.empty_label.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.empty_label.setTextFormat(Qt.TextFormat.RichText)
+        self.list_stack = QStackedWidget()
+        self.list_stack.addWidget(self.table)
+        self.list_stack.addWidget(self.empty_label)
+
+        self.details = QTextBrowser()
+        self.details.setOpenLinks(False)
+        self.details.setHtml("<p>Select a model to see its details.</p>")
+        tensor_page = QWidget()
+        tl = QVBoxLayout(tensor_page)
+        tl.setContentsMargins(0, 0, 0, 0)
+        self.tensor_search = QLineEdit()
+        self.tensor_search.setPlaceholderText("Filter tensors (e.g. blk.3. or exps)")
+        self.tensor_search.setClearButtonEnabled(True)
+        self.tensor_search.textChanged.connect(self.tensor_proxy.setFilterFixedString)
+        self.tensor_table = QTableView()
+        self.tensor_table.setModel(self.tensor_proxy)
+        self.tensor_table.setSortingEnabled(True)
+        self.tensor_table.verticalHeader().hide()
+        self.tensor_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.tensor_table.horizontalHeader().setStretchLastSection(True)
+        self.tensor_table.setColumnWidth(0, 220)
+        tl.addWidget(self.tensor_search)
+        tl.addWidget(self.tensor_table)
+        self.detail_tabs = QTabWidget()
+        self.detail_tabs.addTab(self.details, "Details")
+        self.detail_tabs.addTab(tensor_page, "Tensors")
+
+        splitter = QSplitter(Qt.Orientation.Vertical)
+        splitter.addWidget(self.list_stack)
+        splitter.addWidget(self.detail_tabs)
+        splitter.setStretchFactor(0, 3)
+        splitter.setStretchFactor(1, 2)
+        layout.addWidget(splitter, 1)
+        self.summary_label = QLabel("")
+        layout.addWidget(self.summary_label)
+
+    # -- actions ------------------------------------------------------------------------------
+    def roots(self) -> list[Path]:
+        """The user's model folders, plus the demo model when installed."""
+        roots = [Path(f).expanduser() for f in self._folders]
+        demo = find_demo_model()
+        if demo is not None:
+            roots.append(demo)
+        return roots
+
+    def rescan(self) -> None:
+        self.progress_bar.setRange(0, 0)
+        self.progress_bar.setFormat("Looking for .gguf files…")
+        self.progress_row.show()
+        self.scanner.start(self.roots())
+
+    def add_folder(self, folder: str) -> None:
+        """Append a folder to the settings' model folders, save, and rescan."""
+        folder = str(Path(folder).expanduser())
+        if folder in self._folders:
+            self.rescan()
+            return
+        settings = self.ctx.settings.model_copy(update={"model_folders": [*self.ctx.settings.model_folders, folder]})
+        save_settings(settings)
+        self.ctx.settings = settings
+        self.ctx.state.settings_changed.emit(settings)  # rescans through _on_state_settings_changed
+
+    def select_path(self, path: str) -> bool:
+        row = self.model.row_of(path)
+        if row is None:
+            return False
+        index = self.proxy.mapFromSource(self.model.index(row, 0))
+        if not index.isValid():
+            return False
+        self.table.setCurrentIndex(index)
+        return True
+
+    # -- slots ----------------------------------------------------------------------------------
+    def _on_add_folder_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a model folder", str(Path.home()))
+        if folder:
+            self.add_folder(folder)
+
+    def _on_state_settings_changed(self, settings) -> None:
+        folders = list(settings.model_folders)
+        if folders != self._folders:
+            self._folders = folders
+            self.rescan()
+
+    def _on_scanner_entries_listed(self, entries) -> None:
+        current = self._current_path()
+        self.model.set_entries(entries)
+        self.list_stack.setCurrentWidget(self.table if entries else self.empty_label)
+        self._update_summary()
+        if current:
+            self.select_path(current)
+        elif entries and self.ctx.state.model_path is not None:
+            self.select_path(str(self.ctx.state.model_path))
+        if entries:
+            self.progress_bar.setRange(0, 1000)
+            self.progress_bar.setValue(0)
+
+    def _on_scanner_model_read(self, info: ModelInfo) -> None:
+        self.model.update_info(info)
+        if info.path == self._current_path():
+            self._show_details(info)
+
+    def _on_scanner_progressed(self, fraction: float, text: str) -> None:
+        if fraction < 0:
+            self.progress_bar.setRange(0, 0)
+        else:
+            self.progress_bar.setRange(0, 1000)
+            self.progress_bar.setValue(int(fraction * 1000))
+        if text:
+            self.progress_bar.setFormat(text)
+
+    def _on_scanner_finished(self, cancelled: bool) -> None:
+        if self.scanner.running:  # a newer scan replaced this one
+            return
+        self.progress_row.hide()
+        self._update_summary(cancelled)
+
+    def _on_table_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
+        if not current.isValid():
+            return
+        src = self.proxy.mapToSource(current)
+        r = self.model.row_at(src.row())
+        if r is None:
+            return
+        if r.info is None:
+            self.details.setHtml(f"<p><b>{html.escape(r.entry.file_name)}</b></p><p>Reading header…</p>")
+            self.tensor_model.set_tensors(())
+        else:
+            self._show_details(r.info)
+        if r.info is None or (r.info.error is None and not r.info.is_projector):
+            self.ctx.state.select_model(Path(r.entry.path))
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _current_path(self) -> str | None:
+        index = self.table.currentIndex()
+        return index.data(PATH_ROLE) if index.isValid() else None
+
+    def _update_summary(self, cancelled: bool = False) -> None:
+        rows = self.model.rows()
+        total = sum(r.entry.size_bytes for r in rows)
+        bad = sum(1 for r in rows if r.info is not None and r.info.error)
+        pending = sum(1 for r in rows if r.info is None)
+        text = f"{len(rows)} models · {format_size(total) or '0 MiB'}"
+        if bad:
+            text += f" · {bad} unreadable"
+        if pending and cancelled:
+            text += f" · {pending} not read (cancelled; Rescan to finish)"
+        self.summary_label.setText(text)
+
+    def _show_details(self, info: ModelInfo) -> None:
+        esc = html.escape
+        self.tensor_model.set_tensors(info.tensors)
+        files = "".join(f"<br><code>{esc(f)}</code>" for f in info.files)
+        if info.error:
+            self.details.setHtml(
+                f"<p><b>{esc(Path(info.path).name)}</b></p>"
+                f"<p style='color:#c0392b'>Cannot read this file: {esc(info.error)}</p>"
+                "<p>It may be incomplete (still downloading?) or not a GGUF model. Download it again, "
+                "or remove it from the folder.</p>"
+                f"<p>Files:{files}</p>")
+            return
+
+        def row(label: str, value) -> str:
+            if value is None or value == "" or value == []:
+                return ""
+            return f"<tr><td><b>{esc(label)}</b></td><td>{esc(str(value))}</td></tr>"
+
+        experts = (f"{info.expert_used_count} of {info.expert_count}"
+                   + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else "")
+                   if info.expert_count else "none (dense)")
+        layers = f"{info.block_count}" + (f" (incl. {info.nextn_layers} MTP)" if info.nextn_layers else "")
+        kind = "Projector (mmproj) — use it with a main model's --mmproj" if info.is_projector else None
+        swa = None
+        if info.sliding_window:
+            pattern = info.sliding_window_pattern
+            swa = f"{info.sliding_window:,} tokens" + (f", pattern {pattern}" if pattern is not None else "")
+        rows = "".join([
+            row("Kind", kind),
+            row("Architecture", info.architecture), row("Size label", info.size_label),
+            row("Quantisation", info.file_type + (" (guessed)" if info.file_type_guessed else "")
+                if info.file_type else None),
+            row("Parameters", format_params(info.n_params)), row("File size", format_size(info.size_bytes)),
+            row("Layers", layers), row("Trained context", f"{info.context_length:,} tokens"
+                                       if info.context_length else None),
+            row("Embedding", info.embedding_length), row("FFN", info.feed_forward_length),
+            row("Heads", info.head_count), row("KV heads", info.head_count_kv),
+            row("Head dims (K/V)", f"{info.key_length}/{info.value_length}" if info.key_length else None),
+            row("MLA KV rank", info.kv_lora_rank), row("Experts", experts if info.architecture else None),
+            row("Sliding window", swa), row("Vocabulary", f"{info.vocab_size:,} ({info.tokenizer_model})"
+                                            if info.vocab_size else None),
+            row("Chat template", "yes" if info.chat_template else "no"),
+            row("Split", f"{info.split_count} files" if info.split_count > 1 else None),
+            row("Tensors", info.n_tensors),
+        ])
+        self.details.setHtml(f"<p><b>{esc(info.display_name())}</b></p><table cellspacing='4'>{rows}</table>"
+                             f"<p>Files:{files}</p>")
