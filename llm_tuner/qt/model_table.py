@@ -7,6 +7,7 @@ table fills at once), then each header (cache first) as it is read, with progres
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,7 @@ SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 ERROR_ROLE = Qt.ItemDataRole.UserRole + 3  # True for a file that could not be read (the view colours it)
 _Index = QModelIndex | QPersistentModelIndex
+_NUM_RE = re.compile(r"\d+")
 
 
 def format_size(n_bytes: int | None) -> str:
@@ -198,8 +200,8 @@ class TensorTableModel(QAbstractTableModel):
         if role in (Qt.ItemDataRole.DisplayRole, SORT_ROLE):
             display = role == Qt.ItemDataRole.DisplayRole
             match col:
-                case 0:
-                    return t.name
+                case 0:  # natural order: blk.2 before blk.10
+                    return t.name if display else _NUM_RE.sub(lambda m: m.group().zfill(8), t.name)
                 case 1:
                     return " × ".join(map(str, t.shape)) if display else t.n_elements
                 case 2:

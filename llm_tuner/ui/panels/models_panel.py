@@ -158,6 +158,7 @@ class ModelsPanel(QWidget):
         self.tensor_table = QTableView()
         self.tensor_table.setModel(self.tensor_proxy)
         self.tensor_table.setSortingEnabled(True)
+        self.tensor_table.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # file order
         self.tensor_table.verticalHeader().hide()
         self.tensor_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.tensor_table.horizontalHeader().setStretchLastSection(True)
@@ -176,6 +177,11 @@ class ModelsPanel(QWidget):
         layout.addWidget(splitter, 1)
         self.summary_label = QLabel("")
         layout.addWidget(self.summary_label)
+
+    def sizeHint(self):  # noqa: N802 - Qt override: wide enough for name, arch, params, quant, size
+        hint = super().sizeHint()
+        hint.setWidth(max(hint.width(), 520))
+        return hint
 
     # -- actions ------------------------------------------------------------------------------
     def roots(self) -> list[Path]:
@@ -257,6 +263,9 @@ class ModelsPanel(QWidget):
             return
         self.progress_row.hide()
         self._update_summary(cancelled)
+        self.table.resizeColumnsToContents()
+        self.table.setColumnWidth(0, min(self.table.columnWidth(0), 240))
+        self.table.setColumnWidth(9, min(self.table.columnWidth(9), 240))
 
     def _on_table_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if not current.isValid():
