@@ -510,7 +510,6 @@ def _split_commands(text: str) -> tuple[list[str], list[str]]:
     redirections (`> file`, `2>&1`). Returns (command texts, notes). Quotes are respected; nothing is
     expanded or executed.
     """
-    text = re.sub(r"\\\r?\n", " ", text)          # POSIX line continuation
     text = re.sub(r"[ \t][\^`]\r?\n", " ", text)  # cmd.exe ^ and PowerShell ` continuations
     commands: list[str] = []
     notes: list[str] = []
@@ -527,11 +526,14 @@ def _split_commands(text: str) -> tuple[list[str], list[str]]:
     while i < n:
         ch = text[i]
         if quote:
-            cur.append(ch)
             if ch == "\\" and quote == '"' and i + 1 < n:
-                cur.append(text[i + 1])
+                if text[i + 1] == "\n":  # backslash-newline inside double quotes is removed
+                    i += 2
+                    continue
+                cur.append(text[i:i + 2])
                 i += 2
                 continue
+            cur.append(ch)
             if ch == quote:
                 quote = None
             i += 1
@@ -542,6 +544,10 @@ def _split_commands(text: str) -> tuple[list[str], list[str]]:
             i += 1
             continue
         if ch == "\\" and i + 1 < n:
+            if text[i + 1] == "\n" or text[i + 1:i + 3] == "\r\n":  # POSIX line continuation
+                cur.append(" ")
+                i += 2 if text[i + 1] == "\n" else 3
+                continue
             cur.append(text[i:i + 2])
             i += 2
             continue
@@ -595,7 +601,22 @@ def _skip_redirect(text: str, i: int, notes: list[str]) -> int:
 
 
 _WRAPPED_SERVER = re.compile(r"(^|[\\/])(llama-server|server)(\.exe)?$|(^|[\\/])llama(\.exe)?$")
-_WINDOWS_PATH = re.compile(r"(^|\s)(\.\\|[A-Za-z]:\\)|\.exe(\s|$)")
+_WINDOWS_PROGRAM = re.compile(r"^\s*(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*(?:\.\\|[A-Za-z]:\\|\S*\.exe(?:\s|$))")
+
+
+def _keep_windows_backslashes(cmd: str) -> str:
+    """A command for Windows uses backslash as the path separator, not as an escape: double every
+    backslash outside single quotes (and not before a double quote) so shlex keeps it."""
+    out: list[str] = []
+    in_single = False
+    for i, ch in enumerate(cmd):
+        if ch == "'":
+            in_single = not in_single
+        if ch == "\\" and not in_single and cmd[i + 1:i + 2] != '"':
+            out.append("\\\\")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def _is_server_program(word: str) -> bool:
@@ -809,9 +830,8 @@ def split_command_text(text: str) -> SplitCommand:
     argv: list[str] = []
     found = False
     for cmd in commands:
-        if _WINDOWS_PATH.search(cmd):
-            # Windows paths: a backslash is a path separator there, not an escape
-            cmd = re.sub(r'\\(?!["])', r"\\\\", cmd)
+        if _WINDOWS_PROGRAM.match(cmd):
+            cmd = _keep_windows_backslashes(cmd)
         try:
             words = shlex.split(cmd, posix=True)
         except ValueError as exc:  # unbalanced quotes: fall back to whitespace words

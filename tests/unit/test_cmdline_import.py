@@ -203,3 +203,22 @@ def test_importer_never_crashes_on_argv(argv):
 def test_validate_reports_removed_flags_in_argv(flag):
     res = validate(["-m", "m.gguf", flag], CATALOG)
     assert [r.flag for r in res.removed] == [flag] and res.unknown == []
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(profiles())
+def test_profile_to_shell_line_to_profile_is_identity(profile):
+    """The copyable shell line (secrets in clear) pasted back gives the same profile."""
+    argv, env = profile_to_argv(profile)
+    line = render_shell(argv, env, binary="/opt/llama.cpp/bin/llama-server", mask_secrets=False)
+    back = import_command(line, CATALOG)
+    assert back.profile == profile.model_copy(update={"binary": "/opt/llama.cpp/bin/llama-server"})
+    multiline = render_shell(argv, env, binary="/opt/llama.cpp/bin/llama-server", mask_secrets=False, multiline=True)
+    assert import_command(multiline, CATALOG).profile == back.profile
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=" -=\\'\"|&;<>\n\r\t#$~^`abcm0123.:/", max_size=80))
+def test_importer_never_crashes_on_shell_like_text(text):
+    r = import_command(text, CATALOG)
+    validate(r.profile, CATALOG)
