@@ -1,14 +1,634 @@
-"""Plan panel."""
+"""Plan panel: what fits where before launch (weights / KV / compute per device), edited live.
+
+The plan (core.memory.plan_memory) is pure and takes a few ms, so it is recomputed on every change.
+Reading the model header and the "Check with llama.cpp" run happen in BackgroundJobs.
+When a profile is being edited (AppState.profile) the panel reads it and writes its changes back
+with AppState.set_profile; without one, its own controls hold the settings.
+"""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QWidget
+from pathlib import Path
 
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QComboBox,
+    QFileDialog,
+    QFormLayout,
+    QGridLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QPushButton,
+    QScrollArea,
+    QSpinBox,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from llm_tuner.core.devices import backend_of
+from llm_tuner.core.memory import (
+    MemoryPlan,
+    PlacementArgs,
+    PlanDevice,
+    args_from_profile,
+    format_mib,
+    plan_memory,
+    preview_rule,
+    rule_experts_blocks,
+    rule_ffn_every_nth,
+    solve,
+)
 from llm_tuner.qt.context import AppContext
-from llm_tuner.ui.panels.placeholder import HintPanel
+from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
+
+CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
+BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 
 
-class PlanPanel(HintPanel):
+class PlanPanel(QWidget):
+    """Memory per device for the selected model and profile, with a fit solver and an override builder."""
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
-        super().__init__("Plan", "Memory per device (weights, KV cache, compute) appears here for the selected model and profile.", parent)
+        super().__init__(parent)
         self.ctx = ctx
+        self.model = None  # core.gguf_info.ModelInfo
+        self.args = PlacementArgs()
+        self.plan: MemoryPlan | None = None
+        self.planned: list[PlanDevice] = []
+        self._syncing = False
+        self._jobs: list[BackgroundJob] = []
+        self._check_job: BackgroundJob | None = None
+        self._timer = QTimer(self, singleShot=True, interval=0)
+        self._timer.timeout.connect(self._recompute)
+        self._build()
+        ctx.state.model_selected.connect(self._on_state_model_selected)
+        ctx.state.profile_changed.connect(self._on_state_profile_changed)
+        ctx.state.inventory_detected.connect(lambda _inv: self._schedule())
+        if ctx.state.profile is not None:
+            self._on_state_profile_changed(ctx.state.profile)
+        if ctx.state.model_path:
+            self._on_state_model_selected(ctx.state.model_path)
+        self._show_empty()
+
+    # -- layout --------------------------------------------------------------------------------------
+    def _build(self) -> None:
+        outer = QVBoxLayout(self)
+        scroll = QScrollArea(self)
+        scroll.setWidgetResizable(True)
+        outer.addWidget(scroll)
+        body = QWidget()
+        scroll.setWidget(body)
+        lay = QVBoxLayout(body)
+
+        head = QHBoxLayout()
+        self.model_label = QLabel()
+        self.model_label.setWordWrap(True)
+        head.addWidget(self.model_label, 1)
+        self.open_button = QPushButton("Open GGUF…")
+        self.open_button.clicked.connect(self._on_open_clicked)
+        head.addWidget(self.open_button)
+        lay.addLayout(head)
+
+        self.bars = MemoryBarsWidget()
+        lay.addWidget(self.bars)
+        self.summary_label = QLabel()
+        self.summary_label.setWordWrap(True)
+        lay.addWidget(self.summary_label)
+        self.warnings_label = QLabel()
+        self.warnings_label.setWordWrap(True)
+        self.warnings_label.setStyleSheet("color: #b15d00")
+        lay.addWidget(self.warnings_label)
+
+        grid = QGridLayout()
+        lay.addLayout(grid)
+
+        # settings
+        box = QGroupBox("Settings (written into the profile being edited)")
+        form = QFormLayout(box)
+        self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
+                                 specialValueText="trained context (-c 0)")
+        self.ngl_spin = QSpinBox(minimum=-1, maximum=1000, specialValueText="auto (all)")
+        self.ngl_spin.setValue(-1)
+        self.ctk_combo = QComboBox()
+        self.ctk_combo.addItems(CACHE_TYPES)
+        self.ctv_combo = QComboBox()
+        self.ctv_combo.addItems(CACHE_TYPES)
+        self.np_spin = QSpinBox(minimum=0, maximum=256, specialValueText="auto (4, unified KV)")
+        self.fa_combo = QComboBox()
+        self.fa_combo.addItems(["auto", "on", "off"])
+        self.ub_combo = QComboBox()
+        self.ub_combo.addItems(["64", "128", "256", "512", "1024", "2048", "4096"])
+        self.ub_combo.setCurrentText("512")
+        form.addRow("Context (-c)", self.ctx_spin)
+        form.addRow("GPU layers (-ngl)", self.ngl_spin)
+        form.addRow("K cache (-ctk)", self.ctk_combo)
+        form.addRow("V cache (-ctv)", self.ctv_combo)
+        form.addRow("Parallel slots (-np)", self.np_spin)
+        form.addRow("Flash attention (-fa)", self.fa_combo)
+        form.addRow("Micro-batch (-ub)", self.ub_combo)
+        for w in (self.ctx_spin, self.ngl_spin, self.np_spin):
+            w.valueChanged.connect(self._on_controls_changed)
+        for w in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.ub_combo):
+            w.currentTextChanged.connect(self._on_controls_changed)
+        grid.addWidget(box, 0, 0)
+
+        # devices and fit
+        dbox = QGroupBox("Devices and fit")
+        dl = QVBoxLayout(dbox)
+        self.devices_label = QLabel()
+        self.devices_label.setWordWrap(True)
+        dl.addWidget(self.devices_label)
+        addrow = QHBoxLayout()
+        self.planned_name = QLineEdit(placeholderText="name, e.g. Vulkan1")
+        self.planned_backend = QComboBox()
+        self.planned_backend.addItems(BACKENDS)
+        self.planned_mib = QSpinBox(minimum=256, maximum=2_000_000, value=24576, singleStep=1024, suffix=" MiB")
+        self.add_planned_button = QPushButton("Add planned device")
+        self.add_planned_button.clicked.connect(self._on_add_planned_clicked)
+        self.clear_planned_button = QPushButton("Clear planned")
+        self.clear_planned_button.clicked.connect(self._on_clear_planned_clicked)
+        for w in (self.planned_name, self.planned_backend, self.planned_mib, self.add_planned_button,
+                  self.clear_planned_button):
+            addrow.addWidget(w)
+        dl.addLayout(addrow)
+        self.split_bar = SplitBarWidget()
+        self.split_bar.split_edited.connect(self._on_split_edited)
+        self.split_label = QLabel("Tensor split (-ts): drag a boundary to move layers between devices")
+        dl.addWidget(self.split_label)
+        dl.addWidget(self.split_bar)
+        frow = QHBoxLayout()
+        frow.addWidget(QLabel("Keep free per device (-fitt)"))
+        self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
+        self.margin_spin.valueChanged.connect(self._on_margin_changed)
+        frow.addWidget(self.margin_spin)
+        dl.addLayout(frow)
+        srow = QHBoxLayout()
+        self.solve_ctx_button = QPushButton("Largest context that fits")
+        self.solve_layers_button = QPushButton("Most GPU layers")
+        self.solve_split_button = QPushButton("Balance split")
+        self.solve_ctx_button.clicked.connect(lambda: self._on_solve_clicked("context"))
+        self.solve_layers_button.clicked.connect(lambda: self._on_solve_clicked("layers"))
+        self.solve_split_button.clicked.connect(lambda: self._on_solve_clicked("split"))
+        for w in (self.solve_ctx_button, self.solve_layers_button, self.solve_split_button):
+            srow.addWidget(w)
+        dl.addLayout(srow)
+        self.solve_label = QLabel()
+        self.solve_label.setWordWrap(True)
+        dl.addWidget(self.solve_label)
+        grid.addWidget(dbox, 0, 1)
+
+        # override builder
+        obox = QGroupBox("Override tensors (-ot)")
+        ol = QVBoxLayout(obox)
+        orow = QHBoxLayout()
+        self.ot_mode = QComboBox()
+        self.ot_mode.addItems(["FFN of every Nth block to CPU", "Experts of blocks a–b to CPU", "Custom regex"])
+        self.ot_a = QSpinBox(minimum=0, maximum=999, value=3)
+        self.ot_b = QSpinBox(minimum=0, maximum=999, value=0)
+        self.ot_regex = QLineEdit(placeholderText=r"blk\.(0|1)\.ffn_.*=CPU")
+        orow.addWidget(self.ot_mode)
+        orow.addWidget(QLabel("N / a"))
+        orow.addWidget(self.ot_a)
+        orow.addWidget(QLabel("start / b"))
+        orow.addWidget(self.ot_b)
+        ol.addLayout(orow)
+        ol.addWidget(self.ot_regex)
+        self.ot_preview_label = QLabel()
+        self.ot_preview_label.setWordWrap(True)
+        ol.addWidget(self.ot_preview_label)
+        self.ot_matches = QListWidget()
+        self.ot_matches.setMaximumHeight(110)
+        ol.addWidget(self.ot_matches)
+        brow = QHBoxLayout()
+        self.ot_add_button = QPushButton("Add rule")
+        self.ot_add_button.clicked.connect(self._on_ot_add_clicked)
+        self.ot_clear_button = QPushButton("Remove all rules")
+        self.ot_clear_button.clicked.connect(self._on_ot_clear_clicked)
+        brow.addWidget(self.ot_add_button)
+        brow.addWidget(self.ot_clear_button)
+        ol.addLayout(brow)
+        self.ot_rules_label = QLabel()
+        self.ot_rules_label.setWordWrap(True)
+        self.ot_rules_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        ol.addWidget(self.ot_rules_label)
+        for w in (self.ot_a, self.ot_b):
+            w.valueChanged.connect(self._on_ot_changed)
+        self.ot_mode.currentIndexChanged.connect(self._on_ot_changed)
+        self.ot_regex.textChanged.connect(self._on_ot_changed)
+        grid.addWidget(obox, 1, 0)
+
+        # check with llama.cpp
+        cbox = QGroupBox("Check with llama.cpp")
+        cl = QVBoxLayout(cbox)
+        crow = QHBoxLayout()
+        self.check_button = QPushButton("Check with llama.cpp")
+        self.check_button.setToolTip("Starts the real llama-server once (-lv 4 -fit off), reads what it "
+                                     "allocates, stops it")
+        self.check_button.clicked.connect(self._on_check_clicked)
+        self.check_cancel_button = QPushButton("Cancel")
+        self.check_cancel_button.setEnabled(False)
+        self.check_cancel_button.clicked.connect(self._on_check_cancel_clicked)
+        crow.addWidget(self.check_button)
+        crow.addWidget(self.check_cancel_button)
+        cl.addLayout(crow)
+        self.check_label = QLabel("Runs the real server once and shows its buffers beside this estimate.")
+        self.check_label.setWordWrap(True)
+        cl.addWidget(self.check_label)
+        self.check_table = QTableWidget(0, 5)
+        self.check_table.setHorizontalHeaderLabels(["Device", "Kind", "Estimate", "llama.cpp", "Difference"])
+        self.check_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.check_table.verticalHeader().setVisible(False)
+        cl.addWidget(self.check_table)
+        grid.addWidget(cbox, 1, 1)
+        lay.addStretch(1)
+
+    # -- state ---------------------------------------------------------------------------------------
+    def _show_empty(self) -> None:
+        if self.model is None:
+            self.model_label.setText("No model selected. Choose one in the Models view, or open a GGUF file "
+                                     "here, to see what fits on each device.")
+            self.bars.set_devices(())
+
+    def _on_open_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
+        if path:
+            self.ctx.state.select_model(Path(path))
+
+    def _on_state_model_selected(self, path) -> None:
+        if not path:
+            self.model = None
+            self._show_empty()
+            return
+        self.load_model(Path(path))
+
+    def load_model(self, path: Path) -> None:
+        """Read the model header off the GUI thread, then plan."""
+        from llm_tuner.services.library import read_model  # noqa: PLC0415
+
+        self.model_label.setText(f"Reading {path.name} …")
+        job = BackgroundJob(lambda _c: read_model(path), self)
+        job.succeeded.connect(self._on_model_read)
+        job.failed.connect(lambda exc: self.model_label.setText(f"Could not read {path.name}: {exc}"))
+        self._jobs.append(job)
+        job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)
+        job.start()
+
+    def _on_model_read(self, info) -> None:
+        if info.error:
+            self.model_label.setText(f"{Path(info.path).name}: {info.error}. Choose another file.")
+            return
+        self.set_model(info)
+
+    def set_model(self, info) -> None:
+        self.model = info
+        self._syncing = True
+        n_all = (info.block_count or 0) + 1
+        self.ngl_spin.setMaximum(max(n_all, 1))
+        self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
+        self.ot_b.setMaximum(max(0, (info.block_count or 1) - 1))
+        self.ot_a.setMaximum(max(1, info.block_count or 1))
+        self._syncing = False
+        label = info.display_name()
+        self.model_label.setText(f"<b>{label}</b> — {info.architecture}, {info.file_type or ''}, "
+                                 f"{info.block_count} blocks, trained context {info.context_length}, "
+                                 f"{format_mib(info.size_bytes / 1048576)}")
+        self._on_ot_changed()
+        self._schedule()
+
+    def _on_state_profile_changed(self, profile) -> None:
+        if profile is None or self._syncing:
+            return
+        self.args = args_from_profile(profile)
+        self._sync_controls()
+        model_path = getattr(profile, "model", None)
+        if model_path and (self.model is None or str(self.model.path) != str(model_path)):
+            if Path(model_path).is_file():
+                self.load_model(Path(model_path))
+        self._schedule()
+
+    def _sync_controls(self) -> None:
+        a = self.args
+        self._syncing = True
+        try:
+            self.ctx_spin.setValue(a.ctx or 0)
+            self.ngl_spin.setValue(-1 if a.ngl is None or a.ngl < 0 else a.ngl)
+            self.ctk_combo.setCurrentText(a.cache_type_k)
+            self.ctv_combo.setCurrentText(a.cache_type_v)
+            self.np_spin.setValue(0 if a.n_parallel in (-1, None) else a.n_parallel)
+            self.fa_combo.setCurrentText(a.flash_attn)
+            self.ub_combo.setCurrentText(str(a.n_ubatch))
+            if a.fit_target_mib:
+                self.margin_spin.setValue(a.fit_target_mib[0])
+        finally:
+            self._syncing = False
+
+    def _on_controls_changed(self, *_a) -> None:
+        if self._syncing:
+            return
+        ctx = self.ctx_spin.value()
+        ngl = self.ngl_spin.value()
+        np_ = self.np_spin.value()
+        self.args = self.args.with_(
+            ctx=ctx if ctx > 0 else (0 if self.args.ctx is not None else None),
+            ngl=None if ngl < 0 else ngl, cache_type_k=self.ctk_combo.currentText(),
+            cache_type_v=self.ctv_combo.currentText(), n_parallel=-1 if np_ == 0 else np_,
+            flash_attn=self.fa_combo.currentText(), n_ubatch=int(self.ub_combo.currentText()))
+        self._write_profile(ctx_size=ctx if ctx > 0 else None, gpu_layers=None if ngl < 0 else ngl,
+                            cache_type_k=self._or_none(self.ctk_combo.currentText(), "f16"),
+                            cache_type_v=self._or_none(self.ctv_combo.currentText(), "f16"),
+                            parallel=None if np_ == 0 else np_,
+                            flash_attn=self._or_none(self.fa_combo.currentText(), "auto"),
+                            ubatch_size=self._or_none(int(self.ub_combo.currentText()), 512))
+        self._schedule()
+
+    @staticmethod
+    def _or_none(value, default):
+        return None if value == default else value
+
+    def _write_profile(self, **changes) -> None:
+        """Write changes into the profile being edited (if there is one) and tell the other panels."""
+        profile = self.ctx.state.profile
+        if profile is None:
+            return
+        self._syncing = True
+        try:
+            self.ctx.state.set_profile(profile.model_copy(update=changes))
+        finally:
+            self._syncing = False
+
+    def _on_margin_changed(self, value: int) -> None:
+        if self._syncing:
+            return
+        self.args = self.args.with_(fit_target_mib=(value,))
+        self._write_profile(fit_target_mib=(value,) if value != 1024 else ())
+        self._schedule()
+
+    # -- devices -------------------------------------------------------------------------------------
+    def gpus(self) -> list[PlanDevice]:
+        inv = self.ctx.state.inventory
+        out = []
+        if inv is not None:
+            for d in inv.llama_devices:
+                out.append(PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description))
+        names = {d.name for d in out}
+        out.extend(d for d in self.planned if d.name not in names)
+        return out
+
+    def host(self) -> PlanDevice:
+        inv = self.ctx.state.inventory
+        if inv is not None and inv.host.memory_total_mib:
+            return PlanDevice("Host", "CPU", inv.host.memory_total_mib, inv.host.memory_available_mib,
+                              inv.host.cpu_model or "")
+        return PlanDevice("Host", "CPU", None)
+
+    def cpu_flags(self) -> tuple[str, ...]:
+        inv = self.ctx.state.inventory
+        return tuple(inv.host.cpu_flags) if inv is not None else ()
+
+    def add_planned_device(self, name: str, backend: str, mib: int) -> None:
+        backend = backend or backend_of(name)
+        self.planned = [d for d in self.planned if d.name != name]
+        self.planned.append(PlanDevice(name, backend, mib, None, "planned", True))
+        self._schedule()
+
+    def _on_add_planned_clicked(self) -> None:
+        backend = self.planned_backend.currentText()
+        prefix = {"Metal": "MTL"}.get(backend, backend)
+        name = self.planned_name.text().strip()
+        if not name:
+            used = {d.name for d in self.gpus()}
+            i = 0
+            while f"{prefix}{i}" in used:
+                i += 1
+            name = f"{prefix}{i}"
+        self.add_planned_device(name, backend, self.planned_mib.value())
+        self.planned_name.clear()
+
+    def _on_clear_planned_clicked(self) -> None:
+        self.planned = []
+        self._schedule()
+
+    def _on_split_edited(self, shares) -> None:
+        ts = tuple(round(float(s)) for s in shares)
+        self.args = self.args.with_(tensor_split=tuple(float(x) for x in ts))
+        self._write_profile(tensor_split=tuple(float(x) for x in ts))
+        self._schedule()
+
+    # -- solver --------------------------------------------------------------------------------------
+    def _on_solve_clicked(self, goal: str) -> None:
+        if self.model is None:
+            self.solve_label.setText("Select a model first.")
+            return
+        gpus = self.gpus()
+        targets = {d.name: self.margin_spin.value() for d in gpus}
+        targets["Host"] = 0
+        ans = solve(self.model, self.args, gpus, self.host(), goal=goal, targets_mib=targets,
+                    cpu_flags=self.cpu_flags())
+        self.solve_label.setText(ans.reason)
+        if ans.args is None:
+            return
+        if goal == "context":
+            self.args = self.args.with_(ctx=ans.value)
+            self._write_profile(ctx_size=ans.value)
+        elif goal == "layers":
+            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides)
+            self._write_profile(gpu_layers=ans.args.ngl)
+            if ans.args.overrides != self.args.overrides:
+                self._write_overrides()
+        else:
+            self.args = self.args.with_(tensor_split=ans.args.tensor_split)
+            self._write_profile(tensor_split=ans.args.tensor_split)
+        self._sync_controls()
+        self._schedule()
+
+    # -- override builder -------------------------------------------------------------------------------
+    def current_rule(self) -> str:
+        mode = self.ot_mode.currentIndex()
+        n_layer = (self.model.n_layer if self.model is not None else None) or 0
+        if mode == 0:
+            return rule_ffn_every_nth(self.ot_a.value() or 1, self.ot_b.value(), n_layer)
+        if mode == 1:
+            a, b = sorted((self.ot_a.value(), self.ot_b.value()))
+            return rule_experts_blocks(a, b)
+        return self.ot_regex.text().strip()
+
+    def _on_ot_changed(self, *_a) -> None:
+        self.ot_regex.setEnabled(self.ot_mode.currentIndex() == 2)
+        if self.model is None:
+            self.ot_preview_label.setText("Select a model to preview which tensors a rule moves.")
+            return
+        rule = self.current_rule()
+        if self.ot_mode.currentIndex() != 2:
+            self._syncing = True
+            self.ot_regex.setText(rule)
+            self._syncing = False
+        prev = preview_rule(self.model, self.args, rule, self.gpus(), self.cpu_flags())
+        self.ot_matches.clear()
+        if prev.error:
+            self.ot_preview_label.setText(prev.error)
+            return
+        self.ot_matches.addItems(list(prev.matched[:300]))
+        self.ot_preview_label.setText(f"{rule}\nmatches {len(prev.matched)} tensors; moves "
+                                      f"{format_mib(prev.moved_mib)} of weights to another device")
+
+    def _on_ot_add_clicked(self) -> None:
+        rule = self.current_rule()
+        if "=" not in rule:
+            self.ot_preview_label.setText("A rule is <regex>=<buffer>, e.g. blk\\.1\\.ffn_.*=CPU")
+            return
+        pat, buf = rule.rsplit("=", 1)
+        self.args = self.args.with_(overrides=(*self.args.overrides, (pat, buf)))
+        self._write_overrides()
+        self._on_ot_changed()
+        self._schedule()
+
+    def _on_ot_clear_clicked(self) -> None:
+        self.args = self.args.with_(overrides=())
+        self._write_overrides()
+        self._schedule()
+
+    def _write_overrides(self) -> None:
+        profile = self.ctx.state.profile
+        if profile is None:
+            return
+        from llm_tuner.core.memory import FFN_EXPS_REGEX  # noqa: PLC0415
+        from llm_tuner.core.profile import OverrideRule  # noqa: PLC0415
+
+        rules = tuple(OverrideRule(pattern=p, buffer=b) for p, b in self.args.overrides
+                      if not (p == FFN_EXPS_REGEX and b == "CPU" and profile.cpu_moe))
+        self._write_profile(override_tensor=rules, n_cpu_moe=None)
+
+    # -- check with llama.cpp -------------------------------------------------------------------------------
+    def check_argv(self) -> list[str]:
+        """llama-server arguments for the current settings (what the check runs)."""
+        a = self.args
+        argv = ["-m", str(self.model.path), "-fit", "off", "-t", "2"]
+        if a.ctx is not None:
+            argv += ["-c", str(a.ctx)]
+        if a.ngl is not None:
+            argv += ["-ngl", str(a.ngl)]
+        argv += ["-ctk", a.cache_type_k, "-ctv", a.cache_type_v, "-fa", a.flash_attn, "-ub", str(a.n_ubatch),
+                 "-b", str(a.n_batch)]
+        if a.n_parallel not in (-1, None):
+            argv += ["-np", str(a.n_parallel)]
+        if a.kv_unified is True:
+            argv.append("-kvu")
+        if a.swa_full:
+            argv.append("--swa-full")
+        if a.no_kv_offload:
+            argv.append("-nkvo")
+        if a.tensor_split:
+            argv += ["-ts", ",".join(f"{x:g}" for x in a.tensor_split)]
+        if a.devices is not None:
+            argv += ["-dev", ",".join(a.devices) or "none"]
+        if a.overrides:
+            argv += ["-ot", ",".join(f"{p}={b}" for p, b in a.overrides)]
+        if a.load_mode != "auto":
+            argv += ["-lm", a.load_mode]
+        return argv
+
+    def _on_check_clicked(self) -> None:
+        if self.model is None:
+            self.check_label.setText("Select a model first.")
+            return
+        from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
+
+        loc = locate(SERVER, self.ctx.settings)
+        if loc is None:
+            self.check_label.setText("llama-server not found: set its path in Settings.")
+            return
+        argv = self.check_argv()
+        self.check_label.setText("Starting llama-server to read its buffers …")
+        self.check_button.setEnabled(False)
+        self.check_cancel_button.setEnabled(True)
+        job = BackgroundJob(lambda c: measure_server_memory(loc.path, argv, cancel_check=c.cancelled), self)
+        job.succeeded.connect(self._on_check_done)
+        job.failed.connect(lambda exc: self.check_label.setText(f"The check failed: {exc}"))
+        job.finished.connect(self._on_check_finished)
+        self._check_job = job
+        job.start()
+
+    def _on_check_cancel_clicked(self) -> None:
+        if self._check_job is not None:
+            self._check_job.cancel()
+
+    def _on_check_finished(self) -> None:
+        self._check_job = None
+        self.check_button.setEnabled(True)
+        self.check_cancel_button.setEnabled(False)
+
+    def _on_check_done(self, run) -> None:
+        from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
+
+        if not run.loaded:
+            tail = (run.log.strip().splitlines() or ["(no output)"])[-1]
+            self.check_label.setText(f"llama-server did not load: {tail[:300]}")
+            return
+        log = parse_memory_log(run.log)
+        plan = self.plan
+        gpu_names = {d.name for d in (plan.devices if plan else ()) if d.name != "Host"}
+        real: dict[tuple[str, str], float] = {}
+        for b in log.buffers:
+            base = b.buffer.split("_")[0]
+            dev = base if base in gpu_names else "Host"
+            kind = "kv" if b.kind == "rs" else b.kind
+            real[(dev, kind)] = real.get((dev, kind), 0.0) + b.mib
+        attr = {"model": "model_mib", "kv": "kv_mib", "compute": "compute_mib", "output": "output_mib"}
+        label = {"model": "weights", "kv": "KV cache", "compute": "compute", "output": "output"}
+        rows = []
+        for (dev, kind), mib in sorted(real.items()):
+            ours = plan.device(dev) if plan else None
+            est = getattr(ours, attr[kind]) if ours is not None else None
+            rows.append((dev, label[kind], est, mib))
+        self.check_table.setRowCount(len(rows))
+        for i, (dev, kind, est, mib) in enumerate(rows):
+            diff = "" if est is None else f"{est - mib:+.1f} MiB ({(est / mib - 1) * 100 if mib else 0:+.1f}%)"
+            for j, text in enumerate((dev, kind, "—" if est is None else f"{est:.1f} MiB", f"{mib:.1f} MiB", diff)):
+                self.check_table.setItem(i, j, QTableWidgetItem(text))
+        self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off).")
+
+    # -- plan ------------------------------------------------------------------------------------------
+    def _schedule(self) -> None:
+        self._timer.start()
+
+    def recompute_now(self) -> MemoryPlan | None:
+        self._recompute()
+        return self.plan
+
+    def _recompute(self) -> None:
+        if self.model is None:
+            self._show_empty()
+            return
+        gpus = self.gpus()
+        self.plan = plan_memory(self.model, self.args, gpus, self.host(), cpu_flags=self.cpu_flags())
+        p = self.plan
+        self.bars.set_devices(p.devices)
+        self.summary_label.setText(
+            f"n_ctx {p.n_ctx} ({p.n_seq_max} slot{'s' if p.n_seq_max > 1 else ''}, "
+            f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
+            f"{p.n_gpu_layers}/{p.n_layers_total} layers on GPUs. "
+            + ("Fits." if p.fits else "Does NOT fit."))
+        self.warnings_label.setText("\n".join(f"⚠ {w}" for w in p.warnings))
+        names = [d.name for d in p.devices if d.name != "Host"]
+        self.devices_label.setText(
+            "Devices: " + (", ".join(f"{d.name} ({format_mib(d.capacity_mib)}{', planned' if d.hypothetical else ''})"
+                                     for d in p.devices if d.name != "Host") or "none (CPU only)")
+            + f"; host RAM {format_mib(self.host().capacity_mib)}")
+        multi = len(names) > 1
+        self.split_bar.setVisible(multi)
+        self.split_label.setVisible(multi)
+        self.solve_split_button.setEnabled(multi)
+        if multi:
+            ts = list(self.args.tensor_split[:len(names)])
+            if len(ts) < len(names) or not any(ts):
+                ts = [float(d.layers) for d in p.devices if d.name != "Host"]
+            self.split_bar.set_split(names, ts)
+        self.ot_rules_label.setText(
+            "Rules: " + (", ".join(f"{a}={b}" for a, b in self.args.overrides) if self.args.overrides else "none"))

@@ -1,0 +1,128 @@
+"""The Plan panel: live bars per device, profile round trip, split dragging, override builder, llama.cpp check."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import QPoint, Qt
+
+from llm_tuner.core.devices import DeviceInventory, HostInfo, LlamaDevice
+from llm_tuner.core.settings import Settings
+from llm_tuner.qt.context import AppContext
+from llm_tuner.store.db import open_engine
+from llm_tuner.ui.panels.plan_panel import PlanPanel
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    return AppContext(settings=Settings(), engine=open_engine(tmp_path / "plan.sqlite"))
+
+
+@pytest.fixture
+def panel(qtbot, ctx):
+    w = PlanPanel(ctx)
+    qtbot.addWidget(w)
+    w.resize(1100, 900)
+    w.show()
+    return w
+
+
+def _load(qtbot, panel, path):
+    panel.ctx.state.select_model(path)
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    return panel.recompute_now()
+
+
+def test_empty_state_says_what_to_do(panel):
+    assert "No model selected" in panel.model_label.text()
+    assert panel.bars.devices() == ()
+
+
+def test_bars_follow_context_and_kv_type(qtbot, panel, demo_model):
+    plan = _load(qtbot, panel, demo_model)
+    assert [d.name for d in panel.bars.devices()] == ["Host"]
+    kv_full = plan.device("Host").kv_mib
+    panel.ctx_spin.setValue(4096)
+    small = panel.recompute_now().device("Host").kv_mib
+    assert small < kv_full
+    panel.fa_combo.setCurrentText("on")
+    panel.ctk_combo.setCurrentText("q8_0")
+    panel.ctv_combo.setCurrentText("q8_0")
+    q8 = panel.recompute_now().device("Host").kv_mib
+    assert q8 == pytest.approx(small * 34 / 64, rel=0.01)
+    panel.np_spin.setValue(1)
+    assert panel.recompute_now().n_seq_max == 1
+    assert "n_ctx 4096" in panel.summary_label.text()
+
+
+def test_profile_round_trip(qtbot, ctx, panel, demo_model):
+    from llm_tuner.core.profile import LaunchProfile
+
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=8192, cache_type_k="q8_0",
+                                        cache_type_v="q8_0", flash_attn="on"))
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    assert panel.ctx_spin.value() == 8192 and panel.ctk_combo.currentText() == "q8_0"
+    panel.ctx_spin.setValue(16384)
+    assert ctx.state.profile.ctx_size == 16384  # written back into the profile being edited
+    assert panel.recompute_now().n_ctx == 16384
+
+
+def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):
+    from tests.support.random_gguf import write_qwen3_dense
+
+    path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=2,
+                             head_dim=64, n_ctx_train=32768, weight_type="Q4_0")
+    ctx.state.set_inventory(DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000,
+                                                          cpu_flags=("avx2",)),
+                                            llama_devices=(LlamaDevice(name="CUDA0", description="RTX 4090 Laptop",
+                                                                       memory_total_mib=16384,
+                                                                       memory_free_mib=15000),)))
+    _load(qtbot, panel, path)
+    panel.add_planned_device("Vulkan1", "Vulkan", 24576)
+    plan = panel.recompute_now()
+    assert [d.name for d in plan.devices] == ["CUDA0", "Vulkan1", "Host"]
+    assert panel.split_bar.isVisible()
+    before = plan.device("CUDA0").layers
+    # drag the boundary between CUDA0 and Vulkan1 to the right: CUDA0 gets more layers
+    bx = int(panel.split_bar.boundary_x(0))
+    y = 18
+    qtbot.mousePress(panel.split_bar, Qt.MouseButton.LeftButton, pos=QPoint(bx, y))
+    qtbot.mouseMove(panel.split_bar, QPoint(int(panel.split_bar.width() * 0.85), y))
+    qtbot.mouseRelease(panel.split_bar, Qt.MouseButton.LeftButton, pos=QPoint(int(panel.split_bar.width() * 0.85), y))
+    assert panel.args.tensor_split[0] > panel.args.tensor_split[1]
+    after = panel.recompute_now().device("CUDA0").layers
+    assert after > before
+    panel.margin_spin.setValue(2048)
+    panel.solve_ctx_button.click()
+    assert "largest context" in panel.solve_label.text()
+    assert panel.ctx_spin.value() > 0
+
+
+def test_override_builder_previews_and_writes_the_rule(qtbot, ctx, panel, demo_model):
+    from llm_tuner.core.profile import LaunchProfile
+
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096))
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    panel.ot_mode.setCurrentIndex(0)
+    panel.ot_a.setValue(6)
+    panel.ot_b.setValue(0)
+    assert panel.current_rule() == r"blk\.(0|6|12)\.ffn_.*=CPU"
+    assert "matches 12 tensors" in panel.ot_preview_label.text()  # ffn_norm, gate, up, down x 3 blocks
+    assert panel.ot_matches.count() == 12
+    panel.ot_add_button.click()
+    rules = ctx.state.profile.override_tensor
+    assert [str(r) for r in rules] == [r"blk\.(0|6|12)\.ffn_.*=CPU"]
+    panel.ot_mode.setCurrentIndex(2)
+    panel.ot_regex.setText("blk\\.(=CPU")
+    assert "not a valid regular expression" in panel.ot_preview_label.text()
+
+
+def test_check_with_llamacpp_shows_both(qtbot, panel, demo_model):
+    _load(qtbot, panel, demo_model)
+    panel.ctx_spin.setValue(4096)
+    panel.recompute_now()
+    panel.check_button.click()
+    qtbot.waitUntil(lambda: panel.check_button.isEnabled(), timeout=120_000)
+    assert panel.check_table.rowCount() >= 4, panel.check_label.text()
+    cells = {(panel.check_table.item(r, 0).text(), panel.check_table.item(r, 1).text()):
+             panel.check_table.item(r, 4).text() for r in range(panel.check_table.rowCount())}
+    assert ("Host", "KV cache") in cells and cells[("Host", "KV cache")].startswith("+0.0 MiB")
