@@ -498,6 +498,16 @@ class ModelInfo(BaseModel):
         """Trunk layers (block_count minus MTP layers), as llama.cpp's hparams.n_layer."""
         return None if self.block_count is None else self.block_count - self.nextn_layers
 
+    def per_layer(self, field: str) -> list | None:
+        """A per-layer view of a scalar-or-list field (e.g. 'head_count_kv'), block_count long.
+
+        A scalar is repeated; a list is returned as stored (llama.cpp requires block_count entries).
+        """
+        value = getattr(self, field)
+        if value is None or self.block_count is None:
+            return None
+        return list(value) if isinstance(value, list) else [value] * self.block_count
+
     def display_name(self) -> str:
         if self.name:
             return self.name

@@ -154,3 +154,53 @@ def test_hostile_headers_give_a_one_line_reason(data, reason):
     with pytest.raises(GGUFError) as err:
         parse_header(data)
     assert reason in str(err.value) and "\n" not in str(err.value)
+
+
+def _write(path, arch: str, build, *, big_endian: bool = False):
+    import numpy as np
+    from gguf import GGUFEndian, GGUFWriter
+
+    w = GGUFWriter(str(path), arch, endianess=GGUFEndian.BIG if big_endian else GGUFEndian.LITTLE)
+    build(w)
+    w.add_tensor("blk.0.attn_q.weight", np.zeros((4, 32), np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def test_per_layer_arrays_mtp_swa_pattern_and_absent_values(tmp_path):
+    def build(w):
+        w.add_uint32("hyb.block_count", 4)
+        w.add_uint32("hyb.embedding_length", 256)
+        w.add_uint32("hyb.nextn_predict_layers", 1)
+        w.add_array("hyb.attention.head_count", [8, 8, 8, 8])
+        w.add_array("hyb.attention.head_count_kv", [2, 0, 2, 4])
+        w.add_array("hyb.attention.sliding_window_pattern", [True, True, False, True])
+        w.add_uint32("hyb.attention.sliding_window", 128)
+        w.add_string("tokenizer.chat_template", "{{ messages }}")
+
+    info = read_model(_write(tmp_path / "hyb.gguf", "hyb", build))
+    assert info.error is None
+    assert info.head_count == 8  # uniform list -> its number
+    assert info.head_count_kv == [2, 0, 2, 4]  # per layer stays a list
+    assert info.per_layer("head_count_kv") == [2, 0, 2, 4] and info.per_layer("head_count") == [8] * 4
+    assert info.key_length == 32 and info.value_length == 32  # llama.cpp default n_embd / n_head
+    assert info.nextn_layers == 1 and info.n_layer == 3
+    assert info.sliding_window_pattern == [True, True, False, True] and info.sliding_window == 128
+    assert info.chat_template and info.expert_count == 0 and info.context_length is None
+    assert info.file_type == "F32" and info.file_type_guessed  # no general.file_type: guessed like llama.cpp
+
+
+def test_big_endian_files_read_the_same(tmp_path):
+    def build(w):
+        w.add_uint32("llama.block_count", 1)
+        w.add_array("llama.attention.head_count_kv", [3])
+        w.add_float32("llama.rope.freq_base", 10000.0)
+
+    path = _write(tmp_path / "be.gguf", "llama", build, big_endian=True)
+    header = read_header(path)
+    assert header.big_endian
+    assert header.kv["llama.block_count"] == 1 and header.kv["llama.rope.freq_base"] == 10000.0
+    assert_agrees_with_gguf_reader(path)
