@@ -30,6 +30,7 @@ class AppState(QObject):
         self.inventory: DeviceInventory | None = None
         self.model_path = None
         self.profile = None
+        self.profile_name: str | None = None  # saved name of the edited profile (None = unsaved)
 
     def set_binaries(self, binaries: dict[str, BinaryInfo]) -> None:
         self.binaries = binaries

@@ -8,6 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from llm_tuner.core.cmdline import import_command
+from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.settings import Settings
 from llm_tuner.qt.context import AppContext
 from llm_tuner.services.binaries import default_catalog
@@ -85,3 +86,33 @@ def test_paste_import_fix_save_and_revert(panel, qtbot):
 def test_model_selection_sets_the_model(panel):
     panel.ctx.state.select_model("/models/x.gguf")
     assert preview_words(panel)[1:3] == ["--model", "/models/x.gguf"]
+
+
+@pytest.mark.parametrize("field, edit, expected", [
+    ("cache_type_v", lambda w: w.setCurrentText("q4_0"), ["--cache-type-v", "q4_0"]),
+    ("kv_offload", lambda w: w.setCurrentText("off"), ["--no-kv-offload"]),
+    ("fit", lambda w: w.setCurrentText("off"), ["--fit", "off"]),
+    ("override_tensor", lambda w: w.setPlainText("blk\\.1\\.ffn_.*=CPU\nexps=CPU"),
+     ["--override-tensor", "blk\\.1\\.ffn_.*=CPU,exps=CPU"]),
+    ("gpu_layers", lambda w: w.setText("all") or w.textEdited.emit("all"), ["--n-gpu-layers", "all"]),
+    ("spec_type", lambda w: w.setText("draft-mtp,ngram-mod") or w.textEdited.emit("x"),
+     ["--spec-type", "draft-mtp,ngram-mod"]),
+    ("cpu_moe", lambda w: w.click(), ["--cpu-moe"]),
+])
+def test_each_kind_of_field_adds_exactly_its_flag(panel, field, edit, expected):
+    panel.set_profile(LaunchProfile(model="m.gguf", ctx_size=4096))
+    before = panel.current_argv()
+    edit(panel.editors[field].widget)
+    after = panel.current_argv()
+    added = list(after)
+    for w in before:
+        added.remove(w)
+    assert added == expected
+    assert preview_words(panel)[1:] == after
+
+
+def test_environment_lines_become_env_and_show_their_flag(panel, qtbot):
+    panel.env_edit.setPlainText("GGML_CUDA_DISABLE_GRAPHS=1\nLLAMA_ARG_CTX_SIZE=8192")
+    assert panel.profile.env == {"GGML_CUDA_DISABLE_GRAPHS": "1", "LLAMA_ARG_CTX_SIZE": "8192"}
+    assert "LLAMA_ARG_CTX_SIZE sets --ctx-size" in panel.env_flags.text()
+    assert preview_words(panel)[:2] == ["GGML_CUDA_DISABLE_GRAPHS=1", "LLAMA_ARG_CTX_SIZE=8192"]

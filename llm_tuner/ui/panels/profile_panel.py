@@ -428,6 +428,7 @@ class ProfilePanel(QWidget):
         name = self.current_name or "unsaved profile"
         self.title.setText(f"<b>Command</b> — {name}{' (modified)' if dirty and self.current_name else ''}")
         if publish:
+            self.ctx.state.profile_name = self.current_name
             self.ctx.state.set_profile(p)
             self.profile_edited.emit(p)
 
