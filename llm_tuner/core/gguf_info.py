@@ -46,6 +46,11 @@ _SCALAR_FMT = {
     GGUFValueType.INT64: "q", GGUFValueType.FLOAT64: "d",
 }
 _SCALAR_SIZE = {t: struct.calcsize("<" + f) for t, f in _SCALAR_FMT.items()}
+#: ggml types newer than the installed `gguf` package (name, block size, bytes per block), from the
+#: llama.cpp tree we test (ggml/src/ggml.c type_traits, ggml-common.h); used only when gguf lacks them.
+_EXTRA_TYPES: dict[int, tuple[str, int, int]] = {42: ("Q2_0", 64, 2 + 64 // 4)}
+#: llama_ftype values newer than the installed `gguf` package (include/llama.h).
+_EXTRA_FTYPES: dict[int, str] = {41: "Q2_0"}
 _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
 _SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$")
 
@@ -367,8 +372,11 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
         try:
             qtype = GGMLQuantizationType(ttype)
             block, type_size = GGML_QUANT_SIZES[qtype]
+            type_name = qtype.name
         except (ValueError, KeyError):
-            raise GGUFError(f"tensor {name} has unknown ggml type {ttype}") from None
+            if ttype not in _EXTRA_TYPES:
+                raise GGUFError(f"tensor {name} has unknown ggml type {ttype}") from None
+            type_name, block, type_size = _EXTRA_TYPES[ttype]
         n_el = 1
         for d in shape:
             n_el *= d
@@ -381,7 +389,7 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
         n_bytes = n_el // block * type_size
         data_end = max(data_end, data_offset + offset + n_bytes)
         layer, role = classify_tensor(name)
-        tensors.append(TensorInfo(name=name, shape=shape, ggml_type=ttype, type_name=qtype.name,
+        tensors.append(TensorInfo(name=name, shape=shape, ggml_type=ttype, type_name=type_name,
                                   n_bytes=n_bytes, offset=data_offset + offset, layer=layer, role=role))
     if cur.size is not None and data_end > cur.size:
         raise GGUFError(f"truncated file: tensor data ends at byte {data_end}, the file has {cur.size}")
@@ -530,7 +538,7 @@ def file_type_short_name(ftype: int | None) -> str | None:
     try:
         name = LlamaFileType(ftype & ~LlamaFileType.GUESSED).name
     except ValueError:
-        return f"ftype {ftype}"
+        return _EXTRA_FTYPES.get(ftype & ~LlamaFileType.GUESSED, f"ftype {ftype}")
     return name.removeprefix("MOSTLY_").removeprefix("ALL_")
 
 
@@ -580,7 +588,8 @@ def model_info_from_headers(path: str, files: Sequence[str], headers: Sequence[G
         counts = Counter(t.ggml_type for t in tensors)
         if counts:
             guessed = True
-            short = GGMLQuantizationType(counts.most_common(1)[0][0]).name
+            top = counts.most_common(1)[0][0]
+            short = next(t.type_name for t in tensors if t.ggml_type == top)
             file_type = {"Q3_K": "Q3_K_M", "Q4_K": "Q4_K_M", "Q5_K": "Q5_K_M"}.get(short, short)
         else:
             file_type = None

@@ -204,3 +204,20 @@ def test_big_endian_files_read_the_same(tmp_path):
     assert header.big_endian
     assert header.kv["llama.block_count"] == 1 and header.kv["llama.rope.freq_base"] == 10000.0
     assert_agrees_with_gguf_reader(path)
+
+
+def test_a_type_newer_than_the_gguf_package_is_sized_from_llama_cpp(tmp_path):
+    import struct
+
+    def build(w):
+        w.add_uint32("llama.block_count", 1)
+
+    path = _write(tmp_path / "q2.gguf", "llama", build)
+    data = bytearray(path.read_bytes())
+    # the one tensor: name, n_dims=2, ne=(32, 4), type F32 -> Q2_0 (42) with ne0 = 64 (one block per row)
+    name = b"blk.0.attn_q.weight"
+    at = data.index(name) + len(name)
+    struct.pack_into("<IqqI", data, at, 2, 64, 4, 42)
+    path.write_bytes(bytes(data))
+    t = read_header(path).tensors[0]
+    assert (t.type_name, t.shape, t.n_bytes) == ("Q2_0", (64, 4), 4 * 18)
