@@ -116,3 +116,10 @@ def test_environment_lines_become_env_and_show_their_flag(panel, qtbot):
     assert panel.profile.env == {"GGML_CUDA_DISABLE_GRAPHS": "1", "LLAMA_ARG_CTX_SIZE": "8192"}
     assert "LLAMA_ARG_CTX_SIZE sets --ctx-size" in panel.env_flags.text()
     assert preview_words(panel)[:2] == ["GGML_CUDA_DISABLE_GRAPHS=1", "LLAMA_ARG_CTX_SIZE=8192"]
+
+
+def test_advice_uses_the_real_model_header_read_off_the_gui_thread(panel, qtbot, demo_model):
+    panel.set_profile(LaunchProfile(ctx_size=65536, spec_type=("draft-mtp",)))
+    panel.ctx.state.select_model(demo_model)  # Gemma 3 270M: trained on 32768 tokens, no MTP layers
+    qtbot.waitUntil(lambda: {"ctx-over-trained", "draft-mtp-without-mtp-layers"} <= {a.id for a in panel.advice},
+                    timeout=10000)

@@ -43,3 +43,10 @@ def test_import_command_string_masks_key_in_shell_line_and_check_reports(capsys,
 def test_check_unknown_name_is_a_clear_error(capsys):
     assert main(["profile", "check", "nope", "--json"]) == 2
     assert "no saved profile named 'nope'" in capsys.readouterr().err
+
+
+def test_check_reads_the_model_file_for_model_facts(capsys, tmp_path, demo_model):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"model": str(demo_model), "ctx_size": 65536}))
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    assert code == 0 and [a["id"] for a in json.loads(out)["advice"]] == ["ctx-over-trained"]
