@@ -52,20 +52,31 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
-def _n_devices(p: LaunchProfile) -> int:
-    """How many devices the main model is split over, as far as the profile says (0 = unknown/default)."""
+def _n_devices(p: LaunchProfile, n_gpus: int | None = None) -> int:
+    """How many devices the main model is split over: the profile's -dev/-ts, else every GPU the machine
+    has (llama-server's default) when `n_gpus` is known; 0 when unknown."""
+    if p.split_mode == "none" or p.gpu_layers == 0 or list(p.devices) == ["none"]:
+        return 1 if p.split_mode == "none" else 0
     devs = [d for d in p.devices if d and d != "none"]
     shares = [x for x in p.tensor_split if x > 0]
-    return max(len(devs), len(shares))
+    if devs or shares:
+        return max(len(devs), len(shares))
+    return n_gpus or 0
 
 
-def _layer_split_multi(p: LaunchProfile) -> bool:
-    return _n_devices(p) > 1 and (p.split_mode in (None, "layer"))
+def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None,
+           *, n_gpus: int | None = None) -> list[Advice]:
+    """All findings for a profile, errors first. Never raises.
 
-
-def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None) -> list[Advice]:
-    """All findings for a profile, errors first. Never raises."""
+    Args:
+        profile: the profile as edited (LLAMA_ARG_* variables in its env are taken into account).
+        catalog: the chosen binary's flags; without it removed/unknown flags are not checked.
+        model: facts of the model file (`nextn_layers`, `context_length`), when known.
+        n_gpus: GPUs on this machine, used when the profile leaves the device list to llama-server.
+    """
     p = effective_profile(profile)
+    n_dev = _n_devices(p, n_gpus)
+    layer_split_multi = n_dev > 1 and p.split_mode in (None, "layer")
     out: list[Advice] = []
 
     def add(id_, severity, message, reason, source, *fields):
@@ -107,12 +118,12 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
                 "formats need that fork's binary.", "common/arg.cpp:304-330", field)
 
     # -- multi-GPU --------------------------------------------------------------------------------
-    if "draft-mtp" in p.spec_type and _layer_split_multi(p):
+    if "draft-mtp" in p.spec_type and layer_split_multi:
         add("mtp-multi-gpu-prefill", "warning", "MTP drafting with a layer split over several devices halves prefill",
             "With draft-mtp on a multi-GPU layer split, prefill fell from ~900 to ~500 t/s (1.8-2.0x latency). "
             "Benchmark both; consider one device for the whole model.", f"{FIELD_NOTES}, case A",
             "spec_type", "devices", "tensor_split")
-    if (p.ubatch_size or 512) >= 1024 and _n_devices(p) > 1:
+    if (p.ubatch_size or 512) >= 1024 and n_dev > 1:
         add("large-ubatch-multi-gpu", "warning", f"-ub {p.ubatch_size} on several devices cut prefill by 13-31%",
             "On a multi-GPU layer split, -ub 1024 and 2048 were slower than 512 at prefill. Measure on the server.",
             f"{FIELD_NOTES}, case A", "ubatch_size")

@@ -77,3 +77,11 @@ def test_more_traps():
     assert "chat-template-kwargs-json" in ids(LaunchProfile(chat_template_kwargs="{bad"))
     assert "kv-type-unsupported" in ids(LaunchProfile(cache_type_k="turbo4", cache_type_v="turbo4"))
     assert "parallel-zero" in ids(LaunchProfile(parallel=0))
+
+
+def test_multi_gpu_rules_use_the_machine_gpu_count_when_devices_are_left_default():
+    p = LaunchProfile(spec_type=("draft-mtp",), ubatch_size=2048)
+    assert ids(p) == set()  # one GPU, or unknown: quiet
+    assert {"mtp-multi-gpu-prefill", "large-ubatch-multi-gpu"} <= {a.id for a in advise(p, CATALOG, n_gpus=2)}
+    assert "mtp-multi-gpu-prefill" not in {a.id for a in advise(p.model_copy(update={"split_mode": "none"}),
+                                                                CATALOG, n_gpus=2)}

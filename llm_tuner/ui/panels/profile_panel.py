@@ -190,6 +190,7 @@ class ProfilePanel(QWidget):
         self._recompute(publish=False)
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
+        ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
 
     # -- construction ----------------------------------------------------------------------------
     def _build(self) -> None:
@@ -320,6 +321,9 @@ class ProfilePanel(QWidget):
         self._refresh_tooltips()
         self._recompute(publish=False)
 
+    def _on_state_inventory_detected(self, _inventory) -> None:
+        self._recompute(publish=False)
+
     def _on_state_model_selected(self, path) -> None:
         if path is None:
             return
@@ -413,7 +417,9 @@ class ProfilePanel(QWidget):
         self.preview.setPlainText(render_shell(argv, env, binary=p.binary, multiline=True))
         self.env_flags.setText("; ".join(f"{n} sets {f}" for n, _v, f in describe_env(p.env, self.catalog()) if f))
         self._load_model_facts(p.model)
-        self.advice = advise(p, self.catalog(), self._model_facts)
+        inventory = self.ctx.state.inventory
+        n_gpus = len(inventory.devices) if inventory is not None else None
+        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus)
         self.advice_list.clear()
         for a in self.advice:
             item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
