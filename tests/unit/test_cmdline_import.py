@@ -222,3 +222,9 @@ def test_profile_to_shell_line_to_profile_is_identity(profile):
 def test_importer_never_crashes_on_shell_like_text(text):
     r = import_command(text, CATALOG)
     validate(r.profile, CATALOG)
+
+
+def test_packaged_default_catalog_is_the_recorded_help():
+    from llm_tuner.services.binaries import default_catalog
+
+    assert default_catalog() == CATALOG and len(CATALOG.flags) > 200
