@@ -112,6 +112,8 @@ def cpu_matrix() -> list[tuple[str, list[str]]]:
         ("demo", ["-c", "4096", "-np", "8", "-kvu"]),
         ("demo", ["-c", "16384", "-b", "256", "-ub", "256"]),
         ("demo", ["-c", "8192", "-lm", "none"]),
+        ("demo", ["-np", "2", "-fit", "on"]),
+        ("demo", ["-c", "4096", "-md", "{demo}", "--spec-type", "draft-simple"]),
         ("dense", []),
         ("dense", ["-c", "8192", "-np", "1", "-fa", "off"]),
         ("dense", ["-c", "16384", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "1024"]),
@@ -192,6 +194,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
         worst = {"model": 0.0, "kv": 0.0, "compute": 0.0, "total": 0.0}
         overheads: list[tuple[str, float]] = []
         for name, extra in matrix:
+            extra = [x.replace("{demo}", str(demo)) for x in extra]
             argv = ["-m", str(models[name]), "-fit", "off", "-t", args.threads, *extra]
             free_before = {d.name: d.memory_free_mib for d in (list_devices(server) if args.cuda else [])}
             run = measure_server_memory(server, argv, timeout=300)
@@ -203,7 +206,9 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
             real = measured(log, gpu_names)
             pargs = parse_server_args(argv)
             t0 = time.perf_counter()
-            plan = plan_memory(infos[name], pargs, gpus, PlanDevice("Host", "CPU", None), cpu_flags=flags)
+            draft = read_model(pargs.draft_model) if pargs.draft_model else None
+            plan = plan_memory(infos[name], pargs, gpus, PlanDevice("Host", "CPU", None), cpu_flags=flags,
+                               draft_model=draft)
             ms = (time.perf_counter() - t0) * 1000
             print(f"\n## {name} {' '.join(extra) or '(defaults)'}   [n_ctx {log.context.get('n_ctx')} "
                   f"ours {plan.n_ctx}; estimate {ms:.1f} ms]")

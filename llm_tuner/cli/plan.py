@@ -26,6 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "(e.g. CUDA0=16384,Vulkan1=24576; Host=65536 sets RAM)")
     p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU build: "
                    "host buffers only)")
+    p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would choose "
+                   "(-c, -ngl, -ts, -ot) for the detected devices")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
     p.set_defaults(func=_estimate)
 
@@ -102,6 +104,8 @@ def _estimate(args: argparse.Namespace) -> int:
            "flash_attn": plan.flash_attn, "n_gpu_layers": plan.n_gpu_layers}
     if args.check:
         out["llama_cpp"] = _check(server_args, plan)
+    if args.check_fit:
+        out["llama_fit_params"] = _check_fit(pargs, plan)
     if args.json:
         emit_json(out)
         return 0
@@ -116,6 +120,27 @@ def _estimate(args: argparse.Namespace) -> int:
     if "llama_cpp" in out:
         print("llama.cpp:", out["llama_cpp"])
     return 0
+
+
+def _check_fit(pargs, plan) -> dict:
+    """llama-fit-params' answer for the same arguments, beside what our fit emulation changed."""
+    from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
+    from llm_tuner.core.memory_log import parse_fitted_args  # noqa: PLC0415
+    from llm_tuner.services.binaries import FIT_PARAMS, BinaryError, locate, run_fit_params  # noqa: PLC0415
+
+    loc = locate(FIT_PARAMS)
+    if loc is None:
+        return {"error": "llama-fit-params not found"}
+    try:
+        run = run_fit_params(Path(loc.path), placement_argv(pargs, for_fit_params=True))
+    except BinaryError as exc:
+        return {"error": str(exc)}
+    fitted = parse_fitted_args(run.stdout)
+    if fitted is None:
+        tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"llama-fit-params could not fit: {tail[:300]}", "ours": list(plan.fit_changes)}
+    return {"args": fitted.argv(), "ctx": fitted.ctx, "ngl": fitted.ngl, "tensor_split": list(fitted.tensor_split),
+            "overrides": list(fitted.overrides), "ours": {"ctx": plan.n_ctx, "changes": list(plan.fit_changes)}}
 
 
 def _check(server_args: list[str], plan) -> dict:

@@ -913,9 +913,19 @@ def _weights_by_buffer(view: _ModelView, placements: list[TensorPlacement], devs
 
 
 def _n_ctx(view: _ModelView, args: PlacementArgs) -> tuple[int, int]:
-    n_ctx = args.ctx if args.ctx else view.n_ctx_train
-    n_ctx = _pad(n_ctx, 256)
+    """(n_ctx, n_ctx_seq) as llama_context computes them (llama-context.cpp:292-307).
+
+    With fit on and the context unset (or -c 0) and KV not unified, fit first sets n_ctx to the trained
+    context times the number of streams (common/fit.cpp "context size unset and KV cache not unified").
+    """
     n_seq = args.n_seq_max
+    if args.ctx:
+        n_ctx = args.ctx
+    elif args.fit and not args.unified:
+        n_ctx = view.n_ctx_train * n_seq
+    else:
+        n_ctx = view.n_ctx_train
+    n_ctx = _pad(n_ctx, 256)
     if args.unified:
         return n_ctx, n_ctx
     n_ctx_seq = _pad(n_ctx // n_seq, 256)
@@ -933,8 +943,8 @@ def _flash_attn(view: _ModelView, args: PlacementArgs, devs: list[PlanDevice]) -
 
 def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *, mtp_ctx: bool = False,
         type_k: str | None = None, type_v: str | None = None
-        ) -> tuple[dict[str, float], list[tuple[str, int, int]], int, int]:
-    """KV MiB per device, (cache, cells, layers) list, base cells, swa cells."""
+        ) -> tuple[dict[str, float], list[tuple[str, int, int]], int, int, int]:
+    """KV MiB per device, (cache, cells, layers) list, base cells, swa cells, largest host layer (bytes)."""
     n_ctx, n_ctx_seq = _n_ctx(view, args)
     n_seq = args.n_seq_max
     n_stream = 1 if args.unified else n_seq
@@ -949,6 +959,7 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
     attn_layers = [il for il in range(view.n_layer_all) if not view.recurrent[il]]
     v_max = max((view.v_len[il] * view.n_head_kv[il] for il in attn_layers), default=0)
     out: dict[str, float] = {}
+    host_layer_max = 0
     count = {"base": 0, "swa": 0}
     use_filter = view.n_nextn > 0 and view.n_layer > 0
     for il in attn_layers:
@@ -965,6 +976,8 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
             b += row_size(tv, nv) * cells * n_stream
         dev = "Host" if args.no_kv_offload else layer_dev[il]
         out[dev] = out.get(dev, 0.0) + b / MIB
+        if dev == "Host":
+            host_layer_max = max(host_layer_max, b)
         count["swa" if swa else "base"] += 1
     caches = []
     if count["base"]:
@@ -977,7 +990,7 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
         for il in rs_layers:
             dev = "Host" if args.no_kv_offload else layer_dev[il]
             out[dev] = out.get(dev, 0.0) + (view.n_embd_r + view.n_embd_s) * 4 * max(1, n_seq) / MIB
-    return out, caches, kv_size, swa_cells
+    return out, caches, kv_size, swa_cells, host_layer_max
 
 
 def _n_outputs_max(args: PlacementArgs) -> int:
@@ -996,7 +1009,8 @@ def _n_outputs_max(args: PlacementArgs) -> int:
 
 
 def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placements: list[TensorPlacement],
-             fa: bool, kv_cells: int, swa_cells: int, devs: list[PlanDevice]) -> dict[str, float]:
+             fa: bool, kv_cells: int, swa_cells: int, devs: list[PlanDevice],
+             kv_host_layer: int = 0) -> dict[str, float]:
     """Compute buffer MiB per device: analytic worst-case graph (see module docstring)."""
     n_ctx, n_ctx_seq = _n_ctx(view, args)
     n_batch = min(args.n_batch, n_ctx)
@@ -1031,7 +1045,7 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
         n_kv_max = kv_cells if has_base else swa_cells
         attn = heads * n_kv_max * T * 4 + (a * E + b * hq + c * hkv) * T * 4
     layer_peak = max(ffn, attn)
-    out_peak = view.n_vocab * O * 4 + 2 * E * T * 4
+    out_peak = view.n_vocab * O * 4 + 5 * E * T * 4  # logits + final norm/residual rows (fitted)
     inputs = T * 4 * 3 + O * 4
     per_dev: dict[str, float] = {}
     layer_devs = set(layer_dev[:-1])
@@ -1042,19 +1056,26 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
         per_dev[dev] = (mask + peak + inputs) / MIB
     if layer_dev[-1] not in per_dev:
         per_dev[layer_dev[-1]] = (out_peak + inputs) / MIB
-    gpu_used = [d for d in per_dev if d != "Host"]
-    if gpu_used:
-        # host side: token embeddings (get_rows on the CPU), the mask inputs
+    gpu_devs = [d.name for d in devs if d.backend != "CPU"]
+    if gpu_devs:
+        # host side: token embeddings (get_rows on the CPU) and every graph input (the KQ mask among
+        # them) live in the CPU backend's buffer before they are copied to the GPUs
         host = per_dev.get("Host", 0.0) * MIB
         host = max(host, E * T * 4 + mask + inputs)
         per_dev["Host"] = host / MIB
-        # op offload: big batches of CPU-resident matmul weights are copied to the first GPU
+        # op offload: a big batch of an op whose weight (or KV view) is in host memory runs on the first
+        # GPU, each such op in its own split, so that GPU's buffer holds the largest copied tensor
+        # plus the activations (ggml-backend.cpp "start a new split ... memory of offloaded weights reused")
         if args.op_offload and T >= 32:
-            cpu_w = [p.n_bytes for p in placements if p.device == "Host" and p.layer is not None]
-            if cpu_w:
-                first = next((d.name for d in devs if d.name in per_dev), gpu_used[0])
-                per_dev[first] = per_dev.get(first, 0.0) + max(cpu_w) / MIB
+            cpu_w = [p.n_bytes for p in placements
+                     if p.device == "Host" and p.layer is not None and p.buffer != "CPU_REPACK"]
+            copied = max([*cpu_w, kv_host_layer if (cpu_w or args.no_kv_offload) else 0])
+            if copied:
+                first = gpu_devs[0]
+                base = per_dev.get(first, 0.0) * MIB
+                per_dev[first] = (max(base, mask + layer_peak + inputs) + copied) / MIB
         # pipeline parallelism (several GPUs, all layers, layer split, no overrides): 4 input copies
+        gpu_used = [d for d in per_dev if d != "Host"]
         if (len(devs) > 1 and layer_dev.count("Host") == 0 and args.split_mode == "layer"
                 and not args.no_kv_offload and not args.overrides):
             for d in gpu_used:
@@ -1075,8 +1096,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     placements = _place(view, args, devs, layer_dev, flags)
     bufs, weights = _weights_by_buffer(view, placements, devs, args)
     fa = _flash_attn(view, args, devs)
-    kv, caches, kv_cells, swa_cells = _kv(view, args, layer_dev, fa)
-    compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs)
+    kv, caches, kv_cells, swa_cells, kv_host_layer = _kv(view, args, layer_dev, fa)
+    compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs, kv_host_layer)
     n_ctx, n_ctx_seq = _n_ctx(view, args)
     n_seq = args.n_seq_max
     out_b = (view.n_vocab + (view.n_embd if args.embeddings else 0)) * n_seq * 4 / MIB
@@ -1089,7 +1110,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         if view.n_nextn == 0:
             warnings.append("--spec-type draft-mtp: this model has no MTP (nextn) layers; llama.cpp will refuse it.")
         else:
-            mkv, _, _, _ = _kv(view, args, layer_dev, fa, mtp_ctx=True)
+            mkv = _kv(view, args, layer_dev, fa, mtp_ctx=True)[0]
             for d, v in mkv.items():
                 extra_kv[d] = extra_kv.get(d, 0.0) + v
             out_dev = layer_dev[-1]
@@ -1103,8 +1124,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         dplace = _place(dview, dargs, ddevs, dlayer_dev, flags)
         _, dweights = _weights_by_buffer(dview, dplace, ddevs, dargs)
         dfa = _flash_attn(dview, dargs, ddevs)
-        dkv, _, dcells, dswa = _kv(dview, dargs, dlayer_dev, dfa)
-        dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs)
+        dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
+        dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
         for src, dst in ((dweights, extra_model), (dkv, extra_kv), (dcomp, extra_compute)):
             for d, v in src.items():
                 dst[d] = dst.get(d, 0.0) + v
@@ -1187,6 +1208,23 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
                 plan, devs = _raw_plan(view, fitted_args, gpus, host, flags, calibration, draft)
                 warnings = list(plan.warnings)
                 warnings.extend(f"fit: {c}" for c in changes)
+    elif apply_fit and args.fit and host.capacity_mib and (args.ctx is None):
+        # no GPU: fit compares host use with total RAM minus the first -fitt margin and only shrinks context
+        margin = (args.fit_target_mib or (1024,))[0]
+
+        def host_ok(p: MemoryPlan) -> bool:
+            h = p.device("Host")
+            return h is None or h.total_mib - h.overhead_mib <= host.capacity_mib - margin
+
+        if not host_ok(plan):
+            step = 256 * (1 if args.unified else args.n_seq_max)
+            lo = max(256, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
+            best = _bisect_ctx(lambda c: host_ok(_raw_plan(view, args.with_(ctx=c), gpus, host, flags, calibration,
+                                                           draft)[0]), lo, view.n_ctx_train, step)
+            plan, devs = _raw_plan(view, args.with_(ctx=best), gpus, host, flags, calibration, draft)
+            changes = [f"context reduced to {best} tokens to fit host memory minus the -fitt margin "
+                       "(set -c to choose it yourself)"]
+            warnings = list(plan.warnings) + [f"fit: {c}" for c in changes]
     warnings.extend(_warnings(view, plan, devs))
     return replace(plan, warnings=tuple(warnings), fit_changes=tuple(changes))
 
@@ -1415,3 +1453,59 @@ def format_mib(x: float | None) -> str:
     if x is None or (isinstance(x, float) and math.isnan(x)):
         return "—"
     return f"{x / 1024:.2f} GiB" if abs(x) >= 1024 else f"{x:.0f} MiB"
+
+
+def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list[str]:
+    """PlacementArgs -> llama-server arguments (only what differs from the defaults).
+
+    `for_fit_params` leaves out what llama-fit-params does not accept (`-kvu`, speculative flags) and
+    the `-fit` switch, so the same question can be asked of `llama-fit-params`.
+    """
+    d = PlacementArgs()
+    out: list[str] = []
+    if args.model:
+        out += ["-m", args.model]
+    if args.ctx is not None:
+        out += ["-c", str(args.ctx)]
+    if args.ngl is not None:
+        out += ["-ngl", {-1: "auto", -2: "all"}.get(args.ngl, str(args.ngl))]
+    if args.split_mode != d.split_mode:
+        out += ["-sm", args.split_mode]
+    if args.devices is not None:
+        out += ["-dev", ",".join(args.devices) or "none"]
+    if args.tensor_split:
+        out += ["-ts", ",".join(f"{x:g}" for x in args.tensor_split)]
+    if args.main_gpu:
+        out += ["-mg", str(args.main_gpu)]
+    if args.overrides:
+        out += ["-ot", ",".join(f"{p}={b}" for p, b in args.overrides)]
+    for flag, name in (("-ctk", "cache_type_k"), ("-ctv", "cache_type_v"), ("-fa", "flash_attn"),
+                       ("-b", "n_batch"), ("-ub", "n_ubatch"), ("-lm", "load_mode")):
+        if getattr(args, name) != getattr(d, name):
+            out += [flag, str(getattr(args, name))]
+    if args.n_parallel not in (-1, None):
+        out += ["-np", str(args.n_parallel)]
+    if args.kv_unified is not None and not for_fit_params:
+        out.append("-kvu" if args.kv_unified else "-no-kvu")
+    if args.swa_full:
+        out.append("--swa-full")
+    if args.no_kv_offload:
+        out.append("-nkvo")
+    if not args.op_offload:
+        out.append("--no-op-offload")
+    if args.no_host:
+        out.append("--no-host")
+    if not args.repack:
+        out.append("--no-repack")
+    if args.fit_target_mib != d.fit_target_mib:
+        out += ["-fitt", ",".join(str(x) for x in args.fit_target_mib)]
+    if args.fit_ctx_min != d.fit_ctx_min:
+        out += ["-fitc", str(args.fit_ctx_min)]
+    if not for_fit_params:
+        if not args.fit:
+            out += ["-fit", "off"]
+        if args.spec_types:
+            out += ["--spec-type", ",".join(args.spec_types)]
+        if args.draft_model:
+            out += ["-md", args.draft_model]
+    return out

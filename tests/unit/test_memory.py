@@ -335,3 +335,39 @@ def test_plan_is_instant():
     for ctx in range(4096, 4096 + 20 * 256, 256):
         plan_memory(m, a.with_(ctx=ctx), [gpu()], HOST, cpu_flags=AVX2)
     assert (time.perf_counter() - t0) / 20 < 0.02  # well under a UI frame; ~3 ms here
+
+
+def test_fit_multiplies_unset_context_by_streams_and_fits_host_ram():
+    m = make_model(n_layer=2, n_ctx_train=8192)
+    # fit on, -c unset, -np 2 without unified KV: fit asks for the trained context per sequence
+    assert plan_memory(m, parse_server_args("-m x -np 2"), [], HOST).n_ctx == 16384
+    assert plan_memory(m, parse_server_args("-m x -np 2 -fit off"), [], HOST).n_ctx == 8192
+    assert plan_memory(m, parse_server_args("-m x -np 2 -c 8192"), [], HOST).n_ctx == 8192
+    # CPU only: fit shrinks an unset context to fit total RAM minus the margin
+    big = make_model(n_layer=8, n_ctx_train=1_048_576)
+    small_ram = PlanDevice("Host", "CPU", 4096, 3000)
+    p = plan_memory(big, parse_server_args("-m x -fitt 512"), [], small_ram)
+    assert p.n_ctx < 1_048_576 and any("host memory" in w for w in p.warnings)
+    h = p.device("Host")
+    assert h.total_mib - h.overhead_mib <= 4096 - 512
+
+
+def test_partial_offload_copies_the_largest_cpu_weight_to_the_gpu():
+    m = make_model(n_layer=8)
+    full = plan_memory(m, parse_server_args("-m x -c 4096 -ngl 99"), [gpu()], HOST)
+    part = plan_memory(m, parse_server_args("-m x -c 4096 -ngl 4"), [gpu()], HOST)
+    biggest = max(t.n_bytes for t in m.tensors if t.name.startswith("blk.")) / MIB
+    assert part.device("CUDA0").compute_mib >= full.device("CUDA0").compute_mib + biggest * 0.99
+    small_batch = plan_memory(m, parse_server_args("-m x -c 4096 -ngl 4 -ub 16"), [gpu()], HOST)
+    assert small_batch.device("CUDA0").compute_mib < biggest  # below 32 tokens nothing is offloaded
+
+
+def test_placement_argv_round_trips():
+    from llm_tuner.core.memory import placement_argv
+
+    a = parse_server_args(["-m", "m.gguf", "-c", "8192", "-ngl", "20", "-ts", "3,1", "-ot", r"blk\.1\.=CPU",
+                           "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on", "-np", "2", "-kvu", "--swa-full", "-nkvo",
+                           "-ub", "256", "-fitt", "512", "-fit", "off", "-dev", "CUDA0,CUDA1"])
+    assert parse_server_args(placement_argv(a)) == a
+    fp = placement_argv(a, for_fit_params=True)
+    assert "-kvu" not in fp and "-fit" not in fp and "-fitt" in fp

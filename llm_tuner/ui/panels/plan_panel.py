@@ -507,32 +507,11 @@ class PlanPanel(QWidget):
 
     # -- check with llama.cpp -------------------------------------------------------------------------------
     def check_argv(self) -> list[str]:
-        """llama-server arguments for the current settings (what the check runs)."""
-        a = self.args
-        argv = ["-m", str(self.model.path), "-fit", "off", "-t", "2"]
-        if a.ctx is not None:
-            argv += ["-c", str(a.ctx)]
-        if a.ngl is not None:
-            argv += ["-ngl", str(a.ngl)]
-        argv += ["-ctk", a.cache_type_k, "-ctv", a.cache_type_v, "-fa", a.flash_attn, "-ub", str(a.n_ubatch),
-                 "-b", str(a.n_batch)]
-        if a.n_parallel not in (-1, None):
-            argv += ["-np", str(a.n_parallel)]
-        if a.kv_unified is True:
-            argv.append("-kvu")
-        if a.swa_full:
-            argv.append("--swa-full")
-        if a.no_kv_offload:
-            argv.append("-nkvo")
-        if a.tensor_split:
-            argv += ["-ts", ",".join(f"{x:g}" for x in a.tensor_split)]
-        if a.devices is not None:
-            argv += ["-dev", ",".join(a.devices) or "none"]
-        if a.overrides:
-            argv += ["-ot", ",".join(f"{p}={b}" for p, b in a.overrides)]
-        if a.load_mode != "auto":
-            argv += ["-lm", a.load_mode]
-        return argv
+        """llama-server arguments for the current settings (what the check runs), -fit off."""
+        from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
+
+        argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
+        return [*argv, "-fit", "off", "-t", "2"]
 
     def _on_check_clicked(self) -> None:
         if self.model is None:
