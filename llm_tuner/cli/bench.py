@@ -69,7 +69,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("sweep", help="one parameter over values: a run per value, kept as a group")
-    p.add_argument("--param", required=True, metavar="FLAG", help="the llama-server flag, e.g. -ub or --tensor-split")
+    p.add_argument("--param", required=True, metavar="FLAG",
+                   help="the llama-server flag: --param=-ub, --param=--tensor-split, or without dashes (ub, tensor-split)")
     p.add_argument("--values", required=True, metavar="V1,V2", help="values; use ';' between values that contain ','")
     _add_run_options(p)
     p.set_defaults(func=cmd_sweep)
@@ -245,9 +246,10 @@ def cmd_sweep(args) -> int:
     if target.attached_url:
         raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
-    group_id, runs = _runner().sweep(target, spec, args.param, [v for v in values if v], progress=_progress())
+    param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
+    group_id, runs = _runner().sweep(target, spec, param, [v for v in values if v], progress=_progress())
     if args.json:
-        emit_json({"group_id": group_id, "param": args.param, "values": values,
+        emit_json({"group_id": group_id, "param": param, "values": values,
                    "runs": [run_json(r) for r in runs]})
     else:
         for r in runs:
@@ -287,7 +289,7 @@ def cmd_runs_show(args) -> int:
 
 
 def compare_json(a, b, threshold_pct: float) -> dict:
-    from llm_tuner.core.bench_report import argv_diff, compare_runs, speculative_speedup
+    from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, speculative_speedup
 
     out = {"a": {"run_id": a.id, "label": a.label}, "b": {"run_id": b.id, "label": b.label},
            "threshold_pct": threshold_pct,
@@ -296,6 +298,7 @@ def compare_json(a, b, threshold_pct: float) -> dict:
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
+    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b)) if w]
     return out
 
 
@@ -326,6 +329,8 @@ def cmd_runs_compare(args) -> int:
             print(f"  {m['name']:28s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
         for f in result["profile_diff"]:
             print(f"  flag {f['flag']}: {f['a']} -> {f['b']}")
+        for w in result["warnings"]:
+            print(f"  warning: {w}")
     return 0
 
 

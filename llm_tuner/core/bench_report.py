@@ -52,6 +52,18 @@ def metric_samples(run: BenchRun) -> dict[str, MetricSamples]:
     return out
 
 
+BUSY_CPU_PCT = 15.0  # other processes using more than this share of all cores make timings unreliable
+
+
+def busy_warning(run: BenchRun) -> str | None:
+    """A warning when other processes used much CPU while the run measured (median over repetitions)."""
+    s = summarize([r.other_cpu_pct for r in run.reps])
+    if s is None or s.median < BUSY_CPU_PCT:
+        return None
+    return (f"run {run.id}: other processes used {s.median:.0f}% of the CPU while it measured (max {s.max:.0f}%); "
+            "its timings reflect that load, not only the settings. Re-run on a quiet machine.")
+
+
 def run_summary(run: BenchRun) -> dict:
     """Median/spread/n per metric, latency percentiles, speculative figures and the llama-bench gap."""
     samples = metric_samples(run)
@@ -79,7 +91,16 @@ def run_summary(run: BenchRun) -> dict:
                 "bound_tokens_per_step": speculative_bound(alpha, k) if alpha is not None else None}
     return {"run_id": run.id, "label": run.label, "status": run.status, "n_reps": len(reps),
             "n_failed": len(run.reps) - len(reps), "metrics": metrics, "latency_percentiles": latency,
-            "speculative": spec, "llama_bench_gap": llama_bench_gap(run)}
+            "speculative": spec, "llama_bench_gap": llama_bench_gap(run),
+            "other_cpu_pct_median": (summarize([r.other_cpu_pct for r in reps]) or _NONE).median,
+            "busy_warning": busy_warning(run)}
+
+
+class _NoSummary:
+    median = None
+
+
+_NONE = _NoSummary()
 
 
 def draft_depth(argv: tuple[str, ...] | list[str]) -> int:
@@ -195,6 +216,8 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
              f"- llama-server: {run.binary_version or '?'} [{', '.join(run.binary_backends)}] `{run.binary_path}`",
              f"- Spec: {run.spec.describe()}",
              f"- Command: `llama-server {' '.join(run.server_argv)}`", ""]
+    if s["busy_warning"]:
+        lines += [f"> Warning: {s['busy_warning']}", ""]
     if run.devices:
         lines += ["- Devices: " + "; ".join(str(d.get("name", d)) + (f" ({d.get('model')})" if d.get("model") else "")
                                             for d in run.devices), ""]
@@ -239,7 +262,7 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
 
 REP_CSV_FIELDS = ("run_id", "label", "seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n",
                   "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second",
-                  "draft_n", "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "error")
+                  "draft_n", "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "other_cpu_pct", "error")
 
 
 def rep_rows(run: BenchRun) -> list[dict]:

@@ -108,6 +108,7 @@ class Repetition(BaseModel):
     ttft_ms: float | None = None  # client clock: request sent -> first generated token received
     latency_ms: float | None = None  # client clock: request sent -> final event received
     peaks: tuple[DevicePeak, ...] = ()
+    other_cpu_pct: float | None = None  # CPU used by other processes during the request (% of all cores)
     started_at: datetime | None = None
     error: str | None = None
 

@@ -211,6 +211,48 @@ class PeakTracker:
                      for d, p in sorted(self._peaks.items()))
 
 
+class OtherCpuMeter:
+    """CPU used by processes other than the server and this app while a repetition runs, as % of all
+    cores. A busy machine (a browser, a build, another benchmark) makes runs differ for reasons that are
+    not the settings; comparisons warn when this is high."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        import psutil  # noqa: PLC0415
+
+        self._psutil = psutil
+        self._procs = []
+        for pid in (server_pid, os.getpid()):
+            if pid:
+                try:
+                    self._procs.append(psutil.Process(pid))
+                except psutil.Error:
+                    pass
+
+    def _busy(self) -> tuple[float, float, float]:
+        t = self._psutil.cpu_times()
+        total_busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        ours = 0.0
+        for p in self._procs:
+            try:
+                c = p.cpu_times()
+                ours += c.user + c.system
+            except self._psutil.Error:
+                pass
+        return time.monotonic(), total_busy, ours
+
+    def __enter__(self) -> OtherCpuMeter:
+        self._t0 = self._busy()
+        self.pct: float | None = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        w0, b0, o0 = self._t0
+        w1, b1, o1 = self._busy()
+        wall = (w1 - w0) * (os.cpu_count() or 1)
+        if wall > 0:
+            self.pct = max(0.0, min(100.0, 100.0 * ((b1 - b0) - (o1 - o0)) / wall))
+
+
 # -- identity of what ran -----------------------------------------------------------------------
 
 def model_identity(path: str | None) -> dict:
@@ -515,7 +557,7 @@ class BenchRunner:
                 offsets = [offset + stride * (c + 1) for c in range(spec.clients)]
                 offset = offsets[-1]
                 before = scrape_metrics(client) if spec.clients == 1 else None
-                with tracker:
+                with tracker, OtherCpuMeter(proc.pid if proc else None) as meter:
                     if spec.clients == 1:
                         results = [self._one(client, builder, spec, n, offsets[0], rep, 0, cancelled)]
                     else:
@@ -534,7 +576,7 @@ class BenchRunner:
                     if key in after and key in before:
                         steps = int(after[key] - before[key])
                 for r in results:
-                    rep_obj = r.model_copy(update={"seq": seq, "peaks": peaks,
+                    rep_obj = r.model_copy(update={"seq": seq, "peaks": peaks, "other_cpu_pct": meter.pct,
                                                    "draft_steps": steps if r.client == 0 else None})
                     self.repo.add_rep(run_id, rep_obj)
                     seq += 1

@@ -98,6 +98,7 @@ class BenchRepRow(Base):
     ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     peaks: Mapped[list] = mapped_column(JSON, default=list)
+    other_cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     ok: Mapped[bool] = mapped_column(Boolean, default=True)
@@ -109,7 +110,7 @@ _RUN_FIELDS = ("group_id", "label", "profile_version_id", "attached_url", "model
                "llama_bench_error")
 _REP_FIELDS = ("seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n", "prompt_ms",
                "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second", "draft_n",
-               "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "started_at", "error")
+               "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "other_cpu_pct", "started_at", "error")
 
 
 def _rep_model(row: BenchRepRow) -> Repetition:

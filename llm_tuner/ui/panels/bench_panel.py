@@ -8,7 +8,7 @@ import shlex
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QDate, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QCoreApplication, QDate, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -28,6 +28,8 @@ from PySide6.QtWidgets import (
     QSpinBox,
     QSplitter,
     QTableView,
+    QTableWidget,
+    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -42,7 +44,7 @@ from llm_tuner.services import bench as bench_service
 from llm_tuner.services.bench_export import export_run
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.store.runs import RunRepository
-from llm_tuner.ui.plots.bench_plots import ErrorBarChart, render_run_plots, run_chart_groups
+from llm_tuner.ui.plots.bench_plots import ErrorBarChart, SweepChart, render_run_plots, run_chart_groups
 
 log = logging.getLogger(__name__)
 
@@ -101,6 +103,9 @@ class BenchPanel(QWidget):
 
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.bench_runs_changed.connect(self.refresh_history)
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)
         self._update_target_label()
         self._mark_interrupted_then_refresh()
 
@@ -201,6 +206,15 @@ class BenchPanel(QWidget):
         rl.addWidget(self.gap_label)
         rl.addWidget(self.chart_combo)
         rl.addWidget(self.chart, 2)
+        self.sweep_box = QGroupBox("Sweep: median ± IQR per value")
+        sl = QVBoxLayout(self.sweep_box)
+        self.sweep_chart = SweepChart()
+        self.sweep_table = QTableWidget(0, 0)
+        self.sweep_table.verticalHeader().setVisible(False)
+        sl.addWidget(self.sweep_chart, 2)
+        sl.addWidget(self.sweep_table, 1)
+        self.sweep_box.setVisible(False)
+        rl.addWidget(self.sweep_box, 3)
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(right)
@@ -384,6 +398,8 @@ class BenchPanel(QWidget):
 
     def _on_job_succeeded(self, result) -> None:
         runs = result if isinstance(result, list) else [result]
+        if isinstance(result, list):
+            self.show_sweep(runs)
         if runs:
             self.show_run(runs[-1])
             bad = [r for r in runs if r.status != "complete"]
@@ -414,7 +430,10 @@ class BenchPanel(QWidget):
             gaps.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
         if run.llama_bench_error:
             gaps.append(f"llama-bench: {run.llama_bench_error}")
-        spec = run_summary(run)["speculative"]
+        summary = run_summary(run)
+        if summary["busy_warning"]:
+            gaps.insert(0, "Warning: " + summary["busy_warning"])
+        spec = summary["speculative"]
         if spec and spec["acceptance"] is not None:
             gaps.append(f"draft acceptance α = {100 * spec['acceptance']:.1f}%, mean accepted length "
                         f"{spec['mean_accepted_len'] or 0:.2f}, bound for k={spec['draft_depth_k']}: "
@@ -426,6 +445,29 @@ class BenchPanel(QWidget):
         self.chart_combo.addItems([f"{t} ({u})" for t, u, _, _ in self._chart_groups])
         self.chart_combo.blockSignals(False)
         self._on_chart_combo_changed(0)
+
+    def show_sweep(self, runs: list[BenchRun]) -> None:
+        """A sweep's runs (one per value): generation and prefill medians ± IQR against the value."""
+        self.sweep_box.setVisible(bool(runs))
+        if not runs:
+            return
+        values = [r.sweep_value or str(r.id) for r in runs]
+        samples = [run_summary(r)["metrics"] for r in runs]
+        from llm_tuner.core.bench_report import metric_samples  # noqa: PLC0415
+
+        raw = [metric_samples(r) for r in runs]
+        names = [n for n in raw[0] if n.startswith(("prefill_tps@", "gen_tps@"))]
+        self.sweep_chart.set_data(values, [(n, [list(m[n].values) if n in m else [] for m in raw])
+                                           for n in names if n.startswith("gen_tps@")], "t/s")
+        self.sweep_table.setColumnCount(1 + len(names))
+        self.sweep_table.setHorizontalHeaderLabels(["value", *[f"{n} (t/s)" for n in names]])
+        self.sweep_table.setRowCount(len(runs))
+        for i, (v, m) in enumerate(zip(values, samples, strict=True)):
+            self.sweep_table.setItem(i, 0, QTableWidgetItem(f"{v} ({runs[i].status})"))
+            for j, n in enumerate(names):
+                s = m.get(n)
+                text = "–" if not s or "median" not in s else f"{s['median']:.1f} (IQR {s['iqr']:.1f}, n={s['n']})"
+                self.sweep_table.setItem(i, j + 1, QTableWidgetItem(text))
 
     def _on_chart_combo_changed(self, index: int) -> None:
         groups = getattr(self, "_chart_groups", [])
@@ -481,6 +523,10 @@ class BenchPanel(QWidget):
         run = self.history_proxy.index(index.row(), 0).data(RUN_ROLE)
         if run is not None:
             self.show_run(run)
+            if run.group_id is not None:
+                self.show_sweep(sorted(self.repo.list_runs(group_id=run.group_id), key=lambda r: r.id))
+            else:
+                self.sweep_box.setVisible(False)
             self.tabs.setCurrentIndex(0)
 
     def _on_rerun_clicked(self) -> None:

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import argv_diff, compare_runs, speculative_speedup
+from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, speculative_speedup
 from llm_tuner.core.stats import BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
@@ -192,6 +192,9 @@ class ComparePanel(QWidget):
         if spd and spd["measured_speedup"]:
             text += (f"\nSpeculative decoding: measured speed-up {spd['measured_speedup']:.2f}× vs bound "
                      f"{spd['bound']:.2f}× (α = {100 * spd['acceptance']:.0f}%, k = {spd['k']}).")
+        for warning in (busy_warning(a), busy_warning(b)):
+            if warning:
+                text += f"\nWarning: {warning}"
         if a.spec.model_dump() != b.spec.model_dump():
             text += "\nNote: the two runs used different benchmark settings; only common metrics compare."
         self.verdict_label.setText(text)

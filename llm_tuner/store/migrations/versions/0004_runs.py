@@ -81,6 +81,7 @@ def upgrade() -> None:
         sa.Column("ttft_ms", sa.Float(), nullable=True),
         sa.Column("latency_ms", sa.Float(), nullable=True),
         sa.Column("peaks", sa.JSON(), nullable=False),
+        sa.Column("other_cpu_pct", sa.Float(), nullable=True),
         sa.Column("started_at", sa.DateTime(), nullable=True),
         sa.Column("error", sa.Text(), nullable=True),
         sa.Column("ok", sa.Boolean(), nullable=False),

@@ -1,0 +1,58 @@
+"""`llm-tuner bench`, `runs list|compare|export|delete` and `sweep` on the real server (short specs)."""
+
+import json
+
+import pytest
+
+from llm_tuner.cli import main
+
+pytestmark = pytest.mark.server
+
+
+def _json(capsys):
+    out = capsys.readouterr().out.strip().splitlines()
+    return json.loads(out[-1])
+
+
+def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
+    common = ["--prompt-tokens", "64", "--gen-tokens", "8", "--reps", "2", "--warmup", "0", "--json"]
+    assert main(["bench", *common, "--label", "A", "--", "-m", str(demo_model), "-t", "2", "-c", "1024"]) == 0
+    a = _json(capsys)
+    assert set(a["reps"][0]) >= {"prompt_tokens", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
+                                 "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted", "ttft_ms"}
+    assert [r["prompt_n"] for r in a["reps"]] == [64, 64] and [r["predicted_n"] for r in a["reps"]] == [8, 8]
+    assert a["summary"]["metrics"]["gen_tps@64"]["n"] == 2 and a["llama_bench"] == []
+
+    assert main(["sweep", "--param=-ub", "--values", "32,256", *common, "--label", "S", "--",
+                 "-m", str(demo_model), "-t", "2", "-c", "1024"]) == 0
+    sweep = _json(capsys)
+    assert [r["status"] for r in sweep["runs"]] == ["complete", "complete"]
+    assert [r["label"] for r in sweep["runs"]] == ["S -ub=32", "S -ub=256"]
+    assert sweep["runs"][1]["server_argv"][-2:] == ["-ub", "256"]
+
+    assert main(["runs", "list", "--json"]) == 0
+    runs = _json(capsys)
+    assert {r["profile"] for r in runs} == {"A", "S -ub=32", "S -ub=256"}
+    assert {"run_id", "profile", "model", "status", "started"} <= set(runs[0])
+
+    b_id = sweep["runs"][1]["run_id"]
+    assert main(["runs", "compare", str(a["run_id"]), str(b_id), "--json"]) == 0
+    cmp = _json(capsys)
+    names = [m["name"] for m in cmp["metrics"]]
+    assert "prefill_tps@64" in names and "gen_tps@64" in names and "ttft_ms@64" in names
+    m = cmp["metrics"][0]
+    assert {"a", "b", "delta_pct", "ci_low_pct", "ci_high_pct", "verdict"} <= set(m)
+    assert {"median", "n"} <= set(m["a"])
+    assert {"flag": "-ub", "a": None, "b": "256"} in cmp["profile_diff"]
+
+    assert main(["runs", "compare", "A", "S -ub=32", "--profiles", "--json"]) == 0
+    assert _json(capsys)["b"]["label"] == "S -ub=32"
+
+    for fmt in ("csv", "json"):
+        assert main(["runs", "export", str(a["run_id"]), "--format", fmt, "--out", str(tmp_path)]) == 0
+    assert (tmp_path / f"run-{a['run_id']}.csv").read_text().count("\n") == 3
+    assert json.loads((tmp_path / f"run-{a['run_id']}.json").read_text())["run_id"] == a["run_id"]
+
+    assert main(["runs", "delete", str(a["run_id"])]) == 0
+    capsys.readouterr()
+    assert main(["runs", "compare", str(a["run_id"]), str(b_id)]) == 2
