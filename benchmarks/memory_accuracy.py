@@ -8,8 +8,8 @@ arguments) is printed beside them. Targets: weights and KV within 1% (or 4 MiB),
 device totals (weights + KV + output + compute) within 2%.
 
 Models: the demo model (Gemma 3 270M Q4_K_M: SWA, 262k vocabulary, tied output) and random-weight
-qwen3 (dense, Q4_0 so the CPU repacks it) and qwen3moe models written with the `gguf` package
-(tests/support/random_gguf.py).
+qwen3 (dense, Q4_0 so the CPU repacks it), qwen3moe and qwen35 (hybrid gated delta net + MTP) models written with the `gguf` package
+(tests/support/random_gguf.py, tests/support/random_hybrid.py).
 
 CPU build (what CI has): every buffer is on the host. `-ngl`, `-ot ...=CPU` and `--cpu-moe` still
 change which buffer each weight lands in (CPU_Mapped vs CPU_REPACK, and the mmap range), but the
@@ -83,6 +83,7 @@ def within(est: float, real: float, pct: float, abs_mib: float) -> bool:
 
 def make_models(folder: Path) -> dict[str, Path]:
     from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe  # noqa: PLC0415
+    from tests.support.random_hybrid import write_qwen35  # noqa: PLC0415
 
     models = {
         "dense": write_qwen3_dense(folder / "qwen3-dense-q4_0.gguf", n_layer=8, n_embd=1024, n_ff=2816, n_head=16,
@@ -91,6 +92,7 @@ def make_models(folder: Path) -> dict[str, Path]:
         "moe": write_qwen3_moe(folder / "qwen3-moe-q4_0.gguf", n_layer=6, n_embd=512, n_ff=1024, n_ff_exp=256,
                                n_expert=16, n_expert_used=4, n_head=8, n_head_kv=2, head_dim=64,
                                n_ctx_train=16384, weight_type="Q4_0", embd_type="Q8_0"),
+        "hybrid": write_qwen35(folder / "qwen35-hybrid-mtp-q8_0.gguf", n_layer=8, nextn=1, n_ctx_train=16384),
         "tied": write_qwen3_dense(folder / "qwen3-tied-q8_0.gguf", n_layer=4, n_embd=512, n_ff=1536, n_head=8,
                                   n_head_kv=8, head_dim=64, n_ctx_train=8192, weight_type="Q8_0",
                                   embd_type="Q4_0", tied_output=True),
@@ -126,6 +128,10 @@ def cpu_matrix() -> list[tuple[str, list[str]]]:
         ("moe", ["-c", "4096", "-ot", r"blk\.[0-2]\.ffn_(up|gate)_exps=CPU", "-fa", "off"]),
         ("tied", ["-c", "4096"]),
         ("tied", ["-c", "2048", "-np", "1", "-ub", "2048"]),
+        ("hybrid", []),
+        ("hybrid", ["-c", "8192", "-np", "2", "-fa", "off"]),
+        ("hybrid", ["-c", "8192", "-np", "1", "--spec-type", "draft-mtp"]),
+        ("hybrid", ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0", "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]),
     ]
 
 
@@ -146,6 +152,9 @@ def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
         ("moe", ["-ngl", "99", "-ncmoe", "3"]),
         ("tied", ["-ngl", "99"]),
         ("tied", ["-ngl", "4"]),
+        ("hybrid", ["-ngl", "99", "-c", "16384"]),
+        ("hybrid", ["-ngl", "99", "-c", "16384", "--spec-type", "draft-mtp"]),
+        ("hybrid", ["-ngl", "5", "-c", "16384"]),
     ]
     if n_gpus >= 2:
         rows += [
@@ -170,6 +179,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
         print("llama-server not found", file=sys.stderr)
         return 2
     demo = find_demo_model()
+    if demo is None:
+        print("# demo model not found (python -m llm_tuner.services.demo_model assembles it): demo rows skipped")
     flags = cpu_flags()
     gpus_found = list_devices(server)
     gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description) for d in gpus_found]
@@ -184,11 +195,13 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
     print("# columns: ours/llama.cpp MiB per kind; 'ok' when within target")
     with tempfile.TemporaryDirectory(prefix="llm-tuner-mem-") as tmp:
         models = make_models(Path(tmp))
-        models["demo"] = demo
+        if demo is not None:
+            models["demo"] = demo
         infos = {k: read_model(v) for k, v in models.items()}
         matrix = cuda_matrix(len(gpus)) if args.cuda else cpu_matrix()
         if args.only:
             matrix = [m for m in matrix if m[0] == args.only]
+        matrix = [m for m in matrix if m[0] in models and (demo is not None or "{demo}" not in " ".join(m[1]))]
         fails = {"model": 0, "kv": 0, "compute": 0, "total": 0}
         checked = {"model": 0, "kv": 0, "compute": 0, "total": 0}
         worst = {"model": 0.0, "kv": 0.0, "compute": 0.0, "total": 0.0}

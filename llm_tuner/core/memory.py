@@ -66,6 +66,12 @@ SWA_PATTERNS: dict[str, tuple[int, bool]] = {
 # Architectures that use SWA whenever a window is set even without a pattern key (gemma2: always).
 _SWA_ALWAYS = {"gemma2", "cohere2", "gpt-oss", "gemma3n"}
 
+# Hybrid layouts (llama-arch.cpp llm_arch_is_recurrent / the qwen35 filters) and partial rollback support
+_RECURRENT_ARCHS = {"mamba", "mamba2"}
+_INTERVAL_HYBRIDS = {"qwen3next", "qwen35", "qwen35moe"}
+_RS_ROLLBACK = {"qwen35", "qwen35moe", "qwen4exp", "deepseek4", "glm5-next", "nemotron_h", "nemotron_h_moe",
+                "lfm2", "lfm2moe", "bailingmoe3", "kimi-k3"}
+
 # Repack rules of the CPU backend (ggml-cpu/repack.cpp ggml_repack_get_optimal_repack_type):
 # type -> list of (required cpu flags (all), row multiple) tried in order. x86 first, then ARM.
 _REPACK_RULES: dict[str, list[tuple[tuple[str, ...], int]]] = {
@@ -672,8 +678,19 @@ def _build_view(model: Any) -> _ModelView:
     hkv_raw = model.head_count_kv
     recurrent = [False] * n_layer_all
     if isinstance(hkv_raw, list):
+        # hybrids (jamba, granite-hybrid, ...): a head_count_kv of 0 marks a recurrent layer
         recurrent = [int(x) == 0 for x in _per_layer(hkv_raw, n_layer_all, 1)]
+    kv = getattr(model, "kv", None) or {}
     n_embd_r = n_embd_s = 0
+    if arch in _INTERVAL_HYBRIDS:
+        # qwen3next / qwen35: gated delta net layers, full attention every Nth (src/models/qwen35.cpp)
+        flags = kv.get(f"{arch}.attention.recurrent_layers")
+        if isinstance(flags, list) and flags:
+            recurrent = [bool(x) for x in flags][:n_layer_all] + [False] * max(0, n_layer_all - len(flags))
+        else:
+            interval = int(getattr(model, "full_attention_interval", None) or
+                           kv.get(f"{arch}.full_attention_interval") or 4)
+            recurrent = [i < n_layer and (i + 1) % interval != 0 for i in range(n_layer_all)]
     if getattr(model, "ssm_inner_size", None):
         d_inner = int(model.ssm_inner_size)
         d_state = int(model.ssm_state_size or 0)
@@ -681,7 +698,7 @@ def _build_view(model: Any) -> _ModelView:
         n_group = int(model.ssm_group_count or 0)
         n_embd_r = max(0, d_conv - 1) * (d_inner + 2 * n_group * d_state)
         n_embd_s = d_state * d_inner
-        if not isinstance(hkv_raw, list):
+        if arch in _RECURRENT_ARCHS:
             recurrent = [True] * n_layer_all
     return _ModelView(
         arch=arch, n_layer_all=n_layer_all, n_layer=n_layer, n_nextn=n_nextn, n_embd=n_embd, n_vocab=n_vocab,
@@ -987,9 +1004,17 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
     # recurrent state (Mamba / hybrid): F32 R and S per layer, rows = n_seq
     rs_layers = [il for il in range(view.n_layer_all) if view.recurrent[il]]
     if rs_layers and (view.n_embd_r or view.n_embd_s) and not mtp_ctx:
+        # F32 R and S rows per sequence, times (1 + n_rs_seq) when a draft needs partial rollback
+        n_rs_seq = 0
+        if view.arch in _RS_ROLLBACK and any(t in ("draft-mtp", "draft-eagle3", "draft-dflash", "draft-dspark")
+                                             for t in args.spec_types):
+            n_rs_seq = args.draft_n_max
+        rows = max(1, n_seq) * (1 + n_rs_seq)
         for il in rs_layers:
+            if il >= view.n_layer:
+                continue
             dev = "Host" if args.no_kv_offload else layer_dev[il]
-            out[dev] = out.get(dev, 0.0) + (view.n_embd_r + view.n_embd_s) * 4 * max(1, n_seq) / MIB
+            out[dev] = out.get(dev, 0.0) + (view.n_embd_r + view.n_embd_s) * 4 * rows / MIB
     return out, caches, kv_size, swa_cells, host_layer_max
 
 
@@ -1083,6 +1108,22 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
     return per_dev
 
 
+def _compute_mtp(view: _ModelView, args: PlacementArgs, fa: bool, kv_cells: int) -> float:
+    """Compute bytes of an MTP context: mask + one attention block (+ logits for one row per sequence)."""
+    n_ctx, _ = _n_ctx(view, args)
+    T = min(n_ctx, args.n_ubatch, args.n_batch)  # noqa: N806
+    E = view.n_embd  # noqa: N806
+    il = view.n_layer if view.n_layer < view.n_layer_all else view.n_layer_all - 1
+    hq = view.n_head[il] * view.k_len[il]
+    hkv = view.n_head_kv[il] * view.k_len[il]
+    if fa:
+        peak = kv_cells * T * 2 + (2 * E + 3 * hq + 2 * hkv) * T * 4
+    else:
+        a, b, c = _C_ATTN_NOFA
+        peak = kv_cells * T * 4 + view.n_head[il] * kv_cells * T * 4 + (a * E + b * hq + c * hkv) * T * 4
+    return peak + view.n_vocab * args.n_seq_max * 4
+
+
 # ------------------------------------------------------------------------------------------------
 # the plan
 # ------------------------------------------------------------------------------------------------
@@ -1105,17 +1146,19 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     extra_kv: dict[str, float] = {}
     extra_compute: dict[str, float] = {}
     warnings: list[str] = []
-    # MTP context: KV of the nextn layers, on their devices, and its own (small) compute
+    # MTP context (--spec-type draft-mtp): the nextn block's own KV (draft cache types), output buffer
+    # and compute (one attention block; the FFN only runs on the output rows), on the block's device
     if args.spec_mtp:
         if view.n_nextn == 0:
             warnings.append("--spec-type draft-mtp: this model has no MTP (nextn) layers; llama.cpp will refuse it.")
         else:
-            mkv = _kv(view, args, layer_dev, fa, mtp_ctx=True)[0]
+            mkv, mcaches, mcells, mswa, _ = _kv(view, args, layer_dev, fa, mtp_ctx=True,
+                                               type_k=args.draft_cache_type_k, type_v=args.draft_cache_type_v)
             for d, v in mkv.items():
                 extra_kv[d] = extra_kv.get(d, 0.0) + v
-            out_dev = layer_dev[-1]
-            extra_compute[out_dev] = extra_compute.get(out_dev, 0.0) + (
-                view.n_vocab * n_seq * (1 + args.draft_n_max) * 4 + view.n_embd * 4 * args.n_ubatch * 4) / MIB
+            mdev = layer_dev[view.n_layer] if view.n_layer < len(layer_dev) - 1 else layer_dev[-1]
+            extra_compute[mdev] = extra_compute.get(mdev, 0.0) + _compute_mtp(view, args, fa, mcells) / MIB
+            out_b += view.n_vocab * n_seq * 4 / MIB
     if draft is not None:
         dmodel, dargs = draft
         dview = _view(dmodel)

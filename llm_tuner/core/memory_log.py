@@ -126,7 +126,16 @@ def parse_memory_log(text: str) -> MemoryLog:
         for kind, rx in (("output", _OUTPUT_RE), ("kv", _KV_RE), ("rs", _RS_RE), ("compute", _COMPUTE_RE)):
             m = rx.search(line)
             if m:
-                log.buffers.append(BufferLine(kind, m.group(1), float(m.group(2)), max(model_i, 0), max(ctx_i, 0)))
+                entry = BufferLine(kind, m.group(1), float(m.group(2)), max(model_i, 0), max(ctx_i, 0))
+                if kind == "compute":
+                    # a context may reserve its scheduler again (MTP contexts do): same buffer, resized
+                    same = next((i for i, b in enumerate(log.buffers) if b.kind == "compute"
+                                 and b.buffer == entry.buffer and b.context_index == entry.context_index), None)
+                    if same is not None:
+                        if entry.mib > log.buffers[same].mib:
+                            log.buffers[same] = entry
+                        break
+                log.buffers.append(entry)
                 break
         else:
             m = _KV_SIZE_RE.search(line)

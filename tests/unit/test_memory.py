@@ -371,3 +371,21 @@ def test_placement_argv_round_trips():
     assert parse_server_args(placement_argv(a)) == a
     fp = placement_argv(a, for_fit_params=True)
     assert "-kvu" not in fp and "-fit" not in fp and "-fitt" in fp
+
+
+def test_qwen35_hybrid_kv_only_on_full_attention_layers_and_recurrent_state():
+    base = make_model(n_layer=8, nextn=1, arch="qwen35", n_head_kv=4, head_dim=64)
+    m = base.model_copy(update={"full_attention_interval": 4, "ssm_conv_kernel": 4, "ssm_inner_size": 1024,
+                                "ssm_state_size": 128, "ssm_group_count": 16})
+    plan = plan_memory(m, parse_server_args("-m x -c 4096 -np 1"), [], HOST)
+    kv_layer = 2 * 512 * 4096 / MIB  # K + V rows of 4 heads x 64 f16
+    n_r = 3 * (1024 + 2 * 16 * 128)  # (d_conv - 1) * (d_inner + 2 n_group d_state)
+    n_s = 128 * 1024
+    rs_layer = (n_r + n_s) * 4 / MIB  # F32, one sequence
+    # layers 3 and 7 attend; 0-2 and 4-6 are gated delta net; block 8 is the MTP head
+    assert plan.kv_cells == (("base", 4096, 2),)
+    assert plan.device("Host").kv_mib == pytest.approx(2 * kv_layer + 6 * rs_layer)
+    mtp = plan_memory(m, parse_server_args("-m x -c 4096 -np 1 --spec-type draft-mtp --spec-draft-n-max 3"), [],
+                      HOST)
+    # partial rollback keeps 1 + n_draft rows per sequence; the MTP context adds block 8's KV
+    assert mtp.device("Host").kv_mib == pytest.approx(3 * kv_layer + 6 * rs_layer * 4)

@@ -38,3 +38,12 @@ def test_fit_params_outputs():
     multi = parse_fitted_args('-c 65536 -ngl 41 -ts 20,21 -ot "blk\\.40\\.ffn_(up|down)_(ch|)exps=CPU"\n')
     assert multi.tensor_split == (20, 21) and multi.overrides == ("blk\\.40\\.ffn_(up|down)_(ch|)exps=CPU",)
     assert parse_fitted_args("llama_fit_params: failed to fit") is None
+
+
+def test_hybrid_mtp_log_rs_buffer_and_second_context():
+    log = parse_memory_log((DATA / "llama-server-lv4-qwen35-mtp.log").read_text())
+    assert log.total("rs") == 3.28 and log.total("kv") == 8.0
+    # the MTP context (second context) has its own KV and compute; its scheduler reserved twice = one buffer
+    assert log.total("kv", context_index=1) == 4.0
+    assert [b.mib for b in log.buffers if b.kind == "compute"] == [22.02, 13.52]
+    assert log.total("compute", context_index=None) == 35.54
