@@ -126,3 +126,8 @@ def test_check_with_llamacpp_shows_both(qtbot, panel, demo_model):
     cells = {(panel.check_table.item(r, 0).text(), panel.check_table.item(r, 1).text()):
              panel.check_table.item(r, 4).text() for r in range(panel.check_table.rowCount())}
     assert ("Host", "KV cache") in cells and cells[("Host", "KV cache")].startswith("+0.0 MiB")
+    # the check calibrates this model's compute estimate: now it matches llama.cpp's figure
+    real = float(next(panel.check_table.item(r, 3).text().split()[0] for r in range(panel.check_table.rowCount())
+                      if panel.check_table.item(r, 1).text() == "compute"))
+    assert panel.recompute_now().device("Host").compute_mib == pytest.approx(real, rel=0.001)
+    assert "calibrated" in panel.summary_label.text()

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import (
+    Calibration,
     MemoryPlan,
     PlacementArgs,
     PlanDevice,
@@ -65,6 +66,8 @@ class PlanPanel(QWidget):
         self._syncing = False
         self._jobs: list[BackgroundJob] = []
         self._check_job: BackgroundJob | None = None
+        # compute calibration learnt from "Check with llama.cpp", per model path (measured / estimated)
+        self._calibrations: dict[str, Calibration] = {}
         self._timer = QTimer(self, singleShot=True, interval=0)
         self._timer.timeout.connect(self._recompute)
         self._build()
@@ -571,7 +574,19 @@ class PlanPanel(QWidget):
             diff = "" if est is None else f"{est - mib:+.1f} MiB ({(est / mib - 1) * 100 if mib else 0:+.1f}%)"
             for j, text in enumerate((dev, kind, "—" if est is None else f"{est:.1f} MiB", f"{mib:.1f} MiB", diff)):
                 self.check_table.setItem(i, j, QTableWidgetItem(text))
-        self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off).")
+        # learn the compute ratio per backend for this model; weights and KV are exact already
+        old = self._calibrations.get(str(self.model.path), Calibration())
+        scale = dict(old.compute_scale)
+        for d in (plan.devices if plan else ()):
+            mib = real.get((d.name, "compute"))
+            backend = "CPU" if d.name == "Host" else d.backend
+            if mib and d.compute_mib > 0:
+                raw = d.compute_mib / old.compute_scale.get(backend, 1.0)
+                scale[backend] = mib / raw
+        self._calibrations[str(self.model.path)] = Calibration(compute_scale=scale)
+        self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off). "
+                                 "Compute estimates for this model are now calibrated from it.")
+        self._schedule()
 
     # -- plan ------------------------------------------------------------------------------------------
     def _schedule(self) -> None:
@@ -586,14 +601,18 @@ class PlanPanel(QWidget):
             self._show_empty()
             return
         gpus = self.gpus()
-        self.plan = plan_memory(self.model, self.args, gpus, self.host(), cpu_flags=self.cpu_flags())
+        cal = self._calibrations.get(str(self.model.path))
+        self.plan = plan_memory(self.model, self.args, gpus, self.host(), cpu_flags=self.cpu_flags(),
+                                calibration=cal)
         p = self.plan
         self.bars.set_devices(p.devices)
         self.summary_label.setText(
             f"n_ctx {p.n_ctx} ({p.n_seq_max} slot{'s' if p.n_seq_max > 1 else ''}, "
             f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
             f"{p.n_gpu_layers}/{p.n_layers_total} layers on GPUs. "
-            + ("Fits." if p.fits else "Does NOT fit."))
+            + ("Fits." if p.fits else "Does NOT fit.")
+            + (" Compute calibrated from a llama.cpp check (" + ", ".join(
+                f"{b} ×{v:.2f}" for b, v in cal.compute_scale.items()) + ")." if cal and cal.compute_scale else ""))
         self.warnings_label.setText("\n".join(f"⚠ {w}" for w in p.warnings))
         names = [d.name for d in p.devices if d.name != "Host"]
         self.devices_label.setText(
