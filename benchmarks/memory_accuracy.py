@@ -58,8 +58,13 @@ def cpu_flags() -> tuple[str, ...]:
     return ()
 
 
+SPLIT = "GPU rows"  # -sm row: one "CUDA_Split" buffer spread over the GPUs, compared as a whole
+
+
 def device_of(buffer: str, gpu_names: set[str]) -> str:
-    """llama.cpp buffer name -> our device name (CUDA0_Split/CUDA0 -> CUDA0; CPU*, *_Host -> Host)."""
+    """llama.cpp buffer name -> our device name (CUDA0 -> CUDA0; *_Split -> GPU rows; CPU*, *_Host -> Host)."""
+    if buffer.endswith("_Split"):
+        return SPLIT
     base = buffer.split("_")[0]
     return base if base in gpu_names else "Host"
 
@@ -128,8 +133,18 @@ def cpu_matrix() -> list[tuple[str, list[str]]]:
         ("moe", ["-c", "4096", "-ot", r"blk\.[0-2]\.ffn_(up|gate)_exps=CPU", "-fa", "off"]),
         ("tied", ["-c", "4096"]),
         ("tied", ["-c", "2048", "-np", "1", "-ub", "2048"]),
+        # less common settings (checked after the model was fitted on the rows above)
+        ("demo", ["--embeddings", "-c", "4096"]),
+        ("demo", ["-c", "8192", "-ctk", "q4_0", "-ctv", "f16"]),
+        ("demo", ["-c", "4096", "-ctk", "f32", "-ctv", "f32", "-fa", "off"]),
+        ("demo", ["-c", "100000", "-np", "1"]),
+        ("dense", ["-c", "4096", "-b", "512", "-ub", "1024"]),
+        ("dense", ["-np", "3", "-c", "5000"]),
+        ("moe", ["-fa", "off", "-ub", "1024", "-c", "4096"]),
+        ("tied", ["-c", "2048", "-ub", "64", "-b", "64"]),
         ("hybrid", []),
         ("hybrid", ["-c", "8192", "-np", "2", "-fa", "off"]),
+        ("hybrid", ["-c", "4096", "-np", "3", "-fa", "off"]),
         ("hybrid", ["-c", "8192", "-np", "1", "--spec-type", "draft-mtp"]),
         ("hybrid", ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0", "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]),
     ]
@@ -160,7 +175,7 @@ def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
         rows += [
             ("dense", ["-ngl", "99", "-ts", "1,1"]),
             ("dense", ["-ngl", "99", "-ts", "3,1", "-np", "2"]),
-            ("demo", ["-c", "32768", "-ngl", "99", "-sm", "row"]),
+            ("dense", ["-ngl", "99", "-sm", "tensor", "-fa", "on"]),
             ("moe", ["-ngl", "99", "-ts", "1,2", "-dev", "CUDA0,CUDA1"]),
         ]
     return rows
@@ -226,13 +241,20 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
             print(f"\n## {name} {' '.join(extra) or '(defaults)'}   [n_ctx {log.context.get('n_ctx')} "
                   f"ours {plan.n_ctx}; estimate {ms:.1f} ms]")
             print(f"  {'device':8} {'weights':>19} {'KV':>19} {'output':>15} {'compute':>21} {'total':>21}")
-            for dev in [*(g.name for g in gpus), "Host"]:
+            split_mib = sum(v for d in plan.devices for k, v in d.buffers.items() if k.endswith("_Split"))
+            for dev in [*(g.name for g in gpus), SPLIT, "Host"]:
                 ours = plan.device(dev)
                 r = real.get(dev, {k: 0.0 for k in KINDS})
-                if ours is None and not any(r.values()):
+                if dev == SPLIT:
+                    if not split_mib and not any(r.values()):
+                        continue
+                    o = {"model": split_mib, "kv": 0.0, "output": 0.0, "compute": 0.0}
+                elif ours is None and not any(r.values()):
                     continue
-                o = {"model": ours.model_mib if ours else 0.0, "kv": ours.kv_mib if ours else 0.0,
-                     "output": ours.output_mib if ours else 0.0, "compute": ours.compute_mib if ours else 0.0}
+                else:
+                    own_split = sum(v for k, v in ours.buffers.items() if k.endswith("_Split")) if ours else 0.0
+                    o = {"model": (ours.model_mib - own_split) if ours else 0.0, "kv": ours.kv_mib if ours else 0.0,
+                         "output": ours.output_mib if ours else 0.0, "compute": ours.compute_mib if ours else 0.0}
                 o_tot = sum(o.values())
                 r_tot = sum(r.values())
                 cells = []

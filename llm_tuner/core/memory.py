@@ -97,7 +97,9 @@ _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
 # (NVML used minus buffers, the breakdown table's "unaccounted") and the measured value belongs here.
 RUNTIME_OVERHEAD_MIB = {"CUDA": 420, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
                         "CPU": 0}
-HOST_OVERHEAD_MIB = 60  # the server process itself (code, tokenizer, HTTP), measured here (RSS minus buffers)
+# the server process itself (code, tokenizer, HTTP): measured 40 MiB here as VmRSS minus llama.cpp's buffers
+# (demo model, CPU build, -c 4096, with and without mmap); rounded up
+HOST_OVERHEAD_MIB = 48
 
 # Compute-buffer model coefficients (floats per token) fitted on real runs, see benchmarks/memory_accuracy.py.
 _C_FFN_RESIDUAL = 2.0   # residual stream + normed input live through the FFN
@@ -169,6 +171,7 @@ class PlacementArgs:
     draft_cache_type_v: str = "f16"
     load_mtp: bool = False
     ngram_size_m: int = 48
+    cache_ram_mib: int = 8192
     unknown: tuple[str, ...] = ()
 
     # -- derived ---------------------------------------------------------------------------------
@@ -260,6 +263,7 @@ _reg("--no-host", "no_host", "true")
 _reg("--no-repack -nr", "repack", "false")
 _reg("--repack", "repack", "true")
 _reg("--embedding --embeddings", "embeddings", "true")
+_reg("-cram --cache-ram", "cache_ram_mib", "int")
 _reg("--spec-type", "spec_types", "spec")
 _reg("-md --model-draft --spec-draft-model", "draft_model", "str")
 _reg("-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", "draft_ngl", "ngl")
@@ -272,7 +276,7 @@ _VALUE_FLAGS_IGNORED = set(
     "-t --threads -tb --threads-batch --host --port -a --alias --api-key --api-key-file -n --predict "
     "--temp --top-k --top-p --min-p --seed -s --repeat-penalty --presence-penalty --frequency-penalty "
     "--chat-template --chat-template-file --chat-template-kwargs --reasoning-format -rea --reasoning "
-    "--reasoning-effort --reasoning-budget -to --timeout --threads-http -cram --cache-ram --cache-reuse "
+    "--reasoning-effort --reasoning-budget -to --timeout --threads-http --cache-reuse "
     "-lv --verbosity --log-verbosity --log-file --mmproj -mm --mmproj-url -hf --hf-repo -hff --hf-file "
     "--slot-save-path --sleep-idle-seconds --spec-draft-n-min --spec-draft-p-min --draft-p-min "
     "--spec-draft-sampling --rope-scaling --rope-scale --rope-freq-base --rope-freq-scale --yarn-orig-ctx "
@@ -389,7 +393,7 @@ def args_from_profile(profile: Any) -> PlacementArgs:
                      ("cache_type_v", "cache_type_v"), ("flash_attn", "flash_attn"), ("load_mode", "load_mode"),
                      ("main_gpu", "main_gpu"), ("parallel", "n_parallel"), ("kv_unified", "kv_unified"),
                      ("batch_size", "n_batch"), ("ubatch_size", "n_ubatch"), ("fit_ctx", "fit_ctx_min"),
-                     ("draft_model", "draft_model"), ("draft_n_max", "draft_n_max"),
+                     ("draft_model", "draft_model"), ("draft_n_max", "draft_n_max"), ("cache_ram_mib", "cache_ram_mib"),
                      ("draft_cache_type_k", "draft_cache_type_k"), ("draft_cache_type_v", "draft_cache_type_v")):
         v = g(src)
         if v is not None:
@@ -839,7 +843,7 @@ def _place(view: _ModelView, args: PlacementArgs, devs: list[PlanDevice], layer_
         host_buft = f"{gpu_backends[0]}_Host"
     load_nextn = args.spec_mtp or args.load_mtp
     dev_names = {d.name for d in devs}
-    row_split = args.split_mode == "row" and len(devs) > 1
+    row_split = args.split_mode in ("row", "tensor") and len(devs) > 1
 
     def cpu_buffer(t: _Tensor) -> str:
         if host_buft is not None:
@@ -958,6 +962,18 @@ def _flash_attn(view: _ModelView, args: PlacementArgs, devs: list[PlanDevice]) -
     return True
 
 
+def _tensor_shares(args: PlacementArgs, layer_dev: list[str]) -> dict[str, float]:
+    """-sm tensor: the share of each GPU (by -ts, else even) of every tensor-parallel layer."""
+    gpus = list(dict.fromkeys(d for d in layer_dev if d != "Host"))
+    if len(gpus) < 2:
+        return {}
+    ts = [float(x) for x in args.tensor_split[:len(gpus)]]
+    if len(ts) < len(gpus) or not any(ts):
+        ts = [1.0] * len(gpus)
+    total = sum(ts)
+    return {g: t / total for g, t in zip(gpus, ts, strict=False)}
+
+
 def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *, mtp_ctx: bool = False,
         type_k: str | None = None, type_v: str | None = None
         ) -> tuple[dict[str, float], list[tuple[str, int, int]], int, int, int]:
@@ -977,6 +993,7 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
     v_max = max((view.v_len[il] * view.n_head_kv[il] for il in attn_layers), default=0)
     out: dict[str, float] = {}
     host_layer_max = 0
+    tensor_shares = _tensor_shares(args, layer_dev) if args.split_mode == "tensor" else {}
     count = {"base": 0, "swa": 0}
     use_filter = view.n_nextn > 0 and view.n_layer > 0
     for il in attn_layers:
@@ -992,7 +1009,12 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
         if not view.is_mla:
             b += row_size(tv, nv) * cells * n_stream
         dev = "Host" if args.no_kv_offload else layer_dev[il]
-        out[dev] = out.get(dev, 0.0) + b / MIB
+        if tensor_shares and dev != "Host":
+            # -sm tensor: every layer's heads (and so its KV) are spread over the devices by -ts
+            for name, share in tensor_shares.items():
+                out[name] = out.get(name, 0.0) + b * share / MIB
+        else:
+            out[dev] = out.get(dev, 0.0) + b / MIB
         if dev == "Host":
             host_layer_max = max(host_layer_max, b)
         count["swa" if swa else "base"] += 1
@@ -1243,7 +1265,7 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
     plan, devs = _raw_plan(view, args, gpus, host, flags, calibration, draft)
     warnings = list(plan.warnings)
     changes: list[str] = []
-    if apply_fit and args.fit and devs:
+    if apply_fit and args.fit and devs and args.split_mode != "tensor":
         targets = _targets(args, devs)
         if not _fits_with_margin(plan, targets):
             fitted_args, changes = _emulate_fit(view, args, gpus, host, flags, calibration, draft, targets)
@@ -1332,6 +1354,10 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
         if d.fits is False:
             w.append(f"{d.name}: needs {d.total_mib:.0f} MiB but has {d.budget_mib} MiB "
                      f"({-d.headroom_mib:.0f} MiB short)")
+    host = plan.device("Host")
+    if host is not None and host.headroom_mib is not None and a.cache_ram_mib and 0 <= host.headroom_mib < a.cache_ram_mib:
+        w.append(f"Host: the prompt cache may grow to {a.cache_ram_mib} MiB of RAM while serving (--cache-ram); "
+                 f"only {host.headroom_mib:.0f} MiB are left")
     if a.cache_type_v.lower() not in ("f16", "f32", "bf16") and a.flash_attn == "off":
         w.append("quantized V cache needs flash attention: llama.cpp refuses -ctv "
                  f"{a.cache_type_v} with -fa off")
@@ -1344,6 +1370,13 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     for u in a.unknown:
         if u in ("--mlock", "--no-mmap", "--mmap"):
             w.append(f"{u} was removed from llama-server; use -lm/--load-mode")
+    if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
+        w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
+                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "
+                 "Use -sm layer (or -sm tensor)")
+    if a.split_mode == "tensor":
+        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and KV "
+                 "spread over the GPUs by -ts; fit does not run for it")
     gpus_missing = [n for n in (a.devices or ()) if n not in {d.name for d in devs}]
     if gpus_missing:
         w.append(f"unknown device(s): {', '.join(gpus_missing)}")
@@ -1544,6 +1577,8 @@ def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list
         out += ["-fitt", ",".join(str(x) for x in args.fit_target_mib)]
     if args.fit_ctx_min != d.fit_ctx_min:
         out += ["-fitc", str(args.fit_ctx_min)]
+    if args.cache_ram_mib != d.cache_ram_mib and not for_fit_params:
+        out += ["-cram", str(args.cache_ram_mib)]
     if not for_fit_params:
         if not args.fit:
             out += ["-fit", "off"]

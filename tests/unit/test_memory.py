@@ -389,3 +389,14 @@ def test_qwen35_hybrid_kv_only_on_full_attention_layers_and_recurrent_state():
                       HOST)
     # partial rollback keeps 1 + n_draft rows per sequence; the MTP context adds block 8's KV
     assert mtp.device("Host").kv_mib == pytest.approx(3 * kv_layer + 6 * rs_layer * 4)
+
+
+def test_row_and_tensor_split_warnings_and_shares():
+    m = make_model(n_layer=8)
+    devs = [gpu("CUDA0"), gpu("CUDA1")]
+    row = plan_memory(m, parse_server_args("-m x -c 4096 -ngl 99 -sm row -ts 1,1"), devs, HOST)
+    assert any("does not support split buffers" in w for w in row.warnings)
+    t = plan_memory(m, parse_server_args("-m x -c 4096 -ngl 99 -sm tensor -ts 3,1 -fa on"), devs, HOST)
+    kv0, kv1 = t.device("CUDA0").kv_mib, t.device("CUDA1").kv_mib
+    assert kv0 == pytest.approx(3 * kv1) and kv0 + kv1 == pytest.approx(32.0)
+    assert any("-sm tensor" in w for w in t.warnings)
