@@ -52,13 +52,16 @@ def metric_samples(run: BenchRun) -> dict[str, MetricSamples]:
     return out
 
 
-BUSY_CPU_PCT = 15.0  # other processes using more than this share of all cores make timings unreliable
+# Other processes using this share of all cores (median over requests, or BUSY_MAX_PCT in one request)
+# make timings unreliable: on a machine whose cores the server uses fully, 10% of them is a real slowdown.
+BUSY_CPU_PCT = 10.0
+BUSY_MAX_PCT = 25.0
 
 
 def busy_warning(run: BenchRun) -> str | None:
-    """A warning when other processes used much CPU while the run measured (median over repetitions)."""
+    """A warning when other processes used much CPU while the run measured."""
     s = summarize([r.other_cpu_pct for r in run.reps])
-    if s is None or s.median < BUSY_CPU_PCT:
+    if s is None or (s.median < BUSY_CPU_PCT and s.max < BUSY_MAX_PCT):
         return None
     return (f"run {run.id}: other processes used {s.median:.0f}% of the CPU while it measured (max {s.max:.0f}%); "
             "its timings reflect that load, not only the settings. Re-run on a quiet machine.")
@@ -88,7 +91,7 @@ def run_summary(run: BenchRun) -> dict:
         k = draft_depth(run.server_argv)
         spec = {"acceptance": alpha, "draft_n": draft_n, "draft_n_accepted": accepted,
                 "mean_accepted_len": (1.0 + accepted / steps) if steps else None, "draft_depth_k": k,
-                "bound_tokens_per_step": speculative_bound(alpha, k) if alpha is not None else None}
+                "bound_tokens_per_step": speculative_bound(alpha, k) if alpha is not None and k else None}
     return {"run_id": run.id, "label": run.label, "status": run.status, "n_reps": len(reps),
             "n_failed": len(run.reps) - len(reps), "metrics": metrics, "latency_percentiles": latency,
             "speculative": spec, "llama_bench_gap": llama_bench_gap(run),
@@ -103,16 +106,37 @@ class _NoSummary:
 _NONE = _NoSummary()
 
 
-def draft_depth(argv: tuple[str, ...] | list[str]) -> int:
-    """The draft depth k from `--spec-draft-n-max` (llama-server's default is 3)."""
+def _flag_value(argv: list[str], *names: str) -> str | None:
+    for i, tok in enumerate(argv):
+        for n in names:
+            if tok == n and i + 1 < len(argv):
+                return argv[i + 1]
+            if tok.startswith(n + "="):
+                return tok.split("=", 1)[1]
+    return None
+
+
+def draft_depth(argv: tuple[str, ...] | list[str]) -> int | None:
+    """The draft depth k of the bound 1 + α + … + α^k.
+
+    Draft-model and MTP types draft `--spec-draft-n-max` tokens (default 3, common.h); `ngram-mod`
+    drafts up to `--spec-ngram-mod-n-max` (default 64). Other n-gram types propose variable-length
+    drafts, for which the bound with a fixed k does not apply: None.
+    """
     argv = list(argv)
-    for flag in ("--spec-draft-n-max", "--spec-ngram-mod-n-max"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            try:
-                return int(argv[argv.index(flag) + 1])
-            except ValueError:
-                pass
-    return 3
+    n_max = _flag_value(argv, "--spec-draft-n-max")
+    types = (_flag_value(argv, "--spec-type") or "").split(",")
+    try:
+        if n_max is not None:
+            return int(n_max)
+        if any(t.startswith("draft-") for t in types) or any(a in ("-md", "--spec-draft-model", "--model-draft")
+                                                             for a in argv):
+            return 3
+        if "ngram-mod" in types:
+            return int(_flag_value(argv, "--spec-ngram-mod-n-max") or 64)
+    except ValueError:
+        return None
+    return None if any(t.startswith("ngram") for t in types) else 3
 
 
 def llama_bench_gap(run: BenchRun) -> list[dict]:
@@ -237,8 +261,8 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
         sp = s["speculative"]
         lines += ["## Speculative decoding", "",
                   f"Acceptance α = {_fmt(100 * sp['acceptance'])}% ({sp['draft_n_accepted']}/{sp['draft_n']}), "
-                  f"mean accepted length {_fmt(sp['mean_accepted_len'], 2)}, bound for k={sp['draft_depth_k']}: "
-                  f"{_fmt(sp['bound_tokens_per_step'], 2)} tokens/step", ""]
+                  f"mean accepted length {_fmt(sp['mean_accepted_len'], 2)} tokens/step, bound for "
+                  f"k={sp['draft_depth_k']}: {_fmt(sp['bound_tokens_per_step'], 2)} tokens/step", ""]
     if s["llama_bench_gap"] or run.llama_bench_error:
         lines += ["## llama-bench vs llama-server", ""]
         lines += [f"- {g['text']}" for g in s["llama_bench_gap"]]

@@ -128,9 +128,10 @@ class PromptBuilder:
 # -- telemetry (optional) -----------------------------------------------------------------------
 
 class TelemetrySource(Protocol):
-    """Anything with `read()` returning per-device readings with some of: `device`/`name`,
-    `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`, `energy_mj` (a total
-    energy counter). services/telemetry samplers fit; a missing attribute is simply not measured."""
+    """Anything with `read()` returning per-device readings (objects or dicts) with some of:
+    `device`/`name`/`index`, `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`,
+    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples).
+    A missing attribute is simply not measured."""
 
     def read(self) -> Iterable[object]: ...
 
@@ -143,16 +144,43 @@ def _attr(obj, *names):
     return None
 
 
+class _GpuSources:
+    """NVIDIA (NVML) and AMD readings as one source; devices named like the app ("nvidia:0", "amd:0")."""
+
+    def __init__(self, sources: list[tuple[str, object]]) -> None:
+        self.sources = sources
+
+    def read(self) -> list[dict]:
+        out = []
+        for vendor, src in self.sources:
+            for r in src.read():
+                out.append({"device": f"{vendor}:{r.index}", "vram_used_mib": getattr(r, "vram_used_mib", None),
+                            "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None)})
+        return out
+
+
 def default_telemetry() -> TelemetrySource | None:
-    """NVML through services.telemetry.nvml when it offers a source and a driver is present."""
+    """GPU readings through services.telemetry (NVML, AMD) when a driver is present; None otherwise."""
+    sources: list[tuple[str, object]] = []
     try:
         from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
 
-        if not nvml.nvml_available()[0] or not hasattr(nvml, "NvmlSource"):
-            return None
-        return nvml.NvmlSource()
+        if nvml.nvml_available()[0] and hasattr(nvml, "NvmlSource"):
+            src = nvml.NvmlSource()
+            if getattr(src, "count", 0):
+                sources.append(("nvidia", src))
     except Exception:  # noqa: BLE001 - telemetry is optional
-        return None
+        pass
+    try:
+        from llm_tuner.services.telemetry import amd  # noqa: PLC0415
+
+        if hasattr(amd, "AmdSource"):
+            src = amd.AmdSource()
+            if getattr(src, "count", 0):
+                sources.append(("amd", src))
+    except Exception:  # noqa: BLE001
+        pass
+    return _GpuSources(sources) if sources else None
 
 
 class PeakTracker:
@@ -171,13 +199,20 @@ class PeakTracker:
         except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
             return
         for r in readings:
-            dev = str(_attr(r, "device", "name") or "?")
-            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None})
+            index = _attr(r, "index")
+            dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
+            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
+                                             "t_last": None, "p_last": None, "e_int": 0.0})
             for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
                                ("temp", ("temp_c", "temperature_c"))):
                 v = _attr(r, *names)
                 if v is not None:
                     p[key] = v if p[key] is None else max(p[key], v)
+            power, now = _attr(r, "power_w"), time.monotonic()
+            if power is not None:
+                if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
+                    p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
+                p["t_last"], p["p_last"] = now, power
             e = _attr(r, "energy_mj")
             if e is not None:
                 p["e0"] = e if p["e0"] is None else p["e0"]
@@ -206,9 +241,13 @@ class PeakTracker:
             self._thread = None
 
     def peaks(self) -> tuple[DevicePeak, ...]:
+        def energy(p: dict) -> float | None:
+            if p["e0"] is not None:
+                return (p["e1"] - p["e0"]) / 1000.0
+            return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
+
         return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
-                                energy_j=(p["e1"] - p["e0"]) / 1000.0 if p["e0"] is not None else None)
-                     for d, p in sorted(self._peaks.items()))
+                                energy_j=energy(p)) for d, p in sorted(self._peaks.items()))
 
 
 class OtherCpuMeter:

@@ -20,8 +20,10 @@ def repo(tmp_path):
 
 
 def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_model):
+    from tests.unit.test_bench_units import ScriptedGpu
+
     seen = []
-    run = BenchRunner(repo).run(demo_target(demo_model), BenchSpec(prompt_tokens=(64, 160), gen_tokens=8, reps=2,
+    run = BenchRunner(repo, telemetry=ScriptedGpu()).run(demo_target(demo_model), BenchSpec(prompt_tokens=(64, 160), gen_tokens=8, reps=2,
                                                                    warmup=1, llama_bench=True),
                                 progress=lambda f, t: seen.append((f, t)))
     assert run.status == "complete", run.error
@@ -38,6 +40,11 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
     gaps = run_summary(run)["llama_bench_gap"]
     assert gaps and "llama-bench" in gaps[0]["text"] and "gap" in gaps[0]["text"]
     assert run.model_size and run.model_hash and run.binary_backends
+    # Telemetry peaks per repetition (scripted GPU source: no GPU here) and measured memory per device.
+    assert all(r.peaks and r.peaks[0].device == "nvidia:0" for r in run.reps)
+    assert run.memory_measured_mib["nvidia:0"] >= max(r.peaks[0].vram_used_mib for r in run.reps)
+    assert "peak_vram_mib:nvidia:0" in run_summary(run)["metrics"]
+    assert run_summary(run)["metrics"]["energy_per_token_j"]["median"] > 0
 
 
 def test_warm_cache_depth_and_concurrent_clients(repo, demo_model):
@@ -77,3 +84,23 @@ def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
     assert run.status == "incomplete" and "exited" in run.error, run.error
     assert [r.error is None for r in run.reps] == [True, True, False]  # the request the crash cut is kept as failed
     assert repo.get_run(run.id).status == "incomplete"
+
+
+def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model):
+    from llm_tuner.core.bench_report import speculative_speedup
+
+    runner = BenchRunner(repo)
+    spec = BenchSpec(prompt_tokens=(256,), gen_tokens=64, reps=2, warmup=0)
+    base = runner.run(demo_target(demo_model), spec)
+    target = demo_target(demo_model)
+    target.argv += ["--spec-type", "ngram-simple"]
+    drafted = runner.run(target, spec)
+    assert base.status == drafted.status == "complete"
+    assert all(r.draft_n is None for r in base.reps)
+    assert sum(r.draft_n or 0 for r in drafted.reps) > 0  # the server's own draft_n / draft_n_accepted
+    assert all(r.draft_steps for r in drafted.reps if r.draft_n)  # from /metrics spec_decode_num_drafts_total
+    sp = run_summary(drafted)["speculative"]
+    assert 0 <= sp["acceptance"] <= 1 and sp["mean_accepted_len"] >= 1
+    assert sp["bound_tokens_per_step"] is None  # n-gram drafts have no fixed depth k
+    speedup = speculative_speedup(drafted, base)
+    assert speedup["metric"] == "gen_tps@256" and speedup["measured_speedup"] > 0

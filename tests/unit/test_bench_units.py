@@ -63,3 +63,28 @@ def test_speculative_summary_and_llama_bench_gap():
     assert abs(spec["bound_tokens_per_step"] - (1 + 0.7 + 0.49)) < 1e-9
     gap = llama_bench_gap(run)[0]
     assert gap["text"] == "generation 16 tokens: llama-bench 100.0 t/s, llama-server 81.0 t/s, gap -19.0%"
+
+
+class ScriptedGpu:
+    """A scripted GPU source (no GPU on these machines): VRAM and power rise with each reading."""
+
+    def __init__(self):
+        self.n = 0
+
+    def read(self):
+        self.n += 1
+        return [{"device": "nvidia:0", "vram_used_mib": 1000.0 + self.n, "power_w": 100.0, "temp_c": 50.0 + self.n % 3}]
+
+
+def test_peak_tracker_keeps_maxima_and_integrates_energy():
+    import time
+
+    from llm_tuner.services.bench import PeakTracker
+
+    src = ScriptedGpu()
+    tracker = PeakTracker(src, interval_s=0.02)
+    with tracker:
+        time.sleep(0.3)
+    (peak,) = tracker.peaks()
+    assert peak.device == "nvidia:0" and peak.vram_used_mib == 1000.0 + src.n and peak.temp_c == 52.0
+    assert 20.0 <= peak.energy_j <= 45.0  # 100 W over ~0.3 s

@@ -4,7 +4,16 @@ import random
 
 import pytest
 
-from llm_tuner.core.stats import BETTER, NOISE, WORSE, compare, percentile, speculative_bound, summarize, t_quantile
+from llm_tuner.core.stats import (
+    BETTER,
+    NOISE,
+    WORSE,
+    compare,
+    percentile,
+    speculative_bound,
+    summarize,
+    t_quantile,
+)
 
 
 def test_summary_and_percentiles_match_numpy_linear_method():

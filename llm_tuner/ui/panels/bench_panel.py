@@ -435,9 +435,11 @@ class BenchPanel(QWidget):
             gaps.insert(0, "Warning: " + summary["busy_warning"])
         spec = summary["speculative"]
         if spec and spec["acceptance"] is not None:
+            bound = spec["bound_tokens_per_step"]
             gaps.append(f"draft acceptance α = {100 * spec['acceptance']:.1f}%, mean accepted length "
-                        f"{spec['mean_accepted_len'] or 0:.2f}, bound for k={spec['draft_depth_k']}: "
-                        f"{spec['bound_tokens_per_step']:.2f} tokens/step")
+                        f"{spec['mean_accepted_len'] or 0:.2f} tokens/step"
+                        + (f", bound for k={spec['draft_depth_k']}: {bound:.2f} tokens/step" if bound else
+                           " (variable-length n-gram drafts: no fixed-k bound)"))
         self.gap_label.setText("\n".join(gaps))
         self._chart_groups = run_chart_groups([run])
         self.chart_combo.blockSignals(True)

@@ -190,8 +190,9 @@ class ComparePanel(QWidget):
                 f"{threshold:g}%).")
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)
         if spd and spd["measured_speedup"]:
-            text += (f"\nSpeculative decoding: measured speed-up {spd['measured_speedup']:.2f}× vs bound "
-                     f"{spd['bound']:.2f}× (α = {100 * spd['acceptance']:.0f}%, k = {spd['k']}).")
+            bound = f"bound {spd['bound']:.2f}× (k = {spd['k']})" if spd["bound"] else "no fixed-k bound (n-gram)"
+            text += (f"\nSpeculative decoding: measured speed-up {spd['measured_speedup']:.2f}× vs {bound}, "
+                     f"α = {100 * spd['acceptance']:.0f}%.")
         for warning in (busy_warning(a), busy_warning(b)):
             if warning:
                 text += f"\nWarning: {warning}"
