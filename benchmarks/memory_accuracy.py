@@ -198,7 +198,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
         print("# demo model not found (python -m llm_tuner.services.demo_model assembles it): demo rows skipped")
     flags = cpu_flags()
     gpus_found = list_devices(server)
-    gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description) for d in gpus_found]
+    gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                       free_includes_runtime=True) for d in gpus_found]
     gpu_names = {g.name for g in gpus}
     print(f"# memory accuracy: core.memory estimate vs llama-server -lv 4 buffers ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})")
     print(f"# command: .venv/bin/python benchmarks/memory_accuracy.py {' '.join(sys.argv[1:])}")

@@ -62,8 +62,8 @@ def detect_devices() -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
     loc = locate(SERVER)
     if loc is not None:
         try:
-            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description)
-                    for d in list_devices(loc.path)]
+            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                               free_includes_runtime=True) for d in list_devices(loc.path)]
         except BinaryError:
             gpus = []
     h = host_info()

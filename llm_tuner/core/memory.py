@@ -126,6 +126,9 @@ class PlanDevice:
     free_mib: int | None = None
     description: str = ""
     hypothetical: bool = False
+    # free_mib was measured by a llama.cpp process (--list-devices) that held its own runtime context,
+    # so the runtime overhead is already taken out of it (as it is for the fit step inside the server)
+    free_includes_runtime: bool = False
 
 
 @dataclass(frozen=True)
@@ -457,15 +460,20 @@ class DeviceMemory:
     layers: int = 0
     buffers: dict[str, float] = field(default_factory=dict)  # llama.cpp buffer name -> MiB, per kind
     hypothetical: bool = False
+    runtime_in_free: bool = False  # available_mib already lacks the runtime overhead (see PlanDevice)
+    fit_model_mib: float | None = None  # weights as llama.cpp's fit counts them (tensor sizes, no CPU_REPACK)
 
     @property
     def total_mib(self) -> float:
         return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
 
     @property
-    def budget_mib(self) -> int | None:
-        """What the plan is compared with: free memory when known, else capacity."""
-        return self.available_mib if self.available_mib is not None else self.capacity_mib
+    def budget_mib(self) -> float | None:
+        """What the plan is compared with: free memory when known (plus the runtime overhead when that free
+        figure was measured with a runtime already in place), else capacity."""
+        if self.available_mib is not None:
+            return self.available_mib + (self.overhead_mib if self.runtime_in_free else 0.0)
+        return self.capacity_mib
 
     @property
     def headroom_mib(self) -> float | None:
@@ -890,7 +898,8 @@ def _place(view: _ModelView, args: PlacementArgs, devs: list[PlanDevice], layer_
 
 
 def _weights_by_buffer(view: _ModelView, placements: list[TensorPlacement], devs: list[PlanDevice],
-                       args: PlacementArgs) -> tuple[dict[str, dict[str, float]], dict[str, float]]:
+                       args: PlacementArgs
+                       ) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
     """{device: {buffer: MiB}} and {device: MiB} of weights, with llama.cpp's per-buffer sizing."""
     by_name = {t.name: t for t in view.tensors}
     bufs: dict[str, dict[str, float]] = {}
@@ -925,7 +934,11 @@ def _weights_by_buffer(view: _ModelView, placements: list[TensorPlacement], devs
         b = bufs.setdefault("Host", {})
         b["CPU_Mapped"] = sum(hi - lo for lo, hi in mapped.values()) / MIB
     totals = {d: sum(v.values()) for d, v in bufs.items()}
-    return bufs, totals
+    fit_totals: dict[str, float] = {}
+    for p in placements:
+        if p.buffer != "CPU_REPACK":
+            fit_totals[p.device] = fit_totals.get(p.device, 0.0) + p.n_bytes / MIB
+    return bufs, totals, fit_totals
 
 
 # ------------------------------------------------------------------------------------------------
@@ -1157,7 +1170,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     devs = _model_devices(args, gpus)
     layer_dev, n_gpu = _layer_devices(view, args, devs)
     placements = _place(view, args, devs, layer_dev, flags)
-    bufs, weights = _weights_by_buffer(view, placements, devs, args)
+    bufs, weights, fit_weights = _weights_by_buffer(view, placements, devs, args)
     fa = _flash_attn(view, args, devs)
     kv, caches, kv_cells, swa_cells, kv_host_layer = _kv(view, args, layer_dev, fa)
     compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs, kv_host_layer)
@@ -1187,7 +1200,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         ddevs = _model_devices(dargs, gpus)
         dlayer_dev, _ = _layer_devices(dview, dargs, ddevs)
         dplace = _place(dview, dargs, ddevs, dlayer_dev, flags)
-        _, dweights = _weights_by_buffer(dview, dplace, ddevs, dargs)
+        _, dweights, _ = _weights_by_buffer(dview, dplace, ddevs, dargs)
         dfa = _flash_attn(dview, dargs, ddevs)
         dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
         dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
@@ -1208,14 +1221,16 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
             kv_mib=kv.get(d.name, 0.0) + extra_kv.get(d.name, 0.0), compute_mib=comp, output_mib=0.0,
             overhead_mib=float(overhead), capacity_mib=d.capacity_mib, available_mib=d.free_mib,
             layers=sum(1 for x in layer_dev if x == d.name), buffers=dict(bufs.get(d.name, {})),
-            hypothetical=d.hypothetical))
+            hypothetical=d.hypothetical, runtime_in_free=d.free_includes_runtime and d.free_mib is not None,
+            fit_model_mib=fit_weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0)))
     hcomp = compute.get("Host", 0.0) * scale.get("CPU", 1.0) + extra_compute.get("Host", 0.0)
     devices.append(DeviceMemory(
         name="Host", backend="CPU", model_mib=weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
         kv_mib=kv.get("Host", 0.0) + extra_kv.get("Host", 0.0), compute_mib=hcomp, output_mib=out_b,
         overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)), capacity_mib=host.capacity_mib,
         available_mib=host.free_mib, layers=sum(1 for x in layer_dev if x == "Host"),
-        buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical))
+        buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical,
+        fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0)))
     plan = MemoryPlan(devices=tuple(devices), warnings=tuple(warnings), args=args, n_ctx=n_ctx,
                       n_ctx_seq=n_ctx_seq, n_seq_max=n_seq, kv_unified=args.unified, flash_attn=fa,
                       n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches))
@@ -1229,14 +1244,30 @@ def _targets(args: PlacementArgs, devs: list[PlanDevice]) -> dict[str, int]:
     return {d.name: (t[i] if i < len(t) else t[-1]) for i, d in enumerate(devs)}
 
 
-def _fits_with_margin(plan: MemoryPlan, targets: dict[str, int], *, host_too: bool = False) -> bool:
+def _fit_use_mib(d: DeviceMemory) -> float:
+    """What llama.cpp's fit step counts for a device (common/fit.cpp, memory breakdown of a no_alloc load).
+
+    Weights, KV and compute buffers; not the output buffer, not CPU_REPACK (not a host buffer type to
+    it), and no runtime overhead where free memory was measured (it is already taken from "free").
+    Planned devices (capacity only) keep the runtime overhead, as a real device would lose it.
+    """
+    model = d.fit_model_mib if d.fit_model_mib is not None else d.model_mib - d.buffers.get("CPU_REPACK", 0.0)
+    use = model + d.kv_mib + d.compute_mib
+    if d.name != "Host":
+        use += d.overhead_mib  # budget_mib adds it back where free memory already lacks it
+    return use
+
+
+def _fits_with_margin(plan: MemoryPlan, targets: dict[str, int], *, host_too: bool = False,
+                      fit_accounting: bool = False) -> bool:
     for d in plan.devices:
         if d.name == "Host" and not host_too:
             continue
         b = d.budget_mib
         if b is None:
             continue
-        if d.total_mib > b - targets.get(d.name, 0):
+        use = _fit_use_mib(d) if fit_accounting else d.total_mib
+        if use > b - targets.get(d.name, 0):
             return False
     return True
 
@@ -1267,7 +1298,7 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
     changes: list[str] = []
     if apply_fit and args.fit and devs and args.split_mode != "tensor":
         targets = _targets(args, devs)
-        if not _fits_with_margin(plan, targets):
+        if not _fits_with_margin(plan, targets, fit_accounting=True):
             fitted_args, changes = _emulate_fit(view, args, gpus, host, flags, calibration, draft, targets)
             if changes:
                 plan, devs = _raw_plan(view, fitted_args, gpus, host, flags, calibration, draft)
@@ -1279,7 +1310,7 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
 
         def host_ok(p: MemoryPlan) -> bool:
             h = p.device("Host")
-            return h is None or h.total_mib - h.overhead_mib <= host.capacity_mib - margin
+            return h is None or _fit_use_mib(h) <= host.capacity_mib - margin
 
         if not host_ok(plan):
             step = 256 * (1 if args.unified else args.n_seq_max)
@@ -1301,7 +1332,8 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
     changes: list[str] = []
 
     def ok(a: PlacementArgs) -> bool:
-        return _fits_with_margin(_raw_plan(view, a, gpus, host, flags, calibration, draft)[0], targets)
+        return _fits_with_margin(_raw_plan(view, a, gpus, host, flags, calibration, draft)[0], targets,
+                                 fit_accounting=True)
 
     cur = args
     if args.ctx is None:

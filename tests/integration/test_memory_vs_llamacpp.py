@@ -73,3 +73,20 @@ def test_fit_params_print_runs(demo_model):
     run = run_fit_params(loc.path, ["-m", str(demo_model), "-t", "2", "-c", "4096"], fit_print=True)
     rows = parse_fit_print(run.stdout)
     assert run.returncode == 0 and rows and rows[-1].name == "Host" and rows[-1].model_mib > 200
+
+
+def test_fit_shrinks_context_like_llamacpp(server_binary, demo_model):
+    """CPU only: fit compares host use with total RAM minus -fitt; a margin that leaves ~400 MiB shrinks -c."""
+    from llm_tuner.services.telemetry.host import host_info
+
+    h = host_info()
+    margin = h.memory_total_mib - 405  # the demo needs ~410 MiB at its trained 32k context
+    argv = ["-m", str(demo_model), "-t", "2", "-fitt", str(margin)]
+    run = measure_server_memory(server_binary, argv, timeout=120)
+    assert run.loaded, run.log[-2000:]
+    real_ctx = parse_memory_log(run.log).context["n_ctx"]
+    plan = plan_memory(read_model(demo_model), parse_server_args(argv), [],
+                       PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib), cpu_flags=_flags())
+    assert real_ctx < 32768 and plan.n_ctx < 32768
+    assert abs(plan.n_ctx - real_ctx) <= 2048  # llama.cpp interpolates linearly, we search exactly
+    assert any(w.startswith("fit: context reduced") for w in plan.warnings)

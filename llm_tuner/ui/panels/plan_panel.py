@@ -379,7 +379,8 @@ class PlanPanel(QWidget):
         out = []
         if inv is not None:
             for d in inv.llama_devices:
-                out.append(PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description))
+                out.append(PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                                      free_includes_runtime=True))
         names = {d.name for d in out}
         out.extend(d for d in self.planned if d.name not in names)
         return out
