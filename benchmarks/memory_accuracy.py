@@ -222,6 +222,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
         checked = {"model": 0, "kv": 0, "compute": 0, "total": 0}
         worst = {"model": 0.0, "kv": 0.0, "compute": 0.0, "total": 0.0}
         overheads: list[tuple[str, float]] = []
+        times_ms: list[float] = []
         for name, extra in matrix:
             extra = [x.replace("{demo}", str(demo)) for x in extra]
             argv = ["-m", str(models[name]), "-fit", "off", "-t", args.threads, *extra]
@@ -239,6 +240,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
             plan = plan_memory(infos[name], pargs, gpus, PlanDevice("Host", "CPU", None), cpu_flags=flags,
                                draft_model=draft)
             ms = (time.perf_counter() - t0) * 1000
+            times_ms.append(ms)
             print(f"\n## {name} {' '.join(extra) or '(defaults)'}   [n_ctx {log.context.get('n_ctx')} "
                   f"ours {plan.n_ctx}; estimate {ms:.1f} ms]")
             print(f"  {'device':8} {'weights':>19} {'KV':>19} {'output':>15} {'compute':>21} {'total':>21}")
@@ -288,8 +290,27 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
             ours_bufs = " ".join(f"{d.name}:{k}={v:.2f}" for d in plan.devices for k, v in d.buffers.items())
             print(f"  our weight buffers: {ours_bufs}")
         print("\n# summary (checks failed / checked, worst relative error)")
+        if times_ms:
+            t = sorted(times_ms)
+            print(f"  estimate time per plan: median {t[len(t) // 2]:.1f} ms, max {t[-1]:.1f} ms "
+                  "(the max is a first call on a model, which builds its tensor view)")
         for k in ("model", "kv", "compute", "total"):
             print(f"  {k:8} {fails[k]}/{checked[k]} failed, worst {worst[k]:.1f}%")
+        # the UI re-plans while a slider moves: time it on a big synthetic table (64-layer MoE)
+        from tests.unit.test_memory import make_model  # noqa: PLC0415
+
+        big = make_model(n_layer=64, n_expert=64)
+        a = parse_server_args(["-m", "x", "-ngl", "99", "-ot", r"blk\.(1|2|3)\.ffn_.*=CPU"])
+        gpu0 = [PlanDevice("CUDA0", "CUDA", 24576, 24000)]
+        plan_memory(big, a.with_(ctx=4096), gpu0, cpu_flags=flags)
+        ts = []
+        for i in range(100):
+            t0 = time.perf_counter()
+            plan_memory(big, a.with_(ctx=4096 + 256 * i), gpu0, cpu_flags=flags)
+            ts.append((time.perf_counter() - t0) * 1000)
+        ts.sort()
+        print(f"  slider timing: {len(big.tensors)}-tensor MoE, 100 plans with -c changing: median {ts[50]:.2f} ms, "
+              f"p95 {ts[95]:.2f} ms")
         if overheads:
             vals = sorted(v for _, v in overheads)
             print(f"  runtime overhead per GPU: median {vals[len(vals) // 2]} MiB, range {vals[0]}..{vals[-1]} MiB "

@@ -650,15 +650,9 @@ def _build_view(model: Any) -> _ModelView:
                     is_swa[il] = n_pat == 0 or il % n_pat < n_pat - 1
     k_lens = [k_swa if is_swa[i] else k_len for i in range(n_layer_all)]
     v_lens = [v_swa if is_swa[i] else v_len for i in range(n_layer_all)]
-    is_mla = bool(getattr(model, "kv_lora_rank", None)) and bool(getattr(model, "key_length_mla", None))
-    if is_mla:
-        # DeepSeek-style MLA: K cache holds kv_lora_rank + rope dims per token, one "head", no V
-        rope = int(getattr(model, "rope_dimension_count", None) or 64)
-        kv_rank = int(model.kv_lora_rank)
-        k_lens = [kv_rank + rope] * n_layer_all
-        v_lens = [0] * n_layer_all
-        n_head_kv = [1] * n_layer_all
-
+    # MLA (DeepSeek-style, key_length_mla and value_length_mla set): converted files already give
+    # head_count_kv 1 and key_length = kv_lora_rank + rope dims; the cache holds K only (no V tensor)
+    is_mla = bool(getattr(model, "key_length_mla", None)) and bool(getattr(model, "value_length_mla", None))
     tensors: list[_Tensor] = []
     names = set()
     n_ff = 0
