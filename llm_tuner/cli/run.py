@@ -66,38 +66,28 @@ def _event_json(ev) -> dict | None:
 
 
 def _load_profile_plan(ref: str, binary: str, catalog, watch: bool):
+    """(plan, profile version id) for a saved profile's name or a profile JSON file."""
     from llm_tuner.cli import CliError
+    from llm_tuner.core.profile import LaunchProfile
     from llm_tuner.services.server import plan_from_profile
 
     path = Path(ref)
-    try:
-        from llm_tuner.core.profile import LaunchProfile
-    except ImportError as exc:  # pragma: no cover
-        raise CliError(f"profiles are not available in this build: {exc}") from exc
+    version_id = None
     if path.is_file():
-        profile = LaunchProfile.model_validate_json(path.read_text())
-    else:
         try:
-            from llm_tuner.services.paths import database_path
-            from llm_tuner.services.settings_store import load_settings
-            from llm_tuner.store import profiles as profile_store
-            from llm_tuner.store.db import open_engine
+            profile = LaunchProfile.model_validate_json(path.read_text())
+        except Exception as exc:  # noqa: BLE001 - pydantic's message says which field
+            raise CliError(f"{path} is not a profile file: {exc}") from exc
+    else:
+        from llm_tuner.services.paths import database_path
+        from llm_tuner.store.db import open_engine
+        from llm_tuner.store.profiles import ProfileRepository
 
-            repo_cls = getattr(profile_store, "ProfileRepository", None)
-            if repo_cls is None:
-                raise CliError("the profile store is not available yet: pass a profile JSON file or `-- <args>`")
-            repo = repo_cls(open_engine(database_path(getattr(load_settings(), "data_dir", None))))
-            profile = repo.get_by_name(ref) if hasattr(repo, "get_by_name") else None
-        except CliError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise CliError(f"could not read profile {ref!r}: {exc}") from exc
-        if profile is None:
-            raise CliError(f"no profile named {ref!r} and no such file")
-    try:
-        return plan_from_profile(binary, profile, catalog=catalog, watch=watch)
-    except RuntimeError as exc:
-        raise CliError(str(exc)) from exc
+        saved = ProfileRepository(open_engine(database_path())).latest(ref)
+        if saved is None:
+            raise CliError(f"no profile named {ref!r} and no such file (see `llm-tuner profile list`)")
+        profile, version_id = saved.profile, saved.version_id
+    return plan_from_profile(binary, profile, catalog=catalog, watch=watch), version_id
 
 
 def cmd_run(args) -> int:
@@ -123,6 +113,7 @@ def cmd_run(args) -> int:
     def on_samples(samples) -> None:
         out([sample_to_json(s) for s in samples])
 
+    version_id = None
     server_args = list(args.server_args)
     if server_args and server_args[0] == "--":
         server_args = server_args[1:]
@@ -147,7 +138,7 @@ def cmd_run(args) -> int:
                 raise CliError(info.error or "llama-server not found")
             binary, catalog = str(info.path), info.catalog
         if args.profile:
-            plan = _load_profile_plan(args.profile, binary, catalog, not args.no_watch_flags)
+            plan, version_id = _load_profile_plan(args.profile, binary, catalog, not args.no_watch_flags)
         elif server_args:
             plan = plan_launch(binary, server_args, catalog=catalog, watch=not args.no_watch_flags)
         else:
@@ -167,7 +158,7 @@ def cmd_run(args) -> int:
         except Exception as exc:  # noqa: BLE001 - watching works without the history
             out({"event": "log", "level": "warn", "text": f"session not recorded: {exc}"})
     rates = {"gpu": args.gpu_interval, "host": args.host_interval, "server": args.server_interval}
-    watched = WatchedServer(session, repo=repo, on_event=on_event, on_samples=on_samples, rates_s=rates,
+    watched = WatchedServer(session, repo=repo, profile_version_id=version_id, on_event=on_event, on_samples=on_samples, rates_s=rates,
                             telemetry=not args.no_samples)
     for note in watched.notes:
         out({"event": "log", "level": "info", "text": note})

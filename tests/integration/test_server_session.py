@@ -264,3 +264,19 @@ def test_cli_run_streams_events_and_sigint_stops_the_server(server_binary, demo_
     assert lines[-1]["reason"] == "stopped (SIGINT)"
     time.sleep(0.2)
     assert not psutil.pid_exists(server_pid)
+
+
+def test_cli_run_with_a_profile_file_reports_a_failed_load(tmp_path):
+    from llm_tuner.core.profile import LaunchProfile
+
+    prof = tmp_path / "p.json"
+    prof.write_text(LaunchProfile(model=str(tmp_path / "nope.gguf"), ctx_size=512).model_dump_json())
+    env = {**os.environ, "LLM_TUNER_DATA_DIR": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--profile",
+                          str(prof)], capture_output=True, text=True, timeout=120, env=env)
+    events = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.returncode == 1
+    assert "nope.gguf" in events[0]["command"]
+    exited = events[-1]
+    assert exited["event"] == "exited" and exited["failure"] == "model_missing"
+    assert "does not exist" in exited["message"]

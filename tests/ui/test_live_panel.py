@@ -97,10 +97,13 @@ def test_device_plots_draw_a_curve_per_device_and_shade_throttling(qtbot):
                                              "sm_clock_mhz": 1900, "mem_clock_mhz": 3200,
                                              "throttled": 1.0 if (d == 1 and 40 <= k < 60) else 0.0})
         rings[f"nvidia:{d}"] = ring
-    assert plots.refresh(rings, now=now)
+    assert plots.refresh(rings, now=now, all_plots=True)
     assert {dev for dev, _f in plots.curves} == {"nvidia:0", "nvidia:1", "nvidia:2"}
     x, y = plots.curves[("nvidia:1", "util_pct")].getData()
     assert len(x) == 100 and y[0] == 51
     _tx, ty = plots.throttle_curve.getData()
     assert np.count_nonzero(ty) == 20
-    assert not plots.refresh(rings, now=now)  # nothing changed: nothing redrawn
+    assert not plots.refresh(rings, now=now, all_plots=True)  # nothing changed: nothing redrawn
+    # The 10 Hz timer refreshes one metric per tick: five ticks cover every plot.
+    rings["nvidia:0"].append(now + 0.1, {"util_pct": 99, "temp_c": 61})
+    assert [plots.refresh(rings, now=now + 0.1) for _ in range(5)].count(True) == 5

@@ -42,18 +42,31 @@ class SeriesRing:
         for k in range(len(t)):
             self.append(float(t[k]), {f: values[f][k] for f in values})
 
-    def arrays(self, since_t: float | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Ordered copies (oldest first) of the time column and every field, optionally from `since_t`."""
+    def arrays(self, since_t: float | None = None,
+               fields: Sequence[str] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """Ordered copies (oldest first) of the time column and the fields (all by default), from `since_t`."""
         with self._lock:
             n = len(self)
-            start = self._n % self.capacity if self._n > self.capacity else 0
-            idx = (np.arange(n) + start) % self.capacity
-            t = self._t[idx]
+            # The buffer holds two time-ordered runs: [head:] then [:head] once it has wrapped.
+            head = self._n % self.capacity if self._n > self.capacity else 0
+            runs = [(head, n)] if head == 0 else [(head, self.capacity), (0, head)]
             if since_t is not None and n:
-                first = int(np.searchsorted(t, since_t))
-                idx = idx[first:]
-                t = t[first:]
-            return t, {f: c[idx] for f, c in self._cols.items()}
+                kept = []
+                for a, b in runs:
+                    seg = self._t[a:b]
+                    if seg.size and seg[-1] >= since_t:
+                        kept.append((a + int(np.searchsorted(seg, since_t)), b))
+                runs = kept
+            wanted = self._cols if fields is None else {f: self._cols[f] for f in fields if f in self._cols}
+
+            def take(col: np.ndarray) -> np.ndarray:
+                if not runs:
+                    return col[:0].copy()
+                if len(runs) == 1:
+                    return col[runs[0][0]:runs[0][1]].copy()
+                return np.concatenate([col[a:b] for a, b in runs])
+
+            return take(self._t), {f: take(c) for f, c in wanted.items()}
 
     def last(self) -> tuple[float, dict[str, float]] | None:
         with self._lock:

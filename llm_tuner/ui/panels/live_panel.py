@@ -144,6 +144,7 @@ class LivePanel(QWidget):
         self.bridge.request_finished.connect(self._on_bridge_request_finished)
         self.bridge.sampler_failed.connect(self._on_bridge_sampler_failed)
         ctx.state.model_selected.connect(self._on_state_model_selected)
+        ctx.state.profile_changed.connect(self._on_state_profile_changed)
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(100)
         self.redraw_timer.timeout.connect(self._on_redraw_timer_timeout)
@@ -199,7 +200,9 @@ class LivePanel(QWidget):
             raise ValueError(f"The arguments cannot be read ({exc}): check the quotes.") from exc
         if not args:
             raise ValueError("Give llama-server arguments (at least -m MODEL), or pick a model in the Models list.")
-        return plan_launch(binary, args, catalog=catalog, watch=self.watch_check.isChecked())
+        profile_args = getattr(self, "_profile_args", None)
+        env = profile_args[1] if profile_args and profile_args[0] == self.args_edit.text() else {}
+        return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
 
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> bool:
@@ -324,6 +327,21 @@ class LivePanel(QWidget):
 
     def _on_bridge_sampler_failed(self, name: str, message: str) -> None:
         self.log_console.append_lines([LogLine("warn", f"telemetry {name}: {message}")])
+
+    def _on_state_profile_changed(self, profile) -> None:
+        """The profile being edited becomes the command to launch (its env travels with it)."""
+        if profile is None or self.bridge.running:
+            return
+        try:
+            from llm_tuner.core.cmdline import profile_to_argv
+
+            argv, env = profile_to_argv(profile)
+        except Exception as exc:  # noqa: BLE001 - an incomplete profile: keep the current command
+            self.notes_label.setText(f"The profile cannot be turned into a command yet: {exc}")
+            return
+        text = shlex.join(argv)
+        self._profile_args = (text, dict(env))
+        self.args_edit.setText(text)
 
     def _on_state_model_selected(self, path) -> None:
         if path is not None and not self.bridge.running:

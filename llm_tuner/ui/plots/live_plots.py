@@ -8,11 +8,13 @@ data cheap. The panel's single timer calls `refresh()` at most ~10 Hz and only f
 from __future__ import annotations
 
 import time
+import warnings
 from collections import deque
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtWidgets import QVBoxLayout, QWidget
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
 
 from llm_tuner.services.telemetry.breakdown import MemorySegments
 
@@ -30,10 +32,38 @@ METRICS = (
 )
 
 
-def _setup(plot: pg.PlotItem) -> None:
-    plot.setClipToView(True)
-    plot.setDownsampling(auto=True, mode="peak")
-    plot.showGrid(x=True, y=True, alpha=0.2)
+def decimate(t: np.ndarray, cols: dict[str, np.ndarray], max_points: int) -> tuple[np.ndarray, dict]:
+    """Peak decimation: min and max of each bin, so spikes survive and a curve has <= max_points points.
+
+    Cheaper than letting pyqtgraph draw tens of thousands of segments (drawing dominates paint time).
+    """
+    n = len(t)
+    if n <= max_points:
+        return t, cols
+    bins = max_points // 2
+    size = n // bins
+    start = n - bins * size  # keep the newest samples whole
+    tb = t[start:].reshape(bins, size)
+    t_out = np.repeat(tb[:, 0], 2)
+    t_out[1::2] = tb[:, -1]
+    out = {}
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", category=RuntimeWarning)
+        for f, c in cols.items():
+            cb = c[start:].reshape(bins, size)
+            lo, hi = np.nanmin(cb, axis=1), np.nanmax(cb, axis=1)
+            v = np.empty(2 * bins)
+            v[0::2], v[1::2] = lo, hi
+            out[f] = v
+    return t_out, out
+
+
+def _setup(plot: pg.PlotItem, own_decimation: bool = False) -> None:
+    if not own_decimation:
+        plot.setClipToView(True)
+        plot.setDownsampling(auto=True, mode="peak")
+    # No grid: pyqtgraph draws grid lines as part of the axes, and the axes repaint whenever the
+    # time window scrolls; with five plots that was most of the paint time (benchmarks/ui_lag.py).
     plot.setMenuEnabled(False)
 
 
@@ -43,6 +73,7 @@ class DevicePlots(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.window_s = 600.0
+        self.max_points = 800  # per curve: about the plot's width in pixels, min/max per bin
         self.view = pg.GraphicsLayoutWidget()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
@@ -53,20 +84,25 @@ class DevicePlots(QWidget):
             axis = pg.DateAxisItem(orientation="bottom")
             plot = self.view.addPlot(row=row, col=0, axisItems={"bottom": axis})
             plot.setTitle(f"{title} ({unit})", size="9pt")
-            _setup(plot)
-            plot.addLegend(offset=(-5, 5), labelTextSize="8pt")
+            _setup(plot, own_decimation=True)
+            plot.disableAutoRange()
+            plot.getAxis("left").setWidth(64)  # same width on every plot so the time axes line up
+            plot.addLegend(offset=(5, 5), labelTextSize="8pt")  # top-left: the newest data is on the right
             if first is None:
                 first = plot
             else:
                 plot.setXLink(first)
             if row < len(METRICS) - 1:
-                plot.getAxis("bottom").setStyle(showValues=False)
+                plot.hideAxis("bottom")  # one shared time axis, at the bottom
             self.plots[title] = plot
         self.throttle_curve = pg.PlotDataItem(pen=None, fillLevel=0, brush=pg.mkBrush(214, 39, 40, 50),
                                               stepMode="right", name="throttled")
         self.plots["Utilisation"].addItem(self.throttle_curve)
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
-        self._versions: dict[str, int] = {}
+        self._versions: dict[tuple[str, str], int] = {}
+        self._next_metric = 0
+        self._x_moved = 0.0
+        self._y_ranges: dict[str, tuple[float, float]] = {}
         self.redraws = 0
 
     def _curve(self, title: str, device: str, field: str, colour_index: int) -> pg.PlotDataItem:
@@ -74,50 +110,86 @@ class DevicePlots(QWidget):
         curve = self.curves.get(key)
         if curve is None:
             dashed = field in ("mem_clock_mhz", "server_cpu_pct", "server_rss_mib")
-            pen = pg.mkPen(PALETTE[colour_index % len(PALETTE)], width=1.5,
+            pen = pg.mkPen(PALETTE[colour_index % len(PALETTE)], width=1,  # width 1: Qt's fast cosmetic path
                            style=pg.QtCore.Qt.PenStyle.DashLine if dashed else pg.QtCore.Qt.PenStyle.SolidLine)
-            label = device if field in ("util_pct", "vram_used_mib", "temp_c", "power_w", "sm_clock_mhz",
-                                        "cpu_pct", "ram_used_mib") else f"{device} {field.replace('_', ' ')}"
+            label = {"mem_clock_mhz": f"{device} memory", "sm_clock_mhz": f"{device} SM"}.get(field, device)
             if device == "host":
                 label = {"cpu_pct": "host CPU", "server_cpu_pct": "server CPU (100 = 1 core)",
                          "ram_used_mib": "host RAM used", "server_rss_mib": "server RSS"}.get(field, label)
             curve = self.plots[title].plot(pen=pen, name=label)
-            curve.setClipToView(True)
-            curve.setDownsampling(auto=True, method="peak")
+            # Clipping to the window and peak downsampling are done before setData (ring.arrays(since_t)
+            # + decimate); pyqtgraph's own would redo them for all curves on every scroll of the time axis.
+            curve.setClipToView(False)
+            curve.setDownsampling(auto=False)
             self.curves[key] = curve
         return curve
 
-    def refresh(self, rings: dict, now: float | None = None) -> bool:
-        """Push changed rings into curves. Returns True if anything was redrawn."""
+    def refresh(self, rings: dict, now: float | None = None, *, all_plots: bool = False) -> bool:
+        """Push changed rings into curves; returns True if anything was redrawn.
+
+        Staggered: each call updates one metric's plot (all devices), so a 10 Hz timer refreshes every
+        plot at 2 Hz, the default GPU sampling rate, and a tick costs a fifth of a full redraw.
+        """
         now = time.time() if now is None else now
         gpus = sorted(d for d in rings if d not in ("host", "server"))
         devices = gpus or (["host"] if "host" in rings else [])
+        order = range(len(METRICS)) if all_plots else [self._next_metric]
+        self._next_metric = (self._next_metric + 1) % len(METRICS)
         changed = False
-        throttle_t = throttle_v = None
-        for i, dev in enumerate(devices):
-            ring = rings[dev]
-            if self._versions.get(dev) == ring.version:
-                continue
-            self._versions[dev] = ring.version
-            changed = True
-            t, cols = ring.arrays(since_t=now - self.window_s if self.window_s else None)
-            for title, _unit, gfields, hfields in METRICS:
-                for f in (gfields if dev != "host" else hfields):
-                    if f in cols:
-                        self._curve(title, dev, f, i).setData(t, cols[f], connect="finite")
-            if "throttled" in cols:
-                v = np.nan_to_num(cols["throttled"]) * 100.0
-                if throttle_t is None or len(t) > len(throttle_t):
-                    throttle_t, throttle_v = t, v
-                elif len(t) == len(throttle_t):
-                    throttle_v = np.maximum(throttle_v, v)
-        if throttle_t is not None and len(throttle_t) > 1:
-            self.throttle_curve.setData(throttle_t, throttle_v)
+        for m in order:
+            title, _unit, gfields, hfields = METRICS[m]
+            throttle_t = throttle_v = None
+            y_lo, y_hi = np.inf, -np.inf
+            for i, dev in enumerate(devices):
+                ring = rings[dev]
+                flds = list(gfields if dev != "host" else hfields)
+                if not flds or self._versions.get((title, dev)) == ring.version:
+                    continue
+                self._versions[(title, dev)] = ring.version
+                if title == "Utilisation" and dev != "host":
+                    flds.append("throttled")
+                t, cols = ring.arrays(since_t=now - self.window_s if self.window_s else None, fields=flds)
+                t, cols = decimate(t, cols, self.max_points)
+                changed = True
+                for f in flds:
+                    if f == "throttled":
+                        continue
+                    y = cols[f]
+                    finite = np.isfinite(y)
+                    if finite.all():  # the common case: the fast path, no per-point gap handling
+                        self._curve(title, dev, f, i).setData(t, y, connect="all", skipFiniteCheck=True)
+                    else:
+                        self._curve(title, dev, f, i).setData(t, y, connect="finite")
+                    if finite.any():
+                        y_lo, y_hi = min(y_lo, float(np.nanmin(cols[f]))), max(y_hi, float(np.nanmax(cols[f])))
+                if "throttled" in cols:
+                    v = np.nan_to_num(cols["throttled"]) * 100.0
+                    if throttle_t is None or len(t) > len(throttle_t):
+                        throttle_t, throttle_v = t, v
+                    elif len(t) == len(throttle_t):
+                        throttle_v = np.maximum(throttle_v, v)
+            if throttle_t is not None and len(throttle_t) > 1:
+                self.throttle_curve.setData(throttle_t, throttle_v)
+            if np.isfinite(y_lo):
+                self._fit_y(title, y_lo, y_hi)
         if changed:
             self.redraws += 1
-            if self.window_s:
-                self.plots["Utilisation"].setXRange(now - self.window_s, now, padding=0)
+            # Scrolling the shared time axis repaints every plot: do it at 2 Hz, not on every tick.
+            if self.window_s and (all_plots or now - self._x_moved >= 0.5):
+                self._x_moved = now
+                self.plots["Utilisation"].setXRange(now - self.window_s, now + 1.0, padding=0)
         return changed
+
+    def _fit_y(self, title: str, lo: float, hi: float) -> None:
+        """Our own y range (autoRange recomputed bounds on every setData of every curve: too slow)."""
+        if title == "Utilisation":
+            lo, hi = 0.0, 100.0
+        span = max(hi - lo, abs(hi) * 0.05, 1.0)
+        lo, hi = lo - 0.08 * span, hi + 0.08 * span
+        cur = self._y_ranges.get(title)
+        if cur is None or lo < cur[0] or hi > cur[1] or (cur[1] - cur[0]) > 3 * (hi - lo):
+            self._y_ranges[title] = (lo, hi)
+            self.plots[title].setYRange(lo, hi, padding=0)
 
 
 class MemoryBars(QWidget):
@@ -128,9 +200,12 @@ class MemoryBars(QWidget):
         self.view = pg.PlotWidget()
         self.view.setMenuEnabled(False)
         self.view.setTitle("Memory by owner (MiB, against capacity)", size="9pt")
-        self.view.addLegend(offset=(-5, 5), labelTextSize="8pt")
+        self.view.getAxis("left").setWidth(80)
+        self.legend = QLabel("  ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in SEGMENT_COLOURS.items()))
+        self.legend.setTextFormat(Qt.TextFormat.RichText)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.legend)
         lay.addWidget(self.view)
         self._items: list = []
         self.last: list[MemorySegments] = []
@@ -143,8 +218,6 @@ class MemoryBars(QWidget):
         for item in self._items:
             self.view.removeItem(item)
         self._items.clear()
-        if self.view.plotItem.legend is not None:
-            self.view.plotItem.legend.clear()
         names = [s.device for s in segments]
         left = np.zeros(len(segments))
         for name in SEGMENT_COLOURS:
@@ -152,11 +225,9 @@ class MemoryBars(QWidget):
             if not widths.any():
                 continue
             bar = pg.BarGraphItem(x0=left, y=np.arange(len(segments)), height=0.6, width=widths,
-                                  brush=SEGMENT_COLOURS[name], name=name)
+                                  brush=SEGMENT_COLOURS[name])
             self.view.addItem(bar)
             self._items.append(bar)
-            if self.view.plotItem.legend is not None:
-                self.view.plotItem.legend.addItem(bar, name)
             left = left + widths
         ticks = [(i, n) for i, n in enumerate(names)]
         self.view.getAxis("left").setTicks([ticks])
@@ -172,21 +243,29 @@ class ThroughputPlots(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.view)
-        self.rate_plot = self.view.addPlot(row=0, col=0, axisItems={"bottom": pg.DateAxisItem()})
-        self.rate_plot.setTitle("Throughput per request (tokens/s)", size="9pt")
-        _setup(self.rate_plot)
-        self.rate_plot.addLegend(offset=(-5, 5), labelTextSize="8pt")
-        self.draft_plot = self.view.addPlot(row=1, col=0, axisItems={"bottom": pg.DateAxisItem()})
-        self.draft_plot.setTitle("Draft acceptance (%)", size="9pt")
-        _setup(self.draft_plot)
+        def make(row: int, title: str) -> pg.PlotItem:
+            plot = self.view.addPlot(row=row, col=0, axisItems={"bottom": pg.DateAxisItem()})
+            plot.setTitle(title, size="9pt")
+            _setup(plot)
+            plot.getAxis("left").setWidth(64)
+            plot.addLegend(offset=(5, 5), labelTextSize="8pt")
+            return plot
+
+        # Prompt and generation rates differ by 10-100x: one plot each, so both stay readable.
+        self.prompt_plot = make(0, "Prompt processing per request (tokens/s)")
+        self.rate_plot = make(1, "Generation per request (tokens/s)")
+        self.draft_plot = make(2, "Draft acceptance per request (%)")
+        self.prompt_plot.setXLink(self.rate_plot)
         self.draft_plot.setXLink(self.rate_plot)
         self.draft_plot.setYRange(0, 100)
-        self.prompt_pts = self.rate_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#1f77b4",
-                                              name="prompt t/s")
+        self.prompt_pts = self.prompt_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#1f77b4",
+                                                name="prompt t/s")
+        self.prompt_avg = self.prompt_plot.plot(pen=pg.mkPen("#1f77b4", width=2), name=f"mean of last {rolling}")
         self.gen_pts = self.rate_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#ff7f0e",
                                            name="generation t/s")
-        self.gen_avg = self.rate_plot.plot(pen=pg.mkPen("#ff7f0e", width=2), name=f"generation, mean of {rolling}")
-        self.draft_pts = self.draft_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#2ca02c")
+        self.gen_avg = self.rate_plot.plot(pen=pg.mkPen("#ff7f0e", width=2), name=f"mean of last {rolling}")
+        self.draft_pts = self.draft_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#2ca02c",
+                                              name="accepted / drafted")
         self._data: deque = deque(maxlen=100_000)
         self._dirty = False
 
@@ -197,6 +276,14 @@ class ThroughputPlots(QWidget):
     def clear(self) -> None:
         self._data.clear()
         self._dirty = True
+
+    def _rolling(self, v: np.ndarray) -> np.ndarray:
+        """Mean of the last `rolling` known values at each point (NaN-aware)."""
+        if not len(v):
+            return v
+        s = np.convolve(np.nan_to_num(v), np.ones(self.rolling), "full")[: len(v)]
+        n = np.convolve((~np.isnan(v)).astype(float), np.ones(self.rolling), "full")[: len(v)]
+        return np.where(n > 0, s / np.maximum(n, 1), np.nan)
 
     def refresh(self) -> bool:
         if not self._dirty:
@@ -209,12 +296,8 @@ class ThroughputPlots(QWidget):
                       dtype=float)
         self.prompt_pts.setData(t, pp)
         self.gen_pts.setData(t, tg)
-        if len(tg):
-            s = np.convolve(np.nan_to_num(tg), np.ones(self.rolling), "full")[: len(tg)]
-            n = np.convolve((~np.isnan(tg)).astype(float), np.ones(self.rolling), "full")[: len(tg)]
-            self.gen_avg.setData(t, np.where(n > 0, s / np.maximum(n, 1), np.nan), connect="finite")
-        else:
-            self.gen_avg.setData([], [])
+        self.prompt_avg.setData(t, self._rolling(pp), connect="finite")
+        self.gen_avg.setData(t, self._rolling(tg), connect="finite")
         d = [(r.time_unix, 100 * r.draft_acceptance) for r in recs if r.draft_acceptance is not None]
         self.draft_pts.setData([x for x, _ in d], [y for _, y in d])
         return True
