@@ -53,6 +53,15 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     assert (tmp_path / f"run-{a['run_id']}.csv").read_text().count("\n") == 3
     assert json.loads((tmp_path / f"run-{a['run_id']}.json").read_text())["run_id"] == a["run_id"]
 
+    # A saved profile file (LaunchProfile JSON) goes through core.cmdline.profile_to_argv.
+    from llm_tuner.core.profile import LaunchProfile
+
+    prof = tmp_path / "small-ub.json"
+    prof.write_text(LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024, ubatch_size=128).model_dump_json())
+    assert main(["bench", *common, "--profile", str(prof)]) == 0
+    p = _json(capsys)
+    assert p["label"] == "small-ub" and "--ubatch-size" in p["server_argv"] and p["status"] == "complete"
+
     assert main(["runs", "delete", str(a["run_id"])]) == 0
     capsys.readouterr()
     assert main(["runs", "compare", str(a["run_id"]), str(b_id)]) == 2

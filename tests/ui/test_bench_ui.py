@@ -73,13 +73,22 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     assert sorted(history.column_texts(2)) == ["ub32", "ub512"]
     assert set(history.column_texts(5)) == {"complete"}
 
-    # Delete asks for confirmation first.
+    # Re-run the newest run from the History: same command line and spec, a new run.
     panel = again.bench_panel
     panel.tabs.setCurrentIndex(1)
     panel.history_view.selectRow(0)
+    rerun_of = panel.selected_runs()[0]
+    qtbot.mouseClick(panel.rerun_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: panel.last_run is not None and not panel.is_running(), timeout=120_000)
+    assert panel.last_run.server_argv == rerun_of.server_argv and panel.last_run.spec == rerun_of.spec
+    qtbot.waitUntil(lambda: history.rowCount() == 3, timeout=10_000)
+
+    # Delete asks for confirmation first.
+    panel.tabs.setCurrentIndex(1)
+    panel.history_view.selectRow(0)
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.No)
-    panel._on_delete_clicked()
-    assert len(panel.repo.list_runs()) == 2
+    qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
+    assert len(panel.repo.list_runs()) == 3
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
-    panel._on_delete_clicked()
-    qtbot.waitUntil(lambda: history.rowCount() == 1, timeout=10_000)
+    qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: history.rowCount() == 2, timeout=10_000)

@@ -79,18 +79,26 @@ class ComparePanel(QWidget):
         self.chart_combo.currentIndexChanged.connect(self._on_chart_combo_changed)
         self.chart = ErrorBarChart()
 
-        right = QWidget()
-        rl = QVBoxLayout(right)
-        rl.setContentsMargins(0, 0, 0, 0)
-        rl.addWidget(QLabel("Flags that differ (A → B):"))
-        rl.addWidget(self.diff_table, 1)
-        rl.addWidget(self.chart_combo)
-        rl.addWidget(self.chart, 2)
-        split = QSplitter(Qt.Orientation.Horizontal)
+        diff_box = QWidget()
+        dl = QVBoxLayout(diff_box)
+        dl.setContentsMargins(0, 0, 0, 0)
+        dl.addWidget(QLabel("Flags that differ (A → B):"))
+        dl.addWidget(self.diff_table, 1)
+        chart_box = QWidget()
+        cl = QVBoxLayout(chart_box)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.chart_combo)
+        cl.addWidget(self.chart, 1)
+        bottom = QSplitter(Qt.Orientation.Horizontal)
+        bottom.addWidget(diff_box)
+        bottom.addWidget(chart_box)
+        bottom.setStretchFactor(0, 1)
+        bottom.setStretchFactor(1, 2)
+        split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
-        split.addWidget(right)
-        split.setStretchFactor(0, 3)
-        split.setStretchFactor(1, 2)
+        split.addWidget(bottom)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 1)
 
         lay = QVBoxLayout(self)
         lay.addLayout(top)
@@ -196,7 +204,7 @@ class ComparePanel(QWidget):
         for warning in (busy_warning(a), busy_warning(b)):
             if warning:
                 text += f"\nWarning: {warning}"
-        if a.spec.model_dump() != b.spec.model_dump():
+        if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
             text += "\nNote: the two runs used different benchmark settings; only common metrics compare."
         self.verdict_label.setText(text)
         diff = argv_diff(a.server_argv, b.server_argv)
