@@ -1403,6 +1403,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     if a.split_mode == "tensor":
         w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and KV "
                  "spread over the GPUs by -ts; fit does not run for it")
+    known = {d.name for d in devs}
+    odd = sorted({b for _p, b in a.overrides if not b.upper().startswith("CPU") and b not in known})
+    if odd:
+        w.append(f"-ot sends tensors to {', '.join(odd)}, which is not among the planned devices: "
+                 "those weights are not counted anywhere in this plan")
     gpus_missing = [n for n in (a.devices or ()) if n not in {d.name for d in devs}]
     if gpus_missing:
         w.append(f"unknown device(s): {', '.join(gpus_missing)}")
