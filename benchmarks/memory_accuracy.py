@@ -161,7 +161,7 @@ def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
         ("dense", ["-ngl", "99"]),
         ("dense", ["-ngl", "5"]),
         ("dense", ["-ngl", "99", "-ot", r"blk\.(1|3|5)\.ffn_.*=CPU"]),
-        ("dense", ["-ngl", "99", "-np", "1", "-lm", "none", "-ngl", "4"]),
+        ("dense", ["-np", "1", "-lm", "none", "-ngl", "4"]),
         ("moe", ["-ngl", "99"]),
         ("moe", ["-ngl", "99", "--cpu-moe"]),
         ("moe", ["-ngl", "99", "-ncmoe", "3"]),
