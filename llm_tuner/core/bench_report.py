@@ -45,7 +45,8 @@ def metric_samples(run: BenchRun) -> dict[str, MetricSamples]:
             add(f"acceptance@{n}", "%", True, None if r.acceptance is None else 100.0 * r.acceptance)
     for r in reps:
         for p in r.peaks:
-            add(f"peak_vram_mib:{p.device}", "MiB", False, p.vram_used_mib)
+            kind = "peak_ram_mib" if p.device == "Host" else "peak_vram_mib"
+            add(f"{kind}:{p.device}", "MiB", False, p.vram_used_mib)
             add(f"peak_power_w:{p.device}", "W", False, p.power_w)
             add(f"peak_temp_c:{p.device}", "°C", False, p.temp_c)
         add("energy_per_token_j", "J/token", False, r.energy_per_token_j)
@@ -242,6 +243,12 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
              f"- Command: `llama-server {' '.join(run.server_argv)}`", ""]
     if s["busy_warning"]:
         lines += [f"> Warning: {s['busy_warning']}", ""]
+    if run.memory_predicted_mib or run.memory_measured_mib:
+        lines += ["| Device | Memory plan (MiB) | Measured peak (MiB) |", "|---|---:|---:|"]
+        pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
+        for dev in list(pred) + [d for d in meas if d not in pred]:
+            lines.append(f"| {dev} | {_fmt(pred.get(dev), 0)} | {_fmt(meas.get(dev), 0)} |")
+        lines += ["", "Measured: VRAM used on the GPU (whole device), or the server's RSS for Host.", ""]
     if run.devices:
         lines += ["- Devices: " + "; ".join(str(d.get("name", d)) + (f" ({d.get('model')})" if d.get("model") else "")
                                             for d in run.devices), ""]

@@ -73,7 +73,9 @@ class BenchSpec(BaseModel):
 
 
 class DevicePeak(BaseModel):
-    """Telemetry peaks of one device during one repetition (None: not measurable here)."""
+    """Telemetry peaks of one device during one repetition (None: not measurable here).
+
+    For the device "Host", `vram_used_mib` holds the server process's resident memory (RSS)."""
 
     model_config = ConfigDict(frozen=True)
 

@@ -186,18 +186,33 @@ def default_telemetry() -> TelemetrySource | None:
 class PeakTracker:
     """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device."""
 
-    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1) -> None:
+    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1, server_pid: int | None = None) -> None:
         self.source = source
         self.interval_s = interval_s
+        self._server = None
+        if server_pid:
+            try:
+                import psutil  # noqa: PLC0415
+
+                self._server = psutil.Process(server_pid)
+            except Exception:  # noqa: BLE001 - gone already, or no psutil
+                self._server = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._peaks: dict[str, dict] = {}
 
     def _sample(self) -> None:
+        readings: list = []
+        if self._server is not None:
+            try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
+                readings.append({"device": "Host", "vram_used_mib": self._server.memory_info().rss / 2**20})
+            except Exception:  # noqa: BLE001
+                self._server = None
         try:
-            readings = list(self.source.read())
+            if self.source is not None:
+                readings += list(self.source.read())
         except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
-            return
+            pass
         for r in readings:
             index = _attr(r, "index")
             dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
@@ -226,7 +241,7 @@ class PeakTracker:
             self._stop.wait(max(0.0, next_t - time.monotonic()))
 
     def __enter__(self) -> PeakTracker:
-        if self.source is not None:
+        if self.source is not None or self._server is not None:
             self._peaks = {}
             self._stop.clear()
             self._thread = threading.Thread(target=self._loop, name="bench-peaks", daemon=True)
@@ -290,6 +305,33 @@ class OtherCpuMeter:
         wall = (w1 - w0) * (os.cpu_count() or 1)
         if wall > 0:
             self.pct = max(0.0, min(100.0, 100.0 * ((b1 - b0) - (o1 - o0)) / wall))
+
+
+def predict_memory(argv: list[str], binary: Path | None) -> dict[str, float] | None:
+    """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
+    llama-server arguments, through core.memory; None when it cannot be made. Never raises."""
+    try:
+        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
+        from llm_tuner.services.library import read_model  # noqa: PLC0415
+        from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
+
+        pargs = parse_server_args(list(argv))
+        if not pargs.model:
+            return None
+        model = read_model(pargs.model)
+        if getattr(model, "error", None):
+            return None
+        gpus = []
+        if binary is not None:
+            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                               free_includes_runtime=True) for d in binaries.list_devices(binary)]
+        h = host_info()
+        host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
+        plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags))
+        return {d.name: round(d.total_mib, 1) for d in plan.devices}
+    except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
+        log.info("no memory prediction for the benchmark: %s", exc)
+        return None
 
 
 # -- identity of what ran -----------------------------------------------------------------------
@@ -470,12 +512,13 @@ class BenchRunner:
 
     def __init__(self, repo: RunRepository, *, settings=None, telemetry: TelemetrySource | None = None,
                  devices: list[dict] | None = None, ready_timeout_s: float = 300.0,
-                 server_threads: int | None = None) -> None:
+                 predict_memory: bool = True) -> None:
         self.repo = repo
         self.settings = settings
         self.telemetry = telemetry
         self.devices = devices or []
         self.ready_timeout_s = ready_timeout_s
+        self.predict_memory = predict_memory
         self._binary_cache: dict[str, tuple] = {}
         self.current_process: ServerProcess | None = None  # the server of the run in progress
 
@@ -532,6 +575,10 @@ class BenchRunner:
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
                        memory_predicted_mib=target.memory_predicted_mib, **ident)
         run_id = self.repo.create_run(run)
+        if target.memory_predicted_mib is None and target.attached_url is None and self.predict_memory:
+            predicted = predict_memory(list(target.argv), binary_path)
+            if predicted:
+                self.repo.update_run(run_id, memory_predicted_mib=predicted)
         proc: ServerProcess | None = None
         status, error = "complete", None
         measured_mib: dict[str, float] = {}
@@ -581,7 +628,7 @@ class BenchRunner:
         failures: list[str] = []
         offset = 0
         stride = 7919  # a prime: successive repetitions start at unrelated places in the text
-        tracker = PeakTracker(self.telemetry)
+        tracker = PeakTracker(self.telemetry, server_pid=proc.pid if proc else None)
         for n in spec.prompt_tokens:
             for w in range(spec.warmup):
                 self._check(cancelled, proc)

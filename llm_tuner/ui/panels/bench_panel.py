@@ -431,6 +431,11 @@ class BenchPanel(QWidget):
         if run.llama_bench_error:
             gaps.append(f"llama-bench: {run.llama_bench_error}")
         summary = run_summary(run)
+        pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
+        mem = [f"{d}: plan {pred[d]:,.0f} MiB" + (f", measured peak {meas[d]:,.0f} MiB" if d in meas else "")
+               for d in pred] + [f"{d}: measured peak {v:,.0f} MiB" for d, v in meas.items() if d not in pred]
+        if mem:
+            gaps.append("Memory — " + "; ".join(mem))
         if summary["busy_warning"]:
             gaps.insert(0, "Warning: " + summary["busy_warning"])
         spec = summary["speculative"]
