@@ -280,3 +280,25 @@ def test_cli_run_with_a_profile_file_reports_a_failed_load(tmp_path):
     exited = events[-1]
     assert exited["event"] == "exited" and exited["failure"] == "model_missing"
     assert "does not exist" in exited["message"]
+
+
+def test_cli_attach_streams_approximate_requests_and_leaves_the_server_running(llama_server, tmp_path):
+    env = {**os.environ, "LLM_TUNER_DATA_DIR": str(tmp_path)}
+    cli = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--duration", "60",
+                            "--attach", llama_server.url], stdout=subprocess.PIPE, text=True, env=env)
+    lines = []
+    for raw in cli.stdout:
+        ev = json.loads(raw)
+        lines.append(ev)
+        if ev["event"] == "state" and ev["state"] == "ready":
+            llama_server.client.completion("Attach test", n_predict=8)
+        if ev["event"] == "request":
+            cli.send_signal(signal.SIGINT)
+        if ev["event"] == "exited":
+            break
+    assert cli.wait(30) == 0
+    assert lines[0]["mode"] == "attach" and "approximate" in lines[0]["note"]
+    req = next(e for e in lines if e["event"] == "request")
+    assert req["approximate"] is True and req["predicted_n"] == 8
+    assert lines[-1]["reason"] == "detached"
+    assert llama_server.client.health().ready
