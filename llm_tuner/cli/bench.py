@@ -151,22 +151,15 @@ def resolve_target(args):
         if path.is_file():
             profile = _profile_from_file(path)
             return bench.target_from_profile(profile, label=args.label or path.stem)
-        try:
-            from llm_tuner.store import profiles as profile_store
-
-            lookup = getattr(profile_store, "load_latest_by_name", None)
-        except ImportError:
-            lookup = None
-        if lookup is None:
-            raise _err(f"no profile file {args.profile!r}; saved profiles by name need the profile store. "
-                           "Pass a profile JSON file or `-- <llama-server arguments>`.")
         from llm_tuner.services.paths import database_path
         from llm_tuner.store.db import open_engine
+        from llm_tuner.store.profiles import ProfileRepository
 
-        profile = lookup(open_engine(database_path()), args.profile)
-        if profile is None:
-            raise _err(f"no saved profile named {args.profile!r}")
-        return bench.target_from_profile(profile, label=args.label or args.profile)
+        saved = ProfileRepository(open_engine(database_path())).latest(args.profile)
+        if saved is None:
+            raise _err(f"no saved profile named {args.profile!r} and no such file. "
+                       "Save it in the Profile tab, or pass a profile JSON file or `-- <llama-server arguments>`.")
+        return bench.target_from_profile(saved, label=args.label or saved.name)
     if server_args:
         return bench.ServerTarget(argv=server_args, label=args.label or "command line")
     from llm_tuner.services.demo_model import find_demo_model
@@ -288,13 +281,16 @@ def cmd_runs_show(args) -> int:
     return 0
 
 
-def compare_json(a, b, threshold_pct: float) -> dict:
-    from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, speculative_speedup
+def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
+    from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+    from llm_tuner.services.bench import profile_versions
 
-    out = {"a": {"run_id": a.id, "label": a.label}, "b": {"run_id": b.id, "label": b.label},
+    pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id) if engine else (None, None)
+    out = {"a": {"run_id": a.id, "label": a.label, "profile_version_id": a.profile_version_id},
+           "b": {"run_id": b.id, "label": b.label, "profile_version_id": b.profile_version_id},
            "threshold_pct": threshold_pct,
            "metrics": [c.to_json() for c in compare_runs(a, b, threshold_pct)],
-           "profile_diff": argv_diff(a.server_argv, b.server_argv)}
+           "profile_diff": run_flag_diff(a, b, pa, pb)}
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
@@ -318,7 +314,7 @@ def cmd_runs_compare(args) -> int:
             raise _err(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
-    result = compare_json(a, b, threshold)
+    result = compare_json(a, b, threshold, repo.engine)
     if args.json:
         emit_json(result)
     else:

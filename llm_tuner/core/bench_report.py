@@ -209,6 +209,16 @@ def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) ->
     return out
 
 
+def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> list[dict]:
+    """Which flags differ between two runs: through core.cmdline.profile_diff when both runs' saved
+    profile versions are given (LaunchProfile), else from their llama-server argument lists."""
+    if profile_a is not None and profile_b is not None:
+        from llm_tuner.core.cmdline import profile_diff  # noqa: PLC0415
+
+        return [{"flag": f, "a": va, "b": vb} for f, va, vb in profile_diff(profile_a, profile_b)]
+    return argv_diff(a.server_argv, b.server_argv)
+
+
 def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
     """Measured generation speed-up of a drafting run over a no-draft run, beside the bound."""
     spec = run_summary(run)["speculative"]

@@ -782,15 +782,30 @@ def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:
     return ServerTarget(argv=argv, label="demo (default flags)")
 
 
-def target_from_profile(profile, label: str | None = None) -> ServerTarget:
-    """A ServerTarget from a LaunchProfile, through core.cmdline.profile_to_argv when it exists."""
-    from llm_tuner.core import cmdline  # noqa: PLC0415
+def target_from_profile(profile, label: str | None = None, version_id: int | None = None) -> ServerTarget:
+    """A ServerTarget from a LaunchProfile or a SavedProfile (name + version id + LaunchProfile),
+    through core.cmdline.profile_to_argv."""
+    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
 
-    to_argv = getattr(cmdline, "profile_to_argv", None)
-    if to_argv is None:
-        raise BenchError("this build cannot turn a profile into a command line yet")
-    argv, env = to_argv(profile)
+    saved = profile if hasattr(profile, "version_id") and hasattr(profile, "profile") else None
+    launch = saved.profile if saved else profile
+    argv, env = profile_to_argv(launch)
     return ServerTarget(argv=list(argv), env=dict(env or {}),
-                        label=label or getattr(profile, "name", "") or "profile",
-                        profile_version_id=getattr(profile, "version_id", None),
-                        binary=getattr(profile, "binary", None))
+                        label=label or (saved.name if saved else "") or "profile",
+                        profile_version_id=version_id if version_id is not None else (saved.version_id if saved else None),
+                        binary=getattr(launch, "binary", None))
+
+
+def profile_versions(engine, *version_ids: int | None) -> list:
+    """The LaunchProfiles of stored profile versions (None where unknown), for flag diffs."""
+    try:
+        from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
+
+        repo = ProfileRepository(engine)
+        out = []
+        for vid in version_ids:
+            saved = repo.get_version(vid) if vid is not None else None
+            out.append(saved.profile if saved else None)
+        return out
+    except Exception:  # noqa: BLE001 - no profile store: fall back to argv diffs
+        return [None for _ in version_ids]

@@ -62,6 +62,20 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     p = _json(capsys)
     assert p["label"] == "small-ub" and "--ubatch-size" in p["server_argv"] and p["status"] == "complete"
 
+    # A profile saved by name (store.profiles): the run points at its version.
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.profiles import ProfileRepository
+
+    saved = ProfileRepository(open_engine(database_path())).save(
+        "named", LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024))
+    assert main(["bench", *common, "--profile", "named"]) == 0
+    named = _json(capsys)
+    assert named["label"] == "named" and named["profile_version_id"] == saved.version_id
+    assert main(["runs", "compare", "small-ub", "named", "--profiles", "--json"]) == 0
+    assert _json(capsys)["profile_diff"] == [{"flag": "--ubatch-size", "a": "128", "b": None}]
+    assert main(["bench", *common, "--profile", "no-such-profile"]) == 2
+
     assert main(["runs", "delete", str(a["run_id"])]) == 0
     capsys.readouterr()
     assert main(["runs", "compare", str(a["run_id"]), str(b_id)]) == 2

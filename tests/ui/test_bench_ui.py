@@ -92,3 +92,37 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     monkeypatch.setattr(QMessageBox, "question", lambda *a, **k: QMessageBox.StandardButton.Yes)
     qtbot.mouseClick(panel.delete_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: history.rowCount() == 2, timeout=10_000)
+
+
+def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qtbot, demo_model):
+    from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.store.profiles import ProfileRepository
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    profiles = ProfileRepository(ctx.engine)
+    base = LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024)
+    saved = [profiles.save("big-ub", base.model_copy(update={"ubatch_size": 512})),
+             profiles.save("small-ub", base.model_copy(update={"ubatch_size": 32}))]
+    bench = window.bench_panel
+    for s in saved:
+        ctx.state.profile_name = s.name
+        ctx.state.set_profile(s.profile)  # what the Profile tab publishes
+        assert s.name in bench.target_label.text()
+        _short_spec(bench, "", "")
+        _run(qtbot, bench)
+        assert bench.last_run.label == s.name and bench.last_run.profile_version_id == s.version_id
+
+    compare = window.compare_panel
+    compare.by_profiles.setChecked(True)
+    qtbot.waitUntil(lambda: compare.combo_a.findData("small-ub") >= 0, timeout=10_000)
+    compare.combo_a.setCurrentIndex(compare.combo_a.findData("big-ub"))
+    compare.combo_b.setCurrentIndex(compare.combo_b.findData("small-ub"))
+    qtbot.mouseClick(compare.compare_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: compare.model.rowCount() > 0, timeout=10_000)
+    rows = {compare.diff_table.item(i, 0).text(): (compare.diff_table.item(i, 1).text(),
+                                                  compare.diff_table.item(i, 2).text())
+            for i in range(compare.diff_table.rowCount())}
+    assert rows == {"--ubatch-size": ("512", "32")}  # from the saved profiles (core.cmdline.profile_diff)
+    assert set(compare.model.verdicts().values()) <= {"better", "worse", "within noise"}

@@ -294,7 +294,18 @@ class BenchPanel(QWidget):
             return bench_service.ServerTarget(attached_url=url, label=label or url)
         profile = self.ctx.state.profile
         if profile is not None:
-            target = bench_service.target_from_profile(profile, label=label or None)
+            name = getattr(self.ctx.state, "profile_name", None)
+            version_id = None
+            if name:
+                from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
+
+                saved = ProfileRepository(self.ctx.engine).latest(name)
+                if saved is not None and saved.profile == profile:
+                    version_id = saved.version_id
+                else:
+                    name = f"{name} (unsaved edits)"
+            target = bench_service.target_from_profile(profile, label=label or name or "unsaved profile",
+                                                       version_id=version_id)
         else:
             model = find_demo_model()
             if model is None:
@@ -313,8 +324,8 @@ class BenchPanel(QWidget):
     def _update_target_label(self) -> None:
         profile = self.ctx.state.profile
         if profile is not None:
-            name = getattr(profile, "name", None) or "the profile being edited"
-            self.target_label.setText(f"{name} (from the Profile tab)")
+            name = getattr(self.ctx.state, "profile_name", None) or "the unsaved profile"
+            self.target_label.setText(f"{name}, as edited in the Profile tab")
         else:
             model = find_demo_model()
             self.target_label.setText(f"demo model {model.name} with default flags (no profile edited yet)"

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, speculative_speedup
+from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
 from llm_tuner.core.stats import BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
@@ -149,7 +149,8 @@ class ComparePanel(QWidget):
         self.by_runs.setChecked(True)
         self._pending = (a_id, b_id)
         repo = self.repo
-        job = BackgroundJob(lambda _ctl: (repo.get_run(a_id), repo.get_run(b_id)))
+        engine = self.ctx.engine
+        job = BackgroundJob(lambda _ctl: self._load_pair(repo, engine, lambda: (repo.get_run(a_id), repo.get_run(b_id))))
         job.succeeded.connect(self._on_runs_loaded)
         job.start()
         self._load_job = job
@@ -168,10 +169,12 @@ class ComparePanel(QWidget):
         repo = self.repo
         by_profiles = self.by_profiles.isChecked()
 
+        engine = self.ctx.engine
+
         def work(_ctl):
             if by_profiles:
-                return repo.latest_run(a), repo.latest_run(b)
-            return repo.get_run(a), repo.get_run(b)
+                return self._load_pair(repo, engine, lambda: (repo.latest_run(a), repo.latest_run(b)))
+            return self._load_pair(repo, engine, lambda: (repo.get_run(a), repo.get_run(b)))
 
         self.compare_button.setEnabled(False)
         job = BackgroundJob(work)
@@ -180,14 +183,25 @@ class ComparePanel(QWidget):
         job.start()
         self._load_job = job
 
-    def _on_runs_loaded(self, pair) -> None:
-        a, b = pair
+    def _on_runs_loaded(self, loaded) -> None:
+        a, b, pa, pb = loaded
         if a is None or b is None:
             self.verdict_label.setText("One of the two has no finished run. Benchmark it first.")
             return
-        self.show_comparison(a, b)
+        self.show_comparison(a, b, pa, pb)
 
-    def show_comparison(self, a, b) -> None:
+    @staticmethod
+    def _load_pair(repo, engine, get):
+        """Off the GUI thread: the two runs and their saved profile versions (for the flag diff)."""
+        from llm_tuner.services.bench import profile_versions  # noqa: PLC0415
+
+        a, b = get()
+        if a is None or b is None:
+            return a, b, None, None
+        pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id)
+        return a, b, pa, pb
+
+    def show_comparison(self, a, b, profile_a=None, profile_b=None) -> None:
         self.run_a, self.run_b = a, b
         threshold = self.threshold_spin.value()
         comparisons = compare_runs(a, b, threshold)
@@ -207,7 +221,7 @@ class ComparePanel(QWidget):
         if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
             text += "\nNote: the two runs used different benchmark settings; only common metrics compare."
         self.verdict_label.setText(text)
-        diff = argv_diff(a.server_argv, b.server_argv)
+        diff = run_flag_diff(a, b, profile_a, profile_b)
         self.diff_table.setRowCount(len(diff))
         for i, d in enumerate(diff):
             for j, key in enumerate(("flag", "a", "b")):
