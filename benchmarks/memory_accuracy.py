@@ -160,6 +160,11 @@ def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
         ("demo", ["-c", "32768", "-ngl", "99", "-fa", "off", "-ub", "1024"]),
         ("dense", ["-ngl", "99"]),
         ("dense", ["-ngl", "5"]),
+        # the KV/FA rows again on a model that exists on the GPU machine (the demo model cannot travel there)
+        ("dense", ["-c", "32768", "-ngl", "99", "-nkvo"]),
+        ("dense", ["-c", "32768", "-ngl", "99", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
+        ("dense", ["-c", "32768", "-ngl", "99", "-ctk", "q4_0", "-ctv", "q4_0", "-fa", "on"]),
+        ("dense", ["-c", "32768", "-ngl", "99", "-fa", "off", "-ub", "1024", "-np", "2"]),
         ("dense", ["-ngl", "99", "-ot", r"blk\.(1|3|5)\.ffn_.*=CPU"]),
         ("dense", ["-np", "1", "-lm", "none", "-ngl", "4"]),
         ("moe", ["-ngl", "99"]),
@@ -177,6 +182,14 @@ def cuda_matrix(n_gpus: int) -> list[tuple[str, list[str]]]:
             ("dense", ["-ngl", "99", "-ts", "3,1", "-np", "2"]),
             ("dense", ["-ngl", "99", "-sm", "tensor", "-fa", "on"]),
             ("moe", ["-ngl", "99", "-ts", "1,2", "-dev", "CUDA0,CUDA1"]),
+            # issue 8: the split sweep users make (50/50, 40/60, 25/75), with and without -ot, layer and row
+            ("dense", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-sm", "layer", "-ts", "50,50"]),
+            ("dense", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-sm", "layer", "-ts", "40,60"]),
+            ("dense", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-sm", "layer", "-ts", "25,75"]),
+            ("dense", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-ts", "40,60", "-ot", r"blk\.(0|3|6)\.ffn_.*=CPU"]),
+            ("dense", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-sm", "row", "-ts", "40,60"]),
+            ("moe", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-ts", "25,75", "--cpu-moe"]),
+            ("moe", ["-ngl", "99", "-dev", "CUDA0,CUDA1", "-ts", "40,60", "-ot", r"blk\.[0-2]\.ffn_(up|gate)_exps=CPU"]),
         ]
     return rows
 
