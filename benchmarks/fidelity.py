@@ -11,7 +11,8 @@
 
     .venv/bin/python benchmarks/fidelity.py                         # demo model, CPU, -t 2
     .venv/bin/python benchmarks/fidelity.py --model M.gguf --server-args "-ngl 999 -fa on" \
-        --ab "-ub 512" "-ub 2048" --out benchmarks/results/fidelity_gpu.md
+        --prompt-tokens 512,4096 --gen-tokens 128 --reps 5 --pairs 1 \
+        --ab "-ub 512" "-ub 2048" --llama-bench --out benchmarks/results/fidelity_gpu.md
 
 Writes a Markdown report (default benchmarks/results/fidelity_cpu.md) and prints it.
 """
@@ -30,7 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from llm_tuner.core.bench_report import BUSY_CPU_PCT, busy_warning, compare_runs, metric_samples  # noqa: E402
+from llm_tuner.core.bench_report import (  # noqa: E402
+    BUSY_CPU_PCT,
+    busy_warning,
+    compare_runs,
+    llama_bench_gap,
+    metric_samples,
+)
 from llm_tuner.core.bench_spec import BenchSpec  # noqa: E402
 from llm_tuner.core.stats import NOISE, summarize  # noqa: E402
 from llm_tuner.services import binaries  # noqa: E402
@@ -153,6 +160,19 @@ def ab_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository,
             continue
         ci = "–" if c.ci_low_pct is None else f"[{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]"
         lines.append(f"| {c.name} | {c.a.median:.2f} | {c.b.median:.2f} | {c.delta_pct:+.2f} | {ci} | {c.verdict} |")
+    lines.append("")
+    for run, name in ((a, "A"), (b, "B")):
+        for g in llama_bench_gap(run):
+            lines.append(f"- {name} `{run.label}`: {g['text']}")
+        if run.llama_bench_skipped:
+            lines.append(f"- {name}: flags llama-bench lacks: `{' '.join(run.llama_bench_skipped)}`")
+        if run.llama_bench_error:
+            lines.append(f"- {name}: llama-bench: {run.llama_bench_error}")
+        if busy_warning(run):
+            lines.append(f"- {name}: warning: {busy_warning(run)}")
+        if run.memory_predicted_mib or run.memory_measured_mib:
+            lines.append(f"- {name}: memory plan {run.memory_predicted_mib} MiB; measured peaks "
+                         f"{ {k: round(v) for k, v in (run.memory_measured_mib or {}).items()} } MiB")
     return lines + [""]
 
 
@@ -166,6 +186,8 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=2, help="A/A pairs")
     ap.add_argument("--threshold", type=float, default=2.0)
     ap.add_argument("--ab", nargs=2, metavar=("A_FLAGS", "B_FLAGS"), help="also record an A/B of two settings")
+    ap.add_argument("--llama-bench", action="store_true",
+                    help="in the A/B, also run llama-bench with the same settings and record the gap")
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fidelity_cpu.md"))
     args = ap.parse_args()
     model = args.model or str(find_demo_model())
@@ -184,7 +206,8 @@ def main() -> int:
         spec_aa = spec.model_copy(update={"warmup": 1})
         lines += aa_check(model, extra, spec_aa, repo, args.pairs, args.threshold)
         if args.ab:
-            lines += ab_check(model, extra, spec_aa, repo, args.ab[0], args.ab[1], args.threshold)
+            spec_ab = spec_aa.model_copy(update={"llama_bench": args.llama_bench})
+            lines += ab_check(model, extra, spec_ab, repo, args.ab[0], args.ab[1], args.threshold)
     lines.append(f"_Total time {time.time() - t0:.0f} s._")
     text = "\n".join(lines) + "\n"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

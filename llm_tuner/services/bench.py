@@ -761,16 +761,32 @@ class BenchRunner:
         group_id = self.repo.create_group(RunGroup(param=flag, values=tuple(values), label=target.label,
                                                    created_at=_now()))
         runs = []
+        t0 = time.monotonic()
+        try:  # every spelling of the flag, so a profile's `--ubatch-size 512` is replaced by `-ub V`
+            found = binaries.default_catalog().lookup(flag)
+            aliases = tuple(n for n in found.names if n != flag) if found else ()
+        except Exception:  # noqa: BLE001 - no catalog: replace the exact spelling only
+            aliases = ()
+
+        def overall(f: float | None, text: str, value: str, i: int) -> None:
+            if progress is None:
+                return
+            eta = ""
+            if f is not None and f > 0.02:
+                left = (time.monotonic() - t0) * (1 - f) / f
+                m, sec = divmod(int(left + 0.5), 60)
+                eta = f" · sweep: about {m} min {sec:02d} s left" if m else f" · sweep: about {sec} s left"
+            progress(f, f"{flag}={value} ({i + 1}/{len(values)}): {text}{eta}")
+
         for i, value in enumerate(values):
             if cancelled():
                 break
-            t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
+            t = ServerTarget(argv=set_flag(list(target.argv), flag, value, aliases), env=target.env,
                              label=f"{target.label} {flag}={value}".strip(), attached_url=None,
                              profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(values), (i + 1) / len(values))
-            runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: progress and progress(
-                f, f"{flag}={v} ({k + 1}/{len(values)}): {txt}")), cancelled=cancelled, group_id=group_id,
-                sweep_value=value, progress_span=span))
+            runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),
+                                 cancelled=cancelled, group_id=group_id, sweep_value=value, progress_span=span))
         return group_id, runs
 
 

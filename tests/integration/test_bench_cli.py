@@ -25,7 +25,9 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
 
     assert main(["sweep", "--param=-ub", "--values", "32,256", *common, "--label", "S", "--",
                  "-m", str(demo_model), "-t", "2", "-c", "1024"]) == 0
-    sweep = _json(capsys)
+    captured = capsys.readouterr()
+    sweep = json.loads(captured.out.strip().splitlines()[-1])
+    assert "sweep: about" in captured.err and "-ub=256 (2/2)" in captured.err  # progress with time left
     assert [r["status"] for r in sweep["runs"]] == ["complete", "complete"]
     assert [r["label"] for r in sweep["runs"]] == ["S -ub=32", "S -ub=256"]
     assert sweep["runs"][1]["server_argv"][-2:] == ["-ub", "256"]

@@ -126,3 +126,23 @@ def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qt
             for i in range(compare.diff_table.rowCount())}
     assert rows == {"--ubatch-size": ("512", "32")}  # from the saved profiles (core.cmdline.profile_diff)
     assert set(compare.model.verdicts().values()) <= {"better", "worse", "within noise"}
+
+
+def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbot, demo_model):
+    from llm_tuner.app import build_window
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    bench = window.bench_panel
+    _short_spec(bench, "sw", "")
+    bench.reps_spin.setValue(1)
+    bench.sweep_param_edit.setText("-ub")
+    bench.sweep_values_edit.setText("32,256")
+    qtbot.mouseClick(bench.sweep_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not bench.is_running(), timeout=120_000)
+    assert bench.sweep_box.isVisible() or not bench.isVisible()
+    assert bench.sweep_table.rowCount() == 2
+    assert [bench.sweep_table.item(i, 0).text() for i in range(2)] == ["32 (complete)", "256 (complete)"]
+    runs = bench.repo.list_runs()
+    assert len({r.group_id for r in runs}) == 1 and runs[0].group_id is not None
+    assert bench.repo.get_group(runs[0].group_id).values == ("32", "256")
