@@ -146,6 +146,20 @@ class RunRepository:
 
     def __init__(self, engine) -> None:
         self.engine = engine
+        self._add_columns_of_early_0004()
+
+    def _add_columns_of_early_0004(self) -> None:
+        """Databases migrated by the first, shorter 0004 (development builds of 2026-11-29) lack
+        `bench_reps.other_cpu_pct`; add it so their history keeps working."""
+        from sqlalchemy import inspect, text  # noqa: PLC0415
+
+        try:
+            cols = {c["name"] for c in inspect(self.engine).get_columns("bench_reps")}
+        except Exception:  # noqa: BLE001 - no table yet (not migrated): nothing to repair
+            return
+        if cols and "other_cpu_pct" not in cols:
+            with self.engine.begin() as conn:
+                conn.execute(text("ALTER TABLE bench_reps ADD COLUMN other_cpu_pct FLOAT"))
 
     # -- writing --------------------------------------------------------------------------------
     def create_run(self, run: BenchRun) -> int:
