@@ -409,12 +409,18 @@ class Failure:
     evidence: str  # the log line that decided it
     what: str | None = None  # for oom: "weights", "kv", "compute"
     device: str | None = None  # for oom: "CUDA0", "CPU", ...
+    request_mib: float | None = None  # for oom: the allocation that failed
+    free_mib: float | None = None  # for oom: what the device had free when the server started
 
 
 _OOM_DEVICE = re.compile(r"allocating ([\d.]+) MiB on device (\d+): cudaMalloc failed")
 _OOM_BUFT = re.compile(r"failed to allocate (\S+) buffer of size (\d+)")
 _OOM_MALLOC = re.compile(r"insufficient memory \(attempted to allocate ([\d.]+) MB\)")
 _UNABLE_BUF = re.compile(r"unable to allocate (\S+) buffer")
+# The server's device list at start: `- CUDA0   : NVIDIA H200 (143155 MiB, 142629 MiB free)` (common_param
+# device_info) and `using device CUDA0 (NVIDIA H200) (0000:00:06.0) - 142629 MiB free` (llama_prepare_model_devices).
+_DEV_FREE = (re.compile(r"- (\S+)\s+: .*\(\d+ MiB, (\d+) MiB free\)"),
+             re.compile(r"using device (\S+) \(.*\) - (\d+) MiB free"))
 
 
 def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Failure | None:
@@ -484,15 +490,23 @@ def _classify_oom(texts: list[str]) -> Failure | None:
     evidence = None
     device = None
     what = None
+    request_mib = None
+    free: dict[str, float] = {}
     for t in texts:
+        for rx in _DEV_FREE:
+            if (m := rx.search(t)) is not None:
+                free[m.group(1)] = float(m.group(2))
         if (m := _OOM_DEVICE.search(t)) is not None:
             evidence = evidence or t
             device = device or f"CUDA{m.group(2)}"
+            request_mib = request_mib or float(m.group(1))
         elif (m := _OOM_BUFT.search(t)) is not None and "failed to allocate" in t:
             evidence = evidence or t
             device = device or m.group(1)
-        elif _OOM_MALLOC.search(t):
+            request_mib = request_mib or int(m.group(2)) / 2**20
+        elif (m := _OOM_MALLOC.search(t)) is not None:
             evidence = evidence or t
+            request_mib = request_mib or float(m.group(1))
         elif (m := _UNABLE_BUF.search(t)) is not None:
             evidence = evidence or t
             device = device or m.group(1)
@@ -515,8 +529,13 @@ def _classify_oom(texts: list[str]) -> Failure | None:
            "kv": "lower the context (-c) or the parallel slots (-np), or quantize the KV cache (-ctk/-ctv q8_0)",
            "compute": "lower the batch sizes (-b/-ub) or the context (-c)"}[what]
     on = f" on {device}" if device else ""
-    return Failure("oom", f"Out of memory allocating {label}{on}. To fix: {fix}.", evidence, what=what,
-                   device=device)
+    free_mib = free.get(device) if device else None
+    size = ""
+    if request_mib is not None:
+        size = f" ({request_mib:.0f} MiB"
+        size += f"; {free_mib:.0f} MiB were free when the server started)" if free_mib is not None else ")"
+    return Failure("oom", f"Out of memory allocating {label}{on}{size}. To fix: {fix}.", evidence, what=what,
+                   device=device, request_mib=request_mib, free_mib=free_mib)
 
 
 def with_cache_n(rec: RequestTimings, cache_n: int | None) -> RequestTimings:
