@@ -1,6 +1,11 @@
 """Live panel: start/stop/restart or attach, state and URL, device plots, memory by owner, throughput,
 the request table, the log console and the session history.
 
+Several servers can run at once (e.g. a chat model and a code model on two ports): each launch or attach
+is a *server slot* (its own ServerBridge, requests and log); the Server selector shows each one's name,
+port and state, and the views show the selected one. Starting while the selected server runs opens a new
+slot; a port already taken is refused by the launcher with a clear message.
+
 One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines;
 nothing here waits on the server, a process, NVML or SQL.
 """
@@ -9,11 +14,15 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections import deque
+from dataclasses import dataclass, field
+from functools import partial
 
-from PySide6.QtCore import QCoreApplication, Qt, QTimer
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
     QCheckBox,
+    QComboBox,
     QHBoxLayout,
     QHeaderView,
     QInputDialog,
@@ -34,7 +43,7 @@ from llm_tuner.qt.request_table_model import RequestTableModel
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.server import ServerState, plan_launch
+from llm_tuner.services.server import plan_launch
 from llm_tuner.services.telemetry.breakdown import gpu_segments, server_parts
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import DevicePlots, MemoryBars, ThroughputPlots
@@ -44,7 +53,35 @@ STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "r
 TEST_PROMPT = "Write one short sentence about the sea."
 
 
+@dataclass(eq=False)
+class ServerSlot:
+    """One watched server in the panel: its bridge and what the views show when it is selected."""
+
+    bridge: ServerBridge
+    name: str = "server"
+    plan: object = None  # LaunchPlan of the last launch (None for an attach)
+    attach: tuple | None = None
+    state: str = "idle"
+    url: str | None = None
+    message: str = ""
+    message_error: bool = False
+    notes: str = ""
+    records: list = field(default_factory=list)
+    log_lines: deque = field(default_factory=lambda: deque(maxlen=20_000))
+    restart_pending: bool = False
+
+    @property
+    def running(self) -> bool:
+        return self.bridge.running
+
+    def title(self) -> str:
+        port = self.url.rsplit(":", 1)[-1].split("/")[0] if self.url else "–"
+        return f"{self.name} · port {port} · {self.state}"
+
+
 class LivePanel(QWidget):
+    server_status_changed = Signal()  # the selected server's state/URL, or the list of servers, changed
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None, *, bridge: ServerBridge | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
@@ -56,12 +93,18 @@ class LivePanel(QWidget):
         except Exception:  # noqa: BLE001 - the panel works without a history
             repo = None
         self.repo = repo
-        self.bridge = bridge or ServerBridge(self, repo=repo)
-        self._last_plan = None
-        self._last_attach = None
+        self.slots: list[ServerSlot] = []
+        self.slot: ServerSlot | None = None
         self._memory_refreshed = 0.0
 
         # -- controls --------------------------------------------------------------------------
+        self.server_combo = QComboBox()
+        self.server_combo.setMinimumWidth(320)
+        self.server_combo.setToolTip("Servers started or attached in this session: name · port · state. "
+                                     "The views below show the selected one.")
+        self.new_server_button = QPushButton("New server")
+        self.new_server_button.setToolTip("Keep the running servers and prepare another one (e.g. a code model "
+                                          "beside a chat model); Start then launches it on its own port")
         self.args_edit = QLineEdit()
         self.args_edit.setPlaceholderText("llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 "
                                           "(or pick a model in the Models list)")
@@ -70,21 +113,30 @@ class LivePanel(QWidget):
         self.watch_check.setToolTip("Adds --metrics (and --log-jsonl where the binary has it) so the server "
                                     "reports memory and request figures. Not part of the copied command.")
         self.start_button = QPushButton("Start")
+        self.start_button.setToolTip("Launch llama-server with these arguments (a running server keeps running: "
+                                     "a new one starts beside it)")
         self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the selected server (SIGINT, then SIGTERM, then SIGKILL)")
         self.restart_button = QPushButton("Restart")
         self.attach_button = QPushButton("Attach…")
         self.attach_button.setToolTip("Watch a llama-server started elsewhere, by URL (not stopped by this app)")
         self.test_button = QPushButton("Send test prompt")
+        self.test_button.setToolTip("Send one short completion request; it appears in the Requests tab")
         self.copy_button = QPushButton("Copy command")
+        self.copy_button.setToolTip("Copy the command as a shell line (without the watch flags; secrets masked)")
         self.state_label = QLabel()
         self.url_label = QLabel()
         self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.message_label = QLabel("Start a server to watch it: health, device plots and every request.")
+        self.message_label = QLabel()
         self.message_label.setWordWrap(True)
         self.notes_label = QLabel()
         self.notes_label.setWordWrap(True)
-        self.notes_label.setStyleSheet("color: #666")
+        self.notes_label.setStyleSheet("color: palette(placeholder-text)")
 
+        row0 = QHBoxLayout()
+        row0.addWidget(QLabel("Server:"))
+        row0.addWidget(self.server_combo, 1)
+        row0.addWidget(self.new_server_button)
         row1 = QHBoxLayout()
         row1.addWidget(QLabel("llama-server"))
         row1.addWidget(self.args_edit, 1)
@@ -111,6 +163,15 @@ class LivePanel(QWidget):
         self.request_table.setModel(self.request_model)
         self.request_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
         self.request_table.verticalHeader().setVisible(False)
+        self.requests_hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, "
+                                    "curl, your editor) at the server's URL: every request appears here with "
+                                    "its prompt and generation speed.")
+        self.requests_hint.setWordWrap(True)
+        requests = QWidget()
+        rl = QVBoxLayout(requests)
+        rl.setContentsMargins(0, 0, 0, 0)
+        rl.addWidget(self.requests_hint)
+        rl.addWidget(self.request_table, 1)
         self.log_console = LogConsole()
         self.history_table = QTableWidget(0, 7)
         self.history_table.setHorizontalHeaderLabels(["#", "Started", "Mode", "Requests", "Exit", "Reason",
@@ -120,11 +181,12 @@ class LivePanel(QWidget):
         self.tabs = QTabWidget()
         self.tabs.addTab(devices, "Devices")
         self.tabs.addTab(self.throughput, "Throughput")
-        self.tabs.addTab(self.request_table, "Requests")
+        self.tabs.addTab(requests, "Requests")
         self.tabs.addTab(self.log_console, "Log")
         self.tabs.addTab(self.history_table, "History")
 
         lay = QVBoxLayout(self)
+        lay.addLayout(row0)
         lay.addLayout(row1)
         lay.addLayout(row2)
         lay.addWidget(self.message_label)
@@ -138,11 +200,9 @@ class LivePanel(QWidget):
         self.attach_button.clicked.connect(self._on_attach_clicked)
         self.test_button.clicked.connect(self._on_test_clicked)
         self.copy_button.clicked.connect(self._on_copy_clicked)
+        self.new_server_button.clicked.connect(self._on_new_server_clicked)
+        self.server_combo.currentIndexChanged.connect(self._on_server_combo_changed)
         self.tabs.currentChanged.connect(self._on_tabs_changed)
-        self.bridge.state_changed.connect(self._on_bridge_state_changed)
-        self.bridge.log_lines_received.connect(self.log_console.append_lines)
-        self.bridge.request_finished.connect(self._on_bridge_request_finished)
-        self.bridge.sampler_failed.connect(self._on_bridge_sampler_failed)
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         self.redraw_timer = QTimer(self)
@@ -151,9 +211,73 @@ class LivePanel(QWidget):
         self.redraw_timer.start()
         app = QCoreApplication.instance()
         if app is not None:
-            app.aboutToQuit.connect(self.bridge.shutdown)
+            app.aboutToQuit.connect(self.shutdown)
+        self._select_slot(self._new_slot(bridge))
         self._prefill_args()
-        self._set_state_display("idle", None)
+
+    # -- server slots -------------------------------------------------------------------------------
+    @property
+    def bridge(self) -> ServerBridge:
+        """The selected server's bridge."""
+        return self.slot.bridge
+
+    @property
+    def _last_plan(self):
+        return self.slot.plan if self.slot else None
+
+    def _new_slot(self, bridge: ServerBridge | None = None) -> ServerSlot:
+        bridge = bridge or ServerBridge(self, repo=self.repo)
+        slot = ServerSlot(bridge, name=f"server {len(self.slots) + 1}",
+                          message="Start a server to watch it: health, device plots and every request.")
+        bridge.state_changed.connect(partial(self._on_bridge_state_changed, slot))
+        bridge.log_lines_received.connect(partial(self._on_bridge_log_lines_received, slot))
+        bridge.request_finished.connect(partial(self._on_bridge_request_finished, slot))
+        bridge.sampler_failed.connect(partial(self._on_bridge_sampler_failed, slot))
+        self.slots.append(slot)
+        self.server_combo.blockSignals(True)
+        self.server_combo.addItem(slot.title())
+        self.server_combo.blockSignals(False)
+        return slot
+
+    def _select_slot(self, slot: ServerSlot) -> None:
+        """Show `slot` in every view (its requests, log, state, message)."""
+        self.slot = slot
+        i = self.slots.index(slot)
+        if self.server_combo.currentIndex() != i:
+            self.server_combo.blockSignals(True)
+            self.server_combo.setCurrentIndex(i)
+            self.server_combo.blockSignals(False)
+        self.request_model.reset(slot.records)
+        self.throughput.clear()
+        for rec in slot.records:
+            self.throughput.add(rec)
+        self.log_console.clear()
+        if slot.log_lines:
+            self.log_console.append_lines(list(slot.log_lines))
+        self.device_plots._versions.clear()
+        self.memory_bars.set_segments([])
+        self.notes_label.setText(slot.notes)
+        self._show_message(slot.message, error=slot.message_error)
+        self._update_requests_hint()
+        self._set_state_display(slot.state, slot.url)
+
+    def _refresh_slot_titles(self) -> None:
+        for i, slot in enumerate(self.slots):
+            self.server_combo.setItemText(i, slot.title())
+        self.server_status_changed.emit()
+
+    def _slot_for_start(self) -> ServerSlot:
+        """The selected slot when it is free, else a free one, else a new one (servers keep running)."""
+        if not self.slot.running and self.slot.state != "stopping":
+            return self.slot
+        for s in self.slots:
+            if not s.running and s.state != "stopping":
+                return s
+        return self._new_slot()
+
+    def servers(self) -> list[ServerSlot]:
+        """Every server slot (for the status bar and tests)."""
+        return list(self.slots)
 
     # -- helpers ------------------------------------------------------------------------------------
     def _prefill_args(self) -> None:
@@ -184,11 +308,15 @@ class LivePanel(QWidget):
         self.state_label.setText(f"<b style='color:{colour}'>● {state}</b>")
         self.url_label.setText(url or "")
         running = state in ("starting", "loading", "ready")
-        self.start_button.setEnabled(not running and state != "stopping")
-        self.attach_button.setEnabled(not running and state != "stopping")
+        self.start_button.setEnabled(state != "stopping")
+        self.attach_button.setEnabled(state != "stopping")
         self.stop_button.setEnabled(running)
         self.restart_button.setEnabled(running and self._last_plan is not None)
         self.test_button.setEnabled(state == "ready")
+        self.new_server_button.setEnabled(running)
+
+    def _update_requests_hint(self) -> None:
+        self.requests_hint.setVisible(self.request_model.rowCount() == 0)
 
     def _build_plan(self):
         binary, catalog = self._binary()
@@ -204,41 +332,98 @@ class LivePanel(QWidget):
         env = profile_args[1] if profile_args and profile_args[0] == self.args_edit.text() else {}
         return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
 
+    def _server_name(self, args: list[str]) -> str:
+        """The profile's name when the command is the edited profile's, else the model file's stem."""
+        profile_args = getattr(self, "_profile_args", None)
+        if profile_args and profile_args[0] == self.args_edit.text():
+            name = getattr(self.ctx.state, "profile_name", None)
+            if name:
+                return name
+        for i, a in enumerate(args):
+            if a in ("-m", "--model") and i + 1 < len(args):
+                from pathlib import Path
+
+                return Path(args[i + 1]).stem
+        return f"server {len(self.slots)}"
+
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> bool:
+        """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot."""
         try:
             plan = self._build_plan()
         except ValueError as exc:
             self._show_message(str(exc), error=True)
             return False
-        self._reset_views()
-        self._last_plan = plan
-        self.notes_label.setText("<br>".join(plan.notes()))
+        slot = self._slot_for_start()
+        busy = [s for s in self.slots if s is not slot and s.running and s.url and s.url.endswith(f":{plan.port}")]
+        slot.records, slot.log_lines = [], deque(maxlen=20_000)
+        slot.plan, slot.attach = plan, None
+        slot.name = self._server_name(list(plan.user_args))
+        slot.notes = "<br>".join(plan.notes())
+        slot.state, slot.url = "starting", plan.url
+        self._select_slot(slot)
+        if busy:
+            slot.state = "exited"
+            self._show_message(f"Port {plan.port} is already used by “{busy[0].name}” in this app: give this "
+                               "profile another --port (or leave it out and a free port is chosen).", error=True)
+            self._set_state_display("exited", None)
+            self._refresh_slot_titles()
+            return False
         self._show_message(f"Starting: {plan.command_line()}")
         self.bridge.launch(plan)
-        self._set_state_display("starting", plan.url)
+        self._refresh_slot_titles()
         return True
 
-    def _reset_views(self) -> None:
-        self.request_model.reset()
-        self.throughput.clear()
-        self.log_console.clear()
-        self.device_plots._versions.clear()
+    # names the main window and scripts use (menu actions, screenshots)
+    def launch_current_profile(self) -> bool:
+        return self.start()
 
-    def _show_message(self, text: str, *, error: bool = False) -> None:
-        self.message_label.setStyleSheet("color: #c62828" if error else "")
-        self.message_label.setText(text)
+    def stop_server(self) -> None:
+        if self.slot.running:
+            self._on_stop_clicked()
+
+    def send_test_prompt(self) -> None:
+        if self.test_button.isEnabled():
+            self._on_test_clicked()
+
+    def is_ready(self) -> bool:
+        return self.slot.state == "ready"
+
+    def copy_command(self) -> None:
+        self._on_copy_clicked()
+
+    def _show_message(self, text: str, *, error: bool = False, slot: ServerSlot | None = None) -> None:
+        slot = slot or self.slot
+        if slot is not None:
+            slot.message, slot.message_error = text, error
+        if slot is self.slot:
+            self.message_label.setStyleSheet("color: #c62828" if error else "")
+            self.message_label.setText(text)
 
     def _on_start_clicked(self) -> None:
         self.start()
 
     def _on_stop_clicked(self) -> None:
         self.bridge.stop()
+        self.slot.state = "stopping"
         self._set_state_display("stopping", self.url_label.text())
+        self._refresh_slot_titles()
 
     def _on_restart_clicked(self) -> None:
-        self._restart_pending = True
+        self.slot.restart_pending = True
         self._on_stop_clicked()
+
+    def _on_new_server_clicked(self) -> None:
+        slot = self._new_slot()
+        self._select_slot(slot)
+        self._show_message("A new server: pick a profile or model (or edit the arguments) and press Start. "
+                           "The other servers keep running; choose them in the Server list.")
+        self._refresh_slot_titles()
+
+    def _on_server_combo_changed(self, index: int) -> None:
+        if 0 <= index < len(self.slots) and self.slots[index] is not self.slot:
+            self._select_slot(self.slots[index])
+            self.server_status_changed.emit()
 
     def _on_attach_clicked(self) -> None:
         url, ok = QInputDialog.getText(self, "Attach to a server", "URL of a running llama-server:",
@@ -250,19 +435,23 @@ class LivePanel(QWidget):
         self.attach(url.strip(), log.strip() or None)
 
     def attach(self, url: str, log_path: str | None = None) -> None:
-        self._reset_views()
-        self._last_plan = None
-        self._last_attach = (url, log_path)
-        self.notes_label.setText("" if log_path else "No log file: request records come from /slots and /metrics "
-                                 "and are approximate (marked ≈).")
-        self.bridge.attach(url, log_path)
-        self._set_state_display("starting", url)
+        slot = self._slot_for_start()
+        slot.records, slot.log_lines = [], deque(maxlen=20_000)
+        slot.plan, slot.attach = None, (url, log_path)
+        slot.name = f"attached {url.split('//')[-1]}"
+        slot.notes = ("" if log_path else "No log file: request records come from /slots and /metrics "
+                      "and are approximate (marked ≈).")
+        slot.state, slot.url = "starting", url
+        self._select_slot(slot)
+        slot.bridge.attach(url, log_path)
+        self._refresh_slot_titles()
 
     def _on_test_clicked(self) -> None:
         session = self.bridge.session
         if session is None or not session.url:
             return
         url = session.url
+        slot = self.slot
 
         def run(_ctl):
             from llm_tuner.services.client import LlamaClient
@@ -271,24 +460,25 @@ class LivePanel(QWidget):
                 return c.completion(TEST_PROMPT, n_predict=32)
 
         job = BackgroundJob(run, self)
-        job.succeeded.connect(self._on_test_job_succeeded)
-        job.failed.connect(self._on_test_job_failed)
+        job.succeeded.connect(partial(self._on_test_job_succeeded, slot))
+        job.failed.connect(partial(self._on_test_job_failed, slot))
         self.test_button.setEnabled(False)
-        job.finished.connect(lambda: self.test_button.setEnabled(self.bridge.session is not None
-                                                                 and self.bridge.session.state == ServerState.READY))
+        self._show_message("Sending a test prompt…")
+        job.finished.connect(lambda: self.test_button.setEnabled(self.slot.state == "ready"))
         job.start()
 
-    def _on_test_job_succeeded(self, result: dict) -> None:
+    def _on_test_job_succeeded(self, slot: ServerSlot, result: dict) -> None:
         t = result.get("timings", {})
         text = (result.get("content") or "").strip().replace("\n", " ")
         self._show_message(f"Test prompt answered: {t.get('predicted_n', '?')} tokens at "
-                           f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”")
+                           f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”. "
+                           "See it in the Requests tab.", slot=slot)
 
-    def _on_test_job_failed(self, exc: object) -> None:
-        self._show_message(f"The test prompt failed: {exc}. Check the log tab.", error=True)
+    def _on_test_job_failed(self, slot: ServerSlot, exc: object) -> None:
+        self._show_message(f"The test prompt failed: {exc}. Check the log.", error=True, slot=slot)
 
     def _on_copy_clicked(self) -> None:
-        if self._last_plan is None:
+        if self._last_plan is None or not self.slot.running:
             try:
                 plan = self._build_plan()
             except ValueError as exc:
@@ -299,38 +489,65 @@ class LivePanel(QWidget):
         QGuiApplication.clipboard().setText(plan.command_line())
         self._show_message("Command copied (without the watch flags; secrets masked).")
 
+    def shutdown(self) -> None:
+        """At application quit: stop every server this panel started."""
+        for slot in self.slots:
+            slot.bridge.shutdown()
+
+    def take_log_console(self) -> LogConsole:
+        """Hand the log console to the main window (a bottom dock visible from every tab)."""
+        i = self.tabs.indexOf(self.log_console)
+        if i >= 0:
+            self.tabs.removeTab(i)
+        return self.log_console
+
     # -- bridge slots -------------------------------------------------------------------------------
-    def _on_bridge_state_changed(self, ev) -> None:
+    def _on_bridge_state_changed(self, slot: ServerSlot, ev) -> None:
         state = str(ev.state)
-        self._set_state_display(state, ev.url)
+        slot.state = state
+        slot.url = ev.url or slot.url
         if state == "ready":
-            self._show_message(f"Ready at {ev.url}. Requests from any client appear in the Requests tab.")
+            self._show_message(f"Ready at {ev.url}. Requests from any client appear in the Requests tab.", slot=slot)
         elif state == "loading":
-            self._show_message("Loading the model…")
+            self._show_message("Loading the model…", slot=slot)
         elif state == "exited":
             if ev.failure is not None:
-                self._show_message(f"The server stopped: {ev.failure.message}", error=True)
+                self._show_message(f"The server stopped: {ev.failure.message}", error=True, slot=slot)
             else:
                 self._show_message(f"The server {ev.reason or 'exited'} (exit code {ev.code}). "
-                                   f"{self.request_model.rowCount()} requests kept in the history.")
+                                   f"{len(slot.records)} requests kept in the history.", slot=slot)
             self._load_history()
-            if getattr(self, "_restart_pending", False):
-                self._restart_pending = False
-                if self._last_plan is not None:
-                    self._reset_views()
-                    self.bridge.launch(self._last_plan)
-                    self._set_state_display("starting", self._last_plan.url)
+            if slot.restart_pending:
+                slot.restart_pending = False
+                if slot.plan is not None:
+                    slot.records, slot.log_lines = [], deque(maxlen=20_000)
+                    slot.state = "starting"
+                    if slot is self.slot:
+                        self._select_slot(slot)
+                    slot.bridge.launch(slot.plan)
+        if slot is self.slot:
+            self._set_state_display(slot.state, slot.url)
+        self._refresh_slot_titles()
 
-    def _on_bridge_request_finished(self, rec) -> None:
-        self.request_model.append(rec)
-        self.throughput.add(rec)
+    def _on_bridge_log_lines_received(self, slot: ServerSlot, lines: list) -> None:
+        slot.log_lines.extend(lines)
+        if slot is self.slot:
+            self.log_console.append_lines(lines)
 
-    def _on_bridge_sampler_failed(self, name: str, message: str) -> None:
-        self.log_console.append_lines([LogLine("warn", f"telemetry {name}: {message}")])
+    def _on_bridge_request_finished(self, slot: ServerSlot, rec) -> None:
+        slot.records.append(rec)
+        if slot is self.slot:
+            self.request_model.append(rec)
+            self.throughput.add(rec)
+            self._update_requests_hint()
+
+    def _on_bridge_sampler_failed(self, slot: ServerSlot, name: str, message: str) -> None:
+        self._on_bridge_log_lines_received(slot, [LogLine("warn", f"telemetry {name}: {message}")])
 
     def _on_state_profile_changed(self, profile) -> None:
-        """The profile being edited becomes the command to launch (its env travels with it)."""
-        if profile is None or self.bridge.running:
+        """The profile being edited becomes the command Start launches next (its env travels with it); a
+        running server keeps its own command (Copy command copies that one while it runs)."""
+        if profile is None:
             return
         try:
             from llm_tuner.core.cmdline import profile_to_argv
@@ -344,7 +561,7 @@ class LivePanel(QWidget):
         self.args_edit.setText(text)
 
     def _on_state_model_selected(self, path) -> None:
-        if path is not None and not self.bridge.running:
+        if path is not None:
             self.args_edit.setText(shlex.join(["-m", str(path)]))
 
     def _on_tabs_changed(self, index: int) -> None:

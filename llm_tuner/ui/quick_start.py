@@ -1,0 +1,180 @@
+"""Quick start strip: the first-run path as numbered buttons above the tabs.
+
+Pick a model → save it as a profile → launch → send a test prompt → benchmark → a second profile
+(-ub changed) → benchmark it → compare. Each button does its step through the panels' own actions
+(nothing here talks to a server or the store) and shows ✓ when the app's state says the step is done.
+Shown on a first run (no saved profiles and no runs); Help → Quick start shows it again.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer
+from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
+
+STEPS = (
+    ("model", "1 · Pick a model", "Select a model in the Models list on the left (the demo model is there)"),
+    ("profile", "2 · Save profile", "Save the model with default settings as a profile (edit it in the Profile tab)"),
+    ("launch", "3 · Launch", "Start llama-server with this profile and watch it in the Live tab"),
+    ("prompt", "4 · Send test prompt", "Send one short request: a row appears in Live → Requests"),
+    ("bench", "5 · Benchmark", "Measure the profile (prefill and generation speed, TTFT) in the Benchmarks tab"),
+    ("second", "6 · Second profile (-ub 256)", "Duplicate the profile with a smaller micro-batch (-ub 256)"),
+    ("bench2", "7 · Benchmark it", "Measure the second profile the same way"),
+    ("compare", "8 · Compare", "B against A per metric, with a verdict: better, worse or within noise"),
+)
+
+
+class QuickStartBar(QFrame):
+    """The numbered first-run steps; `window` is the MainWindow (its panels do the work)."""
+
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self.window = window
+        self.setObjectName("quick_start")
+        self.setFrameShape(QFrame.Shape.StyledPanel)
+        self.buttons: dict[str, QPushButton] = {}
+        self.hint = QLabel()
+        self.hint.setWordWrap(True)
+        title = QLabel("<b>Quick start</b>")
+        close = QToolButton()
+        close.setText("✕")
+        close.setToolTip("Hide the quick start (Help → Quick start shows it again)")
+        close.setAutoRaise(True)
+        close.clicked.connect(self.hide)
+        row = QHBoxLayout()
+        row.addWidget(title)
+        for key, text, tip in STEPS:
+            b = QPushButton(text)
+            b.setToolTip(tip)
+            b.clicked.connect(getattr(self, f"_on_{key}_clicked"))
+            self.buttons[key] = b
+            row.addWidget(b)
+        row.addStretch(1)
+        row.addWidget(close)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(8, 4, 8, 4)
+        lay.addLayout(row)
+        lay.addWidget(self.hint)
+        self.done: dict[str, bool] = dict.fromkeys(self.buttons, False)
+        self._timer = QTimer(self)  # cheap in-memory checks of the panels' state, only while shown
+        self._timer.setInterval(500)
+        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer.start()
+        self.refresh()
+
+    # -- state ---------------------------------------------------------------------------------
+    def _state(self) -> dict[str, bool]:
+        w = self.window
+        ctx = w.ctx
+        n_profiles = w.profile_panel.names_list.count()
+        n_runs = w.bench_panel.history_model.rowCount()
+        live = w.live_panel
+        return {
+            "model": ctx.state.model_path is not None or ctx.state.profile is not None and bool(ctx.state.profile.model),
+            "profile": n_profiles >= 1,
+            "launch": any(s.state == "ready" or s.records for s in live.servers()),
+            "prompt": any(s.records for s in live.servers()),
+            "bench": n_runs >= 1,
+            "second": n_profiles >= 2,
+            "bench2": n_runs >= 2,
+            "compare": w.compare_panel.run_b is not None,
+        }
+
+    def _on_timer_timeout(self) -> None:
+        if self.isVisible():
+            self.refresh()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        self.refresh()
+        super().showEvent(event)
+
+    def refresh(self) -> None:
+        self.done = self._state()
+        next_key = next((k for k, _t, _tip in STEPS if not self.done[k]), None)
+        for key, text, _tip in STEPS:
+            b = self.buttons[key]
+            b.setText(("✓ " if self.done[key] else "") + text)
+            font = b.font()
+            font.setBold(key == next_key)
+            b.setFont(font)
+        tip = dict((k, t) for k, _x, t in STEPS)
+        self.hint.setText(f"Next: {tip[next_key]}." if next_key else
+                          "Done: you benchmarked and compared two profiles. Try your own models (Models → Add "
+                          "folder…) and flags; every run stays in Benchmarks → History.")
+
+    def say(self, text: str) -> None:
+        self.hint.setText(text)
+
+    # -- steps ---------------------------------------------------------------------------------
+    def _on_model_clicked(self) -> None:
+        from llm_tuner.services.demo_model import find_demo_model
+
+        w = self.window
+        demo = find_demo_model()
+        if demo is not None and w.models_panel.select_path(str(demo)):
+            w.ctx.state.status_message_posted.emit(f"Selected the demo model {demo.name}.")
+        elif demo is not None:
+            w.ctx.state.select_model(demo)
+        else:
+            self.say("No demo model: add a folder with .gguf files in the Models list (Add folder…), then "
+                     "click a model.")
+        w.tabs.setCurrentWidget(w.profile_panel)
+
+    def _on_profile_clicked(self) -> None:
+        w = self.window
+        p = w.profile_panel
+        if not p.profile.model:
+            self.say("Pick a model first (step 1).")
+            return
+        from pathlib import Path
+
+        if p.current_name is None:
+            p.save_as(p.repo.unique_name(Path(p.profile.model).stem))
+        else:
+            p.save_as(p.current_name)
+        w.tabs.setCurrentWidget(p)
+
+    def _on_launch_clicked(self) -> None:
+        w = self.window
+        w.tabs.setCurrentWidget(w.live_panel)
+        w.live_panel.start()
+
+    def _on_prompt_clicked(self) -> None:
+        w = self.window
+        w.tabs.setCurrentWidget(w.live_panel)
+        live = w.live_panel
+        if not live.is_ready():
+            self.say("Launch a server first (step 3) and wait until it is ready.")
+            return
+        live.send_test_prompt()
+        live.tabs.setCurrentIndex(live.tabs.indexOf(live.request_table.parentWidget()))
+
+    def _on_bench_clicked(self) -> None:
+        w = self.window
+        w.run_benchmark()
+
+    def _on_second_clicked(self) -> None:
+        w = self.window
+        p = w.profile_panel
+        if p.current_name is None:
+            self.say("Save a first profile (step 2), then duplicate it.")
+            return
+        w.tabs.setCurrentWidget(p)
+        p.duplicate(p.repo.unique_name(f"{p.current_name} ub256"))
+        editor = p.editors.get("ubatch_size")
+        if editor is not None:
+            editor.widget.setText("256")
+            p._on_field_edited()
+            p.save_as(p.current_name)
+        self.say("Saved a copy with -ub 256. Benchmark it (step 7), then Compare.")
+
+    def _on_bench2_clicked(self) -> None:
+        self._on_bench_clicked()
+
+    def _on_compare_clicked(self) -> None:
+        w = self.window
+        c = w.compare_panel
+        w.tabs.setCurrentWidget(c)
+        c.by_runs.setChecked(True)
+        c.compare_button.click()
+
+

@@ -1,0 +1,141 @@
+"""The quick start as a new user walks it, through the widgets they click, with the real llama-server and
+the demo model: pick the model → a default profile → save → Launch → test prompt (a request row) → a second
+server beside it (and a port clash refused) → a short benchmark → History → a second profile (-ub 256) →
+its benchmark → Compare with a verdict."""
+
+from __future__ import annotations
+
+import socket
+
+import pytest
+from PySide6.QtCore import Qt
+
+pytestmark = pytest.mark.server
+
+LEFT = Qt.MouseButton.LeftButton
+
+
+def _type(qtbot, widget, text: str) -> None:
+    widget.setFocus()
+    widget.selectAll()
+    qtbot.keyClick(widget, Qt.Key.Key_Backspace)
+    qtbot.keyClicks(widget, text)
+
+
+def _short_spec(qtbot, bench) -> None:
+    _type(qtbot, bench.prompt_edit, "64")
+    for spin, value in ((bench.gen_spin, 8), (bench.reps_spin, 2), (bench.warmup_spin, 0)):
+        spin.setValue(value)
+
+
+def _benchmark(qtbot, window) -> None:
+    bench = window.bench_panel
+    qtbot.mouseClick(window.quick_start.buttons["bench"], LEFT)  # switches to Benchmarks and presses Run
+    assert window.tabs.currentWidget() is bench
+    qtbot.waitUntil(lambda: not bench.is_running(), timeout=60_000)
+    assert bench.last_run is not None and bench.last_run.status == "complete", bench.status_label.text()
+
+
+def test_quick_start_from_model_to_verdict(qtbot, demo_model):
+    from llm_tuner.app import build_window
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    window.resize(1500, 950)
+    window.show()
+    qs = window.quick_start
+    assert qs.isVisible(), "a first run (no profiles, no runs) shows the quick start"
+    assert "Next: Select a model" in qs.hint.text()
+    profile, live, bench = window.profile_panel, window.live_panel, window.bench_panel
+    assert profile.empty_hint.isVisible()
+    assert "No requests yet" in live.requests_hint.text() and not live.requests_hint.isHidden()
+
+    # 1. The demo model is listed in Models; clicking it gives a default profile for it.
+    models = window.models_panel
+    qtbot.waitUntil(lambda: models.model.row_of(str(demo_model)) is not None, timeout=30_000)
+    index = models.proxy.mapFromSource(models.model.index(models.model.row_of(str(demo_model)), 0))
+    qtbot.mouseClick(models.table.viewport(), LEFT, pos=models.table.visualRect(index).center())
+    qtbot.waitUntil(lambda: profile.profile.model == str(demo_model), timeout=5_000)
+    assert f"--model {demo_model}" in " ".join(profile.preview.toPlainText().split())
+    # lean on the shared CI machine: 2 threads, a small context
+    _type(qtbot, profile.editors["threads"].widget, "2")
+    _type(qtbot, profile.editors["ctx_size"].widget, "2048")
+
+    # 2. Save it as a profile (named after the model).
+    qtbot.mouseClick(qs.buttons["profile"], LEFT)
+    assert profile.names_list.count() == 1 and profile.current_name == demo_model.stem
+    assert not profile.empty_hint.isVisible()
+
+    # 3. Launch from the Live tab; the status bar shows state and URL.
+    window.tabs.setCurrentWidget(live)
+    assert f"--model {demo_model}" in live.args_edit.text() and "--threads 2" in live.args_edit.text()
+    qtbot.mouseClick(live.start_button, LEFT)
+    qtbot.waitUntil(live.is_ready, timeout=90_000)
+    first_url = live.slot.url
+    assert live.url_label.text() == first_url
+    assert "ready" in window.server_state_label.text() and first_url in window.server_state_label.text()
+    assert demo_model.stem in live.server_combo.currentText() and "ready" in live.server_combo.currentText()
+    qtbot.waitUntil(lambda: "listening on" in window.log_console.shown_text(), timeout=10_000)  # bottom dock
+
+    # 4. Send test prompt: a request row appears.
+    qtbot.mouseClick(live.test_button, LEFT)
+    qtbot.waitUntil(lambda: live.request_model.rowCount() == 1, timeout=60_000)
+    assert live.requests_hint.isHidden()
+    qtbot.waitUntil(lambda: "Test prompt answered" in live.message_label.text(), timeout=30_000)
+
+    # A second server beside the first: its own port, both listed; a clash with a used port is refused.
+    qtbot.mouseClick(live.new_server_button, LEFT)
+    assert live.server_combo.count() == 2 and live.slots[0].state == "ready"
+    port = first_url.rsplit(":", 1)[1]
+    _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1 --port {port}")
+    qtbot.mouseClick(live.start_button, LEFT)
+    assert f"Port {port} is already used by" in live.message_label.text()
+    with socket.socket() as busy:  # a port taken by something else: the launcher says so
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1 --port {busy.getsockname()[1]}")
+        qtbot.mouseClick(live.start_button, LEFT)
+        qtbot.waitUntil(lambda: "already in use" in live.message_label.text(), timeout=10_000)
+    _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1")
+    qtbot.mouseClick(live.start_button, LEFT)
+    qtbot.waitUntil(live.is_ready, timeout=90_000)
+    assert live.slot is live.slots[1] and live.slots[1].url != first_url
+    titles = [live.server_combo.itemText(i) for i in range(live.server_combo.count())]
+    assert all("ready" in t for t in titles) and titles[0] != titles[1]
+    assert "+1 more running" in window.server_state_label.text()
+    qtbot.mouseClick(live.stop_button, LEFT)
+    qtbot.waitUntil(lambda: live.slots[1].state == "exited", timeout=30_000)
+    live.server_combo.setCurrentIndex(0)
+    assert live.request_model.rowCount() == 1 and live.is_ready()  # the first server's view comes back
+
+    # 5. A short benchmark of the profile; the run appears in History.
+    _short_spec(qtbot, bench)
+    _benchmark(qtbot, window)
+    first = bench.last_run
+    assert first.label == demo_model.stem and [r.prompt_n for r in first.reps] == [64, 64]
+    bench.tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: bench.history_model.rowCount() == 1, timeout=10_000)
+    assert bench.history_hint.text() == ""
+
+    # 6. A second profile (duplicate with -ub 256), benchmarked.
+    qtbot.mouseClick(qs.buttons["second"], LEFT)
+    assert profile.names_list.count() == 2 and profile.profile.ubatch_size == 256
+    assert "-ub 256" in live.args_edit.text() or "--ubatch-size 256" in live.args_edit.text()
+    _benchmark(qtbot, window)
+    assert bench.last_run.label == profile.current_name
+    qtbot.waitUntil(lambda: bench.history_model.rowCount() == 2, timeout=10_000)
+
+    # 7. Compare: B against A with a verdict and the flag that differs.
+    compare = window.compare_panel
+    qtbot.mouseClick(qs.buttons["compare"], LEFT)
+    assert window.tabs.currentWidget() is compare
+    qtbot.waitUntil(lambda: compare.model.rowCount() > 0, timeout=15_000)
+    text = compare.verdict_label.text()
+    assert f"B = run {bench.last_run.id}" in text and f"A = run {first.id}" in text
+    assert any(v in text for v in ("better", "worse", "within noise"))
+    assert compare.diff_table.item(0, 0).text() in ("-ub", "--ubatch-size")
+    qtbot.waitUntil(lambda: "Done" in qs.hint.text(), timeout=5_000)
+    assert all(qs.done.values())
+
+    qtbot.mouseClick(live.stop_button, LEFT)
+    qtbot.waitUntil(lambda: live.slot.state == "exited", timeout=30_000)
