@@ -39,7 +39,14 @@ from typing import Protocol
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, LlamaBenchResult, Repetition, RunGroup
 from llm_tuner.services import binaries
 from llm_tuner.services.client import LlamaClient, ServerError
-from llm_tuner.services.server import ServerProcess, free_port
+from llm_tuner.services.server import (
+    API_KEY_ENV,
+    SECRET_ENV,
+    ServerProcess,
+    api_keys_to_env,
+    free_port,
+    split_api_keys,
+)
 from llm_tuner.store.runs import RunRepository
 
 log = logging.getLogger(__name__)
@@ -145,22 +152,40 @@ def _attr(obj, *names):
 
 
 class _GpuSources:
-    """NVIDIA (NVML) and AMD readings as one source; devices named like the app ("nvidia:0", "amd:0")."""
+    """NVIDIA (NVML) and AMD readings as one source. Devices carry llama.cpp's names ("CUDA0") where the
+    inventory maps the card (`labels`, or a callable giving them, resolved at the first read on the
+    sampling thread), else the vendor's ("nvidia:0", "amd:0")."""
 
-    def __init__(self, sources: list[tuple[str, object]]) -> None:
+    def __init__(self, sources: list[tuple[str, object]], labels=None) -> None:
         self.sources = sources
+        self._labels_source = labels
+        self._labels: dict[str, str] | None = None if callable(labels) else dict(labels or {})
+
+    def _names(self) -> dict[str, str]:
+        if self._labels is None:
+            try:
+                self._labels = dict(self._labels_source() or {})
+            except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
+                self._labels = {}
+        return self._labels
 
     def read(self) -> list[dict]:
         out = []
+        names = self._names()
         for vendor, src in self.sources:
             for r in src.read():
-                out.append({"device": f"{vendor}:{r.index}", "vram_used_mib": getattr(r, "vram_used_mib", None),
+                app = f"{vendor}:{r.index}"
+                out.append({"device": names.get(app, app), "vram_used_mib": getattr(r, "vram_used_mib", None),
                             "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None)})
         return out
 
 
-def default_telemetry() -> TelemetrySource | None:
-    """GPU readings through services.telemetry (NVML, AMD) when a driver is present; None otherwise."""
+def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | None:
+    """GPU readings through services.telemetry (NVML, AMD) when a driver is present; None otherwise.
+
+    Devices are named as llama.cpp names them (peak_vram_mib:CUDA0) when the inventory maps them:
+    the app's latest detection, else `binary`'s (or the configured llama-server's) --list-devices.
+    """
     sources: list[tuple[str, object]] = []
     try:
         from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
@@ -180,7 +205,11 @@ def default_telemetry() -> TelemetrySource | None:
                 sources.append(("amd", src))
     except Exception:  # noqa: BLE001
         pass
-    return _GpuSources(sources) if sources else None
+    if not sources:
+        return None
+    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+
+    return _GpuSources(sources, labels=lambda: gpu_labels(binary))
 
 
 class PeakTracker:
@@ -507,6 +536,15 @@ class ServerTarget:
     binary: str | None = None  # a profile's own llama-server (or fork); None: the configured one
 
 
+def _client_key(target: ServerTarget) -> str | None:
+    """The key requests carry: the target's own, else the first one the launch gives the server."""
+    if target.api_key or target.attached_url:
+        return target.api_key
+    _rest, env, _keys = api_keys_to_env(target.argv, target.env)
+    keys = [k for k in env.get(API_KEY_ENV, "").split(",") if k]
+    return keys[0] if keys else None
+
+
 class BenchRunner:
     """Runs BenchSpecs against llama-server and stores every repetition as it finishes."""
 
@@ -550,6 +588,7 @@ class BenchRunner:
         env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
         env.update(target.env)
         env["NO_COLOR"] = "1"
+        argv, env, _keys = api_keys_to_env(argv, env)  # keys in the environment, not in `ps`
         proc = ServerProcess([str(binary), *argv], env)
         proc.start()
         return proc, f"http://127.0.0.1:{port}"
@@ -569,7 +608,8 @@ class BenchRunner:
         binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary(target.binary)
         ident = model_identity(argv_model(target.argv))
         run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
-                       server_argv=tuple(target.argv), server_env=dict(target.env),
+                       server_argv=tuple(split_api_keys(target.argv)[0]),
+                       server_env={k: v for k, v in target.env.items() if k not in SECRET_ENV},
                        attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
                        binary_version=version, binary_backends=tuple(backends), devices=self.devices, spec=spec,
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
@@ -594,7 +634,7 @@ class BenchRunner:
                 report(0.0, "starting llama-server…")
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
-            with LlamaClient(url, api_key=target.api_key) as client:
+            with LlamaClient(url, api_key=_client_key(target)) as client:
                 health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
                                            alive=(proc.alive if proc else (lambda: True)))
                 if not health.ready:

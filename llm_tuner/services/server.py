@@ -219,6 +219,45 @@ class RequestFinished:
 
 SECRET_FLAGS = ("--api-key", "--hf-token", "-hft", "--ssl-key-file")
 SECRET_ENV = ("LLAMA_API_KEY", "HF_TOKEN", "LLAMA_ARG_API_KEY")
+API_KEY_ENV = "LLAMA_API_KEY"  # common/arg.cpp: `--api-key` .set_env("LLAMA_API_KEY"); a comma-separated list
+
+
+def split_api_keys(args: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(args without any `--api-key KEY` / `--api-key=KEY`, the keys in order).
+
+    A process's argv is world-readable (`ps`, /proc/PID/cmdline) while its environment is readable only
+    by its owner (/proc/PID/environ is 0400), so the app hands keys to llama-server as LLAMA_API_KEY.
+    llama-server appends every `--api-key` value (each a comma-separated list) to one key list, so the
+    keys joined with commas in the variable mean the same.
+    """
+    out: list[str] = []
+    keys: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a == "--api-key" and i + 1 < len(args):
+            keys.extend(k for k in args[i + 1].split(",") if k)
+            i += 2
+            continue
+        if a.startswith("--api-key="):
+            keys.extend(k for k in a.split("=", 1)[1].split(",") if k)
+        else:
+            out.append(a)
+        i += 1
+    return out, keys
+
+
+def api_keys_to_env(args: list[str] | tuple[str, ...], env: dict[str, str]) -> tuple[list[str], dict[str, str], list[str]]:
+    """Move `--api-key` values from `args` into `env[LLAMA_API_KEY]` (after any keys already there).
+
+    Returns (args, env, keys moved). `env` is not modified; a new dict is returned.
+    """
+    rest, keys = split_api_keys(args)
+    env = dict(env)
+    if keys:
+        have = [k for k in env.get(API_KEY_ENV, "").split(",") if k]
+        env[API_KEY_ENV] = ",".join(have + [k for k in keys if k not in have])
+    return rest, env, keys
 
 
 def config_ini_paths(env: dict[str, str] | None = None) -> list[Path]:
@@ -242,6 +281,8 @@ class LaunchPlan:
     (`--metrics`, `--log-jsonl`); `env_set` is the profile's environment on top of the inherited one;
     `dropped_env` are inherited LLAMA_ARG_* variables removed (they would change the launch silently);
     `config_files` are llama.cpp config.ini files that still apply (shown, not removable).
+    `user_args` keep any `--api-key` as the user wrote it (shown masked); `argv`, what runs and what the
+    history stores, does not: the keys travel in `env` as LLAMA_API_KEY.
     """
 
     binary: str
@@ -253,10 +294,20 @@ class LaunchPlan:
     host: str
     port: int
     env: dict[str, str]  # the full child environment
+    api_keys: tuple[str, ...] = ()  # the user's --api-key values: passed as LLAMA_API_KEY, never in argv
 
     @property
     def argv(self) -> list[str]:
-        return [self.binary, *self.user_args, *self.watch_args]
+        """What the process runs with (and what the history stores): `--api-key` is left out (see plan_launch)."""
+        return [self.binary, *split_api_keys(self.user_args)[0], *self.watch_args]
+
+    @property
+    def api_key(self) -> str | None:
+        """The key a client of this server sends (the first one given), or None."""
+        if self.api_keys:
+            return self.api_keys[0]
+        keys = [k for k in self.env_set.get(API_KEY_ENV, "").split(",") if k]
+        return keys[0] if keys else None
 
     @property
     def url(self) -> str:
@@ -304,6 +355,8 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     * Inherited LLAMA_ARG_* variables are dropped unless the profile sets them.
     * CUDA_DEVICE_ORDER=PCI_BUS_ID unless the user set it (so CUDA numbering matches NVML's).
     * With no --port, a free port is chosen and added to the user's flags (it is part of the command).
+    * `--api-key` values stay out of the process's argv (visible to every user in `ps`) and go in its
+      environment (LLAMA_API_KEY, owner-only); `command_line()` still shows `--api-key`, masked unless asked.
     """
     profile_env = dict(profile_env or {})
     base = dict(os.environ if base_env is None else base_env)
@@ -313,6 +366,7 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     env.setdefault("NO_COLOR", "1")
     args = list(user_args)
+    _rest, env, api_keys = api_keys_to_env(args, env)
     host = _flag_value(args, "--host") or profile_env.get("LLAMA_ARG_HOST") or "127.0.0.1"
     port_s = _flag_value(args, "--port") or profile_env.get("LLAMA_ARG_PORT")
     if port_s is None:
@@ -327,7 +381,7 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
             watch_args.append("--log-jsonl")
     return LaunchPlan(binary=str(binary), user_args=tuple(args), watch_args=tuple(watch_args), env_set=profile_env,
                       dropped_env=dropped, config_files=tuple(str(p) for p in config_ini_paths(base)),
-                      host=host.split(",")[0], port=int(port_s), env=env)
+                      host=host.split(",")[0], port=int(port_s), env=env, api_keys=tuple(api_keys))
 
 
 def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
@@ -543,6 +597,7 @@ class AttachedSession:
         self.url = url.rstrip("/")
         self.on_event = on_event
         self.log_path = Path(log_path) if log_path else None
+        self.api_key = api_key
         self.poll_s = poll_s
         self.state = ServerState.IDLE
         self.records: list[RequestRecord] = []

@@ -20,8 +20,11 @@ from llm_tuner.services.server import (
 from llm_tuner.services.telemetry.sampler import GpuReader, Sample, Telemetry
 
 
-def default_gpu_readers(pids: Callable[[], frozenset[int]]) -> tuple[dict, list[str]]:
-    """GPU readers for the vendors present here, and notes for those that are not."""
+def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tuple[dict, list[str]]:
+    """GPU readers for the vendors present here, and notes for those that are not.
+
+    `labels` names the samples ({"nvidia:0": "CUDA0"} or a callable giving it; see GpuReader).
+    """
     from llm_tuner.services.telemetry.amd import AmdSource
     from llm_tuner.services.telemetry.nvml import THROTTLE_MASK, NvmlSource
 
@@ -29,12 +32,12 @@ def default_gpu_readers(pids: Callable[[], frozenset[int]]) -> tuple[dict, list[
     notes: list[str] = []
     nv = NvmlSource()
     if nv.count:
-        readers["gpu:nvidia"] = GpuReader(nv, "nvidia", pids, THROTTLE_MASK)
+        readers["gpu:nvidia"] = GpuReader(nv, "nvidia", pids, THROTTLE_MASK, labels=labels)
     elif nv.reason:
         notes.append(nv.reason)
     amd = AmdSource()
     if amd.count:
-        readers["gpu:amd"] = GpuReader(amd, "amd")
+        readers["gpu:amd"] = GpuReader(amd, "amd", labels=labels)
     elif amd.reason:
         notes.append(amd.reason)
     return readers, notes
@@ -58,7 +61,7 @@ class WatchedServer:
         readers: dict = {}
         if telemetry:
             if gpu_readers is None:
-                gpu_readers, self.notes = default_gpu_readers(self._pids)
+                gpu_readers, self.notes = default_gpu_readers(self._pids, self._gpu_labels)
             readers.update(gpu_readers)
             from llm_tuner.services.telemetry.host import HostReader
 
@@ -66,6 +69,17 @@ class WatchedServer:
             readers["server"] = self._server_reader()
         self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples)
         self._ended = threading.Event()
+
+    def _gpu_labels(self) -> dict[str, str]:
+        """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""
+        from llm_tuner.services.telemetry.inventory import gpu_labels
+
+        plan = getattr(self.session, "plan", None)
+        return gpu_labels(plan.binary if plan is not None else None)
+
+    def _api_key(self) -> str | None:
+        plan = getattr(self.session, "plan", None)
+        return plan.api_key if plan is not None else getattr(self.session, "api_key", None)
 
     def _pids(self) -> frozenset[int]:
         pid = self.session.pid
@@ -83,7 +97,8 @@ class WatchedServer:
             reader = holder.get(self.session.url)
             if reader is None:
                 holder.clear()
-                reader = holder[self.session.url] = ServerReader(LlamaClient(self.session.url, timeout=2.0))
+                reader = holder[self.session.url] = ServerReader(
+                    LlamaClient(self.session.url, api_key=self._api_key(), timeout=2.0))
             return reader()
 
         return read

@@ -1,18 +1,33 @@
-"""The device inventory: host + NVIDIA + AMD GPUs, named as llama.cpp names them."""
+"""The device inventory: host + NVIDIA + AMD GPUs, named as llama.cpp names them.
+
+Telemetry samples, benchmark peaks and the memory plan use one name per GPU: llama.cpp's (`CUDA0`)
+when a binary's `--list-devices` maps it to the card, else the vendor library's (`nvidia:0`).
+`sample_labels(inventory)` gives that mapping; `gpu_labels()` finds it for a sampler: from the app's
+latest detection when there is one, else by listing the devices of a llama-server binary.
+"""
 
 from __future__ import annotations
+
+import threading
+from pathlib import Path
 
 from llm_tuner.core.devices import DeviceInventory, GpuInfo, LlamaDevice, map_llama_devices
 from llm_tuner.services.telemetry.amd import amd_gpus
 from llm_tuner.services.telemetry.host import host_info
 from llm_tuner.services.telemetry.nvml import nvidia_gpus
 
+_latest_lock = threading.Lock()
+_latest: DeviceInventory | None = None
+_labels_by_binary: dict[str, dict[str, str]] = {}
+
 
 def detect_inventory(llama_devices: list[LlamaDevice] | None = None) -> DeviceInventory:
     """Detect every device. `llama_devices` (from a binary's --list-devices) gives llama.cpp names.
 
-    Never raises for missing drivers: each vendor that cannot be read adds a note saying why.
+    Never raises for missing drivers: each vendor that cannot be read adds a note saying why. The
+    result is also kept as the latest inventory (`latest_inventory`), which names telemetry samples.
     """
+    global _latest
     notes: list[str] = []
     gpus: list[GpuInfo] = []
     for finder in (nvidia_gpus, amd_gpus):
@@ -30,5 +45,60 @@ def detect_inventory(llama_devices: list[LlamaDevice] | None = None) -> DeviceIn
                                     llama_names=(dev.name,)))
     elif gpus:
         notes.append("llama.cpp device names unknown: no llama-server binary was found to list its devices")
-    return DeviceInventory(host=host_info(), devices=tuple(gpus), llama_devices=tuple(llama_devices or ()),
-                           notes=tuple(notes))
+    inv = DeviceInventory(host=host_info(), devices=tuple(gpus), llama_devices=tuple(llama_devices or ()),
+                          notes=tuple(notes))
+    if llama_devices is not None:  # only a detection that asked a binary knows llama.cpp's names
+        with _latest_lock:
+            _latest = inv
+    return inv
+
+
+def latest_inventory() -> DeviceInventory | None:
+    """The last inventory detected with a binary's device list in this process (the app probes at start)."""
+    with _latest_lock:
+        return _latest
+
+
+def sample_labels(inventory: DeviceInventory | None) -> dict[str, str]:
+    """{"nvidia:0": "CUDA0", ...}: vendor-library names -> llama.cpp names, for GPUs the inventory maps."""
+    out: dict[str, str] = {}
+    if inventory is None:
+        return out
+    for g in inventory.devices:
+        if g.llama_names and g.index is not None and g.vendor in ("nvidia", "amd"):
+            out[f"{g.vendor}:{g.index}"] = g.name
+    return out
+
+
+def gpu_labels(binary: str | Path | None = None) -> dict[str, str]:
+    """Names for GPU samples: the latest inventory's mapping, else from `binary`'s (or the configured
+    llama-server's) `--list-devices`, cached per binary. {} when no GPU or no binary is known.
+
+    Runs a short process the first time for a binary, so call it off the GUI thread (samplers do).
+    """
+    inv = latest_inventory()
+    if inv is not None:
+        return sample_labels(inv)
+    from llm_tuner.services import binaries  # noqa: PLC0415
+
+    if binary is None:
+        loc = binaries.locate(binaries.SERVER)
+        if loc is None:
+            return {}
+        binary = loc.path
+    key = str(binary)
+    with _latest_lock:
+        cached = _labels_by_binary.get(key)
+    if cached is not None:
+        return dict(cached)
+    gpus = nvidia_gpus()[0] + amd_gpus()[0]
+    labels: dict[str, str] = {}
+    if gpus:
+        try:
+            devices = binaries.list_devices(Path(binary))
+        except Exception:  # noqa: BLE001 - an unusable binary: keep the vendor names
+            devices = []
+        labels = sample_labels(DeviceInventory(devices=tuple(map_llama_devices(gpus, devices))))
+    with _latest_lock:
+        _labels_by_binary[key] = labels
+    return dict(labels)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
 from llm_tuner.services.telemetry.ring import SeriesRing
@@ -20,7 +20,8 @@ from llm_tuner.services.telemetry.ring import SeriesRing
 # --------------------------------------------------------------------------------------------- samples
 @dataclass(frozen=True)
 class GpuSample:
-    """One GPU at one moment. `device` is the app's name ("nvidia:0", "amd:1")."""
+    """One GPU at one moment. `device`: llama.cpp's name ("CUDA0") when the inventory maps the card, else
+    the vendor library's ("nvidia:0", "amd:1")."""
 
     t: float
     device: str
@@ -161,18 +162,36 @@ class Sampler:
 
 # --------------------------------------------------------------------------------------------- readers
 class GpuReader:
-    """NVML/AMD readings -> GpuSample. `source.read(watch_pids)` is NvmlSource, AmdSource or a script."""
+    """NVML/AMD readings -> GpuSample. `source.read(watch_pids)` is NvmlSource, AmdSource or a script.
+
+    `labels` names the samples: {"nvidia:0": "CUDA0"} (inventory.sample_labels), or a callable giving
+    that mapping, called once on the sampler's thread at the first read (it may run --list-devices).
+    A card the mapping does not name keeps its vendor name.
+    """
 
     def __init__(self, source, vendor: str, pids: Callable[[], frozenset[int]] = frozenset,
-                 throttle_mask: int | None = None) -> None:
+                 throttle_mask: int | None = None,
+                 labels: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None) -> None:
         self.source = source
         self.vendor = vendor
         self.pids = pids
         self.throttle_mask = throttle_mask
+        self._labels_source = labels
+        self._labels: Mapping[str, str] | None = None if callable(labels) else dict(labels or {})
+
+    @property
+    def labels(self) -> Mapping[str, str]:
+        if self._labels is None:
+            try:
+                self._labels = dict(self._labels_source() or {})  # type: ignore[operator]
+            except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
+                self._labels = {}
+        return self._labels
 
     def __call__(self) -> list[GpuSample]:
         t = time.time()
         readings = self.source.read(self.pids()) if self.vendor == "nvidia" else self.source.read()
+        labels = self.labels
         out = []
         for r in readings:
             reasons = getattr(r, "throttle_reasons", None)
@@ -180,7 +199,8 @@ class GpuReader:
             if reasons is not None and self.throttle_mask is not None:
                 throttled = bool(reasons & self.throttle_mask)
             out.append(GpuSample(
-                t=t, device=f"{self.vendor}:{r.index}", vendor=self.vendor, util_pct=r.util_pct,
+                t=t, device=labels.get(f"{self.vendor}:{r.index}", f"{self.vendor}:{r.index}"), vendor=self.vendor,
+                util_pct=r.util_pct,
                 vram_used_mib=r.vram_used_mib, vram_total_mib=r.vram_total_mib,
                 vram_reserved_mib=getattr(r, "vram_reserved_mib", None),
                 process_vram_mib=getattr(r, "process_vram_mib", None), gtt_used_mib=getattr(r, "gtt_used_mib", None),
@@ -197,7 +217,7 @@ DEFAULT_RATES_S = {"gpu": 0.5, "host": 1.0, "server": 1.0}
 class Telemetry:
     """The samplers and ring buffers of one watched server.
 
-    Rings are keyed by device name ("nvidia:0", "host", "server"); `on_samples` (optional) also gets
+    Rings are keyed by device name ("CUDA0" or "nvidia:0", "host", "server"); `on_samples` (optional) also gets
     every batch (bridges, the CLI). Rates are seconds between samples per source kind.
     """
 
