@@ -92,11 +92,20 @@ _FLAG_ALIASES = {"asimd": "neon", "asimddp": "dotprod", "svei8mm": "i8mm"}
 _ALIGN = {"CPU": 32, "CUDA": 128, "ROCm": 128, "MUSA": 128, "Vulkan": 256, "SYCL": 128, "Metal": 32}
 # Backends with a pinned host buffer type (weights of CPU layers prefer it; see make_cpu_buft_list).
 _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
-# Runtime memory a backend takes on its device beyond llama.cpp's buffers (driver context, cuBLAS
-# workspace, kernels). Defaults from public reports; benchmarks/memory_accuracy.py --cuda measures it
-# (NVML used minus buffers, the breakdown table's "unaccounted") and the measured value belongs here.
-RUNTIME_OVERHEAD_MIB = {"CUDA": 420, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
+# Runtime memory a llama-server process takes on a device beyond llama.cpp's buffers (driver context,
+# cuBLAS workspace, kernels), counted against the device's FREE memory as NVML/cudaMemGetInfo report it.
+# CUDA, measured on an H200 (driver 580, CUDA 13; benchmarks/results/gpu/h200/memory_accuracy_cuda_h200.txt):
+# llama.cpp's breakdown 'unaccounted' (used - buffers) was 596..630 MiB, median 597, over 16 configurations.
+# The driver's own reservation (NVML v2 `reserved`, 615 MiB on that card, h200x2-nvml-idle-10s.jsonl) is NOT
+# part of it: it is never in free memory (idle free 143155 = total 143771 - reserved 616), so a plan against
+# free memory must not count it, and a plan against a card's nominal total must (see PlanDevice.capacity_mib).
+# Other backends: defaults from public reports until measured.
+RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
                         "CPU": 0}
+# Of that, what a process holds beyond the context that `llama-server --list-devices` itself holds when it
+# reports free memory (PlanDevice.free_includes_runtime): free-at-listing minus free-at-exit minus buffers,
+# median 71 MiB (70..104) on the H200. Free memory reported that way already lacks the rest.
+RUNTIME_BEYOND_LISTING_MIB = {"CUDA": 72}
 # the server process itself (code, tokenizer, HTTP): measured 40 MiB here as VmRSS minus llama.cpp's buffers
 # (demo model, CPU build, -c 4096, with and without mmap); rounded up
 HOST_OVERHEAD_MIB = 48
@@ -472,7 +481,10 @@ class DeviceMemory:
         """What the plan is compared with: free memory when known (plus the runtime overhead when that free
         figure was measured with a runtime already in place), else capacity."""
         if self.available_mib is not None:
-            return self.available_mib + (self.overhead_mib if self.runtime_in_free else 0.0)
+            if not self.runtime_in_free:
+                return self.available_mib
+            beyond = RUNTIME_BEYOND_LISTING_MIB.get(self.backend)
+            return self.available_mib + (self.overhead_mib - beyond if beyond is not None else self.overhead_mib)
         return self.capacity_mib
 
     @property
@@ -1112,29 +1124,116 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
         per_dev[layer_dev[-1]] = (out_peak + inputs) / MIB
     gpu_devs = [d.name for d in devs if d.backend != "CPU"]
     if gpu_devs:
-        # host side: token embeddings (get_rows on the CPU) and every graph input (the KQ mask among
-        # them) live in the CPU backend's buffer before they are copied to the GPUs
-        host = per_dev.get("Host", 0.0) * MIB
-        host = max(host, E * T * 4 + mask + inputs)
-        per_dev["Host"] = host / MIB
-        # op offload: a big batch of an op whose weight (or KV view) is in host memory runs on the first
-        # GPU, each such op in its own split, so that GPU's buffer holds the largest copied tensor
-        # plus the activations (ggml-backend.cpp "start a new split ... memory of offloaded weights reused")
-        if args.op_offload and T >= 32:
+        per_dev.update(_compute_gpu(view, args, layer_dev, placements, devs, gpu_devs, fa, T, mask, inputs,
+                                    ffn, attn, out_peak, kv_cells, swa_cells))
+    return per_dev
+
+
+# the scheduler keeps this many copies of every graph input when pipeline parallelism is on
+# (ggml/include/ggml-backend.h GGML_SCHED_MAX_COPIES, used by ggml_backend_sched_new(..., parallel=true))
+_SCHED_MAX_COPIES = 4
+# a GPU takes over an op whose weight is in host memory when the op's batch is at least this big
+# (ggml-cuda.cu ggml_backend_cuda_device_offload_op: op_offload_min_batch_size, default 32)
+_OP_OFFLOAD_MIN_BATCH = 32
+# backends whose flash-attention op allocates F16 copies of quantized K/V in its own output
+# (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu ggml_cuda_flash_attn_ext_get_alloc_size)
+_FA_F16_COPY_BACKENDS = {"CUDA", "ROCm", "MUSA"}
+# architectures without the mixed token/embedding input path (llama-arch.cpp llm_arch_supports_mixed_batch)
+_NO_MIXED_BATCH = {"cogvlm", "deepseek4", "granite-switch", "eagle3", "dflash", "gemma4-assistant"}
+
+
+def _pipeline_parallel(args: PlacementArgs, layer_dev: list[str], devs: list[PlanDevice]) -> bool:
+    """llama-context.cpp:432-437: several devices, every layer and the output offloaded, layer split, KV
+    offloaded and no tensor overrides (--cpu-moe / --n-cpu-moe are overrides too)."""
+    return (len(devs) > 1 and layer_dev.count("Host") == 0 and args.split_mode == "layer"
+            and not args.no_kv_offload and not args.overrides)
+
+
+def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placements: list[TensorPlacement],
+                 devs: list[PlanDevice], gpu_devs: list[str], fa: bool, T: int, mask: float,  # noqa: N803
+                 inputs: float, ffn: float, attn: float, out_peak: float, kv_cells: int, swa_cells: int,
+                 ) -> dict[str, float]:
+    """Compute buffers (MiB) of a build with GPUs: the GPUs' buffers and the host one (CUDA_Host).
+
+    The rules, from the scheduler (ggml/src/ggml-backend.cpp) and the graph (src/llama-graph.cpp):
+    - every graph input (tokens, positions, the KQ mask(s), the embedding inputs) is assigned to the CPU
+      backend, so it lives in the host compute buffer (ggml_backend_sched_backend_id_from_cur: "graph
+      input" -> last backend); with pipeline parallelism each input is kept in GGML_SCHED_MAX_COPIES copies.
+    - build_inp_embd (llama-graph.cpp:2413-2490) makes two embedding paths when the architecture
+      supports mixed batches: inputs inp_embd and inp_mixed_embd (n_embd x T, F32) and two get_rows of
+      token_embd (which is always on the CPU): the host buffer holds all four; the GPU with the first
+      layer receives copies of all four (times the copies under pipeline parallelism).
+    - the KQ mask is F16 with flash attention, else F32 (build_attn_inp_kq_mask), [n_kv, T] per cache;
+      each GPU that runs attention gets its own copy.
+    - a GPU holding later layers only receives the residual stream (n_embd x T) from the previous one.
+    - K/V of layers whose cache is in host memory (partial -ngl, -nkvo) are copied whole into the GPU
+      that runs their attention (split inputs), for a batch of >= 32 tokens (op offload).
+    - CUDA flash attention with the MMA/tile kernels (any prompt batch) allocates F16 copies of K and V
+      beside its output when they are not F16 (quantized or copied-from-host F32), so the attention peak
+      holds q, the output, the residual and those copies (fattn.cu:722-756, fattn-common.cuh:53-82).
+    """
+    E = view.n_embd  # noqa: N806
+    r = E * T * 4  # one n_embd x T F32 activation
+    n_paths = 1 if view.arch in _NO_MIXED_BATCH else 2
+    pp = _pipeline_parallel(args, layer_dev, devs)
+    n_copies = _SCHED_MAX_COPIES if pp else 1
+    backend = {d.name: d.backend for d in devs}
+    offload = args.op_offload and T >= _OP_OFFLOAD_MIN_BATCH
+    # per-layer K and V row bytes (per cell) and where each layer's cache is
+    attn_layers = [il for il in range(view.n_layer) if not view.recurrent[il]]
+    tk = args.cache_type_k.upper()
+    tv = args.cache_type_v.upper()
+    hq_out = max((view.n_head[il] * view.v_len[il] for il in attn_layers), default=E)
+    gpu_set = set(gpu_devs)
+    first_gpu = next((d for d in layer_dev[:-1] if d in gpu_set), None)
+    out: dict[str, float] = {}
+    for dev in dict.fromkeys(d for d in layer_dev if d in gpu_set):
+        be = backend.get(dev, "CUDA")
+        # attention peak per layer run on this GPU: layers of this GPU, plus host layers it takes over
+        fa_extra = 0.0
+        for il in attn_layers:
+            on_host_kv = args.no_kv_offload or layer_dev[il] == "Host"
+            runs_here = layer_dev[il] == dev or (layer_dev[il] == "Host" and offload and dev == first_gpu) or (
+                args.no_kv_offload and layer_dev[il] == dev)
+            if not runs_here:
+                continue
+            cells = swa_cells if view.is_swa[il] else kv_cells
+            n_stream = 1 if args.unified else args.n_seq_max
+            nk = view.k_len[il] * view.n_head_kv[il] * cells * n_stream
+            nv = (0 if view.is_mla else view.v_len[il] * view.n_head_kv[il]) * cells * n_stream
+            extra = 0.0
+            if on_host_kv and (offload or layer_dev[il] != "Host"):
+                extra += row_size(tk, nk) + row_size(tv, nv)  # the copies of K and V
+            if fa and be in _FA_F16_COPY_BACKENDS and T > 2:
+                extra += (nk * 2 if tk != "F16" else 0) + (nv * 2 if tv != "F16" else 0)
+            fa_extra = max(fa_extra, extra)
+        if fa:
+            attn_dev = max(attn, (E + 2 * hq_out) * T * 4 + fa_extra) if fa_extra else attn
+        else:
+            attn_dev = attn + fa_extra
+        peak = max(ffn, attn_dev)
+        if layer_dev[-1] == dev:
+            peak = max(peak, out_peak)
+        # weights of host layers this GPU takes over (largest one, copied in its own split)
+        if dev == first_gpu and offload:
             cpu_w = [p.n_bytes for p in placements
                      if p.device == "Host" and p.layer is not None and p.buffer != "CPU_REPACK"]
-            copied = max([*cpu_w, kv_host_layer if (cpu_w or args.no_kv_offload) else 0])
-            if copied:
-                first = gpu_devs[0]
-                base = per_dev.get(first, 0.0) * MIB
-                per_dev[first] = (max(base, mask + layer_peak + inputs) + copied) / MIB
-        # pipeline parallelism (several GPUs, all layers, layer split, no overrides): 4 input copies
-        gpu_used = [d for d in per_dev if d != "Host"]
-        if (len(devs) > 1 and layer_dev.count("Host") == 0 and args.split_mode == "layer"
-                and not args.no_kv_offload and not args.overrides):
-            for d in gpu_used:
-                per_dev[d] += 3 * (mask + E * T * 4) / MIB
-    return per_dev
+            if cpu_w:
+                peak = max(peak, ffn + max(cpu_w))
+        recv = mask * n_copies
+        if pp:
+            recv += n_copies * (2 * n_paths * r if dev == first_gpu else r) - r
+        out[dev] = (recv + peak + inputs) / MIB
+    if layer_dev[-1] in gpu_set and layer_dev[-1] not in out:
+        out[layer_dev[-1]] = (out_peak + inputs) / MIB
+    # host buffer: every graph input (times the copies) + the get_rows of the embedding paths; host layers
+    # only compute here when their batch is too small for op offload
+    host = n_copies * (mask + n_paths * r + inputs) + n_paths * r
+    host_layers = [il for il in range(view.n_layer_all) if layer_dev[il] == "Host"]
+    if host_layers and not offload:
+        host = max(host, mask + max(ffn, attn) + inputs + n_paths * r)
+    out["Host"] = host / MIB
+    return out
 
 
 def _compute_mtp(view: _ModelView, args: PlacementArgs, fa: bool, kv_cells: int) -> float:
@@ -1187,6 +1286,13 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
                 extra_kv[d] = extra_kv.get(d, 0.0) + v
             mdev = layer_dev[view.n_layer] if view.n_layer < len(layer_dev) - 1 else layer_dev[-1]
             extra_compute[mdev] = extra_compute.get(mdev, 0.0) + _compute_mtp(view, args, fa, mcells) / MIB
+            if any(d.backend != "CPU" for d in devs):
+                # its own graph inputs (mask, embedding paths) live in the host buffer, as for the main
+                # context (see _compute_gpu)
+                t_mtp = min(n_ctx, args.n_ubatch, args.n_batch)
+                n_paths = 1 if view.arch in _NO_MIXED_BATCH else 2
+                host_mtp = mcells * t_mtp * (2 if fa else 4) + n_paths * view.n_embd * t_mtp * 4
+                extra_compute["Host"] = extra_compute.get("Host", 0.0) + host_mtp / MIB
             out_b += view.n_vocab * n_seq * 4 / MIB
     if draft is not None:
         dmodel, dargs = draft

@@ -1,0 +1,77 @@
+"""CUDA accuracy of the memory plan, checked without a GPU (issue 4, issue 8).
+
+The recorded CUDA runs (benchmarks/results/gpu/h200/memory_accuracy_cuda_*.txt, made on an H200 with a CUDA
+build of the llama.cpp commit we test, by `benchmarks/memory_accuracy.py --cuda`) hold llama.cpp's buffer
+lines per configuration. This test regenerates the same random-weight models (fixed seeds), re-plans every
+recorded configuration with the recorded devices (CUDA0 143771 MiB; two virtual 71577 MiB devices) and
+asserts the targets. Tolerance (benchmarks/memory_accuracy.py TOLERANCE): weights and KV within 1% or 4 MiB;
+compute within max(10%, 8 MiB) - the 8 MiB floor because these models are tiny (10% of a 20 MiB buffer is
+2 MiB, less than one n_embd x ubatch activation); device totals within 2% or 8 MiB.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS = ROOT / "benchmarks" / "results" / "gpu" / "h200"
+
+# configurations the rules do not meet yet, with the reason (explicit, not a looser target for all)
+KNOWN = {
+    ("dense", "-ngl 99 -ts 3,1 -np 2", "CUDA1"):
+        "pipeline parallelism with 2 unshared streams: llama.cpp's second GPU buffer (78 MiB) is below the "
+        "4 input copies our rule gives it (96 MiB); not understood from the source yet",
+}
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("memory_accuracy", ROOT / "benchmarks" / "memory_accuracy.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("memory_accuracy", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.fixture(scope="module")
+def replayed(tmp_path_factory):
+    bench = _bench()
+    models = bench.make_models(tmp_path_factory.mktemp("models"))
+    rows = []
+    for name in ("memory_accuracy_cuda_h200.txt", "memory_accuracy_cuda_virtual2.txt"):
+        rows += [(name, r) for r in bench.replay(RESULTS / name, models)]
+    return bench, rows
+
+
+def test_recordings_parse_with_their_devices():
+    bench = _bench()
+    gpus, rows = bench.parse_recorded(RESULTS / "memory_accuracy_cuda_h200.txt")
+    assert [(g.name, g.capacity_mib) for g in gpus] == [("CUDA0", 143771)]
+    assert len(rows) == 16 and all(r.buffers for r in rows)
+    gpus, rows = bench.parse_recorded(RESULTS / "memory_accuracy_cuda_virtual2.txt")
+    assert [(g.name, g.capacity_mib) for g in gpus] == [("CUDA0", 71577), ("CUDA1", 71577)]
+    assert len(rows) == 10  # the -sm row configuration did not load (no CUDA split buffers in this build)
+
+
+def test_cuda_plan_within_targets(replayed):
+    bench, rows = replayed
+    assert len(rows) >= 50
+    bad, xfailed = [], []
+    for fname, row in rows:
+        res = bench.check(row)
+        key = (row["model"], " ".join(row["extra"]), row["device"])
+        wrong = [k for k, ok in res.items() if not ok]
+        if not wrong:
+            assert key not in KNOWN, f"{key} now passes: remove it from KNOWN"
+            continue
+        msg = f"{fname} {key}: " + ", ".join(
+            f"{k} ours {sum(row['ours'].values()) if k == 'total' else row['ours'][k]:.1f} vs llama.cpp "
+            f"{sum(row['real'].values()) if k == 'total' else row['real'][k]:.1f}" for k in wrong)
+        (xfailed if key in KNOWN else bad).append(msg)
+    assert not bad, "\n".join(bad)
+    if xfailed:
+        pytest.xfail("known: " + "; ".join(f"{m} ({KNOWN[k]})" for m, k in zip(xfailed, [
+            k for k in KNOWN], strict=False)))
