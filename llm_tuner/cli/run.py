@@ -11,6 +11,7 @@ SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) an
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import threading
@@ -28,7 +29,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
     src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
-    p.add_argument("--api-key", help="with --attach: the server's API key")
+    p.add_argument("--api-key", default=os.environ.get("LLAMA_API_KEY"),
+                   help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
     p.add_argument("--binary", help="the llama-server to run (default: the configured or embedded one)")
     p.add_argument("--no-watch-flags", action="store_true",
                    help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")

@@ -303,10 +303,9 @@ class LaunchPlan:
 
     @property
     def api_key(self) -> str | None:
-        """The key a client of this server sends (the first one given), or None."""
-        if self.api_keys:
-            return self.api_keys[0]
-        keys = [k for k in self.env_set.get(API_KEY_ENV, "").split(",") if k]
+        """The key a client of this server sends (the first one it accepts), or None. The child's whole
+        environment counts: an inherited LLAMA_API_KEY also locks the server."""
+        keys = [k for k in self.env.get(API_KEY_ENV, "").split(",") if k]
         return keys[0] if keys else None
 
     @property

@@ -102,3 +102,8 @@ def test_real_server_enforces_a_key_given_through_the_environment(server_binary,
     stored = repo.history()[0]
     assert "--api-key" not in stored.argv and KEY not in " ".join(stored.argv)
     assert not any(KEY in line for line in watched.session.lines)
+
+
+def test_an_inherited_key_locks_the_server_and_the_app_uses_it():
+    plan = plan_launch("s", ["--port", "1"], base_env={"LLAMA_API_KEY": KEY, "PATH": "/bin"})
+    assert plan.api_key == KEY and KEY not in plan.command_line()
