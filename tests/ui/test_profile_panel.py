@@ -73,14 +73,54 @@ def test_paste_import_fix_save_and_revert(panel, qtbot):
     assert "-tbq 4" in dlg.report.text() and "--load-mode mlock" in dlg.report.text()
     panel.import_result(dlg.result)
     assert "--mlock" in preview_words(panel) and panel.fix_button.isEnabled()
-    panel.save_as("fork")
+    panel.save_as("fork")  # the store call runs off the GUI thread; the editor knows the name at once
+    assert panel.current_name == "fork" and panel.names_list.currentItem().text() == "fork"
     qtbot.mouseClick(panel.fix_button, Qt.MouseButton.LeftButton)
     words = preview_words(panel)
     assert "--mlock" not in words and words[words.index("--load-mode") + 1] == "mlock"
     panel.save_as("fork")
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
     assert [panel.versions_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(2)] == [2, 1]
     panel.revert_to(1)
-    assert "--mlock" in preview_words(panel) and panel.repo.latest("fork").version == 3
+    assert "--mlock" in preview_words(panel)
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
+    assert panel.repo.latest("fork").version == 3 and panel.versions_list.count() == 3
+
+
+def test_store_calls_run_off_the_gui_thread_and_lists_follow(panel, qtbot, monkeypatch):
+    import threading
+
+    from PySide6.QtWidgets import QMessageBox
+
+    warned = []
+    monkeypatch.setattr(QMessageBox, "warning", lambda _parent, _title, text, *a, **k: warned.append(text))
+    threads = []
+    real_save, real_names = panel.repo.save, panel.repo.names
+    panel.repo.save = lambda *a, **k: threads.append(threading.current_thread()) or real_save(*a, **k)
+    panel.repo.names = lambda: threads.append(threading.current_thread()) or real_names()
+    panel.set_profile(LaunchProfile(model="a.gguf", ctx_size=4096))
+    panel.save_as("a")
+    panel.duplicate(panel.unique_name("a"))  # "a 2": the unique name comes from the loaded list, no SQL
+    assert panel.current_name == "a 2" and panel.names_list.count() == 2
+    panel.rename("b")
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
+    assert threads and threading.main_thread() not in threads
+    assert panel.repo.names() == ["a", "b"] and [panel.names_list.item(i).text() for i in range(2)] == ["a", "b"]
+    assert panel.repo.latest("b").profile.ctx_size == 4096
+    # picking a profile in the list loads it (in the background) with its history
+    panel.set_profile(LaunchProfile(model="other.gguf"), None)
+    panel.names_list.setCurrentRow(0)
+    qtbot.waitUntil(lambda: panel.profile.model == "a.gguf" and panel.versions_list.count() == 1, timeout=5000)
+    assert panel.current_name == "a"
+    # a name the list already has is refused at once; the store is not asked
+    panel.duplicate("b")
+    assert warned and "exists already" in warned[-1]
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
+    assert panel.repo.names() == ["a", "b"]
+    panel.delete_current()
+    assert panel.names_list.count() == 1
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
+    assert panel.repo.names() == ["b"] and panel.empty_hint.isHidden()
 
 
 def test_model_selection_sets_the_model(panel):
