@@ -114,7 +114,22 @@ def run_gui(smoke_test: bool = False) -> int:
     window.show()
     if smoke_test:
         QTimer.singleShot(3000, app.quit)
-    return app.exec()
+    code = app.exec()
+    return code or (_smoke_check_data() if smoke_test else 0)
+
+
+def _smoke_check_data() -> int:
+    """--smoke-test also checks the data a bundle must carry (prompt texts, the default flag catalog)."""
+    from llm_tuner.services.bench import prompt_texts, prompts_dir
+    from llm_tuner.services.binaries import default_catalog
+
+    try:
+        n_texts, n_flags = len(prompt_texts()), len(default_catalog().flags)
+    except Exception as exc:  # noqa: BLE001 - reported, then a non-zero exit
+        print(f"smoke test: shipped data missing: {exc.__class__.__name__}: {exc}", file=sys.stderr)
+        return 3
+    print(f"smoke test: ok ({n_texts} prompt texts in {prompts_dir()}, {n_flags} flags in the default catalog)")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

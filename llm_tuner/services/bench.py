@@ -27,6 +27,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -73,10 +74,15 @@ def _now() -> datetime:
 # -- prompt text --------------------------------------------------------------------------------
 
 def prompts_dir() -> Path:
-    """resources/prompts (beside the package in a checkout); `LLM_TUNER_PROMPTS_DIR` overrides."""
+    """The shipped prompt texts: `LLM_TUNER_PROMPTS_DIR` if set; in a PyInstaller bundle
+    `sys._MEIPASS/resources/prompts` (packaging/llm-tuner.spec puts resources/ there); else
+    resources/prompts beside the package (a checkout or an editable install)."""
     override = os.environ.get(PROMPTS_DIR_ENV)
     if override:
         return Path(override)
+    frozen = getattr(sys, "_MEIPASS", None)
+    if frozen:
+        return Path(frozen) / "resources" / "prompts"
     return Path(__file__).resolve().parents[2] / "resources" / "prompts"
 
 
