@@ -396,7 +396,10 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
             print(f"\n## {name} {' '.join(extra) or '(defaults)'}   [n_ctx {log.context.get('n_ctx')} "
                   f"ours {plan.n_ctx}; estimate {ms:.1f} ms]")
             print(f"  {'device':8} {'weights':>19} {'KV':>19} {'output':>15} {'compute':>21} {'total':>21}")
-            split_mib = sum(v for d in plan.devices for k, v in d.buffers.items() if k.endswith("_Split"))
+            # -sm row logs one *_Split buffer (compared as a whole); -sm tensor logs Meta(...) per device
+            real_split = SPLIT in real
+            split_mib = sum(v for d in plan.devices for k, v in d.buffers.items()
+                            if k.endswith("_Split")) if real_split else 0.0
             for dev in [*(g.name for g in gpus), SPLIT, "Host"]:
                 ours = plan.device(dev)
                 r = real.get(dev, {k: 0.0 for k in KINDS})
@@ -407,7 +410,8 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
                 elif ours is None and not any(r.values()):
                     continue
                 else:
-                    own_split = sum(v for k, v in ours.buffers.items() if k.endswith("_Split")) if ours else 0.0
+                    own_split = sum(v for k, v in ours.buffers.items()
+                                    if k.endswith("_Split")) if ours and real_split else 0.0
                     o = {"model": (ours.model_mib - own_split) if ours else 0.0, "kv": ours.kv_mib if ours else 0.0,
                          "output": ours.output_mib if ours else 0.0, "compute": ours.compute_mib if ours else 0.0}
                 o_tot = sum(o.values())

@@ -106,6 +106,11 @@ RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "S
 # reports free memory (PlanDevice.free_includes_runtime): free-at-listing minus free-at-exit minus buffers,
 # median 71 MiB (70..104) on the H200. Free memory reported that way already lacks the rest.
 RUNTIME_BEYOND_LISTING_MIB = {"CUDA": 72}
+# Memory the driver reserves out of a card's total, never free to any process (NVML v2 `reserved`):
+# 615 MiB on the H200 (143771 total, 143155 free when idle). Taken from the capacity when a device is
+# planned from its nominal total alone (planned hardware, no free figure); the H200 figure stands for
+# every CUDA card until others are measured.
+DRIVER_RESERVED_MIB = {"CUDA": 615}
 # the server process itself (code, tokenizer, HTTP): measured 40 MiB here as VmRSS minus llama.cpp's buffers
 # (demo model, CPU build, -c 4096, with and without mmap); rounded up
 HOST_OVERHEAD_MIB = 48
@@ -485,7 +490,9 @@ class DeviceMemory:
                 return self.available_mib
             beyond = RUNTIME_BEYOND_LISTING_MIB.get(self.backend)
             return self.available_mib + (self.overhead_mib - beyond if beyond is not None else self.overhead_mib)
-        return self.capacity_mib
+        if self.capacity_mib is None or self.name == "Host":
+            return self.capacity_mib
+        return self.capacity_mib - DRIVER_RESERVED_MIB.get(self.backend, 0)
 
     @property
     def headroom_mib(self) -> float | None:
@@ -1185,7 +1192,11 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
     tv = args.cache_type_v.upper()
     hq_out = max((view.n_head[il] * view.v_len[il] for il in attn_layers), default=E)
     gpu_set = set(gpu_devs)
+    # the GPU with the first offloaded layer receives the embeddings and runs the attention of host layers
+    # next to it (the scheduler expands GPU assignments up the graph); the first GPU backend is the one that
+    # takes over host weights (ggml_backend_sched_backend_id_from_cur tries backends in order)
     first_gpu = next((d for d in layer_dev[:-1] if d in gpu_set), None)
+    offload_gpu = gpu_devs[0]
     out: dict[str, float] = {}
     for dev in dict.fromkeys(d for d in layer_dev if d in gpu_set):
         be = backend.get(dev, "CUDA")
@@ -1215,7 +1226,7 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
         if layer_dev[-1] == dev:
             peak = max(peak, out_peak)
         # weights of host layers this GPU takes over (largest one, copied in its own split)
-        if dev == first_gpu and offload:
+        if dev == offload_gpu and offload:
             cpu_w = [p.n_bytes for p in placements
                      if p.device == "Host" and p.layer is not None and p.buffer != "CPU_REPACK"]
             if cpu_w:
