@@ -133,3 +133,44 @@ def test_bench_peaks_without_a_mapping_keep_vendor_names():
         time.sleep(0.05)
     assert [p.device for p in tracker.peaks()] == ["nvidia:0"]
 
+
+
+class _OneNvmlGpu(ScriptedNvml):
+    """Stands in for telemetry.nvml.NvmlSource on a machine with one NVIDIA GPU."""
+
+    reason = None
+    count = 1
+
+
+def test_a_watched_server_names_its_gpu_samples_from_the_apps_inventory(monkeypatch):
+    # The Live panel's bridge and `llm-tuner run` build WatchedServer without GPU readers: the default
+    # readers take their names from the latest inventory (the app probes it at start).
+    from llm_tuner.services.server import AttachedSession
+    from llm_tuner.services.telemetry import nvml
+    from llm_tuner.services.watch import WatchedServer
+
+    monkeypatch.setattr(nvml, "NvmlSource", _OneNvmlGpu)
+    monkeypatch.setattr(inventory, "_latest", _inventory())
+    watched = WatchedServer(AttachedSession("http://127.0.0.1:9", lambda ev: None))
+    read = {s.name: s.read for s in watched.telemetry.samplers}["gpu:nvidia"]
+    assert [s.device for s in read()] == ["CUDA0"]
+
+
+def test_without_an_inventory_the_launched_binarys_device_list_names_the_gpus(monkeypatch, tmp_path):
+    # `llm-tuner run` has no app inventory: the binary it launches is asked (--list-devices), once.
+    from llm_tuner.services import binaries
+
+    asked: list[Path] = []
+
+    def list_devices(path):
+        asked.append(path)
+        return parse_list_devices(LIST_DEVICES.read_text())
+
+    monkeypatch.setattr(inventory, "_latest", None)
+    monkeypatch.setattr(inventory, "_labels_by_binary", {})
+    monkeypatch.setattr(inventory, "nvidia_gpus", lambda: (_nvml_gpus(1), None))
+    monkeypatch.setattr(binaries, "list_devices", list_devices)
+    binary = tmp_path / "llama-server"
+    assert inventory.gpu_labels(binary) == {"nvidia:0": "CUDA0"}
+    assert inventory.gpu_labels(binary) == {"nvidia:0": "CUDA0"}
+    assert asked == [binary]
