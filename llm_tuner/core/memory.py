@@ -1146,6 +1146,8 @@ _OP_OFFLOAD_MIN_BATCH = 32
 # (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu ggml_cuda_flash_attn_ext_get_alloc_size)
 _FA_F16_COPY_BACKENDS = {"CUDA", "ROCm", "MUSA"}
 # architectures without the mixed token/embedding input path (llama-arch.cpp llm_arch_supports_mixed_batch)
+# the big FFN matmul weights of a layer (dense and expert): where they are decides which GPU runs the FFN
+_FFN_W_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)(_exps|_chexps)?\.weight$")
 _NO_MIXED_BATCH = {"cogvlm", "deepseek4", "granite-switch", "eagle3", "dflash", "gemma4-assistant"}
 
 
@@ -1219,10 +1221,21 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
                 extra += (nk * 2 if tk != "F16" else 0) + (nv * 2 if tv != "F16" else 0)
             fa_extra = max(fa_extra, extra)
         if fa:
-            attn_dev = max(attn, (E + 2 * hq_out) * T * 4 + fa_extra) if fa_extra else attn
+            attn_dev = max(attn, (2 * E + 2 * hq_out) * T * 4 + fa_extra) if fa_extra else attn
         else:
             attn_dev = attn + fa_extra
-        peak = max(ffn, attn_dev)
+        # the last layer runs its FFN on the output rows only (the graphs get_rows(inp_out_ids) after its
+        # attention, e.g. src/models/qwen3.cpp "il == n_layer - 1 && inp_out_ids"): a GPU whose only layer is
+        # the last one has no full-batch FFN
+        own = [il for il in range(view.n_layer) if layer_dev[il] == dev]
+        only_last = bool(own) and own == [view.n_layer - 1] and _n_outputs_max(args) < T
+        # FFN weights of its layers all in host memory (--cpu-moe, -ot ffn=CPU): with op offload the first GPU
+        # backend runs those FFN matmuls, not this one
+        own_set = set(own)
+        ffn_w = [p for p in placements if p.layer in own_set and _FFN_W_RE.search(p.name)]
+        ffn_elsewhere = (dev != offload_gpu and offload and bool(ffn_w)
+                         and all(p.device == "Host" for p in ffn_w))
+        peak = attn_dev if (only_last or ffn_elsewhere) else max(ffn, attn_dev)
         if layer_dev[-1] == dev:
             peak = max(peak, out_peak)
         # weights of host layers this GPU takes over (largest one, copied in its own split)
@@ -1233,7 +1246,10 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
                 peak = max(peak, ffn + max(cpu_w))
         recv = mask * n_copies
         if pp:
-            recv += n_copies * (2 * n_paths * r if dev == first_gpu else r) - r
+            # under pipeline parallelism every split input is kept in n_copies copies, never reused
+            # (ggml-backend.cpp pass 5: tensor_copy marked input+output when n_copies > 1); one copy of the
+            # embedding inputs is already in the single-GPU peak above
+            recv += (n_copies - 1) * (2 * n_paths * r if dev == first_gpu else r)
         out[dev] = (recv + peak + inputs) / MIB
     if layer_dev[-1] in gpu_set and layer_dev[-1] not in out:
         out[layer_dev[-1]] = (out_peak + inputs) / MIB
