@@ -1137,7 +1137,7 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
 
 
 # the scheduler keeps this many copies of every graph input when pipeline parallelism is on
-# (ggml/include/ggml-backend.h GGML_SCHED_MAX_COPIES, used by ggml_backend_sched_new(..., parallel=true))
+# (ggml/src/ggml-backend.cpp:912 GGML_SCHED_MAX_COPIES, used by ggml_backend_sched_new(..., parallel=true))
 _SCHED_MAX_COPIES = 4
 # a GPU takes over an op whose weight is in host memory when the op's batch is at least this big
 # (ggml-cuda.cu ggml_backend_cuda_device_offload_op: op_offload_min_batch_size, default 32)
