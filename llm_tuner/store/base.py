@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from sqlalchemy import MetaData
-from sqlalchemy.orm import DeclarativeBase
+from sqlalchemy import Float, Integer, MetaData
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -16,3 +16,19 @@ NAMING = {
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
+
+
+class ServerTimingsColumns:
+    """The server's own per-request `timings` (same key names), shared by session requests and bench repetitions."""
+
+    cache_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    prompt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    prompt_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    predicted_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    predicted_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
+    draft_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)

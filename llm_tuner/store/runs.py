@@ -22,7 +22,7 @@ from llm_tuner.core.bench_spec import (
     Repetition,
     RunGroup,
 )
-from llm_tuner.store.base import Base
+from llm_tuner.store.base import Base, ServerTimingsColumns
 from llm_tuner.store.db import session_scope
 
 
@@ -75,7 +75,7 @@ class BenchRunRow(Base):
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
-class BenchRepRow(Base):
+class BenchRepRow(ServerTimingsColumns, Base):
     __tablename__ = "bench_reps"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -85,18 +85,7 @@ class BenchRepRow(Base):
     depth: Mapped[int] = mapped_column(Integer, default=0)
     rep: Mapped[int] = mapped_column(Integer, default=0)
     client: Mapped[int] = mapped_column(Integer, default=0)
-    cache_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    prompt_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    prompt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    prompt_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
-    predicted_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    predicted_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    predicted_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
-    draft_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
     draft_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     peaks: Mapped[list] = mapped_column(JSON, default=list)
     other_cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)

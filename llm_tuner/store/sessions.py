@@ -12,7 +12,7 @@ from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, delete
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.session import RequestRecord, SessionInfo
-from llm_tuner.store.base import Base
+from llm_tuner.store.base import Base, ServerTimingsColumns
 from llm_tuner.store.db import session_scope
 
 
@@ -31,7 +31,7 @@ class ServerSessionRow(Base):
     telemetry_json: Mapped[str] = mapped_column(Text, default="{}")
 
 
-class SessionRequestRow(Base):
+class SessionRequestRow(ServerTimingsColumns, Base):
     __tablename__ = "session_requests"
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
@@ -39,17 +39,6 @@ class SessionRequestRow(Base):
     time_unix: Mapped[float] = mapped_column(Float)
     slot: Mapped[int | None] = mapped_column(Integer, nullable=True)
     task: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    cache_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    prompt_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    prompt_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    prompt_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
-    predicted_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    predicted_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    predicted_per_second: Mapped[float | None] = mapped_column(Float, nullable=True)
-    draft_n: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     approximate: Mapped[bool] = mapped_column(Boolean, default=False)
 
 
