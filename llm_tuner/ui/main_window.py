@@ -4,7 +4,7 @@ the binary and the devices; a Server menu with shortcuts; the quick start strip 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSettings, Qt
+from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
@@ -64,8 +64,9 @@ class MainWindow(QMainWindow):
         self.log_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
-        self.resizeDocks([self.models_dock], [540], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.log_dock], [170], Qt.Orientation.Vertical)
+        # the models list keeps the whole left side; the log sits under the tabs only
+        self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
+        self._default_dock_sizes = True  # until a saved layout is restored
 
         self._build_menus()
         self._build_status_bar()
@@ -165,10 +166,24 @@ class MainWindow(QMainWindow):
         self.live_panel.send_test_prompt()
 
     def run_benchmark(self) -> None:
+        """Benchmark the edited profile; a profile save still on its way to the store lands first (the run
+        points at the saved version)."""
         self.tabs.setCurrentWidget(self.bench_panel)
         self.bench_panel.tabs.setCurrentIndex(0)
+        profiles = self.profile_panel
+        if bool(getattr(profiles, "store_busy", False)):
+            if not getattr(self, "_bench_waiting", False):
+                self._bench_waiting = True
+                profiles.store_settled.connect(self._on_profiles_store_settled)
+                self.bench_panel.status_label.setText("Saving the profile first…")
+            return
         if not self.bench_panel.is_running():
             self.bench_panel.run_button.click()
+
+    def _on_profiles_store_settled(self) -> None:
+        self.profile_panel.store_settled.disconnect(self._on_profiles_store_settled)
+        self._bench_waiting = False
+        self.run_benchmark()
 
     # -- slots ----------------------------------------------------------------------------------
     def _on_live_server_status_changed(self) -> None:
@@ -240,9 +255,19 @@ class MainWindow(QMainWindow):
         geometry, state = qs.value("main_window/geometry"), qs.value("main_window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
-        if isinstance(state, QByteArray):
-            self.restoreState(state)
+        if isinstance(state, QByteArray) and self.restoreState(state):
+            self._default_dock_sizes = False
         self.tabs.setCurrentIndex(int(qs.value("main_window/tab", 0)))
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if self._default_dock_sizes:  # first run: a models list wide enough for its columns, a short log
+            self._default_dock_sizes = False
+            QTimer.singleShot(0, self._apply_default_dock_sizes)  # after the window has its final size
+
+    def _apply_default_dock_sizes(self) -> None:
+        self.resizeDocks([self.models_dock], [max(420, min(580, self.width() * 2 // 5))], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.log_dock], [150], Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         qs = QSettings()

@@ -128,7 +128,7 @@ class QuickStartBar(QFrame):
         from pathlib import Path
 
         if p.current_name is None:
-            p.save_as(p.repo.unique_name(Path(p.profile.model).stem))
+            p.save_as(p.unique_name(Path(p.profile.model).stem))
         else:
             p.save_as(p.current_name)
         w.tabs.setCurrentWidget(p)
@@ -159,7 +159,7 @@ class QuickStartBar(QFrame):
             self.say("Save a first profile (step 2), then duplicate it.")
             return
         w.tabs.setCurrentWidget(p)
-        p.duplicate(p.repo.unique_name(f"{p.current_name} ub256"))
+        p.duplicate(p.unique_name(f"{p.current_name} ub256"))
         editor = p.editors.get("ubatch_size")
         if editor is not None:
             editor.widget.setText("256")

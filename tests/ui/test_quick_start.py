@@ -30,9 +30,10 @@ def _short_spec(qtbot, bench) -> None:
 
 def _benchmark(qtbot, window) -> None:
     bench = window.bench_panel
+    before = bench.last_run
     qtbot.mouseClick(window.quick_start.buttons["bench"], LEFT)  # switches to Benchmarks and presses Run
     assert window.tabs.currentWidget() is bench
-    qtbot.waitUntil(lambda: not bench.is_running(), timeout=60_000)
+    qtbot.waitUntil(lambda: bench.last_run is not before and not bench.is_running(), timeout=60_000)
     assert bench.last_run is not None and bench.last_run.status == "complete", bench.status_label.text()
 
 

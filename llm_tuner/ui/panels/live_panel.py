@@ -152,8 +152,27 @@ class LivePanel(QWidget):
         # -- views -----------------------------------------------------------------------------
         self.device_plots = DevicePlots()
         self.memory_bars = MemoryBars()
+        self.window_combo = QComboBox()
+        for text, seconds in (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800),
+                              ("last 2 h", 7200)):
+            self.window_combo.addItem(text, seconds)
+        self.window_combo.setCurrentIndex(1)
+        self.window_combo.setToolTip("How much history the device plots show")
+        self.window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
+        self.device_plots.window_s = float(self.window_combo.currentData())
+        self.devices_note = QLabel()
+        self.devices_note.setWordWrap(True)
+        plots_bar = QHBoxLayout()
+        plots_bar.addWidget(self.devices_note, 1)
+        plots_bar.addWidget(QLabel("Show:"))
+        plots_bar.addWidget(self.window_combo)
+        plots_box = QWidget()
+        pl = QVBoxLayout(plots_box)
+        pl.setContentsMargins(0, 0, 0, 0)
+        pl.addLayout(plots_bar)
+        pl.addWidget(self.device_plots, 1)
         devices = QSplitter(Qt.Orientation.Vertical)
-        devices.addWidget(self.device_plots)
+        devices.addWidget(plots_box)
         devices.addWidget(self.memory_bars)
         devices.setStretchFactor(0, 4)
         devices.setStretchFactor(1, 1)
@@ -205,6 +224,8 @@ class LivePanel(QWidget):
         self.tabs.currentChanged.connect(self._on_tabs_changed)
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
+        ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
+        self._on_state_inventory_detected(ctx.state.inventory)
         self.redraw_timer = QTimer(self)
         self.redraw_timer.setInterval(100)
         self.redraw_timer.timeout.connect(self._on_redraw_timer_timeout)
@@ -563,6 +584,19 @@ class LivePanel(QWidget):
     def _on_state_model_selected(self, path) -> None:
         if path is not None:
             self.args_edit.setText(shlex.join(["-m", str(path)]))
+
+    def _on_window_combo_changed(self, _index: int) -> None:
+        self.device_plots.window_s = float(self.window_combo.currentData())
+        self.device_plots._versions.clear()  # redraw every curve over the new window
+
+    def _on_state_inventory_detected(self, inventory) -> None:
+        if inventory is None:
+            self.devices_note.setText("Detecting devices…")
+        elif not inventory.devices:
+            self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
+                                      "share); temperature, power and clocks stay empty.")
+        else:
+            self.devices_note.setText("One curve per GPU; red shading marks throttling.")
 
     def _on_tabs_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.history_table:

@@ -1,0 +1,113 @@
+"""Walk the main views and save a PNG of each (used by scripts/screenshots and the README).
+
+The walk is the quick start a new user follows: pick the demo model, save it as a profile, launch it and
+send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from PySide6.QtCore import QCoreApplication, QEventLoop
+from PySide6.QtGui import QGuiApplication
+
+
+def _settle(seconds: float) -> None:
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        QCoreApplication.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        time.sleep(0.02)
+
+
+def _grab(window, path: Path) -> Path:
+    screen = QGuiApplication.primaryScreen()
+    pixmap = screen.grabWindow(window.winId()) if screen is not None else window.grab()
+    if pixmap.isNull() or pixmap.width() < 10 or QGuiApplication.platformName() == "offscreen":
+        pixmap = window.grab()
+    pixmap.save(str(path))
+    return path
+
+
+def _wait_until(predicate, timeout: float) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        _settle(0.1)
+    return predicate()
+
+
+def _short_spec(bench) -> None:
+    bench.prompt_edit.setText("128")
+    bench.gen_spin.setValue(32)
+    bench.reps_spin.setValue(3)
+    bench.warmup_spin.setValue(1)
+
+
+def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> list[Path]:
+    """Walk the quick start (optionally without a server) and grab each main view."""
+    from llm_tuner.services.demo_model import find_demo_model
+
+    saved: list[Path] = []
+
+    def shot(name: str, widget=None) -> None:
+        if widget is not None:
+            window.tabs.setCurrentWidget(widget)
+        _settle(1.2)
+        saved.append(_grab(window, out / f"{len(saved) + 1}-{name}.png"))
+
+    _wait_until(lambda: ctx.state.inventory is not None, 60)
+    _settle(1.0)
+    shot("first-run", window.profile_panel)
+    qs = window.quick_start
+    demo = find_demo_model()
+    models = window.models_panel
+    if demo is not None:
+        _wait_until(lambda: models.model.row_of(str(demo)) is not None, 30)
+    qs.buttons["model"].click()
+    _settle(0.5)
+    profile = window.profile_panel
+    for field, value in (("threads", "2"), ("ctx_size", "4096")):
+        profile.editors[field].widget.setText(value)
+    profile._on_field_edited()
+    qs.buttons["profile"].click()
+    shot("profile", profile)
+    shot("plan", window.plan_panel)
+    live = window.live_panel
+    if launch_server:
+        window.tabs.setCurrentWidget(live)
+        live.start()
+        _wait_until(live.is_ready, 120)
+        for _ in range(3):
+            live.send_test_prompt()
+            _wait_until(lambda: live.test_button.isEnabled(), 60)
+        live.tabs.setCurrentIndex(0)
+        _settle(3.0)
+        shot("live-devices", live)
+        live.tabs.setCurrentIndex(live.tabs.indexOf(live.request_table.parentWidget()))
+        shot("live-requests", live)
+        live.tabs.setCurrentIndex(1)
+        shot("live-throughput", live)
+        live.stop_server()
+        _wait_until(lambda: not live.slot.running, 30)
+        bench = window.bench_panel
+        _short_spec(bench)
+        window.run_benchmark()
+        _wait_until(lambda: not bench.is_running(), 300)
+        shot("benchmark", bench)
+        qs.buttons["second"].click()
+        window.run_benchmark()
+        _wait_until(lambda: not bench.is_running(), 300)
+        bench.tabs.setCurrentIndex(1)
+        _settle(1.0)
+        shot("history", bench)
+        bench.tabs.setCurrentIndex(0)
+        qs.buttons["compare"].click()
+        _wait_until(lambda: window.compare_panel.model.rowCount() > 0, 30)
+        shot("compare", window.compare_panel)
+    else:
+        shot("live", live)
+        shot("benchmarks", window.bench_panel)
+        shot("compare", window.compare_panel)
+    return saved
