@@ -73,7 +73,7 @@ class ComparePanel(QWidget):
         self.table, self.proxy = make_table(self.model)
         self.diff_table = QTableWidget(0, 3)
         self.diff_table.setHorizontalHeaderLabels(["Flag", "A", "B"])
-        self.diff_table.horizontalHeader().setStretchLastSection(True)
+        self.diff_table.horizontalHeader().setSectionResizeMode(self.diff_table.horizontalHeader().ResizeMode.Stretch)
         self.diff_table.verticalHeader().setVisible(False)
         self.chart_combo = QComboBox()
         self.chart_combo.currentIndexChanged.connect(self._on_chart_combo_changed)
