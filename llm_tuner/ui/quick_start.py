@@ -8,8 +8,8 @@ Shown on a first run (no saved profiles and no runs); Help → Quick start shows
 
 from __future__ import annotations
 
-from PySide6.QtCore import QTimer
-from PySide6.QtWidgets import QFrame, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
+from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
 
 STEPS = (
     ("model", "1 · Pick a model", "Select a model in the Models list on the left (the demo model is there)"),
@@ -34,26 +34,30 @@ class QuickStartBar(QFrame):
         self.buttons: dict[str, QPushButton] = {}
         self.hint = QLabel()
         self.hint.setWordWrap(True)
+        self.hint.setMinimumWidth(220)
         title = QLabel("<b>Quick start</b>")
         close = QToolButton()
         close.setText("✕")
         close.setToolTip("Hide the quick start (Help → Quick start shows it again)")
         close.setAutoRaise(True)
         close.clicked.connect(self.hide)
-        row = QHBoxLayout()
-        row.addWidget(title)
-        for key, text, tip in STEPS:
+        grid = QGridLayout()  # two rows of four: the strip stays narrow enough for a wide models list
+        grid.setHorizontalSpacing(4)
+        grid.setVerticalSpacing(2)
+        for i, (key, text, tip) in enumerate(STEPS):
             b = QPushButton(text)
             b.setToolTip(tip)
             b.clicked.connect(getattr(self, f"_on_{key}_clicked"))
             self.buttons[key] = b
-            row.addWidget(b)
-        row.addStretch(1)
-        row.addWidget(close)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(8, 4, 8, 4)
-        lay.addLayout(row)
-        lay.addWidget(self.hint)
+            grid.addWidget(b, i // 4, i % 4)
+        left = QVBoxLayout()
+        left.addWidget(title)
+        left.addWidget(self.hint, 1)
+        row = QHBoxLayout(self)
+        row.setContentsMargins(8, 4, 8, 4)
+        row.addLayout(left, 1)
+        row.addLayout(grid)
+        row.addWidget(close, 0, Qt.AlignmentFlag.AlignTop)
         self.done: dict[str, bool] = dict.fromkeys(self.buttons, False)
         self._timer = QTimer(self)  # cheap in-memory checks of the panels' state, only while shown
         self._timer.setInterval(500)

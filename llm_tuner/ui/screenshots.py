@@ -93,12 +93,16 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
         _wait_until(lambda: not live.slot.running, 30)
         bench = window.bench_panel
         _short_spec(bench)
-        window.run_benchmark()
-        _wait_until(lambda: not bench.is_running(), 300)
+
+        def benchmark() -> None:  # the run may wait for a profile save first: wait for a new run
+            before = bench.last_run
+            window.run_benchmark()
+            _wait_until(lambda: bench.last_run is not before and not bench.is_running(), 300)
+
+        benchmark()
         shot("benchmark", bench)
         qs.buttons["second"].click()
-        window.run_benchmark()
-        _wait_until(lambda: not bench.is_running(), 300)
+        benchmark()
         bench.tabs.setCurrentIndex(1)
         _settle(1.0)
         shot("history", bench)
