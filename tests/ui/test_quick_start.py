@@ -140,3 +140,34 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
 
     qtbot.mouseClick(live.stop_button, LEFT)
     qtbot.waitUntil(lambda: live.slot.state == "exited", timeout=30_000)
+
+    # A restart with saved profiles and runs: no quick start (Help → Quick start brings it back).
+    window.close()
+    _app, _ctx, again = build_window()
+    qtbot.addWidget(again)
+    again.show()
+    assert not again.quick_start.isVisible()
+    help_menu = next(a.menu() for a in again.menuBar().actions() if a.text() == "&Help")
+    next(a for a in help_menu.actions() if a.text() == "&Quick start").trigger()
+    assert again.quick_start.isVisible()
+
+
+def test_server_menu_shortcuts_log_dock_and_status(qtbot):
+    from PySide6.QtGui import QGuiApplication
+
+    from llm_tuner.app import build_window
+
+    _app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    window.show()
+    server_menu = next(a.menu() for a in window.menuBar().actions() if a.text() == "&Server")
+    shortcuts = {a.text(): a.shortcut().toString() for a in server_menu.actions() if a.text()}
+    assert shortcuts["&Launch"] == "F5" and shortcuts["&Stop"] == "Shift+F5"
+    assert shortcuts["&Benchmark"] == "Ctrl+B" and shortcuts["&Copy command"] == "Ctrl+Shift+C"
+    assert "(F5)" in window.live_panel.start_button.toolTip()
+    assert "(Ctrl+B)" in window.bench_panel.run_button.toolTip()
+    assert window.log_dock.widget() is window.log_console  # the log is visible from every tab
+    assert window.live_panel.tabs.indexOf(window.log_console) == -1
+    assert "not running" in window.server_state_label.text()
+    window.copy_action.trigger()
+    assert QGuiApplication.clipboard().text().startswith(("llama-server", "/"))
