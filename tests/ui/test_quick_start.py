@@ -57,6 +57,7 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
     index = models.proxy.mapFromSource(models.model.index(models.model.row_of(str(demo_model)), 0))
     qtbot.mouseClick(models.table.viewport(), LEFT, pos=models.table.visualRect(index).center())
     qtbot.waitUntil(lambda: profile.profile.model == str(demo_model), timeout=5_000)
+    assert live.args_edit.text().startswith("--model ")  # Live follows the profile, not a bare -m
     assert f"--model {demo_model}" in " ".join(profile.preview.toPlainText().split())
     # lean on the shared CI machine: 2 threads, a small context
     _type(qtbot, profile.editors["threads"].widget, "2")

@@ -582,7 +582,9 @@ class LivePanel(QWidget):
         self.args_edit.setText(text)
 
     def _on_state_model_selected(self, path) -> None:
-        if path is not None:
+        """Without a profile panel publishing, a picked model becomes `-m PATH`; with one, the profile's
+        whole command (which now has this model) already arrived through profile_changed."""
+        if path is not None and self.ctx.state.profile is None:
             self.args_edit.setText(shlex.join(["-m", str(path)]))
 
     def _on_window_combo_changed(self, _index: int) -> None:
