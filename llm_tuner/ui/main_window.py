@@ -36,6 +36,7 @@ class MainWindow(QMainWindow):
         self.plan_panel = PlanPanel(ctx)
         self.live_panel = LivePanel(ctx)
         self.bench_panel = BenchPanel(ctx)
+        self.bench_panel.follow_profile_store(self.profile_panel)
         self.compare_panel = ComparePanel(ctx)
 
         self.tabs = QTabWidget()
@@ -166,24 +167,11 @@ class MainWindow(QMainWindow):
         self.live_panel.send_test_prompt()
 
     def run_benchmark(self) -> None:
-        """Benchmark the edited profile; a profile save still on its way to the store lands first (the run
-        points at the saved version)."""
+        """Benchmark the edited profile (Run waits for a profile save still on its way to the store)."""
         self.tabs.setCurrentWidget(self.bench_panel)
         self.bench_panel.tabs.setCurrentIndex(0)
-        profiles = self.profile_panel
-        if bool(getattr(profiles, "store_busy", False)):
-            if not getattr(self, "_bench_waiting", False):
-                self._bench_waiting = True
-                profiles.store_settled.connect(self._on_profiles_store_settled)
-                self.bench_panel.status_label.setText("Saving the profile first…")
-            return
         if not self.bench_panel.is_running():
             self.bench_panel.run_button.click()
-
-    def _on_profiles_store_settled(self) -> None:
-        self.profile_panel.store_settled.disconnect(self._on_profiles_store_settled)
-        self._bench_waiting = False
-        self.run_benchmark()
 
     # -- slots ----------------------------------------------------------------------------------
     def _on_live_server_status_changed(self) -> None:

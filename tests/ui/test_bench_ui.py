@@ -146,3 +146,33 @@ def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbo
     runs = bench.repo.list_runs()
     assert len({r.group_id for r in runs}) == 1 and runs[0].group_id is not None
     assert bench.repo.get_group(runs[0].group_id).values == ("32", "256")
+
+
+def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(qtbot, demo_model, monkeypatch):
+    """Save, then Run at once (the save is still on the profile store's worker thread): the run waits for it
+    and points at the saved version, labelled by the profile's name (not "(unsaved edits)")."""
+    from PySide6.QtWidgets import QInputDialog
+
+    from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.store.profiles import ProfileRepository
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    profile, bench = window.profile_panel, window.bench_panel
+    qtbot.waitUntil(lambda: not profile.store_busy, timeout=10_000)
+    profile.set_profile(LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024, ubatch_size=64))
+    monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("quick", True))
+    _short_spec(bench, "", "")
+
+    qtbot.mouseClick(profile.save_button, Qt.MouseButton.LeftButton)
+    assert profile.store_busy  # the save has not reached the store yet
+    qtbot.mouseClick(bench.run_button, Qt.MouseButton.LeftButton)
+    assert bench.is_running() and "profile save" in bench.status_label.text()
+
+    qtbot.waitUntil(lambda: bench.last_run is not None and not bench.is_running(), timeout=120_000)
+    saved = ProfileRepository(ctx.engine).latest("quick")
+    assert saved is not None and saved.version == 1
+    run = bench.last_run
+    assert run.status == "complete", bench.status_label.text()
+    assert (run.label, run.profile_version_id) == ("quick", saved.version_id)

@@ -92,6 +92,8 @@ class BenchPanel(QWidget):
         self.ctx = ctx
         self.repo = RunRepository(ctx.engine)
         self._job: BackgroundJob | None = None
+        self._profile_store = None  # see follow_profile_store
+        self._waiting_for = None  # the Run/Sweep action waiting for the profile store to settle
         self.last_run: BenchRun | None = None
 
         self.tabs = QTabWidget()
@@ -288,6 +290,8 @@ class BenchPanel(QWidget):
                          llama_bench=self.llama_bench_check.isChecked())
 
     def target(self) -> bench_service.ServerTarget:
+        """What Run benchmarks, read from the form and the shared state (no SQL: a profile's saved version id
+        is filled in on the worker thread by `_resolve_profile_version`)."""
         url = self.url_edit.text().strip()
         label = self.label_edit.text().strip()
         if url:
@@ -295,17 +299,7 @@ class BenchPanel(QWidget):
         profile = self.ctx.state.profile
         if profile is not None:
             name = getattr(self.ctx.state, "profile_name", None)
-            version_id = None
-            if name:
-                from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
-
-                saved = ProfileRepository(self.ctx.engine).latest(name)
-                if saved is not None and saved.profile == profile:
-                    version_id = saved.version_id
-                else:
-                    name = f"{name} (unsaved edits)"
-            target = bench_service.target_from_profile(profile, label=label or name or "unsaved profile",
-                                                       version_id=version_id)
+            target = bench_service.target_from_profile(profile, label=label or name or "unsaved profile")
         else:
             model = find_demo_model()
             if model is None:
@@ -320,6 +314,27 @@ class BenchPanel(QWidget):
             if not label:
                 target.label = f"{target.label} {' '.join(extra)}"
         return target
+
+    def _version_resolver(self, target: bench_service.ServerTarget):
+        """A function for the worker thread that points `target` at the saved version of the edited profile,
+        or marks its label "(unsaved edits)" when the editor differs from the newest saved version."""
+        profile = self.ctx.state.profile
+        name = getattr(self.ctx.state, "profile_name", None)
+        if target.attached_url or profile is None or not name:
+            return lambda: target
+        engine, named_by_profile = self.ctx.engine, not self.label_edit.text().strip()
+
+        def resolve() -> bench_service.ServerTarget:
+            from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
+
+            saved = ProfileRepository(engine).latest(name)
+            if saved is not None and saved.profile == profile:
+                target.profile_version_id = saved.version_id
+            elif named_by_profile and target.label.startswith(name):
+                target.label = f"{name} (unsaved edits){target.label[len(name):]}"
+            return target
+
+        return resolve
 
     def _update_target_label(self) -> None:
         profile = self.ctx.state.profile
@@ -357,26 +372,57 @@ class BenchPanel(QWidget):
 
     def _read_form(self):
         try:
-            return self.spec(), self.target()
+            spec, target = self.spec(), self.target()
         except (ValueError, bench_service.BenchError) as exc:
             text = str(exc).splitlines()[-1] if "validation error" in str(exc) else str(exc)
             self.status_label.setText(f"Cannot start: {text}")
             return None
+        return spec, target, self._version_resolver(target)
+
+    # A profile saved just before Run is still on its way to the store (ProfilePanel saves on a worker
+    # thread): Run waits for the store to settle so the run points at that saved version.
+    def follow_profile_store(self, store) -> None:
+        """Wait for `store` (an object with `store_busy` and a `store_settled` signal, i.e. the ProfilePanel)
+        before a Run or Sweep reads the saved profile version."""
+        self._profile_store = store
+
+    def _after_profile_store_settles(self, action) -> bool:
+        """True when the profile store is busy: `action` runs again once it has settled."""
+        store = self._profile_store
+        if store is None or not bool(getattr(store, "store_busy", False)):
+            return False
+        if self._waiting_for is None:
+            store.store_settled.connect(self._on_profile_store_settled)
+        self._waiting_for = action
+        self._set_running(True)
+        self.status_label.setText("Waiting for the profile save to finish…")
+        return True
+
+    def _on_profile_store_settled(self) -> None:
+        self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
+        action, self._waiting_for = self._waiting_for, None
+        self._set_running(False)
+        if action is not None:
+            action()
 
     def _on_run_clicked(self) -> None:
+        if self._job is not None or self._after_profile_store_settles(self._on_run_clicked):
+            return
         form = self._read_form()
         if form is None:
             return
-        spec, target = form
+        spec, _target, resolve = form
         runner = self._runner()
-        self._start(lambda ctl: runner.run(target, spec, progress=ctl.progress, cancelled=ctl.cancelled),
+        self._start(lambda ctl: runner.run(resolve(), spec, progress=ctl.progress, cancelled=ctl.cancelled),
                     "Benchmark")
 
     def _on_sweep_clicked(self) -> None:
+        if self._job is not None or self._after_profile_store_settles(self._on_sweep_clicked):
+            return
         form = self._read_form()
         if form is None:
             return
-        spec, target = form
+        spec, target, resolve = form
         flag = self.sweep_param_edit.text().strip()
         raw = self.sweep_values_edit.text()
         values = [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
@@ -385,10 +431,16 @@ class BenchPanel(QWidget):
                                       "(not an attached URL).")
             return
         runner = self._runner()
-        self._start(lambda ctl: runner.sweep(target, spec, flag, values, progress=ctl.progress,
+        self._start(lambda ctl: runner.sweep(resolve(), spec, flag, values, progress=ctl.progress,
                                              cancelled=ctl.cancelled)[1], "Sweep")
 
     def _on_cancel_clicked(self) -> None:
+        if self._waiting_for is not None:
+            self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
+            self._waiting_for = None
+            self._set_running(False)
+            self.status_label.setText("Cancelled before the benchmark started.")
+            return
         if self._job is not None:
             self._job.cancel()
             self.status_label.setText("Cancelling after the current request…")
@@ -399,7 +451,8 @@ class BenchPanel(QWidget):
         self.cancel_button.setEnabled(running)
 
     def is_running(self) -> bool:
-        return self._job is not None
+        """True while a benchmark runs or waits for a profile save to finish."""
+        return self._job is not None or self._waiting_for is not None
 
     def _on_job_progressed(self, fraction: float, text: str) -> None:
         if fraction >= 0:
