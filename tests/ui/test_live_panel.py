@@ -107,3 +107,27 @@ def test_device_plots_draw_a_curve_per_device_and_shade_throttling(qtbot):
     # The 10 Hz timer refreshes one metric per tick: five ticks cover every plot.
     rings["nvidia:0"].append(now + 0.1, {"util_pct": 99, "temp_c": 61})
     assert [plots.refresh(rings, now=now + 0.1) for _ in range(5)].count(True) == 5
+
+
+def test_throughput_time_axis_reads_as_clock_time_with_a_label(qtbot):
+    """One request must not zoom the time axis to fractions of a second ("32.000", no unit)."""
+    from types import SimpleNamespace
+
+    from llm_tuner.ui.plots.live_plots import DevicePlots, ThroughputPlots
+
+    plots = ThroughputPlots()
+    qtbot.addWidget(plots)
+    plots.resize(600, 400)
+    plots.add(SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
+                              draft_acceptance=None))
+    assert plots.refresh()
+    plots.grab()  # paints the axes (DateAxisItem picks its zoom level while painting)
+    lo, hi = plots.draft_plot.viewRange()[0]
+    assert hi - lo >= 60
+    axis = plots.draft_plot.getAxis("bottom")
+    ticks = [s for spacing, values in axis.tickValues(lo, hi, 600) for s in axis.tickStrings(values, 1, spacing)]
+    assert ticks and all(t.count(":") == 2 for t in ticks), ticks  # h:min:s, not seconds.milliseconds
+    assert "local time" in axis.labelText
+    device = DevicePlots()
+    qtbot.addWidget(device)
+    assert "local time" in device.plots["Clocks"].getAxis("bottom").labelText

@@ -105,6 +105,7 @@ def test_demo_model_is_listed_for_a_new_user(qtbot, tmp_path, monkeypatch, demo_
     _ctx, panel = _panel(qtbot, tmp_path, [], monkeypatch, demo=demo_model)
     assert _cells(panel, 0) == ["Gemma 3 270m"]
     assert _cells(panel, 3) == ["Q4_K_M"] and _cells(panel, 1) == ["gemma3"]
+    qtbot.waitUntil(lambda: panel.summary_label.text().startswith("1 model ·"), timeout=10_000)
 
 
 def test_cancel_stops_the_scan(qtbot, tmp_path, folder, monkeypatch):

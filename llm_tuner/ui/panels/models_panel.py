@@ -292,7 +292,7 @@ class ModelsPanel(QWidget):
         total = sum(r.entry.size_bytes for r in rows)
         bad = sum(1 for r in rows if r.info is not None and r.info.error)
         pending = sum(1 for r in rows if r.info is None)
-        text = f"{len(rows)} models · {format_size(total) or '0 MiB'}"
+        text = f"{len(rows)} model{'' if len(rows) == 1 else 's'} · {format_size(total) or '0 MiB'}"
         if bad:
             text += f" · {bad} unreadable"
         if pending and cancelled:

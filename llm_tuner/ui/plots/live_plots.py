@@ -67,6 +67,15 @@ def _setup(plot: pg.PlotItem, own_decimation: bool = False) -> None:
     plot.setMenuEnabled(False)
 
 
+MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
+
+
+def _time_label(plot: pg.PlotItem) -> None:
+    """Name the clock-time axis (DateAxisItem: local wall-clock time) so its ticks read as times."""
+    axis = plot.getAxis("bottom")
+    axis.setLabel("local time (h:min:s)", **{"font-size": "8pt", "color": axis.textPen().color().name()})
+
+
 class DevicePlots(QWidget):
     """Utilisation, memory, temperature, power and clocks: one plot each, a curve per device."""
 
@@ -94,7 +103,11 @@ class DevicePlots(QWidget):
                 plot.setXLink(first)
             if row < len(METRICS) - 1:
                 plot.hideAxis("bottom")  # one shared time axis, at the bottom
+            else:
+                _time_label(plot)
             self.plots[title] = plot
+        now = time.time()  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
+        first.setXRange(now - self.window_s, now + 1.0, padding=0)
         self.throttle_curve = pg.PlotDataItem(pen=None, fillLevel=0, brush=pg.mkBrush(214, 39, 40, 50),
                                               stepMode="right", name="throttled")
         self.plots["Utilisation"].addItem(self.throttle_curve)
@@ -248,6 +261,9 @@ class ThroughputPlots(QWidget):
             plot.setTitle(title, size="9pt")
             _setup(plot)
             plot.getAxis("left").setWidth(64)
+            # At least a minute across: a few requests (or one) otherwise zoom the clock axis to
+            # fractions of a second ("32.000", no hours or minutes).
+            plot.setLimits(minXRange=MIN_REQUEST_SPAN_S)
             plot.addLegend(offset=(5, 5), labelTextSize="8pt")
             return plot
 
@@ -258,6 +274,7 @@ class ThroughputPlots(QWidget):
         self.prompt_plot.setXLink(self.rate_plot)
         self.draft_plot.setXLink(self.rate_plot)
         self.draft_plot.setYRange(0, 100)
+        _time_label(self.draft_plot)  # the shared time axis, at the bottom
         self.prompt_pts = self.prompt_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#1f77b4",
                                                 name="prompt t/s")
         self.prompt_avg = self.prompt_plot.plot(pen=pg.mkPen("#1f77b4", width=2), name=f"mean of last {rolling}")
