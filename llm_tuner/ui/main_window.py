@@ -254,7 +254,7 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self._apply_default_dock_sizes)  # after the window has its final size
 
     def _apply_default_dock_sizes(self) -> None:
-        self.resizeDocks([self.models_dock], [max(420, min(580, self.width() * 2 // 5))], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.models_dock], [max(420, min(580, self.width() // 3))], Qt.Orientation.Horizontal)
         self.resizeDocks([self.log_dock], [150], Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override

@@ -17,6 +17,7 @@ from PySide6.QtWidgets import (
     QDateEdit,
     QFileDialog,
     QFormLayout,
+    QFrame,
     QGroupBox,
     QHBoxLayout,
     QHeaderView,
@@ -25,6 +26,7 @@ from PySide6.QtWidgets import (
     QMessageBox,
     QProgressBar,
     QPushButton,
+    QScrollArea,
     QSpinBox,
     QSplitter,
     QTableView,
@@ -217,10 +219,16 @@ class BenchPanel(QWidget):
         sl.addWidget(self.sweep_table, 1)
         self.sweep_box.setVisible(False)
         rl.addWidget(self.sweep_box, 3)
+        form_scroll = QScrollArea()  # the form scrolls on small screens (1366x768) instead of widening the window
+        form_scroll.setWidgetResizable(True)
+        form_scroll.setFrameShape(QFrame.Shape.NoFrame)
+        form_scroll.setWidget(left)
+        form_scroll.setMinimumWidth(320)
         split = QSplitter()
-        split.addWidget(left)
+        split.addWidget(form_scroll)
         split.addWidget(right)
         split.setStretchFactor(1, 1)
+        split.setSizes([560, 440])  # the form first: the results fill in after a run
         lay = QVBoxLayout(w)
         lay.addWidget(split)
         return w

@@ -15,6 +15,7 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QFormLayout,
+    QGridLayout,
     QGroupBox,
     QHBoxLayout,
     QInputDialog,
@@ -215,22 +216,22 @@ class ProfilePanel(QWidget):
                                  "“Paste command…” to import the command you already run.")
         self.empty_hint.setWordWrap(True)
         lv.addWidget(self.empty_hint)
-        row = QHBoxLayout()
+        # Two buttons a row: the list column stays narrow (the window fits 1366 px with the Models dock open).
+        grid = QGridLayout()
+        buttons = []
         for text, slot in (("New", self._on_new_clicked), ("Duplicate", self._on_duplicate_clicked),
                            ("Rename", self._on_rename_clicked), ("Delete", self._on_delete_clicked)):
             b = QPushButton(text)
             b.clicked.connect(slot)
-            row.addWidget(b)
-        lv.addLayout(row)
-        row = QHBoxLayout()
+            buttons.append(b)
         self.save_button = QPushButton("Save")
         self.save_button.setToolTip("Save the settings as a new version of this profile")
         self.save_button.clicked.connect(self._on_save_clicked)
-        row.addWidget(self.save_button)
         paste = QPushButton("Paste command…")
         paste.clicked.connect(self._on_paste_clicked)
-        row.addWidget(paste)
-        lv.addLayout(row)
+        for i, b in enumerate([self.save_button, paste, *buttons]):
+            grid.addWidget(b, i // 2, i % 2)
+        lv.addLayout(grid)
         lv.addWidget(QLabel("Versions"))
         self.versions_list = QListWidget()
         lv.addWidget(self.versions_list, 1)
@@ -312,7 +313,8 @@ class ProfilePanel(QWidget):
         self.advice_list.setWordWrap(True)
         rv.addWidget(self.advice_list, 2)
         split.addWidget(right)
-        split.setSizes([220, 560, 520])
+        split.setSizes([200, 600, 380])
+        split.setStretchFactor(1, 1)  # extra width goes to the editor's form
 
     # -- catalog / model facts --------------------------------------------------------------------
     def catalog(self) -> FlagCatalog:
