@@ -313,7 +313,7 @@ class ProfilePanel(QWidget):
         self.advice_list.setWordWrap(True)
         rv.addWidget(self.advice_list, 2)
         split.addWidget(right)
-        split.setSizes([200, 600, 380])
+        split.setSizes([210, 400, 290])
         split.setStretchFactor(1, 1)  # extra width goes to the editor's form
 
     # -- catalog / model facts --------------------------------------------------------------------

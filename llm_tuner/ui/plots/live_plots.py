@@ -14,7 +14,7 @@ from collections import deque
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QLabel, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
 
 from llm_tuner.services.telemetry.breakdown import MemorySegments
 
@@ -68,6 +68,7 @@ def _setup(plot: pg.PlotItem, own_decimation: bool = False) -> None:
 
 
 MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
+MIN_PLOT_HEIGHT_PX = 90  # a device plot's least height (title, ticks and a curve)
 
 
 def _time_label(plot: pg.PlotItem) -> None:
@@ -84,9 +85,16 @@ class DevicePlots(QWidget):
         self.window_s = 600.0
         self.max_points = 800  # per curve: about the plot's width in pixels, min/max per bin
         self.view = pg.GraphicsLayoutWidget()
+        # Each plot keeps a readable height (a 768 px screen would crush five into 30 px each): they scroll.
+        self.view.setMinimumHeight(MIN_PLOT_HEIGHT_PX * len(METRICS) + 40)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self.view)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.view)
+        lay.addWidget(scroll)
         self.plots: dict[str, pg.PlotItem] = {}
         first = None
         for row, (title, unit, _g, _h) in enumerate(METRICS):
