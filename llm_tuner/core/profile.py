@@ -195,3 +195,14 @@ class SavedProfile(BaseModel):
     created_at: datetime
     profile: LaunchProfile
     note: str = ""
+
+
+def unique_name(base: str, taken: set[str] | list[str] | tuple[str, ...]) -> str:
+    """`base`, or `base 2`, `base 3`... whichever is not in `taken`."""
+    names = set(taken)
+    if base not in names:
+        return base
+    i = 2
+    while f"{base} {i}" in names:
+        i += 1
+    return f"{base} {i}"

@@ -61,7 +61,27 @@ class ModelRow:
         return "projector" if self.info.is_projector else "ok"
 
 
-class ModelTableModel(QAbstractTableModel):
+class _ColumnsTableModel(QAbstractTableModel):
+    """A flat table of `_items()` with fixed column titles `COLUMNS`."""
+
+    COLUMNS: tuple[str, ...] = ()
+
+    def _items(self):
+        raise NotImplementedError
+
+    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self._items())
+
+    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
+        return 0 if parent.isValid() else len(self.COLUMNS)
+
+    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
+        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
+            return self.COLUMNS[section]
+        return None
+
+
+class ModelTableModel(_ColumnsTableModel):
     """One row per model (a split set is one row). Metadata columns fill in as headers are read."""
 
     COLUMNS = ("Name", "Arch", "Params", "Quant", "Size", "Layers", "Ctx", "Experts", "MTP", "Status")
@@ -101,16 +121,8 @@ class ModelTableModel(QAbstractTableModel):
         return list(self._rows)
 
     # -- Qt model -----------------------------------------------------------------------------
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self._rows)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
-        return None
+    def _items(self):
+        return self._rows
 
     def _values(self, r: ModelRow, col: int) -> tuple[str, object]:
         """(display text, sort key) of one cell."""
@@ -167,7 +179,7 @@ class ModelTableModel(QAbstractTableModel):
         return None
 
 
-class TensorTableModel(QAbstractTableModel):
+class TensorTableModel(_ColumnsTableModel):
     """The tensor table of one model: name, shape, type, MiB, layer, role."""
 
     COLUMNS = ("Name", "Shape", "Type", "MiB", "Layer", "Role")
@@ -181,16 +193,8 @@ class TensorTableModel(QAbstractTableModel):
         self._tensors = tuple(tensors)
         self.endResetModel()
 
-    def rowCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self._tensors)
-
-    def columnCount(self, parent: _Index = QModelIndex()) -> int:  # noqa: N802, B008
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.ItemDataRole.DisplayRole):  # noqa: N802
-        if orientation == Qt.Orientation.Horizontal and role == Qt.ItemDataRole.DisplayRole:
-            return self.COLUMNS[section]
-        return None
+    def _items(self):
+        return self._tensors
 
     def data(self, index: _Index, role: int = Qt.ItemDataRole.DisplayRole):
         if not index.isValid():

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from sqlalchemy import DateTime, Engine, ForeignKey, Integer, String, Text, UniqueConstraint, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from llm_tuner.core.profile import LaunchProfile, SavedProfile
+from llm_tuner.core.profile import LaunchProfile, SavedProfile, unique_name
 from llm_tuner.store.base import Base
 from llm_tuner.store.db import session_scope
 
@@ -168,11 +168,5 @@ class ProfileRepository:
             return _saved(p, v)
 
     def unique_name(self, base: str) -> str:
-        """`base`, or `base 2`, `base 3`... whichever is free."""
-        names = set(self.names())
-        if base not in names:
-            return base
-        i = 2
-        while f"{base} {i}" in names:
-            i += 1
-        return f"{base} {i}"
+        """`base`, or `base 2`, `base 3`... whichever no saved profile uses."""
+        return unique_name(base, self.names())

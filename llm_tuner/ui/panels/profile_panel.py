@@ -47,7 +47,7 @@ from llm_tuner.core.cmdline import (
     render_shell,
     validate,
 )
-from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.core.profile import LaunchProfile, unique_name
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, catalog_for
@@ -482,13 +482,7 @@ class ProfilePanel(QWidget):
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base 2`, `base 3`... whichever no listed profile uses (no SQL: the loaded list)."""
-        names = set(self._names)
-        if base not in names:
-            return base
-        i = 2
-        while f"{base} {i}" in names:
-            i += 1
-        return f"{base} {i}"
+        return unique_name(base, self._names)
 
     # -- the store, off the GUI thread -------------------------------------------------------------
     # Every ProfileRepository call runs on one worker thread of its own (calls keep their order); the
