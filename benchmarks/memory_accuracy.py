@@ -108,7 +108,7 @@ def within(est: float, real: float, pct: float, abs_mib: float) -> bool:
 
 
 def make_models(folder: Path) -> dict[str, Path]:
-    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe  # noqa: PLC0415
+    from tests.support.random_gguf import write_gemma3, write_qwen3_dense, write_qwen3_moe  # noqa: PLC0415
     from tests.support.random_hybrid import write_qwen35  # noqa: PLC0415
 
     models = {
@@ -122,6 +122,9 @@ def make_models(folder: Path) -> dict[str, Path]:
         "tied": write_qwen3_dense(folder / "qwen3-tied-q8_0.gguf", n_layer=4, n_embd=512, n_ff=1536, n_head=8,
                                   n_head_kv=8, head_dim=64, n_ctx_train=8192, weight_type="Q8_0",
                                   embd_type="Q4_0", tied_output=True),
+        # Gemma 3 270M's shapes with 12 layers: SWA pattern 6 gives 2 full-attention layers (the demo model
+        # cannot travel to the GPU machine)
+        "gemma": write_gemma3(folder / "gemma3-swa-q8_0.gguf", n_layer=12),
     }
     return models
 
@@ -168,6 +171,8 @@ def cpu_matrix() -> list[tuple[str, list[str]]]:
         ("hybrid", ["-c", "4096", "-np", "3", "-fa", "off"]),
         ("hybrid", ["-c", "8192", "-np", "1", "--spec-type", "draft-mtp"]),
         ("hybrid", ["-c", "4096", "-ctk", "q8_0", "-ctv", "q8_0", "--spec-type", "draft-mtp", "--spec-draft-n-max", "2"]),
+        ("gemma", ["-c", "8192"]),
+        ("gemma", ["-c", "8192", "--swa-full", "-np", "2"]),
     ]
 
 
@@ -196,6 +201,10 @@ def cuda_matrix(n_gpus: int, split_only: bool = False) -> list[tuple[str, list[s
         ("hybrid", ["-ngl", "99", "-c", "16384"]),
         ("hybrid", ["-ngl", "99", "-c", "16384", "--spec-type", "draft-mtp"]),
         ("hybrid", ["-ngl", "5", "-c", "16384"]),
+        ("gemma", ["-ngl", "99", "-c", "32768"]),
+        ("gemma", ["-ngl", "99", "-c", "32768", "--swa-full"]),
+        ("gemma", ["-ngl", "6", "-c", "16384", "-np", "2"]),
+        ("gemma", ["-ngl", "99", "-c", "32768", "-ctk", "q8_0", "-ctv", "q8_0", "-fa", "on"]),
     ]
     if n_gpus >= 2:
         rows += [
@@ -332,7 +341,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
     ap.add_argument("--server", type=Path, help="llama-server to measure (default: the one llm-tuner finds)")
     ap.add_argument("--cuda", action="store_true", help="run the GPU matrix and measure runtime overhead")
     ap.add_argument("--threads", default="2")
-    ap.add_argument("--only", help="run only configurations of this model (demo, dense, moe, tied)")
+    ap.add_argument("--only", help="run only configurations of this model (demo, dense, moe, tied, hybrid, gemma)")
     ap.add_argument("--split-only", action="store_true",
                     help="with --cuda: only the rows that split over two devices (e.g. GGML_CUDA_DEVICES=2 on one GPU)")
     ap.add_argument("--replay", type=Path,

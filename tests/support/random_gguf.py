@@ -1,10 +1,10 @@
 """Small random-weight GGUF models the REAL llama-server loads, written with the `gguf` package.
 
-    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+    from tests.support.random_gguf import write_gemma3, write_qwen3_dense, write_qwen3_moe
     path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=4, n_embd=256)
 
-Tensor names, shapes and keys follow llama.cpp's `qwen3` and `qwen3moe` architectures
-(/work/llama-src/src/models/qwen3.cpp, qwen3moe.cpp; key names in src/llama-arch.cpp), so the memory
+Tensor names, shapes and keys follow llama.cpp's `qwen3`, `qwen3moe` and `gemma3` architectures
+(/work/llama-src/src/models/qwen3.cpp, qwen3moe.cpp, gemma3.cpp; key names in src/llama-arch.cpp), so the memory
 maths can be checked against llama.cpp's own buffer sizes. The tokenizer is copied from
 tests/data/vocab/ggml-vocab-llama-spm.gguf (llama.cpp's models/ folder; 32,000 SentencePiece tokens),
 which CI has. Weights are small Gaussian values (std 0.02) so the model computes finite logits.
@@ -169,4 +169,31 @@ def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_
         m.tensor(f"blk.{i}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
         m.tensor(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
         m.tensor(f"blk.{i}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
+    return m.finish()
+
+
+def write_gemma3(path: Path | str, *, n_layer: int = 12, n_embd: int = 640, n_ff: int = 2048, n_head: int = 4,
+                 n_head_kv: int = 1, head_dim: int = 256, n_ctx_train: int = 32768, sliding_window: int = 512,
+                 weight_type: str = "Q8_0", embd_type: str = "Q8_0", name: str = "Random Gemma 3",
+                 seed: int = 0) -> Path:
+    """Write a random-weight llama.cpp `gemma3` model (sliding-window attention) and return its path.
+
+    Same tensor names, shapes and keys as Gemma 3 270M (src/models/gemma3.cpp): per layer q/k norms,
+    post_attention_norm and post_ffw_norm; output tied to token_embd (no output.weight); no final logit
+    softcapping key. `gemma3.attention.sliding_window` > 0 turns on SWA with llama.cpp's default pattern
+    of 6 (every 6th layer full attention), so 12 layers give 2 full-attention layers; 0 turns SWA off.
+    """
+    m = _Model(Path(path), "gemma3", weight_type, seed)
+    m.common_keys(name=name, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+                  head_dim=head_dim, n_ctx_train=n_ctx_train, file_type=weight_type)
+    m.writer.add_uint32("gemma3.feed_forward_length", n_ff)
+    m.writer.add_uint32("gemma3.attention.sliding_window", sliding_window)
+    m.embeddings_and_output(n_embd, embd_type, None, tied=True)
+    for i in range(n_layer):
+        m.attention(i, n_embd, n_head, n_head_kv, head_dim)
+        m.tensor(f"blk.{i}.post_attention_norm.weight", (n_embd,), "F32", ones=True)
+        m.tensor(f"blk.{i}.ffn_gate.weight", (n_embd, n_ff))
+        m.tensor(f"blk.{i}.ffn_down.weight", (n_ff, n_embd))
+        m.tensor(f"blk.{i}.ffn_up.weight", (n_embd, n_ff))
+        m.tensor(f"blk.{i}.post_ffw_norm.weight", (n_embd,), "F32", ones=True)
     return m.finish()

@@ -8,7 +8,7 @@ from gguf import GGUFReader
 
 from llm_tuner.services.library import read_model
 from tests.conftest import start_server
-from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+from tests.support.random_gguf import write_gemma3, write_qwen3_dense, write_qwen3_moe
 from tests.unit.test_gguf_info import assert_agrees_with_gguf_reader
 
 
@@ -19,6 +19,7 @@ def models(tmp_path_factory):
         "dense": write_qwen3_dense(d / "dense.gguf", n_layer=3),
         "moe": write_qwen3_moe(d / "moe.gguf", n_layer=3, tied_output=True),
         "split": write_qwen3_moe(d / "split.gguf", n_layer=3, split_max_tensors=15, weight_type="Q4_0"),
+        "gemma": write_gemma3(d / "gemma.gguf", n_layer=7, n_embd=256, n_ff=512, head_dim=64, sliding_window=128),
     }
 
 
@@ -48,6 +49,15 @@ def test_model_facts(models):
     assert not any(t.name == "output.weight" for t in moe.tensors)  # tied: llama.cpp reuses token_embd
     experts = [t for t in moe.tensors if t.role == "experts"]
     assert len(experts) == 3 * 3 and all(t.shape[2] == 8 for t in experts)
+
+
+def test_gemma3_has_the_real_models_layout(models):
+    gemma = read_model(models["gemma"])
+    assert (gemma.architecture, gemma.block_count, gemma.sliding_window) == ("gemma3", 7, 128)
+    assert gemma.head_count == 4 and gemma.head_count_kv == 1 and gemma.key_length == 64
+    names = {t.name for t in gemma.tensors}
+    assert "output.weight" not in names  # tied, as in Gemma 3 270M
+    assert {"blk.6.post_attention_norm.weight", "blk.6.post_ffw_norm.weight", "blk.6.attn_q_norm.weight"} <= names
 
 
 def test_a_split_set_reads_as_one_model(models):
