@@ -5,32 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import pytest
 
 from llm_tuner.services.telemetry.host import HostReader
+from llm_tuner.services.telemetry.nvml import NvmlReading
 from llm_tuner.services.telemetry.ring import SeriesRing
 from llm_tuner.services.telemetry.sampler import GpuReader, GpuSample, Sampler, Telemetry, sample_to_json
 from llm_tuner.services.telemetry.server_metrics import ServerReader, SlotWatcher, parse_metrics
-
-
-@dataclass(frozen=True)
-class FakeNvmlReading:  # the fields of telemetry.nvml.NvmlReading
-    index: int
-    util_pct: float | None
-    mem_util_pct: float | None
-    vram_used_mib: float | None
-    vram_total_mib: float | None
-    vram_reserved_mib: float | None
-    temp_c: float | None
-    power_w: float | None
-    power_limit_w: float | None
-    sm_clock_mhz: float | None
-    mem_clock_mhz: float | None
-    throttle_reasons: int | None
-    process_vram_mib: float | None
 
 
 class ScriptedNvml:
@@ -45,7 +28,7 @@ class ScriptedNvml:
         self.calls += 1
         self.pids_seen.append(watch_pids)
         k = self.calls
-        return [FakeNvmlReading(i, 10.0 * k % 100, 5.0, 1000.0 + k, 143771.0, 500.0, 40.0 + i, 120.0 + k, 700.0,
+        return [NvmlReading(i, 10.0 * k % 100, 5.0, 1000.0 + k, 143771.0, 500.0, 40.0 + i, 120.0 + k, 700.0,
                                 1980.0, 3201.0, 0x4 if k % 2 else 0x1, 900.0 if watch_pids else None)
                 for i in range(self.n)]
 
