@@ -46,7 +46,7 @@ def _is_cli(argv: list[str]) -> bool:
     return any(not a.startswith("-") for a in argv[:1]) or "--version" in argv or "-h" in argv or "--help" in argv
 
 
-def build_window(smoke_test: bool = False):
+def build_window():
     """Create QApplication (if needed), the context and the main window; start background probes."""
     from PySide6.QtCore import QCoreApplication, QSettings
     from PySide6.QtWidgets import QApplication
@@ -110,7 +110,7 @@ def run_gui(smoke_test: bool = False) -> int:
     install_excepthook()
     from PySide6.QtCore import QTimer
 
-    app, _ctx, window = build_window(smoke_test)
+    app, _ctx, window = build_window()
     window.show()
     if smoke_test:
         QTimer.singleShot(3000, app.quit)
