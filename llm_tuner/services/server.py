@@ -666,9 +666,7 @@ class AttachedSession:
         was_reachable = None
         while not self._stop.is_set():
             h = self._client.health(timeout=2.0)
-            if h.ready:
-                self._set_state(ServerState.READY)
-            elif h.status_code == 503:
+            if h.status_code == 503:
                 self._set_state(ServerState.LOADING)
             if (h.status_code is not None) != was_reachable:
                 was_reachable = h.status_code is not None
@@ -693,6 +691,8 @@ class AttachedSession:
                         self._emit(RequestFinished(rec))
                 except Exception:  # noqa: BLE001 - /slots disabled or a transient error
                     pass
+            if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
+                self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)
 
     def _tail_loop(self) -> None:

@@ -192,3 +192,45 @@ def test_slot_watcher_infers_a_finished_request_from_slots_and_metric_deltas():
     (req,) = w.update([idle], parse_metrics(METRICS.format(p=12, ps=0.1, g=20, gs=0.4)))
     assert (req.slot, req.task, req.prompt_n, req.predicted_n) == (0, 7, 12, 20)
     assert req.prompt_ms == pytest.approx(100.0) and req.predicted_ms == pytest.approx(400.0)
+
+
+def test_attach_reports_ready_only_after_the_first_slots_and_metrics_poll():
+    """A client that sends a request the moment it sees "ready" must find the counters' baseline taken,
+    or its record gets no /metrics deltas (a flake seen in CI: predicted_n 0 instead of 8)."""
+    from llm_tuner.services.client import Health
+    from llm_tuner.services.server import AttachedSession, ServerState, StateChanged
+
+    calls: list[str] = []
+
+    class ScriptedClient:
+        def __init__(self, url, timeout=5.0):
+            pass
+
+        def health(self, timeout=2.0):
+            calls.append("health")
+            return Health(200, True, "ok")
+
+        def slots(self):
+            calls.append("slots")
+            return [{"id": 0, "is_processing": False, "id_task": None}]
+
+        def metrics_text(self):
+            calls.append("metrics")
+            return METRICS.format(p=0, ps=0, g=0, gs=0)
+
+        def close(self):
+            pass
+
+    ready = threading.Event()
+
+    def on_event(ev):
+        if isinstance(ev, StateChanged) and ev.state == ServerState.READY:
+            calls.append("READY")
+            ready.set()
+
+    s = AttachedSession("http://127.0.0.1:1", on_event, poll_s=0.01, client_factory=ScriptedClient)
+    s.start()
+    assert ready.wait(5)
+    s.stop()
+    first_ready = calls.index("READY")
+    assert "slots" in calls[:first_ready] and "metrics" in calls[:first_ready]
