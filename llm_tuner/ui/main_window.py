@@ -4,7 +4,7 @@ the binary and the devices; a Server menu with shortcuts; the quick start strip 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
@@ -21,6 +21,7 @@ from llm_tuner.ui.panels.live_panel import LivePanel
 from llm_tuner.ui.panels.models_panel import ModelsPanel
 from llm_tuner.ui.panels.plan_panel import PlanPanel
 from llm_tuner.ui.panels.profile_panel import ProfilePanel
+from llm_tuner.ui.plots import follow_palette
 from llm_tuner.ui.quick_start import QuickStartBar
 
 
@@ -30,6 +31,7 @@ class MainWindow(QMainWindow):
         self.ctx = ctx
         self.setWindowTitle("llm-tuner")
         self.resize(1400, 900)
+        follow_palette()  # plots take the light or dark palette's colours
 
         self.models_panel = ModelsPanel(ctx)
         self.profile_panel = ProfilePanel(ctx)
@@ -246,6 +248,11 @@ class MainWindow(QMainWindow):
         if isinstance(state, QByteArray) and self.restoreState(state):
             self._default_dock_sizes = False
         self.tabs.setCurrentIndex(int(qs.value("main_window/tab", 0)))
+
+    def changeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        if event.type() == QEvent.Type.PaletteChange:  # the desktop switched light/dark: plots follow
+            follow_palette(self)
+        super().changeEvent(event)
 
     def showEvent(self, event) -> None:  # noqa: N802 - Qt override
         super().showEvent(event)

@@ -81,3 +81,29 @@ def test_unhandled_exception_is_logged_to_the_log_folder(qtbot, monkeypatch):
         handler.flush()
     assert "boom for the log" in (log_dir() / "llm-tuner.log").read_text()
     assert shown and "ValueError: boom for the log" in shown[0]
+
+
+def test_plots_follow_a_switch_to_a_dark_palette(qtbot):
+    """A desktop switching to dark changes the app palette: every plot's background and axes follow."""
+    import pyqtgraph as pg
+    from PySide6.QtGui import QColor, QPalette
+    from PySide6.QtWidgets import QApplication
+
+    from llm_tuner.app import build_window
+
+    app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    light = QApplication.palette()
+    views = window.findChildren(pg.GraphicsView)
+    assert len(views) >= 5  # live devices, memory by owner, throughput, benchmark and compare charts
+    try:
+        dark = QPalette(light)
+        dark.setColor(QPalette.ColorRole.Base, QColor("#1e1e1e"))
+        dark.setColor(QPalette.ColorRole.Text, QColor("#e6e6e6"))
+        app.setPalette(dark)
+        qtbot.waitUntil(lambda: all(v.backgroundBrush().color() == QColor("#1e1e1e") for v in views), timeout=5000)
+        axes = [i for v in views for i in v.scene().items() if isinstance(i, pg.AxisItem)]
+        assert axes and all(a.textPen().color() == QColor("#e6e6e6") for a in axes)
+    finally:
+        app.setPalette(light)
+        pg.setConfigOptions(background=light.color(QPalette.ColorRole.Base), foreground=light.color(QPalette.ColorRole.Text))

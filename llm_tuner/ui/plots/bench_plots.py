@@ -17,6 +17,7 @@ from PySide6.QtWidgets import QApplication
 from llm_tuner.core.bench_report import metric_samples
 from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.core.stats import summarize
+from llm_tuner.ui.plots import style_view
 
 COLORS = ("#2e86de", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085")
 
@@ -24,8 +25,12 @@ COLORS = ("#2e86de", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085")
 class ErrorBarChart(pg.PlotWidget):
     """Grouped bars: one group per category, one bar per series; whiskers = IQR; dots = repetitions."""
 
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent, background="w")
+    def __init__(self, parent=None, background=None, foreground=None) -> None:
+        """Colours default to the palette's (see `follow_palette`); a report image passes "w" and "k"."""
+        super().__init__(parent, background=background or pg.getConfigOption("background"))
+        if foreground is not None:
+            style_view(self, pg.mkColor(background or pg.getConfigOption("background")), pg.mkColor(foreground))
+        self._ink = foreground
         self.setMinimumHeight(180)
         self.showGrid(y=True, alpha=0.3)
         self.setMouseEnabled(x=False, y=False)
@@ -40,6 +45,7 @@ class ErrorBarChart(pg.PlotWidget):
         self._series = series
         n = max(1, len(series))
         width = 0.8 / n
+        ink = self._ink or pg.getConfigOption("foreground")
         for si, (name, per_cat) in enumerate(series):
             color = COLORS[si % len(COLORS)]
             xs, heights, tops, bottoms, px, py = [], [], [], [], [], []
@@ -59,8 +65,8 @@ class ErrorBarChart(pg.PlotWidget):
             self.addItem(pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=pg.mkBrush(color + "b0"),
                                          pen=pg.mkPen(color), name=name))
             self.addItem(pg.ErrorBarItem(x=np.array(xs), y=np.array(heights), top=np.array(tops),
-                                         bottom=np.array(bottoms), beam=width * 0.3, pen=pg.mkPen("k", width=1.5)))
-            self.addItem(pg.ScatterPlotItem(x=px, y=py, size=6, brush=pg.mkBrush("k"), pen=None))
+                                         bottom=np.array(bottoms), beam=width * 0.3, pen=pg.mkPen(ink, width=1.5)))
+            self.addItem(pg.ScatterPlotItem(x=px, y=py, size=6, brush=pg.mkBrush(ink), pen=None))
         self.getAxis("bottom").setTicks([list(enumerate(categories))])
         self.setLabel("left", y_label)
         self.setXRange(-0.6, max(0.6, len(categories) - 0.4), padding=0)
@@ -71,7 +77,7 @@ class SweepChart(pg.PlotWidget):
     """A metric's median against the swept values, with IQR error bars."""
 
     def __init__(self, parent=None) -> None:
-        super().__init__(parent, background="w")
+        super().__init__(parent)
         self.setMinimumHeight(180)
         self.showGrid(x=True, y=True, alpha=0.3)
         self.addLegend(offset=(10, 5))
@@ -121,7 +127,7 @@ def render_run_plots(run: BenchRun, out_dir: Path) -> list[tuple[str, str]]:
 
     out = []
     for title, unit, cats, series in run_chart_groups([run]):
-        chart = ErrorBarChart()
+        chart = ErrorBarChart(background="w", foreground="k")  # a file: black on white whatever the desktop
         chart.resize(640, 360)
         chart.setTitle(f"{title} ({unit}) - median, IQR, repetitions")
         chart.set_data(cats, series, unit)

@@ -20,7 +20,7 @@ from llm_tuner.services.telemetry.breakdown import MemorySegments
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
 SEGMENT_COLOURS = {"weights": "#1f77b4", "KV cache": "#2ca02c", "compute": "#ff7f0e", "rest of server": "#9467bd",
-                   "other processes": "#7f7f7f", "free": "#e8e8e8"}
+                   "other processes": "#7f7f7f", "free": "#b0b0b0"}
 
 # (title, unit, gpu field(s), host field(s)) - host fields are drawn when there is no GPU (CPU-only).
 METRICS = (
@@ -245,8 +245,10 @@ class MemoryBars(QWidget):
             widths = np.array([dict(s.stacked()).get(name, 0.0) for s in segments])
             if not widths.any():
                 continue
-            bar = pg.BarGraphItem(x0=left, y=np.arange(len(segments)), height=0.6, width=widths,
-                                  brush=SEGMENT_COLOURS[name])
+            brush = pg.mkBrush(SEGMENT_COLOURS[name])
+            if name == "free":  # see-through: light on a light palette, dim on a dark one
+                brush.setColor(pg.mkColor(SEGMENT_COLOURS[name][:7] + "60"))
+            bar = pg.BarGraphItem(x0=left, y=np.arange(len(segments)), height=0.6, width=widths, brush=brush)
             self.view.addItem(bar)
             self._items.append(bar)
             left = left + widths
