@@ -11,18 +11,11 @@ import logging.handlers
 import os
 import sys
 import traceback
+from pathlib import Path
 
 from llm_tuner import __version__
 
 log = logging.getLogger("llm_tuner")
-
-
-def resources_dir():
-    """The resources/ folder: beside the package in a checkout, inside the bundle when frozen."""
-    from pathlib import Path
-
-    frozen = getattr(sys, "_MEIPASS", None)
-    return Path(frozen) / "resources" if frozen else Path(__file__).resolve().parent.parent / "resources"
 
 
 def setup_logging() -> None:
@@ -67,7 +60,7 @@ def build_window():
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")  # consistent widgets; follows the system's light or dark colour scheme
     app.setDesktopFileName("io.github.llm_tuner.LlmTuner")
-    icon = resources_dir() / "icons" / "llm-tuner.svg"
+    icon = Path(__file__).resolve().parent / "data" / "icons" / "llm-tuner.svg"  # shipped in the package
     if icon.is_file():
         from PySide6.QtGui import QIcon
 

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -74,16 +73,12 @@ def _now() -> datetime:
 # -- prompt text --------------------------------------------------------------------------------
 
 def prompts_dir() -> Path:
-    """The shipped prompt texts: `LLM_TUNER_PROMPTS_DIR` if set; in a PyInstaller bundle
-    `sys._MEIPASS/resources/prompts` (packaging/llm-tuner.spec puts resources/ there); else
-    resources/prompts beside the package (a checkout or an editable install)."""
+    """The shipped prompt texts: `LLM_TUNER_PROMPTS_DIR` if set, else the package's data/prompts (in a
+    checkout, a wheel and the PyInstaller bundle alike)."""
     override = os.environ.get(PROMPTS_DIR_ENV)
     if override:
         return Path(override)
-    frozen = getattr(sys, "_MEIPASS", None)
-    if frozen:
-        return Path(frozen) / "resources" / "prompts"
-    return Path(__file__).resolve().parents[2] / "resources" / "prompts"
+    return Path(__file__).resolve().parents[1] / "data" / "prompts"
 
 
 def prompt_texts(prompt_file: str | None = None) -> list[str]:

@@ -61,3 +61,18 @@ def test_one_importer_each_for_pynvml_and_pyamdgpuinfo():
             assert mod == "llm_tuner.services.telemetry.nvml", mod
         if "pyamdgpuinfo" in imports:
             assert mod == "llm_tuner.services.telemetry.amd", mod
+
+
+def test_every_file_the_package_reads_at_run_time_ships_in_a_wheel():
+    """A non-editable install (a wheel) only has what package-data names: prompts, icon, catalog, migrations."""
+    import fnmatch
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    patterns = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["llm_tuner"]
+    package = root / "llm_tuner"
+    data_files = [p for folder in ("data", "store/migrations") for p in (package / folder).rglob("*")
+                  if p.is_file() and "__pycache__" not in p.parts]
+    missing = [str(p.relative_to(package)) for p in data_files
+               if not any(fnmatch.fnmatch(str(p.relative_to(package)), pat) for pat in patterns)]
+    assert data_files and not missing, f"not in [tool.setuptools.package-data]: {missing}"

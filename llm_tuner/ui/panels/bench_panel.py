@@ -144,7 +144,7 @@ class BenchPanel(QWidget):
         self.depth_spin = self._spin(0, 1_000_000, 0, " tokens")
         self.clients_spin = self._spin(1, 64, 1, "")
         self.prompt_file_edit = QLineEdit()
-        self.prompt_file_edit.setPlaceholderText("default: shipped prose + code (resources/prompts)")
+        self.prompt_file_edit.setPlaceholderText("default: shipped prose + code (llm_tuner/data/prompts)")
         browse = QPushButton("Browse…")
         browse.clicked.connect(self._on_browse_clicked)
         pf = QHBoxLayout()
