@@ -75,7 +75,7 @@ class MainWindow(QMainWindow):
         self._build_status_bar()
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
-        ctx.state.status_message_posted.connect(lambda text: self.statusBar().showMessage(text, 8000))
+        ctx.state.status_message_posted.connect(self._on_state_status_message_posted)
         self.live_panel.server_status_changed.connect(self._on_live_server_status_changed)
         self._on_live_server_status_changed()
         self._restore_layout()
@@ -176,6 +176,9 @@ class MainWindow(QMainWindow):
             self.bench_panel.run_button.click()
 
     # -- slots ----------------------------------------------------------------------------------
+    def _on_state_status_message_posted(self, text: str) -> None:
+        self.statusBar().showMessage(text, 8000)
+
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
         slot = self.live_panel.slot
@@ -261,7 +264,8 @@ class MainWindow(QMainWindow):
             QTimer.singleShot(0, self._apply_default_dock_sizes)  # after the window has its final size
 
     def _apply_default_dock_sizes(self) -> None:
-        self.resizeDocks([self.models_dock], [max(420, min(580, self.width() // 3))], Qt.Orientation.Horizontal)
+        # 390 px at 1366 (the editor keeps its room), 550 at 1920
+        self.resizeDocks([self.models_dock], [max(340, min(580, int(self.width() / 3.5)))], Qt.Orientation.Horizontal)
         self.resizeDocks([self.log_dock], [150], Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override

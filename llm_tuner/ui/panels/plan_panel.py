@@ -56,6 +56,8 @@ BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 class PlanPanel(QWidget):
     """Memory per device for the selected model and profile, with a fit solver and an override builder."""
 
+    TWO_COLUMNS_FROM_PX = 1000  # below this the four boxes stack in one column
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
@@ -73,7 +75,7 @@ class PlanPanel(QWidget):
         self._build()
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
-        ctx.state.inventory_detected.connect(lambda _inv: self._schedule())
+        ctx.state.inventory_detected.connect(self._on_state_inventory_detected)  # a method: disconnected with the panel
         if ctx.state.profile is not None:
             self._on_state_profile_changed(ctx.state.profile)
         if ctx.state.model_path:
@@ -111,6 +113,7 @@ class PlanPanel(QWidget):
 
         grid = QGridLayout()
         lay.addLayout(grid)
+        self._grid = grid
 
         # settings
         box = QGroupBox("Settings (written into the profile being edited)")
@@ -157,10 +160,14 @@ class PlanPanel(QWidget):
         self.add_planned_button.clicked.connect(self._on_add_planned_clicked)
         self.clear_planned_button = QPushButton("Clear planned")
         self.clear_planned_button.clicked.connect(self._on_clear_planned_clicked)
-        for w in (self.planned_name, self.planned_backend, self.planned_mib, self.add_planned_button,
-                  self.clear_planned_button):
+        for w in (self.planned_name, self.planned_backend, self.planned_mib):
             addrow.addWidget(w)
         dl.addLayout(addrow)
+        addrow2 = QHBoxLayout()
+        addrow2.addWidget(self.add_planned_button)
+        addrow2.addWidget(self.clear_planned_button)
+        addrow2.addStretch(1)
+        dl.addLayout(addrow2)
         self.split_bar = SplitBarWidget()
         self.split_bar.split_edited.connect(self._on_split_edited)
         self.split_label = QLabel("Tensor split (-ts): drag a boundary to move layers between devices")
@@ -250,7 +257,18 @@ class PlanPanel(QWidget):
         self.check_table.verticalHeader().setVisible(False)
         cl.addWidget(self.check_table)
         grid.addWidget(cbox, 1, 1)
+        self._boxes = (box, dbox, obox, cbox)
+        self._columns = 2
         lay.addStretch(1)
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        columns = 2 if event.size().width() >= self.TWO_COLUMNS_FROM_PX else 1
+        if columns != self._columns:  # a narrow window (1366 px with the Models dock): one column, no sideways scroll
+            self._columns = columns
+            for i, b in enumerate(self._boxes):
+                self._grid.removeWidget(b)
+                self._grid.addWidget(b, *((i // 2, i % 2) if columns == 2 else (i, 0)))
 
     # -- state ---------------------------------------------------------------------------------------
     def _show_empty(self) -> None:
@@ -590,6 +608,9 @@ class PlanPanel(QWidget):
         self._schedule()
 
     # -- plan ------------------------------------------------------------------------------------------
+    def _on_state_inventory_detected(self, _inventory) -> None:
+        self._schedule()
+
     def _schedule(self) -> None:
         self._timer.start()
 

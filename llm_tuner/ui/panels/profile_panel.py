@@ -247,6 +247,7 @@ class ProfilePanel(QWidget):
         for section in SECTIONS:
             box = QGroupBox(section.replace("&", "&&"))
             forms[section] = QFormLayout(box)
+            forms[section].setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: field below label
             ev.addWidget(box)
         for ff in FIELD_FLAGS:
             ed = _FieldEditor(ff)
