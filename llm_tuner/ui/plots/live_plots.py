@@ -116,9 +116,9 @@ class DevicePlots(QWidget):
             self.plots[title] = plot
         now = time.time()  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
         first.setXRange(now - self.window_s, now + 1.0, padding=0)
+        # Shaded where a GPU reports throttling; added with the first GPU (no "throttled" legend on a CPU).
         self.throttle_curve = pg.PlotDataItem(pen=None, fillLevel=0, brush=pg.mkBrush(214, 39, 40, 50),
                                               stepMode="right", name="throttled")
-        self.plots["Utilisation"].addItem(self.throttle_curve)
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
         self._versions: dict[tuple[str, str], int] = {}
         self._next_metric = 0
@@ -190,6 +190,8 @@ class DevicePlots(QWidget):
                     elif len(t) == len(throttle_t):
                         throttle_v = np.maximum(throttle_v, v)
             if throttle_t is not None and len(throttle_t) > 1:
+                if self.throttle_curve.scene() is None:
+                    self.plots["Utilisation"].addItem(self.throttle_curve)
                 self.throttle_curve.setData(throttle_t, throttle_v)
             if np.isfinite(y_lo):
                 self._fit_y(title, y_lo, y_hi)
