@@ -94,6 +94,7 @@ class ComparePanel(QWidget):
         bottom.addWidget(chart_box)
         bottom.setStretchFactor(0, 1)
         bottom.setStretchFactor(1, 2)
+        bottom.setSizes([340, 680])  # scaled to the real width: a third for the flags, two for the chart
         split = QSplitter(Qt.Orientation.Vertical)
         split.addWidget(self.table)
         split.addWidget(bottom)
@@ -226,7 +227,9 @@ class ComparePanel(QWidget):
         for i, d in enumerate(diff):
             for j, key in enumerate(("flag", "a", "b")):
                 value = d[key]
-                self.diff_table.setItem(i, j, QTableWidgetItem("(absent)" if value is None else (value or "on")))
+                item = QTableWidgetItem("(absent)" if value is None else (value or "on"))
+                item.setToolTip(item.text())  # a long -ot rule or path is elided in the cell
+                self.diff_table.setItem(i, j, item)
         if not diff:
             self.diff_table.setRowCount(1)
             self.diff_table.setItem(0, 0, QTableWidgetItem("(same command line)"))
