@@ -6,6 +6,7 @@ understood and removed flags are caught.
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -619,6 +620,55 @@ def _keep_windows_backslashes(cmd: str) -> str:
     return "".join(out)
 
 
+_TILDE = re.compile(r"~([A-Za-z0-9._-]*)(?=[/\s]|$)")
+_HOME_VAR = re.compile(r"\$(?:HOME\b|\{HOME\})")
+_ASSIGN_PREFIX = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+
+
+def _expand_home(cmd: str, home: str) -> tuple[str, bool]:
+    """Expand what a POSIX shell expands to a home folder, and nothing else: an unquoted `~` or `~user`
+    starting a word (or an assignment's value: `VAR=~/x`), and `$HOME` / `${HOME}` outside single quotes.
+    A quoted `'~/x'` or `"~/x"` stays literal, as in bash. The expansion is quoted so shlex keeps it one
+    word. Returns (text, whether anything was expanded).
+    """
+    out: list[str] = []
+    i, n = 0, len(cmd)
+    quote: str | None = None
+    word_start, expanded = True, False
+    while i < n:
+        ch = cmd[i]
+        if quote is None and word_start:
+            word_start = False
+            assign = _ASSIGN_PREFIX.match(cmd, i)
+            j = assign.end() if assign else i
+            tilde = _TILDE.match(cmd, j)
+            if tilde is not None:
+                value = home if not tilde.group(1) else os.path.expanduser(tilde.group(0))
+                if value != tilde.group(0):  # ~nosuchuser stays as written, as in bash
+                    out.append(cmd[i:j] + shlex.quote(value))
+                    i, expanded = tilde.end(), True
+                    continue
+        if quote != "'":
+            var = _HOME_VAR.match(cmd, i)
+            if var is not None:
+                out.append(shlex.quote(home) if quote is None else home.replace("\\", "\\\\").replace('"', '\\"'))
+                i, expanded = var.end(), True
+                continue
+        if ch == "\\" and quote != "'" and i + 1 < n:
+            out.append(cmd[i:i + 2])
+            i += 2
+            continue
+        if quote is None and ch in "'\"":
+            quote = ch
+        elif ch == quote:
+            quote = None
+        elif quote is None and ch.isspace():
+            word_start = True
+        out.append(ch)
+        i += 1
+    return "".join(out), expanded
+
+
 def _is_server_program(word: str) -> bool:
     base = re.split(r"[\\/]", word)[-1].lower()
     return "llama" in base or "server" in base or base.endswith(".exe")
@@ -782,7 +832,9 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             seen.add(ff.field)
             out.values[ff.field] = value
             if isinstance(value, str) and ("$" in value or value.startswith("~")):
-                out.notes.append(f"{raw!r} is passed literally: no shell expands $VARIABLES or ~ here")
+                out.notes.append(f"{raw!r} is kept as written: llama-server does not expand ~ or $VARIABLES "
+                                 "(only an unquoted ~ and $HOME are expanded when a command is pasted); "
+                                 "write the full path")
             i += 2
             continue
         # 3. flags the binary knows but the profile does not model: kept verbatim
@@ -815,12 +867,13 @@ class SplitCommand(BaseModel):
     notes: tuple[str, ...] = ()
 
 
-def split_command_text(text: str) -> SplitCommand:
+def split_command_text(text: str, home: str | None = None) -> SplitCommand:
     """Take pasted shell text apart: `export`/`VAR=value` assignments, the program, its arguments.
 
-    Only tokenises (shlex, POSIX rules): nothing is expanded or run. Pipes, `&&` chains and
-    redirections are dropped with a note; a `docker run ... llama.cpp:server ...` keeps the server's
-    arguments.
+    Tokenises with shlex (POSIX rules) and never runs anything. Given `home`, an unquoted `~` and
+    `$HOME` are expanded to it as a shell would (not in a Windows command); nothing else is expanded.
+    Pipes, `&&` chains and redirections are dropped with a note; a `docker run ... llama.cpp:server ...`
+    keeps the server's arguments.
     """
     notes: list[str] = []
     env_out: dict[str, str] = {}
@@ -828,10 +881,13 @@ def split_command_text(text: str) -> SplitCommand:
     commands, split_notes = _split_commands(text)
     notes += split_notes
     argv: list[str] = []
-    found = False
+    found = expanded = False
     for cmd in commands:
         if _WINDOWS_PROGRAM.match(cmd):
             cmd = _keep_windows_backslashes(cmd)
+        elif home is not None:
+            cmd, did = _expand_home(cmd, home)
+            expanded = expanded or did
         try:
             words = shlex.split(cmd, posix=True)
         except ValueError as exc:  # unbalanced quotes: fall back to whitespace words
@@ -889,16 +945,20 @@ def split_command_text(text: str) -> SplitCommand:
         notes.append(f"ignored a command that is not llama-server: {cmd[:80]}")
     if not found:
         notes.append("no llama-server command found")
+    if expanded:
+        notes.append(f"expanded ~ and $HOME to {home}, as a shell would")
     return SplitCommand(binary=binary, argv=tuple(argv), env=env_out, notes=tuple(notes))
 
 
 def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = None, *,
-                   env: Mapping[str, str] | None = None) -> ImportResult:
+                   env: Mapping[str, str] | None = None, home: str | None = None) -> ImportResult:
     """Read a pasted command line (text) or an argument list into a LaunchProfile.
 
     Text may carry `export VAR=...` lines, leading `VAR=value` assignments, a program path
     (`./build/bin/llama-server`), backslash-newline continuations, quotes, pipes and redirections
-    (ignored, with a note). It is tokenised with shlex and never run. An argument list has no
+    (ignored, with a note). It is tokenised with shlex and never run; an unquoted `~` and `$HOME` are
+    expanded to `home` (default: this user's home folder) as the shell would have, since llama-server
+    itself expands nothing. An argument list is taken as the shell already expanded it, and has no
     program unless its first word names one.
 
     Every alias maps to one field; a flag the catalog knows but the profile does not model is kept
@@ -911,7 +971,8 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     env_out: dict[str, str] = dict(env or {})
     binary: str | None = None
     if isinstance(source, str):
-        split = split_command_text(source)
+        home = home or os.path.expanduser("~")
+        split = split_command_text(source, home if home != "~" else None)  # "~": no home folder is known
         binary, argv = split.binary, list(split.argv)
         env_out.update(split.env)
         out.notes += split.notes

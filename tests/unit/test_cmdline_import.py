@@ -125,6 +125,42 @@ def test_shell_noise_is_ignored_with_a_note():
     assert any("server.log" in n for n in r.notes)
 
 
+def test_pasted_text_expands_an_unquoted_tilde_and_home_as_a_shell_would():
+    home = "/home/ann b"  # a space: the expansion must stay one word
+    r = import_command("llama-server -m ~/.cache/llm-tuner/models/gemma-3-270m-q4_k_m.gguf -c 4096 -fa on "
+                       "-ctk q8_0 -ctv q8_0 --port 8099 -t 2", CATALOG, home=home)
+    assert r.profile.model == "/home/ann b/.cache/llm-tuner/models/gemma-3-270m-q4_k_m.gguf"
+    assert r.profile.ctx_size == 4096 and r.profile.port == 8099
+    assert any("expanded ~" in n and home in n for n in r.notes)
+    r = import_command('LLAMA_ARG_MODEL=~/m.gguf llama-server --mmproj "$HOME/mm.gguf" -md ${HOME}/d.gguf '
+                       "--chat-template-file ~ --log-file ~/l.txt --slot-save-path ~/slots", CATALOG, home=home)
+    assert r.profile.env["LLAMA_ARG_MODEL"] == "/home/ann b/m.gguf"
+    assert (r.profile.mmproj, r.profile.draft_model) == ("/home/ann b/mm.gguf", "/home/ann b/d.gguf")
+    assert r.profile.chat_template_file == home
+    assert r.profile.extra_args == ("--log-file", "/home/ann b/l.txt", "--slot-save-path", "/home/ann b/slots")
+
+
+@pytest.mark.parametrize("text, model", [
+    ("llama-server -m '~/m.gguf'", "~/m.gguf"),  # quoted: bash keeps it too
+    ('llama-server -m "~/m.gguf"', "~/m.gguf"),
+    ("llama-server -m \\~/m.gguf", "~/m.gguf"),
+    ("llama-server -m '$HOME/m.gguf'", "$HOME/m.gguf"),
+    ("llama-server -m $HOMEDIR/m.gguf", "$HOMEDIR/m.gguf"),  # another variable: not ours to guess
+    ("llama-server -m models/~/m.gguf", "models/~/m.gguf"),  # not at the start of the word
+])
+def test_quoted_or_inner_tilde_and_other_variables_stay_literal_with_a_note(text, model):
+    r = import_command(text, CATALOG, home="/home/ann")
+    assert r.profile.model == model
+    assert not any(n.startswith("expanded") for n in r.notes)
+    if model.startswith(("~", "$")):
+        assert any("kept as written" in n and "full path" in n for n in r.notes)
+
+
+def test_an_argument_list_is_not_expanded_again():
+    r = import_command(["-m", "~/m.gguf"], CATALOG, home="/home/ann")  # the shell already had its turn
+    assert r.profile.model == "~/m.gguf"
+
+
 def test_profile_diff_names_the_flags_that_differ():
     a = LaunchProfile(ctx_size=4096, cache_type_k="q8_0")
     b = a.model_copy(update={"ctx_size": 8192, "env": {"X": "1"}})
