@@ -65,7 +65,7 @@ def _n_devices(p: LaunchProfile, n_gpus: int | None = None) -> int:
 
 
 def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None,
-           *, n_gpus: int | None = None) -> list[Advice]:
+           *, n_gpus: int | None = None, model_file_exists: bool | None = None) -> list[Advice]:
     """All findings for a profile, errors first. Never raises.
 
     Args:
@@ -73,6 +73,8 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
         catalog: the chosen binary's flags; without it removed/unknown flags are not checked.
         model: facts of the model file (`nextn_layers`, `context_length`), when known.
         n_gpus: GPUs on this machine, used when the profile leaves the device list to llama-server.
+        model_file_exists: whether the effective profile's model path is a file on this machine; None when
+            not checked (core does no I/O: the caller looks, off the GUI thread).
     """
     p = effective_profile(profile)
     n_dev = _n_devices(p, n_gpus)
@@ -94,6 +96,16 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}",
                 "An unknown flag makes llama-server exit with 'error: invalid argument'. A fork's own flags need "
                 "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
+
+    # -- the model file ------------------------------------------------------------------------------
+    downloads = p.hf_repo is not None or any(t in ("-mu", "--model-url") for t in p.extra_args)
+    if model_file_exists is False and p.model and not downloads:
+        literal = p.model.startswith("~") or "$" in p.model
+        add("model-file-missing", "error",
+            f"the model file {p.model} does not exist: pick the file in Models or correct the path",
+            ("llama-server does not expand ~ or $VARIABLES: write the full path. " if literal else "")
+            + "llama-server stops at start-up with 'failed to open GGUF file'.",
+            "ggml/src/gguf.cpp (gguf_init_from_file)", "model")
 
     # -- KV cache --------------------------------------------------------------------------------
     k, v = p.cache_type_k or "f16", p.cache_type_v or "f16"

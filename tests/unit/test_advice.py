@@ -85,3 +85,20 @@ def test_multi_gpu_rules_use_the_machine_gpu_count_when_devices_are_left_default
     assert {"mtp-multi-gpu-prefill", "large-ubatch-multi-gpu"} <= {a.id for a in advise(p, CATALOG, n_gpus=2)}
     assert "mtp-multi-gpu-prefill" not in {a.id for a in advise(p.model_copy(update={"split_mode": "none"}),
                                                                 CATALOG, n_gpus=2)}
+
+
+def test_a_missing_model_file_is_an_error_that_says_what_to_do():
+    p = LaunchProfile(model="/models/gone.gguf", ctx_size=4096)
+    [a] = [a for a in advise(p, CATALOG, model_file_exists=False) if a.id == "model-file-missing"]
+    assert a.severity == "error" and a.fields == ("model",)
+    assert "/models/gone.gguf" in a.message and "pick the file in Models or correct the path" in a.message
+    assert "model-file-missing" not in ids(p, model_file_exists=True)
+    assert "model-file-missing" not in ids(p)  # not checked: no finding
+    # a literal ~ says why it was not found
+    [a] = advise(LaunchProfile(model="~/m.gguf"), model_file_exists=False)
+    assert "does not expand ~" in a.reason and "full path" in a.reason
+    # a download has no local file to find
+    hf = LaunchProfile(model="cache.gguf", hf_repo="ggml-org/gemma-3-270m-GGUF")
+    assert "model-file-missing" not in ids(hf, model_file_exists=False)
+    url = LaunchProfile(model="m.gguf", extra_args=("-mu", "https://example.org/m.gguf"))
+    assert "model-file-missing" not in ids(url, model_file_exists=False)
