@@ -63,7 +63,8 @@ def _print_info(info) -> None:
         print(f"  experts: {info.expert_used_count} of {info.expert_count}"
               + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else ""))
     if info.sliding_window:
-        print(f"  sliding window: {info.sliding_window} · pattern: {info.sliding_window_pattern}")
+        pattern = f" · pattern: {info.sliding_window_pattern}" if info.sliding_window_pattern else ""
+        print(f"  sliding window: {info.sliding_window}{pattern}")
     print(f"  vocab: {info.vocab_size} ({info.tokenizer_model}) · chat template: "
           f"{'yes' if info.chat_template else 'no'} · tensors: {info.n_tensors}")
 

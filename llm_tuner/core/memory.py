@@ -35,7 +35,6 @@ the UI calls it while sliders move.
 
 from __future__ import annotations
 
-import math
 import re
 import shlex
 from dataclasses import dataclass, field, replace
@@ -1687,12 +1686,6 @@ def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevi
     matched = tuple(t.name for t in view.tensors if regex_search(pat, t.name))
     moved = sum(p.n_bytes for n, p in after.items() if n in before and before[n].device != p.device)
     return RulePreview(matched, moved / MIB)
-
-
-def format_mib(x: float | None) -> str:
-    if x is None or (isinstance(x, float) and math.isnan(x)):
-        return "—"
-    return f"{x / 1024:.2f} GiB" if abs(x) >= 1024 else f"{x:.0f} MiB"
 
 
 def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list[str]:

@@ -1,43 +1,35 @@
-"""Unit conversions and formatting shared by every layer."""
+"""Sizes and counts as people read them; one place so every view writes a figure the same way."""
 
 from __future__ import annotations
 
+import math
+
 MIB = 1024 * 1024
-GIB = 1024 * MIB
-
-
-def bytes_to_mib(n_bytes: float) -> float:
-    """Bytes to MiB (float)."""
-    return n_bytes / MIB
-
-
-def mib_to_bytes(mib: float) -> int:
-    """MiB to bytes (rounded down)."""
-    return int(mib * MIB)
 
 
 def format_bytes(n_bytes: float | None) -> str:
-    """Human-readable size with binary units ('1.5 GiB'); '—' for unknown."""
+    """A file or buffer size with binary units ('512 B', '1.0 KiB', '241.4 MiB', '4.37 GiB'); '—' if unknown."""
     if n_bytes is None:
         return "—"
     value = float(n_bytes)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
         if abs(value) < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+            if unit == "B":
+                return f"{value:.0f} B"
+            return f"{value:.2f} {unit}" if unit in ("GiB", "TiB") else f"{value:.1f} {unit}"
         value /= 1024
     raise AssertionError("unreachable")
 
 
 def format_mib(mib: float | None) -> str:
-    """MiB figure as shown in plans ('1,234 MiB'); '—' for unknown."""
-    return "—" if mib is None else f"{mib:,.0f} MiB"
-
-
-def format_count(n: float | None) -> str:
-    """Large counts with SI suffix ('268M', '7.6B'); '—' for unknown."""
-    if n is None:
+    """A memory figure given in MiB, as plans show it ('374 MiB', '22.51 GiB'); '—' if unknown."""
+    if mib is None or (isinstance(mib, float) and math.isnan(mib)):
         return "—"
-    for div, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "K")):
-        if abs(n) >= div:
-            return f"{n / div:.1f}{suffix}".replace(".0" + suffix, suffix)
-    return f"{n:.0f}"
+    return f"{mib / 1024:.2f} GiB" if abs(mib) >= 1024 else f"{mib:.0f} MiB"
+
+
+def format_params(n: int | None) -> str:
+    """A parameter count ('268 M', '7.62 B'); '' if unknown."""
+    if not n:
+        return ""
+    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.0f} M"

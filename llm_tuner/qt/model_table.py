@@ -15,6 +15,7 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QPersisten
 from sqlalchemy import Engine
 
 from llm_tuner.core.gguf_info import ModelInfo, TensorInfo
+from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.library import ModelEntry, find_models, scan
 
@@ -25,20 +26,6 @@ PATH_ROLE = Qt.ItemDataRole.UserRole + 2
 ERROR_ROLE = Qt.ItemDataRole.UserRole + 3  # True for a file that could not be read (the view colours it)
 _Index = QModelIndex | QPersistentModelIndex
 _NUM_RE = re.compile(r"\d+")
-
-
-def format_size(n_bytes: int | None) -> str:
-    if n_bytes is None:
-        return ""
-    if n_bytes >= 1024**3:
-        return f"{n_bytes / 1024**3:.2f} GiB"
-    return f"{n_bytes / 1024**2:.1f} MiB"
-
-
-def format_params(n: int | None) -> str:
-    if not n:
-        return ""
-    return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.0f} M"
 
 
 @dataclass
@@ -139,7 +126,7 @@ class ModelTableModel(_ColumnsTableModel):
                 q = (i.file_type or "") if i else ""
                 return q, q
             case 4:
-                return format_size(r.entry.size_bytes), r.entry.size_bytes
+                return format_bytes(r.entry.size_bytes), r.entry.size_bytes
             case 5:
                 n = i.block_count if i else None
                 return ("" if n is None else str(n)), n or 0

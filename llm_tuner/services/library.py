@@ -62,9 +62,9 @@ def read_model(path: Path | str) -> ModelInfo:
         try:
             sizes.append(f.stat().st_size)
         except OSError as exc:
-            missing = "missing" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
-            return error_info(str(path), [str(x) for x in files], sum(sizes),
-                              f"split part {f.name}: {missing}")
+            reason = "does not exist" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
+            where = f"split part {f.name}" if len(files) > 1 else "the file"
+            return error_info(str(path), [str(x) for x in files], sum(sizes), f"{where} {reason}")
     parts = split_parts(path.name)
     if parts is not None and parts[1] != 1:
         return error_info(str(path), [str(path)], sizes[0] if sizes else 0,
@@ -146,6 +146,7 @@ def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = 
                         found[full] = os.stat(full)
                     except OSError:
                         continue
+    found = _one_path_per_file(found)
     entries: list[ModelEntry] = []
     for full, st in sorted(found.items()):
         name = os.path.basename(full)
@@ -169,6 +170,18 @@ def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = 
         else:
             entries.append(ModelEntry(full, (full,), st.st_size, st.st_mtime_ns, _is_projector_name(name)))
     return entries
+
+
+def _one_path_per_file(found: dict[str, os.stat_result]) -> dict[str, os.stat_result]:
+    """Links to the same file (a symlink beside its target, a hard link) are one model: keep the real path,
+    else the first name."""
+    by_file: dict[tuple[int, int], str] = {}
+    for full, st in sorted(found.items()):
+        key = (st.st_dev, st.st_ino)
+        kept = by_file.get(key)
+        if kept is None or (os.path.islink(kept) and not os.path.islink(full)):
+            by_file[key] = full
+    return {full: found[full] for full in by_file.values()}
 
 
 class _Cache:

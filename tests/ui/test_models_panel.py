@@ -61,7 +61,7 @@ def test_list_fills_in_with_metadata_and_bad_files_get_a_reason(qtbot, tmp_path,
     assert arch == {"Random Qwen3 dense": "qwen3", "Random Qwen3 MoE": "qwen3moe", "broken.gguf": ""}
     experts = dict(zip(names, _cells(panel, 7), strict=True))
     assert experts["Random Qwen3 MoE"] == "2/8"
-    assert "3 models" in panel.summary_label.text() and "1 unreadable" in panel.summary_label.text()
+    assert "2 models" in panel.summary_label.text() and "1 unreadable file" in panel.summary_label.text()
     assert not panel.progress_row.isVisible()
 
 

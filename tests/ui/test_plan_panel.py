@@ -66,6 +66,22 @@ def test_profile_round_trip(qtbot, ctx, panel, demo_model):
     assert panel.recompute_now().n_ctx == 16384
 
 
+def test_a_profile_whose_model_is_missing_gets_no_plan_of_another_model(qtbot, ctx, panel, demo_model, tmp_path):
+    """The plan follows the profile's model: a wrong path must not leave the previous model's "Fits"."""
+    from llm_tuner.core.profile import LaunchProfile
+
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, gpu_layers=99))
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    panel.recompute_now()
+    assert "Fits" in panel.summary_label.text()
+    assert panel.ngl_spin.value() == 99  # shown as written, not clamped to the layer count
+    missing = tmp_path / "typo.gguf"
+    ctx.state.set_profile(LaunchProfile(model=str(missing), ctx_size=4096))
+    assert panel.model is None and panel.recompute_now() is None
+    assert f"{missing} does not exist" in panel.model_label.text()
+    assert panel.summary_label.text() == "" and panel.bars.devices() == ()
+
+
 def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):
     from tests.support.random_gguf import write_qwen3_dense
 
@@ -125,7 +141,7 @@ def test_check_with_llamacpp_shows_both(qtbot, panel, demo_model):
     assert panel.check_table.rowCount() >= 4, panel.check_label.text()
     cells = {(panel.check_table.item(r, 0).text(), panel.check_table.item(r, 1).text()):
              panel.check_table.item(r, 4).text() for r in range(panel.check_table.rowCount())}
-    assert ("Host", "KV cache") in cells and cells[("Host", "KV cache")].startswith("+0.0 MiB")
+    assert ("Host", "KV cache") in cells and cells[("Host", "KV cache")] == "0.0 MiB (0.0%)"  # exact, and never "-0.0"
     # the check calibrates this model's compute estimate: now it matches llama.cpp's figure
     real = float(next(panel.check_table.item(r, 3).text().split()[0] for r in range(panel.check_table.rowCount())
                       if panel.check_table.item(r, 1).text() == "compute"))

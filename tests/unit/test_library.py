@@ -120,3 +120,23 @@ def test_cli_models_scan_json(library_dirs, capsys):
     assert split["split_count"] == 3 and len(split["files"]) == 3
     bad = next(m for m in models if m["path"].endswith("bad-magic.gguf"))
     assert "bad magic" in bad["error"] and bad["architecture"] is None and bad["expert_count"] == 0
+
+
+def test_a_symlink_or_hard_link_to_a_model_is_one_model_at_its_real_path(tmp_path, originals):
+    real = tmp_path / "models" / "dense.gguf"
+    real.parent.mkdir()
+    shutil.copy(originals["dense"], real)
+    (tmp_path / "models" / "alias.gguf").symlink_to(real)  # sorts before the real name
+    other = tmp_path / "other"
+    other.mkdir()
+    os.link(real, other / "hard.gguf")
+    entries = find_models([tmp_path / "models", other])
+    assert [e.path for e in entries] == [str(real)]
+
+
+def test_sizes_read_as_people_read_them():
+    from llm_tuner.core.units import format_bytes, format_mib
+
+    assert format_bytes(1024) == "1.0 KiB" and format_bytes(512) == "512 B"
+    assert format_bytes(253_000_000) == "241.3 MiB" and format_bytes(5 * 1024**3) == "5.00 GiB"
+    assert format_mib(374.2) == "374 MiB" and format_mib(23050) == "22.51 GiB" and format_mib(None) == "—"

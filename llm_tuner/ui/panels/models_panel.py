@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core.gguf_info import ModelInfo
+from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.model_table import (
     ERROR_ROLE,
@@ -40,8 +41,6 @@ from llm_tuner.qt.model_table import (
     LibraryScan,
     ModelTableModel,
     TensorTableModel,
-    format_params,
-    format_size,
 )
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.settings_store import save_settings
@@ -289,12 +288,13 @@ class ModelsPanel(QWidget):
 
     def _update_summary(self, cancelled: bool = False) -> None:
         rows = self.model.rows()
-        total = sum(r.entry.size_bytes for r in rows)
         bad = sum(1 for r in rows if r.info is not None and r.info.error)
+        good = [r for r in rows if not (r.info is not None and r.info.error)]
+        total = sum(r.entry.size_bytes for r in good)
+        text = f"{len(good)} model{'' if len(good) == 1 else 's'} · {format_bytes(total)}"
         pending = sum(1 for r in rows if r.info is None)
-        text = f"{len(rows)} model{'' if len(rows) == 1 else 's'} · {format_size(total) or '0 MiB'}"
         if bad:
-            text += f" · {bad} unreadable"
+            text += f" · {bad} unreadable file{'' if bad == 1 else 's'}"
         if pending and cancelled:
             text += f" · {pending} not read (cancelled; Rescan to finish)"
         self.summary_label.setText(text)
@@ -331,7 +331,7 @@ class ModelsPanel(QWidget):
             row("Architecture", info.architecture), row("Size label", info.size_label),
             row("Quantisation", info.file_type + (" (guessed)" if info.file_type_guessed else "")
                 if info.file_type else None),
-            row("Parameters", format_params(info.n_params)), row("File size", format_size(info.size_bytes)),
+            row("Parameters", format_params(info.n_params)), row("File size", format_bytes(info.size_bytes)),
             row("Layers", layers), row("Trained context", f"{info.context_length:,} tokens"
                                        if info.context_length else None),
             row("Embedding", info.embedding_length), row("FFN", info.feed_forward_length),

@@ -38,13 +38,13 @@ from llm_tuner.core.memory import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
-    format_mib,
     plan_memory,
     preview_rule,
     rule_experts_blocks,
     rule_ffn_every_nth,
     solve,
 )
+from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
@@ -60,6 +60,7 @@ class PlanPanel(QWidget):
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
         self.ctx = ctx
         self.model = None  # core.gguf_info.ModelInfo
         self.args = PlacementArgs()
@@ -120,7 +121,7 @@ class PlanPanel(QWidget):
         form = QFormLayout(box)
         self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
                                  specialValueText="trained context (-c 0)")
-        self.ngl_spin = QSpinBox(minimum=-1, maximum=1000, specialValueText="auto (all)")
+        self.ngl_spin = QSpinBox(minimum=-1, maximum=999, specialValueText="auto (all)")  # 99 stays 99
         self.ngl_spin.setValue(-1)
         self.ctk_combo = QComboBox()
         self.ctk_combo.addItems(CACHE_TYPES)
@@ -273,9 +274,12 @@ class PlanPanel(QWidget):
     # -- state ---------------------------------------------------------------------------------------
     def _show_empty(self) -> None:
         if self.model is None:
-            self.model_label.setText("No model selected. Choose one in the Models view, or open a GGUF file "
-                                     "here, to see what fits on each device.")
+            self.model_label.setText(self._no_model_reason or (
+                "No model selected. Choose one in the Models view, or open a GGUF file here, to see what fits "
+                "on each device."))
             self.bars.set_devices(())
+            self.summary_label.clear()
+            self.warnings_label.clear()
 
     def _on_open_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
@@ -309,9 +313,9 @@ class PlanPanel(QWidget):
 
     def set_model(self, info) -> None:
         self.model = info
+        self._no_model_reason = None
         self._syncing = True
-        n_all = (info.block_count or 0) + 1
-        self.ngl_spin.setMaximum(max(n_all, 1))
+        self.ngl_spin.setToolTip(f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
         self.ot_b.setMaximum(max(0, (info.block_count or 1) - 1))
         self.ot_a.setMaximum(max(1, info.block_count or 1))
@@ -330,8 +334,15 @@ class PlanPanel(QWidget):
         self._sync_controls()
         model_path = getattr(profile, "model", None)
         if model_path and (self.model is None or str(self.model.path) != str(model_path)):
-            if Path(model_path).is_file():
-                self.load_model(Path(model_path))
+            if Path(model_path).expanduser().is_file():
+                self.load_model(Path(model_path).expanduser())
+            else:  # never a plan for another model than the profile's
+                self.model = None
+                self.plan = None
+                self._no_model_reason = (f"The profile's model file {model_path} does not exist. Pick the model "
+                                         "in the Models list, or correct the path in the Profile tab.")
+                self._show_empty()
+                return
         self._schedule()
 
     def _sync_controls(self) -> None:
@@ -590,7 +601,7 @@ class PlanPanel(QWidget):
             rows.append((dev, label[kind], est, mib))
         self.check_table.setRowCount(len(rows))
         for i, (dev, kind, est, mib) in enumerate(rows):
-            diff = "" if est is None else f"{est - mib:+.1f} MiB ({(est / mib - 1) * 100 if mib else 0:+.1f}%)"
+            diff = "" if est is None else _signed_diff(est - mib, (est / mib - 1) * 100 if mib else 0.0)
             for j, text in enumerate((dev, kind, "—" if est is None else f"{est:.1f} MiB", f"{mib:.1f} MiB", diff)):
                 self.check_table.setItem(i, j, QTableWidgetItem(text))
         # learn the compute ratio per backend for this model; weights and KV are exact already
@@ -640,7 +651,7 @@ class PlanPanel(QWidget):
         self.devices_label.setText(
             "Devices: " + (", ".join(f"{d.name} ({format_mib(d.capacity_mib)}{', planned' if d.hypothetical else ''})"
                                      for d in p.devices if d.name != "Host") or "none (CPU only)")
-            + f"; host RAM {format_mib(self.host().capacity_mib)}")
+            + f"; host RAM {format_mib(self.host().capacity_mib)} total, {format_mib(self.host().free_mib)} free")
         multi = len(names) > 1
         self.split_bar.setVisible(multi)
         self.split_label.setVisible(multi)
@@ -652,3 +663,11 @@ class PlanPanel(QWidget):
             self.split_bar.set_split(names, ts)
         self.ot_rules_label.setText(
             "Rules: " + (", ".join(f"{a}={b}" for a, b in self.args.overrides) if self.args.overrides else "none"))
+
+
+def _signed_diff(mib: float, pct: float) -> str:
+    """'+1.5 MiB (+0.6%)'; an exact match reads '0.0 MiB (0.0%)', never '-0.0'."""
+    mib, pct = round(mib, 1) + 0.0, round(pct, 1) + 0.0
+    if mib == 0 and pct == 0:
+        return "0.0 MiB (0.0%)"
+    return f"{mib:+.1f} MiB ({pct:+.1f}%)"

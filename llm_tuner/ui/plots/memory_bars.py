@@ -9,7 +9,8 @@ from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
 from PySide6.QtWidgets import QSizePolicy, QWidget
 
-from llm_tuner.core.memory import DeviceMemory, format_mib
+from llm_tuner.core.memory import DeviceMemory
+from llm_tuner.core.units import format_mib
 
 # weights, KV, compute, output, runtime overhead
 PARTS = (("Weights", "model_mib", "#4C78A8"), ("KV cache", "kv_mib", "#F58518"),
@@ -46,7 +47,7 @@ class MemoryBarsWidget(QWidget):
         w = self.width()
         label_w = 90
         bar_x = label_w + 8
-        bar_w = max(50, w - bar_x - 150)
+        bar_w = max(50, w - bar_x - 200)
         y = 6
         font = QFont(self.font())
         p.setFont(font)
@@ -74,9 +75,12 @@ class MemoryBarsWidget(QWidget):
                 p.setPen(QPen(QColor("#D62728") if d.fits is False else text, 2))
                 p.drawLine(QPointF(bx, y - 2), QPointF(bx, y + 30))
             p.setPen(QColor("#D62728") if d.fits is False else text)
-            cap = format_mib(d.budget_mib) if d.budget_mib is not None else "?"
-            p.drawText(QRectF(bar_x + bar_w + 8, y, 150, 28), Qt.AlignmentFlag.AlignVCenter,
-                       f"{format_mib(d.total_mib)} / {cap}")
+            if d.budget_mib is None:
+                cap = "of ? (size unknown)"
+            else:  # the bar is compared with free memory when it is known, else with the capacity
+                cap = f"of {format_mib(d.budget_mib)} {'free' if d.available_mib is not None else 'total'}"
+            p.drawText(QRectF(bar_x + bar_w + 8, y, 200, 28), Qt.AlignmentFlag.AlignVCenter,
+                       f"{format_mib(d.total_mib)} {cap}")
             y += 46
         if not self._devices:
             p.setPen(pal.mid().color())
