@@ -33,6 +33,8 @@ def setup_logging() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
+    for chatty in ("httpx", "httpcore"):  # a line per HTTP request (every /tokenize of a benchmark) buries ours
+        logging.getLogger(chatty).setLevel(logging.WARNING)
 
 
 def _is_cli(argv: list[str]) -> bool:
