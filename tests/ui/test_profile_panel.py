@@ -163,3 +163,61 @@ def test_advice_uses_the_real_model_header_read_off_the_gui_thread(panel, qtbot,
     panel.ctx.state.select_model(demo_model)  # Gemma 3 270M: trained on 32768 tokens, no MTP layers
     qtbot.waitUntil(lambda: {"ctx-over-trained", "draft-mtp-without-mtp-layers"} <= {a.id for a in panel.advice},
                     timeout=10000)
+
+
+def test_invalid_input_greys_the_preview_and_copy_waits_until_it_is_fixed(panel, qtbot):
+    panel.set_profile(LaunchProfile(model="m.gguf", ctx_size=4096))
+    ctx_edit = panel.editors["ctx_size"].widget
+    ctx_edit.selectAll()
+    qtbot.keyClicks(ctx_edit, "4k")
+    assert "context (tokens): --ctx-size needs a whole number, got '4k'" in panel.error_label.text()
+    first = panel.preview.toPlainText().splitlines()[0]
+    assert first.startswith("# Fix context (tokens) first") and "last valid command" in first
+    assert not panel.copy_button.isEnabled() and "context (tokens)" in panel.copy_button.toolTip()
+    assert "whole number" in ctx_edit.toolTip() and "size of the prompt context" in ctx_edit.toolTip()
+    panel._on_facts_read("m.gguf", False, None)  # a background answer must not bring a stale Copy back
+    assert not panel.copy_button.isEnabled() and panel.preview.toPlainText().startswith("# Fix")
+    qtbot.keyClick(ctx_edit, Qt.Key.Key_Backspace)
+    assert panel.copy_button.isEnabled() and panel.error_label.text() == ""
+    assert preview_words(panel)[1:] == ["--model", "m.gguf", "--ctx-size", "4"]
+    assert ctx_edit.toolTip() == panel.editors["ctx_size"].help_tip and not ctx_edit.styleSheet()
+
+
+def test_a_missing_model_file_shows_an_error_advice(panel, qtbot, tmp_path):
+    panel.set_profile(LaunchProfile(model=str(tmp_path / "gone.gguf")))
+    qtbot.waitUntil(lambda: "model-file-missing" in {a.id for a in panel.advice}, timeout=5000)
+    item = next(panel.advice_list.item(i) for i in range(panel.advice_list.count())
+                if panel.advice_list.item(i).data(Qt.ItemDataRole.UserRole) == "model-file-missing")
+    assert item.text().startswith("ERROR:") and "pick the file in Models" in item.text()
+    present = tmp_path / "here.gguf"
+    present.write_bytes(b"not a gguf")
+    panel.set_profile(LaunchProfile(model=str(present)))
+    qtbot.waitUntil(lambda: panel._model_exists is True, timeout=5000)
+    assert "model-file-missing" not in {a.id for a in panel.advice}
+
+
+def test_a_long_profile_name_elides_the_title_and_does_not_widen_the_pane(panel, qtbot):
+    panel.resize(1100, 700)
+    right = panel.copy_button.parentWidget()
+    before = right.minimumSizeHint().width()
+    name = "copy of gemma-3-270m-q4_k_m with a very long descriptive name for the context test"
+    panel.set_profile(LaunchProfile(model="m.gguf"), name)
+    panel.editors["threads"].widget.setText("2")
+    panel.editors["threads"].widget.textEdited.emit("2")
+    full = f"Command — {name} (modified)"
+    assert panel.title.full_text() == full
+    assert right.minimumSizeHint().width() == before  # the name does not push the splitter
+    qtbot.waitUntil(lambda: panel.title.text() != full, timeout=2000)
+    assert "…" in panel.title.text() and panel.title.text().endswith("(modified)")
+    assert panel.title.toolTip() == full
+
+
+def test_version_and_name_entries_carry_their_full_text_as_tooltips(panel, qtbot):
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)  # the start-up listing has answered
+    panel.save_as("gemma")
+    name = "gemma-3-270m-q4_k_m tuned for long contexts"
+    panel.duplicate(name)
+    qtbot.waitUntil(lambda: not panel.store_busy and panel.versions_list.count() == 1, timeout=5000)
+    assert [panel.names_list.item(i).toolTip() for i in range(2)] == ["gemma", name]
+    tip = panel.versions_list.item(0).toolTip()
+    assert tip.startswith("Version 1, saved ") and tip.endswith(": copy of gemma v1")

@@ -8,9 +8,10 @@ Plan, Live and Benchmark panels follow. Tooltips are the chosen binary's own `--
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
-from PySide6.QtCore import Qt, QThreadPool, Signal
-from PySide6.QtGui import QColor, QGuiApplication
+from PySide6.QtCore import QSize, Qt, QThreadPool, Signal
+from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -27,6 +28,7 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
+    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -41,6 +43,7 @@ from llm_tuner.core.cmdline import (
     FlagCatalog,
     apply_fix,
     describe_env,
+    effective_profile,
     field_tokens,
     parse_field_value,
     profile_to_argv,
@@ -62,6 +65,44 @@ _CHOICES = {
 }
 _DEFAULT = "(default)"
 _SEVERITY_COLOUR = {"error": QColor("#c62828"), "warning": QColor("#b26a00"), "info": QColor("#1565c0")}
+_COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
+
+
+class _ElidedLabel(QLabel):
+    """One line of bold text that elides in the middle to the width it gets and never asks for more.
+
+    A long profile name must not widen its splitter pane (which squeezes the form); the full text is
+    in the tooltip when it does not fit.
+    """
+
+    def __init__(self, text: str = "") -> None:
+        super().__init__()
+        self._full = ""
+        self.setTextFormat(Qt.TextFormat.PlainText)
+        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        font = self.font()
+        font.setBold(True)
+        self.setFont(font)
+        self.set_full_text(text)
+
+    def full_text(self) -> str:
+        return self._full
+
+    def set_full_text(self, text: str) -> None:
+        self._full = text
+        self._elide()
+
+    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
+        return QSize(0, super().minimumSizeHint().height())
+
+    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().resizeEvent(event)
+        self._elide()
+
+    def _elide(self) -> None:
+        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, max(self.width(), 0))
+        self.setText(shown)
+        self.setToolTip(self._full if shown != self._full else "")
 
 
 class _FieldEditor:
@@ -69,6 +110,7 @@ class _FieldEditor:
 
     def __init__(self, ff: FieldFlag) -> None:
         self.ff = ff
+        self.help_tip = ""  # the binary's --help text for the flag; an error message goes above it
         k = ff.kind
         if k == "switch":
             self.widget = QCheckBox()
@@ -141,14 +183,13 @@ class _FieldEditor:
                     toks = field_tokens(profile, self.ff)
                     text = toks[1] if len(toks) > 1 else ""
                 w.setText(text)
-            w.setStyleSheet("")
+            self.mark_invalid(None)
         finally:
             w.blockSignals(False)
 
     def mark_invalid(self, message: str | None) -> None:
         self.widget.setStyleSheet("border: 1px solid #c62828;" if message else "")
-        if message:
-            self.widget.setToolTip(message)
+        self.widget.setToolTip(f"{message}\n\n{self.help_tip}" if message else self.help_tip)
 
 
 def _placeholder(ff: FieldFlag) -> str:
@@ -183,6 +224,8 @@ class ProfilePanel(QWidget):
         self.saved_profile: LaunchProfile | None = None
         self.advice: list[Advice] = []
         self._model_facts = None
+        self._model_exists: bool | None = None  # None until the background look at the file answers
+        self._invalid_fields: list[str] = []  # labels of the fields whose text is not a valid value
         self._facts_for: str | None = None
         self._facts_job: BackgroundJob | None = None
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
@@ -286,10 +329,10 @@ class ProfilePanel(QWidget):
         right = QWidget()
         rv = QVBoxLayout(right)
         head = QHBoxLayout()
-        self.title = QLabel("<b>Command</b>")
+        self.title = _ElidedLabel("Command")
         head.addWidget(self.title, 1)
         self.copy_button = QPushButton("Copy")
-        self.copy_button.setToolTip("Copy the command as a shell line (the API key stays masked)")
+        self.copy_button.setToolTip(_COPY_TIP)
         self.copy_button.clicked.connect(self._on_copy_clicked)
         head.addWidget(self.copy_button)
         rv.addLayout(head)
@@ -297,6 +340,7 @@ class ProfilePanel(QWidget):
         self.preview.setObjectName("preview")
         self.preview.setReadOnly(True)
         self.preview.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
+        self._preview_palette = self.preview.palette()
         rv.addWidget(self.preview, 2)
         self.error_label = QLabel("")
         self.error_label.setStyleSheet("color: #c62828")
@@ -324,7 +368,9 @@ class ProfilePanel(QWidget):
     def _refresh_tooltips(self) -> None:
         cat = self.catalog()
         for ed in self.editors.values():
-            ed.widget.setToolTip(_tooltip(ed.ff, cat))
+            ed.help_tip = _tooltip(ed.ff, cat)
+            if not ed.widget.styleSheet():  # a field marked invalid keeps its message on top
+                ed.widget.setToolTip(ed.help_tip)
 
     def _on_state_binaries_probed(self, _binaries) -> None:
         self._refresh_tooltips()
@@ -340,41 +386,42 @@ class ProfilePanel(QWidget):
         self._on_field_edited()
 
     def _load_model_facts(self, model: str | None) -> None:
-        """Read the model's header off the GUI thread (for ctx-over-trained and MTP advice)."""
+        """Look at the model file off the GUI thread: whether it exists (advice says when it does not) and
+        its header (for ctx-over-trained and MTP advice)."""
         if model == self._facts_for:
             return
-        self._facts_for, self._model_facts = model, None
+        self._facts_for, self._model_facts, self._model_exists = model, None, None
         if not model:
             return
-        from pathlib import Path
 
         def work(_ctl):
             from llm_tuner.services.library import read_model
 
             if not Path(model).is_file():
-                return None
+                return False, None
             info = read_model(model)
-            return None if getattr(info, "error", None) else info
+            return True, (None if getattr(info, "error", None) else info)
 
         job = BackgroundJob(work, self)
-        job.succeeded.connect(lambda info, m=model: self._on_facts_read(m, info))
+        job.succeeded.connect(lambda result, m=model: self._on_facts_read(m, *result))
         self._facts_job = job.start()
 
-    def _on_facts_read(self, model: str, info) -> None:
+    def _on_facts_read(self, model: str, exists: bool, info) -> None:
         if model == self._facts_for:
-            self._model_facts = info
+            self._model_exists, self._model_facts = exists, info
             self._recompute(publish=False)
 
     # -- editing --------------------------------------------------------------------------------
-    def _read_widgets(self) -> tuple[LaunchProfile | None, list[str]]:
+    def _read_widgets(self) -> tuple[LaunchProfile | None, list[tuple[str, str]]]:
+        """The profile the widgets describe, or None and the (field label, problem) of each invalid one."""
         values: dict[str, object] = {}
-        errors: list[str] = []
+        errors: list[tuple[str, str]] = []
         for field, ed in self.editors.items():
             try:
                 values[field] = ed.value()
                 ed.mark_invalid(None)
             except ValueError as exc:
-                errors.append(str(exc))
+                errors.append((ed.ff.label, str(exc)))
                 ed.mark_invalid(str(exc))
         env: dict[str, str] = {}
         for line in self.env_edit.toPlainText().splitlines():
@@ -383,13 +430,13 @@ class ProfilePanel(QWidget):
                 continue
             name, sep, value = line.removeprefix("export ").partition("=")
             if not sep or not name.strip():
-                errors.append(f"environment line {line!r} needs NAME=value")
+                errors.append(("environment", f"the line {line!r} needs NAME=value"))
                 continue
             env[name.strip()] = value
         try:
             extra = tuple(shlex.split(self.extra_edit.text()))
         except ValueError as exc:
-            errors.append(f"extra arguments: {exc} (close the quote)")
+            errors.append(("extra arguments", f"{exc} (close the quote)"))
             extra = self.profile.extra_args
         if errors:
             return None, errors
@@ -398,11 +445,37 @@ class ProfilePanel(QWidget):
 
     def _on_field_edited(self, *_args) -> None:
         profile, errors = self._read_widgets()
-        self.error_label.setText("\n".join(errors))
+        self.error_label.setText("\n".join(f"{where}: {problem}" for where, problem in errors))
+        self._invalid_fields = list(dict.fromkeys(where for where, _problem in errors))
         if profile is None:
+            self._show_preview()
             return
         self.profile = profile
         self._recompute(publish=True)
+
+    def _show_preview(self) -> None:
+        """The command of the profile; while a field is invalid, greyed under a line saying what to fix.
+
+        The last valid command stays visible (greyed, labelled as such) so the user keeps their bearings,
+        but Copy waits: nothing copies it as if it were what the fields say.
+        """
+        argv, env = profile_to_argv(self.profile)
+        command = render_shell(argv, env, binary=self.profile.binary, multiline=True)
+        if not self._invalid_fields:
+            self.preview.setPlainText(command)
+            self.preview.setPalette(self._preview_palette)
+            self.copy_button.setEnabled(True)
+            self.copy_button.setToolTip(_COPY_TIP)
+            return
+        which = ", ".join(self._invalid_fields)
+        self.preview.setPlainText(f"# Fix {which} first. Below is the last valid command, not what the "
+                                  f"fields say now:\n{command}")
+        grey = QPalette(self._preview_palette)
+        grey.setColor(QPalette.ColorRole.Text, grey.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        self.preview.setPalette(grey)
+        self.copy_button.setEnabled(False)
+        verb = "is" if len(self._invalid_fields) == 1 else "are"
+        self.copy_button.setToolTip(f"Nothing to copy until {which} {verb} fixed (marked in red)")
 
     def set_profile(self, profile: LaunchProfile, name: str | None = None, *, publish: bool = True) -> None:
         """Show a profile in the editor (no widget signals fire) and publish it."""
@@ -415,6 +488,7 @@ class ProfilePanel(QWidget):
         self.env_edit.blockSignals(False)
         self.extra_edit.setText(shlex.join(profile.extra_args))
         self.error_label.setText("")
+        self._invalid_fields = []
         self._recompute(publish=publish)
 
     def current_argv(self) -> list[str]:
@@ -422,13 +496,12 @@ class ProfilePanel(QWidget):
 
     def _recompute(self, *, publish: bool) -> None:
         p = self.profile
-        argv, env = profile_to_argv(p)
-        self.preview.setPlainText(render_shell(argv, env, binary=p.binary, multiline=True))
+        self._show_preview()
         self.env_flags.setText("; ".join(f"{n} sets {f}" for n, _v, f in describe_env(p.env, self.catalog()) if f))
-        self._load_model_facts(p.model)
+        self._load_model_facts(effective_profile(p).model)  # LLAMA_ARG_MODEL counts too
         inventory = self.ctx.state.inventory
         n_gpus = len(inventory.devices) if inventory is not None else None
-        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus)
+        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists)
         self.advice_list.clear()
         for a in self.advice:
             item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
@@ -441,7 +514,7 @@ class ProfilePanel(QWidget):
         self.fix_button.setEnabled(any(r.fix for r in validate(p, self.catalog()).removed))
         dirty = self.saved_profile is None or self.saved_profile != p
         name = self.current_name or "unsaved profile"
-        self.title.setText(f"<b>Command</b> — {name}{' (modified)' if dirty and self.current_name else ''}")
+        self.title.set_full_text(f"Command — {name}{' (modified)' if dirty and self.current_name else ''}")
         if publish:
             self.ctx.state.profile_name = self.current_name
             self.ctx.state.set_profile(p)
@@ -654,6 +727,8 @@ class ProfilePanel(QWidget):
         self.names_list.blockSignals(True)
         self.names_list.clear()
         self.names_list.addItems(self._names)
+        for i, n in enumerate(self._names):
+            self.names_list.item(i).setToolTip(n)  # a long name is clipped in the narrow list
         if name is not None and name in self._names:
             self.names_list.setCurrentRow(self._names.index(name))
         else:
@@ -701,6 +776,7 @@ class ProfilePanel(QWidget):
         self.versions_list.clear()
         for v in versions:
             item = QListWidgetItem(f"v{v.version}  {v.created_at:%Y-%m-%d %H:%M}  {v.note}")
+            item.setToolTip(f"Version {v.version}, saved {v.created_at:%Y-%m-%d %H:%M}" + (f": {v.note}" if v.note else ""))
             item.setData(Qt.ItemDataRole.UserRole, v.version)
             self.versions_list.addItem(item)
         self.revert_button.setEnabled(self.versions_list.count() > 1)
