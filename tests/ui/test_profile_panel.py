@@ -171,8 +171,8 @@ def test_invalid_input_greys_the_preview_and_copy_waits_until_it_is_fixed(panel,
     ctx_edit.selectAll()
     qtbot.keyClicks(ctx_edit, "4k")
     assert "context (tokens): --ctx-size needs a whole number, got '4k'" in panel.error_label.text()
-    first = panel.preview.toPlainText().splitlines()[0]
-    assert first.startswith("# Fix context (tokens) first") and "last valid command" in first
+    lines = panel.preview.toPlainText().splitlines()
+    assert lines[:2] == ["# Fix context (tokens) first.", "# The last valid command, for reference:"]
     assert not panel.copy_button.isEnabled() and "context (tokens)" in panel.copy_button.toolTip()
     assert "whole number" in ctx_edit.toolTip() and "size of the prompt context" in ctx_edit.toolTip()
     panel._on_facts_read("m.gguf", False, None)  # a background answer must not bring a stale Copy back
@@ -204,16 +204,17 @@ def test_a_long_profile_name_elides_the_title_and_does_not_widen_the_pane(panel,
     panel.set_profile(LaunchProfile(model="m.gguf"), name)
     panel.editors["threads"].widget.setText("2")
     panel.editors["threads"].widget.textEdited.emit("2")
-    full = f"Command — {name} (modified)"
+    full = f"{name} (modified)"
     assert panel.title.full_text() == full
     assert right.minimumSizeHint().width() == before  # the name does not push the splitter
     qtbot.waitUntil(lambda: panel.title.text() != full, timeout=2000)
-    assert "…" in panel.title.text() and panel.title.text().endswith("(modified)")
+    assert panel.title.text().startswith("copy of gemma") and panel.title.text().endswith("… (modified)")
     assert panel.title.toolTip() == full
 
 
 def test_version_and_name_entries_carry_their_full_text_as_tooltips(panel, qtbot):
     qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)  # the start-up listing has answered
+    assert not panel.revert_button.isEnabled()  # no versions listed: nothing to revert to
     panel.save_as("gemma")
     name = "gemma-3-270m-q4_k_m tuned for long contexts"
     panel.duplicate(name)
@@ -221,3 +222,4 @@ def test_version_and_name_entries_carry_their_full_text_as_tooltips(panel, qtbot
     assert [panel.names_list.item(i).toolTip() for i in range(2)] == ["gemma", name]
     tip = panel.versions_list.item(0).toolTip()
     assert tip.startswith("Version 1, saved ") and tip.endswith(": copy of gemma v1")
+    assert not panel.revert_button.isEnabled()

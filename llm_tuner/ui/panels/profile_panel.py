@@ -69,27 +69,25 @@ _COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
 
 
 class _ElidedLabel(QLabel):
-    """One line of bold text that elides in the middle to the width it gets and never asks for more.
+    """One line of text that fits the width it gets and never asks for more: its middle part (a profile
+    name) ends in "…" when needed, the parts around it stay whole; the full text is the tooltip.
 
-    A long profile name must not widen its splitter pane (which squeezes the form); the full text is
-    in the tooltip when it does not fit.
+    A long profile name must not widen its splitter pane, which would squeeze the form beside it.
     """
 
     def __init__(self, text: str = "") -> None:
         super().__init__()
-        self._full = ""
+        self._parts = ("", "", "")
         self.setTextFormat(Qt.TextFormat.PlainText)
         self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        font = self.font()
-        font.setBold(True)
-        self.setFont(font)
-        self.set_full_text(text)
+        self.set_parts(text)
 
     def full_text(self) -> str:
-        return self._full
+        return "".join(self._parts)
 
-    def set_full_text(self, text: str) -> None:
-        self._full = text
+    def set_parts(self, start: str, middle: str = "", end: str = "") -> None:
+        """Show start + middle + end; only `middle` is shortened when the line does not fit."""
+        self._parts = (start, middle, end)
         self._elide()
 
     def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
@@ -100,9 +98,12 @@ class _ElidedLabel(QLabel):
         self._elide()
 
     def _elide(self) -> None:
-        shown = self.fontMetrics().elidedText(self._full, Qt.TextElideMode.ElideMiddle, max(self.width(), 0))
+        start, middle, end = self._parts
+        metrics = self.fontMetrics()
+        room = self.width() - metrics.horizontalAdvance(start + end)
+        shown = start + metrics.elidedText(middle, Qt.TextElideMode.ElideRight, max(room, 0)) + end
         self.setText(shown)
-        self.setToolTip(self._full if shown != self._full else "")
+        self.setToolTip(self.full_text() if shown != self.full_text() else "")
 
 
 class _FieldEditor:
@@ -278,8 +279,12 @@ class ProfilePanel(QWidget):
         lv.addWidget(QLabel("Versions"))
         self.versions_list = QListWidget()
         lv.addWidget(self.versions_list, 1)
+        for lst in (self.names_list, self.versions_list):  # narrow column: long entries end in "…" (tooltip)
+            lst.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+            lst.setTextElideMode(Qt.TextElideMode.ElideRight)
         self.revert_button = QPushButton("Revert to this version")
         self.revert_button.clicked.connect(self._on_revert_clicked)
+        self.revert_button.setEnabled(False)  # until a profile with two versions or more is listed
         lv.addWidget(self.revert_button)
         split.addWidget(left)
 
@@ -329,13 +334,15 @@ class ProfilePanel(QWidget):
         right = QWidget()
         rv = QVBoxLayout(right)
         head = QHBoxLayout()
-        self.title = _ElidedLabel("Command")
-        head.addWidget(self.title, 1)
+        head.addWidget(QLabel("<b>Command</b>"), 1)
         self.copy_button = QPushButton("Copy")
         self.copy_button.setToolTip(_COPY_TIP)
         self.copy_button.clicked.connect(self._on_copy_clicked)
         head.addWidget(self.copy_button)
         rv.addLayout(head)
+        self.title = _ElidedLabel()  # the profile's name on a line of its own: the pane is narrow
+        self.title.setObjectName("command_title")
+        rv.addWidget(self.title)
         self.preview = QPlainTextEdit()
         self.preview.setObjectName("preview")
         self.preview.setReadOnly(True)
@@ -468,8 +475,7 @@ class ProfilePanel(QWidget):
             self.copy_button.setToolTip(_COPY_TIP)
             return
         which = ", ".join(self._invalid_fields)
-        self.preview.setPlainText(f"# Fix {which} first. Below is the last valid command, not what the "
-                                  f"fields say now:\n{command}")
+        self.preview.setPlainText(f"# Fix {which} first.\n# The last valid command, for reference:\n{command}")
         grey = QPalette(self._preview_palette)
         grey.setColor(QPalette.ColorRole.Text, grey.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
         self.preview.setPalette(grey)
@@ -514,7 +520,7 @@ class ProfilePanel(QWidget):
         self.fix_button.setEnabled(any(r.fix for r in validate(p, self.catalog()).removed))
         dirty = self.saved_profile is None or self.saved_profile != p
         name = self.current_name or "unsaved profile"
-        self.title.set_full_text(f"Command — {name}{' (modified)' if dirty and self.current_name else ''}")
+        self.title.set_parts("", name, " (modified)" if dirty and self.current_name else "")
         if publish:
             self.ctx.state.profile_name = self.current_name
             self.ctx.state.set_profile(p)
@@ -541,7 +547,7 @@ class ProfilePanel(QWidget):
         """Load an imported command into the editor as an unsaved profile."""
         self.saved_profile = None
         self.set_profile(result.profile, None)
-        self.versions_list.clear()
+        self._fill_versions([])
         self.names_list.blockSignals(True)
         self.names_list.clearSelection()
         self.names_list.setCurrentRow(-1)
@@ -628,7 +634,7 @@ class ProfilePanel(QWidget):
         self.saved_profile = profile
         self.set_profile(profile, name)
         self._show_name(name)
-        self.versions_list.clear()
+        self._fill_versions([])
         self._store(work, self._on_save_job_succeeded, what=f"create {name!r}")
 
     def _on_duplicate_clicked(self) -> None:
@@ -653,7 +659,7 @@ class ProfilePanel(QWidget):
         self.saved_profile = shown
         self.set_profile(shown, new)
         self._show_name(new)
-        self.versions_list.clear()
+        self._fill_versions([])
         self._store(work, self._on_save_job_succeeded, what=f"duplicate as {new!r}")
 
     def _on_rename_clicked(self) -> None:
@@ -691,7 +697,7 @@ class ProfilePanel(QWidget):
         self.current_name, self.saved_profile = None, None
         self._names = [n for n in self._names if n != name]
         self._show_name(None)
-        self.versions_list.clear()
+        self._fill_versions([])
         self._recompute(publish=False)
         self._store(lambda: repo.delete(name), lambda _r: self.reload_names(), what=f"delete {name!r}")
 
