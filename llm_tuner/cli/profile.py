@@ -91,6 +91,14 @@ def _model_facts(profile):
         return None
 
 
+def _model_file_exists(profile) -> bool | None:
+    """Whether the effective model path (LLAMA_ARG_MODEL included) is a file here; None without a local path."""
+    from llm_tuner.core.cmdline import effective_profile
+
+    model = effective_profile(profile).model
+    return Path(model).is_file() if model else None
+
+
 def _load(target: str):
     """NAME (newest saved version) or FILE (import output or a bare profile object) -> LaunchProfile."""
     from llm_tuner.cli import CliError
@@ -138,7 +146,7 @@ def cmd_import(args) -> int:
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
     profile = result.profile
     out_argv, env = profile_to_argv(profile)
-    advice = advise(profile, catalog, _model_facts(profile))
+    advice = advise(profile, catalog, _model_facts(profile), model_file_exists=_model_file_exists(profile))
     saved = _repo().save(args.name, profile, note="imported") if args.name else None
     if args.json:
         data = {"profile": profile.to_dict(), "argv": out_argv, "env": env, "unknown": result.unknown,
@@ -174,7 +182,8 @@ def cmd_check(args) -> int:
     from llm_tuner.core.advice import advise
 
     profile = _load(args.target)
-    advice = advise(profile, _catalog(args.binary, profile), _model_facts(profile))
+    advice = advise(profile, _catalog(args.binary, profile), _model_facts(profile),
+                    model_file_exists=_model_file_exists(profile))
     if args.json:
         emit_json({"advice": _advice_json(advice)})
     else:

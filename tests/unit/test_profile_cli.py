@@ -50,3 +50,10 @@ def test_check_reads_the_model_file_for_model_facts(capsys, tmp_path, demo_model
     f.write_text(json.dumps({"model": str(demo_model), "ctx_size": 65536}))
     code, out = run(capsys, "profile", "check", str(f), "--json")
     assert code == 0 and [a["id"] for a in json.loads(out)["advice"]] == ["ctx-over-trained"]
+
+
+def test_check_says_when_the_model_file_is_missing(capsys, tmp_path):
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"model": str(tmp_path / "typo.gguf")}))
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    assert code == 1 and [a["id"] for a in json.loads(out)["advice"]] == ["model-file-missing"]
