@@ -223,3 +223,19 @@ def test_version_and_name_entries_carry_their_full_text_as_tooltips(panel, qtbot
     tip = panel.versions_list.item(0).toolTip()
     assert tip.startswith("Version 1, saved ") and tip.endswith(": copy of gemma v1")
     assert not panel.revert_button.isEnabled()
+
+
+def test_a_save_before_the_first_listing_answers_keeps_every_name(qtbot, tmp_path):
+    """The start-up listing is asked before the save: its answer (without the new name) must not wipe it."""
+    from llm_tuner.store.profiles import ProfileRepository
+
+    engine = open_engine(tmp_path / "race.sqlite")
+    ProfileRepository(engine).save("older", LaunchProfile(ctx_size=1024))
+    ctx = AppContext(settings=Settings(), engine=engine)
+    w = ProfilePanel(ctx)  # queues the listing
+    qtbot.addWidget(w)
+    w.set_profile(LaunchProfile(ctx_size=2048), None)
+    w.save_as("newer")  # before the listing has answered
+    qtbot.waitUntil(lambda: not w.store_busy, timeout=10_000)
+    shown = [w.names_list.item(i).text() for i in range(w.names_list.count())]
+    assert shown == ["newer", "older"] and w.names_list.currentItem().text() == "newer"

@@ -231,6 +231,7 @@ class ProfilePanel(QWidget):
         self._facts_job: BackgroundJob | None = None
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
         self._store_pool.setMaxThreadCount(1)
+        self._names_edits = 0  # local changes to the names list; a listing asked for before one is stale
         self._store_pending = 0
         self._names: list[str] = []
         self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
@@ -604,6 +605,7 @@ class ProfilePanel(QWidget):
 
     def save_as(self, name: str) -> None:
         """Save the editor's settings as the newest version of `name` (the store call runs in the background)."""
+        self._names_edits += 1
         repo, profile = self.repo, self.profile
         self.saved_profile = profile
         self.set_profile(profile, name.strip() or name)  # publishes the name (bench and Live label by it)
@@ -621,6 +623,7 @@ class ProfilePanel(QWidget):
             self.new_profile(name)
 
     def new_profile(self, name: str) -> None:
+        self._names_edits += 1
         if name in self._names:
             self._warn(ProfileNameError(f"a profile named {name!r} exists already"))
             return
@@ -645,6 +648,7 @@ class ProfilePanel(QWidget):
 
     def duplicate(self, new: str) -> None:
         """A new profile whose first version is the current one's saved settings (or the editor's, unsaved)."""
+        self._names_edits += 1
         if new in self._names:
             self._warn(ProfileNameError(f"a profile named {new!r} exists already"))
             return
@@ -669,6 +673,7 @@ class ProfilePanel(QWidget):
                 self.rename(name)
 
     def rename(self, new: str) -> None:
+        self._names_edits += 1
         old = self.current_name
         if old is None or new == old:
             return
@@ -691,6 +696,7 @@ class ProfilePanel(QWidget):
             self.delete_current()
 
     def delete_current(self) -> None:
+        self._names_edits += 1
         name, repo = self.current_name, self.repo
         if name is None:
             return
@@ -744,10 +750,14 @@ class ProfilePanel(QWidget):
 
     def reload_names(self, select: str | None = None) -> None:
         """Read the names from the store (background); select `select` without reloading its settings."""
-        self._store(self.repo.names, lambda names, select=select: self._on_names_job_succeeded(names, select),
+        edits = self._names_edits
+        self._store(self.repo.names, lambda names, s=select, e=edits: self._on_names_job_succeeded(names, s, e),
                     what="list the profiles")
 
-    def _on_names_job_succeeded(self, names: list[str], select: str | None) -> None:
+    def _on_names_job_succeeded(self, names: list[str], select: str | None, edits: int) -> None:
+        if edits != self._names_edits:  # a save/rename/delete came after the question: ask again (runs after it)
+            self.reload_names(select=self.current_name)
+            return
         self._names = list(names)
         self._show_name(select if select in names else None)
 
