@@ -107,6 +107,14 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             + "llama-server stops at start-up with 'failed to open GGUF file'.",
             "ggml/src/gguf.cpp (gguf_init_from_file)", "model")
 
+    # -- GPUs ------------------------------------------------------------------------------------------
+    ngl = str(p.gpu_layers).strip().lower() if p.gpu_layers is not None else None
+    if n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices:
+        add("no-gpu-for-layers", "info", f"no GPU on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
+            "llama-server only offloads to the GPU devices its build can see; with none, the setting has no effect "
+            "(it matters when this profile runs on a machine with a GPU).", "llama-server --list-devices",
+            "gpu_layers")
+
     # -- KV cache --------------------------------------------------------------------------------
     k, v = p.cache_type_k or "f16", p.cache_type_v or "f16"
     if k != v:

@@ -102,3 +102,15 @@ def test_a_missing_model_file_is_an_error_that_says_what_to_do():
     assert "model-file-missing" not in ids(hf, model_file_exists=False)
     url = LaunchProfile(model="m.gguf", extra_args=("-mu", "https://example.org/m.gguf"))
     assert "model-file-missing" not in ids(url, model_file_exists=False)
+
+
+def test_gpu_layers_on_a_machine_without_a_gpu_is_an_info_not_silence():
+    from llm_tuner.core.advice import advise
+    from llm_tuner.core.profile import LaunchProfile
+
+    ids = lambda p, n: [a.id for a in advise(p, n_gpus=n)]  # noqa: E731
+    assert "no-gpu-for-layers" in ids(LaunchProfile(gpu_layers=99), 0)
+    assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=99), 1)
+    assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=99), None)  # not known yet
+    assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=0), 0)
+    assert "no-gpu-for-layers" not in ids(LaunchProfile(), 0)
