@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
 from llm_tuner import __version__
@@ -40,12 +41,29 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()  # here, so a closed pipe is caught below and not at exit
+        return code
     except KeyboardInterrupt:
         return 130
     except CliError as exc:
         print(f"llm-tuner: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _stdout_closed()
+
+
+def _stdout_closed() -> int:
+    """The reader of stdout went away (`llm-tuner runs list | head`): stop quietly, as a shell tool does.
+
+    Further output goes to the null device, so Python's flush at exit does not complain; 141 = 128 + SIGPIPE.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
 
 
 class CliError(Exception):

@@ -210,12 +210,13 @@ def run_json(run) -> dict:
 
 
 def _print_run(run) -> None:
-    from llm_tuner.core.bench_report import run_summary
+    from llm_tuner.core.bench_report import metric_label, run_summary
 
     s = run_summary(run)
     print(f"run {run.id} ({run.label}): {run.status}" + (f" - {run.error}" if run.error else ""))
     for name, m in s["metrics"].items():
-        print(f"  {name:28s} median {m.get('median', 0):10.2f} {m['unit']:8s} IQR {m.get('iqr', 0):8.2f}  n={m.get('n')}")
+        print(f"  {metric_label(name):40s} median {m.get('median', 0):10.2f}  IQR {m.get('iqr', 0):8.2f}  "
+              f"n={m.get('n', 0)}")
     for g in s["llama_bench_gap"]:
         print("  " + g["text"])
     if run.llama_bench_skipped:
@@ -298,6 +299,11 @@ def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     return out
 
 
+def _flag_value(value: str | None) -> str:
+    """A flag's value as the compare text shows it: absent, on (a switch), or the value."""
+    return "(absent)" if value is None else (value or "on")
+
+
 def cmd_runs_compare(args) -> int:
     repo = _repo()
     if args.profiles:
@@ -318,15 +324,19 @@ def cmd_runs_compare(args) -> int:
     if args.json:
         emit_json(result)
     else:
+        from llm_tuner.core.bench_report import metric_label
+
         print(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%")
+        print(f"  {'Metric':40s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"
-            ci = "" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]"
-            print(f"  {m['name']:28s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
+            ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
+            print(f"  {metric_label(m['name']):40s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
+        print("Flags that differ (A -> B):" if result["profile_diff"] else "Flags: the same in A and B.")
         for f in result["profile_diff"]:
-            print(f"  flag {f['flag']}: {f['a']} -> {f['b']}")
+            print(f"  {f['flag']}: {_flag_value(f['a'])} -> {_flag_value(f['b'])}")
         for w in result["warnings"]:
-            print(f"  warning: {w}")
+            print(f"Warning: {w}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """What a benchmark run says: per-metric samples, summaries, A/B comparison, llama-bench gap, reports.
 
 Pure functions over core models (no I/O), shared by the UI, the CLI and the export.
-Metric names: `prefill_tps@N`, `gen_tps@N`, `ttft_ms@N`, `latency_ms@N`, `acceptance@N`,
-`peak_vram_mib:DEV`, `peak_power_w:DEV`, `peak_temp_c:DEV`, `energy_per_token_j`.
+Metric ids (kept in JSON and CSV): `prefill_tps@N`, `gen_tps@N`, `ttft_ms@N`, `latency_ms@N`, `acceptance@N`,
+`peak_ram_mib:Host`, `peak_vram_mib:DEV`, `peak_power_w:DEV`, `peak_temp_c:DEV`, `energy_per_token_j`;
+every view shows them as `metric_label` writes them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,33 @@ from dataclasses import dataclass
 
 from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.stats import Comparison, compare, percentile, speculative_bound, summarize
+
+# Metric id prefix -> (readable name, unit). Ids stay in JSON and CSV; people read `metric_label`.
+_KINDS = {
+    "prefill_tps": ("Prefill", "t/s"),
+    "gen_tps": ("Generation", "t/s"),
+    "ttft_ms": ("Time to first token", "ms"),
+    "latency_ms": ("Latency", "ms"),
+    "acceptance": ("Draft acceptance", "%"),
+    "peak_ram_mib": ("Peak memory", "MiB"),
+    "peak_vram_mib": ("Peak VRAM", "MiB"),
+    "peak_power_w": ("Peak power", "W"),
+    "peak_temp_c": ("Peak temperature", "°C"),
+    "energy_per_token_j": ("Energy per token", "J/token"),
+}
+
+
+def metric_label(name: str) -> str:
+    """A metric id as people read it, with its unit: `ttft_ms@128` -> "Time to first token @ 128 tok (ms)",
+    `peak_ram_mib:Host` -> "Peak memory: Host (MiB)". An unknown id comes back as it is."""
+    kind, sep, arg = name.partition("@")
+    if not sep:
+        kind, sep, arg = name.partition(":")
+    if kind not in _KINDS:
+        return name
+    title, unit = _KINDS[kind]
+    where = {"@": f" @ {arg} tok", ":": f": {arg}"}.get(sep, "")
+    return f"{title}{where} ({unit})"
 
 
 @dataclass(frozen=True)
@@ -29,27 +57,27 @@ def metric_samples(run: BenchRun) -> dict[str, MetricSamples]:
     """Every metric of a run with its per-repetition values, in a stable order."""
     out: dict[str, MetricSamples] = {}
 
-    def add(name: str, unit: str, higher: bool, value: float | None) -> None:
+    def add(kind: str, where: str, higher: bool, value: float | None) -> None:
         if value is None:
             return
+        name = kind + where
         m = out.get(name)
-        out[name] = MetricSamples(name, unit, higher, (*(m.values if m else ()), float(value)))
+        out[name] = MetricSamples(name, _KINDS[kind][1], higher, (*(m.values if m else ()), float(value)))
 
     reps = _ok(run)
     for n in sorted({r.prompt_tokens for r in reps}):
         for r in (r for r in reps if r.prompt_tokens == n):
-            add(f"prefill_tps@{n}", "t/s", True, r.prompt_per_second if (r.prompt_n or 0) > 1 else None)
-            add(f"gen_tps@{n}", "t/s", True, r.predicted_per_second if (r.predicted_n or 0) > 1 else None)
-            add(f"ttft_ms@{n}", "ms", False, r.ttft_ms)
-            add(f"latency_ms@{n}", "ms", False, r.latency_ms)
-            add(f"acceptance@{n}", "%", True, None if r.acceptance is None else 100.0 * r.acceptance)
+            add("prefill_tps", f"@{n}", True, r.prompt_per_second if (r.prompt_n or 0) > 1 else None)
+            add("gen_tps", f"@{n}", True, r.predicted_per_second if (r.predicted_n or 0) > 1 else None)
+            add("ttft_ms", f"@{n}", False, r.ttft_ms)
+            add("latency_ms", f"@{n}", False, r.latency_ms)
+            add("acceptance", f"@{n}", True, None if r.acceptance is None else 100.0 * r.acceptance)
     for r in reps:
         for p in r.peaks:
-            kind = "peak_ram_mib" if p.device == "Host" else "peak_vram_mib"
-            add(f"{kind}:{p.device}", "MiB", False, p.vram_used_mib)
-            add(f"peak_power_w:{p.device}", "W", False, p.power_w)
-            add(f"peak_temp_c:{p.device}", "°C", False, p.temp_c)
-        add("energy_per_token_j", "J/token", False, r.energy_per_token_j)
+            add("peak_ram_mib" if p.device == "Host" else "peak_vram_mib", f":{p.device}", False, p.vram_used_mib)
+            add("peak_power_w", f":{p.device}", False, p.power_w)
+            add("peak_temp_c", f":{p.device}", False, p.temp_c)
+        add("energy_per_token_j", "", False, r.energy_per_token_j)
     return out
 
 
@@ -240,15 +268,22 @@ def _fmt(v, digits: int = 1) -> str:
     return f"{v:.{digits}f}"
 
 
+def _when(t) -> str:
+    return t.strftime("%Y-%m-%d %H:%M:%S") if t else "–"
+
+
 def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
     """A shareable Markdown report of one run; `plots` are (title, relative PNG path)."""
     s = run_summary(run)
     lines = [f"# Benchmark run {run.id}: {run.label or '(unnamed)'}", "",
              f"- Status: **{run.status}**" + (f" ({run.error})" if run.error else ""),
-             f"- Started: {run.started_at} · finished: {run.finished_at}",
-             f"- Model: `{run.model_path}` ({_fmt((run.model_size or 0) / 2**20, 0)} MiB, header sha256 "
-             f"`{(run.model_hash or '?')[:16]}`)",
-             f"- llama-server: {run.binary_version or '?'} [{', '.join(run.binary_backends)}] `{run.binary_path}`",
+             f"- Started: {_when(run.started_at)} · finished: {_when(run.finished_at)}",
+             "- Model: " + (f"`{run.model_path}`" if run.model_path else "not known")
+             + (f" ({run.model_size / 2**20:.0f} MiB)" if run.model_size else "")
+             + (f", header sha256 `{run.model_hash[:16]}`" if run.model_hash else ""),
+             f"- llama-server: {run.binary_version or 'version not known'}"
+             + (f" [{', '.join(run.binary_backends)}]" if run.binary_backends else "")
+             + (f" `{run.binary_path}`" if run.binary_path else ""),
              f"- Spec: {run.spec.describe()}",
              f"- Command: `llama-server {' '.join(run.server_argv)}`", ""]
     if s["busy_warning"]:
@@ -264,7 +299,7 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
                                             for d in run.devices), ""]
     lines += ["| Metric | Median | IQR | Stdev | n |", "|---|---:|---:|---:|---:|"]
     for name, m in s["metrics"].items():
-        lines.append(f"| {name} ({m['unit']}) | {_fmt(m.get('median'), 2)} | {_fmt(m.get('iqr'), 2)} | "
+        lines.append(f"| {metric_label(name)} | {_fmt(m.get('median'), 2)} | {_fmt(m.get('iqr'), 2)} | "
                      f"{_fmt(m.get('stdev'), 2)} | {m.get('n', 0)} |")
     lines.append("")
     if run.spec.clients > 1:
@@ -291,12 +326,13 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
     for title, path in plots:
         lines += [f"![{title}]({path})", ""]
     lines += ["## Repetitions", "",
-              "| # | prompt | client | prompt_n | prompt t/s | predicted_n | gen t/s | TTFT ms | latency ms | draft acc |",
+              "| # | Prompt | Client | Prompt tokens | Prefill t/s | Generated tokens | Generation t/s | TTFT ms "
+              "| Latency ms | Drafts accepted |",
               "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in run.reps:
         acc = f"{r.draft_n_accepted}/{r.draft_n}" if r.draft_n else "–"
-        lines.append(f"| {r.seq} | {r.prompt_tokens} | {r.client} | {r.prompt_n} | {_fmt(r.prompt_per_second)} | "
-                     f"{r.predicted_n} | {_fmt(r.predicted_per_second)} | {_fmt(r.ttft_ms)} | {_fmt(r.latency_ms)} | "
+        lines.append(f"| {r.seq} | {r.prompt_tokens} | {r.client} | {_fmt(r.prompt_n, 0)} | {_fmt(r.prompt_per_second)} | "
+                     f"{_fmt(r.predicted_n, 0)} | {_fmt(r.predicted_per_second)} | {_fmt(r.ttft_ms)} | {_fmt(r.latency_ms)} | "
                      f"{acc if r.error is None else 'error: ' + r.error} |")
     return "\n".join(lines) + "\n"
 

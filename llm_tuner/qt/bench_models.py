@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QAbstractTableModel, Qt
 
-from llm_tuner.core.bench_report import run_summary
+from llm_tuner.core.bench_report import metric_label, run_summary
 from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.core.stats import BETTER, WORSE, Comparison
 
@@ -104,20 +104,24 @@ class RunTableModel(_Table):
 
 
 class SummaryTableModel(_Table):
-    """One run's metrics: median, IQR, stdev, n."""
+    """One run's metrics (readable names with their units): median, IQR, stdev, n."""
 
-    HEADERS = ("Metric", "Median", "IQR", "Stdev", "n", "Unit")
+    HEADERS = ("Metric", "Median", "IQR", "Stdev", "n")
 
     def set_run(self, run: BenchRun | None) -> None:
         self.beginResetModel()
         self._rows = []
         if run is not None:
             for name, m in run_summary(run)["metrics"].items():
-                texts = [name, _num(m.get("median"), 2), _num(m.get("iqr"), 2), _num(m.get("stdev"), 2),
-                         str(m.get("n", 0)), m["unit"]]
-                self._rows.append((texts, [name, m.get("median") or 0.0, m.get("iqr") or 0.0,
-                                           m.get("stdev") or 0.0, m.get("n", 0), m["unit"]], name))
+                label = metric_label(name)
+                texts = [label, _num(m.get("median"), 2), _num(m.get("iqr"), 2), _num(m.get("stdev"), 2),
+                         str(m.get("n", 0))]
+                self._rows.append((texts, [label, m.get("median") or 0.0, m.get("iqr") or 0.0,
+                                           m.get("stdev") or 0.0, m.get("n", 0)], name))
         self.endResetModel()
+
+    def _tooltip(self, row: int, col: int):
+        return self._rows[row][0][0]  # the whole metric name, where the column elides it
 
 
 class ComparisonTableModel(_Table):
@@ -131,10 +135,10 @@ class ComparisonTableModel(_Table):
         for c in comparisons:
             a, b = c.a, c.b
             ci = "–" if c.ci_low_pct is None else f"[{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}] %"
-            texts = [f"{c.name} ({c.unit})", _num(a and a.median, 2), _num(a and a.iqr, 2), str(a.n if a else 0),
+            texts = [metric_label(c.name), _num(a and a.median, 2), _num(a and a.iqr, 2), str(a.n if a else 0),
                      _num(b and b.median, 2), _num(b and b.iqr, 2), str(b.n if b else 0),
                      "–" if c.delta_pct is None else f"{c.delta_pct:+.1f}", ci, c.verdict or "no data"]
-            sorts = [c.name, a.median if a else 0.0, a.iqr if a else 0.0, a.n if a else 0, b.median if b else 0.0,
+            sorts = [texts[0], a.median if a else 0.0, a.iqr if a else 0.0, a.n if a else 0, b.median if b else 0.0,
                      b.iqr if b else 0.0, b.n if b else 0, c.delta_pct if c.delta_pct is not None else 0.0,
                      c.ci_low_pct if c.ci_low_pct is not None else 0.0, c.verdict or ""]
             self._rows.append((texts, sorts, c))
@@ -149,7 +153,7 @@ class ComparisonTableModel(_Table):
     def _tooltip(self, row: int, col: int):
         c: Comparison = self._rows[row][2]
         direction = "higher is better" if c.higher_is_better else "lower is better"
-        return f"{direction}. {c.note}".strip()
+        return f"{metric_label(c.name)}: {direction}. {c.note}".strip()
 
     def verdicts(self) -> dict[str, str | None]:
         return {r[2].name: r[2].verdict for r in self._rows}

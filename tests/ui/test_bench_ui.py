@@ -39,7 +39,7 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     _run(qtbot, bench)
     run_a = bench.last_run
     assert [r.prompt_n for r in run_a.reps] == [64, 64]
-    assert bench.summary_model.rowCount() > 0 and "prefill_tps@64" in bench.summary_model.column_texts(0)
+    assert bench.summary_model.rowCount() > 0 and "Prefill @ 64 tok (t/s)" in bench.summary_model.column_texts(0)
     _short_spec(bench, "ub32", "-ub 32")
     _run(qtbot, bench)
 

@@ -49,7 +49,24 @@ def test_compare_runs_and_report():
     assert by_name["gen_tps@64"].verdict == "better"
     assert by_name["prefill_tps@64"].verdict == "within noise"
     md = report_markdown(a, [("Generation", "gen.png")])
-    assert "gen_tps@64 (t/s)" in md and "![Generation](gen.png)" in md
+    assert "| Generation @ 64 tok (t/s) |" in md and "![Generation](gen.png)" in md
+    assert "gen_tps@" not in md and "None" not in md  # a report for people: readable names, no reprs
+
+
+def test_metric_labels_are_readable_with_units():
+    from llm_tuner.core.bench_report import metric_label, metric_samples
+
+    assert metric_label("ttft_ms@128") == "Time to first token @ 128 tok (ms)"
+    assert metric_label("prefill_tps@128") == "Prefill @ 128 tok (t/s)"
+    assert metric_label("gen_tps@4096") == "Generation @ 4096 tok (t/s)"
+    assert metric_label("latency_ms@128") == "Latency @ 128 tok (ms)"
+    assert metric_label("peak_ram_mib:Host") == "Peak memory: Host (MiB)"
+    assert metric_label("peak_vram_mib:CUDA0") == "Peak VRAM: CUDA0 (MiB)"
+    assert metric_label("peak_temp_c:nvidia:0") == "Peak temperature: nvidia:0 (°C)"
+    assert metric_label("energy_per_token_j") == "Energy per token (J/token)"
+    assert metric_label("something_new@1") == "something_new@1"
+    for name, m in metric_samples(_run([60.0, 61.0])).items():  # the unit in the label is the metric's unit
+        assert metric_label(name).endswith(f"({m.unit})")
 
 
 def test_speculative_summary_and_llama_bench_gap():

@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import llama_bench_gap, run_summary
+from llm_tuner.core.bench_report import llama_bench_gap, metric_label, metric_samples, run_summary
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec
 from llm_tuner.qt.bench_models import COLOR_ROLE, RUN_ROLE, SORT_ROLE, RunTableModel, SummaryTableModel
 from llm_tuner.qt.context import AppContext
@@ -46,7 +46,13 @@ from llm_tuner.services import bench as bench_service
 from llm_tuner.services.bench_export import export_run
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.store.runs import RunRepository
-from llm_tuner.ui.plots.bench_plots import ErrorBarChart, SweepChart, render_run_plots, run_chart_groups
+from llm_tuner.ui.plots.bench_plots import (
+    ErrorBarChart,
+    HintStack,
+    SweepChart,
+    render_run_plots,
+    run_chart_groups,
+)
 
 log = logging.getLogger(__name__)
 
@@ -72,17 +78,25 @@ class SortProxy(QSortFilterProxyModel):
             return str(a) < str(b)
 
 
-def make_table(model) -> tuple[QTableView, SortProxy]:
+def make_table(model, stretch: int | None = None) -> tuple[QTableView, SortProxy]:
+    """A sortable table; columns fit their contents, and column `stretch` (else the last) takes the rest
+    of the width (its text elides when the view is narrow, so the other columns stay whole)."""
     proxy = SortProxy()
     proxy.setSourceModel(model)
     view = QTableView()
     view.setModel(proxy)
+    view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # the model's order until a click
     view.setSortingEnabled(True)
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     view.setAlternatingRowColors(True)
     view.verticalHeader().setVisible(False)
-    view.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    view.horizontalHeader().setStretchLastSection(True)
+    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 8)
+    header = view.horizontalHeader()
+    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+    if stretch is None:
+        header.setStretchLastSection(True)
+    else:
+        header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
     return view, proxy
 
 
@@ -150,7 +164,9 @@ class BenchPanel(QWidget):
         pf = QHBoxLayout()
         pf.addWidget(self.prompt_file_edit)
         pf.addWidget(browse)
-        self.llama_bench_check = QCheckBox("also run llama-bench (same settings, before the server)")
+        self.llama_bench_check = QCheckBox("also run llama-bench")
+        self.llama_bench_check.setToolTip("llama-bench with the same settings, before the server: its speeds beside "
+                                          "the server's show what the server adds")
         sf.addRow("Prompt lengths:", self.prompt_edit)
         sf.addRow("Generated tokens:", self.gen_spin)
         sf.addRow("Repetitions:", self.reps_spin)
@@ -186,13 +202,19 @@ class BenchPanel(QWidget):
         buttons.addWidget(self.progress, 1)
 
         self.summary_model = SummaryTableModel(self)
-        self.summary_view, _ = make_table(self.summary_model)
+        self.summary_view, _ = make_table(self.summary_model, stretch=0)
         self.gap_label = QLabel()
         self.gap_label.setWordWrap(True)
         self.gap_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.chart = ErrorBarChart()
         self.chart_combo = QComboBox()
         self.chart_combo.currentIndexChanged.connect(self._on_chart_combo_changed)
+        chart_box = QWidget()
+        cl = QVBoxLayout(chart_box)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.addWidget(self.chart_combo)
+        cl.addWidget(self.chart, 1)
+        self.chart_stack = HintStack(chart_box, "Run a benchmark to see its chart.")
 
         left = QWidget()
         ll = QVBoxLayout(left)
@@ -208,8 +230,7 @@ class BenchPanel(QWidget):
         rl.addWidget(result_title)
         rl.addWidget(self.summary_view, 2)
         rl.addWidget(self.gap_label)
-        rl.addWidget(self.chart_combo)
-        rl.addWidget(self.chart, 2)
+        rl.addWidget(self.chart_stack, 2)
         self.sweep_box = QGroupBox("Sweep: median ± IQR per value")
         sl = QVBoxLayout(self.sweep_box)
         self.sweep_chart = SweepChart()
@@ -224,20 +245,35 @@ class BenchPanel(QWidget):
         form_scroll.setFrameShape(QFrame.Shape.NoFrame)
         form_scroll.setWidget(left)
         form_scroll.setMinimumWidth(320)
+        self._form_scroll = form_scroll
         form_side = QWidget()  # Run/Cancel and the status stay in sight below the scrolling form
         fl = QVBoxLayout(form_side)
         fl.setContentsMargins(0, 0, 0, 0)
         fl.addWidget(form_scroll, 1)
         fl.addLayout(buttons)
         fl.addWidget(self.status_label)
-        split = QSplitter()
-        split.addWidget(form_side)
-        split.addWidget(right)
-        split.setStretchFactor(1, 1)
-        split.setSizes([560, 440])  # the form first: the results fill in after a run
+        self.run_split = QSplitter()
+        self.run_split.addWidget(form_side)
+        self.run_split.addWidget(right)
+        self.run_split.setStretchFactor(1, 1)
+        self.run_split.setSizes([560, 440])  # the form first: the results widen after a run (_fit_results_width)
         lay = QVBoxLayout(w)
-        lay.addWidget(split)
+        lay.addWidget(self.run_split)
         return w
+
+    def _fit_results_width(self) -> None:
+        """Widen the results side so the summary table shows whole metric names, taking the width from the
+        form down to the width its rows need; never narrows the results."""
+        view, header = self.summary_view, self.summary_view.horizontalHeader()
+        need = (sum(max(view.sizeHintForColumn(c), header.sectionSizeHint(c)) for c in range(header.count()))
+                + view.verticalScrollBar().sizeHint().width() + 2 * view.frameWidth() + 8)
+        form, results = self.run_split.sizes()
+        spare = form - max(self._form_scroll.widget().minimumSizeHint().width()
+                           + self._form_scroll.verticalScrollBar().sizeHint().width(),
+                           self.run_split.widget(0).minimumSizeHint().width())  # the form never clips
+        give = min(need - view.width(), spare)
+        if give > 0:
+            self.run_split.setSizes([form - give, results + give])
 
     def _build_history_tab(self) -> QWidget:
         w = QWidget()
@@ -503,6 +539,7 @@ class BenchPanel(QWidget):
     def show_run(self, run: BenchRun) -> None:
         self.last_run = run
         self.summary_model.set_run(run)
+        self._fit_results_width()
         gaps = [g["text"] for g in llama_bench_gap(run)]
         if run.llama_bench_skipped:
             gaps.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
@@ -529,6 +566,8 @@ class BenchPanel(QWidget):
         self.chart_combo.clear()
         self.chart_combo.addItems([f"{t} ({u})" for t, u, _, _ in self._chart_groups])
         self.chart_combo.blockSignals(False)
+        self.chart_stack.show_content(bool(self._chart_groups), None if self._chart_groups else
+                                      f"Run {run.id} has no prefill, generation or first-token timings to chart.")
         self._on_chart_combo_changed(0)
 
     def show_sweep(self, runs: list[BenchRun]) -> None:
@@ -538,14 +577,12 @@ class BenchPanel(QWidget):
             return
         values = [r.sweep_value or str(r.id) for r in runs]
         samples = [run_summary(r)["metrics"] for r in runs]
-        from llm_tuner.core.bench_report import metric_samples  # noqa: PLC0415
-
         raw = [metric_samples(r) for r in runs]
         names = [n for n in raw[0] if n.startswith(("prefill_tps@", "gen_tps@"))]
-        self.sweep_chart.set_data(values, [(n, [list(m[n].values) if n in m else [] for m in raw])
+        self.sweep_chart.set_data(values, [(metric_label(n), [list(m[n].values) if n in m else [] for m in raw])
                                            for n in names if n.startswith("gen_tps@")], "t/s")
         self.sweep_table.setColumnCount(1 + len(names))
-        self.sweep_table.setHorizontalHeaderLabels(["value", *[f"{n} (t/s)" for n in names]])
+        self.sweep_table.setHorizontalHeaderLabels(["Value", *[metric_label(n) for n in names]])
         self.sweep_table.setRowCount(len(runs))
         for i, (v, m) in enumerate(zip(values, samples, strict=True)):
             self.sweep_table.setItem(i, 0, QTableWidgetItem(f"{v} ({runs[i].status})"))

@@ -26,7 +26,7 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_panel import make_table
-from llm_tuner.ui.plots.bench_plots import ErrorBarChart, run_chart_groups
+from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, run_chart_groups
 
 
 class ComparePanel(QWidget):
@@ -70,7 +70,7 @@ class ComparePanel(QWidget):
         top.addWidget(self.compare_button, 2, 3)
 
         self.model = ComparisonTableModel(self)
-        self.table, self.proxy = make_table(self.model)
+        self.table, self.proxy = make_table(self.model, stretch=0)
         self.diff_table = QTableWidget(0, 3)
         self.diff_table.setHorizontalHeaderLabels(["Flag", "A", "B"])
         self.diff_table.horizontalHeader().setSectionResizeMode(self.diff_table.horizontalHeader().ResizeMode.Stretch)
@@ -89,22 +89,24 @@ class ComparePanel(QWidget):
         cl.setContentsMargins(0, 0, 0, 0)
         cl.addWidget(self.chart_combo)
         cl.addWidget(self.chart, 1)
+        self.chart_stack = HintStack(chart_box, "Pick A and B, then Compare.")
         bottom = QSplitter(Qt.Orientation.Horizontal)
         bottom.addWidget(diff_box)
-        bottom.addWidget(chart_box)
+        bottom.addWidget(self.chart_stack)
         bottom.setStretchFactor(0, 1)
         bottom.setStretchFactor(1, 2)
         bottom.setSizes([340, 680])  # scaled to the real width: a third for the flags, two for the chart
-        split = QSplitter(Qt.Orientation.Vertical)
-        split.addWidget(self.table)
-        split.addWidget(bottom)
-        split.setStretchFactor(0, 1)
-        split.setStretchFactor(1, 1)
+        self.split = QSplitter(Qt.Orientation.Vertical)
+        self.split.addWidget(self.table)
+        self.split.addWidget(bottom)
+        self.split.setStretchFactor(0, 0)  # the table keeps the height of its rows (`_fit_table`); the chart grows
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([self._table_height(5), 300])
 
         lay = QVBoxLayout(self)
         lay.addLayout(top)
         lay.addWidget(self.verdict_label)
-        lay.addWidget(split, 1)
+        lay.addWidget(self.split, 1)
 
         ctx.state.bench_runs_changed.connect(self.refresh_choices)
         ctx.state.compare_requested.connect(self._on_state_compare_requested)
@@ -238,7 +240,26 @@ class ComparePanel(QWidget):
         self.chart_combo.clear()
         self.chart_combo.addItems([f"{t} ({u})" for t, u, _, _ in self._chart_groups])
         self.chart_combo.blockSignals(False)
+        self.chart_stack.show_content(bool(self._chart_groups), None if self._chart_groups else
+                                      "These runs have no prefill, generation or first-token timings to chart.")
         self._on_chart_combo_changed(0)
+        self._fit_table()
+
+    MAX_TABLE_ROWS = 8
+
+    def _table_height(self, rows: int) -> int:
+        """Height of the metric table showing its header and `rows` rows without scrolling."""
+        t = self.table
+        row_h = t.verticalHeader().defaultSectionSize()
+        bar = t.horizontalScrollBar().sizeHint().height() if t.horizontalScrollBar().isVisible() else 0
+        return t.horizontalHeader().sizeHint().height() + rows * row_h + 2 * t.frameWidth() + bar
+
+    def _fit_table(self) -> None:
+        """Give the metric table the height of its rows (up to MAX_TABLE_ROWS, then it scrolls); the chart
+        gets the rest."""
+        want = self._table_height(max(1, min(self.model.rowCount(), self.MAX_TABLE_ROWS)))
+        total = sum(self.split.sizes()) or self.split.height()
+        self.split.setSizes([want, max(0, total - want)])
 
     def _on_chart_combo_changed(self, index: int) -> None:
         groups = getattr(self, "_chart_groups", [])

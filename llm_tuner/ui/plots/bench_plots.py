@@ -1,7 +1,8 @@
 """Benchmark plots: bars (median) with error bars (IQR) and per-repetition points; sweep lines.
 
-`ErrorBarChart` is a pyqtgraph PlotWidget used by the Benchmarks and Compare panels;
-`render_run_plots` draws a run's charts into PNG files for the Markdown report.
+`ErrorBarChart` is a pyqtgraph PlotWidget used by the Benchmarks and Compare panels, shown through a
+`HintStack` (a centred hint until there is data); `render_run_plots` draws a run's charts into PNG files
+for the Markdown report.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from pathlib import Path
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QWidget
 
 from llm_tuner.core.bench_report import metric_samples
 from llm_tuner.core.bench_spec import BenchRun
@@ -20,6 +22,29 @@ from llm_tuner.core.stats import summarize
 from llm_tuner.ui.plots import style_view
 
 COLORS = ("#2e86de", "#e67e22", "#27ae60", "#8e44ad", "#c0392b", "#16a085")
+
+
+class HintStack(QStackedWidget):
+    """`content` once there is something to show; before that (or when there is nothing) a centred hint
+    instead of empty axes."""
+
+    def __init__(self, content: QWidget, hint: str, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.hint = QLabel(hint)
+        self.hint.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self.hint.setWordWrap(True)
+        self.hint.setForegroundRole(QPalette.ColorRole.PlaceholderText)
+        self.content = content
+        self.addWidget(self.hint)
+        self.addWidget(content)
+
+    def show_content(self, shown: bool, hint: str | None = None) -> None:
+        if hint is not None:
+            self.hint.setText(hint)
+        self.setCurrentWidget(self.content if shown else self.hint)
+
+    def showing_content(self) -> bool:
+        return self.currentWidget() is self.content
 
 
 class ErrorBarChart(pg.PlotWidget):
@@ -31,21 +56,22 @@ class ErrorBarChart(pg.PlotWidget):
         if foreground is not None:
             style_view(self, pg.mkColor(background or pg.getConfigOption("background")), pg.mkColor(foreground))
         self._ink = foreground
-        self.setMinimumHeight(180)
+        self.setMinimumHeight(120)  # on a 768-pixel screen the tables above it come first
         self.showGrid(y=True, alpha=0.3)
         self.setMouseEnabled(x=False, y=False)
-        self.legend = self.addLegend(offset=(10, 5))
+        self.legend = self.addLegend(offset=(10, 5))  # top left, in room kept free above the data
         self._series: list[tuple[str, list[list[float]]]] = []
+        self._y_max = 0.0
+        self.getViewBox().sigResized.connect(self._fit_y_range)
 
     def set_data(self, categories: list[str], series: list[tuple[str, list[list[float]]]], y_label: str = "") -> None:
         """series: (name, values per category) - each value list holds the repetitions."""
         self.clear()
-        if self.legend is not None:
-            self.legend.clear()
+        self.legend.clear()
         self._series = series
-        n = max(1, len(series))
-        width = 0.8 / n
+        width = 0.8 / max(1, len(series))
         ink = self._ink or pg.getConfigOption("foreground")
+        y_max = 0.0
         for si, (name, per_cat) in enumerate(series):
             color = COLORS[si % len(COLORS)]
             xs, heights, tops, bottoms, px, py = [], [], [], [], [], []
@@ -60,6 +86,7 @@ class ErrorBarChart(pg.PlotWidget):
                 bottoms.append(s.median - s.q1)
                 px += [x] * len(values)
                 py += list(values)
+                y_max = max(y_max, s.q3, *values)
             if not xs:
                 continue
             self.addItem(pg.BarGraphItem(x=xs, height=heights, width=width * 0.9, brush=pg.mkBrush(color + "b0"),
@@ -70,7 +97,21 @@ class ErrorBarChart(pg.PlotWidget):
         self.getAxis("bottom").setTicks([list(enumerate(categories))])
         self.setLabel("left", y_label)
         self.setXRange(-0.6, max(0.6, len(categories) - 0.4), padding=0)
-        self.enableAutoRange(axis="y")
+        self._y_max = y_max
+        self._fit_y_range()
+
+    def _fit_y_range(self, *_args) -> None:
+        """Bars start at 0; above the highest bar, whisker or dot the range keeps room for the legend (one row
+        when it fits the width), so the legend never covers data. Again on every resize."""
+        vb, legend = self.getViewBox(), self.legend
+        legend.setColumnCount(max(1, len(legend.items)))
+        if legend.width() > vb.width() - 20:
+            legend.setColumnCount(1)
+        need = legend.height() + 10 if legend.items else 0.0  # pixels: the offset above, a gap below
+        share = 1.0 - need / vb.height() if vb.height() > 0 else 0.75  # of the height left to the data
+        top = 1.05 * (self._y_max or 1.0) / max(share, 0.4)
+        below = 8.0 / vb.height() if vb.height() > 0 else 0.03  # 8 pixels below 0: room for the axis's "0"
+        self.setYRange(-below * top, top, padding=0)
 
 
 class SweepChart(pg.PlotWidget):

@@ -1,0 +1,56 @@
+"""`llm-tuner runs show|compare` as text for people (readable names, no None) and a closed stdout."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from llm_tuner.cli import main
+from llm_tuner.core.bench_spec import BenchRun, Repetition
+
+
+def _store_runs(count: int = 2, model: str = "/m/x.gguf") -> list[int]:
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    repo = RunRepository(open_engine(database_path()))
+    ids = []
+    for i in range(count):
+        argv = ("-m", "x.gguf", "--jinja") + (("--ubatch-size", "256") if i % 2 else ())
+        run_id = repo.create_run(BenchRun(label=f"run{i}", model_path=model, server_argv=argv))
+        for seq, gen in enumerate((60.0 + 10 * (i % 2), 61.0 + 10 * (i % 2))):
+            repo.add_rep(run_id, Repetition(seq=seq, prompt_tokens=128, prompt_n=128, prompt_per_second=500.0,
+                                            predicted_n=32, predicted_per_second=gen, ttft_ms=100.0,
+                                            latency_ms=300.0))
+        repo.finish_run(run_id, "complete")
+        ids.append(run_id)
+    repo.engine.dispose()
+    return ids
+
+
+def test_runs_show_and_compare_print_readable_names_and_absent_flags(capsys):
+    a, b = _store_runs()
+    assert main(["runs", "show", str(a)]) == 0
+    out = capsys.readouterr().out
+    assert "Time to first token @ 128 tok (ms)" in out and "ttft_ms@" not in out
+
+    assert main(["runs", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "Generation @ 128 tok (t/s)" in out and "gen_tps@" not in out
+    assert "--ubatch-size: (absent) -> 256" in out
+    assert "None" not in out
+
+    assert main(["runs", "compare", str(a), str(b), "--json"]) == 0  # scripts keep the ids and null
+    assert '"name": "gen_tps@128"' in capsys.readouterr().out
+
+
+def test_a_closed_stdout_ends_quietly(tmp_path):
+    _store_runs(400, "/m/" + "x" * 300 + ".gguf")  # more text than a pipe holds: writing fails after `head`
+    proc = subprocess.Popen([sys.executable, "-m", "llm_tuner", "runs", "list"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.readline()  # `| head -1`
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) in (0, 141)
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
