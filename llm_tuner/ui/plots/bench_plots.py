@@ -60,6 +60,8 @@ class ErrorBarChart(pg.PlotWidget):
         self.showGrid(y=True, alpha=0.3)
         self.setMouseEnabled(x=False, y=False)
         self.legend = self.addLegend(offset=(10, 5))  # top left, in room kept free above the data
+        if foreground is not None:
+            self.legend.setLabelTextColor(foreground)
         self._series: list[tuple[str, list[list[float]]]] = []
         self._y_max = 0.0
         self.getViewBox().sigResized.connect(self._fit_y_range)
