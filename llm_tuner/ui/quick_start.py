@@ -2,7 +2,8 @@
 
 Pick a model → save it as a profile → launch → send a test prompt → benchmark → a second profile
 (-ub changed) → benchmark it → compare. Each button does its step through the panels' own actions
-(nothing here talks to a server or the store) and shows ✓ when the app's state says the step is done.
+(nothing here talks to a server or the store) and shows ✓ once the app's state says the step is done (a
+benchmark counts when it completed); a done step stays ticked for the session.
 Shown on a first run (no saved profiles and no runs); Help → Quick start shows it again.
 """
 
@@ -67,19 +68,24 @@ class QuickStartBar(QFrame):
 
     # -- state ---------------------------------------------------------------------------------
     def _state(self) -> dict[str, bool]:
+        """What the app's state says is done now; refresh() keeps a step done once it was (a later failed
+        launch does not undo a launch that worked)."""
         w = self.window
         ctx = w.ctx
         n_profiles = w.profile_panel.names_list.count()
-        n_runs = w.bench_panel.history_model.rowCount()
+        history = w.bench_panel.history_model
+        # only finished runs count: a run still going (or failed, cancelled) has not measured anything yet
+        complete = {history.payload(i).label for i in range(history.rowCount())
+                    if history.payload(i).status == "complete"}
         live = w.live_panel
         return {
             "model": ctx.state.model_path is not None or ctx.state.profile is not None and bool(ctx.state.profile.model),
             "profile": n_profiles >= 1,
             "launch": any(s.state == "ready" or s.records for s in live.servers()),
             "prompt": any(s.records for s in live.servers()),
-            "bench": n_runs >= 1,
+            "bench": len(complete) >= 1,
             "second": n_profiles >= 2,
-            "bench2": n_runs >= 2,
+            "bench2": len(complete) >= 2,  # a second profile measured, not the first one twice
             "compare": w.compare_panel.run_b is not None,
         }
 
@@ -92,7 +98,7 @@ class QuickStartBar(QFrame):
         super().showEvent(event)
 
     def refresh(self) -> None:
-        self.done = self._state()
+        self.done = {k: self.done.get(k, False) or now for k, now in self._state().items()}
         next_key = next((k for k, _t, _tip in STEPS if not self.done[k]), None)
         for key, text, _tip in STEPS:
             b = self.buttons[key]

@@ -172,3 +172,55 @@ def test_server_menu_shortcuts_log_dock_and_status(qtbot):
     assert "not running" in window.server_state_label.text()
     window.copy_action.trigger()
     assert QGuiApplication.clipboard().text().startswith(("llama-server", "/"))
+
+
+def test_steps_tick_when_done_and_stay_ticked(qtbot):
+    """A benchmark ticks its step when it completed, not while it runs; the second benchmark step needs a
+    second profile measured; a launch and a test prompt stay ticked after the server is gone."""
+    from llm_tuner.app import build_window
+    from llm_tuner.core.bench_spec import BenchRun
+    from llm_tuner.core.session import RequestRecord
+
+    _app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    window.show()
+    qs, bench, live = window.quick_start, window.bench_panel, window.live_panel
+
+    def history_shows(n: int, status: str) -> None:
+        bench.refresh_history()
+        qtbot.waitUntil(lambda: bench.history_model.rowCount() == n
+                        and bench.history_model.payload(0).status == status, timeout=10_000)
+        qs.refresh()
+
+    first = bench.repo.create_run(BenchRun(label="demo"))
+    history_shows(1, "running")
+    assert not qs.done["bench"] and not qs.buttons["bench"].text().startswith("✓")
+    bench.repo.finish_run(first, "complete")
+    history_shows(1, "complete")
+    assert qs.done["bench"] and qs.buttons["bench"].text() == "✓ 5 · Benchmark"
+    bench.repo.finish_run(bench.repo.create_run(BenchRun(label="demo")), "complete")  # the same profile again
+    history_shows(2, "complete")
+    assert not qs.done["bench2"]
+    second = bench.repo.create_run(BenchRun(label="demo ub256"))
+    history_shows(3, "running")
+    assert not qs.done["bench2"]
+    bench.repo.finish_run(second, "failed", "the server did not start")
+    history_shows(3, "failed")
+    assert not qs.done["bench2"]
+    bench.repo.finish_run(bench.repo.create_run(BenchRun(label="demo ub256")), "complete")
+    history_shows(4, "complete")
+    assert qs.done["bench2"]
+
+    # A server that was ready and answered a request, then a launch that fails in the same slot (it forgets
+    # the first server's state): steps 3 and 4 stay ticked.
+    slot = live.slots[0]
+    slot.state = "ready"
+    slot.records = [RequestRecord(time_unix=0.0, slot=0, task=1, cache_n=0, prompt_n=8, prompt_ms=1.0,
+                                  prompt_per_second=8000.0, predicted_n=4, predicted_ms=1.0,
+                                  predicted_per_second=4000.0)]
+    qs.refresh()
+    assert qs.done["launch"] and qs.done["prompt"]
+    slot.state, slot.records = "exited", []
+    qs.refresh()
+    assert qs.done["launch"] and qs.done["prompt"]
+    assert qs.buttons["launch"].text() == "✓ 3 · Launch"
