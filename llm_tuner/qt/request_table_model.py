@@ -22,8 +22,8 @@ COLUMNS = (
 )
 
 
-def _fmt(value, key: str | None) -> str:
-    if value is None:
+def _fmt(value) -> str:
+    if value is None or value != value:  # unknown (None) or not measured (NaN)
         return "—"
     if isinstance(value, float):
         return f"{value:.2f}"
@@ -59,7 +59,7 @@ class RequestTableModel(QAbstractTableModel):
                 if not rec.draft_n:
                     return "—"
                 return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
-            return _fmt(getattr(rec, key), key)
+            return _fmt(getattr(rec, key))
         if role == Qt.ItemDataRole.ToolTipRole and rec.approximate:
             return "Approximate: seen through /slots and /metrics (no log), not the server's own timings"
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:

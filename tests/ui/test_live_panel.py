@@ -122,12 +122,124 @@ def test_throughput_time_axis_reads_as_clock_time_with_a_label(qtbot):
                               draft_acceptance=None))
     assert plots.refresh()
     plots.grab()  # paints the axes (DateAxisItem picks its zoom level while painting)
-    lo, hi = plots.draft_plot.viewRange()[0]
+    lo, hi = plots.rate_plot.viewRange()[0]
     assert hi - lo >= 60
-    axis = plots.draft_plot.getAxis("bottom")
+    axis = plots.rate_plot.getAxis("bottom")  # the lowest plot: no request drafted, no draft plot
     ticks = [s for spacing, values in axis.tickValues(lo, hi, 600) for s in axis.tickStrings(values, 1, spacing)]
     assert ticks and all(t.count(":") == 2 for t in ticks), ticks  # h:min:s, not seconds.milliseconds
-    assert "local time" in axis.labelText
+    assert "local time" in axis.labelText and axis.label.isVisible()
     device = DevicePlots()
     qtbot.addWidget(device)
+    device.show_gpu_plots(True)
     assert "local time" in device.plots["Clocks"].getAxis("bottom").labelText
+
+
+def test_plots_without_data_on_this_machine_are_hidden(qtbot):
+    """No GPU: no temperature, power or clock plots (GPU figures); no draft plot until a request drafted."""
+    from types import SimpleNamespace
+
+    from llm_tuner.ui.plots.live_plots import DevicePlots, ThroughputPlots
+
+    device = DevicePlots()
+    qtbot.addWidget(device)
+    device.show()
+    shown = [t for t, p in device.plots.items() if p.isVisible()]
+    assert shown == ["Utilisation", "Memory used"]
+    bottom = device.plots["Memory used"].getAxis("bottom")
+    assert bottom.isVisible() and "local time" in bottom.labelText and bottom.label.isVisible()
+    ring = SeriesRing(GPU_FIELDS, capacity=10)
+    ring.append(time.time(), {"util_pct": 5, "temp_c": 40})
+    device.refresh({"nvidia:0": ring}, all_plots=True)  # a GPU sends samples: its plots appear
+    assert all(p.isVisible() for p in device.plots.values())
+    assert not device.plots["Memory used"].getAxis("bottom").isVisible()
+    assert device.plots["Clocks"].getAxis("bottom").isVisible()
+
+    plots = ThroughputPlots()
+    qtbot.addWidget(plots)
+    plots.show()
+    plain = SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
+                            draft_acceptance=None)
+    plots.add(plain)
+    plots.refresh()
+    assert not plots.draft_plot.isVisible()
+    plots.add(SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
+                              draft_acceptance=0.75))
+    plots.refresh()
+    assert plots.draft_plot.isVisible() and "local time" in plots.draft_plot.getAxis("bottom").labelText
+    assert not plots.rate_plot.getAxis("bottom").label.isVisible()
+
+
+def test_log_follows_new_lines_without_scrolling_sideways(qtbot):
+    """Follow keeps the newest line in view and the start of every line visible (a long last line must not
+    scroll the log to its end); the line count fits its label."""
+    from llm_tuner.services.logparse import LogLine
+    from llm_tuner.ui.panels.log_console import LogConsole
+
+    console = LogConsole()
+    qtbot.addWidget(console)
+    console.resize(500, 200)
+    console.show()
+    console.append_lines([LogLine("info", f"srv  log_server_r: request {i}") for i in range(200)])
+    console.append_lines([LogLine("info", "slot print_timing: " + "x" * 400)])
+    vertical, horizontal = console.text.verticalScrollBar(), console.text.horizontalScrollBar()
+    assert horizontal.maximum() > 0 and horizontal.value() == 0
+    assert vertical.value() == vertical.maximum() > 0
+    console.search.setText("print_timing")
+    assert horizontal.value() == 0
+    console.search.setText("")
+    console.count.setText("20000 lines")
+    assert console.count.width() >= console.count.sizeHint().width()
+
+
+def test_request_table_shows_no_nan(qtbot):
+    from llm_tuner.core.session import RequestRecord
+    from llm_tuner.qt.request_table_model import RequestTableModel
+
+    model = RequestTableModel()
+    model.append(RequestRecord(time_unix=time.time(), slot=None, task=None, cache_n=None, prompt_n=12,
+                               prompt_ms=float("nan"), prompt_per_second=float("nan"), predicted_n=4,
+                               predicted_ms=2.0, predicted_per_second=2000.0))
+    row = [model.index(0, c).data() for c in range(model.columnCount())]
+    assert "nan" not in " ".join(row).lower() and "None" not in row
+    assert row[1] == "—" and row[4] == "—" and row[6] == "2000.00"
+
+
+def test_a_port_in_use_did_not_start_and_history_says_so(qtbot, ctx, tmp_path):
+    """A port conflict: the server never started, so the message says so, and the History's Exit reads
+    "did not start" with the reason in its tooltip (not "None")."""
+    import socket
+
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        panel.args_edit.setText(f"-m {tmp_path / 'm.gguf'} --port {port}")
+        panel.start()
+        qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
+    assert panel.message_label.text().startswith(f"The server did not start: Port 127.0.0.1:{port} is already in use")
+    panel.tabs.setCurrentWidget(panel.history_table)
+    qtbot.waitUntil(lambda: panel.history_table.rowCount() == 1, timeout=10_000)
+    exit_item = panel.history_table.item(0, 4)
+    assert exit_item.text() == "did not start" and "already in use" in exit_item.toolTip()
+    texts = [panel.history_table.item(0, c).text() for c in range(panel.history_table.columnCount())]
+    assert "None" not in texts and all(texts)
+
+
+def test_request_time_column_fits_its_text(qtbot, ctx):
+    from llm_tuner.core.session import RequestRecord
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(900, 500)
+    panel.show()
+    panel.tabs.setCurrentIndex(panel.tabs.indexOf(panel.request_table.parentWidget()))
+    panel._on_bridge_request_finished(panel.slot, RequestRecord(
+        time_unix=time.time(), slot=3, task=1, cache_n=0, prompt_n=9, prompt_ms=600.0, prompt_per_second=14.36,
+        predicted_n=32, predicted_ms=800.0, predicted_per_second=36.78, ttft_ms=626.71, latency_ms=1469.61))
+    table = panel.request_table
+    assert all(table.columnWidth(c) >= table.sizeHintForColumn(c) for c in range(panel.request_model.columnCount()))

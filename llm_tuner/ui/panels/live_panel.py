@@ -13,6 +13,7 @@ nothing here waits on the server, a process, NVML or SQL.
 from __future__ import annotations
 
 import shlex
+import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -195,7 +196,12 @@ class LivePanel(QWidget):
         self.history_table = QTableWidget(0, 7)
         self.history_table.setHorizontalHeaderLabels(["#", "Started", "Mode", "Requests", "Exit", "Reason",
                                                       "Command"])
-        self.history_table.horizontalHeader().setStretchLastSection(True)
+        header = self.history_table.horizontalHeader()
+        for c in range(5):
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        header.resizeSection(5, 280)  # the reason can be a whole sentence: elided, in full in its tooltip
+        header.setStretchLastSection(True)
+        self.history_table.verticalHeader().setVisible(False)
         self.history_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.tabs = QTabWidget()
         self.tabs.addTab(devices, "Devices")
@@ -279,7 +285,7 @@ class LivePanel(QWidget):
         self.memory_bars.set_segments([])
         self.notes_label.setText(slot.notes)
         self._show_message(slot.message, error=slot.message_error)
-        self._update_requests_hint()
+        self._update_requests_view()
         self._set_state_display(slot.state, slot.url)
 
     def _refresh_slot_titles(self) -> None:
@@ -299,6 +305,17 @@ class LivePanel(QWidget):
     def servers(self) -> list[ServerSlot]:
         """Every server slot (for the status bar and tests)."""
         return list(self.slots)
+
+    def quit_question(self) -> str | None:
+        """The question to ask before quitting while servers this app launched run (quitting stops them), or
+        None. Attached servers are only watched and keep running; one already stopping needs no answer."""
+        running = [s for s in self.slots if s.plan is not None and s.state in ("starting", "loading", "ready")]
+        if not running:
+            return None
+        names = "; ".join(f"{s.name}, {s.url}" if s.url else s.name for s in running)
+        if len(running) == 1:
+            return f"A server is running ({names}). Stop it and quit?"
+        return f"{len(running)} servers are running ({names}). Stop them and quit?"
 
     # -- helpers ------------------------------------------------------------------------------------
     def _prefill_args(self) -> None:
@@ -336,8 +353,10 @@ class LivePanel(QWidget):
         self.test_button.setEnabled(state == "ready")
         self.new_server_button.setEnabled(running)
 
-    def _update_requests_hint(self) -> None:
+    def _update_requests_view(self) -> None:
         self.requests_hint.setVisible(self.request_model.rowCount() == 0)
+        # ResizeToContents alone leaves a column as wide as its title when rows arrive ("12…" for a time)
+        self.request_table.resizeColumnsToContents()
 
     def _build_plan(self):
         binary, catalog = self._binary()
@@ -525,6 +544,7 @@ class LivePanel(QWidget):
     # -- bridge slots -------------------------------------------------------------------------------
     def _on_bridge_state_changed(self, slot: ServerSlot, ev) -> None:
         state = str(ev.state)
+        was_ready = slot.state == "ready"
         slot.state = state
         slot.url = ev.url or slot.url
         if state == "ready":
@@ -533,7 +553,9 @@ class LivePanel(QWidget):
             self._show_message("Loading the model…", slot=slot)
         elif state == "exited":
             if ev.failure is not None:
-                self._show_message(f"The server stopped: {ev.failure.message}", error=True, slot=slot)
+                # a server that never got ready (port taken, model missing, out of memory) did not start
+                what = "stopped" if was_ready else "did not start"
+                self._show_message(f"The server {what}: {ev.failure.message}", error=True, slot=slot)
             else:
                 self._show_message(f"The server {ev.reason or 'exited'} (exit code {ev.code}). "
                                    f"{len(slot.records)} requests kept in the history.", slot=slot)
@@ -560,7 +582,7 @@ class LivePanel(QWidget):
         if slot is self.slot:
             self.request_model.append(rec)
             self.throughput.add(rec)
-            self._update_requests_hint()
+            self._update_requests_view()
 
     def _on_bridge_sampler_failed(self, slot: ServerSlot, name: str, message: str) -> None:
         self._on_bridge_log_lines_received(slot, [LogLine("warn", f"telemetry {name}: {message}")])
@@ -596,9 +618,10 @@ class LivePanel(QWidget):
             self.devices_note.setText("Detecting devices…")
         elif not inventory.devices:
             self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
-                                      "share); temperature, power and clocks stay empty.")
+                                      "share). Temperature, power and clocks are GPU figures: not shown.")
         else:
             self.devices_note.setText("One curve per GPU; red shading marks throttling.")
+        self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))
 
     def _on_tabs_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.history_table:
@@ -662,11 +685,34 @@ class LivePanel(QWidget):
         job.start()
 
     def _on_history_job_succeeded(self, sessions) -> None:
+        ours = {s.bridge.watched.session_id for s in self.slots if s.running and s.bridge.watched is not None}
         self.history_table.setRowCount(len(sessions))
         for r, s in enumerate(sessions):
-            cells = [str(s.id), time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix)), s.mode,
-                     str(s.n_requests), "running" if s.ended_unix is None else str(s.exit_code),
-                     s.exit_reason or "", shlex.join(s.argv) if s.argv else (s.url or "")]
-            for c, text in enumerate(cells):
-                self.history_table.setItem(r, c, QTableWidgetItem(text))
+            exit_text, exit_tip = _exit_cell(s, running=s.id in ours)
+            cells = [(str(s.id), None), (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix)), None),
+                     (s.mode, None), (str(s.n_requests), None), (exit_text, exit_tip),
+                     (s.exit_reason or "—", s.exit_reason),
+                     (shlex.join(s.argv) if s.argv else (s.url or "—"), None)]
+            for c, (text, tip) in enumerate(cells):
+                item = QTableWidgetItem(text)
+                if tip:
+                    item.setToolTip(tip)
+                self.history_table.setItem(r, c, item)
 
+
+def _exit_cell(s, *, running: bool) -> tuple[str, str | None]:
+    """The History's Exit column for a session: a readable value and a tooltip with the reason."""
+    if s.ended_unix is None:
+        if running:
+            return "running", None
+        return "not recorded", "The app ended before this server's exit was recorded."
+    if s.exit_code is not None:
+        if s.exit_code < 0:
+            try:
+                return signal.Signals(-s.exit_code).name, s.exit_reason
+            except ValueError:
+                pass
+        return str(s.exit_code), s.exit_reason
+    if s.mode == "attach":
+        return "—", s.exit_reason or "Detached: the server was started elsewhere and kept running."
+    return "did not start", s.exit_reason or "The server process did not start."

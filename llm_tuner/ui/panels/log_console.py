@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from PySide6.QtGui import QTextCursor
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -35,6 +35,10 @@ class LogConsole(QWidget):
         self.follow = QCheckBox("Follow")
         self.follow.setChecked(True)
         self.count = QLabel()
+        self.count.setToolTip(f"Lines received from the server (the newest {max_lines:,} are kept)")
+        # room for the largest count, so the label is never clipped and the row does not shift as it grows
+        self.count.setMinimumWidth(self.count.fontMetrics().horizontalAdvance(f"{max_lines} lines") + 8)
+        self.count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.text = QPlainTextEdit()
         self.text.setReadOnly(True)
         self.text.setMaximumBlockCount(max_lines)
@@ -44,6 +48,7 @@ class LogConsole(QWidget):
         font.setFamily("monospace")
         self.text.setFont(font)
         top = QHBoxLayout()
+        top.setContentsMargins(0, 0, 6, 0)  # the line count clear of the dock edge
         top.addWidget(QLabel("Show:"))
         top.addWidget(self.level)
         top.addWidget(self.search, 1)
@@ -72,8 +77,15 @@ class LogConsole(QWidget):
         if shown:
             self.text.appendPlainText("\n".join(shown))
             if self.follow.isChecked():
-                self.text.moveCursor(QTextCursor.MoveOperation.End)
+                self._scroll_to_newest()
         self.count.setText(f"{len(self.lines)} lines")
+
+    def _scroll_to_newest(self) -> None:
+        """Show the newest line, scrolled to the left: moving the cursor to the end would scroll sideways to
+        the end of the last long line and hide the start of every line."""
+        bar = self.text.verticalScrollBar()
+        bar.setValue(bar.maximum())
+        self.text.horizontalScrollBar().setValue(0)
 
     def clear(self) -> None:
         self.lines.clear()
@@ -85,4 +97,4 @@ class LogConsole(QWidget):
 
     def _on_filter_changed(self, *_args) -> None:
         self.text.setPlainText("\n".join(self._format(x) for x in self.lines if self._visible(x)))
-        self.text.moveCursor(QTextCursor.MoveOperation.End)
+        self._scroll_to_newest()

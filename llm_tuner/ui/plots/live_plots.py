@@ -77,6 +77,21 @@ def _time_label(plot: pg.PlotItem) -> None:
     axis.setLabel("local time (h:min:s)", **{"font-size": "8pt", "color": axis.textPen().color().name()})
 
 
+def _show_plots(plots: list[pg.PlotItem], shown: list[bool], *, ticks_on_all: bool) -> None:
+    """Show some plots of a column (a hidden plot gives its height to the others) and put the named time axis
+    on the lowest one shown; `ticks_on_all` keeps the time ticks on every plot, else only on that one."""
+    last = max(i for i, on in enumerate(shown) if on)
+    for i, (plot, on) in enumerate(zip(plots, shown, strict=True)):
+        plot.setVisible(on)
+        if i == last:
+            plot.showAxis("bottom")
+            _time_label(plot)
+        else:
+            plot.getAxis("bottom").showLabel(False)
+            if not ticks_on_all:
+                plot.hideAxis("bottom")
+
+
 class DevicePlots(QWidget):
     """Utilisation, memory, temperature, power and clocks: one plot each, a curve per device."""
 
@@ -85,8 +100,6 @@ class DevicePlots(QWidget):
         self.window_s = 600.0
         self.max_points = 800  # per curve: about the plot's width in pixels, min/max per bin
         self.view = pg.GraphicsLayoutWidget()
-        # Each plot keeps a readable height (a 768 px screen would crush five into 30 px each): they scroll.
-        self.view.setMinimumHeight(MIN_PLOT_HEIGHT_PX * len(METRICS) + 40)
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setFrameShape(QFrame.Shape.NoFrame)
@@ -109,10 +122,6 @@ class DevicePlots(QWidget):
                 first = plot
             else:
                 plot.setXLink(first)
-            if row < len(METRICS) - 1:
-                plot.hideAxis("bottom")  # one shared time axis, at the bottom
-            else:
-                _time_label(plot)
             self.plots[title] = plot
         now = time.time()  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
         first.setXRange(now - self.window_s, now + 1.0, padding=0)
@@ -125,6 +134,19 @@ class DevicePlots(QWidget):
         self._x_moved = 0.0
         self._y_ranges: dict[str, tuple[float, float]] = {}
         self.redraws = 0
+        self.gpu_plots_shown = True
+        self.show_gpu_plots(False)  # until a GPU is detected (or sends samples)
+
+    def show_gpu_plots(self, shown: bool) -> None:
+        """Temperature, power and clocks come only from GPUs: hidden on a machine without one, rather than
+        three empty plots."""
+        if shown == self.gpu_plots_shown:
+            return
+        self.gpu_plots_shown = shown
+        visible = [shown or bool(host_fields) for _t, _u, _g, host_fields in METRICS]
+        _show_plots(list(self.plots.values()), visible, ticks_on_all=False)  # one shared time axis, at the bottom
+        # Each plot keeps a readable height (a 768 px screen would crush five into 30 px each): they scroll.
+        self.view.setMinimumHeight(MIN_PLOT_HEIGHT_PX * sum(visible) + 40)
 
     def _curve(self, title: str, device: str, field: str, colour_index: int) -> pg.PlotDataItem:
         key = (device, field)
@@ -154,6 +176,8 @@ class DevicePlots(QWidget):
         now = time.time() if now is None else now
         gpus = sorted(d for d in rings if d not in ("host", "server"))
         devices = gpus or (["host"] if "host" in rings else [])
+        if gpus:
+            self.show_gpu_plots(True)
         order = range(len(METRICS)) if all_plots else [self._next_metric]
         self._next_metric = (self._next_metric + 1) % len(METRICS)
         changed = False
@@ -286,7 +310,8 @@ class ThroughputPlots(QWidget):
         self.prompt_plot.setXLink(self.rate_plot)
         self.draft_plot.setXLink(self.rate_plot)
         self.draft_plot.setYRange(0, 100)
-        _time_label(self.draft_plot)  # the shared time axis, at the bottom
+        self.draft_plot_shown: bool | None = None
+        self._show_draft_plot(False)  # until a request drafted tokens (speculative decoding: -md, --draft-*)
         self.prompt_pts = self.prompt_plot.plot(pen=None, symbol="o", symbolSize=5, symbolBrush="#1f77b4",
                                                 name="prompt t/s")
         self.prompt_avg = self.prompt_plot.plot(pen=pg.mkPen("#1f77b4", width=2), name=f"mean of last {rolling}")
@@ -329,4 +354,13 @@ class ThroughputPlots(QWidget):
         self.gen_avg.setData(t, self._rolling(tg), connect="finite")
         d = [(r.time_unix, 100 * r.draft_acceptance) for r in recs if r.draft_acceptance is not None]
         self.draft_pts.setData([x for x, _ in d], [y for _, y in d])
+        self._show_draft_plot(bool(d))
         return True
+
+    def _show_draft_plot(self, shown: bool) -> None:
+        """The draft acceptance plot only while some request drafted tokens: without a draft model it stays
+        empty."""
+        if shown == self.draft_plot_shown:
+            return
+        self.draft_plot_shown = shown
+        _show_plots([self.prompt_plot, self.rate_plot, self.draft_plot], [True, True, shown], ticks_on_all=True)
