@@ -269,6 +269,23 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.log_dock], [max(100, min(150, self.height() // 6))], Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
+        import os
+
+        from PySide6.QtGui import QGuiApplication
+        from PySide6.QtWidgets import QMessageBox
+
+        # Quitting stops the servers this app launched: ask first, unless nobody can see the question (a smoke
+        # test, an offscreen run: tests, headless screenshots), where a modal box would wait forever.
+        question = self.live_panel.quit_question()
+        if question and not os.environ.get("LLM_TUNER_SMOKE_TEST") and QGuiApplication.platformName() != "offscreen":
+            box = QMessageBox(QMessageBox.Icon.Question, "Quit llm-tuner", question, parent=self)
+            stop = box.addButton("Stop and quit", QMessageBox.ButtonRole.AcceptRole)
+            box.addButton(QMessageBox.StandardButton.Cancel)
+            box.setDefaultButton(stop)
+            box.exec()
+            if box.clickedButton() is not stop:
+                event.ignore()
+                return
         qs = QSettings()
         qs.setValue("main_window/geometry", self.saveGeometry())
         qs.setValue("main_window/state", self.saveState())
