@@ -202,6 +202,7 @@ class LivePanel(QWidget):
         header.resizeSection(5, 280)  # the reason can be a whole sentence: elided, in full in its tooltip
         header.setStretchLastSection(True)
         self.history_table.verticalHeader().setVisible(False)
+        self.history_table.setWordWrap(False)  # one line per session; long cells elide, in full in tooltips
         self.history_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
         self.tabs = QTabWidget()
         self.tabs.addTab(devices, "Devices")
@@ -312,10 +313,11 @@ class LivePanel(QWidget):
         running = [s for s in self.slots if s.plan is not None and s.state in ("starting", "loading", "ready")]
         if not running:
             return None
-        names = "; ".join(f"{s.name}, {s.url}" if s.url else s.name for s in running)
+        # host:port without "http://": a dialog would break the line after the slashes
+        names = "; ".join(f"{s.name}, {s.url.split('//')[-1].rstrip('/')}" if s.url else s.name for s in running)
         if len(running) == 1:
-            return f"A server is running ({names}). Stop it and quit?"
-        return f"{len(running)} servers are running ({names}). Stop them and quit?"
+            return f"A server is running ({names}).\nStop it and quit?"
+        return f"{len(running)} servers are running ({names}).\nStop them and quit?"
 
     # -- helpers ------------------------------------------------------------------------------------
     def _prefill_args(self) -> None:
@@ -692,7 +694,7 @@ class LivePanel(QWidget):
             cells = [(str(s.id), None), (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix)), None),
                      (s.mode, None), (str(s.n_requests), None), (exit_text, exit_tip),
                      (s.exit_reason or "—", s.exit_reason),
-                     (shlex.join(s.argv) if s.argv else (s.url or "—"), None)]
+                     (shlex.join(s.argv) if s.argv else (s.url or "—"), shlex.join(s.argv) if s.argv else None)]
             for c, (text, tip) in enumerate(cells):
                 item = QTableWidgetItem(text)
                 if tip:
