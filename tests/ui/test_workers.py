@@ -1,0 +1,49 @@
+"""BackgroundJob: progress and results on the GUI thread, in order; failures and cancel as signals."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from PySide6.QtCore import QThread
+
+from llm_tuner.qt.workers import BackgroundJob
+
+
+def test_progress_and_result_arrive_on_the_gui_thread_in_order(qtbot):
+    seen = []
+    gui = QThread.currentThread()
+
+    def work(ctl):
+        for i in range(3):
+            ctl.progress(i / 3, f"step {i}")
+        return threading.current_thread().name
+
+    job = BackgroundJob(work)
+    job.progressed.connect(lambda f, t: seen.append((t, QThread.currentThread() is gui)))
+    job.succeeded.connect(lambda r: seen.append(("done", QThread.currentThread() is gui)))
+    with qtbot.waitSignal(job.finished, timeout=5000):
+        job.start()
+    assert seen == [("step 0", True), ("step 1", True), ("step 2", True), ("done", True)]
+    assert job not in BackgroundJob._live
+
+
+def test_failure_and_cancel_are_signals(qtbot):
+    job = BackgroundJob(lambda ctl: 1 / 0)
+    with qtbot.waitSignal(job.failed, timeout=5000) as blocker:
+        job.start()
+    assert isinstance(blocker.args[0], ZeroDivisionError)
+
+    started = threading.Event()
+
+    def slow(ctl):
+        started.set()
+        while not ctl.cancelled():
+            time.sleep(0.01)
+
+    job = BackgroundJob(slow)
+    with qtbot.waitSignal(job.cancelled, timeout=5000):
+        job.start()
+        started.wait(5)
+        job.cancel()
+
