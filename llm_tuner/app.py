@@ -62,6 +62,10 @@ def build_window():
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")  # consistent widgets; follows the system's light or dark colour scheme
     app.setDesktopFileName("io.github.llm_tuner.LlmTuner")
+    if not hasattr(app, "_llm_tuner_gc"):  # cycles freed on the GUI thread only (see qt/gui_gc.py)
+        from llm_tuner.qt.gui_gc import GuiThreadCollector
+
+        app._llm_tuner_gc = GuiThreadCollector(parent=app)
     icon = Path(__file__).resolve().parent / "data" / "icons" / "llm-tuner.svg"  # shipped in the package
     if icon.is_file():
         from PySide6.QtGui import QIcon

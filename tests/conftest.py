@@ -18,6 +18,18 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
+def collect_cycles_on_the_main_thread():
+    """Qt objects in garbage cycles must be freed on the GUI thread, never by a collection that a background
+    job's thread happens to trigger (that deadlocked: see llm_tuner/qt/gui_gc.py). The app does this with a
+    timer; tests switch automatic collection off and collect after every test."""
+    import gc
+
+    gc.disable()
+    yield
+    gc.collect()
+
+
+@pytest.fixture(autouse=True)
 def isolated_data_dir(tmp_path_factory, monkeypatch):
     """Every test gets its own data folder (SQLite, settings, logs); never the user's."""
     path = tmp_path_factory.mktemp("data")

@@ -47,3 +47,24 @@ def test_failure_and_cancel_are_signals(qtbot):
         started.wait(5)
         job.cancel()
 
+
+
+def test_cycles_are_collected_by_the_gui_thread_timer_only(qtbot):
+    import gc
+    import weakref
+
+    from llm_tuner.qt.gui_gc import GuiThreadCollector
+
+    class Node:
+        pass
+
+    collector = GuiThreadCollector(interval_ms=20)
+    assert not gc.isenabled()
+    a, b = Node(), Node()
+    a.other, b.other = b, a
+    gone = weakref.ref(a)
+    del a, b
+    keep = [Node() for _ in range(gc.get_threshold()[0] + 10)]  # allocations past generation 0's threshold
+    qtbot.waitUntil(lambda: gone() is None, timeout=3000)
+    collector.deleteLater()
+    assert keep
