@@ -43,12 +43,12 @@ def _is_cli(argv: list[str]) -> bool:
 
 def build_window():
     """Create QApplication (if needed), the context and the main window; start background probes."""
-    from PySide6.QtCore import QCoreApplication, QSettings
+    from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
 
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.probes import start_probes
-    from llm_tuner.services.paths import config_dir, database_path
+    from llm_tuner.services.paths import database_path
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.store.db import open_engine
     from llm_tuner.ui.main_window import MainWindow
@@ -56,9 +56,6 @@ def build_window():
     QCoreApplication.setOrganizationName("llm-tuner")
     QCoreApplication.setApplicationName("llm-tuner")
     QCoreApplication.setApplicationVersion(__version__)
-    if os.environ.get("LLM_TUNER_DATA_DIR"):  # isolate window state too (tests, scripts)
-        QSettings.setDefaultFormat(QSettings.Format.IniFormat)
-        QSettings.setPath(QSettings.Format.IniFormat, QSettings.Scope.UserScope, str(config_dir()))
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setStyle("Fusion")  # consistent widgets; follows the system's light or dark colour scheme
     app.setDesktopFileName("io.github.llm_tuner.LlmTuner")

@@ -244,7 +244,7 @@ class MainWindow(QMainWindow):
 
     # -- layout persistence -----------------------------------------------------------------
     def _restore_layout(self) -> None:
-        qs = QSettings()
+        qs = _layout_settings()
         geometry, state = qs.value("main_window/geometry"), qs.value("main_window/state")
         if isinstance(geometry, QByteArray):
             self.restoreGeometry(geometry)
@@ -286,8 +286,16 @@ class MainWindow(QMainWindow):
             if box.clickedButton() is not stop:
                 event.ignore()
                 return
-        qs = QSettings()
+        qs = _layout_settings()
         qs.setValue("main_window/geometry", self.saveGeometry())
         qs.setValue("main_window/state", self.saveState())
         qs.setValue("main_window/tab", self.tabs.currentIndex())
         super().closeEvent(event)
+
+
+def _layout_settings() -> QSettings:
+    """Window geometry, dock layout and tab: an INI file beside settings.json (so LLM_TUNER_DATA_DIR isolates
+    it too; Qt's global QSettings path kept the first test's file for the whole test run)."""
+    from llm_tuner.services.paths import config_dir
+
+    return QSettings(str(config_dir() / "window.ini"), QSettings.Format.IniFormat)
