@@ -83,16 +83,21 @@ class ServerBridge(QObject):
             self._post(logparse.LogLine("info", note))
         threading.Thread(target=self.watched.start, name="server-start", daemon=True).start()
 
+    def _unfinished(self) -> bool:
+        """Launched (or launching: its start thread may not have run yet) and not yet exited."""
+        w = self.watched
+        return w is not None and not w.session.wait(0)
+
     def stop(self) -> None:
         """Stop (or detach) on a worker thread; the exit arrives as state_changed."""
         w = self.watched
-        if w is not None and self.running:
+        if self._unfinished():
             threading.Thread(target=w.stop, name="server-stop", daemon=True).start()
 
     def shutdown(self, timeout_s: float = 8.0) -> None:
         """At application quit: stop and wait briefly (the parent-death signal covers the rest)."""
         w = self.watched
-        if w is not None and self.running:
+        if self._unfinished():
             w.session.stop(sigint_s=timeout_s * 0.6, sigterm_s=timeout_s * 0.2, sigkill_s=timeout_s * 0.2)
 
     # -- service threads -> GUI thread -------------------------------------------------------------

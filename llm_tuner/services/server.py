@@ -429,6 +429,7 @@ class ServerSession:
         self._parser = logparse.LogParser()
         self._proc: ServerProcess | None = None
         self._stop_requested = threading.Event()
+        self._launched = threading.Event()  # start() has returned: a process exists, or the session ended
         self._done = threading.Event()
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
@@ -466,7 +467,16 @@ class ServerSession:
 
     def start(self) -> None:
         """Launch (non-blocking). A port already in use ends the session at once with a clear reason."""
+        try:
+            self._start()
+        finally:
+            self._launched.set()
+
+    def _start(self) -> None:
         self.started_unix = time.time()
+        if self._stop_requested.is_set():  # stopped (the app quit) before the launch thread got here
+            self._finish(None, "stopped before it started")
+            return
         self._set_state(ServerState.STARTING)
         if port_in_use(self.plan.host, self.plan.port):
             self.failure = logparse.Failure(
@@ -489,10 +499,13 @@ class ServerSession:
             t.start()
 
     def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> None:
-        """Stop and wait for the exit to be recorded (SIGINT -> SIGTERM -> SIGKILL)."""
-        if self._proc is None or self._done.is_set():
+        """Stop and wait for the exit to be recorded (SIGINT -> SIGTERM -> SIGKILL). Safe while start() is
+        still launching on another thread: the process it starts is stopped too."""
+        if self._done.is_set():
             return
         self._stop_requested.set()
+        if not self._launched.wait(10.0) or self._proc is None or self._done.is_set():
+            return  # never launched (start ends the session itself)
         self._set_state(ServerState.STOPPING)
         result = self._proc.stop(sigint_s, sigterm_s, sigkill_s)
         self._stop_how = result.how

@@ -186,6 +186,22 @@ def test_port_in_use_is_found_before_launch(server_binary, demo_model):
     assert exited.failure.kind == "port_in_use" and str(port) in exited.failure.message
 
 
+def test_stop_while_the_launch_thread_starts_it_leaves_no_server(server_binary, demo_model):
+    """Quit right after Start: the GUI starts the session on a thread; a stop that comes first (or during
+    the spawn) must still end with no llama-server left running."""
+    for delay in (0.0, 0.05):
+        plan = plan_launch(server_binary, _demo_args(demo_model), watch=False)
+        events: list = []
+        session = ServerSession(plan, events.append)
+        starter = threading.Thread(target=lambda: (time.sleep(delay), session.start()))
+        starter.start()
+        session.stop(sigint_s=5, sigterm_s=2, sigkill_s=2)
+        starter.join(10)
+        assert session.wait(10) and session.state == ServerState.EXITED
+        pid = session.pid
+        assert pid is None or not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
 def test_the_server_dies_with_the_app_even_on_kill_9(server_binary):
     # A child Python process (the "app") starts llama-server (router mode: no model, starts in a blink)
     # and is then killed with SIGKILL: the parent-death signal must take the server with it.
