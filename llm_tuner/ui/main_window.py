@@ -5,10 +5,11 @@ the binary and the devices; a Server menu with shortcuts; the quick start strip 
 from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
-from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
 
 from llm_tuner.core.devices import DeviceInventory
+from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.probes import start_probes
 from llm_tuner.services.binaries import SERVER, BinaryInfo, gpu_backend_advice
@@ -30,7 +31,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.ctx = ctx
         self.setWindowTitle("llm-tuner")
-        self.resize(1400, 900)
+        self._resize_to_screen(1400, 900)
         follow_palette()  # plots take the light or dark palette's colours
 
         self.models_panel = ModelsPanel(ctx)
@@ -210,7 +211,7 @@ class MainWindow(QMainWindow):
     def _on_state_inventory_detected(self, inv: DeviceInventory) -> None:
         gpus = [f"{d.name}: {d.model or '?'} ({(d.memory_total_mib or 0) / 1024:.0f} GiB)" for d in inv.devices]
         host = inv.host
-        ram = f"{(host.memory_total_mib or 0) / 1024:.0f} GiB RAM"
+        ram = f"{format_mib(host.memory_total_mib)} RAM"  # as the Plan writes it
         self.devices_label.setText(" · ".join(gpus) if gpus else f"CPU only · {ram}")
         self.devices_label.setToolTip("\n".join([f"{host.cpu_model} · {host.cores_physical} cores · {ram}",
                                                  *gpus, *inv.notes]))
@@ -243,6 +244,14 @@ class MainWindow(QMainWindow):
         AboutDialog(self.ctx.state.binaries, self).exec()
 
     # -- layout persistence -----------------------------------------------------------------
+    def _resize_to_screen(self, width: int, height: int) -> None:
+        """The first-run size, never larger than the screen's free area (a 1366x768 laptop included)."""
+        screen = QGuiApplication.primaryScreen()
+        if screen is not None:
+            area = screen.availableGeometry()
+            width, height = min(width, area.width()), min(height, area.height())
+        self.resize(width, height)
+
     def _restore_layout(self) -> None:
         qs = _layout_settings()
         geometry, state = qs.value("main_window/geometry"), qs.value("main_window/state")
@@ -271,7 +280,6 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
         import os
 
-        from PySide6.QtGui import QGuiApplication
         from PySide6.QtWidgets import QMessageBox
 
         # Quitting stops the servers this app launched: ask first, unless nobody can see the question (a smoke
