@@ -193,7 +193,7 @@ def test_stop_while_the_launch_thread_starts_it_leaves_no_server(server_binary, 
         plan = plan_launch(server_binary, _demo_args(demo_model), watch=False)
         events: list = []
         session = ServerSession(plan, events.append)
-        starter = threading.Thread(target=lambda: (time.sleep(delay), session.start()))
+        starter = threading.Thread(target=lambda d=delay, s=session: (time.sleep(d), s.start()))
         starter.start()
         session.stop(sigint_s=5, sigterm_s=2, sigkill_s=2)
         starter.join(10)
