@@ -375,9 +375,11 @@ class LivePanel(QWidget):
         return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
 
     def _server_name(self, args: list[str]) -> str:
-        """The profile's name when the command is the edited profile's, else the model file's stem."""
+        """The profile's name when the command is the edited profile's, else the model file's stem (marked
+        "unsaved" for the edited profile before it has a name: it is not the saved profile of that name)."""
         profile_args = getattr(self, "_profile_args", None)
-        if profile_args and profile_args[0] == self.args_edit.text():
+        from_editor = bool(profile_args and profile_args[0] == self.args_edit.text())
+        if from_editor:
             name = getattr(self.ctx.state, "profile_name", None)
             if name:
                 return name
@@ -385,7 +387,7 @@ class LivePanel(QWidget):
             if a in ("-m", "--model") and i + 1 < len(args):
                 from pathlib import Path
 
-                return Path(args[i + 1]).stem
+                return Path(args[i + 1]).stem + (" (unsaved)" if from_editor else "")
         return f"server {len(self.slots)}"
 
     # -- actions ------------------------------------------------------------------------------------
