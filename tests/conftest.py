@@ -18,15 +18,16 @@ DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def collect_cycles_on_the_main_thread():
+def collect_cycles_on_the_main_thread(request):
     """Qt objects in garbage cycles must be freed on the GUI thread, never by a collection that a background
     job's thread happens to trigger (that deadlocked: see llm_tuner/qt/gui_gc.py). The app does this with a
-    timer; tests switch automatic collection off and collect after every test."""
+    timer; tests switch automatic collection off and collect here: the young generations after every test,
+    everything after a Qt test (a full collection walks every object, the 262k-token vocabularies too)."""
     import gc
 
     gc.disable()
     yield
-    gc.collect()
+    gc.collect(2 if "qtbot" in request.fixturenames else 1)
 
 
 @pytest.fixture(autouse=True)
