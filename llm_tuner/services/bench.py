@@ -551,8 +551,9 @@ class BenchRunner:
 
     def __init__(self, repo: RunRepository, *, settings=None, telemetry: TelemetrySource | None = None,
                  devices: list[dict] | None = None, ready_timeout_s: float = 300.0,
-                 predict_memory: bool = True) -> None:
+                 predict_memory: bool = True, on_server_line: Callable[[str], None] | None = None) -> None:
         self.repo = repo
+        self.on_server_line = on_server_line  # each output line of the server a run starts (its thread)
         self.settings = settings
         self.telemetry = telemetry
         self.devices = devices or []
@@ -590,7 +591,7 @@ class BenchRunner:
         env.update(target.env)
         env["NO_COLOR"] = "1"
         argv, env, _keys = api_keys_to_env(argv, env)  # keys in the environment, not in `ps`
-        proc = ServerProcess([str(binary), *argv], env)
+        proc = ServerProcess([str(binary), *argv], env, on_line=self.on_server_line)
         proc.start()
         return proc, f"http://127.0.0.1:{port}"
 

@@ -68,6 +68,7 @@ class MainWindow(QMainWindow):
         self.log_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
+        self.bench_panel.server_log_lines.connect(self.log_console.append_lines)  # a benchmark's server too
         # the models list keeps the whole left side; the log sits under the tabs only
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self._default_dock_sizes = True  # until a saved layout is restored

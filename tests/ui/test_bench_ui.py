@@ -176,3 +176,7 @@ def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(
     run = bench.last_run
     assert run.status == "complete", bench.status_label.text()
     assert (run.label, run.profile_version_id) == ("quick", saved.version_id)
+    # the log dock shows the benchmark's own server, after a line saying so
+    qtbot.waitUntil(lambda: "print_timing" in window.log_console.shown_text(), timeout=10_000)
+    log = window.log_console.shown_text()
+    assert log.index("benchmark starts its own llama-server") < log.index("print_timing")

@@ -8,7 +8,7 @@ import shlex
 from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QDate, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QCoreApplication, QDate, QSortFilterProxyModel, Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -103,6 +103,9 @@ def make_table(model, stretch: int | None = None) -> tuple[QTableView, SortProxy
 class BenchPanel(QWidget):
     """Spec form + Run/Cancel with progress and time left + results; History below in its own tab."""
 
+    server_log_lines = Signal(list)  # logparse.LogLine of the server a benchmark starts (for the log dock)
+    _server_line = Signal(str)  # emitted from the runner's log-reader thread, handled on the GUI thread
+
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
@@ -111,6 +114,8 @@ class BenchPanel(QWidget):
         self._profile_store = None  # see follow_profile_store
         self._waiting_for = None  # the Run/Sweep action waiting for the profile store to settle
         self.last_run: BenchRun | None = None
+        self._log_parser = None
+        self._server_line.connect(self._on_server_line)
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_run_tab(), "Run")
@@ -406,8 +411,21 @@ class BenchPanel(QWidget):
         if inv is not None:
             devices = [d.model_dump(mode="json") if hasattr(d, "model_dump") else {"name": str(d)}
                        for d in getattr(inv, "devices", [])]
+        from llm_tuner.services.logparse import LogLine, LogParser
+
+        self._log_parser = LogParser()
+        self.server_log_lines.emit([LogLine("info", "── the benchmark starts its own llama-server; its output follows ──")])
         return bench_service.BenchRunner(self.repo, settings=self.ctx.settings,
-                                         telemetry=bench_service.default_telemetry(), devices=devices)
+                                         telemetry=bench_service.default_telemetry(), devices=devices,
+                                         on_server_line=self._server_line.emit)
+
+    def _on_server_line(self, line: str) -> None:
+        from llm_tuner.services.logparse import LogLine
+
+        if self._log_parser is not None:
+            lines = [ev for ev in self._log_parser.feed(line) if isinstance(ev, LogLine)]
+            if lines:
+                self.server_log_lines.emit(lines)
 
     def _start(self, work, what: str) -> None:
         self._job = BackgroundJob(work)
