@@ -12,6 +12,7 @@ from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.probes import start_probes
+from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, BinaryInfo, gpu_backend_advice
 from llm_tuner.services.settings_store import save_settings
 from llm_tuner.ui.dialogs.about_dialog import AboutDialog
@@ -81,7 +82,10 @@ class MainWindow(QMainWindow):
         self.live_panel.server_status_changed.connect(self._on_live_server_status_changed)
         self._on_live_server_status_changed()
         self._restore_layout()
-        self.quick_start.setVisible(self._first_run())
+        self.quick_start.setVisible(False)
+        self._first_run_job = BackgroundJob(lambda _ctl, engine=ctx.engine: _is_first_run(engine), self)
+        self._first_run_job.succeeded.connect(self._on_first_run_job_succeeded)  # SQL off the GUI thread
+        self._first_run_job.start()
 
     # -- construction -------------------------------------------------------------------------
     def _build_menus(self) -> None:
@@ -148,15 +152,9 @@ class MainWindow(QMainWindow):
             label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
             self.statusBar().addPermanentWidget(label)
 
-    def _first_run(self) -> bool:
-        """No saved profiles and no benchmark runs: show the quick start."""
-        from llm_tuner.store.profiles import ProfileRepository
-        from llm_tuner.store.runs import RunRepository
-
-        try:
-            return not ProfileRepository(self.ctx.engine).names() and not RunRepository(self.ctx.engine).labels()
-        except Exception:  # noqa: BLE001 - a store problem shows elsewhere; the strip is only a hint
-            return False
+    def _on_first_run_job_succeeded(self, first_run: bool) -> None:
+        if first_run:
+            self.quick_start.setVisible(True)
 
     # -- actions (menu and shortcuts) -------------------------------------------------------------
     def launch_server(self) -> None:
@@ -300,6 +298,17 @@ class MainWindow(QMainWindow):
         qs.setValue("main_window/state", self.saveState())
         qs.setValue("main_window/tab", self.tabs.currentIndex())
         super().closeEvent(event)
+
+
+def _is_first_run(engine) -> bool:
+    """No saved profiles and no benchmark runs: the quick start is shown (runs on a worker thread)."""
+    from llm_tuner.store.profiles import ProfileRepository
+    from llm_tuner.store.runs import RunRepository
+
+    try:
+        return not ProfileRepository(engine).names() and not RunRepository(engine).labels()
+    except Exception:  # noqa: BLE001 - a store problem shows elsewhere; the strip is only a hint
+        return False
 
 
 def _layout_settings() -> QSettings:
