@@ -239,3 +239,12 @@ def test_a_save_before_the_first_listing_answers_keeps_every_name(qtbot, tmp_pat
     qtbot.waitUntil(lambda: not w.store_busy, timeout=10_000)
     shown = [w.names_list.item(i).text() for i in range(w.names_list.count())]
     assert shown == ["newer", "older"] and w.names_list.currentItem().text() == "newer"
+
+
+def test_a_change_made_in_another_view_shows_in_the_editor(panel):
+    """The Plan writes its settings into the edited profile: the Profile form and command must show them."""
+    panel.set_profile(LaunchProfile(model="m.gguf", ctx_size=4096), None)
+    panel.ctx.state.set_profile(panel.profile.model_copy(update={"ubatch_size": 256, "cache_type_v": "q5_1"}))
+    assert panel.profile.ubatch_size == 256 and panel.editors["cache_type_v"].widget.currentText() == "q5_1"
+    words = preview_words(panel)
+    assert words[words.index("--ubatch-size") + 1] == "256"

@@ -243,6 +243,7 @@ class ProfilePanel(QWidget):
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
+        ctx.state.profile_changed.connect(self._on_state_profile_changed)
 
     # -- construction ----------------------------------------------------------------------------
     def _build(self) -> None:
@@ -497,6 +498,12 @@ class ProfilePanel(QWidget):
         self.error_label.setText("")
         self._invalid_fields = []
         self._recompute(publish=publish)
+
+    def _on_state_profile_changed(self, profile) -> None:
+        """Another view (the Plan's settings) changed the edited profile: show it here, marked modified."""
+        if profile is None or profile is self.profile:
+            return  # our own publication
+        self.set_profile(profile, self.current_name, publish=False)
 
     def current_argv(self) -> list[str]:
         return profile_to_argv(self.profile)[0]
