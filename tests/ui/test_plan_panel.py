@@ -147,3 +147,24 @@ def test_check_with_llamacpp_shows_both(qtbot, panel, demo_model):
                       if panel.check_table.item(r, 1).text() == "compute"))
     assert panel.recompute_now().device("Host").compute_mib == pytest.approx(real, rel=0.001)
     assert "calibrated" in panel.summary_label.text()
+
+
+def test_the_mouse_wheel_scrolls_the_page_and_leaves_an_unclicked_field_alone(qtbot, panel):
+    from PySide6.QtCore import QPointF
+    from PySide6.QtGui import QWheelEvent
+    from PySide6.QtWidgets import QApplication
+
+    def wheel(widget):
+        pos = QPointF(widget.rect().center())
+        ev = QWheelEvent(pos, QPointF(widget.mapToGlobal(pos.toPoint())), QPoint(0, 0), QPoint(0, -120),
+                         Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier, Qt.ScrollPhase.NoScrollPhase, False)
+        QApplication.sendEvent(widget, ev)
+
+    before = panel.ctv_combo.currentText()
+    panel.ctv_combo.clearFocus()
+    wheel(panel.ctv_combo)
+    assert panel.ctv_combo.currentText() == before
+    panel.ctv_combo.setFocus()
+    qtbot.waitUntil(panel.ctv_combo.hasFocus, timeout=2000)
+    wheel(panel.ctv_combo)
+    assert panel.ctv_combo.currentText() != before  # clicked into: the wheel picks values as usual

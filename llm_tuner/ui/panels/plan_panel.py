@@ -48,6 +48,7 @@ from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
+from llm_tuner.ui.wheel_guard import guard_wheel
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
@@ -74,6 +75,7 @@ class PlanPanel(QWidget):
         self._timer = QTimer(self, singleShot=True, interval=0)
         self._timer.timeout.connect(self._recompute)
         self._build()
+        guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)  # a method: disconnected with the panel

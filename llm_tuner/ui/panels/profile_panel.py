@@ -56,6 +56,7 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, catalog_for
 from llm_tuner.store.profiles import ProfileNameError, ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
+from llm_tuner.ui.wheel_guard import guard_wheel
 
 _CHOICES = {
     "cache_type_k": prof.CACHE_TYPES, "cache_type_v": prof.CACHE_TYPES,
@@ -237,6 +238,7 @@ class ProfilePanel(QWidget):
         self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
         self.editors: dict[str, _FieldEditor] = {}
         self._build()
+        guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
         self.reload_names()
         self._recompute(publish=False)
