@@ -31,6 +31,7 @@ class AppState(QObject):
         self.model_path = None
         self.profile = None
         self.profile_name: str | None = None  # saved name of the edited profile (None = unsaved)
+        self.profile_problem: str | None = None  # why the edited profile must not run now (an invalid field)
 
     def set_binaries(self, binaries: dict[str, BinaryInfo]) -> None:
         self.binaries = binaries

@@ -248,3 +248,25 @@ def test_a_change_made_in_another_view_shows_in_the_editor(panel):
     assert panel.profile.ubatch_size == 256 and panel.editors["cache_type_v"].widget.currentText() == "q5_1"
     words = preview_words(panel)
     assert words[words.index("--ubatch-size") + 1] == "256"
+
+
+def test_an_invalid_field_stops_launch_and_benchmark_of_the_edited_profile(qtbot, demo_model):
+    """Typing "4k" leaves ctx 4 (the last valid keystroke) published: F5 and Run must not start that."""
+    from llm_tuner.app import build_window
+
+    _app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    profile, live, bench = window.profile_panel, window.live_panel, window.bench_panel
+    profile.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096), None)
+    qtbot.waitUntil(lambda: str(demo_model) in live.args_edit.text(), timeout=5000)
+    ctx_edit = profile.editors["ctx_size"].widget
+    ctx_edit.selectAll()
+    qtbot.keyClicks(ctx_edit, "4k")
+    window.launch_server()
+    assert "Fix context (tokens) in the Profile tab first" in live.message_label.text() and live.slot.state == "idle"
+    qtbot.waitUntil(lambda: not profile.store_busy, timeout=10_000)
+    qtbot.mouseClick(bench.run_button, Qt.MouseButton.LeftButton)
+    assert not bench.is_running() and "Fix context (tokens)" in bench.status_label.text()
+    ctx_edit.selectAll()
+    qtbot.keyClicks(ctx_edit, "4096")
+    assert window.ctx.state.profile_problem is None

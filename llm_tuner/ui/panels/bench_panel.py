@@ -352,6 +352,9 @@ class BenchPanel(QWidget):
         if url:
             return bench_service.ServerTarget(attached_url=url, label=label or url)
         profile = self.ctx.state.profile
+        problem = getattr(self.ctx.state, "profile_problem", None)
+        if profile is not None and problem:
+            raise bench_service.BenchError(problem)
         if profile is not None:
             name = getattr(self.ctx.state, "profile_name", None)
             target = bench_service.target_from_profile(profile, label=label or name or "unsaved profile")

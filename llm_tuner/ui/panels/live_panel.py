@@ -393,6 +393,11 @@ class LivePanel(QWidget):
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> bool:
         """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot."""
+        profile_args = getattr(self, "_profile_args", None)
+        problem = getattr(self.ctx.state, "profile_problem", None)
+        if problem and profile_args and profile_args[0] == self.args_edit.text():
+            self._show_message(problem, error=True)
+            return False
         try:
             plan = self._build_plan()
         except ValueError as exc:

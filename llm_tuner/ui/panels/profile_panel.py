@@ -458,11 +458,18 @@ class ProfilePanel(QWidget):
         profile, errors = self._read_widgets()
         self.error_label.setText("\n".join(f"{where}: {problem}" for where, problem in errors))
         self._invalid_fields = list(dict.fromkeys(where for where, _problem in errors))
+        self._publish_problem()
         if profile is None:
             self._show_preview()
             return
         self.profile = profile
         self._recompute(publish=True)
+
+    def _publish_problem(self) -> None:
+        """Launch and Run refuse the edited profile while a field holds text that is not a value."""
+        self.ctx.state.profile_problem = (
+            f"Fix {', '.join(self._invalid_fields)} in the Profile tab first (marked in red): the command would "
+            "otherwise run the last valid value." if self._invalid_fields else None)
 
     def _show_preview(self) -> None:
         """The command of the profile; while a field is invalid, greyed under a line saying what to fix.
@@ -499,6 +506,7 @@ class ProfilePanel(QWidget):
         self.extra_edit.setText(shlex.join(profile.extra_args))
         self.error_label.setText("")
         self._invalid_fields = []
+        self._publish_problem()
         self._recompute(publish=publish)
 
     def _on_state_profile_changed(self, profile) -> None:
