@@ -80,6 +80,7 @@ def test_a_profile_whose_model_is_missing_gets_no_plan_of_another_model(qtbot, c
     assert panel.model is None and panel.recompute_now() is None
     assert f"{missing} does not exist" in panel.model_label.text()
     assert panel.summary_label.text() == "" and panel.bars.devices() == ()
+    assert panel.ot_matches.count() == 0 and "Select a model" in panel.ot_preview_label.text()  # no stale tensors
 
 
 def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):

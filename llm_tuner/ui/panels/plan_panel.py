@@ -282,6 +282,8 @@ class PlanPanel(QWidget):
             self.bars.set_devices(())
             self.summary_label.clear()
             self.warnings_label.clear()
+            self.solve_label.clear()
+            self._on_ot_changed()  # no tensors of a previous model
 
     def _on_open_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
@@ -316,6 +318,8 @@ class PlanPanel(QWidget):
     def set_model(self, info) -> None:
         self.model = info
         self._no_model_reason = None
+        self.solve_label.clear()  # "Select a model first." or an answer about the previous model
+        self.check_table.setRowCount(0)
         self._syncing = True
         self.ngl_spin.setToolTip(f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
@@ -498,6 +502,7 @@ class PlanPanel(QWidget):
         self.ot_regex.setEnabled(self.ot_mode.currentIndex() == 2)
         if self.model is None:
             self.ot_preview_label.setText("Select a model to preview which tensors a rule moves.")
+            self.ot_matches.clear()
             return
         rule = self.current_rule()
         if self.ot_mode.currentIndex() != 2:
