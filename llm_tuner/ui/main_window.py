@@ -185,11 +185,11 @@ class MainWindow(QMainWindow):
         running = [s for s in slots if s.state in ("starting", "loading", "ready")]
         if slot is None or (slot.state in ("idle", "exited") and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or
-                                            slot.state == "idle" else f"server: {slot.state}")
+                                            slot.state == "idle" else f"server: {slot.display_state}")
             self.server_state_label.setToolTip("")
             return
         colour = {"ready": "#2e7d32", "exited": "#777"}.get(slot.state, "#b8860b")
-        text = f"<b style='color:{colour}'>● {slot.state}</b> {slot.name} · {slot.url or ''}"
+        text = f"<b style='color:{colour}'>● {slot.display_state}</b> {slot.name} · {slot.url or ''}"
         if len(running) > 1:
             text += f" (+{len(running) - 1} more running)"
         self.server_state_label.setText(text)

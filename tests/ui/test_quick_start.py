@@ -92,12 +92,14 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
     _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1 --port {port}")
     qtbot.mouseClick(live.start_button, LEFT)
     assert f"Port {port} is already used by" in live.message_label.text()
+    assert live.slots[1].state == "idle"  # refused before anything started: no second entry "exited"
     with socket.socket() as busy:  # a port taken by something else: the launcher says so
         busy.bind(("127.0.0.1", 0))
         busy.listen(1)
         _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1 --port {busy.getsockname()[1]}")
         qtbot.mouseClick(live.start_button, LEFT)
         qtbot.waitUntil(lambda: "already in use" in live.message_label.text(), timeout=10_000)
+        assert "did not start" in live.server_combo.currentText()
     _type(qtbot, live.args_edit, f"-m {demo_model} -c 512 -t 1")
     qtbot.mouseClick(live.start_button, LEFT)
     qtbot.waitUntil(live.is_ready, timeout=90_000)

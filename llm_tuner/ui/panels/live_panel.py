@@ -70,14 +70,20 @@ class ServerSlot:
     records: list = field(default_factory=list)
     log_lines: deque = field(default_factory=lambda: deque(maxlen=20_000))
     restart_pending: bool = False
+    never_ready: bool = False  # the last launch ended before the server was ever ready
 
     @property
     def running(self) -> bool:
         return self.bridge.running
 
+    @property
+    def display_state(self) -> str:
+        """The state as people read it: a launch that failed before it was ready "did not start"."""
+        return "did not start" if self.state == "exited" and self.never_ready else self.state
+
     def title(self) -> str:
         port = self.url.rsplit(":", 1)[-1].split("/")[0] if self.url else "–"
-        return f"{self.name} · port {port} · {self.state}"
+        return f"{self.name} · port {port} · {self.display_state}"
 
 
 class LivePanel(QWidget):
@@ -403,21 +409,18 @@ class LivePanel(QWidget):
         except ValueError as exc:
             self._show_message(str(exc), error=True)
             return False
+        busy = [s for s in self.slots if s.running and s.url and s.url.endswith(f":{plan.port}")]
+        if busy:  # refused before anything starts: the slot keeps what it showed (no second entry "exited")
+            self._show_message(f"Port {plan.port} is already used by “{busy[0].name}” in this app: give this "
+                               "profile another --port (or leave it out and a free port is chosen).", error=True)
+            return False
         slot = self._slot_for_start()
-        busy = [s for s in self.slots if s is not slot and s.running and s.url and s.url.endswith(f":{plan.port}")]
         slot.records, slot.log_lines = [], deque(maxlen=20_000)
         slot.plan, slot.attach = plan, None
         slot.name = self._server_name(list(plan.user_args))
         slot.notes = "<br>".join(plan.notes())
-        slot.state, slot.url = "starting", plan.url
+        slot.state, slot.url, slot.never_ready = "starting", plan.url, False
         self._select_slot(slot)
-        if busy:
-            slot.state = "exited"
-            self._show_message(f"Port {plan.port} is already used by “{busy[0].name}” in this app: give this "
-                               "profile another --port (or leave it out and a free port is chosen).", error=True)
-            self._set_state_display("exited", None)
-            self._refresh_slot_titles()
-            return False
         self._show_message(f"Starting: {plan.command_line()}")
         self.bridge.launch(plan)
         self._refresh_slot_titles()
@@ -555,6 +558,10 @@ class LivePanel(QWidget):
         state = str(ev.state)
         was_ready = slot.state == "ready"
         slot.state = state
+        if state == "starting":
+            slot.never_ready = False
+        elif state == "exited":
+            slot.never_ready = not was_ready and ev.failure is not None
         slot.url = ev.url or slot.url
         if state == "ready":
             self._show_message(f"Ready at {ev.url}. Requests from any client appear in the Requests tab.", slot=slot)
