@@ -141,6 +141,11 @@ class ComparePanel(QWidget):
             idx = combo.findData(data)
             if idx >= 0:
                 combo.setCurrentIndex(idx)
+        newest = self.combo_b.itemData(0) if self.combo_b.count() else None
+        if newest != getattr(self, "_newest_seen", None):  # a new run (or profile): compare the newest two
+            self._newest_seen = newest
+            self.combo_a.setCurrentIndex(min(1, self.combo_a.count() - 1))
+            self.combo_b.setCurrentIndex(0)
         if self.combo_b.count() > 1 and self.combo_a.currentIndex() == self.combo_b.currentIndex():
             self.combo_a.setCurrentIndex(1)  # newest two: A = the older one
             self.combo_b.setCurrentIndex(0)

@@ -616,7 +616,9 @@ class ProfilePanel(QWidget):
 
     # -- actions on the store ----------------------------------------------------------------------
     def _on_save_clicked(self) -> None:
-        name = self.current_name or self._ask_name("Save profile", self.unique_name("profile"))
+        model = effective_profile(self.profile).model
+        suggestion = Path(model).stem if model else "profile"  # named after its model, as the quick start does
+        name = self.current_name or self._ask_name("Save profile", self.unique_name(suggestion))
         if name:
             self.save_as(name)
 
