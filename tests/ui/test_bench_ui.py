@@ -32,7 +32,7 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
     bench = window.bench_panel
-    assert "demo model" in bench.target_label.text()  # no profile yet: the demo model with default flags
+    assert "demo model" in bench.target_label.full_text()  # no profile yet: the demo model with default flags
     window.tabs.setCurrentWidget(bench)
 
     _short_spec(bench, "ub512", "-ub 512")
@@ -109,7 +109,7 @@ def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qt
     for s in saved:
         ctx.state.profile_name = s.name
         ctx.state.set_profile(s.profile)  # what the Profile tab publishes
-        assert s.name in bench.target_label.text()
+        assert s.name in bench.target_label.full_text()
         _short_spec(bench, "", "")
         _run(qtbot, bench)
         assert bench.last_run.label == s.name and bench.last_run.profile_version_id == s.version_id

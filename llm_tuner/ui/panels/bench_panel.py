@@ -53,6 +53,7 @@ from llm_tuner.ui.plots.bench_plots import (
     render_run_plots,
     run_chart_groups,
 )
+from llm_tuner.ui.widgets import ElidedLabel
 
 log = logging.getLogger(__name__)
 
@@ -137,9 +138,7 @@ class BenchPanel(QWidget):
         w = QWidget()
         target_box = QGroupBox("What to benchmark")
         tf = QFormLayout(target_box)
-        self.target_label = QLabel()
-        self.target_label.setWordWrap(True)
-        self.target_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.target_label = ElidedLabel()  # one line: a long profile name must not push the form down
         self.label_edit = QLineEdit()
         self.label_edit.setPlaceholderText("name for this run, e.g. ub512 (default: the profile's name)")
         self.extra_edit = QLineEdit()
@@ -398,11 +397,11 @@ class BenchPanel(QWidget):
         profile = self.ctx.state.profile
         if profile is not None:
             name = getattr(self.ctx.state, "profile_name", None) or "the unsaved profile"
-            self.target_label.setText(f"{name}, as edited in the Profile tab")
+            self.target_label.set_parts("", name, ", as edited in the Profile tab")
         else:
             model = find_demo_model()
-            self.target_label.setText(f"demo model {model.name} with default flags (no profile edited yet)"
-                                      if model else "no profile and no demo model: edit a profile first")
+            self.target_label.set_parts("", f"demo model {model.name} with default flags (no profile edited yet)"
+                                        if model else "no profile and no demo model: edit a profile first")
 
     def _on_state_profile_changed(self, _profile) -> None:
         self._update_target_label()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from PySide6.QtCore import QSize, Qt, QThreadPool, Signal
+from PySide6.QtCore import Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import (
     QCheckBox,
@@ -28,7 +28,6 @@ from PySide6.QtWidgets import (
     QPlainTextEdit,
     QPushButton,
     QScrollArea,
-    QSizePolicy,
     QSplitter,
     QVBoxLayout,
     QWidget,
@@ -57,6 +56,7 @@ from llm_tuner.services.binaries import SERVER, catalog_for
 from llm_tuner.store.profiles import ProfileNameError, ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.wheel_guard import guard_wheel
+from llm_tuner.ui.widgets import ElidedLabel
 
 _CHOICES = {
     "cache_type_k": prof.CACHE_TYPES, "cache_type_v": prof.CACHE_TYPES,
@@ -67,44 +67,6 @@ _CHOICES = {
 _DEFAULT = "(default)"
 _SEVERITY_COLOUR = {"error": QColor("#c62828"), "warning": QColor("#b26a00"), "info": QColor("#1565c0")}
 _COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
-
-
-class _ElidedLabel(QLabel):
-    """One line of text that fits the width it gets and never asks for more: its middle part (a profile
-    name) ends in "…" when needed, the parts around it stay whole; the full text is the tooltip.
-
-    A long profile name must not widen its splitter pane, which would squeeze the form beside it.
-    """
-
-    def __init__(self, text: str = "") -> None:
-        super().__init__()
-        self._parts = ("", "", "")
-        self.setTextFormat(Qt.TextFormat.PlainText)
-        self.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
-        self.set_parts(text)
-
-    def full_text(self) -> str:
-        return "".join(self._parts)
-
-    def set_parts(self, start: str, middle: str = "", end: str = "") -> None:
-        """Show start + middle + end; only `middle` is shortened when the line does not fit."""
-        self._parts = (start, middle, end)
-        self._elide()
-
-    def minimumSizeHint(self) -> QSize:  # noqa: N802 - Qt override
-        return QSize(0, super().minimumSizeHint().height())
-
-    def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
-        super().resizeEvent(event)
-        self._elide()
-
-    def _elide(self) -> None:
-        start, middle, end = self._parts
-        metrics = self.fontMetrics()
-        room = self.width() - metrics.horizontalAdvance(start + end)
-        shown = start + metrics.elidedText(middle, Qt.TextElideMode.ElideRight, max(room, 0)) + end
-        self.setText(shown)
-        self.setToolTip(self.full_text() if shown != self.full_text() else "")
 
 
 class _FieldEditor:
@@ -344,7 +306,7 @@ class ProfilePanel(QWidget):
         self.copy_button.clicked.connect(self._on_copy_clicked)
         head.addWidget(self.copy_button)
         rv.addLayout(head)
-        self.title = _ElidedLabel()  # the profile's name on a line of its own: the pane is narrow
+        self.title = ElidedLabel()  # the profile's name on a line of its own: the pane is narrow
         self.title.setObjectName("command_title")
         rv.addWidget(self.title)
         self.preview = QPlainTextEdit()
