@@ -213,12 +213,7 @@ class BenchPanel(QWidget):
         self.chart = ErrorBarChart()
         self.chart_combo = QComboBox()
         self.chart_combo.currentIndexChanged.connect(self._on_chart_combo_changed)
-        chart_box = QWidget()
-        cl = QVBoxLayout(chart_box)
-        cl.setContentsMargins(0, 0, 0, 0)
-        cl.addWidget(self.chart_combo)
-        cl.addWidget(self.chart, 1)
-        self.chart_stack = HintStack(chart_box, "Run a benchmark to see its chart.")
+        self.chart_stack = HintStack.chart_with_picker(self.chart_combo, self.chart, "Run a benchmark to see its chart.")
 
         left = QWidget()
         ll = QVBoxLayout(left)

@@ -14,7 +14,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
-from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout, QWidget
 
 from llm_tuner.core.bench_report import metric_samples
 from llm_tuner.core.bench_spec import BenchRun
@@ -45,6 +45,16 @@ class HintStack(QStackedWidget):
 
     def showing_content(self) -> bool:
         return self.currentWidget() is self.content
+
+    @classmethod
+    def chart_with_picker(cls, picker: QWidget, chart: QWidget, hint: str) -> HintStack:
+        """A chart under the drop-down that picks what it shows, behind `hint` until there is data."""
+        box = QWidget()
+        lay = QVBoxLayout(box)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(picker)
+        lay.addWidget(chart, 1)
+        return cls(box, hint)
 
 
 class ErrorBarChart(pg.PlotWidget):
