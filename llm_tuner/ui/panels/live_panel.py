@@ -183,6 +183,7 @@ class LivePanel(QWidget):
         devices.addWidget(self.memory_bars)
         devices.setStretchFactor(0, 4)
         devices.setStretchFactor(1, 1)
+        devices.setSizes([800, 100])  # scaled to the real height: the plots first (a 768 px screen is short)
         self.throughput = ThroughputPlots()
         self.request_model = RequestTableModel(self)
         self.request_table = QTableView()

@@ -256,7 +256,7 @@ class MemoryBars(QWidget):
         lay.addWidget(self.view)
         self._items: list = []
         self.last: list[MemorySegments] = []
-        self.setMinimumHeight(120)
+        self.setMinimumHeight(90)
 
     def set_segments(self, segments: list[MemorySegments]) -> None:
         if segments == self.last:
