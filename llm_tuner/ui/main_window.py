@@ -176,8 +176,17 @@ class MainWindow(QMainWindow):
             self.bench_panel.run_button.click()
 
     # -- slots ----------------------------------------------------------------------------------
+    def _show_status(self, text: str, timeout_ms: int = 0) -> None:
+        """A status message cut to the room left of the permanent labels (it ran under them); whole in the tooltip."""
+        bar = self.statusBar()
+        room = bar.width() - sum(w.width() + 12 for w in (self.server_state_label, self.server_label,
+                                                             self.devices_label) if w.isVisible()) - 16
+        shown = bar.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, max(room, 80))
+        bar.showMessage(shown, timeout_ms)
+        bar.setToolTip(text if shown != text else "")
+
     def _on_state_status_message_posted(self, text: str) -> None:
-        self.statusBar().showMessage(text, 8000)
+        self._show_status(text, 8000)
 
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
@@ -223,7 +232,7 @@ class MainWindow(QMainWindow):
             return
         advice = gpu_backend_advice(info, sum(1 for d in inv.devices if d.vendor in ("nvidia", "amd")))
         if advice:
-            self.statusBar().showMessage(advice)
+            self._show_status(advice)
 
     def show_settings(self) -> None:
         dialog = SettingsDialog(self.ctx.settings, self)
