@@ -394,7 +394,8 @@ def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
     return plan_launch(binary, list(argv), dict(env), **kwargs)
 
 
-def _signal_name(code: int | None) -> str | None:
+def signal_name(code: int | None) -> str | None:
+    """SIGKILL for an exit code of -9 (a process killed by a signal); None for an ordinary exit."""
     if code is not None and code < 0:
         try:
             return signal.Signals(-code).name
@@ -562,7 +563,7 @@ class ServerSession:
             self._handle(ev)
         if self._stop_requested.is_set():
             reason = f"stopped ({getattr(self, '_stop_how', 'SIGINT')})"
-        elif (sig := _signal_name(code)) is not None:
+        elif (sig := signal_name(code)) is not None:
             reason = f"killed by {sig}"
         elif code == 0:
             reason = "exited"
@@ -570,9 +571,9 @@ class ServerSession:
             reason = f"exited with code {code}"
         if not self._stop_requested.is_set() and code != 0:
             self.failure = logparse.classify_failure(list(self._proc.lines), code)
-            if (self.failure is None or self.failure.kind == "unknown") and _signal_name(code):
+            if (self.failure is None or self.failure.kind == "unknown") and signal_name(code):
                 self.failure = logparse.Failure(
-                    "killed", f"llama-server was killed ({_signal_name(code)}) — by the system's out-of-memory "
+                    "killed", f"llama-server was killed ({signal_name(code)}) — by the system's out-of-memory "
                     "killer or another program. Requests in flight are lost.", reason)
             if self.failure is not None and self.failure.kind not in ("killed", "unknown"):
                 reason = f"{reason}: {self.failure.kind}"

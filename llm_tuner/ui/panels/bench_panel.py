@@ -346,7 +346,7 @@ class BenchPanel(QWidget):
         if url:
             return bench_service.ServerTarget(attached_url=url, label=label or url)
         profile = self.ctx.state.profile
-        problem = getattr(self.ctx.state, "profile_problem", None)
+        problem = self.ctx.state.profile_problem
         if profile is not None and problem:
             raise bench_service.BenchError(problem)
         if profile is not None:

@@ -13,7 +13,6 @@ nothing here waits on the server, a process, NVML or SQL.
 from __future__ import annotations
 
 import shlex
-import signal
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from llm_tuner.qt.request_table_model import RequestTableModel
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.server import plan_launch
+from llm_tuner.services.server import plan_launch, signal_name
 from llm_tuner.services.telemetry.breakdown import gpu_segments, server_parts
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import DevicePlots, MemoryBars, ThroughputPlots
@@ -101,6 +100,7 @@ class LivePanel(QWidget):
             repo = None
         self.repo = repo
         self.slots: list[ServerSlot] = []
+        self._profile_args: tuple[str, dict] | None = None  # the edited profile's command line and env
         self.slot: ServerSlot | None = None
         self._memory_refreshed = 0.0
 
@@ -377,17 +377,19 @@ class LivePanel(QWidget):
             raise ValueError(f"The arguments cannot be read ({exc}): check the quotes.") from exc
         if not args:
             raise ValueError("Give llama-server arguments (at least -m MODEL), or pick a model in the Models list.")
-        profile_args = getattr(self, "_profile_args", None)
-        env = profile_args[1] if profile_args and profile_args[0] == self.args_edit.text() else {}
+        env = self._profile_args[1] if self._args_from_editor() else {}
         return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
+
+    def _args_from_editor(self) -> bool:
+        """The command line is the edited profile's as published (not typed over by the user)."""
+        return self._profile_args is not None and self._profile_args[0] == self.args_edit.text()
 
     def _server_name(self, args: list[str]) -> str:
         """The profile's name when the command is the edited profile's, else the model file's stem (marked
         "unsaved" for the edited profile before it has a name: it is not the saved profile of that name)."""
-        profile_args = getattr(self, "_profile_args", None)
-        from_editor = bool(profile_args and profile_args[0] == self.args_edit.text())
+        from_editor = self._args_from_editor()
         if from_editor:
-            name = getattr(self.ctx.state, "profile_name", None)
+            name = self.ctx.state.profile_name
             if name:
                 return name
         for i, a in enumerate(args):
@@ -400,9 +402,8 @@ class LivePanel(QWidget):
     # -- actions ------------------------------------------------------------------------------------
     def start(self) -> bool:
         """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot."""
-        profile_args = getattr(self, "_profile_args", None)
-        problem = getattr(self.ctx.state, "profile_problem", None)
-        if problem and profile_args and profile_args[0] == self.args_edit.text():
+        problem = self.ctx.state.profile_problem
+        if problem and self._args_from_editor():
             self._show_message(problem, error=True)
             return False
         try:
@@ -724,12 +725,7 @@ def _exit_cell(s, *, running: bool) -> tuple[str, str | None]:
             return "running", None
         return "not recorded", "The app ended before this server's exit was recorded."
     if s.exit_code is not None:
-        if s.exit_code < 0:
-            try:
-                return signal.Signals(-s.exit_code).name, s.exit_reason
-            except ValueError:
-                pass
-        return str(s.exit_code), s.exit_reason
+        return signal_name(s.exit_code) or str(s.exit_code), s.exit_reason
     if s.mode == "attach":
         return "—", s.exit_reason or "Detached: the server was started elsewhere and kept running."
     return "did not start", s.exit_reason or "The server process did not start."
