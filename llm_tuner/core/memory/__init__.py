@@ -1,0 +1,99 @@
+"""Per-device memory plan for a model + llama-server arguments + devices, following llama.cpp's own rules.
+
+What goes where (the build under /work/llama-src; file:line refer to it):
+- Devices: `-dev` list or every GPU; `-sm none` keeps only `-mg` (src/llama.cpp:289). Layers: `-ngl N`
+  puts the LAST N of the n_layer_all+1 "layers" (repeating layers, then the output layer) on GPUs
+  (llama-model.cpp:1591); -1 (auto) and any negative = all. `-ts` (or free memory when unset)
+  splits those layers in proportion, by `upper_bound` over the cumulative split points (:1599).
+  The input layer (token_embd) always stays on the CPU (:1607). MTP (nextn) blocks are layers too,
+  but their tensors are only loaded with `--spec-type draft-mtp` (TENSOR_SKIP otherwise).
+- Tensors: `-ot` rules (with `--cpu-moe`/`--n-cpu-moe` patterns, in command-line order) are
+  `std::regex_search`ed against each name, first match wins (llama-model-loader.cpp:1235). A
+  tensor on the CPU uses the first usable buffer of: GPU host buffer (when a GPU is in use and not
+  `--no-host`; replaced by plain CPU memory under mmap), CPU_REPACK (when the CPU can repack that
+  type, ggml-cpu/repack.cpp:4925), CPU. Tied output embeddings are duplicated on the output device.
+  `-sm row` splits every matrix weight's rows over the GPUs in `-ts` proportion.
+- Weights in memory: a GPU buffer holds the sum of its tensors (aligned, CUDA pads one extra row);
+  CPU weights under mmap are one mapping from the first to the last CPU tensor in the file
+  (get_mapping_range), so that is the "CPU_Mapped" size llama.cpp logs; CPU_REPACK is allocated.
+- KV: per attention layer on that layer's device (CPU with `-nkvo`): K rows n_embd_k_gqa, V rows
+  n_embd_v_gqa (without flash attention the V cache is transposed and padded to the layer maximum),
+  kv_size = n_ctx padded to 256 (per stream when KV is not unified); SWA layers use
+  pad(min(kv, n_swa*(unified ? n_seq : 1) + n_ubatch), 256) cells, or the full size with --swa-full.
+- Output buffer: n_vocab (+ n_embd with embeddings) floats per sequence, in host memory.
+- Compute buffers: an analytic model of the worst-case graph (KQ mask, the largest live layer
+  activations, logits for the outputs the server reserves), calibrated on real runs; see
+  benchmarks/memory_accuracy.py for how close it is. A calibration from a llama.cpp check can be
+  supplied (`Calibration`) but the estimate stands without one.
+- Fit (`-fit on`, the default): when the plan does not fit and `-c` was not given, the context is
+  shrunk (not below `-fitc`); when no `-ngl/-ts/-ot/-cmoe/-ncmoe` was set, layers are placed so
+  each device keeps its `-fitt` margin. Either is applied here and said in the warnings.
+
+Everything here is pure and fast (< 5 ms for a 1000-tensor model after the first call per model):
+the UI calls it while sliders move.
+
+The package, by seam: `constants` (llama.cpp's numbers), `args` (PlanDevice, PlacementArgs, the argv
+parser and back), `model_view` (the cached tensor table, row sizes, repack rules), `placement` (tensors to
+devices and buffers), `sizing` (KV, output, compute), `plan` (the outputs and the raw plan), `solve`
+(plan_memory with fit, the solver), `overrides` (`-ot` rule builders and previews). Import from the
+package: every public name is here.
+"""
+
+from __future__ import annotations
+
+from llm_tuner.core.memory.args import (
+    FFN_DENSE_REGEX,
+    FFN_EXPS_REGEX,
+    PlacementArgs,
+    PlanDevice,
+    args_from_profile,
+    parse_server_args,
+    placement_argv,
+)
+from llm_tuner.core.memory.constants import (
+    CACHE_TYPES,
+    DRIVER_RESERVED_MIB,
+    HOST_OVERHEAD_MIB,
+    MIB,
+    RUNTIME_BEYOND_LISTING_MIB,
+    RUNTIME_OVERHEAD_MIB,
+    SWA_PATTERNS,
+)
+from llm_tuner.core.memory.model_view import normalize_cpu_flags, repackable, row_size
+from llm_tuner.core.memory.overrides import RulePreview, preview_rule, rule_experts_blocks, rule_ffn_every_nth
+from llm_tuner.core.memory.placement import TensorPlacement, place_tensors, regex_search
+from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan
+from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
+
+__all__ = [
+    "CACHE_TYPES",
+    "Calibration",
+    "DRIVER_RESERVED_MIB",
+    "DeviceMemory",
+    "FFN_DENSE_REGEX",
+    "FFN_EXPS_REGEX",
+    "FitAnswer",
+    "HOST_OVERHEAD_MIB",
+    "MIB",
+    "MemoryPlan",
+    "PlacementArgs",
+    "PlanDevice",
+    "RUNTIME_BEYOND_LISTING_MIB",
+    "RUNTIME_OVERHEAD_MIB",
+    "RulePreview",
+    "SWA_PATTERNS",
+    "TensorPlacement",
+    "args_from_profile",
+    "normalize_cpu_flags",
+    "parse_server_args",
+    "place_tensors",
+    "placement_argv",
+    "plan_memory",
+    "preview_rule",
+    "regex_search",
+    "repackable",
+    "row_size",
+    "rule_experts_blocks",
+    "rule_ffn_every_nth",
+    "solve",
+]

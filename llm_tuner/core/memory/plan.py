@@ -1,0 +1,277 @@
+"""The outputs of a memory plan and how one is assembled from placement and sizing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
+from llm_tuner.core.memory.constants import (
+    DRIVER_RESERVED_MIB,
+    HOST_OVERHEAD_MIB,
+    MIB,
+    RUNTIME_BEYOND_LISTING_MIB,
+    RUNTIME_OVERHEAD_MIB,
+)
+from llm_tuner.core.memory.model_view import _ModelView, _view
+from llm_tuner.core.memory.placement import _layer_devices, _model_devices, _place, _weights_by_buffer
+from llm_tuner.core.memory.sizing import _NO_MIXED_BATCH, _compute, _compute_mtp, _flash_attn, _kv, _n_ctx
+
+# ------------------------------------------------------------------------------------------------
+# outputs
+# ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    """One device's share of the plan (MiB). Host is the entry named 'Host'."""
+
+    name: str
+    backend: str
+    model_mib: float
+    kv_mib: float
+    compute_mib: float
+    output_mib: float
+    overhead_mib: float
+    capacity_mib: int | None
+    available_mib: int | None
+    layers: int = 0
+    buffers: dict[str, float] = field(default_factory=dict)  # llama.cpp buffer name -> MiB, per kind
+    hypothetical: bool = False
+    runtime_in_free: bool = False  # available_mib already lacks the runtime overhead (see PlanDevice)
+    fit_model_mib: float | None = None  # weights as llama.cpp's fit counts them (tensor sizes, no CPU_REPACK)
+
+    @property
+    def total_mib(self) -> float:
+        return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
+
+    @property
+    def budget_mib(self) -> float | None:
+        """What the plan is compared with: free memory when known (plus the runtime overhead when that free
+        figure was measured with a runtime already in place), else capacity."""
+        if self.available_mib is not None:
+            if not self.runtime_in_free:
+                return self.available_mib
+            beyond = RUNTIME_BEYOND_LISTING_MIB.get(self.backend)
+            return self.available_mib + (self.overhead_mib - beyond if beyond is not None else self.overhead_mib)
+        if self.capacity_mib is None or self.name == "Host":
+            return self.capacity_mib
+        return self.capacity_mib - DRIVER_RESERVED_MIB.get(self.backend, 0)
+
+    @property
+    def headroom_mib(self) -> float | None:
+        b = self.budget_mib
+        return None if b is None else b - self.total_mib
+
+    @property
+    def fits(self) -> bool | None:
+        h = self.headroom_mib
+        return None if h is None else h >= 0
+
+    def to_json(self) -> dict:
+        r = lambda x: round(x, 1)  # noqa: E731
+        return {"name": self.name, "model_mib": r(self.model_mib), "kv_mib": r(self.kv_mib),
+                "compute_mib": r(self.compute_mib), "output_mib": r(self.output_mib),
+                "overhead_mib": r(self.overhead_mib), "total_mib": r(self.total_mib),
+                "capacity_mib": self.capacity_mib, "available_mib": self.available_mib,
+                "fits": self.fits}
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    """The plan: GPUs in device order, then Host; what llama.cpp would run with; warnings."""
+
+    devices: tuple[DeviceMemory, ...]
+    warnings: tuple[str, ...]
+    args: PlacementArgs  # after fit (what llama.cpp would actually use)
+    n_ctx: int
+    n_ctx_seq: int
+    n_seq_max: int
+    kv_unified: bool
+    flash_attn: bool
+    n_gpu_layers: int  # layers (incl. output) on GPUs
+    n_layers_total: int  # n_layer_all + 1
+    kv_cells: tuple[tuple[str, int, int], ...] = ()  # (cache, cells, layers)
+    fit_changes: tuple[str, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        return all(d.fits is not False for d in self.devices)
+
+    def device(self, name: str) -> DeviceMemory | None:
+        return next((d for d in self.devices if d.name == name), None)
+
+    def to_json(self) -> dict:
+        return {"devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings),
+                "n_ctx": self.n_ctx, "n_ctx_seq": self.n_ctx_seq, "n_parallel": self.n_seq_max,
+                "kv_unified": self.kv_unified, "flash_attn": self.flash_attn,
+                "n_gpu_layers": self.n_gpu_layers, "fit_changes": list(self.fit_changes)}
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """Learnt from a llama.cpp check: measured/estimated compute ratio per backend (1.0 = none)."""
+
+    compute_scale: dict[str, float] = field(default_factory=dict)
+    overhead_mib: dict[str, float] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------------------------------------
+# the plan
+# ------------------------------------------------------------------------------------------------
+
+
+def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], host: PlanDevice,
+              flags: frozenset[str], calibration: Calibration | None,
+              draft: tuple[Any, PlacementArgs] | None) -> tuple[MemoryPlan, list[PlanDevice]]:
+    devs = _model_devices(args, gpus)
+    layer_dev, n_gpu = _layer_devices(view, args, devs)
+    placements = _place(view, args, devs, layer_dev, flags)
+    bufs, weights, fit_weights = _weights_by_buffer(view, placements, devs, args)
+    fa = _flash_attn(view, args, devs)
+    kv, caches, kv_cells, swa_cells, kv_host_layer = _kv(view, args, layer_dev, fa)
+    compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs, kv_host_layer)
+    n_ctx, n_ctx_seq = _n_ctx(view, args)
+    n_seq = args.n_seq_max
+    out_b = (view.n_vocab + (view.n_embd if args.embeddings else 0)) * n_seq * 4 / MIB
+    extra_model: dict[str, float] = {}
+    extra_kv: dict[str, float] = {}
+    extra_compute: dict[str, float] = {}
+    warnings: list[str] = []
+    # MTP context (--spec-type draft-mtp): the nextn block's own KV (draft cache types), output buffer
+    # and compute (one attention block; the FFN only runs on the output rows), on the block's device
+    if args.spec_mtp:
+        if view.n_nextn == 0:
+            warnings.append("--spec-type draft-mtp: this model has no MTP (nextn) layers; llama.cpp will refuse it.")
+        else:
+            mkv, mcaches, mcells, mswa, _ = _kv(view, args, layer_dev, fa, mtp_ctx=True,
+                                               type_k=args.draft_cache_type_k, type_v=args.draft_cache_type_v)
+            for d, v in mkv.items():
+                extra_kv[d] = extra_kv.get(d, 0.0) + v
+            mdev = layer_dev[view.n_layer] if view.n_layer < len(layer_dev) - 1 else layer_dev[-1]
+            extra_compute[mdev] = extra_compute.get(mdev, 0.0) + _compute_mtp(view, args, fa, mcells) / MIB
+            if any(d.backend != "CPU" for d in devs):
+                # its own graph inputs (mask, embedding paths) live in the host buffer, as for the main
+                # context (see _compute_gpu)
+                t_mtp = min(n_ctx, args.n_ubatch, args.n_batch)
+                n_paths = 1 if view.arch in _NO_MIXED_BATCH else 2
+                host_mtp = mcells * t_mtp * (2 if fa else 4) + n_paths * view.n_embd * t_mtp * 4
+                extra_compute["Host"] = extra_compute.get("Host", 0.0) + host_mtp / MIB
+            out_b += view.n_vocab * n_seq * 4 / MIB
+    if draft is not None:
+        dmodel, dargs = draft
+        dview = _view(dmodel)
+        ddevs = _model_devices(dargs, gpus)
+        dlayer_dev, _ = _layer_devices(dview, dargs, ddevs)
+        dplace = _place(dview, dargs, ddevs, dlayer_dev, flags)
+        _, dweights, _ = _weights_by_buffer(dview, dplace, ddevs, dargs)
+        dfa = _flash_attn(dview, dargs, ddevs)
+        dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
+        dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
+        for src, dst in ((dweights, extra_model), (dkv, extra_kv), (dcomp, extra_compute)):
+            for d, v in src.items():
+                dst[d] = dst.get(d, 0.0) + v
+        out_b += dview.n_vocab * n_seq * 4 / MIB
+    scale = (calibration.compute_scale if calibration else {}) or {}
+    over = (calibration.overhead_mib if calibration else {}) or {}
+    devices: list[DeviceMemory] = []
+    for d in devs:
+        backend = d.backend
+        comp = compute.get(d.name, 0.0) * scale.get(backend, 1.0) + extra_compute.get(d.name, 0.0)
+        used = weights.get(d.name, 0.0) + kv.get(d.name, 0.0) + comp + extra_model.get(d.name, 0.0)
+        overhead = over.get(backend, RUNTIME_OVERHEAD_MIB.get(backend, 300)) if used > 0 or True else 0.0
+        devices.append(DeviceMemory(
+            name=d.name, backend=backend, model_mib=weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0),
+            kv_mib=kv.get(d.name, 0.0) + extra_kv.get(d.name, 0.0), compute_mib=comp, output_mib=0.0,
+            overhead_mib=float(overhead), capacity_mib=d.capacity_mib, available_mib=d.free_mib,
+            layers=sum(1 for x in layer_dev if x == d.name), buffers=dict(bufs.get(d.name, {})),
+            hypothetical=d.hypothetical, runtime_in_free=d.free_includes_runtime and d.free_mib is not None,
+            fit_model_mib=fit_weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0)))
+    hcomp = compute.get("Host", 0.0) * scale.get("CPU", 1.0) + extra_compute.get("Host", 0.0)
+    devices.append(DeviceMemory(
+        name="Host", backend="CPU", model_mib=weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
+        kv_mib=kv.get("Host", 0.0) + extra_kv.get("Host", 0.0), compute_mib=hcomp, output_mib=out_b,
+        overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)), capacity_mib=host.capacity_mib,
+        available_mib=host.free_mib, layers=sum(1 for x in layer_dev if x == "Host"),
+        buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical,
+        fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0)))
+    plan = MemoryPlan(devices=tuple(devices), warnings=tuple(warnings), args=args, n_ctx=n_ctx,
+                      n_ctx_seq=n_ctx_seq, n_seq_max=n_seq, kv_unified=args.unified, flash_attn=fa,
+                      n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches))
+    return plan, devs
+
+
+def _targets(args: PlacementArgs, devs: list[PlanDevice]) -> dict[str, int]:
+    t = list(args.fit_target_mib) or [1024]
+    if len(t) == 1:
+        t = t * len(devs)
+    return {d.name: (t[i] if i < len(t) else t[-1]) for i, d in enumerate(devs)}
+
+
+def _fit_use_mib(d: DeviceMemory) -> float:
+    """What llama.cpp's fit step counts for a device (common/fit.cpp, memory breakdown of a no_alloc load).
+
+    Weights, KV and compute buffers; not the output buffer, not CPU_REPACK (not a host buffer type to
+    it), and no runtime overhead where free memory was measured (it is already taken from "free").
+    Planned devices (capacity only) keep the runtime overhead, as a real device would lose it.
+    """
+    model = d.fit_model_mib if d.fit_model_mib is not None else d.model_mib - d.buffers.get("CPU_REPACK", 0.0)
+    use = model + d.kv_mib + d.compute_mib
+    if d.name != "Host":
+        use += d.overhead_mib  # budget_mib adds it back where free memory already lacks it
+    return use
+
+
+def _fits_with_margin(plan: MemoryPlan, targets: dict[str, int], *, host_too: bool = False,
+                      fit_accounting: bool = False) -> bool:
+    for d in plan.devices:
+        if d.name == "Host" and not host_too:
+            continue
+        b = d.budget_mib
+        if b is None:
+            continue
+        use = _fit_use_mib(d) if fit_accounting else d.total_mib
+        if use > b - targets.get(d.name, 0):
+            return False
+    return True
+
+
+def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> list[str]:
+    w = []
+    a = plan.args
+    for d in plan.devices:
+        if d.fits is False:
+            w.append(f"{d.name}: needs {d.total_mib:.0f} MiB but has {d.budget_mib} MiB "
+                     f"({-d.headroom_mib:.0f} MiB short)")
+    host = plan.device("Host")
+    if host is not None and host.headroom_mib is not None and a.cache_ram_mib and 0 <= host.headroom_mib < a.cache_ram_mib:
+        w.append(f"Host: the prompt cache may grow to {a.cache_ram_mib} MiB of RAM while serving (--cache-ram); "
+                 f"only {host.headroom_mib:.0f} MiB are left")
+    if a.cache_type_v.lower() not in ("f16", "f32", "bf16") and a.flash_attn == "off":
+        w.append("quantized V cache needs flash attention: llama.cpp refuses -ctv "
+                 f"{a.cache_type_v} with -fa off")
+    if a.cache_type_k.lower() != a.cache_type_v.lower():
+        w.append(f"K and V cache types differ ({a.cache_type_k}/{a.cache_type_v}): slow fallback kernels")
+    if view.n_nextn and not (a.spec_mtp or a.load_mtp):
+        w.append(f"{view.n_nextn} MTP layer(s) are not loaded (add --spec-type draft-mtp to use them)")
+    if plan.n_ctx_seq > view.n_ctx_train:
+        w.append(f"context per sequence {plan.n_ctx_seq} is beyond the trained {view.n_ctx_train}")
+    for u in a.unknown:
+        if u in ("--mlock", "--no-mmap", "--mmap"):
+            w.append(f"{u} was removed from llama-server; use -lm/--load-mode")
+    if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
+        w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
+                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "
+                 "Use -sm layer (or -sm tensor)")
+    if a.split_mode == "tensor":
+        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and KV "
+                 "spread over the GPUs by -ts; fit does not run for it")
+    known = {d.name for d in devs}
+    odd = sorted({b for _p, b in a.overrides if not b.upper().startswith("CPU") and b not in known})
+    if odd:
+        w.append(f"-ot sends tensors to {', '.join(odd)}, which is not among the planned devices: "
+                 "those weights are not counted anywhere in this plan")
+    gpus_missing = [n for n in (a.devices or ()) if n not in {d.name for d in devs}]
+    if gpus_missing:
+        w.append(f"unknown device(s): {', '.join(gpus_missing)}")
+    return w
