@@ -1,0 +1,76 @@
+"""Command lines: a binary's --help text -> flag catalog; profile <-> llama-server argv/env.
+
+The flag catalog is read from the chosen binary's own `--help`, so forks and newer builds are
+understood and removed flags are caught.
+
+The package, by seam: `help` (FlagSpec, FlagCatalog, parse_help), `fields` (FieldFlag, FIELD_FLAGS,
+lookup tables, secrets, removed flags, result models), `argv` (profile <-> argv/env, import, validate,
+fix), `paste` (the tokenizer for pasted command text). Import from the package: every public name is here.
+"""
+
+from __future__ import annotations
+
+from llm_tuner.core.cmdline.argv import (
+    apply_fix,
+    describe_env,
+    effective_profile,
+    field_tokens,
+    field_value_text,
+    format_number,
+    import_command,
+    iter_field_flags,
+    parse_field_value,
+    profile_diff,
+    profile_to_argv,
+    render_shell,
+    validate,
+)
+from llm_tuner.core.cmdline.fields import (
+    FIELD_BY_NAME,
+    FIELD_FLAGS,
+    MASK,
+    REMOVED_FLAGS,
+    SECRET_ENV_WORDS,
+    SECRET_FLAGS,
+    SECTIONS,
+    FieldFlag,
+    ImportResult,
+    Kind,
+    RemovedFlag,
+    ValidationResult,
+)
+from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec, parse_help
+from llm_tuner.core.cmdline.paste import SplitCommand, split_command_text
+
+__all__ = [
+    "FIELD_BY_NAME",
+    "FIELD_FLAGS",
+    "FieldFlag",
+    "FlagCatalog",
+    "FlagSpec",
+    "ImportResult",
+    "Kind",
+    "MASK",
+    "REMOVED_FLAGS",
+    "RemovedFlag",
+    "SECRET_ENV_WORDS",
+    "SECRET_FLAGS",
+    "SECTIONS",
+    "SplitCommand",
+    "ValidationResult",
+    "apply_fix",
+    "describe_env",
+    "effective_profile",
+    "field_tokens",
+    "field_value_text",
+    "format_number",
+    "import_command",
+    "iter_field_flags",
+    "parse_field_value",
+    "parse_help",
+    "profile_diff",
+    "profile_to_argv",
+    "render_shell",
+    "split_command_text",
+    "validate",
+]

@@ -1,0 +1,524 @@
+"""Profile <-> llama-server argv/env: write, read, diff, render, validate and fix."""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+
+from pydantic import SecretStr
+
+from llm_tuner.core.cmdline.fields import (
+    _BY_ENV,
+    _BY_SPELLING,
+    _FA_VALUES,
+    _FALSE,
+    _FLOAT_RE,
+    _INT_RE,
+    _NEG_NUMBER,
+    _TRUE,
+    FIELD_BY_NAME,
+    FIELD_FLAGS,
+    MASK,
+    REMOVED_FLAGS,
+    SECRET_ENV_WORDS,
+    SECRET_FLAGS,
+    FieldFlag,
+    ImportResult,
+    RemovedFlag,
+    ValidationResult,
+)
+from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec
+from llm_tuner.core.cmdline.paste import _is_server_program, split_command_text
+from llm_tuner.core.profile import LaunchProfile, OverrideRule
+
+# -- value formatting ---------------------------------------------------------------------------
+
+def format_number(x: float | int) -> str:
+    """Shortest text that reads back to the same number ('40' for 40.0, '0.95')."""
+    if isinstance(x, bool):
+        return "1" if x else "0"
+    if isinstance(x, int):
+        return str(x)
+    if x.is_integer() and abs(x) < 1e15:
+        return str(int(x))
+    return repr(x)
+
+
+def field_tokens(profile: LaunchProfile, ff: FieldFlag) -> list[str]:
+    """The argv tokens for one field (empty when the flag is absent)."""
+    v = getattr(profile, ff.field)
+    k = ff.kind
+    if k == "switch":
+        return [ff.flag] if v else []
+    if k == "toggle":
+        if v is None:
+            return []
+        return [ff.flag] if v else [ff.neg_flag or ff.flag]
+    if k == "onoff":
+        return [] if v is None else [ff.flag, "on" if v else "off"]
+    if k in ("list", "append"):
+        return [ff.flag, ",".join(v)] if v else []
+    if k in ("floats", "ints"):
+        return [ff.flag, ",".join(format_number(x) for x in v)] if v else []
+    if k == "overrides":
+        return [ff.flag, ",".join(str(r) for r in v)] if v else []
+    if v is None:
+        return []
+    if k == "secret":
+        return [ff.flag, v.get_secret_value()]
+    if k in ("int", "float"):
+        return [ff.flag, format_number(v)]
+    if k == "layers":
+        return [ff.flag, v if isinstance(v, str) else str(v)]
+    return [ff.flag, str(v)]
+
+
+def profile_to_argv(profile: LaunchProfile) -> tuple[list[str], dict[str, str]]:
+    """The exact llama-server argument list (binary excluded) and extra environment of a profile.
+
+    Modelled flags come first in a fixed order, with their long spelling; `extra_args` follow verbatim
+    and in order. The environment is `profile.env` as is (LLAMA_ARG_* included): the caller adds it to
+    the child's environment. The result is an argument list for exec, never a shell string.
+    """
+    argv: list[str] = []
+    for ff in FIELD_FLAGS:
+        argv += field_tokens(profile, ff)
+    argv += list(profile.extra_args)
+    return argv, dict(profile.env)
+
+
+def field_value_text(profile: LaunchProfile, field: str, *, mask_secrets: bool = True) -> str | None:
+    """A field as the command line shows it ('8192', 'on', 'q8_0'), None when the flag is absent."""
+    ff = FIELD_BY_NAME[field]
+    toks = field_tokens(profile, ff)
+    if not toks:
+        return None
+    if ff.kind == "secret" and mask_secrets:
+        return MASK
+    if ff.kind in ("switch",):
+        return "on"
+    if ff.kind == "toggle":
+        return "on" if getattr(profile, field) else "off"
+    return " ".join(toks[1:])
+
+
+def profile_diff(a: LaunchProfile, b: LaunchProfile) -> list[tuple[str, str | None, str | None]]:
+    """Which flags differ between two profiles: (flag, value in a, value in b); None = absent.
+
+    Modelled flags by their long spelling, then environment variables ('env NAME'), extra arguments
+    and the binary. Secrets are masked.
+    """
+    out: list[tuple[str, str | None, str | None]] = []
+    for ff in FIELD_FLAGS:
+        va, vb = field_value_text(a, ff.field), field_value_text(b, ff.field)
+        if va != vb or (ff.kind == "secret" and a.api_key != b.api_key):
+            out.append((ff.flag, va, vb))
+    for name in dict.fromkeys([*a.env, *b.env]):
+        va, vb = a.env.get(name), b.env.get(name)
+        if va != vb:
+            if _is_secret_env(name):
+                va, vb = (MASK if va is not None else None), (MASK if vb is not None else None)
+            out.append((f"env {name}", va, vb))
+    if a.extra_args != b.extra_args:
+        out.append(("extra arguments", shlex.join(a.extra_args) or None, shlex.join(b.extra_args) or None))
+    if a.binary != b.binary:
+        out.append(("binary", a.binary, b.binary))
+    return out
+
+
+# -- shell rendering ----------------------------------------------------------------------------
+
+def _is_secret_env(name: str) -> bool:
+    return any(w in name.upper() for w in SECRET_ENV_WORDS)
+
+
+def render_shell(argv: Sequence[str], env: Mapping[str, str] | None = None, binary: str | None = None,
+                 mask_secrets: bool = True, *, multiline: bool = False) -> str:
+    """A POSIX shell line a user can copy: `VAR=value ... binary args...`, every word quoted as needed.
+
+    Secrets (the value after --api-key/--hf-token, env vars named like *KEY*/*TOKEN*) are masked
+    unless `mask_secrets` is False. `multiline` breaks before each flag with backslash-newline.
+    """
+    words: list[list[str]] = []
+    for name, value in (env or {}).items():
+        shown = MASK if mask_secrets and _is_secret_env(name) else value
+        words.append([f"{name}={shlex.quote(shown)}"])
+    words.append([shlex.quote(binary or "llama-server")])
+    prev_secret = False
+    for tok in argv:
+        shown = MASK if (mask_secrets and prev_secret) else tok
+        q = shlex.quote(shown)
+        if tok.startswith("-") and not _NEG_NUMBER.match(tok) or not words:
+            words.append([q])
+        else:
+            words[-1].append(q)
+        prev_secret = tok in SECRET_FLAGS
+    groups = [" ".join(g) for g in words]
+    return (" \\\n  " if multiline else " ").join(groups)
+
+
+# -- reading argv -------------------------------------------------------------------------------
+
+def _value_arity(spec: FlagSpec) -> int:
+    if spec.value is None:
+        return 0
+    return 2 if re.fullmatch(r"[A-Z_]+ [A-Z_]+", spec.value) else 1
+
+
+def _removed_from_catalog(spec: FlagSpec | None) -> str | None:
+    if spec is None:
+        return None
+    m = re.match(r"the argument has been removed\.?\s*(.*)", spec.help)
+    return m.group(1).strip() if m else None
+
+
+def _looks_like_value(tok: str) -> bool:
+    return not tok.startswith("-") or bool(_NEG_NUMBER.match(tok)) or tok == "-"
+
+
+def _norm(name: str) -> str:
+    return name.replace("_", "-") if name.startswith("--") else name
+
+
+def _lookup_field(name: str, catalog: FlagCatalog | None) -> tuple[FieldFlag, bool] | None:
+    hit = _BY_SPELLING.get(_norm(name))
+    if hit is None and catalog is not None:
+        spec = catalog.lookup(name)
+        if spec is not None:
+            for n in spec.names:
+                if n in _BY_SPELLING:
+                    ff, _pos = _BY_SPELLING[n]
+                    # a catalog alias of a toggle: positive unless it reads like a negative spelling
+                    neg = bool(re.match(r"^--?no-|^-n[a-z]", name)) and ff.kind == "toggle"
+                    return ff, not neg
+    return hit
+
+
+class _Parsed:
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+        self.extra: list[str] = []
+        self.unknown: list[str] = []
+        self.removed: list[RemovedFlag] = []
+        self.notes: list[str] = []
+
+
+def parse_field_value(ff: FieldFlag, raw: str, current: object) -> object:
+    """Convert one flag value; raises ValueError when it is not valid for the field."""
+    k = ff.kind
+    if k == "int":
+        if not _INT_RE.match(raw):
+            raise ValueError(f"{ff.flag} needs a whole number, got {raw!r}")
+        return int(raw)
+    if k == "float":
+        if not _FLOAT_RE.match(raw):
+            raise ValueError(f"{ff.flag} needs a number, got {raw!r}")
+        return float(raw)
+    if k == "layers":
+        if raw in ("auto", "all"):
+            return raw
+        if not _INT_RE.match(raw):
+            raise ValueError(f"{ff.flag} needs a number, 'auto' or 'all', got {raw!r}")
+        return int(raw)
+    if k == "onoff":
+        if raw in _TRUE:
+            return True
+        if raw in _FALSE:
+            return False
+        raise ValueError(f"{ff.flag} needs on or off, got {raw!r}")
+    if k == "list":
+        return tuple(raw.split(","))
+    if k == "append":
+        return tuple(current or ()) + tuple(raw.split(","))
+    if k in ("floats", "ints"):
+        parts = re.split(r"[,/]", raw)
+        rx = _INT_RE if k == "ints" else _FLOAT_RE
+        if not all(rx.match(p) for p in parts):
+            raise ValueError(f"{ff.flag} needs numbers separated by commas, got {raw!r}")
+        return tuple(int(p) if k == "ints" else float(p) for p in parts)
+    if k == "overrides":
+        rules = []
+        for part in raw.split(","):
+            if "=" not in part:
+                raise ValueError(f"{ff.flag} needs PATTERN=BUFFER rules, got {part!r}")
+            pat, buf = part.split("=", 1)
+            rules.append(OverrideRule(pattern=pat, buffer=buf))
+        return tuple(current or ()) + tuple(rules)
+    if k == "secret":
+        return SecretStr(raw)
+    return raw
+
+
+def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) -> None:
+    i, n = 0, len(argv)
+    seen: set[str] = set()
+    while i < n:
+        tok = argv[i]
+        name = _norm(tok)
+        spec = catalog.lookup(tok) if catalog is not None else None
+        # 1. removed flags: hard-coded ones (absent from --help) and those --help calls removed
+        removed_help = _removed_from_catalog(spec)
+        hard = REMOVED_FLAGS.get(name)
+        if hard is not None and (spec is None or removed_help is not None):
+            arity = hard.arity
+            toks = list(argv[i:i + 1 + arity])
+            fix = hard.fix + tuple(toks[1:]) if hard.fix and arity else hard.fix
+            out.removed.append(RemovedFlag(tokens=tuple(toks), flag=tok, replacement=removed_help or hard.replacement,
+                                           fix=fix))
+            out.extra += toks
+            out.notes.append(f"{tok} was removed from llama-server: use {hard.replacement}")
+            i += len(toks)
+            continue
+        if removed_help is not None:
+            toks = list(argv[i:i + 1 + _value_arity(spec)])
+            out.removed.append(RemovedFlag(tokens=tuple(toks), flag=tok, replacement=removed_help))
+            out.extra += toks
+            out.notes.append(f"{tok} was removed from llama-server: {removed_help}")
+            i += len(toks)
+            continue
+        # 2. modelled flags
+        hit = _lookup_field(tok, catalog) if tok.startswith("-") else None
+        if hit is not None:
+            ff, positive = hit
+            if ff.kind == "fa" and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
+                # old builds: -fa was a switch. This build needs a value: keep it as written, flag it.
+                out.removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement="--flash-attn on",
+                                               fix=("--flash-attn", "on")))
+                out.extra.append(tok)
+                out.notes.append(f"{tok} without a value is the old switch form: use --flash-attn on")
+                i += 1
+                continue
+            if ff.kind in ("switch", "toggle"):
+                out.values[ff.field] = positive if ff.kind == "toggle" else True
+                if ff.field in seen:
+                    out.notes.append(f"{ff.flag} given more than once: the last one counts, as in llama-server")
+                seen.add(ff.field)
+                i += 1
+                continue
+            if i + 1 >= n:
+                out.extra.append(tok)
+                out.unknown.append(tok)
+                out.notes.append(f"{tok} has no value: kept as written")
+                i += 1
+                continue
+            raw = argv[i + 1]
+            try:
+                value = parse_field_value(ff, raw, out.values.get(ff.field))
+            except ValueError as exc:
+                out.extra += [tok, raw]
+                out.unknown += [tok, raw]
+                out.notes.append(f"{exc}: kept as written")
+                i += 2
+                continue
+            if ff.field in seen and ff.kind not in ("append", "overrides"):
+                out.notes.append(f"{ff.flag} given more than once: the last value counts, as in llama-server")
+            seen.add(ff.field)
+            out.values[ff.field] = value
+            if isinstance(value, str) and ("$" in value or value.startswith("~")):
+                out.notes.append(f"{raw!r} is kept as written: llama-server does not expand ~ or $VARIABLES "
+                                 "(only an unquoted ~ and $HOME are expanded when a command is pasted); "
+                                 "write the full path")
+            i += 2
+            continue
+        # 3. flags the binary knows but the profile does not model: kept verbatim
+        if spec is not None:
+            toks = list(argv[i:i + 1 + _value_arity(spec)])
+            out.extra += toks
+            if "=" in tok and tok.startswith("--"):
+                pass
+            i += len(toks)
+            continue
+        # 4. unknown: a fork's flag (with the value that follows), or a stray word
+        toks = [tok]
+        if tok.startswith("-") and not _NEG_NUMBER.match(tok) and i + 1 < n and _looks_like_value(argv[i + 1]):
+            toks.append(argv[i + 1])
+        if tok.startswith("--") and "=" in tok:
+            out.notes.append(f"{tok}: llama-server does not accept --flag=value; write the value as its own word")
+        out.extra += toks
+        out.unknown += toks
+        i += len(toks)
+
+
+def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = None, *,
+                   env: Mapping[str, str] | None = None, home: str | None = None) -> ImportResult:
+    """Read a pasted command line (text) or an argument list into a LaunchProfile.
+
+    Text may carry `export VAR=...` lines, leading `VAR=value` assignments, a program path
+    (`./build/bin/llama-server`), backslash-newline continuations, quotes, pipes and redirections
+    (ignored, with a note). It is tokenised with shlex and never run; an unquoted `~` and `$HOME` are
+    expanded to `home` (default: this user's home folder) as the shell would have, since llama-server
+    itself expands nothing. An argument list is taken as the shell already expanded it, and has no
+    program unless its first word names one.
+
+    Every alias maps to one field; a flag the catalog knows but the profile does not model is kept
+    in `extra_args` verbatim; a removed flag is kept as written and reported with its replacement;
+    unknown tokens (a fork's `-tbq 4`) are kept in order and reported. Without a catalog only the
+    modelled flags count as known. `LLAMA_ARG_*` variables stay environment variables. Never raises
+    on odd input.
+    """
+    out = _Parsed()
+    env_out: dict[str, str] = dict(env or {})
+    binary: str | None = None
+    if isinstance(source, str):
+        home = home or os.path.expanduser("~")
+        split = split_command_text(source, home if home != "~" else None)  # "~": no home folder is known
+        binary, argv = split.binary, list(split.argv)
+        env_out.update(split.env)
+        out.notes += split.notes
+    else:
+        argv = [str(a) for a in source]
+        if argv and not argv[0].startswith("-") and _is_server_program(argv[0]):
+            binary, argv = argv[0], argv[1:]
+    try:
+        _parse_argv(argv, catalog, out)
+    except Exception as exc:  # noqa: BLE001 - the importer must never crash on odd input
+        out.notes.append(f"could not read the arguments ({exc}); kept them as written")
+        out.extra, out.unknown = list(argv), list(argv)
+        out.values.clear()
+
+    for name, value in env_out.items():
+        if name.startswith("LLAMA_ARG_") or name == "LLAMA_API_KEY":
+            spec = catalog.by_env(name) if catalog is not None else None
+            ff = _BY_ENV.get(name)
+            flag = spec.canonical if spec is not None else (ff.flag if ff else None)
+            removed = _removed_from_catalog(spec)
+            if removed is not None:
+                out.removed.append(RemovedFlag(tokens=(f"{name}={value}",), flag=name, replacement=removed))
+                out.notes.append(f"{name} sets a removed flag: {removed}")
+            elif flag is None:
+                out.notes.append(f"{name} is not a variable this llama-server reads")
+            else:
+                out.notes.append(f"{name}={'…' if _is_secret_env(name) else value} sets {flag} (kept as a variable)")
+    kept_binary = None
+    if binary is not None:
+        if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
+            kept_binary = binary
+        elif not re.fullmatch(r"llama-server(\.exe)?", binary):
+            out.notes.append(f"the program {binary} is a relative path: choose that binary in Settings "
+                             "(the profile keeps no relative path)")
+    values = dict(out.values)
+    profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), **values)
+    return ImportResult(profile=profile, unknown=out.unknown, removed=out.removed, notes=out.notes,
+                        binary=binary)
+
+
+def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> ValidationResult:
+    """Which flags of a profile (or argv) the binary whose catalog is given would refuse.
+
+    Unknown flags are reported as their tokens (flag and the value that follows); removed flags with
+    what replaces them. Environment variables of removed flags are reported too.
+    """
+    if isinstance(target, LaunchProfile):
+        argv, env = profile_to_argv(target)
+    else:
+        argv, env = list(target), {}
+    unknown: list[str] = []
+    removed: list[RemovedFlag] = []
+    i, n = 0, len(argv)
+    while i < n:
+        tok = argv[i]
+        spec = catalog.lookup(tok)
+        removed_help = _removed_from_catalog(spec)
+        hard = REMOVED_FLAGS.get(_norm(tok))
+        if spec is None and hard is not None:
+            toks = tuple(argv[i:i + 1 + hard.arity])
+            removed.append(RemovedFlag(tokens=toks, flag=tok, replacement=hard.replacement,
+                                       fix=hard.fix + toks[1:] if hard.arity else hard.fix))
+            i += len(toks)
+            continue
+        if spec is not None:
+            arity = _value_arity(spec)
+            if tok in ("-fa", "--flash-attn") and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
+                removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement="--flash-attn on",
+                                           fix=("--flash-attn", "on")))
+                i += 1
+                continue
+            toks = tuple(argv[i:i + 1 + arity])
+            if removed_help is not None:
+                removed.append(RemovedFlag(tokens=toks, flag=tok, replacement=removed_help))
+            i += len(toks)
+            continue
+        toks = [tok]
+        hit = _BY_SPELLING.get(_norm(tok))
+        takes_value = (hit is not None and hit[0].kind not in ("switch", "toggle")) or (
+            hit is None and tok.startswith("-") and not _NEG_NUMBER.match(tok))
+        if takes_value and i + 1 < n and (hit is not None or _looks_like_value(argv[i + 1])):
+            toks.append(argv[i + 1])
+        unknown += toks
+        i += len(toks)
+    for name in env:
+        spec = catalog.by_env(name)
+        rem = _removed_from_catalog(spec)
+        if rem is not None:
+            removed.append(RemovedFlag(tokens=(f"{name}={env[name]}",), flag=name, replacement=rem))
+    return ValidationResult(unknown=unknown, removed=removed)
+
+
+def apply_fix(profile: LaunchProfile, removed: RemovedFlag, catalog: FlagCatalog | None = None) -> LaunchProfile:
+    """Replace a removed flag's tokens in `extra_args` by its fix (the editor's "Fix" button).
+
+    The fix is parsed like any imported argument, so `--mlock` sets `load_mode`. Returns the profile
+    unchanged when the flag has no mechanical fix or its tokens are not in `extra_args`.
+    """
+    extra = list(profile.extra_args)
+    k = len(removed.tokens)
+    for i in range(len(extra) - k + 1):
+        if tuple(extra[i:i + k]) == removed.tokens:
+            if not removed.fix:
+                return profile
+            del extra[i:i + k]
+            fixed = import_command(list(removed.fix), catalog)
+            update = {f: getattr(fixed.profile, f) for f in fixed.profile.model_fields_set
+                      if f not in ("extra_args", "env", "binary")}
+            return profile.model_copy(update={**update, "extra_args": tuple(extra + list(fixed.profile.extra_args))})
+    return profile
+
+
+def effective_profile(profile: LaunchProfile) -> LaunchProfile:
+    """The profile as llama-server will see it: LLAMA_ARG_* variables fill fields the argv leaves unset.
+
+    (llama-server applies environment variables first and lets CLI flags override them.) Used by advice
+    and the memory plan; values that do not parse are ignored.
+    """
+    update: dict[str, object] = {}
+    for name, raw in profile.env.items():
+        ff = _BY_ENV.get(name)
+        if ff is None:
+            continue
+        current = getattr(profile, ff.field)
+        if current not in (None, (), False):
+            continue
+        try:
+            if ff.kind in ("switch", "toggle"):
+                if raw in _TRUE or raw in _FALSE:
+                    update[ff.field] = raw in _TRUE
+                continue
+            update[ff.field] = parse_field_value(ff, raw, None)
+        except ValueError:
+            continue
+    for name in profile.env:
+        if name.startswith("LLAMA_ARG_NO_"):
+            ff = _BY_ENV.get("LLAMA_ARG_" + name[len("LLAMA_ARG_NO_"):])
+            if ff is not None and ff.kind == "toggle" and getattr(profile, ff.field) is None:
+                update[ff.field] = False
+    return profile.model_copy(update=update) if update else profile
+
+
+def describe_env(env: Mapping[str, str], catalog: FlagCatalog | None = None) -> list[tuple[str, str, str | None]]:
+    """(name, value, flag it sets or None) for each variable, so LLAMA_ARG_* show the flag they set."""
+    out = []
+    for name, value in env.items():
+        flag = None
+        spec = catalog.by_env(name) if catalog is not None else None
+        if spec is not None:
+            flag = spec.canonical
+        elif name in _BY_ENV:
+            flag = _BY_ENV[name].flag
+        out.append((name, value, flag))
+    return out
+
+
+def iter_field_flags(section: str | None = None) -> Iterable[FieldFlag]:
+    return (f for f in FIELD_FLAGS if section is None or f.section == section)
