@@ -1,43 +1,31 @@
-"""Benchmark runner: real llama-server, real requests, the server's own timings.
-
-A run = one server command line (a profile's, or raw llama-server arguments) measured with a
-`BenchSpec`. The runner starts the server (or uses an attached URL), builds prompts of exactly N
-tokens from real text with the server's own `/tokenize` and sends them as token arrays (llama-server
-uses a token array as-is: no BOS is added, server-common.cpp `tokenize_input_subprompt`), asks for
-exactly `gen_tokens` tokens (`n_predict` + `ignore_eos`), and keeps per request:
-
-- the server's `timings` (prompt_n/ms/per_second, predicted_n/ms/per_second, cache_n, draft_n,
-  draft_n_accepted) - never replaced by client clocks;
-- client-side time to first token over streaming, and total latency;
-- draft verification steps from `/metrics` (for the mean accepted length; one client only);
-- telemetry peaks per device through an optional `TelemetrySource`.
-
-Cold cache: `cache_prompt: false` makes the server reprocess the whole prompt (`n_past = 0`,
-server-context.cpp), and every repetition also takes a different slice of the text. With a depth,
-the depth prefix is cached first (`n_predict: 0`), then the measured request (prefix + N new tokens)
-reuses it; with SWA/hybrid models the server may reprocess more, which `prompt_n`/`cache_n` show.
-
-Each repetition is stored as soon as it finishes; a crash keeps them and marks the run incomplete.
-"""
+"""The benchmark runner: a real llama-server, real requests, each repetition stored as it finishes."""
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import re
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Protocol
 
-from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, LlamaBenchResult, Repetition, RunGroup
+from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.services import binaries
+from llm_tuner.services.bench.errors import BenchCancelled, BenchError
+from llm_tuner.services.bench.llama_bench import (
+    _has_flag,
+    argv_model,
+    model_identity,
+    parse_llama_bench_json,
+    set_flag,
+    translate_to_llama_bench,
+)
+from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
+from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.server import (
     API_KEY_ENV,
@@ -51,16 +39,6 @@ from llm_tuner.store.runs import RunRepository
 
 log = logging.getLogger(__name__)
 
-PROMPTS_DIR_ENV = "LLM_TUNER_PROMPTS_DIR"
-
-
-class BenchCancelled(Exception):
-    """The user cancelled; finished repetitions are kept."""
-
-
-class BenchError(Exception):
-    """A run could not go on; the message says what happened and what to do."""
-
 
 ProgressFn = Callable[[float | None, str], None]
 CancelFn = Callable[[], bool]
@@ -68,273 +46,6 @@ CancelFn = Callable[[], bool]
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-# -- prompt text --------------------------------------------------------------------------------
-
-def prompts_dir() -> Path:
-    """The shipped prompt texts: `LLM_TUNER_PROMPTS_DIR` if set, else the package's data/prompts (in a
-    checkout, a wheel and the PyInstaller bundle alike)."""
-    override = os.environ.get(PROMPTS_DIR_ENV)
-    if override:
-        return Path(override)
-    return Path(__file__).resolve().parents[1] / "data" / "prompts"
-
-
-def prompt_texts(prompt_file: str | None = None) -> list[str]:
-    """The texts prompts are cut from: the user's file, or the shipped prose and code."""
-    if prompt_file:
-        text = Path(prompt_file).expanduser().read_text(encoding="utf-8", errors="replace")
-        if not text.strip():
-            raise BenchError(f"the prompt file {prompt_file} is empty; choose a file with text in it")
-        return [text]
-    folder = prompts_dir()
-    files = sorted(p for p in folder.glob("*.txt")) if folder.is_dir() else []
-    if not files:
-        raise BenchError(f"no prompt text found in {folder}; set {PROMPTS_DIR_ENV} or give a prompt file")
-    return [p.read_text(encoding="utf-8", errors="replace") for p in files]
-
-
-class PromptBuilder:
-    """Token streams from real text, tokenized by the server under test; prompts of exactly N tokens.
-
-    The texts are tokenized in chunks of ~2000 characters and interleaved (prose, code, prose, ...)
-    so every prompt of a few hundred tokens or more mixes both. Prompts longer than the text cycle
-    through it. A leading BOS is added when the model's vocabulary uses one (as real requests have).
-    """
-
-    CHUNK_CHARS = 2000
-
-    def __init__(self, client: LlamaClient, texts: list[str]) -> None:
-        chunks: list[list[str]] = [[t[i:i + self.CHUNK_CHARS] for i in range(0, len(t), self.CHUNK_CHARS)]
-                                   for t in texts]
-        order: list[str] = []
-        for i in range(max(len(c) for c in chunks)):
-            order += [c[i] for c in chunks if i < len(c)]
-        tokens: list[int] = []
-        for chunk in order:
-            tokens += client.tokenize(chunk, add_special=False)
-        if not tokens:
-            raise BenchError("the prompt text tokenized to nothing")
-        self.stream = tokens
-        special = client.tokenize("", add_special=True)
-        self.bos = special[:1]
-
-    def prompt(self, n: int, offset: int = 0) -> list[int]:
-        """Exactly `n` tokens: BOS (if any) then the stream from `offset`, cycling."""
-        head = self.bos[:n]
-        need = n - len(head)
-        s = self.stream
-        start = offset % len(s)
-        body: list[int] = []
-        while len(body) < need:
-            body += s[start:start + need - len(body)]
-            start = 0
-        return head + body
-
-
-# -- telemetry (optional) -----------------------------------------------------------------------
-
-class TelemetrySource(Protocol):
-    """Anything with `read()` returning per-device readings (objects or dicts) with some of:
-    `device`/`name`/`index`, `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`,
-    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples).
-    A missing attribute is simply not measured."""
-
-    def read(self) -> Iterable[object]: ...
-
-
-def _attr(obj, *names):
-    for n in names:
-        v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
-        if v is not None:
-            return v
-    return None
-
-
-class _GpuSources:
-    """NVIDIA (NVML) and AMD readings as one source. Devices carry llama.cpp's names ("CUDA0") where the
-    inventory maps the card (`labels`, or a callable giving them, resolved at the first read on the
-    sampling thread), else the vendor's ("nvidia:0", "amd:0")."""
-
-    def __init__(self, sources: list[tuple[str, object]], labels=None) -> None:
-        self.sources = sources
-        self._labels_source = labels
-        self._labels: dict[str, str] | None = None if callable(labels) else dict(labels or {})
-
-    def _names(self) -> dict[str, str]:
-        if self._labels is None:
-            try:
-                self._labels = dict(self._labels_source() or {})
-            except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
-                self._labels = {}
-        return self._labels
-
-    def read(self) -> list[dict]:
-        out = []
-        names = self._names()
-        for vendor, src in self.sources:
-            for r in src.read():
-                app = f"{vendor}:{r.index}"
-                out.append({"device": names.get(app, app), "vram_used_mib": getattr(r, "vram_used_mib", None),
-                            "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None)})
-        return out
-
-
-def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | None:
-    """GPU readings through services.telemetry (NVML, AMD) when a driver is present; None otherwise.
-
-    Devices are named as llama.cpp names them (peak_vram_mib:CUDA0) when the inventory maps them:
-    the app's latest detection, else `binary`'s (or the configured llama-server's) --list-devices.
-    """
-    sources: list[tuple[str, object]] = []
-    try:
-        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
-
-        if nvml.nvml_available()[0] and hasattr(nvml, "NvmlSource"):
-            src = nvml.NvmlSource()
-            if getattr(src, "count", 0):
-                sources.append(("nvidia", src))
-    except Exception:  # noqa: BLE001 - telemetry is optional
-        pass
-    try:
-        from llm_tuner.services.telemetry import amd  # noqa: PLC0415
-
-        if hasattr(amd, "AmdSource"):
-            src = amd.AmdSource()
-            if getattr(src, "count", 0):
-                sources.append(("amd", src))
-    except Exception:  # noqa: BLE001
-        pass
-    if not sources:
-        return None
-    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
-
-    return _GpuSources(sources, labels=lambda: gpu_labels(binary))
-
-
-class PeakTracker:
-    """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device."""
-
-    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1, server_pid: int | None = None) -> None:
-        self.source = source
-        self.interval_s = interval_s
-        self._server = None
-        if server_pid:
-            try:
-                import psutil  # noqa: PLC0415
-
-                self._server = psutil.Process(server_pid)
-            except Exception:  # noqa: BLE001 - gone already, or no psutil
-                self._server = None
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._peaks: dict[str, dict] = {}
-
-    def _sample(self) -> None:
-        readings: list = []
-        if self._server is not None:
-            try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
-                readings.append({"device": "Host", "vram_used_mib": self._server.memory_info().rss / 2**20})
-            except Exception:  # noqa: BLE001
-                self._server = None
-        try:
-            if self.source is not None:
-                readings += list(self.source.read())
-        except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
-            pass
-        for r in readings:
-            index = _attr(r, "index")
-            dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
-            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
-                                             "t_last": None, "p_last": None, "e_int": 0.0})
-            for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
-                               ("temp", ("temp_c", "temperature_c"))):
-                v = _attr(r, *names)
-                if v is not None:
-                    p[key] = v if p[key] is None else max(p[key], v)
-            power, now = _attr(r, "power_w"), time.monotonic()
-            if power is not None:
-                if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
-                    p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
-                p["t_last"], p["p_last"] = now, power
-            e = _attr(r, "energy_mj")
-            if e is not None:
-                p["e0"] = e if p["e0"] is None else p["e0"]
-                p["e1"] = e
-
-    def _loop(self) -> None:
-        next_t = time.monotonic()
-        while not self._stop.is_set():
-            self._sample()
-            next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
-
-    def __enter__(self) -> PeakTracker:
-        if self.source is not None or self._server is not None:
-            self._peaks = {}
-            self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="bench-peaks", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._thread is not None:
-            self._stop.set()
-            self._thread.join(2.0)
-            self._sample()
-            self._thread = None
-
-    def peaks(self) -> tuple[DevicePeak, ...]:
-        def energy(p: dict) -> float | None:
-            if p["e0"] is not None:
-                return (p["e1"] - p["e0"]) / 1000.0
-            return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
-
-        return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
-                                energy_j=energy(p)) for d, p in sorted(self._peaks.items()))
-
-
-class OtherCpuMeter:
-    """CPU used by processes other than the server and this app while a repetition runs, as % of all
-    cores. A busy machine (a browser, a build, another benchmark) makes runs differ for reasons that are
-    not the settings; comparisons warn when this is high."""
-
-    def __init__(self, server_pid: int | None) -> None:
-        import psutil  # noqa: PLC0415
-
-        self._psutil = psutil
-        self._procs = []
-        for pid in (server_pid, os.getpid()):
-            if pid:
-                try:
-                    self._procs.append(psutil.Process(pid))
-                except psutil.Error:
-                    pass
-
-    def _busy(self) -> tuple[float, float, float]:
-        t = self._psutil.cpu_times()
-        total_busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
-        ours = 0.0
-        for p in self._procs:
-            try:
-                c = p.cpu_times()
-                ours += c.user + c.system
-            except self._psutil.Error:
-                pass
-        return time.monotonic(), total_busy, ours
-
-    def __enter__(self) -> OtherCpuMeter:
-        self._t0 = self._busy()
-        self.pct: float | None = None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        w0, b0, o0 = self._t0
-        w1, b1, o1 = self._busy()
-        wall = (w1 - w0) * (os.cpu_count() or 1)
-        if wall > 0:
-            self.pct = max(0.0, min(100.0, 100.0 * ((b1 - b0) - (o1 - o0)) / wall))
 
 
 def predict_memory(argv: list[str], binary: Path | None) -> dict[str, float] | None:
@@ -362,138 +73,6 @@ def predict_memory(argv: list[str], binary: Path | None) -> dict[str, float] | N
     except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
         log.info("no memory prediction for the benchmark: %s", exc)
         return None
-
-
-# -- identity of what ran -----------------------------------------------------------------------
-
-def model_identity(path: str | None) -> dict:
-    """Path, size, mtime and sha256 of the first MiB (GGUF header + metadata: cheap and distinctive)."""
-    if not path or not Path(path).is_file():
-        return {"model_path": path}
-    p = Path(path)
-    st = p.stat()
-    with p.open("rb") as f:
-        digest = hashlib.sha256(f.read(2**20)).hexdigest()
-    return {"model_path": str(p.resolve()), "model_size": st.st_size, "model_mtime": st.st_mtime, "model_hash": digest}
-
-
-def argv_model(argv: list[str]) -> str | None:
-    for flag in ("-m", "--model"):
-        if flag in argv and argv.index(flag) + 1 < len(argv):
-            return argv[argv.index(flag) + 1]
-    return None
-
-
-def _has_flag(argv: list[str], *names: str) -> bool:
-    return any(a in names or any(a.startswith(n + "=") for n in names if n.startswith("--")) for a in argv)
-
-
-def set_flag(argv: list[str], flag: str, value: str | None, aliases: tuple[str, ...] = ()) -> list[str]:
-    """argv with `flag value` replacing any earlier occurrence (of the flag or its aliases)."""
-    names = {flag, *aliases}
-    out: list[str] = []
-    i = 0
-    while i < len(argv):
-        if argv[i] in names:
-            nxt = argv[i + 1] if i + 1 < len(argv) else None
-            i += 2 if nxt is not None and (not nxt.startswith("-") or _num(nxt)) else 1
-            continue
-        out.append(argv[i])
-        i += 1
-    return out + ([flag] if value is None else [flag, value])
-
-
-def _num(tok: str) -> bool:
-    try:
-        float(tok)
-        return True
-    except ValueError:
-        return False
-
-
-# -- llama-bench translation --------------------------------------------------------------------
-
-# llama-server flag -> llama-bench flag, and how the value changes (None: same value).
-_BENCH_MAP: dict[str, tuple[str, Callable[[str], str] | None]] = {}
-for _names, _target, _fn in (
-    (("-m", "--model"), "-m", None),
-    (("-ngl", "--gpu-layers", "--n-gpu-layers"), "-ngl", lambda v: "999" if v == "all" else v),
-    (("-b", "--batch-size"), "-b", None),
-    (("-ub", "--ubatch-size"), "-ub", None),
-    (("-t", "--threads"), "-t", None),
-    (("-fa", "--flash-attn"), "-fa", None),
-    (("-ctk", "--cache-type-k"), "-ctk", None),
-    (("-ctv", "--cache-type-v"), "-ctv", None),
-    (("-sm", "--split-mode"), "-sm", None),
-    (("-mg", "--main-gpu"), "-mg", None),
-    (("-ncmoe", "--n-cpu-moe"), "-ncmoe", None),
-    (("-ts", "--tensor-split"), "-ts", lambda v: v.replace(",", "/")),
-    (("-ot", "--override-tensor"), "-ot", lambda v: v.replace(",", ";")),
-    (("-dev", "--device"), "-dev", lambda v: v.replace(",", "/")),
-):
-    for _n in _names:
-        _BENCH_MAP[_n] = (_target, _fn)
-_BENCH_SWITCHES = {"-nkvo": ("-nkvo", "1"), "--no-kv-offload": ("-nkvo", "1"), "--no-host": ("--no-host", "1")}
-# Flags that only concern serving (network, UI, logging): no effect on speed, not reported as lacking.
-_SERVER_ONLY = {"--host", "--port", "--metrics", "--api-key", "--alias", "-a", "--no-webui", "--webui",
-                "--log-file", "--log-colors", "--log-verbosity", "-lv", "--log-prefix", "--log-timestamps",
-                "--jinja", "--no-jinja", "--slots", "--no-slots", "--props"}
-
-
-def _takes_value(argv: list[str], i: int) -> bool:
-    nxt = argv[i + 1] if i + 1 < len(argv) else None
-    return nxt is not None and (not nxt.startswith("-") or _num(nxt))
-
-
-def translate_to_llama_bench(server_argv: list[str], spec: BenchSpec) -> tuple[list[str], list[str]]:
-    """llama-bench arguments for the same settings, and the llama-server flags it lacks (listed, not
-    silently dropped). `-ts` lists use '/', `-ot` lists ';', `-dev` lists '/' (llama-bench uses ',' to
-    separate configurations)."""
-    out: list[str] = []
-    lacking: list[str] = []
-    i = 0
-    while i < len(server_argv):
-        tok = server_argv[i]
-        name, _, inline = tok.partition("=") if tok.startswith("--") else (tok, "", "")
-        has_val = bool(inline) or _takes_value(server_argv, i)
-        value = inline or (server_argv[i + 1] if has_val else None)
-        step = 2 if has_val and not inline else 1
-        if name in _BENCH_MAP and value is not None:
-            target, fn = _BENCH_MAP[name]
-            if name in ("-ngl", "--gpu-layers", "--n-gpu-layers") and value == "auto":
-                lacking.append(f"{name} auto")
-            else:
-                out += [target, fn(value) if fn else value]
-        elif name in _BENCH_SWITCHES:
-            out += list(_BENCH_SWITCHES[name])
-            step = 1
-        elif name in _SERVER_ONLY:
-            pass
-        elif tok.startswith("-") and not _num(tok):
-            lacking.append(f"{name} {value}" if value is not None else name)
-        i += step
-    lengths = ",".join(str(n) for n in spec.prompt_tokens)
-    out += ["-p", lengths, "-n", str(spec.gen_tokens), "-r", str(spec.reps), "-o", "json"]
-    if spec.depth:
-        out += ["-d", str(spec.depth)]
-    if spec.warmup == 0:
-        out.append("--no-warmup")
-    return out, lacking
-
-
-def parse_llama_bench_json(text: str) -> list[LlamaBenchResult]:
-    """llama-bench `-o json` (one array) or `-o jsonl` (one object a line)."""
-    text = text.strip()
-    if not text:
-        return []
-    try:
-        objs = json.loads(text)
-        objs = objs if isinstance(objs, list) else [objs]
-    except json.JSONDecodeError:
-        objs = [json.loads(line) for line in text.splitlines() if line.strip().startswith("{")]
-    return [LlamaBenchResult(n_prompt=o.get("n_prompt", 0), n_gen=o.get("n_gen", 0), n_depth=o.get("n_depth", 0),
-                             avg_ts=o.get("avg_ts", 0.0), stddev_ts=o.get("stddev_ts"),
-                             samples_ts=tuple(o.get("samples_ts") or ()), raw=o) for o in objs]
 
 
 # -- the runner ---------------------------------------------------------------------------------

@@ -1,0 +1,215 @@
+"""Optional telemetry while a benchmark runs: GPU sources, peak memory/power, other processes' CPU."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Protocol
+
+from llm_tuner.core.bench_spec import DevicePeak
+
+# -- telemetry (optional) -----------------------------------------------------------------------
+
+class TelemetrySource(Protocol):
+    """Anything with `read()` returning per-device readings (objects or dicts) with some of:
+    `device`/`name`/`index`, `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`,
+    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples).
+    A missing attribute is simply not measured."""
+
+    def read(self) -> Iterable[object]: ...
+
+
+def _attr(obj, *names):
+    for n in names:
+        v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
+        if v is not None:
+            return v
+    return None
+
+
+class _GpuSources:
+    """NVIDIA (NVML) and AMD readings as one source. Devices carry llama.cpp's names ("CUDA0") where the
+    inventory maps the card (`labels`, or a callable giving them, resolved at the first read on the
+    sampling thread), else the vendor's ("nvidia:0", "amd:0")."""
+
+    def __init__(self, sources: list[tuple[str, object]], labels=None) -> None:
+        self.sources = sources
+        self._labels_source = labels
+        self._labels: dict[str, str] | None = None if callable(labels) else dict(labels or {})
+
+    def _names(self) -> dict[str, str]:
+        if self._labels is None:
+            try:
+                self._labels = dict(self._labels_source() or {})
+            except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
+                self._labels = {}
+        return self._labels
+
+    def read(self) -> list[dict]:
+        out = []
+        names = self._names()
+        for vendor, src in self.sources:
+            for r in src.read():
+                app = f"{vendor}:{r.index}"
+                out.append({"device": names.get(app, app), "vram_used_mib": getattr(r, "vram_used_mib", None),
+                            "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None)})
+        return out
+
+
+def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | None:
+    """GPU readings through services.telemetry (NVML, AMD) when a driver is present; None otherwise.
+
+    Devices are named as llama.cpp names them (peak_vram_mib:CUDA0) when the inventory maps them:
+    the app's latest detection, else `binary`'s (or the configured llama-server's) --list-devices.
+    """
+    sources: list[tuple[str, object]] = []
+    try:
+        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
+
+        if nvml.nvml_available()[0] and hasattr(nvml, "NvmlSource"):
+            src = nvml.NvmlSource()
+            if getattr(src, "count", 0):
+                sources.append(("nvidia", src))
+    except Exception:  # noqa: BLE001 - telemetry is optional
+        pass
+    try:
+        from llm_tuner.services.telemetry import amd  # noqa: PLC0415
+
+        if hasattr(amd, "AmdSource"):
+            src = amd.AmdSource()
+            if getattr(src, "count", 0):
+                sources.append(("amd", src))
+    except Exception:  # noqa: BLE001
+        pass
+    if not sources:
+        return None
+    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+
+    return _GpuSources(sources, labels=lambda: gpu_labels(binary))
+
+
+class PeakTracker:
+    """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device."""
+
+    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1, server_pid: int | None = None) -> None:
+        self.source = source
+        self.interval_s = interval_s
+        self._server = None
+        if server_pid:
+            try:
+                import psutil  # noqa: PLC0415
+
+                self._server = psutil.Process(server_pid)
+            except Exception:  # noqa: BLE001 - gone already, or no psutil
+                self._server = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._peaks: dict[str, dict] = {}
+
+    def _sample(self) -> None:
+        readings: list = []
+        if self._server is not None:
+            try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
+                readings.append({"device": "Host", "vram_used_mib": self._server.memory_info().rss / 2**20})
+            except Exception:  # noqa: BLE001
+                self._server = None
+        try:
+            if self.source is not None:
+                readings += list(self.source.read())
+        except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
+            pass
+        for r in readings:
+            index = _attr(r, "index")
+            dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
+            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
+                                             "t_last": None, "p_last": None, "e_int": 0.0})
+            for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
+                               ("temp", ("temp_c", "temperature_c"))):
+                v = _attr(r, *names)
+                if v is not None:
+                    p[key] = v if p[key] is None else max(p[key], v)
+            power, now = _attr(r, "power_w"), time.monotonic()
+            if power is not None:
+                if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
+                    p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
+                p["t_last"], p["p_last"] = now, power
+            e = _attr(r, "energy_mj")
+            if e is not None:
+                p["e0"] = e if p["e0"] is None else p["e0"]
+                p["e1"] = e
+
+    def _loop(self) -> None:
+        next_t = time.monotonic()
+        while not self._stop.is_set():
+            self._sample()
+            next_t += self.interval_s
+            self._stop.wait(max(0.0, next_t - time.monotonic()))
+
+    def __enter__(self) -> PeakTracker:
+        if self.source is not None or self._server is not None:
+            self._peaks = {}
+            self._stop.clear()
+            self._thread = threading.Thread(target=self._loop, name="bench-peaks", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(2.0)
+            self._sample()
+            self._thread = None
+
+    def peaks(self) -> tuple[DevicePeak, ...]:
+        def energy(p: dict) -> float | None:
+            if p["e0"] is not None:
+                return (p["e1"] - p["e0"]) / 1000.0
+            return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
+
+        return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
+                                energy_j=energy(p)) for d, p in sorted(self._peaks.items()))
+
+
+class OtherCpuMeter:
+    """CPU used by processes other than the server and this app while a repetition runs, as % of all
+    cores. A busy machine (a browser, a build, another benchmark) makes runs differ for reasons that are
+    not the settings; comparisons warn when this is high."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        import psutil  # noqa: PLC0415
+
+        self._psutil = psutil
+        self._procs = []
+        for pid in (server_pid, os.getpid()):
+            if pid:
+                try:
+                    self._procs.append(psutil.Process(pid))
+                except psutil.Error:
+                    pass
+
+    def _busy(self) -> tuple[float, float, float]:
+        t = self._psutil.cpu_times()
+        total_busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
+        ours = 0.0
+        for p in self._procs:
+            try:
+                c = p.cpu_times()
+                ours += c.user + c.system
+            except self._psutil.Error:
+                pass
+        return time.monotonic(), total_busy, ours
+
+    def __enter__(self) -> OtherCpuMeter:
+        self._t0 = self._busy()
+        self.pct: float | None = None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        w0, b0, o0 = self._t0
+        w1, b1, o1 = self._busy()
+        wall = (w1 - w0) * (os.cpu_count() or 1)
+        if wall > 0:
+            self.pct = max(0.0, min(100.0, 100.0 * ((b1 - b0) - (o1 - o0)) / wall))
