@@ -15,14 +15,14 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, validate
 from llm_tuner.core.profile import CACHE_TYPES, LaunchProfile, ModelFacts
 
 Severity = Literal["info", "warning", "error"]
 _ORDER = {"error": 0, "warning": 1, "info": 2}
 
-FIELD_NOTES = "field notes (shared/reference/field-notes.md)"
-REF = "llama-server reference (shared/reference/llama-server.md)"
+FIELD_NOTES = "users' measurements (docs/field-reports.md)"
 
 
 class Advice(BaseModel):
@@ -98,7 +98,7 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
                 "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
 
     # -- the model file ------------------------------------------------------------------------------
-    downloads = p.hf_repo is not None or any(t in ("-mu", "--model-url") for t in p.extra_args)
+    downloads = p.hf_repo is not None or flags.has(p.extra_args, "model_url")
     if model_file_exists is False and p.model and not downloads:
         literal = p.model.startswith("~") or "$" in p.model
         add("model-file-missing", "error",
@@ -153,9 +153,10 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- fit ----------------------------------------------------------------------------------------
     if p.fit is not False:
-        blockers = [name for name, on in (("-ngl", p.gpu_layers is not None and p.gpu_layers != "auto"),
-                                          ("-ts", bool(p.tensor_split)), ("-ot", bool(p.override_tensor)),
-                                          ("-cmoe", p.cpu_moe), ("-ncmoe", p.n_cpu_moe is not None)) if on]
+        blockers = [flags.short(key) for key, on in (
+            ("gpu_layers", p.gpu_layers is not None and p.gpu_layers != "auto"), ("tensor_split", bool(p.tensor_split)),
+            ("override_tensor", bool(p.override_tensor)), ("cpu_moe", p.cpu_moe),
+            ("n_cpu_moe", p.n_cpu_moe is not None)) if on]
         if blockers:
             explicit = p.fit is True or bool(p.fit_target_mib) or p.fit_ctx is not None
             add("fit-ignored", "warning" if explicit else "info",
@@ -174,7 +175,8 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             "-md loads the draft model but speculation needs --spec-type draft-simple (auto only for MTP/DFlash "
             "draft GGUFs).", "common/arg.cpp:545-572", "draft_model", "spec_type")
     if p.draft_n_min is not None and p.draft_n_max is not None and p.draft_n_min > p.draft_n_max:
-        add("draft-min-over-max", "warning", "draft min tokens exceed draft max tokens", "", REF,
+        add("draft-min-over-max", "warning", "draft min tokens exceed draft max tokens", "",
+            "common/arg.cpp (--spec-draft-n-min, --spec-draft-n-max)",
             "draft_n_min", "draft_n_max")
 
     # -- context ----------------------------------------------------------------------------------
@@ -213,7 +215,8 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- server exposure ----------------------------------------------------------------------------
     hosts = [h for h in (p.host or "127.0.0.1").split(",") if h]
-    has_key = p.api_key is not None or p.api_key_file is not None or "LLAMA_API_KEY" in p.env
+    keys = (p.api_key.get_secret_value() if p.api_key is not None else "").split(",")
+    has_key = any(k.strip() for k in keys) or p.api_key_file is not None or bool(flags.api_keys(p.env))
     if not has_key and any(not _is_loopback(h) for h in hosts):
         add("exposed-without-api-key", "warning", f"listening on {p.host} without an API key",
             "Anyone who can reach this address can use the model, /slots and /props; set --api-key.",
@@ -225,7 +228,7 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
         add("cuda-graphs-env-presence", "warning", f"GGML_CUDA_DISABLE_GRAPHS={val} still disables CUDA graphs",
             "The variable is presence-based: any value, even 0, disables them. Remove it to keep graphs.",
             "ggml/src/ggml-cuda/common.cuh:1289", "env")
-    if any(t in ("-dt", "--defrag-thold") for t in profile.extra_args):
+    if flags.has(profile.extra_args, "defrag_thold"):
         add("defrag-deprecated", "info", "--defrag-thold is deprecated and does nothing",
             "llama-server only prints a deprecation warning.", "common/arg.cpp:2536-2544", "extra_args")
 

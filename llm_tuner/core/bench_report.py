@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.stats import Comparison, compare, percentile, speculative_bound, summarize
 
@@ -135,16 +136,6 @@ class _NoSummary:
 _NONE = _NoSummary()
 
 
-def _flag_value(argv: list[str], *names: str) -> str | None:
-    for i, tok in enumerate(argv):
-        for n in names:
-            if tok == n and i + 1 < len(argv):
-                return argv[i + 1]
-            if tok.startswith(n + "="):
-                return tok.split("=", 1)[1]
-    return None
-
-
 def draft_depth(argv: tuple[str, ...] | list[str]) -> int | None:
     """The draft depth k of the bound 1 + α + … + α^k.
 
@@ -153,16 +144,15 @@ def draft_depth(argv: tuple[str, ...] | list[str]) -> int | None:
     drafts, for which the bound with a fixed k does not apply: None.
     """
     argv = list(argv)
-    n_max = _flag_value(argv, "--spec-draft-n-max")
-    types = (_flag_value(argv, "--spec-type") or "").split(",")
+    n_max = flags.value_of(argv, "draft_n_max")
+    types = (flags.value_of(argv, "spec_type") or "").split(",")
     try:
         if n_max is not None:
             return int(n_max)
-        if any(t.startswith("draft-") for t in types) or any(a in ("-md", "--spec-draft-model", "--model-draft")
-                                                             for a in argv):
+        if any(t.startswith("draft-") for t in types) or flags.has(argv, "draft_model"):
             return 3
         if "ngram-mod" in types:
-            return int(_flag_value(argv, "--spec-ngram-mod-n-max") or 64)
+            return int(flags.value_of(argv, "ngram_mod_n_max") or 64)
     except ValueError:
         return None
     return None if any(t.startswith("ngram") for t in types) else 3
@@ -202,28 +192,15 @@ def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = 2.0) -> list[C
 
 
 def _flag_pairs(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
-    """argv -> {flag: value} ('' for switches); repeated flags are joined with ' '."""
+    """argv -> {flag: value} ('' for switches), each flag under its long spelling (so `-c` and `--ctx-size`
+    are one flag); repeated flags are joined with ' '. Secret values are masked."""
     out: dict[str, str] = {}
-    argv = list(argv)
-    i = 0
-    while i < len(argv):
-        tok = argv[i]
-        if tok.startswith("-") and not _is_number(tok):
-            val = ""
-            if i + 1 < len(argv) and (not argv[i + 1].startswith("-") or _is_number(argv[i + 1])):
-                val = argv[i + 1]
-                i += 1
-            out[tok] = f"{out[tok]} {val}".strip() if tok in out else val
-        i += 1
+    for _i, tok, value in flags.iter_flags(flags.mask_argv(list(argv))):
+        hit = flags.lookup(tok)
+        name = flags.normalize(tok) if hit is None else (hit[0].flag if hit[1] else hit[0].neg_flag)
+        val = value or ""
+        out[name] = f"{out[name]} {val}".strip() if name in out else val
     return out
-
-
-def _is_number(tok: str) -> bool:
-    try:
-        float(tok)
-        return True
-    except ValueError:
-        return False
 
 
 def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> list[dict]:

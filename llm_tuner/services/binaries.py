@@ -18,6 +18,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.settings import Settings
@@ -133,13 +134,22 @@ def locate(kind: str, settings: Settings | None = None) -> BinaryLocation | None
     return None
 
 
-def _child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+def child_env(profile_env: dict[str, str] | None = None,
+              base_env: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
+    """The environment of every llama.cpp process the app starts, and the inherited variables it drops.
+
+    Inherited LLAMA_ARG_* variables are dropped unless the profile sets them (they would change a launch
+    silently); the profile's own variables are added; CUDA_DEVICE_ORDER=PCI_BUS_ID unless set (so CUDA's
+    device numbering matches NVML's, which device labels depend on); NO_COLOR=1 (plain logs to parse).
+    """
+    profile_env = dict(profile_env or {})
+    base = dict(os.environ if base_env is None else base_env)
+    dropped = {k: v for k, v in base.items() if k.startswith(flags.ENV_PREFIX) and k not in profile_env}
+    env = {k: v for k, v in base.items() if k not in dropped}
+    env.update(profile_env)
     env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    env["NO_COLOR"] = "1"
-    if extra:
-        env.update(extra)
-    return env
+    env.setdefault("NO_COLOR", "1")
+    return env, dropped
 
 
 def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | None = None,
@@ -150,7 +160,7 @@ def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | N
         kwargs["start_new_session"] = True
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=_child_env(env), text=True, errors="replace", **kwargs)
+                                env=child_env(env)[0], text=True, errors="replace", **kwargs)
     except OSError as exc:
         raise BinaryError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
     try:
@@ -191,7 +201,7 @@ _BUILT_RE = re.compile(r"built with (.+)")
 
 def read_version(path: Path) -> tuple[str | None, str | None, str | None]:
     """(version, commit, built_with) from `--version` (printed on stderr by llama.cpp)."""
-    run = run_short([str(path), "--version"], timeout=20)
+    run = run_short([str(path), flags.spelling("version")], timeout=20)
     text = run.stdout + "\n" + run.stderr
     m = _VERSION_RE.search(text)
     b = _BUILT_RE.search(text)
@@ -203,9 +213,9 @@ def read_version(path: Path) -> tuple[str | None, str | None, str | None]:
 
 def read_help(path: Path) -> str:
     """The binary's `--help` text; BinaryError when it cannot be read."""
-    run = run_short([str(path), "--help"], timeout=30)
+    run = run_short([str(path), flags.spelling("help")], timeout=30)
     text = run.stdout if len(run.stdout) > len(run.stderr) else run.stderr
-    if run.returncode != 0 or "-m" not in text or len(text) < 200:
+    if run.returncode != 0 or not any(n in text for n in flags.names("model")) or len(text) < 200:
         snippet = (run.stderr or run.stdout).strip().splitlines()[-1:] or ["(no output)"]
         raise BinaryError(f"{path.name} --help failed (exit {run.returncode}): {snippet[0][:200]}. "
                           "Is this a llama.cpp binary?")
@@ -213,7 +223,7 @@ def read_help(path: Path) -> str:
 
 
 def list_devices(path: Path) -> list[LlamaDevice]:
-    run = run_short([str(path), "--list-devices"], timeout=60)
+    run = run_short([str(path), flags.spelling("list_devices")], timeout=60)
     return parse_list_devices(run.stdout)
 
 
@@ -269,19 +279,6 @@ def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:
 
 # --- memory checks (issue 4): the same memory question answered by llama.cpp itself -------------
 
-def _without_flags(argv: list[str], drop: dict[str, int]) -> list[str]:
-    """argv with the given flags (name -> number of values) removed."""
-    out, i = [], 0
-    while i < len(argv):
-        a = argv[i]
-        if a in drop:
-            i += 1 + drop[a]
-            continue
-        out.append(a)
-        i += 1
-    return out
-
-
 def run_fit_params(binary: Path, argv: list[str], *, fit_print: bool = False, timeout: float = 120.0,
                    cancel_check=None) -> ShortRun:
     """Run `llama-fit-params` with llama-server arguments (server-only flags must be removed by the caller).
@@ -290,7 +287,7 @@ def run_fit_params(binary: Path, argv: list[str], *, fit_print: bool = False, ti
     core.memory_log.parse_fit_print); otherwise it prints the fitted `-c/-ngl/-ts/-ot` line
     (core.memory_log.parse_fitted_args). Never raises on a non-zero exit: the caller reads the run.
     """
-    full = [str(binary), *argv] + (["-fitp", "on"] if fit_print else [])
+    full = [str(binary), *argv] + (flags.argv_for("fit_print", "on") if fit_print else [])
     return run_short(full, timeout=timeout, cancel_check=cancel_check)
 
 
@@ -317,14 +314,14 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     import threading  # noqa: PLC0415
     import time  # noqa: PLC0415
 
-    args = _without_flags(list(argv), {"--port": 1, "--host": 1, "-lv": 1, "--verbosity": 1,
-                                       "--log-verbosity": 1, "-v": 0, "--verbose": 0})
-    full = [str(binary), *args, "-lv", "4", "--port", "0", "--host", "127.0.0.1"]
+    args = flags.without(list(argv), "port", "host", "verbosity", "verbose")
+    full = [str(binary), *args, *flags.argv_for("verbosity", "4"), *flags.argv_for("port", "0"),
+            *flags.argv_for("host", "127.0.0.1")]
     kwargs = {"start_new_session": True} if os.name != "nt" else {}
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=_child_env(), text=True, errors="replace", **kwargs)
+                                env=child_env()[0], text=True, errors="replace", **kwargs)
     except OSError as exc:
         raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
     lines: list[str] = []

@@ -15,7 +15,6 @@ import ctypes
 import enum
 import os
 import queue
-import shlex
 import signal
 import subprocess
 import sys
@@ -26,8 +25,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from llm_tuner.core import flags
+from llm_tuner.core.cmdline import render_shell
 from llm_tuner.core.session import RequestRecord
 from llm_tuner.services import logparse
+from llm_tuner.services.binaries import child_env
 
 
 def _linux_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
@@ -217,49 +219,6 @@ class RequestFinished:
     record: RequestRecord
 
 
-SECRET_FLAGS = ("--api-key", "--hf-token", "-hft", "--ssl-key-file")
-SECRET_ENV = ("LLAMA_API_KEY", "HF_TOKEN", "LLAMA_ARG_API_KEY")
-API_KEY_ENV = "LLAMA_API_KEY"  # common/arg.cpp: `--api-key` .set_env("LLAMA_API_KEY"); a comma-separated list
-
-
-def split_api_keys(args: list[str] | tuple[str, ...]) -> tuple[list[str], list[str]]:
-    """(args without any `--api-key KEY` / `--api-key=KEY`, the keys in order).
-
-    A process's argv is world-readable (`ps`, /proc/PID/cmdline) while its environment is readable only
-    by its owner (/proc/PID/environ is 0400), so the app hands keys to llama-server as LLAMA_API_KEY.
-    llama-server appends every `--api-key` value (each a comma-separated list) to one key list, so the
-    keys joined with commas in the variable mean the same.
-    """
-    out: list[str] = []
-    keys: list[str] = []
-    i = 0
-    while i < len(args):
-        a = args[i]
-        if a == "--api-key" and i + 1 < len(args):
-            keys.extend(k for k in args[i + 1].split(",") if k)
-            i += 2
-            continue
-        if a.startswith("--api-key="):
-            keys.extend(k for k in a.split("=", 1)[1].split(",") if k)
-        else:
-            out.append(a)
-        i += 1
-    return out, keys
-
-
-def api_keys_to_env(args: list[str] | tuple[str, ...], env: dict[str, str]) -> tuple[list[str], dict[str, str], list[str]]:
-    """Move `--api-key` values from `args` into `env[LLAMA_API_KEY]` (after any keys already there).
-
-    Returns (args, env, keys moved). `env` is not modified; a new dict is returned.
-    """
-    rest, keys = split_api_keys(args)
-    env = dict(env)
-    if keys:
-        have = [k for k in env.get(API_KEY_ENV, "").split(",") if k]
-        env[API_KEY_ENV] = ",".join(have + [k for k in keys if k not in have])
-    return rest, env, keys
-
-
 def config_ini_paths(env: dict[str, str] | None = None) -> list[Path]:
     """llama.cpp's config files that apply to every launch (before env vars and flags), if present."""
     env = os.environ if env is None else env
@@ -281,8 +240,9 @@ class LaunchPlan:
     (`--metrics`, `--log-jsonl`); `env_set` is the profile's environment on top of the inherited one;
     `dropped_env` are inherited LLAMA_ARG_* variables removed (they would change the launch silently);
     `config_files` are llama.cpp config.ini files that still apply (shown, not removable).
-    `user_args` keep any `--api-key` as the user wrote it (shown masked); `argv`, what runs and what the
-    history stores, does not: the keys travel in `env` as LLAMA_API_KEY.
+    `user_args` keep secret flags (`--api-key`, `--hf-token`) as the user wrote them (shown masked);
+    `argv`, what runs and what the history stores, does not: secrets travel in `env` (see
+    core.flags.secrets_to_env).
     """
 
     binary: str
@@ -294,18 +254,17 @@ class LaunchPlan:
     host: str
     port: int
     env: dict[str, str]  # the full child environment
-    api_keys: tuple[str, ...] = ()  # the user's --api-key values: passed as LLAMA_API_KEY, never in argv
 
     @property
     def argv(self) -> list[str]:
-        """What the process runs with (and what the history stores): `--api-key` is left out (see plan_launch)."""
-        return [self.binary, *split_api_keys(self.user_args)[0], *self.watch_args]
+        """What the process runs with (and what the history stores): no secret in it (see plan_launch)."""
+        return [self.binary, *flags.secrets_to_env(self.user_args, {})[0], *self.watch_args]
 
     @property
     def api_key(self) -> str | None:
         """The key a client of this server sends (the first one it accepts), or None. The child's whole
         environment counts: an inherited LLAMA_API_KEY also locks the server."""
-        keys = [k for k in self.env.get(API_KEY_ENV, "").split(",") if k]
+        keys = flags.api_keys(self.env)
         return keys[0] if keys else None
 
     @property
@@ -314,13 +273,10 @@ class LaunchPlan:
         return f"http://{('[' + host + ']') if ':' in host else host}:{self.port}"
 
     def command_line(self, *, include_watch: bool = False, mask_secrets: bool = True) -> str:
-        """A shell line a user can copy: the profile's env, the binary and the user's flags."""
-        args = [self.binary, *self.user_args, *(self.watch_args if include_watch else ())]
-        if mask_secrets:
-            args = [("***" if i and args[i - 1] in SECRET_FLAGS else a) for i, a in enumerate(args)]
-        env = [f"{k}={'***' if mask_secrets and k in SECRET_ENV else shlex.quote(v)}"
-               for k, v in sorted(self.env_set.items())]
-        return " ".join([*env, shlex.join(args)])
+        """A shell line a user can copy: the profile's env, the binary and the user's flags (secrets masked
+        unless asked, by the one masking of core.cmdline.render_shell)."""
+        args = [*self.user_args, *(self.watch_args if include_watch else ())]
+        return render_shell(args, dict(sorted(self.env_set.items())), binary=self.binary, mask_secrets=mask_secrets)
 
     def notes(self) -> list[str]:
         out = []
@@ -333,17 +289,6 @@ class LaunchPlan:
         return out
 
 
-def _flag_value(args: list[str] | tuple[str, ...], *names: str) -> str | None:
-    value = None
-    for i, a in enumerate(args):
-        for n in names:
-            if a == n and i + 1 < len(args):
-                value = args[i + 1]
-            elif a.startswith(n + "="):
-                value = a.split("=", 1)[1]
-    return value
-
-
 def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str, str] | None = None, *,
                 catalog=None, watch: bool = True, base_env: dict[str, str] | None = None,
                 port: int | None = None) -> LaunchPlan:
@@ -354,43 +299,38 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     * Inherited LLAMA_ARG_* variables are dropped unless the profile sets them.
     * CUDA_DEVICE_ORDER=PCI_BUS_ID unless the user set it (so CUDA numbering matches NVML's).
     * With no --port, a free port is chosen and added to the user's flags (it is part of the command).
-    * `--api-key` values stay out of the process's argv (visible to every user in `ps`) and go in its
-      environment (LLAMA_API_KEY, owner-only); `command_line()` still shows `--api-key`, masked unless asked.
+    * Secrets (`--api-key`, `--hf-token`) stay out of the process's argv (visible to every user in `ps`)
+      and go in its environment (owner-only); `command_line()` still shows them, masked unless asked.
+    * The environment is the one child environment of every llama.cpp process (services.binaries.child_env).
     """
     profile_env = dict(profile_env or {})
-    base = dict(os.environ if base_env is None else base_env)
-    dropped = {k: v for k, v in base.items() if k.startswith("LLAMA_ARG_") and k not in profile_env}
-    env = {k: v for k, v in base.items() if k not in dropped}
-    env.update(profile_env)
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    env.setdefault("NO_COLOR", "1")
+    env, dropped = child_env(profile_env, base_env)
     args = list(user_args)
-    _rest, env, api_keys = api_keys_to_env(args, env)
-    host = _flag_value(args, "--host") or profile_env.get("LLAMA_ARG_HOST") or "127.0.0.1"
-    port_s = _flag_value(args, "--port") or profile_env.get("LLAMA_ARG_PORT")
+    _rest, env = flags.secrets_to_env(args, env)
+    effective = flags.effective_argv(args, profile_env)
+    host = flags.value_of(effective, "host") or "127.0.0.1"
+    port_s = flags.value_of(effective, "port")
     if port_s is None:
         port_s = str(port or free_port())
-        args += ["--port", port_s]
+        args += flags.argv_for("port", port_s)
     watch_args: list[str] = []
     if watch:
-        if "--metrics" not in args and not profile_env.get("LLAMA_ARG_ENDPOINT_METRICS"):
-            watch_args.append("--metrics")
-        has_jsonl = catalog is not None and catalog.lookup("--log-jsonl") is not None
-        if has_jsonl and "--log-jsonl" not in args and "--no-log-jsonl" not in args:
-            watch_args.append("--log-jsonl")
+        if not flags.has(effective, "metrics"):
+            watch_args += flags.argv_for("metrics")
+        known = catalog.lookup if catalog is not None else None
+        if known is not None and known(flags.spelling("log_jsonl")) is not None and not flags.has(args, "log_jsonl"):
+            watch_args += flags.argv_for("log_jsonl")
+    base = dict(os.environ if base_env is None else base_env)
     return LaunchPlan(binary=str(binary), user_args=tuple(args), watch_args=tuple(watch_args), env_set=profile_env,
                       dropped_env=dropped, config_files=tuple(str(p) for p in config_ini_paths(base)),
-                      host=host.split(",")[0], port=int(port_s), env=env, api_keys=tuple(api_keys))
+                      host=host.split(",")[0], port=int(port_s), env=env)
 
 
 def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
-    """A LaunchProfile -> LaunchPlan through core.cmdline.profile_to_argv (when that exists)."""
-    from llm_tuner.core import cmdline
+    """A LaunchProfile -> LaunchPlan, its flags spelled as the binary's catalog (when given) lists them."""
+    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
 
-    to_argv = getattr(cmdline, "profile_to_argv", None)
-    if to_argv is None:  # pragma: no cover - until the profile issue lands
-        raise RuntimeError("profile_to_argv is not available in this build")
-    argv, env = to_argv(profile)
+    argv, env = profile_to_argv(profile)
     return plan_launch(binary, list(argv), dict(env), **kwargs)
 
 

@@ -14,15 +14,9 @@ import httpx
 import psutil
 import pytest
 
+from llm_tuner.core.flags import MASK, secrets_to_env
 from llm_tuner.services.bench import ServerTarget, _client_key
-from llm_tuner.services.server import (
-    ServerSession,
-    ServerState,
-    StateChanged,
-    api_keys_to_env,
-    plan_launch,
-    split_api_keys,
-)
+from llm_tuner.services.server import ServerSession, ServerState, StateChanged, plan_launch
 from llm_tuner.services.telemetry.sampler import ServerSample
 from llm_tuner.services.watch import WatchedServer
 from llm_tuner.store.db import open_engine
@@ -31,11 +25,14 @@ from llm_tuner.store.sessions import SessionRepository
 KEY = "sk-test-4f9c2e7d1b"
 
 
-def test_api_key_flags_become_one_environment_variable():
-    rest, keys = split_api_keys(["-m", "m.gguf", "--api-key", "a,b", "-c", "512", "--api-key=c"])
-    assert (rest, keys) == (["-m", "m.gguf", "-c", "512"], ["a", "b", "c"])
-    args, env, moved = api_keys_to_env(["--api-key", "b", "--port", "1"], {"LLAMA_API_KEY": "a,b", "PATH": "/bin"})
-    assert (args, env["LLAMA_API_KEY"], moved) == (["--port", "1"], "a,b", ["b"])
+def test_secret_flags_become_environment_variables():
+    rest, env = secrets_to_env(["-m", "m.gguf", "--api-key", "a,b", "-c", "512", "--api-key=c", "-hft", "hf_x"], {})
+    assert rest == ["-m", "m.gguf", "-c", "512"]
+    assert env == {"LLAMA_API_KEY": "a,b,c", "HF_TOKEN": "hf_x"}
+    args, env = secrets_to_env(["--api-key", "b", "--port", "1"], {"LLAMA_API_KEY": "a,b", "PATH": "/bin"})
+    assert (args, env["LLAMA_API_KEY"]) == (["--port", "1"], "a,b")
+    # an empty key is no key: nothing is set
+    assert secrets_to_env(["--api-key", ""], {}) == ([], {})
 
 
 def test_the_plan_keeps_the_key_out_of_argv_and_masks_it_in_the_copied_line():
@@ -43,7 +40,7 @@ def test_the_plan_keeps_the_key_out_of_argv_and_masks_it_in_the_copied_line():
                        catalog=None)
     assert KEY not in " ".join(plan.argv) and "--api-key" not in plan.argv
     assert plan.env["LLAMA_API_KEY"] == KEY and plan.api_key == KEY
-    assert plan.command_line() == "/opt/llama-server -m m.gguf --api-key '***' --port 9000"
+    assert plan.command_line() == f"/opt/llama-server -m m.gguf --api-key '{MASK}' --port 9000"
     assert f"--api-key {KEY}" in plan.command_line(mask_secrets=False)
     # a key the profile sets as a variable is used by the client too, and masked in the line
     env_plan = plan_launch("s", ["--port", "1"], {"LLAMA_API_KEY": KEY}, base_env={})

@@ -29,11 +29,13 @@ def test_parse_recorded_llama_bench_json():
 
 def test_set_flag_replaces_aliases_and_argv_diff():
     argv = ["-m", "x.gguf", "-ub", "512", "-t", "2"]
-    new = set_flag(argv, "--ubatch-size", "2048", aliases=("-ub",))
+    new = set_flag(argv, "--ubatch-size", "2048")  # every spelling of the flag is replaced
     assert new == ["-m", "x.gguf", "-t", "2", "--ubatch-size", "2048"]
     assert set_flag(["-ngl", "-1"], "-ngl", "99") == ["-ngl", "99"]
-    assert argv_diff(["-m", "x", "-ub", "512", "--jinja"], ["-m", "x", "-ub", "2048"]) == [
-        {"flag": "-ub", "a": "512", "b": "2048"}, {"flag": "--jinja", "a": "", "b": None}]
+    assert set_flag(["-tbq", "4", "-c", "8"], "-tbq", "3") == ["-c", "8", "-tbq", "3"]  # a fork's flag
+    # one flag however it is spelled, named by its long spelling
+    assert argv_diff(["-m", "x", "-ub", "512", "--jinja"], ["--model", "x", "--ubatch-size", "2048"]) == [
+        {"flag": "--ubatch-size", "a": "512", "b": "2048"}, {"flag": "--jinja", "a": "", "b": None}]
 
 
 def _run(gen, label="A", **kw):

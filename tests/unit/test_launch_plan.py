@@ -52,10 +52,17 @@ def test_a_llama_cpp_config_ini_is_shown(tmp_path):
     assert any(str(ini) in n for n in plan.notes())
 
 
-def test_secrets_are_masked_in_the_copied_command():
-    plan = plan_launch("s", ["--port", "1", "--api-key", "sk-secret"], {"HF_TOKEN": "hf_x"}, base_env={})
+def test_secrets_are_masked_in_the_copied_command_and_kept_out_of_argv():
+    plan = plan_launch("s", ["--port", "1", "--api-key", "sk-secret", "--hf-token", "hf_flag"],
+                       {"HF_TOKEN": "hf_x", "LLAMA_ARG_HF_TOKEN": "hf_y"}, base_env={})
     line = plan.command_line()
-    assert "sk-secret" not in line and "hf_x" not in line and "--api-key '***'" in line or "--api-key ***" in line
+    for secret in ("sk-secret", "hf_x", "hf_y", "hf_flag"):
+        assert secret not in line
+    assert "--api-key '********'" in line and "LLAMA_ARG_HF_TOKEN='********'" in line
+    # what runs (and what the history stores) carries no secret: they travel in the environment
+    assert "--hf-token" not in plan.argv and "hf_flag" not in " ".join(plan.argv)
+    # llama-server lets a flag override its variable: the flag's token is the one it gets
+    assert plan.env["HF_TOKEN"] == "hf_flag"
 
 
 def test_a_free_port_is_chosen_when_none_is_given():

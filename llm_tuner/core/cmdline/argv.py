@@ -5,10 +5,11 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from pydantic import SecretStr
 
+from llm_tuner.core import flags
 from llm_tuner.core.cmdline.fields import (
     _BY_ENV,
     _BY_SPELLING,
@@ -22,8 +23,6 @@ from llm_tuner.core.cmdline.fields import (
     FIELD_FLAGS,
     MASK,
     REMOVED_FLAGS,
-    SECRET_ENV_WORDS,
-    SECRET_FLAGS,
     FieldFlag,
     ImportResult,
     RemovedFlag,
@@ -46,45 +45,49 @@ def format_number(x: float | int) -> str:
     return repr(x)
 
 
-def field_tokens(profile: LaunchProfile, ff: FieldFlag) -> list[str]:
-    """The argv tokens for one field (empty when the flag is absent)."""
+def field_tokens(profile: LaunchProfile, ff: FieldFlag, known: Callable[[str], bool] | None = None) -> list[str]:
+    """The argv tokens for one field (empty when the flag is absent), spelled as `known` (the binary's
+    `--help`) allows: the long spelling, else an alias the binary lists (core.flags.spelling)."""
     v = getattr(profile, ff.field)
     k = ff.kind
+    name = flags.spelling(ff.key, known)
     if k == "switch":
-        return [ff.flag] if v else []
+        return [name] if v else []
     if k == "toggle":
         if v is None:
             return []
-        return [ff.flag] if v else [ff.neg_flag or ff.flag]
+        return [name] if v else [flags.neg_spelling(ff.key, known) if ff.neg else name]
     if k == "onoff":
-        return [] if v is None else [ff.flag, "on" if v else "off"]
+        return [] if v is None else [name, "on" if v else "off"]
     if k in ("list", "append"):
-        return [ff.flag, ",".join(v)] if v else []
+        return [name, ",".join(v)] if v else []
     if k in ("floats", "ints"):
-        return [ff.flag, ",".join(format_number(x) for x in v)] if v else []
+        return [name, ",".join(format_number(x) for x in v)] if v else []
     if k == "overrides":
-        return [ff.flag, ",".join(str(r) for r in v)] if v else []
+        return [name, ",".join(str(r) for r in v)] if v else []
     if v is None:
         return []
     if k == "secret":
-        return [ff.flag, v.get_secret_value()]
+        return [name, v.get_secret_value()]
     if k in ("int", "float"):
-        return [ff.flag, format_number(v)]
+        return [name, format_number(v)]
     if k == "layers":
-        return [ff.flag, v if isinstance(v, str) else str(v)]
-    return [ff.flag, str(v)]
+        return [name, v if isinstance(v, str) else str(v)]
+    return [name, str(v)]
 
 
-def profile_to_argv(profile: LaunchProfile) -> tuple[list[str], dict[str, str]]:
+def profile_to_argv(profile: LaunchProfile, catalog: FlagCatalog | None = None) -> tuple[list[str], dict[str, str]]:
     """The exact llama-server argument list (binary excluded) and extra environment of a profile.
 
-    Modelled flags come first in a fixed order, with their long spelling; `extra_args` follow verbatim
-    and in order. The environment is `profile.env` as is (LLAMA_ARG_* included): the caller adds it to
-    the child's environment. The result is an argument list for exec, never a shell string.
+    Modelled flags come first in a fixed order, with their long spelling (or, given the chosen binary's
+    catalog, a spelling that binary lists); `extra_args` follow verbatim and in order. The environment is
+    `profile.env` as is (LLAMA_ARG_* included): the caller adds it to the child's environment. The
+    result is an argument list for exec, never a shell string.
     """
+    known = (lambda n: catalog.lookup(n) is not None) if catalog is not None and catalog.flags else None
     argv: list[str] = []
     for ff in FIELD_FLAGS:
-        argv += field_tokens(profile, ff)
+        argv += field_tokens(profile, ff, known)
     argv += list(profile.extra_args)
     return argv, dict(profile.env)
 
@@ -118,7 +121,7 @@ def profile_diff(a: LaunchProfile, b: LaunchProfile) -> list[tuple[str, str | No
     for name in dict.fromkeys([*a.env, *b.env]):
         va, vb = a.env.get(name), b.env.get(name)
         if va != vb:
-            if _is_secret_env(name):
+            if flags.is_secret_env(name):
                 va, vb = (MASK if va is not None else None), (MASK if vb is not None else None)
             out.append((f"env {name}", va, vb))
     if a.extra_args != b.extra_args:
@@ -130,31 +133,24 @@ def profile_diff(a: LaunchProfile, b: LaunchProfile) -> list[tuple[str, str | No
 
 # -- shell rendering ----------------------------------------------------------------------------
 
-def _is_secret_env(name: str) -> bool:
-    return any(w in name.upper() for w in SECRET_ENV_WORDS)
-
-
 def render_shell(argv: Sequence[str], env: Mapping[str, str] | None = None, binary: str | None = None,
                  mask_secrets: bool = True, *, multiline: bool = False) -> str:
     """A POSIX shell line a user can copy: `VAR=value ... binary args...`, every word quoted as needed.
 
-    Secrets (the value after --api-key/--hf-token, env vars named like *KEY*/*TOKEN*) are masked
-    unless `mask_secrets` is False. `multiline` breaks before each flag with backslash-newline.
+    Secrets (the value of a secret flag, variables named like *KEY*/*TOKEN*) are masked by core.flags'
+    one masking unless `mask_secrets` is False. `multiline` breaks before each flag with backslash-newline.
     """
-    words: list[list[str]] = []
-    for name, value in (env or {}).items():
-        shown = MASK if mask_secrets and _is_secret_env(name) else value
-        words.append([f"{name}={shlex.quote(shown)}"])
+    env = dict(env or {})
+    if mask_secrets:
+        argv, env = flags.mask_argv(argv), flags.mask_env(env)
+    words: list[list[str]] = [[f"{name}={shlex.quote(value)}"] for name, value in env.items()]
     words.append([shlex.quote(binary or "llama-server")])
-    prev_secret = False
     for tok in argv:
-        shown = MASK if (mask_secrets and prev_secret) else tok
-        q = shlex.quote(shown)
+        q = shlex.quote(tok)
         if tok.startswith("-") and not _NEG_NUMBER.match(tok) or not words:
             words.append([q])
         else:
             words[-1].append(q)
-        prev_secret = tok in SECRET_FLAGS
     groups = [" ".join(g) for g in words]
     return (" \\\n  " if multiline else " ").join(groups)
 
@@ -176,6 +172,11 @@ def _removed_from_catalog(spec: FlagSpec | None) -> str | None:
 
 def _looks_like_value(tok: str) -> bool:
     return not tok.startswith("-") or bool(_NEG_NUMBER.match(tok)) or tok == "-"
+
+
+def _is_flash_attn(tok: str) -> bool:
+    hit = flags.lookup(tok)
+    return hit is not None and hit[0].key == "flash_attn"
 
 
 def _norm(name: str) -> str:
@@ -284,8 +285,8 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             ff, positive = hit
             if ff.kind == "fa" and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
                 # old builds: -fa was a switch. This build needs a value: keep it as written, flag it.
-                out.removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement="--flash-attn on",
-                                               fix=("--flash-attn", "on")))
+                out.removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
+                                               fix=(flags.spelling("flash_attn"), "on")))
                 out.extra.append(tok)
                 out.notes.append(f"{tok} without a value is the old switch form: use --flash-attn on")
                 i += 1
@@ -379,7 +380,7 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
         out.values.clear()
 
     for name, value in env_out.items():
-        if name.startswith("LLAMA_ARG_") or name == "LLAMA_API_KEY":
+        if flags.is_llama_env(name):
             spec = catalog.by_env(name) if catalog is not None else None
             ff = _BY_ENV.get(name)
             flag = spec.canonical if spec is not None else (ff.flag if ff else None)
@@ -390,7 +391,7 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
             elif flag is None:
                 out.notes.append(f"{name} is not a variable this llama-server reads")
             else:
-                out.notes.append(f"{name}={'…' if _is_secret_env(name) else value} sets {flag} (kept as a variable)")
+                out.notes.append(f"{name}={'…' if flags.is_secret_env(name) else value} sets {flag} (kept as a variable)")
     kept_binary = None
     if binary is not None:
         if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
@@ -430,9 +431,9 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
             continue
         if spec is not None:
             arity = _value_arity(spec)
-            if tok in ("-fa", "--flash-attn") and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
-                removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement="--flash-attn on",
-                                           fix=("--flash-attn", "on")))
+            if _is_flash_attn(tok) and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
+                removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
+                                           fix=(flags.spelling("flash_attn"), "on")))
                 i += 1
                 continue
             toks = tuple(argv[i:i + 1 + arity])
@@ -477,33 +478,18 @@ def apply_fix(profile: LaunchProfile, removed: RemovedFlag, catalog: FlagCatalog
 
 
 def effective_profile(profile: LaunchProfile) -> LaunchProfile:
-    """The profile as llama-server will see it: LLAMA_ARG_* variables fill fields the argv leaves unset.
+    """The profile as llama-server will see it: LLAMA_ARG_* variables fill the flags argv leaves unset.
 
-    (llama-server applies environment variables first and lets CLI flags override them.) Used by advice
-    and the memory plan; values that do not parse are ignored.
+    (llama-server applies its variables first and lets flags override them: core.flags.env_to_argv, the
+    one place that rule lives.) Used by advice and the memory plan; values that do not parse are ignored.
     """
-    update: dict[str, object] = {}
-    for name, raw in profile.env.items():
-        ff = _BY_ENV.get(name)
-        if ff is None:
-            continue
-        current = getattr(profile, ff.field)
-        if current not in (None, (), False):
-            continue
-        try:
-            if ff.kind in ("switch", "toggle"):
-                if raw in _TRUE or raw in _FALSE:
-                    update[ff.field] = raw in _TRUE
-                continue
-            update[ff.field] = parse_field_value(ff, raw, None)
-        except ValueError:
-            continue
-    for name in profile.env:
-        if name.startswith("LLAMA_ARG_NO_"):
-            ff = _BY_ENV.get("LLAMA_ARG_" + name[len("LLAMA_ARG_NO_"):])
-            if ff is not None and ff.kind == "toggle" and getattr(profile, ff.field) is None:
-                update[ff.field] = False
-    return profile.model_copy(update=update) if update else profile
+    argv, env = profile_to_argv(profile)
+    from_env = flags.env_to_argv(env, argv)
+    if not from_env:
+        return profile
+    parsed = _Parsed()
+    _parse_argv(from_env, None, parsed)
+    return profile.model_copy(update=parsed.values) if parsed.values else profile
 
 
 def describe_env(env: Mapping[str, str], catalog: FlagCatalog | None = None) -> list[tuple[str, str, str | None]]:
@@ -514,11 +500,7 @@ def describe_env(env: Mapping[str, str], catalog: FlagCatalog | None = None) -> 
         spec = catalog.by_env(name) if catalog is not None else None
         if spec is not None:
             flag = spec.canonical
-        elif name in _BY_ENV:
-            flag = _BY_ENV[name].flag
+        elif flags.by_env(name) is not None:
+            flag = flags.by_env(name).flag
         out.append((name, value, flag))
     return out
-
-
-def iter_field_flags(section: str | None = None) -> Iterable[FieldFlag]:
-    return (f for f in FIELD_FLAGS if section is None or f.section == section)

@@ -7,6 +7,8 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any
 
+from llm_tuner.core import flags
+
 # ------------------------------------------------------------------------------------------------
 # inputs
 # ------------------------------------------------------------------------------------------------
@@ -126,70 +128,26 @@ def _bool_arg(value: str) -> bool:
 FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
 FFN_DENSE_REGEX = r"\.ffn_(up|down|gate)\."
 
-# flag -> (field, kind). kind: int, str, bool (switch), or a special handler name.
-_FLAGS: dict[str, tuple[str, str]] = {}
-
-
-def _reg(names: str, fieldname: str, kind: str) -> None:
-    for n in names.split():
-        _FLAGS[n] = (fieldname, kind)
-
-
-_reg("-m --model", "model", "str")
-_reg("-c --ctx-size", "ctx", "int")
-_reg("-ngl --gpu-layers --n-gpu-layers", "ngl", "ngl")
-_reg("-sm --split-mode", "split_mode", "str")
-_reg("-dev --device", "devices", "devlist")
-_reg("-ts --tensor-split", "tensor_split", "ts")
-_reg("-mg --main-gpu", "main_gpu", "int")
-_reg("-ot --override-tensor", "overrides", "ot")
-_reg("-cmoe --cpu-moe", "overrides", "cmoe")
-_reg("-ncmoe --n-cpu-moe", "overrides", "ncmoe")
-_reg("-ncffn --n-cpu-ffn", "overrides", "ncffn")
-_reg("-ctk --cache-type-k", "cache_type_k", "str")
-_reg("-ctv --cache-type-v", "cache_type_v", "str")
-_reg("-fa --flash-attn", "flash_attn", "fa")
-_reg("-np --parallel", "n_parallel", "int")
-_reg("-kvu --kv-unified", "kv_unified", "true")
-_reg("-no-kvu --no-kv-unified", "kv_unified", "false")
-_reg("--swa-full", "swa_full", "true")
-_reg("-b --batch-size", "n_batch", "int")
-_reg("-ub --ubatch-size", "n_ubatch", "int")
-_reg("-nkvo --no-kv-offload", "no_kv_offload", "true")
-_reg("-kvo --kv-offload", "no_kv_offload", "false")
-_reg("--no-op-offload", "op_offload", "false")
-_reg("-fit --fit", "fit", "onoff")
-_reg("-fitt --fit-target", "fit_target_mib", "intlist")
-_reg("-fitc --fit-ctx", "fit_ctx_min", "int")
-_reg("-lm --load-mode", "load_mode", "str")
-_reg("--no-host", "no_host", "true")
-_reg("--no-repack -nr", "repack", "false")
-_reg("--repack", "repack", "true")
-_reg("--embedding --embeddings", "embeddings", "true")
-_reg("-cram --cache-ram", "cache_ram_mib", "int")
-_reg("--spec-type", "spec_types", "spec")
-_reg("-md --model-draft --spec-draft-model", "draft_model", "str")
-_reg("-ngld --gpu-layers-draft --n-gpu-layers-draft --spec-draft-ngl", "draft_ngl", "ngl")
-_reg("--spec-draft-n-max", "draft_n_max", "int")
-_reg("-devd --device-draft --spec-draft-device", "draft_devices", "devlist")
-_reg("-ctkd --cache-type-k-draft --spec-draft-type-k", "draft_cache_type_k", "str")
-_reg("-ctvd --cache-type-v-draft --spec-draft-type-v", "draft_cache_type_v", "str")
-# flags that take a value but do not matter for memory (so their value is not taken for a flag)
-_VALUE_FLAGS_IGNORED = set(
-    "-t --threads -tb --threads-batch --host --port -a --alias --api-key --api-key-file -n --predict "
-    "--temp --top-k --top-p --min-p --seed -s --repeat-penalty --presence-penalty --frequency-penalty "
-    "--chat-template --chat-template-file --chat-template-kwargs --reasoning-format -rea --reasoning "
-    "--reasoning-effort --reasoning-budget -to --timeout --threads-http --cache-reuse "
-    "-lv --verbosity --log-verbosity --log-file --mmproj -mm --mmproj-url -hf --hf-repo -hff --hf-file "
-    "--slot-save-path --sleep-idle-seconds --spec-draft-n-min --spec-draft-p-min --draft-p-min "
-    "--spec-draft-sampling --rope-scaling --rope-scale --rope-freq-base --rope-freq-scale --yarn-orig-ctx "
-    "--grp-attn-n --grp-attn-w -dt --defrag-thold --keep --api-prefix --path --lora --lora-scaled "
-    "--control-vector -C --cpu-mask -Cb --cpu-mask-batch --prio --prio-batch --poll --numa "
-    "--log-colors -sp --special --spec-ngram-mod-n-min --spec-ngram-mod-n-max --spec-ngram-mod-n-match "
-    "--ssl-key-file --ssl-cert-file -cb -fitp --fit-print --reasoning-budget-message --media-path "
-    "--sse-ping-interval --webui-config --webui-config-file --tools -ctxcp --ctx-checkpoints "
-    "--spec-ngram-simple-size-n --spec-ngram-simple-size-m --spec-ngram-map-k-size-n "
-    "--spec-ngram-map-k-size-m --spec-ngram-map-k4v-size-n --spec-ngram-map-k4v-size-m".split())
+# flag key (core.flags) -> (PlacementArgs field, kind). kind: int, str, ngl, onoff, fa, devlist, ts, intlist,
+# ot, cmoe, ncmoe, ncffn, spec; 'true'/'false' for a switch (the value it sets); 'toggle'/'toggle-inverted'
+# for a flag with a negative spelling (the positive spelling sets True, or False when inverted).
+_MEMORY_FLAGS: dict[str, tuple[str, str]] = {
+    "model": ("model", "str"), "ctx_size": ("ctx", "int"), "gpu_layers": ("ngl", "ngl"),
+    "split_mode": ("split_mode", "str"), "devices": ("devices", "devlist"), "tensor_split": ("tensor_split", "ts"),
+    "main_gpu": ("main_gpu", "int"), "override_tensor": ("overrides", "ot"), "cpu_moe": ("overrides", "cmoe"),
+    "n_cpu_moe": ("overrides", "ncmoe"), "n_cpu_ffn": ("overrides", "ncffn"),
+    "cache_type_k": ("cache_type_k", "str"), "cache_type_v": ("cache_type_v", "str"), "flash_attn": ("flash_attn", "fa"),
+    "parallel": ("n_parallel", "int"), "kv_unified": ("kv_unified", "toggle"), "swa_full": ("swa_full", "true"),
+    "batch_size": ("n_batch", "int"), "ubatch_size": ("n_ubatch", "int"),
+    "kv_offload": ("no_kv_offload", "toggle-inverted"), "op_offload": ("op_offload", "toggle"),
+    "fit": ("fit", "onoff"), "fit_target_mib": ("fit_target_mib", "intlist"), "fit_ctx": ("fit_ctx_min", "int"),
+    "load_mode": ("load_mode", "str"), "no_host": ("no_host", "true"), "repack": ("repack", "toggle"),
+    "embedding": ("embeddings", "true"), "cache_ram_mib": ("cache_ram_mib", "int"), "spec_type": ("spec_types", "spec"),
+    "draft_model": ("draft_model", "str"), "draft_gpu_layers": ("draft_ngl", "ngl"),
+    "draft_n_max": ("draft_n_max", "int"), "draft_device": ("draft_devices", "devlist"),
+    "draft_cache_type_k": ("draft_cache_type_k", "str"), "draft_cache_type_v": ("draft_cache_type_v", "str"),
+}
+_NO_VALUE_KINDS = ("true", "false", "cmoe", "toggle", "toggle-inverted")
 
 
 def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
@@ -214,18 +172,21 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
         value: str | None = None
         if a.startswith("--") and "=" in a:
             a, value = a.split("=", 1)
-        if a.startswith("--"):
-            a = "--" + a[2:].replace("_", "-")
-        spec_ = _FLAGS.get(a)
+        hit = flags.lookup(a)
+        spec_ = _MEMORY_FLAGS.get(hit[0].key) if hit is not None else None
         if spec_ is None:
-            if a in _VALUE_FLAGS_IGNORED and value is None:
-                i += 2
+            if hit is not None and hit[1] and hit[0].takes_value and value is None:
+                i += 2  # a flag that does not matter for memory: its value is not taken for a flag
+            elif hit is not None:
+                i += 1
             else:
                 unknown.append(args[i])
                 i += 1
             continue
         name, kind = spec_
-        takes_value = kind not in ("true", "false", "cmoe")
+        if kind in ("toggle", "toggle-inverted"):
+            kind = "true" if hit[1] == (kind == "toggle") else "false"
+        takes_value = kind not in _NO_VALUE_KINDS
         if takes_value and value is None:
             if i + 1 >= len(args):
                 raise ValueError(f"{a} needs a value")
@@ -282,61 +243,13 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
 
 
 def args_from_profile(profile: Any) -> PlacementArgs:
-    """core.profile.LaunchProfile (duck-typed) -> PlacementArgs; unknown flags in extra_args are parsed too."""
-    g = lambda name, default=None: getattr(profile, name, default)  # noqa: E731
-    kw: dict[str, Any] = {}
-    if g("model"):
-        kw["model"] = g("model")
-    if g("ctx_size") is not None:
-        kw["ctx"] = int(g("ctx_size"))
-    ngl = g("gpu_layers")
-    if ngl is not None:
-        kw["ngl"] = _parse_ngl(str(ngl))
-    for src, dst in (("split_mode", "split_mode"), ("cache_type_k", "cache_type_k"),
-                     ("cache_type_v", "cache_type_v"), ("flash_attn", "flash_attn"), ("load_mode", "load_mode"),
-                     ("main_gpu", "main_gpu"), ("parallel", "n_parallel"), ("kv_unified", "kv_unified"),
-                     ("batch_size", "n_batch"), ("ubatch_size", "n_ubatch"), ("fit_ctx", "fit_ctx_min"),
-                     ("draft_model", "draft_model"), ("draft_n_max", "draft_n_max"), ("cache_ram_mib", "cache_ram_mib"),
-                     ("draft_cache_type_k", "draft_cache_type_k"), ("draft_cache_type_v", "draft_cache_type_v")):
-        v = g(src)
-        if v is not None:
-            kw[dst] = v
-    if g("devices"):
-        devs = tuple(g("devices"))
-        kw["devices"] = () if devs == ("none",) else devs
-    if g("tensor_split"):
-        kw["tensor_split"] = tuple(float(x) for x in g("tensor_split"))
-    if g("swa_full"):
-        kw["swa_full"] = True
-    if g("kv_offload") is False:
-        kw["no_kv_offload"] = True
-    if g("fit") is not None:
-        kw["fit"] = bool(g("fit"))
-    if g("fit_target_mib"):
-        kw["fit_target_mib"] = tuple(int(x) for x in g("fit_target_mib"))
-    if g("draft_gpu_layers") is not None:
-        kw["draft_ngl"] = _parse_ngl(str(g("draft_gpu_layers")))
-    if g("draft_device"):
-        kw["draft_devices"] = tuple(g("draft_device"))
-    spec = tuple(s for s in (g("spec_type") or ()) if s != "none")
-    if spec:
-        kw["spec_types"] = spec
-    overrides = [(r.pattern, r.buffer) for r in (g("override_tensor") or ())]
-    if g("cpu_moe"):
-        overrides.append((FFN_EXPS_REGEX, "CPU"))
-    if g("n_cpu_moe"):
-        overrides.extend((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(int(g("n_cpu_moe"))))
-    extra = list(g("extra_args") or ())
-    base = PlacementArgs(**kw)
-    if extra:
-        parsed = parse_server_args(extra)
-        changes = {f: getattr(parsed, f) for f in parsed.__dataclass_fields__
-                   if getattr(parsed, f) != getattr(PlacementArgs(), f) and f not in ("unknown", "overrides")}
-        base = replace(base, **changes)
-        overrides.extend(parsed.overrides)
-    if overrides:
-        base = replace(base, overrides=tuple(overrides))
-    return base
+    """A LaunchProfile -> PlacementArgs through its effective arguments: the profile's flags with the
+    LLAMA_ARG_* variables of its environment applied as llama-server applies them (core.cmdline), read by
+    the one argument parser above."""
+    from llm_tuner.core.cmdline import effective_profile, profile_to_argv  # noqa: PLC0415
+
+    argv, _env = profile_to_argv(effective_profile(profile))
+    return parse_server_args(argv)
 
 
 def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list[str]:
@@ -346,52 +259,53 @@ def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list
     the `-fit` switch, so the same question can be asked of `llama-fit-params`.
     """
     d = PlacementArgs()
+    f = flags.short
     out: list[str] = []
     if args.model:
-        out += ["-m", args.model]
+        out += [f("model"), args.model]
     if args.ctx is not None:
-        out += ["-c", str(args.ctx)]
+        out += [f("ctx_size"), str(args.ctx)]
     if args.ngl is not None:
-        out += ["-ngl", {-1: "auto", -2: "all"}.get(args.ngl, str(args.ngl))]
+        out += [f("gpu_layers"), {-1: "auto", -2: "all"}.get(args.ngl, str(args.ngl))]
     if args.split_mode != d.split_mode:
-        out += ["-sm", args.split_mode]
+        out += [f("split_mode"), args.split_mode]
     if args.devices is not None:
-        out += ["-dev", ",".join(args.devices) or "none"]
+        out += [f("devices"), ",".join(args.devices) or "none"]
     if args.tensor_split:
-        out += ["-ts", ",".join(f"{x:g}" for x in args.tensor_split)]
+        out += [f("tensor_split"), ",".join(f"{x:g}" for x in args.tensor_split)]
     if args.main_gpu:
-        out += ["-mg", str(args.main_gpu)]
+        out += [f("main_gpu"), str(args.main_gpu)]
     if args.overrides:
-        out += ["-ot", ",".join(f"{p}={b}" for p, b in args.overrides)]
-    for flag, name in (("-ctk", "cache_type_k"), ("-ctv", "cache_type_v"), ("-fa", "flash_attn"),
-                       ("-b", "n_batch"), ("-ub", "n_ubatch"), ("-lm", "load_mode")):
+        out += [f("override_tensor"), ",".join(f"{p}={b}" for p, b in args.overrides)]
+    for key, name in (("cache_type_k", "cache_type_k"), ("cache_type_v", "cache_type_v"), ("flash_attn", "flash_attn"),
+                      ("batch_size", "n_batch"), ("ubatch_size", "n_ubatch"), ("load_mode", "load_mode")):
         if getattr(args, name) != getattr(d, name):
-            out += [flag, str(getattr(args, name))]
+            out += [f(key), str(getattr(args, name))]
     if args.n_parallel not in (-1, None):
-        out += ["-np", str(args.n_parallel)]
+        out += [f("parallel"), str(args.n_parallel)]
     if args.kv_unified is not None and not for_fit_params:
-        out.append("-kvu" if args.kv_unified else "-no-kvu")
+        out.append(f("kv_unified", negative=not args.kv_unified))
     if args.swa_full:
-        out.append("--swa-full")
+        out.append(f("swa_full"))
     if args.no_kv_offload:
-        out.append("-nkvo")
+        out.append(f("kv_offload", negative=True))
     if not args.op_offload:
-        out.append("--no-op-offload")
+        out.append(f("op_offload", negative=True))
     if args.no_host:
-        out.append("--no-host")
+        out.append(f("no_host"))
     if not args.repack:
-        out.append("--no-repack")
+        out.append(f("repack", negative=True))
     if args.fit_target_mib != d.fit_target_mib:
-        out += ["-fitt", ",".join(str(x) for x in args.fit_target_mib)]
+        out += [f("fit_target_mib"), ",".join(str(x) for x in args.fit_target_mib)]
     if args.fit_ctx_min != d.fit_ctx_min:
-        out += ["-fitc", str(args.fit_ctx_min)]
+        out += [f("fit_ctx"), str(args.fit_ctx_min)]
     if args.cache_ram_mib != d.cache_ram_mib and not for_fit_params:
-        out += ["-cram", str(args.cache_ram_mib)]
+        out += [f("cache_ram_mib"), str(args.cache_ram_mib)]
     if not for_fit_params:
         if not args.fit:
-            out += ["-fit", "off"]
+            out += [f("fit"), "off"]
         if args.spec_types:
-            out += ["--spec-type", ",".join(args.spec_types)]
+            out += [f("spec_type"), ",".join(args.spec_types)]
         if args.draft_model:
-            out += ["-md", args.draft_model]
+            out += [f("draft_model"), args.draft_model]
     return out

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from llm_tuner.core import flags
 from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import (
     DRIVER_RESERVED_MIB,
@@ -178,8 +179,9 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     for d in devs:
         backend = d.backend
         comp = compute.get(d.name, 0.0) * scale.get(backend, 1.0) + extra_compute.get(d.name, 0.0)
-        used = weights.get(d.name, 0.0) + kv.get(d.name, 0.0) + comp + extra_model.get(d.name, 0.0)
-        overhead = over.get(backend, RUNTIME_OVERHEAD_MIB.get(backend, 300)) if used > 0 or True else 0.0
+        # a device the model does not use still gets llama.cpp's runtime context (every listed device is
+        # initialised), so its overhead counts even with nothing placed on it
+        overhead = over.get(backend, RUNTIME_OVERHEAD_MIB.get(backend, 300))
         devices.append(DeviceMemory(
             name=d.name, backend=backend, model_mib=weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0),
             kv_mib=kv.get(d.name, 0.0) + extra_kv.get(d.name, 0.0), compute_mib=comp, output_mib=0.0,
@@ -257,8 +259,9 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     if plan.n_ctx_seq > view.n_ctx_train:
         w.append(f"context per sequence {plan.n_ctx_seq} is beyond the trained {view.n_ctx_train}")
     for u in a.unknown:
-        if u in ("--mlock", "--no-mmap", "--mmap"):
-            w.append(f"{u} was removed from llama-server; use -lm/--load-mode")
+        removed = flags.REMOVED.get(flags.normalize(u))
+        if removed is not None:
+            w.append(f"{u} was removed from llama-server; use {removed.replacement}")
     if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
         w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
                  f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import time
 from collections.abc import Callable
@@ -13,11 +12,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.services import binaries
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.llama_bench import (
-    _has_flag,
     argv_model,
     model_identity,
     parse_llama_bench_json,
@@ -27,14 +26,7 @@ from llm_tuner.services.bench.llama_bench import (
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.client import LlamaClient, ServerError
-from llm_tuner.services.server import (
-    API_KEY_ENV,
-    SECRET_ENV,
-    ServerProcess,
-    api_keys_to_env,
-    free_port,
-    split_api_keys,
-)
+from llm_tuner.services.server import ServerProcess, free_port
 from llm_tuner.store.runs import RunRepository
 
 log = logging.getLogger(__name__)
@@ -48,15 +40,16 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def predict_memory(argv: list[str], binary: Path | None) -> dict[str, float] | None:
+def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
     """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
-    llama-server arguments, through core.memory; None when it cannot be made. Never raises."""
+    llama-server arguments and environment (its LLAMA_ARG_* count, as the server reads them), through
+    core.memory; None when it cannot be made. Never raises."""
     try:
         from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
         from llm_tuner.services.library import read_model  # noqa: PLC0415
         from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
-        pargs = parse_server_args(list(argv))
+        pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
         if not pargs.model:
             return None
         model = read_model(pargs.model)
@@ -120,8 +113,8 @@ def _client_key(target: ServerTarget) -> str | None:
     """The key requests carry: the target's own, else the first one the launch gives the server."""
     if target.api_key or target.attached_url:
         return target.api_key
-    _rest, env, _keys = api_keys_to_env(target.argv, target.env)
-    keys = [k for k in env.get(API_KEY_ENV, "").split(",") if k]
+    _rest, env = flags.secrets_to_env(target.argv, target.env)
+    keys = flags.api_keys(env)
     return keys[0] if keys else None
 
 
@@ -162,14 +155,12 @@ class BenchRunner:
     def _start(self, target: ServerTarget, binary: Path) -> tuple[ServerProcess, str]:
         argv = list(target.argv)
         port = free_port()
-        argv = set_flag(argv, "--host", "127.0.0.1")
-        argv = set_flag(argv, "--port", str(port))
-        if not _has_flag(argv, "--metrics"):
-            argv.append("--metrics")
-        env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
-        env.update(target.env)
-        env["NO_COLOR"] = "1"
-        argv, env, _keys = api_keys_to_env(argv, env)  # keys in the environment, not in `ps`
+        argv = flags.without(argv, "host", "port") + flags.argv_for("host", "127.0.0.1") + flags.argv_for(
+            "port", str(port))
+        if not flags.has(flags.effective_argv(argv, target.env), "metrics"):
+            argv += flags.argv_for("metrics")
+        env, _dropped = binaries.child_env(target.env)
+        argv, env = flags.secrets_to_env(argv, env)  # secrets in the environment, not in `ps`
         proc = ServerProcess([str(binary), *argv], env, on_line=self.on_server_line)
         proc.start()
         return proc, f"http://127.0.0.1:{port}"
@@ -189,15 +180,15 @@ class BenchRunner:
         binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary(target.binary)
         ident = model_identity(argv_model(target.argv))
         run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
-                       server_argv=tuple(split_api_keys(target.argv)[0]),
-                       server_env={k: v for k, v in target.env.items() if k not in SECRET_ENV},
+                       server_argv=tuple(flags.strip_secrets(target.argv, target.env)[0]),
+                       server_env=flags.strip_secrets(target.argv, target.env)[1],
                        attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
                        binary_version=version, binary_backends=tuple(backends), devices=self.devices, spec=spec,
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
                        memory_predicted_mib=target.memory_predicted_mib, **ident)
         run_id = self.repo.create_run(run)
         if target.memory_predicted_mib is None and target.attached_url is None and self.predict_memory:
-            predicted = predict_memory(list(target.argv), binary_path)
+            predicted = predict_memory(list(target.argv), binary_path, target.env)
             if predicted:
                 self.repo.update_run(run_id, memory_predicted_mib=predicted)
         proc: ServerProcess | None = None
@@ -383,11 +374,6 @@ class BenchRunner:
                                                    created_at=_now()))
         runs = []
         t0 = time.monotonic()
-        try:  # every spelling of the flag, so a profile's `--ubatch-size 512` is replaced by `-ub V`
-            found = binaries.default_catalog().lookup(flag)
-            aliases = tuple(n for n in found.names if n != flag) if found else ()
-        except Exception:  # noqa: BLE001 - no catalog: replace the exact spelling only
-            aliases = ()
 
         def overall(f: float | None, text: str, value: str, i: int) -> None:
             if progress is None:
@@ -402,7 +388,7 @@ class BenchRunner:
         for i, value in enumerate(values):
             if cancelled():
                 break
-            t = ServerTarget(argv=set_flag(list(target.argv), flag, value, aliases), env=target.env,
+            t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
                              label=f"{target.label} {flag}={value}".strip(), attached_url=None,
                              profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(values), (i + 1) / len(values))
@@ -413,9 +399,10 @@ class BenchRunner:
 
 def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:
     """The demo model with default flags (what the Benchmarks panel uses before a profile exists)."""
-    argv = ["-m", str(model), "-c", "4096", "-np", "1"]
+    argv = [*flags.argv_for("model", str(model)), *flags.argv_for("ctx_size", "4096"),
+            *flags.argv_for("parallel", "1")]
     if threads:
-        argv += ["-t", str(threads)]
+        argv += flags.argv_for("threads", str(threads))
     return ServerTarget(argv=argv, label="demo (default flags)")
 
 
