@@ -16,7 +16,6 @@ stderr; results to stdout.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -126,17 +125,6 @@ def _settings():
         return None
 
 
-def _profile_from_file(path: Path):
-    from llm_tuner.core import cmdline
-    from llm_tuner.core.profile import LaunchProfile
-
-    text = path.read_text(encoding="utf-8")
-    if path.suffix.lower() == ".json":
-        data = json.loads(text)
-        return LaunchProfile.model_validate(data.get("profile", data) if isinstance(data, dict) else data)
-    return cmdline.import_command(text).profile
-
-
 def resolve_target(args):
     """ServerTarget from --url, --profile NAME|FILE, `-- args`, or the demo model."""
     from llm_tuner.services import bench
@@ -147,19 +135,11 @@ def resolve_target(args):
     if args.url:
         return bench.ServerTarget(attached_url=args.url, api_key=args.api_key, label=args.label or args.url)
     if args.profile:
-        path = Path(args.profile).expanduser()
-        if path.is_file():
-            profile = _profile_from_file(path)
-            return bench.target_from_profile(profile, label=args.label or path.stem)
-        from llm_tuner.services.paths import database_path
-        from llm_tuner.store.db import open_engine
-        from llm_tuner.store.profiles import ProfileRepository
+        from llm_tuner.cli.profile_file import load_profile
 
-        saved = ProfileRepository(open_engine(database_path())).latest(args.profile)
-        if saved is None:
-            raise _err(f"no saved profile named {args.profile!r} and no such file. "
-                       "Save it in the Profile tab, or pass a profile JSON file or `-- <llama-server arguments>`.")
-        return bench.target_from_profile(saved, label=args.label or saved.name)
+        loaded = load_profile(args.profile)
+        return bench.target_from_profile(loaded.profile, label=args.label or loaded.label,
+                                         version_id=loaded.version_id)
     if server_args:
         return bench.ServerTarget(argv=server_args, label=args.label or "command line")
     from llm_tuner.services.demo_model import find_demo_model

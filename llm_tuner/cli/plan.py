@@ -1,7 +1,9 @@
-"""`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] -- <llama-server arguments with -m>`.
+"""`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] (--profile NAME|FILE | -- <llama-server args>)`.
 
 Prints the memory plan per device (GPUs by llama.cpp's names, then `Host`) for the arguments as
-given, with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`.
+given, with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`. A profile
+is planned with its effective arguments: its flags and the LLAMA_ARG_* variables of its environment, as
+llama-server reads them.
 `--devices` plans for the devices given instead of the detected ones (backend from the name's
 prefix, capacity = the MiB given; `Host=MiB` sets host RAM). `--check` also starts the real
 llama-server once (`-lv 4 -fit off`), reads what it allocates, and adds it beside the estimate.
@@ -28,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "host buffers only)")
     p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would choose "
                    "(-c, -ngl, -ts, -ot) for the detected devices")
+    p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a profile "
+                   "file, with the LLAMA_ARG_* variables of its environment")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
     p.set_defaults(func=_estimate)
 
@@ -78,12 +82,16 @@ def _estimate(args: argparse.Namespace) -> int:
     server_args = list(args.server_args)
     if server_args and server_args[0] == "--":
         server_args = server_args[1:]
+    if args.profile:
+        if server_args:
+            raise CliError("give either --profile or llama-server arguments after --, not both")
+        server_args = _profile_argv(args.profile)
     try:
         pargs = parse_server_args(server_args)
     except ValueError as exc:
         raise CliError(f"cannot read the llama-server arguments: {exc}") from None
     if not pargs.model:
-        raise CliError("give the llama-server arguments after --, with -m MODEL.gguf")
+        raise CliError("no model: give --profile NAME|FILE, or llama-server arguments after -- with -m MODEL.gguf")
     model = read_model(pargs.model)
     if model.error:
         raise CliError(f"{pargs.model}: {model.error}")
@@ -120,6 +128,16 @@ def _estimate(args: argparse.Namespace) -> int:
     if "llama_cpp" in out:
         print("llama.cpp:", out["llama_cpp"])
     return 0
+
+
+def _profile_argv(ref: str) -> list[str]:
+    """The effective llama-server arguments of a saved profile or a profile file (flags and LLAMA_ARG_*)."""
+    from llm_tuner.cli.profile_file import load_profile  # noqa: PLC0415
+    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
+    from llm_tuner.core.flags import effective_argv  # noqa: PLC0415
+
+    argv, env = profile_to_argv(load_profile(ref).profile)
+    return effective_argv(argv, env)
 
 
 def _check_fit(pargs, plan) -> dict:

@@ -12,7 +12,6 @@ object that `import` prints or the whole `import` output.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -100,28 +99,10 @@ def _model_file_exists(profile) -> bool | None:
 
 
 def _load(target: str):
-    """NAME (newest saved version) or FILE (import output or a bare profile object) -> LaunchProfile."""
-    from llm_tuner.cli import CliError
-    from llm_tuner.core.profile import LaunchProfile
+    """NAME (newest saved version) or FILE -> LaunchProfile, through the one loader (cli.profile_file)."""
+    from llm_tuner.cli.profile_file import load_profile
 
-    path = Path(target)
-    if path.is_file():
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise CliError(f"{target} is not readable JSON ({exc}). Save the `profile` object that "
-                           "`llm-tuner profile import --json` prints.") from exc
-        if isinstance(data, dict) and isinstance(data.get("profile"), dict):
-            data = data["profile"]
-        try:
-            return LaunchProfile.model_validate(data)
-        except ValueError as exc:
-            raise CliError(f"{target} does not hold a profile: {exc}") from exc
-    saved = _repo().latest(target)
-    if saved is None:
-        raise CliError(f"no saved profile named {target!r} and no such file. "
-                       "List names with `llm-tuner profile list`.")
-    return saved.profile
+    return load_profile(target).profile
 
 
 def _advice_json(advice) -> list[dict]:

@@ -18,6 +18,8 @@ import threading
 import time
 from pathlib import Path
 
+from llm_tuner.core import flags
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="start or attach to llama-server and stream events as JSON lines",
@@ -29,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
     src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
-    p.add_argument("--api-key", default=os.environ.get("LLAMA_API_KEY"),
+    p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
     p.add_argument("--binary", help="the llama-server to run (default: the configured or embedded one)")
     p.add_argument("--no-watch-flags", action="store_true",
@@ -68,28 +70,12 @@ def _event_json(ev) -> dict | None:
 
 
 def _load_profile_plan(ref: str, binary: str, catalog, watch: bool):
-    """(plan, profile version id) for a saved profile's name or a profile JSON file."""
-    from llm_tuner.cli import CliError
-    from llm_tuner.core.profile import LaunchProfile
+    """(plan, profile version id) for a saved profile's name or a profile file (the one loader)."""
+    from llm_tuner.cli.profile_file import load_profile
     from llm_tuner.services.server import plan_from_profile
 
-    path = Path(ref)
-    version_id = None
-    if path.is_file():
-        try:
-            profile = LaunchProfile.model_validate_json(path.read_text())
-        except Exception as exc:  # noqa: BLE001 - pydantic's message says which field
-            raise CliError(f"{path} is not a profile file: {exc}") from exc
-    else:
-        from llm_tuner.services.paths import database_path
-        from llm_tuner.store.db import open_engine
-        from llm_tuner.store.profiles import ProfileRepository
-
-        saved = ProfileRepository(open_engine(database_path())).latest(ref)
-        if saved is None:
-            raise CliError(f"no profile named {ref!r} and no such file (see `llm-tuner profile list`)")
-        profile, version_id = saved.profile, saved.version_id
-    return plan_from_profile(binary, profile, catalog=catalog, watch=watch), version_id
+    loaded = load_profile(ref)
+    return plan_from_profile(binary, loaded.profile, catalog=catalog, watch=watch), loaded.version_id
 
 
 def cmd_run(args) -> int:
