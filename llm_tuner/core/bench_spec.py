@@ -197,9 +197,6 @@ class BenchRun(BaseModel):
     def model_name(self) -> str:
         return self.model_path.rsplit("/", 1)[-1] if self.model_path else "(attached server)"
 
-    def flag_diff_key(self) -> tuple[str, ...]:
-        return self.server_argv
-
 
 class RunGroup(BaseModel):
     """A sweep: one parameter over values, one run per value."""

@@ -36,13 +36,6 @@ class Summary:
     def iqr(self) -> float:
         return self.q3 - self.q1
 
-    @property
-    def cv_pct(self) -> float | None:
-        """Coefficient of variation in percent (stdev / mean)."""
-        if self.stdev is None or self.mean == 0:
-            return None
-        return 100.0 * self.stdev / abs(self.mean)
-
     def to_json(self) -> dict:
         return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3, "iqr": self.iqr,
                 "mean": self.mean, "stdev": self.stdev, "min": self.min, "max": self.max}

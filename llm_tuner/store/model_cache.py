@@ -11,7 +11,7 @@ import time
 from collections.abc import Sequence
 
 from pydantic import ValidationError
-from sqlalchemy import BigInteger, Engine, Float, Integer, String, Text, delete, select
+from sqlalchemy import BigInteger, Engine, Float, Integer, String, Text, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.gguf_info import READER_VERSION, ModelInfo
@@ -67,10 +67,6 @@ class ModelCacheRepo:
             for path, size, mtime, info in items:
                 s.merge(ModelCacheRow(path=path, size_bytes=size, mtime_ns=mtime, reader_version=READER_VERSION,
                                       info_json=info.model_dump_json(), read_at=now))
-
-    def forget(self, paths: Sequence[str]) -> None:
-        with session_scope(self.engine) as s:
-            s.execute(delete(ModelCacheRow).where(ModelCacheRow.path.in_(list(paths))))
 
     def count(self) -> int:
         with session_scope(self.engine) as s:
