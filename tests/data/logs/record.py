@@ -35,7 +35,7 @@ def free_port() -> int:
 def run(name: str, extra: list[str], *, request: bool = False, port: int | None = None, wait_s: float = 60,
         model: str | None = MODEL, prompt: str = "The capital of France is", n_predict: int = 24,
         ctx: str = "1024", mem_limit_mib: int | None = None, model_name: str = "gemma-3-270m-q4_k_m.gguf",
-        keep: re.Pattern | None = None) -> None:
+        keep: re.Pattern | None = None, scrape: bool = False) -> None:
     port = port or free_port()
     argv = [BIN] + (["-m", model] if model else []) + ["--host", "127.0.0.1", "--port", str(port),
                                                        "-c", ctx, "-np", "1", "-t", "2", *extra]
@@ -65,6 +65,10 @@ def run(name: str, extra: list[str], *, request: bool = False, port: int | None 
         for _ in range(2):  # the second request reuses the cached prompt
             with urllib.request.urlopen(req, timeout=120) as r:
                 response = (response or []) + [json.loads(r.read())["timings"]]
+    if p.poll() is None and scrape:  # the server's own view after the requests: /metrics text, /slots JSON
+        for endpoint, suffix in (("metrics", "metrics.txt"), ("slots", "slots.json")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/{endpoint}", timeout=10) as r:
+                (HERE / f"{name}.{suffix}").write_bytes(r.read())
     if p.poll() is None:
         time.sleep(0.5)
         p.send_signal(2)
@@ -126,6 +130,11 @@ if __name__ == "__main__":
         "fail_model_missing_jsonl": lambda: run("fail_model_missing_jsonl", ["--log-jsonl"], model="/nonexistent/model.gguf"),
     }
     cases["hybrid_lv4"] = lambda: hybrid("hybrid_lv4")
+    # --no-repack: this machine's CPU build crashed in the warm-up on the repacked (AMX) demo weights
+    cases["endpoints_spec_ngram"] = lambda: run(
+        "endpoints_spec_ngram", ["--metrics", "--slots", "--no-repack", "--spec-type", "ngram-simple"], request=True,
+        prompt="1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3", n_predict=48, scrape=True,
+        keep=re.compile(r"draft acceptance|listening on"))
     for name, fn in cases.items():
         if not only or name in only:
             fn()
