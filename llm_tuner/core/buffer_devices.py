@@ -78,7 +78,7 @@ def buffer_devices(buffer: str, devices: Iterable[object] = ()) -> tuple[str, ..
                 return (d.name,)
         return (f"RPC{m.group(1)}",)
     if is_row_split(buffer):
-        backend = buffer[: -len("_Split")]
+        backend = buffer[: -len("_Split")].rstrip("0123456789")  # CUDA_Split (as logged) or CUDA0_Split
         on = tuple(d.name for d in known if _backend_prefix(d.name) == backend)
         return on or (buffer,)
     if buffer in names:

@@ -26,6 +26,7 @@ def test_local_buffers():
 def test_buffers_over_several_gpus():
     devices = ["CUDA0", "CUDA1", "Vulkan0"]
     assert buffer_devices("CUDA_Split", devices) == ("CUDA0", "CUDA1")
+    assert buffer_devices("CUDA0_Split", devices) == ("CUDA0", "CUDA1")  # the plan's own spelling
     assert buffer_shares("CUDA_Split", 100.0, devices) == [("CUDA0", 50.0), ("CUDA1", 50.0)]
     # -sm tensor logs one device's slice: each device of the split holds that much
     assert buffer_shares("Meta(CUDA0,CUDA1)", 40.0, devices) == [("CUDA0", 40.0), ("CUDA1", 40.0)]
