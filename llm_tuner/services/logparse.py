@@ -8,8 +8,9 @@ Formats follow the build we test (see shared/reference/llama-server.md, section 
 and, where the line means something, a typed event. Per-request timings span 4-5 lines
 (prompt eval, eval, total, graphs reused, optional draft acceptance) and are handed out as one
 `RequestTimings` when the slot releases its task. Memory lines (`-lv 4` buffer lines incl. the
-recurrent-state RS buffer, the breakdown table and its JSONL form) are read by core.memory_log's one parser. `classify_failure(lines)` turns the output of a
-server that failed to start into a message a user can act on.
+recurrent-state RS buffer, the breakdown table and its JSONL form) are read by core.memory_log's one
+parser. `classify_failure(lines)` turns the output of a server that failed to start into a message a
+user can act on.
 """
 
 from __future__ import annotations
