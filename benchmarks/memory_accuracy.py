@@ -46,6 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from llm_tuner.core.buffer_devices import buffer_device, buffer_shares, is_row_split  # noqa: E402
 from llm_tuner.core.memory import MIB, PlanDevice, parse_server_args, plan_memory  # noqa: E402
 from llm_tuner.core.memory_log import MemoryLog, parse_memory_log  # noqa: E402
 from llm_tuner.services.binaries import list_devices, locate, measure_server_memory  # noqa: E402
@@ -70,11 +71,10 @@ SPLIT = "GPU rows"  # -sm row: one "CUDA_Split" buffer spread over the GPUs, com
 
 
 def device_of(buffer: str, gpu_names: set[str]) -> str:
-    """llama.cpp buffer name -> our device name (CUDA0 -> CUDA0; *_Split -> GPU rows; CPU*, *_Host -> Host)."""
-    if buffer.endswith("_Split"):
+    """llama.cpp buffer name -> our device name (core.buffer_devices; *_Split -> GPU rows, compared as a whole)."""
+    if is_row_split(buffer):
         return SPLIT
-    base = buffer.split("_")[0]
-    return base if base in gpu_names else "Host"
+    return buffer_device(buffer, sorted(gpu_names))
 
 
 def measured(log: MemoryLog, gpu_names: set[str]) -> dict[str, dict[str, float]]:
@@ -87,19 +87,16 @@ def measured_lines(lines: list[tuple[str, str, float]], gpu_names: set[str] | li
 
     `-sm tensor` allocates one "Meta(CUDA0,CUDA1)" buffer per kind (ggml/src/ggml-backend-meta.cpp) whose
     logged size is one device's slice (the largest: ggml_backend_meta_buffer_type_get_alloc_size takes the
-    max over the devices), so it counts on every GPU of the split (the log line may show it as "Meta()").
+    max over the devices), so it counts on every GPU of the split (the log line may show it as "Meta()");
+    core.buffer_devices.buffer_shares says so.
     """
     out: dict[str, dict[str, float]] = {}
     for kind, buffer, mib in lines:
         kind = "kv" if kind == "rs" else kind
-        if buffer.startswith("Meta("):
-            named = [g for g in buffer[5:-1].split(",") if g in gpu_names]
-            devs = named or sorted(gpu_names)
-        else:
-            devs = [device_of(buffer, set(gpu_names))]
-        for dev in devs:
+        shares = [(SPLIT, mib)] if is_row_split(buffer) else buffer_shares(buffer, mib, sorted(gpu_names))
+        for dev, share in shares:
             d = out.setdefault(dev, {k: 0.0 for k in KINDS})
-            d[kind] += mib
+            d[kind] += share
     return out
 
 

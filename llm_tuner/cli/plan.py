@@ -111,7 +111,7 @@ def _estimate(args: argparse.Namespace) -> int:
            "n_ctx": plan.n_ctx, "n_parallel": plan.n_seq_max, "kv_unified": plan.kv_unified,
            "flash_attn": plan.flash_attn, "n_gpu_layers": plan.n_gpu_layers}
     if args.check:
-        out["llama_cpp"] = _check(server_args, plan)
+        out["llama_cpp"] = _check(server_args, plan, gpus)
     if args.check_fit:
         out["llama_fit_params"] = _check_fit(pargs, plan)
     if args.json:
@@ -161,8 +161,9 @@ def _check_fit(pargs, plan) -> dict:
             "overrides": list(fitted.overrides), "ours": {"ctx": plan.n_ctx, "changes": list(plan.fit_changes)}}
 
 
-def _check(server_args: list[str], plan) -> dict:
+def _check(server_args: list[str], plan, devices: list[PlanDevice]) -> dict:
     """Run the real server once and return its buffers per device, beside the differences."""
+    from llm_tuner.core.memory_check import check_json  # noqa: PLC0415
     from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
     from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
 
@@ -176,21 +177,4 @@ def _check(server_args: list[str], plan) -> dict:
     if not run.loaded:
         tail = run.log.strip().splitlines()[-1:] or ["(no output)"]
         return {"error": f"llama-server did not load: {tail[0][:300]}"}
-    log = parse_memory_log(run.log)
-    gpu_names = {d.name for d in plan.devices if d.name != "Host"}
-    per: dict[str, dict[str, float]] = {}
-    for b in log.buffers:
-        base = b.buffer.split("_")[0]
-        dev = base if base in gpu_names else "Host"
-        kind = {"model": "model_mib", "kv": "kv_mib", "rs": "kv_mib", "output": "output_mib",
-                "compute": "compute_mib"}[b.kind]
-        row = per.setdefault(dev, {"model_mib": 0.0, "kv_mib": 0.0, "compute_mib": 0.0, "output_mib": 0.0})
-        row[kind] += b.mib
-    devices = []
-    for name, row in per.items():
-        ours = plan.device(name)
-        entry = {"name": name, **{k: round(v, 2) for k, v in row.items()}}
-        if ours is not None:
-            entry["diff_mib"] = {k: round(getattr(ours, k) - v, 2) for k, v in row.items()}
-        devices.append(entry)
-    return {"devices": devices, "seconds": round(run.seconds, 2)}
+    return {"devices": check_json(parse_memory_log(run.log), plan, devices), "seconds": round(run.seconds, 2)}

@@ -5,9 +5,13 @@ llama-server prints, at trace verbosity (`-lv 4`), one line per buffer it alloca
     load_tensors:   CPU_Mapped model buffer size =   235.16 MiB
     llama_context:        CPU  output buffer size =     4.00 MiB
     llama_kv_cache:        CPU KV buffer size =    96.00 MiB
+    llama_memory_recurrent:        CPU RS buffer size =     3.28 MiB   (recurrent state: mamba, hybrids)
     sched_reserve:        CPU compute buffer size =    52.78 MiB
 
-and, at exit, `common_memory_breakdown_print`'s table (`| - CUDA0 (H200) | T = F + (S = M + C + K) + U |`).
+and, after loading and at exit, `common_memory_breakdown_print`'s table
+(`| - CUDA0 (H200) | T = F + (S = M + C + K) + U |`), or the same rows as `--log-jsonl` data.
+This module is the one parser of those formats: services.logparse feeds it the live log line by line
+(MemoryLineReader), the plan check and the benchmarks a whole recorded log (parse_memory_log).
 `llama-fit-params -fitp on` prints `<DEV> <model> <context> <compute>` per device, then `Host ...` (MiB).
 These are the ground truth our estimate is compared with (benchmarks/memory_accuracy.py) and what
 "Check with llama.cpp" shows beside the estimate. Pure functions: text in, dataclasses out.
@@ -18,49 +22,159 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-_PREFIX = r"^(?:\d+\.\d+\.\d+\.\d+\s+[IWED]\s+)?"
-_MODEL_RE = re.compile(_PREFIX + r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
-_OUTPUT_RE = re.compile(_PREFIX + r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
-_KV_RE = re.compile(_PREFIX + r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
-_RS_RE = re.compile(_PREFIX + r"llama_memory_recurrent:\s+(\S+) RS buffer size =\s+([\d.]+) MiB")
-_COMPUTE_RE = re.compile(_PREFIX + r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
-_KV_SIZE_RE = re.compile(_PREFIX + r"llama_kv_cache: size =\s+([\d.]+) MiB \(\s*(\d+) cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\)")
-_NEW_MODEL_RE = re.compile(_PREFIX + r"load_tensors: loading model tensors")
-_NEW_CTX_RE = re.compile(_PREFIX + r"llama_context: constructing llama_context")
-_CTX_VAL_RE = re.compile(_PREFIX + r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max|n_outputs_max)\s+=\s+(\d+)")
-_OFFLOADED_RE = re.compile(_PREFIX + r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_BUFFER_RES = (  # (kind, regex): one line per buffer llama.cpp allocates, at -lv 4
+    ("model", re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")),
+    ("output", re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")),
+    ("kv", re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")),
+    ("rs", re.compile(r"llama_memory_recurrent:\s+(\S+) RS buffer size =\s+([\d.]+) MiB")),
+    ("compute", re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")),
+)
+_KV_SIZE_RE = re.compile(r"llama_kv_cache: size =\s+([\d.]+) MiB \(\s*(\d+) cells,\s+(\d+) layers,\s+(\d+)/(\d+) seqs\)")
+_NEW_MODEL_RE = re.compile(r"load_tensors: loading model tensors")
+_NEW_CTX_RE = re.compile(r"llama_context: constructing llama_context")
+_CTX_VAL_RE = re.compile(r"llama_context: (n_ctx|n_ctx_seq|n_batch|n_ubatch|n_seq_max|n_outputs_max)\s+=\s+(\d+)")
+_OFFLOADED_RE = re.compile(r"load_tensors: offloaded (\d+)/(\d+) layers to GPU")
+_BREAKDOWN_MARK = "memory_breakdown_print:"  # common_memory_breakdown_print: | ... |
+_BREAKDOWN_HEADER = "memory breakdown [MiB]"
 _BREAKDOWN_GPU_RE = re.compile(
-    r"memory_breakdown_print: \|\s+- (\S+) \((.*?)\)\s+\|\s+(\d+)\s*=\s*(\d+)\s*\+\s*\(\s*(\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)\)"
-    r"\s*\+\s*(-?\d+)\s*\|")
+    r"memory_breakdown_print: \|\s+- (\S+) \((.*?)\)\s+\|\s+(-?\d+)\s*=\s*(-?\d+)\s*\+\s*\(\s*(-?\d+)\s*=\s*(-?\d+)\s*\+"
+    r"\s*(-?\d+)\s*\+\s*(-?\d+)\)\s*\+\s*(-?\d+)\s*\|")
 _BREAKDOWN_OTHER_RE = re.compile(
-    r"memory_breakdown_print: \|\s+- (\S+)\s+\|\s+(\d+)\s*=\s*(\d+)\s*\+\s*(\d+)\s*\+\s*(\d+)\s*\|")
+    r"memory_breakdown_print: \|\s+- (\S+)\s+\|\s+(-?\d+)\s*=\s*(-?\d+)\s*\+\s*(-?\d+)\s*\+\s*(-?\d+)\s*\|")
 _FITP_RE = re.compile(r"^(\S+) (\d+) (\d+) (\d+)\s*$")
 
 
 @dataclass(frozen=True)
 class BufferLine:
-    """One allocated buffer as llama.cpp logged it. `kind`: model, output, kv, rs, compute."""
+    """One allocated buffer as llama.cpp logged it. `kind`: model, output, kv, rs (recurrent state), compute."""
 
     kind: str
-    buffer: str  # buffer type name: CPU_Mapped, CPU_REPACK, CUDA0, CUDA_Host, CPU, ...
+    buffer: str  # buffer type name: CPU_Mapped, CPU_REPACK, CUDA0, CUDA_Host, CPU, RPC0[host:port], ...
     mib: float
-    model_index: int  # 0 = main model, 1 = the next model loaded (draft), ...
-    context_index: int  # 0 = main context, 1 = draft / MTP context, ...
+    model_index: int = 0  # 0 = main model, 1 = the next model loaded (draft), ...
+    context_index: int = 0  # 0 = main context, 1 = draft / MTP context, ...
 
 
 @dataclass(frozen=True)
 class BreakdownRow:
-    """One row of the memory breakdown table (integer MiB as llama.cpp prints them)."""
+    """One row of the memory breakdown table (integer MiB as llama.cpp prints them).
 
-    name: str  # CUDA0, Host, or a buffer type
-    description: str | None
-    total_mib: int | None
-    free_mib: int | None
-    self_mib: int
-    model_mib: int
-    context_mib: int
-    compute_mib: int
-    unaccounted_mib: int | None
+    The same rows come as text (`common_memory_breakdown_print`) or as `--log-jsonl` data
+    (`fit_memory_breakdown`). Device rows have total/free/unaccounted; Host and buffer-type rows do not.
+    """
+
+    kind: str  # "device", "host", "buffer_type"
+    name: str  # CUDA0, RPC1, Host, or a buffer type (CPU_REPACK)
+    description: str | None = None
+    total_mib: int | None = None
+    free_mib: int | None = None
+    self_mib: int | None = None
+    model_mib: int | None = None
+    context_mib: int | None = None
+    compute_mib: int | None = None
+    unaccounted_mib: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """One whole breakdown table. `source`: "text" (the log table) or "jsonl" (`--log-jsonl`)."""
+
+    rows: tuple[BreakdownRow, ...]
+    source: str
+
+
+def parse_buffer_line(line: str) -> tuple[str, str, float] | None:
+    """`(kind, buffer, MiB)` of a `-lv 4` buffer line (with or without the log prefix); None for other lines."""
+    for kind, rx in _BUFFER_RES:
+        m = rx.search(line)
+        if m:
+            return kind, m.group(1), float(m.group(2))
+    return None
+
+
+def parse_breakdown_row(line: str) -> BreakdownRow | None:
+    """One row of the text breakdown table; None for its header and for other lines."""
+    m = _BREAKDOWN_GPU_RE.search(line)
+    if m:
+        g = [int(x) for x in m.groups()[2:]]
+        return BreakdownRow("device", m.group(1), m.group(2), total_mib=g[0], free_mib=g[1], self_mib=g[2],
+                            model_mib=g[3], context_mib=g[4], compute_mib=g[5], unaccounted_mib=g[6])
+    m = _BREAKDOWN_OTHER_RE.search(line)
+    if m:
+        name = m.group(1)
+        g = [int(x) for x in m.groups()[1:]]
+        return BreakdownRow("host" if name == "Host" else "buffer_type", name, self_mib=g[0], model_mib=g[1],
+                            context_mib=g[2], compute_mib=g[3])
+    return None
+
+
+def breakdown_from_json(data: dict | None) -> MemoryBreakdown:
+    """The `data` of a `--log-jsonl` `{"type":"fit_memory_breakdown"}` record."""
+    rows = []
+    for r in (data or {}).get("rows", []):
+        rows.append(BreakdownRow(
+            kind=r.get("kind", "?"), name=r.get("name", "?"), description=r.get("description"),
+            total_mib=r.get("total"), free_mib=r.get("free"), self_mib=r.get("self"), model_mib=r.get("model"),
+            context_mib=r.get("context"), compute_mib=r.get("compute"), unaccounted_mib=r.get("unaccounted")))
+    return MemoryBreakdown(tuple(rows), "jsonl")
+
+
+class MemoryLineReader:
+    """Reads one llama.cpp run's memory lines one at a time: buffer lines and the breakdown table.
+
+    The one parser of these formats: the live log parser (services.logparse) feeds it every message,
+    parse_memory_log a whole recorded log. Each `loading model tensors` line starts a new model (main
+    first, then a draft); each `constructing llama_context` a new context (main, then draft or MTP).
+    A text table is handed out whole when the first line after it arrives (or at close()).
+    """
+
+    def __init__(self) -> None:
+        self.model_index = -1
+        self.context_index = -1
+        self._rows: list[BreakdownRow] | None = None
+
+    def feed(self, line: str) -> list[BufferLine | MemoryBreakdown]:
+        """What this line completes: a BufferLine, a closed MemoryBreakdown, or nothing."""
+        out: list[BufferLine | MemoryBreakdown] = []
+        if _BREAKDOWN_MARK in line:
+            if _BREAKDOWN_HEADER in line:
+                out.extend(self.close())
+                self._rows = []
+            elif (row := parse_breakdown_row(line)) is not None:
+                if self._rows is None:
+                    self._rows = []
+                self._rows.append(row)
+            return out
+        out.extend(self.close())
+        if _NEW_MODEL_RE.search(line):
+            self.model_index += 1
+        elif _NEW_CTX_RE.search(line):
+            self.context_index += 1
+        elif (buf := parse_buffer_line(line)) is not None:
+            out.append(BufferLine(*buf, max(self.model_index, 0), max(self.context_index, 0)))
+        return out
+
+    def close(self) -> list[MemoryBreakdown]:
+        """The table still open (the log ended inside it), if any."""
+        rows, self._rows = self._rows, None
+        return [MemoryBreakdown(tuple(rows), "text")] if rows else []
+
+
+def merge_buffers(lines: list[BufferLine]) -> list[BufferLine]:
+    """Buffer lines as allocated: a context that reserves its scheduler again (MTP contexts do) resizes its
+    compute buffer rather than adding one, so repeated compute lines of one buffer and context count once
+    (the largest)."""
+    out: list[BufferLine] = []
+    for entry in lines:
+        if entry.kind == "compute":
+            same = next((i for i, b in enumerate(out) if b.kind == "compute" and b.buffer == entry.buffer
+                         and b.context_index == entry.context_index), None)
+            if same is not None:
+                if entry.mib > out[same].mib:
+                    out[same] = entry
+                continue
+        out.append(entry)
+    return out
 
 
 @dataclass
@@ -103,71 +217,34 @@ class MemoryLog:
 def parse_memory_log(text: str) -> MemoryLog:
     """Parse a llama-server (or llama-cli) log at `-lv 4` into buffer sizes and the breakdown table.
 
-    Each `loading model tensors` line starts a new model (main first, then a draft); each
-    `constructing llama_context` a new context (main first, then the draft or MTP context).
     The breakdown table is printed by the fit probe and again at exit; the last one wins.
     """
     log = MemoryLog()
-    model_i, ctx_i = -1, -1
-    breakdown: list[BreakdownRow] = []
-    in_table = False
+    reader = MemoryLineReader()
+    lines: list[BufferLine] = []
+
+    def take(found: list[BufferLine | MemoryBreakdown]) -> None:
+        for item in found:
+            if isinstance(item, BufferLine):
+                lines.append(item)
+            else:
+                log.breakdown = list(item.rows)
+
     for raw in text.splitlines():
         line = raw.rstrip()
-        if _NEW_MODEL_RE.search(line):
-            model_i += 1
-            continue
-        if _NEW_CTX_RE.search(line):
-            ctx_i += 1
-            continue
-        m = _MODEL_RE.search(line)
-        if m:
-            log.buffers.append(BufferLine("model", m.group(1), float(m.group(2)), max(model_i, 0), max(ctx_i, 0)))
-            continue
-        for kind, rx in (("output", _OUTPUT_RE), ("kv", _KV_RE), ("rs", _RS_RE), ("compute", _COMPUTE_RE)):
-            m = rx.search(line)
-            if m:
-                entry = BufferLine(kind, m.group(1), float(m.group(2)), max(model_i, 0), max(ctx_i, 0))
-                if kind == "compute":
-                    # a context may reserve its scheduler again (MTP contexts do): same buffer, resized
-                    same = next((i for i, b in enumerate(log.buffers) if b.kind == "compute"
-                                 and b.buffer == entry.buffer and b.context_index == entry.context_index), None)
-                    if same is not None:
-                        if entry.mib > log.buffers[same].mib:
-                            log.buffers[same] = entry
-                        break
-                log.buffers.append(entry)
-                break
-        else:
-            m = _KV_SIZE_RE.search(line)
-            if m and ctx_i <= 0:
-                log.kv_caches.append({"mib": float(m.group(1)), "cells": int(m.group(2)), "layers": int(m.group(3)),
-                                      "seqs": (int(m.group(4)), int(m.group(5)))})
-                continue
-            m = _CTX_VAL_RE.search(line)
-            if m and ctx_i <= 0:
+        take(reader.feed(line))
+        ctx_i, model_i = reader.context_index, reader.model_index
+        if (m := _KV_SIZE_RE.search(line)) is not None:
+            if ctx_i <= 0:
+                log.kv_caches.append({"mib": float(m.group(1)), "cells": int(m.group(2)),
+                                      "layers": int(m.group(3)), "seqs": (int(m.group(4)), int(m.group(5)))})
+        elif (m := _CTX_VAL_RE.search(line)) is not None:
+            if ctx_i <= 0:
                 log.context[m.group(1)] = int(m.group(2))
-                continue
-            m = _OFFLOADED_RE.search(line)
-            if m and model_i <= 0:
-                log.offloaded_layers = (int(m.group(1)), int(m.group(2)))
-                continue
-            if "memory_breakdown_print:" in line:
-                if "memory breakdown [MiB]" in line:
-                    in_table = True
-                    breakdown = []
-                    continue
-                m = _BREAKDOWN_GPU_RE.search(line)
-                if m and in_table:
-                    breakdown.append(BreakdownRow(m.group(1), m.group(2), int(m.group(3)), int(m.group(4)),
-                                                  int(m.group(5)), int(m.group(6)), int(m.group(7)),
-                                                  int(m.group(8)), int(m.group(9))))
-                    log.breakdown = breakdown
-                    continue
-                m = _BREAKDOWN_OTHER_RE.search(line)
-                if m and in_table:
-                    breakdown.append(BreakdownRow(m.group(1), None, None, None, int(m.group(2)), int(m.group(3)),
-                                                  int(m.group(4)), int(m.group(5)), None))
-                    log.breakdown = breakdown
+        elif (m := _OFFLOADED_RE.search(line)) is not None and model_i <= 0:
+            log.offloaded_layers = (int(m.group(1)), int(m.group(2)))
+    take(reader.close())
+    log.buffers = merge_buffers(lines)
     return log
 
 

@@ -7,8 +7,10 @@ Formats follow the build we test (see shared/reference/llama-server.md, section 
 `LogParser.feed(line)` returns every event one line yields: always a `LogLine` (for the console)
 and, where the line means something, a typed event. Per-request timings span 4-5 lines
 (prompt eval, eval, total, graphs reused, optional draft acceptance) and are handed out as one
-`RequestTimings` when the slot releases its task. `classify_failure(lines)` turns the output of a
-server that failed to start into a message a user can act on.
+`RequestTimings` when the slot releases its task. Memory lines (`-lv 4` buffer lines incl. the
+recurrent-state RS buffer, the breakdown table and its JSONL form) are read by core.memory_log's one
+parser. `classify_failure(lines)` turns the output of a server that failed to start into a message a
+user can act on.
 """
 
 from __future__ import annotations
@@ -17,6 +19,14 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+
+from llm_tuner.core.memory_log import (
+    BreakdownRow,
+    BufferLine,
+    MemoryBreakdown,
+    MemoryLineReader,
+    breakdown_from_json,
+)
 
 LEVELS = {"I": "info", "W": "warn", "E": "error", "D": "debug"}
 
@@ -53,35 +63,10 @@ class Listening:
     url: str
 
 
-@dataclass(frozen=True)
-class MemoryRow:
-    """One row of the server's memory breakdown, MiB. Device rows have total/free/unaccounted."""
-
-    kind: str  # "device", "host", "buffer_type"
-    name: str
-    description: str | None = None
-    total_mib: int | None = None
-    free_mib: int | None = None
-    self_mib: int | None = None
-    model_mib: int | None = None
-    context_mib: int | None = None
-    compute_mib: int | None = None
-    unaccounted_mib: int | None = None
-
-
-@dataclass(frozen=True)
-class MemoryBreakdown:
-    rows: tuple[MemoryRow, ...]
-    source: str  # "jsonl" or "text"
-
-
-@dataclass(frozen=True)
-class BufferSize:
-    """A `-lv 4` buffer line: what (model, kv, compute, output) on which buffer (CUDA0, CPU_Mapped...)."""
-
-    what: str
-    buffer: str
-    mib: float
+# The memory formats (buffer lines incl. recurrent state, the breakdown table, its JSONL form) have one
+# parser, core.memory_log; these names stay importable from here.
+MemoryRow = BreakdownRow
+BufferSize = BufferLine  # a `-lv 4` buffer line: kind (model, kv, rs, compute, output) on a buffer, MiB
 
 
 @dataclass(frozen=True)
@@ -193,15 +178,6 @@ _PROGRESS = re.compile(r"prompt processing, n_tokens = \s*(\d+), progress = ([\d
 _SEL_ID = re.compile(r"selected slot by id")
 _SEL_LCP = re.compile(r"selected slot by LCP similarity, f_sim_best = ([\d.]+)")
 _SEL_LRU = re.compile(r"selected slot by LRU")
-_BUF_MODEL = re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")
-_BUF_KV = re.compile(r"llama_kv_cache:\s+(\S+) KV buffer size =\s+([\d.]+) MiB")
-_BUF_COMPUTE = re.compile(r"sched_reserve:\s+(\S+) compute buffer size =\s+([\d.]+) MiB")
-_BUF_OUTPUT = re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")
-_MB_HEADER = "memory breakdown [MiB]"
-_MB_DEVICE = re.compile(r"\|\s+- (\S+) \((.*)\)\s+\|\s+(-?\d+) = (-?\d+) \+ \(\s*(-?\d+) =\s+(-?\d+) \+\s+(-?\d+) \+\s+(-?\d+)\)"
-                        r" \+\s+(-?\d+)\s*\|")
-_MB_OTHER = re.compile(r"\|\s+- (\S+)\s+\|\s+(-?\d+) =\s+(-?\d+) \+\s+(-?\d+) \+\s+(-?\d+)\s*\|")
-
 
 def _f(text: str) -> float:
     try:
@@ -225,7 +201,7 @@ class LogParser:
 
     def __init__(self) -> None:
         self._pending: dict[int, _Pending] = {}  # by slot
-        self._mb_rows: list[MemoryRow] | None = None
+        self._memory = MemoryLineReader()
         self.lines_seen = 0
 
     # -- public ---------------------------------------------------------------------------------
@@ -250,7 +226,7 @@ class LogParser:
     def flush(self) -> list[Event]:
         """At process exit: requests whose release line never came (the server died) and an open table."""
         out: list[Event] = []
-        out.extend(self._close_table())
+        out.extend(self._memory.close())
         for slot in list(self._pending):
             rec = self._finish(slot, None, None)
             if rec is not None:
@@ -265,20 +241,13 @@ class LogParser:
             msg = str(obj.get("msg", "")).rstrip("\n")
             return self._feed_msg(str(obj.get("level", "info")), msg, t / 1e6 if isinstance(t, int | float) else None)
         if kind == "fit_memory_breakdown":
-            rows = []
-            for r in (obj.get("data") or {}).get("rows", []):
-                rows.append(MemoryRow(
-                    kind=r.get("kind", "?"), name=r.get("name", "?"), description=r.get("description"),
-                    total_mib=r.get("total"), free_mib=r.get("free"), self_mib=r.get("self"),
-                    model_mib=r.get("model"), context_mib=r.get("context"), compute_mib=r.get("compute"),
-                    unaccounted_mib=r.get("unaccounted")))
-            return [LogLine("debug", _summarize_breakdown(rows)), MemoryBreakdown(tuple(rows), "jsonl")]
+            mb = breakdown_from_json(obj.get("data"))
+            return [LogLine("debug", _summarize_breakdown(mb.rows)), mb]
         return [LogLine("debug", raw)]
 
     def _feed_msg(self, level: str, msg: str, t_s: float | None) -> list[Event]:
         out: list[Event] = [LogLine(level, msg, t_s)]
-        if self._mb_rows is not None and "common_memory_breakdown_print" not in msg:
-            out.extend(self._close_table())
+        out.extend(self._memory.feed(msg))  # buffer lines, the breakdown table (closed by the next line)
         m = _SLOT.match(msg)
         if m:
             out.extend(self._slot_line(int(m.group(2)), int(m.group(3)), m.group(4), t_s))
@@ -286,7 +255,6 @@ class LogParser:
         if level == "error":
             out.append(ServerError(msg))
         if "common_memory_breakdown_print" in msg:
-            self._table_line(msg)
             return out
         if (m := _LOADING.search(msg)) is not None:
             out.append(Loading(m.group(1)))
@@ -298,12 +266,6 @@ class LogParser:
             out.append(Listening(m.group(1)))
         elif "exiting due to" in msg:
             out.append(LoadFailed(msg))
-        else:
-            for what, rx in (("model", _BUF_MODEL), ("kv", _BUF_KV), ("compute", _BUF_COMPUTE),
-                             ("output", _BUF_OUTPUT)):
-                if (m := rx.search(msg)) is not None:
-                    out.append(BufferSize(what, m.group(1), float(m.group(2))))
-                    break
         return out
 
     def _slot_line(self, slot: int, task: int, rest: str, t_s: float | None) -> list[Event]:
@@ -361,29 +323,8 @@ class LogParser:
         return RequestTimings(slot=slot, task=pend.task, cache_n=cache_n, n_tokens=n_tokens, truncated=truncated,
                               t_start_s=pend.t_start_s, t_end_s=t_s, **v)
 
-    def _table_line(self, msg: str) -> None:
-        if _MB_HEADER in msg:
-            self._mb_rows = []
-            return
-        if self._mb_rows is None:
-            self._mb_rows = []
-        if (m := _MB_DEVICE.search(msg)) is not None:
-            g = [int(x) for x in m.groups()[2:]]
-            self._mb_rows.append(MemoryRow("device", m.group(1), m.group(2), total_mib=g[0], free_mib=g[1],
-                                           self_mib=g[2], model_mib=g[3], context_mib=g[4], compute_mib=g[5],
-                                           unaccounted_mib=g[6]))
-        elif (m := _MB_OTHER.search(msg)) is not None:
-            name = m.group(1)
-            g = [int(x) for x in m.groups()[1:]]
-            self._mb_rows.append(MemoryRow("host" if name == "Host" else "buffer_type", name, self_mib=g[0],
-                                           model_mib=g[1], context_mib=g[2], compute_mib=g[3]))
 
-    def _close_table(self) -> list[Event]:
-        rows, self._mb_rows = self._mb_rows, None
-        return [MemoryBreakdown(tuple(rows), "text")] if rows else []
-
-
-def _summarize_breakdown(rows: list[MemoryRow]) -> str:
+def _summarize_breakdown(rows: Iterable[MemoryRow]) -> str:
     parts = [f"{r.name}: model {r.model_mib} + context {r.context_mib} + compute {r.compute_mib} MiB" for r in rows]
     return "memory breakdown: " + "; ".join(parts)
 

@@ -153,7 +153,7 @@ def test_cuda_oom_recorded_on_an_h200_is_a_kv_failure_on_cuda0():
     assert "cudaMalloc failed: out of memory" in f.evidence
     assert "KV cache on CUDA0 (187500 MiB; 142629 MiB were free" in f.message and "lower the context" in f.message
     evs = parse_lines(lines)
-    assert [(b.what, b.buffer, b.mib) for b in evs if isinstance(b, BufferSize)] == [
+    assert [(b.kind, b.buffer, b.mib) for b in evs if isinstance(b, BufferSize)] == [
         ("model", "CPU_Mapped", 125.0), ("model", "CUDA0", 2189.41), ("output", "CUDA_Host", 0.12)]
     assert isinstance([e for e in evs if not isinstance(e, LogLine)][-1], LoadFailed)
 

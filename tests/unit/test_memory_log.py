@@ -47,3 +47,19 @@ def test_hybrid_mtp_log_rs_buffer_and_second_context():
     assert log.total("kv", context_index=1) == 4.0
     assert [b.mib for b in log.buffers if b.kind == "compute"] == [22.02, 13.52]
     assert log.total("compute", context_index=None) == 35.54
+
+
+def test_one_reader_for_the_live_log_and_a_whole_log():
+    """The recorded hybrid (tests/data/logs/README.md) read whole and line by line gives the same buffers."""
+    from llm_tuner.core.memory_log import MemoryLineReader
+
+    text = (DATA.parent / "logs" / "hybrid_lv4.log").read_text()
+    log = parse_memory_log(text)
+    assert log.total("rs") == 0.79 and log.total("kv") == 0.25
+    assert log.by_buffer("model") == {"AMX": 24.0, "CPU_Mapped": 39.04}
+    assert [(r.kind, r.name, r.model_mib) for r in log.breakdown] == [("host", "Host", 39),
+                                                                  ("buffer_type", "AMX", 24)]
+    reader = MemoryLineReader()
+    found = [x for line in text.splitlines() for x in reader.feed(line)] + reader.close()
+    assert [b for b in found if b not in log.buffers and hasattr(b, "mib")] == []
+    assert found[-1].rows == tuple(log.breakdown) and found[-1].source == "text"

@@ -9,9 +9,11 @@ devices CUDA0/ROCm0/...; with CUDA_DEVICE_ORDER=PCI_BUS_ID (set at launch) CUDA<
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from llm_tuner.services.logparse import BufferSize, MemoryBreakdown
+from llm_tuner.core.buffer_devices import buffer_shares, known_devices
+from llm_tuner.core.memory_log import BufferLine, MemoryBreakdown, merge_buffers
 
 _DEV = re.compile(r"^(CUDA|ROCm|Vulkan|MUSA|SYCL)(\d+)")
 _VENDOR = {"CUDA": "nvidia", "ROCm": "amd", "MUSA": "moore", "SYCL": "intel", "Vulkan": "vulkan"}
@@ -38,7 +40,10 @@ class MemorySegments:
 
 
 def app_device_name(llama_name: str, llama_to_app: dict[str, str] | None = None) -> str | None:
-    """CUDA0 -> nvidia:0 (or what the inventory says); Host/CPU -> host."""
+    """A llama.cpp device (CUDA0) -> the app's device (nvidia:0, or what the inventory says); Host -> host.
+
+    Buffer names go through core.buffer_devices first (CUDA_Host, CPU_REPACK -> Host).
+    """
     if llama_to_app and llama_name in llama_to_app:
         return llama_to_app[llama_name]
     if llama_name in ("Host", "CPU") or llama_name.startswith("CPU"):
@@ -49,28 +54,38 @@ def app_device_name(llama_name: str, llama_to_app: dict[str, str] | None = None)
     return None
 
 
-def server_parts(breakdown: MemoryBreakdown | None, buffers: list[BufferSize] | None = None,
-                 llama_to_app: dict[str, str] | None = None) -> dict[str, dict[str, float]]:
-    """{app device: {"weights", "kv", "compute"}} MiB. Buffer lines (actual) win over the breakdown."""
+_PART = {"model": "weights", "kv": "kv", "rs": "kv", "compute": "compute", "output": "compute"}
+
+
+def server_parts(breakdown: MemoryBreakdown | None, buffers: Iterable[BufferLine] | None = None,
+                 llama_to_app: dict[str, str] | None = None,
+                 devices: Iterable[object] = ()) -> dict[str, dict[str, float]]:
+    """{app device: {"weights", "kv", "compute"}} MiB. Buffer lines (actual) win over the breakdown.
+
+    "kv" holds the KV cache and the recurrent state (RS buffers of mamba-style and hybrid models), as the
+    breakdown's "context" column does; "compute" holds the output buffer. `devices`: llama.cpp's device
+    list (names, RPC endpoints) for core.buffer_devices.
+    """
+    known = known_devices(devices)
     out: dict[str, dict[str, float]] = {}
+
+    def add(into: dict[str, dict[str, float]], name: str, key: str, mib: float) -> None:
+        for llama_dev, share in buffer_shares(name, mib, known):
+            dev = app_device_name(llama_dev, llama_to_app)
+            if dev is None:
+                continue
+            d = into.setdefault(dev, {"weights": 0.0, "kv": 0.0, "compute": 0.0})
+            d[key] += share
+
     if breakdown is not None:
         for r in breakdown.rows:
-            dev = app_device_name(r.name, llama_to_app)
-            if dev is None:
-                continue
-            d = out.setdefault(dev, {"weights": 0.0, "kv": 0.0, "compute": 0.0})
-            d["weights"] += r.model_mib or 0
-            d["kv"] += r.context_mib or 0
-            d["compute"] += r.compute_mib or 0
+            add(out, r.name, "weights", r.model_mib or 0)
+            add(out, r.name, "kv", r.context_mib or 0)
+            add(out, r.name, "compute", r.compute_mib or 0)
     if buffers:
         from_buffers: dict[str, dict[str, float]] = {}
-        for b in buffers:
-            dev = app_device_name(b.buffer.split("_")[0], llama_to_app)
-            if dev is None:
-                continue
-            key = {"model": "weights", "kv": "kv", "compute": "compute", "output": "compute"}[b.what]
-            d = from_buffers.setdefault(dev, {"weights": 0.0, "kv": 0.0, "compute": 0.0})
-            d[key] += b.mib
+        for b in merge_buffers(list(buffers)):
+            add(from_buffers, b.buffer, _PART[b.kind], b.mib)
         out.update(from_buffers)
     return out
 
@@ -90,3 +105,46 @@ def gpu_segments(device: str, parts: dict[str, float] | None, *, used_mib: float
     if total_mib is not None and used_mib is not None:
         free = max(0.0, total_mib - used_mib - (reserved_mib or 0.0))
     return MemorySegments(device, w, kv, c, rest, others, free, total_mib)
+
+
+def llama_to_app_names(inventory) -> dict[str, str]:
+    """{llama.cpp device name: app device name} from a core.devices.DeviceInventory (None: empty)."""
+    out: dict[str, str] = {}
+    if inventory is not None:
+        for g in inventory.devices:
+            for n in g.llama_names:
+                out[n] = g.name
+    return out
+
+
+def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown: MemoryBreakdown | None,
+                  buffers: Iterable[BufferLine] | None, inventory=None) -> list[MemorySegments]:
+    """The Live memory bars: one stack per GPU (or host RAM when there is no GPU).
+
+    `latest`: the newest telemetry values per ring (device -> {"vram_used_mib", ...}; the "server" ring is
+    skipped); `breakdown`/`buffers`: what the server logged; `inventory`: the detected devices
+    (core.devices.DeviceInventory: llama.cpp names of each GPU, the device list with RPC endpoints).
+    """
+    llama_devices = inventory.llama_devices if inventory is not None else ()
+    parts = server_parts(breakdown, buffers, llama_to_app_names(inventory), llama_devices)
+    gpus_present = any(d not in ("host", "server") for d in latest)
+    segments = []
+    for dev in sorted(latest):
+        v = latest[dev]
+        if dev == "server" or v is None:
+            continue
+
+        def val(key: str, v: Mapping[str, float] = v) -> float | None:
+            x = v.get(key)
+            return None if x is None or x != x else x
+
+        if dev == "host":
+            if gpus_present:
+                continue  # GPUs present: the bars show GPUs
+            segments.append(gpu_segments("host RAM", parts.get("host"), used_mib=val("ram_used_mib"),
+                                         total_mib=val("ram_total_mib"), process_mib=val("server_rss_mib")))
+        else:
+            segments.append(gpu_segments(dev, parts.get(dev), used_mib=val("vram_used_mib"),
+                                         total_mib=val("vram_total_mib"), process_mib=val("process_vram_mib"),
+                                         reserved_mib=val("vram_reserved_mib")))
+    return segments

@@ -7,26 +7,14 @@ records are marked `approximate` (several requests finishing between two polls s
 
 from __future__ import annotations
 
-import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from llm_tuner.core.server_endpoints import SlotState, parse_metrics, parse_slots
 from llm_tuner.services.telemetry.sampler import ServerSample
 
-_LINE = re.compile(r"^llamacpp:([a-zA-Z_]+)(\{[^}]*\})?\s+(\S+)")
-
-
-def parse_metrics(text: str) -> dict[str, float]:
-    """Prometheus text -> {name without the `llamacpp:` prefix: value}. Labelled series are skipped."""
-    out: dict[str, float] = {}
-    for line in text.splitlines():
-        m = _LINE.match(line)
-        if m and not m.group(2):
-            try:
-                out[m.group(1)] = float(m.group(3))
-            except ValueError:
-                pass
-    return out
+__all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "parse_metrics"]  # parse_metrics: core's, one parser
 
 
 class ServerReader:
@@ -42,7 +30,7 @@ class ServerReader:
         self.metrics_available: bool | None = None
         self.slots_available: bool | None = None
         self.last_metrics: dict[str, float] = {}
-        self.last_slots: list[dict] = []
+        self.last_slots: list[SlotState] = []
 
     def __call__(self) -> list[ServerSample]:
         t = time.time()
@@ -56,10 +44,10 @@ class ServerReader:
                     self.metrics_available = False
                 else:
                     raise
-        slots: list[dict] = []
+        slots: list[SlotState] = []
         if self.slots_available is not False:
             try:
-                slots = self.client.slots()
+                slots = parse_slots(self.client.slots())
                 self.slots_available = True
             except Exception as exc:  # noqa: BLE001
                 if getattr(exc, "status", None) == 501:  # --no-slots
@@ -78,16 +66,12 @@ class ServerReader:
         if m:
             self._prev = m
             self.last_metrics = m
-        progress = []
-        for s in slots:
-            if s.get("is_processing"):
-                nt = (s.get("next_token") or [{}])[0]
-                progress.append((s.get("id"), nt.get("n_decoded"), nt.get("n_remain")))
+        progress = [(s.id, s.n_decoded, s.n_remain) for s in slots if s.is_processing]
         return [ServerSample(
             t=t, prompt_tokens_per_s=pp, predicted_tokens_per_s=tg,
             requests_processing=m.get("requests_processing"), requests_deferred=m.get("requests_deferred"),
             prompt_tokens_total=m.get("prompt_tokens_total"), tokens_predicted_total=m.get("tokens_predicted_total"),
-            slots_busy=sum(1 for s in slots if s.get("is_processing")) if slots else None,
+            slots_busy=sum(1 for s in slots if s.is_processing) if slots else None,
             slots_total=len(slots) or None, slot_progress=tuple(progress))]
 
 
@@ -122,53 +106,51 @@ class SlotWatcher:
     """
 
     def __init__(self) -> None:
-        self._busy: dict[int, dict] = {}
-        self._start_m: dict[int, dict[str, float]] = {}
-        self._last_task: dict[int, int | None] = {}
-        self._prev_m: dict[str, float] = {}
+        self._busy: dict[int | None, SlotState] = {}
+        self._start_m: dict[int | None, Mapping[str, float]] = {}
+        self._last_task: dict[int | None, int | None] = {}
+        self._prev_m: Mapping[str, float] = {}
         self._primed = False
 
-    def update(self, slots: list[dict], metrics: dict[str, float]) -> list[ApproxRequest]:
-        finished: list[tuple[dict, dict, dict]] = []  # (last busy snapshot, final snapshot, metrics at start)
-        for s in slots:
-            sid = s.get("id")
+    def update(self, slots: Iterable[Mapping], metrics: Mapping[str, float]) -> list[ApproxRequest]:
+        """`slots`: the decoded /slots JSON; `metrics`: parse_metrics of /metrics ({} without --metrics)."""
+        finished: list[tuple[SlotState, SlotState, Mapping[str, float]]] = []  # (last busy, final, metrics at start)
+        for s in parse_slots(slots):
+            sid = s.id
             was = self._busy.get(sid)
-            task = s.get("id_task")
-            if s.get("is_processing"):
-                if was is not None and was.get("id_task") != task:
+            if s.is_processing:
+                if was is not None and was.task != s.task:
                     finished.append((was, was, self._start_m.get(sid, self._prev_m)))
                     was = None
                 if was is None:
                     self._start_m[sid] = self._prev_m
                 self._busy[sid] = s
             elif was is not None:
-                finished.append((was, s if task == was.get("id_task") else was, self._start_m.get(sid, self._prev_m)))
+                finished.append((was, s if s.task == was.task else was, self._start_m.get(sid, self._prev_m)))
                 del self._busy[sid]
-            elif self._primed and task is not None and task != self._last_task.get(sid):
+            elif self._primed and s.task is not None and s.task != self._last_task.get(sid):
                 finished.append((s, s, self._prev_m))  # started and ended between two polls
-            self._last_task[sid] = task
+            self._last_task[sid] = s.task
         self._primed = True
         share = len(finished) or 1
 
-        def biggest(a, b, key):
-            vals = [x.get(key) for x in (a, b) if x.get(key) is not None]
-            return max(vals) if vals else None
+        def biggest(*values: int | None) -> int | None:
+            known = [v for v in values if v is not None]
+            return max(known) if known else None
 
         done: list[ApproxRequest] = []
         for was, s, m0 in finished:
             dm = {k: metrics.get(k, 0) - m0.get(k, 0) for k in metrics} if metrics and m0 else {}
-            decoded = [((x.get("next_token") or [{}])[0]).get("n_decoded") for x in (was, s)]
-            decoded = [d for d in decoded if d is not None]
-            prompt_n = biggest(was, s, "n_prompt_tokens_processed")
-            cache_n = biggest(was, s, "n_prompt_tokens_cache")
-            predicted_n = max(decoded) if decoded else None
+            prompt_n = biggest(was.n_prompt_processed, s.n_prompt_processed)
+            cache_n = biggest(was.n_prompt_cache, s.n_prompt_cache)
+            predicted_n = biggest(was.n_decoded, s.n_decoded)
             if share == 1 and dm:  # one request in the interval: the counters are exact
                 prompt_n = int(dm.get("prompt_tokens_total", prompt_n or 0))
                 predicted_n = int(dm.get("tokens_predicted_total", predicted_n or 0))
                 if "prompt_tokens_cached_total" in dm:
                     cache_n = int(dm["prompt_tokens_cached_total"])
             done.append(ApproxRequest(
-                slot=was.get("id"), task=was.get("id_task"), cache_n=cache_n, prompt_n=prompt_n,
+                slot=was.id, task=was.task, cache_n=cache_n, prompt_n=prompt_n,
                 predicted_n=predicted_n,
                 prompt_ms=dm["prompt_seconds_total"] * 1e3 / share if dm.get("prompt_seconds_total") else None,
                 predicted_ms=(dm["tokens_predicted_seconds_total"] * 1e3 / share

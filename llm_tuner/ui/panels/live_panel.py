@@ -44,7 +44,7 @@ from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.server import plan_launch, signal_name
-from llm_tuner.services.telemetry.breakdown import gpu_segments, server_parts
+from llm_tuner.services.telemetry.breakdown import live_segments
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import DevicePlots, MemoryBars, ThroughputPlots
 
@@ -663,36 +663,10 @@ class LivePanel(QWidget):
         session = self.bridge.session
         if session is None:
             return
-        mapping = {}
-        inv = self.ctx.state.inventory
-        if inv is not None:
-            for g in inv.devices:
-                for n in g.llama_names:
-                    mapping[n] = g.name
-        parts = server_parts(getattr(session, "memory", None), getattr(session, "buffers", None), mapping)
-        segments = []
-        for dev in sorted(tel.rings):
-            if dev == "server":
-                continue
-            last = tel.rings[dev].last()
-            if last is None:
-                continue
-            _t, v = last
-
-            def val(key, v=v):
-                x = v.get(key)
-                return None if x is None or x != x else x
-
-            if dev == "host":
-                if any(d not in ("host", "server") for d in tel.rings):
-                    continue  # GPUs present: the bars show GPUs
-                segments.append(gpu_segments("host RAM", parts.get("host"), used_mib=val("ram_used_mib"),
-                                             total_mib=val("ram_total_mib"), process_mib=val("server_rss_mib")))
-            else:
-                segments.append(gpu_segments(dev, parts.get(dev), used_mib=val("vram_used_mib"),
-                                             total_mib=val("vram_total_mib"), process_mib=val("process_vram_mib"),
-                                             reserved_mib=val("vram_reserved_mib")))
-        self.memory_bars.set_segments(segments)
+        latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}
+        self.memory_bars.set_segments(live_segments(
+            latest, breakdown=getattr(session, "memory", None), buffers=getattr(session, "buffers", None),
+            inventory=self.ctx.state.inventory))
 
     def _load_history(self) -> None:
         if self.repo is None:

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QComboBox,
     QFileDialog,
     QFormLayout,
@@ -25,8 +24,6 @@ from PySide6.QtWidgets import (
     QPushButton,
     QScrollArea,
     QSpinBox,
-    QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -47,6 +44,7 @@ from llm_tuner.core.memory import (
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
@@ -69,7 +67,6 @@ class PlanPanel(QWidget):
         self.planned: list[PlanDevice] = []
         self._syncing = False
         self._jobs: list[BackgroundJob] = []
-        self._check_job: BackgroundJob | None = None
         # compute calibration learnt from "Check with llama.cpp", per model path (measured / estimated)
         self._calibrations: dict[str, Calibration] = {}
         self._timer = QTimer(self, singleShot=True, interval=0)
@@ -237,28 +234,10 @@ class PlanPanel(QWidget):
         self.ot_regex.textChanged.connect(self._on_ot_changed)
         grid.addWidget(obox, 1, 0)
 
-        # check with llama.cpp
-        cbox = QGroupBox("Check with llama.cpp")
-        cl = QVBoxLayout(cbox)
-        crow = QHBoxLayout()
-        self.check_button = QPushButton("Check with llama.cpp")
-        self.check_button.setToolTip("Starts the real llama-server once (-lv 4 -fit off), reads what it "
-                                     "allocates, stops it")
-        self.check_button.clicked.connect(self._on_check_clicked)
-        self.check_cancel_button = QPushButton("Cancel")
-        self.check_cancel_button.setEnabled(False)
-        self.check_cancel_button.clicked.connect(self._on_check_cancel_clicked)
-        crow.addWidget(self.check_button)
-        crow.addWidget(self.check_cancel_button)
-        cl.addLayout(crow)
-        self.check_label = QLabel("Runs the real server once and shows its buffers beside this estimate.")
-        self.check_label.setWordWrap(True)
-        cl.addWidget(self.check_label)
-        self.check_table = QTableWidget(0, 5)
-        self.check_table.setHorizontalHeaderLabels(["Device", "Kind", "Estimate", "llama.cpp", "Difference"])
-        self.check_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self.check_table.verticalHeader().setVisible(False)
-        cl.addWidget(self.check_table)
+        # check with llama.cpp (its own box; the comparison is core.memory_check)
+        cbox = LlamaCheckBox(self)
+        cbox.calibration_learnt.connect(self._on_check_calibration_learnt)
+        self.check_button, self.check_label, self.check_table = cbox.check_button, cbox.check_label, cbox.check_table
         grid.addWidget(cbox, 1, 1)
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
@@ -553,76 +532,12 @@ class PlanPanel(QWidget):
         argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
         return [*argv, "-fit", "off", "-t", "2"]
 
-    def _on_check_clicked(self) -> None:
-        if self.model is None:
-            self.check_label.setText("Select a model first.")
-            return
-        from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
+    def calibration(self, model_path: str) -> Calibration | None:
+        """The compute calibration learnt for a model by a llama.cpp check (None: not checked)."""
+        return self._calibrations.get(model_path)
 
-        loc = locate(SERVER, self.ctx.settings)
-        if loc is None:
-            self.check_label.setText("llama-server not found: set its path in Settings.")
-            return
-        argv = self.check_argv()
-        self.check_label.setText("Starting llama-server to read its buffers …")
-        self.check_button.setEnabled(False)
-        self.check_cancel_button.setEnabled(True)
-        job = BackgroundJob(lambda c: measure_server_memory(loc.path, argv, cancel_check=c.cancelled), self)
-        job.succeeded.connect(self._on_check_done)
-        job.failed.connect(lambda exc: self.check_label.setText(f"The check failed: {exc}"))
-        job.finished.connect(self._on_check_finished)
-        self._check_job = job
-        job.start()
-
-    def _on_check_cancel_clicked(self) -> None:
-        if self._check_job is not None:
-            self._check_job.cancel()
-
-    def _on_check_finished(self) -> None:
-        self._check_job = None
-        self.check_button.setEnabled(True)
-        self.check_cancel_button.setEnabled(False)
-
-    def _on_check_done(self, run) -> None:
-        from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
-
-        if not run.loaded:
-            tail = (run.log.strip().splitlines() or ["(no output)"])[-1]
-            self.check_label.setText(f"llama-server did not load: {tail[:300]}")
-            return
-        log = parse_memory_log(run.log)
-        plan = self.plan
-        gpu_names = {d.name for d in (plan.devices if plan else ()) if d.name != "Host"}
-        real: dict[tuple[str, str], float] = {}
-        for b in log.buffers:
-            base = b.buffer.split("_")[0]
-            dev = base if base in gpu_names else "Host"
-            kind = "kv" if b.kind == "rs" else b.kind
-            real[(dev, kind)] = real.get((dev, kind), 0.0) + b.mib
-        attr = {"model": "model_mib", "kv": "kv_mib", "compute": "compute_mib", "output": "output_mib"}
-        label = {"model": "weights", "kv": "KV cache", "compute": "compute", "output": "output"}
-        rows = []
-        for (dev, kind), mib in sorted(real.items()):
-            ours = plan.device(dev) if plan else None
-            est = getattr(ours, attr[kind]) if ours is not None else None
-            rows.append((dev, label[kind], est, mib))
-        self.check_table.setRowCount(len(rows))
-        for i, (dev, kind, est, mib) in enumerate(rows):
-            diff = "" if est is None else _signed_diff(est - mib, (est / mib - 1) * 100 if mib else 0.0)
-            for j, text in enumerate((dev, kind, "—" if est is None else f"{est:.1f} MiB", f"{mib:.1f} MiB", diff)):
-                self.check_table.setItem(i, j, QTableWidgetItem(text))
-        # learn the compute ratio per backend for this model; weights and KV are exact already
-        old = self._calibrations.get(str(self.model.path), Calibration())
-        scale = dict(old.compute_scale)
-        for d in (plan.devices if plan else ()):
-            mib = real.get((d.name, "compute"))
-            backend = "CPU" if d.name == "Host" else d.backend
-            if mib and d.compute_mib > 0:
-                raw = d.compute_mib / old.compute_scale.get(backend, 1.0)
-                scale[backend] = mib / raw
-        self._calibrations[str(self.model.path)] = Calibration(compute_scale=scale)
-        self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off). "
-                                 "Compute estimates for this model are now calibrated from it.")
+    def _on_check_calibration_learnt(self, model_path: str, calibration: Calibration) -> None:
+        self._calibrations[model_path] = calibration
         self._schedule()
 
     # -- plan ------------------------------------------------------------------------------------------
@@ -671,10 +586,3 @@ class PlanPanel(QWidget):
         self.ot_rules_label.setText(
             "Rules: " + (", ".join(f"{a}={b}" for a, b in self.args.overrides) if self.args.overrides else "none"))
 
-
-def _signed_diff(mib: float, pct: float) -> str:
-    """'+1.5 MiB (+0.6%)'; an exact match reads '0.0 MiB (0.0%)', never '-0.0'."""
-    mib, pct = round(mib, 1) + 0.0, round(pct, 1) + 0.0
-    if mib == 0 and pct == 0:
-        return "0.0 MiB (0.0%)"
-    return f"{mib:+.1f} MiB ({pct:+.1f}%)"

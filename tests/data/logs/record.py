@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -33,7 +34,8 @@ def free_port() -> int:
 
 def run(name: str, extra: list[str], *, request: bool = False, port: int | None = None, wait_s: float = 60,
         model: str | None = MODEL, prompt: str = "The capital of France is", n_predict: int = 24,
-        ctx: str = "1024", mem_limit_mib: int | None = None) -> None:
+        ctx: str = "1024", mem_limit_mib: int | None = None, model_name: str = "gemma-3-270m-q4_k_m.gguf",
+        keep: re.Pattern | None = None, scrape: bool = False) -> None:
     port = port or free_port()
     argv = [BIN] + (["-m", model] if model else []) + ["--host", "127.0.0.1", "--port", str(port),
                                                        "-c", ctx, "-np", "1", "-t", "2", *extra]
@@ -63,6 +65,10 @@ def run(name: str, extra: list[str], *, request: bool = False, port: int | None 
         for _ in range(2):  # the second request reuses the cached prompt
             with urllib.request.urlopen(req, timeout=120) as r:
                 response = (response or []) + [json.loads(r.read())["timings"]]
+    if p.poll() is None and scrape:  # the server's own view after the requests: /metrics text, /slots JSON
+        for endpoint, suffix in (("metrics", "metrics.txt"), ("slots", "slots.json")):
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/{endpoint}", timeout=10) as r:
+                (HERE / f"{name}.{suffix}").write_bytes(r.read())
     if p.poll() is None:
         time.sleep(0.5)
         p.send_signal(2)
@@ -72,10 +78,32 @@ def run(name: str, extra: list[str], *, request: bool = False, port: int | None 
         env_note = {"NO_COLOR": "1", "RLIMIT_AS_MiB": str(mem_limit_mib)}
     else:
         env_note = {"NO_COLOR": "1"}
-    display = ["llama-server"] + [a.replace(MODEL, "gemma-3-270m-q4_k_m.gguf") for a in argv[1:]]
+    if keep is not None:  # only the lines a test needs (a small file)
+        path = HERE / f"{name}.log"
+        path.write_text("".join(x for x in path.read_text().splitlines(True) if keep.search(x)))
+    display = ["llama-server"] + [a.replace(model or MODEL, model_name) for a in argv[1:]]
     (HERE / f"{name}.cmd.json").write_text(json.dumps(
         {"argv": display, "env": env_note, "exit_code": code, "timings": response}, indent=1) + "\n")
     print(name, "exit", code)
+
+
+# the memory lines of a -lv 4 log (core.memory_log) and the lines that frame them
+MEMORY_LINES = re.compile(r"buffer size =|loading model tensors|constructing llama_context|memory_breakdown_print|"
+                          r"llama_kv_cache: size|llama_memory_recurrent: size|llama_server: model loaded|listening on")
+
+
+def hybrid(name: str) -> None:
+    """A random-weight qwen35 hybrid (gated delta net, full attention every 4th layer): KV and RS buffers."""
+    import tempfile  # noqa: PLC0415
+
+    from tests.support.random_hybrid import write_qwen35  # noqa: PLC0415
+
+    with tempfile.TemporaryDirectory() as d:
+        model = str(write_qwen35(Path(d) / "qwen35-hybrid-random.gguf", n_layer=4, nextn=0, n_embd=256, n_ff=512,
+                                 n_head=4, n_head_kv=2, head_dim=64, d_state=64, n_group=2, n_v_heads=16,
+                                 weight_type="F16"))
+        run(name, ["-lv", "4", "-fit", "off"], model=model, model_name="qwen35-hybrid-random.gguf", ctx="512",
+            keep=MEMORY_LINES)
 
 
 if __name__ == "__main__":
@@ -101,6 +129,12 @@ if __name__ == "__main__":
         "fail_oom_kv_jsonl": lambda: run("fail_oom_kv_jsonl", ["--log-jsonl"], ctx="2000000", mem_limit_mib=2048),
         "fail_model_missing_jsonl": lambda: run("fail_model_missing_jsonl", ["--log-jsonl"], model="/nonexistent/model.gguf"),
     }
+    cases["hybrid_lv4"] = lambda: hybrid("hybrid_lv4")
+    # --no-repack: this machine's CPU build crashed in the warm-up on the repacked (AMX) demo weights
+    cases["endpoints_spec_ngram"] = lambda: run(
+        "endpoints_spec_ngram", ["--metrics", "--slots", "--no-repack", "--spec-type", "ngram-simple"], request=True,
+        prompt="1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3", n_predict=48, scrape=True,
+        keep=re.compile(r"draft acceptance|listening on"))
     for name, fn in cases.items():
         if not only or name in only:
             fn()

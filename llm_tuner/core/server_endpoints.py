@@ -1,0 +1,114 @@
+"""llama-server's HTTP answers as data: `/metrics` (Prometheus text) and `/slots` (JSON).
+
+The one parser of each: the telemetry reader, the attach-mode request watcher and the benchmarks ask
+here (services.client only fetches). Pure: text or decoded JSON in, data out.
+
+`/metrics` (server started with `--metrics`) has counters and gauges named `llamacpp:<name>`, some of
+them labelled (`llamacpp:<name>{position="0"} 12`: e.g. speculative decoding's accepted tokens per draft
+position). parse_metrics keeps every series: an unlabelled one under its name without the prefix, a
+labelled one under `name{label="value",...}` (labels sorted), so counter deltas work alike for both;
+labelled() reads one family back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+_PREFIX = "llamacpp:"
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
+_LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def series_key(name: str, labels: Mapping[str, str] | None = None) -> str:
+    """The key parse_metrics uses for a series: `name` or `name{a="1",b="x"}` (labels sorted)."""
+    if not labels:
+        return name
+    inner = ",".join(f'{k}="{labels[k]}"' for k in sorted(labels))
+    return f"{name}{{{inner}}}"
+
+
+def _labels(text: str) -> dict[str, str] | None:
+    out: dict[str, str] = {}
+    pos = 0
+    text = text.strip()
+    while pos < len(text):
+        m = _LABEL.match(text, pos)
+        if m is None:
+            return None
+        out[m.group(1)] = m.group(2).replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+        pos = m.end()
+    return out
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Prometheus text -> {series key: value}; the `llamacpp:` prefix is dropped (see series_key).
+
+    Comment lines (# HELP, # TYPE) and lines that are not samples are skipped; NaN and ±Inf are kept.
+    """
+    out: dict[str, float] = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        if m is None:
+            continue
+        try:
+            value = float(m.group(3))
+        except ValueError:
+            continue
+        name = m.group(1).removeprefix(_PREFIX)
+        labels = _labels(m.group(2)) if m.group(2) else {}
+        if labels is None:
+            continue
+        out[series_key(name, labels)] = value
+    return out
+
+
+def labelled(metrics: Mapping[str, float], name: str) -> list[tuple[dict[str, str], float]]:
+    """Every series of one labelled family in parse_metrics' result: [(labels, value)], in key order."""
+    out = []
+    start = name + "{"
+    for key in sorted(metrics):
+        if key.startswith(start) and key.endswith("}"):
+            labels = _labels(key[len(start):-1])
+            if labels is not None:
+                out.append((labels, metrics[key]))
+    return out
+
+
+@dataclass(frozen=True)
+class SlotState:
+    """One entry of `/slots`: a slot, its current task and its progress. None where the server omits it."""
+
+    id: int | None
+    task: int | None  # id_task: the task the slot holds (or last held)
+    is_processing: bool
+    n_ctx: int | None = None
+    n_decoded: int | None = None  # tokens generated so far for the task (next_token[0].n_decoded)
+    n_remain: int | None = None  # tokens still allowed (next_token[0].n_remain; -1: no limit)
+    n_prompt_processed: int | None = None  # n_prompt_tokens_processed
+    n_prompt_cache: int | None = None  # n_prompt_tokens_cache: prompt tokens reused from the cache
+
+
+def _int(x) -> int | None:
+    return int(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+
+
+def parse_slots(data: Iterable[Mapping] | None) -> list[SlotState]:
+    """The decoded `/slots` JSON (a list of objects) -> SlotState per slot; non-objects are skipped."""
+    out = []
+    for s in data or ():
+        if not isinstance(s, Mapping):
+            continue
+        nxt = s.get("next_token")
+        nt = nxt[0] if isinstance(nxt, list) and nxt and isinstance(nxt[0], Mapping) else (
+            nxt if isinstance(nxt, Mapping) else {})
+        out.append(SlotState(
+            id=_int(s.get("id")), task=_int(s.get("id_task")), is_processing=bool(s.get("is_processing")),
+            n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")), n_remain=_int(nt.get("n_remain")),
+            n_prompt_processed=_int(s.get("n_prompt_tokens_processed")),
+            n_prompt_cache=_int(s.get("n_prompt_tokens_cache"))))
+    return out

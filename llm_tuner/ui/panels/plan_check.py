@@ -1,0 +1,103 @@
+"""The Plan panel's "Check with llama.cpp" box: runs the real server once for the panel's settings and
+shows its buffers beside the estimate. The comparison and the compute calibration are core.memory_check;
+this box only starts the run (a BackgroundJob) and fills its widgets.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+)
+
+from llm_tuner.qt.workers import BackgroundJob
+
+
+class LlamaCheckBox(QGroupBox):
+    """Asks its panel (PlanPanel) for the model, plan, devices and arguments; emits what it learnt."""
+
+    calibration_learnt = Signal(str, object)  # model path, core.memory.Calibration
+
+    def __init__(self, panel) -> None:
+        super().__init__("Check with llama.cpp", panel)
+        self.panel = panel
+        self._job: BackgroundJob | None = None
+        cl = QVBoxLayout(self)
+        crow = QHBoxLayout()
+        self.check_button = QPushButton("Check with llama.cpp")
+        self.check_button.setToolTip("Starts the real llama-server once (-lv 4 -fit off), reads what it "
+                                     "allocates, stops it")
+        self.check_button.clicked.connect(self._on_check_clicked)
+        self.check_cancel_button = QPushButton("Cancel")
+        self.check_cancel_button.setEnabled(False)
+        self.check_cancel_button.clicked.connect(self._on_cancel_clicked)
+        crow.addWidget(self.check_button)
+        crow.addWidget(self.check_cancel_button)
+        cl.addLayout(crow)
+        self.check_label = QLabel("Runs the real server once and shows its buffers beside this estimate.")
+        self.check_label.setWordWrap(True)
+        cl.addWidget(self.check_label)
+        self.check_table = QTableWidget(0, 5)
+        self.check_table.setHorizontalHeaderLabels(["Device", "Kind", "Estimate", "llama.cpp", "Difference"])
+        self.check_table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self.check_table.verticalHeader().setVisible(False)
+        cl.addWidget(self.check_table)
+
+    def _on_check_clicked(self) -> None:
+        panel = self.panel
+        if panel.model is None:
+            self.check_label.setText("Select a model first.")
+            return
+        from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
+
+        loc = locate(SERVER, panel.ctx.settings)
+        if loc is None:
+            self.check_label.setText("llama-server not found: set its path in Settings.")
+            return
+        argv = panel.check_argv()
+        self.check_label.setText("Starting llama-server to read its buffers …")
+        self.check_button.setEnabled(False)
+        self.check_cancel_button.setEnabled(True)
+        job = BackgroundJob(lambda c: measure_server_memory(loc.path, argv, cancel_check=c.cancelled), self)
+        job.succeeded.connect(self._on_job_succeeded)
+        job.failed.connect(lambda exc: self.check_label.setText(f"The check failed: {exc}"))
+        job.finished.connect(self._on_job_finished)
+        self._job = job
+        job.start()
+
+    def _on_cancel_clicked(self) -> None:
+        if self._job is not None:
+            self._job.cancel()
+
+    def _on_job_finished(self) -> None:
+        self._job = None
+        self.check_button.setEnabled(True)
+        self.check_cancel_button.setEnabled(False)
+
+    def _on_job_succeeded(self, run) -> None:
+        from llm_tuner.core.memory_check import calibrate, compare  # noqa: PLC0415
+        from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
+
+        if not run.loaded:
+            tail = (run.log.strip().splitlines() or ["(no output)"])[-1]
+            self.check_label.setText(f"llama-server did not load: {tail[:300]}")
+            return
+        panel = self.panel
+        rows = compare(parse_memory_log(run.log), panel.plan, panel.gpus())
+        self.check_table.setRowCount(len(rows))
+        for i, r in enumerate(rows):
+            est = "—" if r.estimate_mib is None else f"{r.estimate_mib:.1f} MiB"
+            for j, text in enumerate((r.device, r.label, est, f"{r.measured_mib:.1f} MiB", r.diff_text())):
+                self.check_table.setItem(i, j, QTableWidgetItem(text))
+        if panel.model is not None:
+            path = str(panel.model.path)
+            self.calibration_learnt.emit(path, calibrate(panel.plan, rows, panel.calibration(path)))
+        self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off). "
+                                 "Compute estimates for this model are now calibrated from it.")
