@@ -15,6 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.core import flags
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 
@@ -170,9 +171,9 @@ def _check(server_args: list[str], plan, devices: list[PlanDevice]) -> dict:
     loc = locate(SERVER)
     if loc is None:
         return {"error": "llama-server not found"}
-    argv = [a for a in server_args]
-    if "-fit" not in argv and "--fit" not in argv:
-        argv += ["-fit", "off"]
+    argv = list(server_args)
+    if not flags.has(argv, "fit"):
+        argv += flags.argv_for("fit", "off")
     run = measure_server_memory(Path(loc.path), argv)
     if not run.loaded:
         tail = run.log.strip().splitlines()[-1:] or ["(no output)"]

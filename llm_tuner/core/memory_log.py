@@ -22,6 +22,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from llm_tuner.core import flags
+
 _BUFFER_RES = (  # (kind, regex): one line per buffer llama.cpp allocates, at -lv 4
     ("model", re.compile(r"load_tensors:\s+(\S+) model buffer size =\s+([\d.]+) MiB")),
     ("output", re.compile(r"llama_context:\s+(\S+)\s+output buffer size =\s+([\d.]+) MiB")),
@@ -278,11 +280,12 @@ class FittedArgs:
     overrides: tuple[str, ...] = ()
 
     def argv(self) -> list[str]:
-        out = ["-c", str(self.ctx), "-ngl", str(self.ngl)]
+        f = flags.short
+        out = [f("ctx_size"), str(self.ctx), f("gpu_layers"), str(self.ngl)]
         if self.tensor_split:
-            out += ["-ts", ",".join(str(x) for x in self.tensor_split)]
+            out += [f("tensor_split"), ",".join(str(x) for x in self.tensor_split)]
         if self.overrides:
-            out += ["-ot", ",".join(self.overrides)]
+            out += [f("override_tensor"), ",".join(self.overrides)]
         return out
 
 

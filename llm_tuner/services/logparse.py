@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
+from llm_tuner.core import flags
 from llm_tuner.core.memory_log import (
     BreakdownRow,
     BufferLine,
@@ -386,9 +387,8 @@ def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Fail
                        "Edit the profile and use the new flag.", ev)
     if (ev := first(r"^error: invalid argument: ")) is not None:
         flag = ev.split("invalid argument:", 1)[1].strip()
-        extra = ""
-        if flag in ("--mlock", "--no-mmap", "--mmap", "--direct-io"):
-            extra = " This build replaced it with --load-mode (-lm) {auto,none,mmap,mlock,mmap+mlock,dio}."
+        removed = flags.REMOVED.get(flags.normalize(flag))
+        extra = f" This build replaced it: use {removed.replacement}." if removed is not None else ""
         return Failure("unknown_flag", f"This llama-server does not know the flag {flag}.{extra} "
                        "Remove or replace it in the profile (the flag list comes from the binary's --help).", ev)
     if (ev := first(r'error while handling argument "[^"]+": invalid device: ')) is not None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -14,6 +13,7 @@ from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
+from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.services import binaries
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.llama_bench import (
@@ -70,13 +70,11 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
 
 # -- the runner ---------------------------------------------------------------------------------
 
-_METRIC_RE = re.compile(r"^llamacpp:(\w+)\s+([0-9.eE+-]+)", re.M)
-
-
 def scrape_metrics(client: LlamaClient) -> dict[str, float] | None:
-    """The server's Prometheus counters ({name: value}); None when /metrics is off."""
+    """The server's Prometheus series through the one /metrics parser (core.server_endpoints: labelled
+    series kept as `name{label="v"}`); None when /metrics is off."""
     try:
-        return {m.group(1): float(m.group(2)) for m in _METRIC_RE.finditer(client.metrics_text())}
+        return parse_metrics(client.metrics_text())
     except Exception:  # noqa: BLE001 - started without --metrics, or an older server
         return None
 

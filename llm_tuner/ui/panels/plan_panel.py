@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from llm_tuner.core import flags
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import (
     Calibration,
@@ -315,9 +316,9 @@ class PlanPanel(QWidget):
     def _on_state_profile_changed(self, profile) -> None:
         if profile is None or self._syncing:
             return
-        self.args = args_from_profile(profile)
+        self.args = args_from_profile(profile)  # its effective arguments: LLAMA_ARG_* count, as for the server
         self._sync_controls()
-        model_path = getattr(profile, "model", None)
+        model_path = self.args.model
         if model_path and (self.model is None or str(self.model.path) != str(model_path)):
             if Path(model_path).expanduser().is_file():
                 self.load_model(Path(model_path).expanduser())
@@ -530,7 +531,7 @@ class PlanPanel(QWidget):
         from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
 
         argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
-        return [*argv, "-fit", "off", "-t", "2"]
+        return [*argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
 
     def calibration(self, model_path: str) -> Calibration | None:
         """The compute calibration learnt for a model by a llama.cpp check (None: not checked)."""
