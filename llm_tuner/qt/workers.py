@@ -6,6 +6,10 @@
 
 The function receives a `JobControl`; it calls `ctl.progress(fraction, text)` and checks
 `ctl.cancelled()`. Exceptions arrive in `failed` as the exception object.
+
+Two pools: short queries (a History load, a file's header) run on Qt's global pool; long jobs (a benchmark,
+a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query never
+queues behind a benchmark that holds a thread for minutes.
 """
 
 from __future__ import annotations
@@ -15,6 +19,19 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+LONG_POOL_THREADS = 4
+_long_pool: QThreadPool | None = None
+
+
+def long_pool() -> QThreadPool:
+    """The pool of long jobs (benchmarks, scans, llama.cpp checks), apart from Qt's global pool."""
+    global _long_pool
+    if _long_pool is None:
+        _long_pool = QThreadPool()
+        _long_pool.setObjectName("llm-tuner-long-jobs")
+        _long_pool.setMaxThreadCount(LONG_POOL_THREADS)
+    return _long_pool
 
 
 class JobControl:
@@ -73,10 +90,21 @@ class BackgroundJob(QObject):
         self.control = JobControl(self)
         self.finished.connect(self._on_self_finished)
 
-    def start(self, pool: QThreadPool | None = None) -> BackgroundJob:
+    def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
+        """Queue the job on `pool`, else on `long_pool()` when `long`, else on Qt's global pool."""
         BackgroundJob._live.add(self)
-        (pool or QThreadPool.globalInstance()).start(_Runnable(self))
+        (pool or (long_pool() if long else QThreadPool.globalInstance())).start(_Runnable(self))
         return self
+
+    @classmethod
+    def live_jobs(cls) -> list[BackgroundJob]:
+        """Jobs started and not yet finished (queued or running), for shutdown and the tests' leak check."""
+        return list(cls._live)
+
+    def describe(self) -> str:
+        """The job's function as `module.qualname` (what a leak report names)."""
+        fn = self._fn
+        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()
