@@ -24,10 +24,17 @@ import pytest
 
 PACKAGE_DIR = str(Path(__file__).resolve().parents[2] / "llm_tuner")
 THREAD_PREFIX = "llm-tuner"  # services name their threads "llm-tuner:..." (see services/telemetry/sampler.py)
+# Threads that live as long as the process by design, with why.
+APP_LIFETIME_THREADS = {
+    "llm-tuner-spawner": "services.server._Spawner: one thread performs every Popen, so that the children's "
+                         "PR_SET_PDEATHSIG (tied to the spawning thread) fires only when the app exits",
+}
 GRACE_S = 10.0  # a server asked to stop gets SIGINT, then SIGTERM after a few seconds
 
 
 def _thread_is_ours(t: threading.Thread) -> bool:
+    if t.name in APP_LIFETIME_THREADS:
+        return False
     if t.name.startswith(THREAD_PREFIX):
         return True
     target = getattr(t, "_target", None)  # set while the thread runs (threading deletes it at the end)

@@ -25,7 +25,7 @@ def test_progress_and_result_arrive_on_the_gui_thread_in_order(qtbot):
     with qtbot.waitSignal(job.finished, timeout=5000):
         job.start()
     assert seen == [("step 0", True), ("step 1", True), ("step 2", True), ("done", True)]
-    assert job not in BackgroundJob._live
+    assert id(job) not in BackgroundJob._live and job not in BackgroundJob.live_jobs()
 
 
 def test_failure_and_cancel_are_signals(qtbot):
@@ -65,7 +65,7 @@ def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
         assert all(j in BackgroundJob.live_jobs() for j in long_jobs)  # still running
     finally:
         release.set()
-        qtbot.waitUntil(lambda: not BackgroundJob.live_jobs(), timeout=10_000)
+        qtbot.waitUntil(lambda: not set(BackgroundJob.live_jobs()) & {*long_jobs, short}, timeout=10_000)
 
 
 def test_cycles_are_collected_by_the_gui_thread_timer_only(qtbot):

@@ -72,6 +72,7 @@ class BenchPanel(QWidget):
         # the names the window, the quick start and the tests use
         self.history_model, self.history_view = self.history.model, self.history.view
         self.rerun_button, self.delete_button = self.history.rerun_button, self.history.delete_button
+        self.history_hint = self.history.hint
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_run_tab(), "Run")
