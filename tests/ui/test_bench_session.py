@@ -49,3 +49,40 @@ def test_a_run_tells_the_history_a_few_times_not_once_per_repetition(qtbot, tmp_
     assert 1 <= len(changed) <= 10  # coalesced (every RUNS_CHANGED_MS at most) plus one at the end
     assert "benchmark starts its own llama-server" in logs[0].text
     ctx.engine.dispose()
+
+
+def test_history_lists_light_runs_and_opens_the_whole_record(qtbot, tmp_path):
+    from PySide6.QtCore import Qt
+
+    from llm_tuner.core.bench_spec import BenchSpec
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+    from llm_tuner.ui.panels.bench_panel import BenchPanel
+
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "h.sqlite"))
+    repo = RunRepository(ctx.engine)
+    run_id = repo.create_run(BenchRun(label="ub512", spec=BenchSpec(prompt_tokens=(64,), reps=2)))
+    for i in range(2):
+        repo.add_rep(run_id, Repetition(seq=i, prompt_tokens=64, prompt_n=64, prompt_per_second=500.0, predicted_n=8,
+                                        predicted_per_second=60.0, ttft_ms=120.0 + i))
+    repo.finish_run(run_id, "complete")
+    panel = BenchPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.tabs.setCurrentIndex(1)
+    qtbot.waitUntil(lambda: panel.history_model.rowCount() == 1, timeout=10_000)
+    assert panel.history_model.column_texts(8) == ["60.0"]  # medians from the light repetitions
+    listed = panel.history_model.payload(0)
+    assert all(r.ttft_ms is None for r in listed.reps)
+
+    view = panel.history_view
+    rect = view.visualRect(view.model().index(0, 0))
+    qtbot.mouseClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())  # Qt 6 wants the press first
+    qtbot.mouseDClick(view.viewport(), Qt.MouseButton.LeftButton, pos=rect.center())
+    qtbot.waitUntil(lambda: panel.last_run is not None, timeout=10_000)
+    assert panel.tabs.currentIndex() == 0 and [r.ttft_ms for r in panel.last_run.reps] == [120.0, 121.0]
+    assert "Time to first token @ 64 tok (ms)" in panel.summary_model.column_texts(0)
+    panel.close()
+    ctx.engine.dispose()
