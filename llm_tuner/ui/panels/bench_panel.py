@@ -311,9 +311,11 @@ class BenchPanel(QWidget):
 
     # -- running (qt/bench_session.BenchSession) ------------------------------------------------
     def _start(self, work, what: str) -> None:
-        if self.session.start(work):
-            self._set_running(True)
-            self.status_label.setText(f"{what}: starting…")
+        if not self.session.start(work):
+            self.status_label.setText(f"{what} not started: a benchmark is running; cancel it or let it finish.")
+            return
+        self._set_running(True)
+        self.status_label.setText(f"{what}: starting…")
 
     def _read_form(self):
         try:
@@ -490,8 +492,6 @@ class BenchPanel(QWidget):
         self.tabs.setCurrentIndex(0)
 
     def _on_history_rerun_requested(self, run: BenchRun) -> None:
-        if self.session.is_running():
-            return
         target = bench_service.ServerTarget(argv=list(run.server_argv), env=dict(run.server_env), label=run.label,
                                             attached_url=run.attached_url, profile_version_id=run.profile_version_id,
                                             binary=run.binary_path)
