@@ -12,22 +12,34 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import leak_check
+
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 DATA = Path(__file__).parent / "data"
 
 
 @pytest.fixture(autouse=True)
-def collect_cycles_on_the_main_thread(request):
+def collect_cycles_on_the_main_thread(request, no_leaks):
     """Qt objects in garbage cycles must be freed on the GUI thread, never by a collection that a background
     job's thread happens to trigger (that deadlocked: see llm_tuner/qt/gui_gc.py). The app does this with a
     timer; tests switch automatic collection off and collect here: the young generations after every test,
-    everything after a Qt test (a full collection walks every object, the 262k-token vocabularies too)."""
+    everything after a Qt test (a full collection walks every object, the 262k-token vocabularies too).
+    It depends on `no_leaks` so that the leak check runs after this collection."""
     import gc
 
     gc.disable()
     yield
     gc.collect(2 if "qtbot" in request.fixturenames else 1)
+
+
+@pytest.fixture(autouse=True)
+def no_leaks(monkeypatch):
+    """Fail a test that leaves ours alive: threads our code started, BackgroundJob/pool jobs, active QTimers
+    our code started, top-level widgets (napari's dangling_qthreads/_qthread_pool/_qtimers, in one fixture).
+    Work that is stopping gets a grace period; what is left is named in the failure, then cleaned up so the
+    next test starts clean."""
+    yield from leak_check.watch(monkeypatch)
 
 
 @pytest.fixture(autouse=True)

@@ -256,7 +256,7 @@ class LibraryScan(QObject):
         job.failed.connect(lambda exc: log.error("model library scan failed: %s", exc))
         job.finished.connect(lambda j=job: self._on_job_finished(j))
         self._job = job
-        job.start()
+        job.start(long=True)  # a folder scan can take minutes: the long-job pool
 
     def cancel(self) -> None:
         if self._job is not None:

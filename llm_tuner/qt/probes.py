@@ -29,4 +29,4 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
     job = BackgroundJob(work)
     job.succeeded.connect(done)
     job.failed.connect(lambda exc: log.error("probing binaries/devices failed: %s", exc))
-    return job.start()
+    return job.start(long=True)  # runs llama.cpp binaries (--help, --list-devices): the long-job pool

@@ -6,15 +6,42 @@
 
 The function receives a `JobControl`; it calls `ctl.progress(fraction, text)` and checks
 `ctl.cancelled()`. Exceptions arrive in `failed` as the exception object.
+
+Two pools: short queries (a History load, a file's header) run on Qt's global pool; long jobs (a benchmark,
+a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query never
+queues behind a benchmark that holds a thread for minutes.
 """
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+LONG_POOL_THREADS = 4
+_long_pool: QThreadPool | None = None
+
+
+def long_pool() -> QThreadPool:
+    """The pool of long jobs (benchmarks, scans, llama.cpp checks), apart from Qt's global pool."""
+    global _long_pool
+    if _long_pool is None:
+        _long_pool = QThreadPool()
+        _long_pool.setObjectName("llm-tuner-long-jobs")
+        _long_pool.setMaxThreadCount(LONG_POOL_THREADS)
+    return _long_pool
+
+
+def _emit(signal, *args) -> None:
+    """Emit from the pool thread; a job parented to a widget that was deleted meanwhile has no one to tell
+    (its C++ object went with the widget), which must not raise in the pool thread."""
+    try:
+        signal.emit(*args)
+    except RuntimeError:
+        pass
 
 
 class JobControl:
@@ -25,7 +52,7 @@ class JobControl:
         self._cancel = threading.Event()
 
     def progress(self, fraction: float | None, text: str = "") -> None:
-        self._job.progressed.emit(-1.0 if fraction is None else float(fraction), text)
+        _emit(self._job.progressed, -1.0 if fraction is None else float(fraction), text)
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
@@ -46,14 +73,15 @@ class _Runnable(QRunnable):
         try:
             result = job._fn(job.control)
         except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread as a signal
-            job.failed.emit(exc)
+            _emit(job.failed, exc)
         else:
             if job.control.cancelled():
-                job.cancelled.emit()
+                _emit(job.cancelled)
             else:
-                job.succeeded.emit(result)
+                _emit(job.succeeded, result)
         finally:
-            job.finished.emit()
+            BackgroundJob._running.pop(id(job), None)
+            _emit(job.finished)
 
 
 class BackgroundJob(QObject):
@@ -65,21 +93,36 @@ class BackgroundJob(QObject):
     cancelled = Signal()
     finished = Signal()
 
-    _live: set[BackgroundJob] = set()  # keep Python wrappers alive until finished
+    # Keyed by id(): a wrapper whose C++ object is gone cannot be hashed reliably.
+    _live: dict[int, BackgroundJob] = {}  # keeps Python wrappers alive until `finished` is delivered
+    _running: dict[int, BackgroundJob] = {}  # queued or running: the function has not returned yet
 
     def __init__(self, fn: Callable[[JobControl], Any], parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._fn = fn
         self.control = JobControl(self)
         self.finished.connect(self._on_self_finished)
+        # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
+        self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
 
-    def start(self, pool: QThreadPool | None = None) -> BackgroundJob:
-        BackgroundJob._live.add(self)
-        (pool or QThreadPool.globalInstance()).start(_Runnable(self))
+    def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
+        """Queue the job on `pool`, else on `long_pool()` when `long`, else on Qt's global pool."""
+        BackgroundJob._live[id(self)] = BackgroundJob._running[id(self)] = self
+        (pool or (long_pool() if long else QThreadPool.globalInstance())).start(_Runnable(self))
         return self
+
+    @classmethod
+    def live_jobs(cls) -> list[BackgroundJob]:
+        """Jobs whose function is queued or running (for shutdown and the tests' leak check)."""
+        return list(cls._running.values())
+
+    def describe(self) -> str:
+        """The job's function as `module.qualname` (what a leak report names)."""
+        fn = self._fn
+        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()
 
     def _on_self_finished(self) -> None:
-        BackgroundJob._live.discard(self)
+        BackgroundJob._live.pop(id(self), None)

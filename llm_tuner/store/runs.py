@@ -258,6 +258,27 @@ class RunRepository:
                     reps[rep.run_id].append(rep)
             return [_run_model(r, reps[r.id]) for r in rows]
 
+    # What the History table shows of each repetition (speeds per prompt length, their count).
+    OVERVIEW_REP_FIELDS = ("seq", "prompt_tokens", "prompt_n", "prompt_per_second", "predicted_n",
+                           "predicted_per_second", "error")
+
+    def list_overview(self, *, model: str | None = None, label: str | None = None, binary: str | None = None,
+                      since: datetime | None = None, limit: int = 1000) -> list[BenchRun]:
+        """Runs as `list_runs` filters them, with light repetitions: only OVERVIEW_REP_FIELDS are read (no
+        peaks, no TTFT), enough for the History's medians and counts. A History refresh during a run stays
+        cheap; open a run with `get_run` for its whole record."""
+        runs = self.list_runs(model=model, label=label, binary=binary, since=since, with_reps=False, limit=limit)
+        if not runs:
+            return runs
+        cols = [getattr(BenchRepRow, f) for f in self.OVERVIEW_REP_FIELDS]
+        reps: dict[int, list[Repetition]] = {r.id: [] for r in runs}
+        with session_scope(self.engine) as s:
+            for row in s.execute(select(BenchRepRow.run_id, *cols).where(BenchRepRow.run_id.in_(list(reps)))):
+                run_id, *values = row
+                reps[run_id].append(Repetition(run_id=run_id, **dict(zip(self.OVERVIEW_REP_FIELDS, values,
+                                                                         strict=True))))
+        return [r.model_copy(update={"reps": tuple(sorted(reps[r.id], key=lambda x: x.seq))}) for r in runs]
+
     def latest_run(self, label: str) -> BenchRun | None:
         """The newest finished run of a profile label (for "compare two profiles")."""
         runs = [r for r in self.list_runs(label=label, limit=20) if r.status in ("complete", "incomplete")]

@@ -133,14 +133,18 @@ def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbo
 
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
+    window.show()
     bench = window.bench_panel
+    window.tabs.setCurrentWidget(bench)
+    qtbot.waitExposed(window)
+    assert not bench.sweep_box.isVisible()  # no sweep yet
     _short_spec(bench, "sw", "")
     bench.reps_spin.setValue(1)
     bench.sweep_param_edit.setText("-ub")
     bench.sweep_values_edit.setText("32,256")
     qtbot.mouseClick(bench.sweep_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not bench.is_running(), timeout=120_000)
-    assert bench.sweep_box.isVisible() or not bench.isVisible()
+    assert bench.sweep_box.isVisible()  # on screen, beside the run's result
     assert bench.sweep_table.rowCount() == 2
     assert [bench.sweep_table.item(i, 0).text() for i in range(2)] == ["32 (complete)", "256 (complete)"]
     runs = bench.repo.list_runs()

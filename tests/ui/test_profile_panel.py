@@ -270,3 +270,6 @@ def test_an_invalid_field_stops_launch_and_benchmark_of_the_edited_profile(qtbot
     ctx_edit.selectAll()
     qtbot.keyClicks(ctx_edit, "4096")
     assert window.ctx.state.profile_problem is None
+    from llm_tuner.qt.workers import BackgroundJob
+
+    qtbot.waitUntil(lambda: not BackgroundJob.live_jobs(), timeout=60_000)  # the window's binary probes end

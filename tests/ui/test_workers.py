@@ -25,7 +25,7 @@ def test_progress_and_result_arrive_on_the_gui_thread_in_order(qtbot):
     with qtbot.waitSignal(job.finished, timeout=5000):
         job.start()
     assert seen == [("step 0", True), ("step 1", True), ("step 2", True), ("done", True)]
-    assert job not in BackgroundJob._live
+    assert id(job) not in BackgroundJob._live and job not in BackgroundJob.live_jobs()
 
 
 def test_failure_and_cancel_are_signals(qtbot):
@@ -47,6 +47,25 @@ def test_failure_and_cancel_are_signals(qtbot):
         started.wait(5)
         job.cancel()
 
+
+def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
+    from PySide6.QtCore import QThreadPool
+
+    from llm_tuner.qt.workers import long_pool
+
+    release = threading.Event()
+    busy = QThreadPool.globalInstance().maxThreadCount()  # as many benchmarks as the global pool has threads
+    long_jobs = [BackgroundJob(lambda _ctl: release.wait(30)).start(long=True) for _ in range(busy)]
+    try:
+        short = BackgroundJob(lambda _ctl: "history")
+        with qtbot.waitSignal(short.succeeded, timeout=5000) as blocker:
+            short.start()
+        assert blocker.args == ["history"]
+        assert long_pool() is not QThreadPool.globalInstance()
+        assert all(j in BackgroundJob.live_jobs() for j in long_jobs)  # still running
+    finally:
+        release.set()
+        qtbot.waitUntil(lambda: not set(BackgroundJob.live_jobs()) & {*long_jobs, short}, timeout=10_000)
 
 
 def test_cycles_are_collected_by_the_gui_thread_timer_only(qtbot):

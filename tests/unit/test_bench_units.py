@@ -96,14 +96,20 @@ class ScriptedGpu:
 
 
 def test_peak_tracker_keeps_maxima_and_integrates_energy():
-    import time
+    import pytest
 
     from llm_tuner.services.bench import PeakTracker
 
+    now = {"t": 50.0}
     src = ScriptedGpu()
-    tracker = PeakTracker(src, interval_s=0.02)
-    with tracker:
-        time.sleep(0.3)
+    tracker = PeakTracker(src, interval_s=0.1, clock=lambda: now["t"])
+    for _ in range(4):  # readings 0.1 s apart on the tracker's clock
+        tracker.sample()
+        now["t"] += 0.1
     (peak,) = tracker.peaks()
     assert peak.device == "nvidia:0" and peak.vram_used_mib == 1000.0 + src.n and peak.temp_c == 52.0
-    assert 20.0 <= peak.energy_j <= 45.0  # 100 W over ~0.3 s
+    assert peak.energy_j == pytest.approx(30.0)  # 100 W over the 0.3 s between the first and last reading
+
+    with tracker:  # on its own thread: it samples until the block ends, and once more at the end
+        pass
+    assert src.n > 4

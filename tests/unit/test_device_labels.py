@@ -91,7 +91,7 @@ def test_labels_given_as_a_callable_are_resolved_once_on_the_sampler_thread():
     tel.start()
     time.sleep(0.12)
     tel.stop()
-    assert calls == ["sampler-gpu:nvidia"] and set(tel.rings) == {"CUDA0"}
+    assert calls == ["llm-tuner:sampler-gpu:nvidia"] and set(tel.rings) == {"CUDA0"}
 
 
 def test_a_failing_label_lookup_keeps_vendor_names():

@@ -32,3 +32,26 @@ def test_run_round_trip_filters_and_interrupt(tmp_path):
     assert repo.latest_run("slow").id == other
     repo.delete_run(run_id)
     assert repo.get_run(run_id) is None and len(repo.list_runs()) == 1
+
+
+def test_history_overview_reads_only_what_the_table_shows(tmp_path):
+    from llm_tuner.qt.bench_models import RunTableModel
+
+    repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
+    run_id = repo.create_run(BenchRun(label="a", spec=BenchSpec(prompt_tokens=(64,), reps=3)))
+    for i, (pre, gen) in enumerate([(500.0, 60.0), (520.0, 62.0), (480.0, 58.0)]):
+        repo.add_rep(run_id, Repetition(seq=i, prompt_tokens=64, prompt_n=64, prompt_per_second=pre, predicted_n=32,
+                                        predicted_per_second=gen, ttft_ms=100.0,
+                                        peaks=(DevicePeak(device="Host", vram_used_mib=400.0),)))
+    (light,) = repo.list_overview()
+    (full,) = repo.list_runs()
+    assert [r.seq for r in light.reps] == [0, 1, 2]
+    assert all(r.peaks == () and r.ttft_ms is None for r in light.reps)  # timings and peaks stay in SQLite
+    shown = []
+    for runs in ([light], [full]):
+        model = RunTableModel()
+        model.set_runs(runs)
+        shown.append([model.column_texts(c) for c in range(model.columnCount())])
+    assert shown[0] == shown[1]  # the History shows the same row either way
+    assert shown[0][7] == ["500.0"] and shown[0][8] == ["60.0"] and shown[0][9] == ["3"]
+    assert repo.list_overview(label="b") == []

@@ -12,7 +12,14 @@ import pytest
 from llm_tuner.services.telemetry.host import HostReader
 from llm_tuner.services.telemetry.nvml import NvmlReading
 from llm_tuner.services.telemetry.ring import SeriesRing
-from llm_tuner.services.telemetry.sampler import GpuReader, GpuSample, Sampler, Telemetry, sample_to_json
+from llm_tuner.services.telemetry.sampler import (
+    GpuReader,
+    GpuSample,
+    Sampler,
+    Telemetry,
+    TickSchedule,
+    sample_to_json,
+)
 from llm_tuner.services.telemetry.server_metrics import ServerReader, SlotWatcher, parse_metrics
 
 
@@ -33,30 +40,51 @@ class ScriptedNvml:
                 for i in range(self.n)]
 
 
-def test_sampler_keeps_its_rate_and_stops_promptly():
+class FakeClock:
+    """Monotonic seconds that move only when the test says so."""
+
+    def __init__(self, t: float = 100.0) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_tick_schedule_keeps_the_rate_whatever_each_read_costs():
+    clock = FakeClock()
+    schedule = TickSchedule(0.05, clock)
+    due = []
+    for read_s in (0.0, 0.01, 0.03, 0.049, 0.0):
+        clock.t += read_s  # the read
+        wait = schedule.wait_s()
+        assert wait > 0
+        clock.t += wait
+        due.append(round(clock.t - schedule.start, 9))
+    # Ticks at start + k*interval: a slow read shortens the wait instead of delaying every later tick.
+    assert due == [0.05, 0.1, 0.15, 0.2, 0.25] and schedule.skipped == 0
+
+
+def test_tick_schedule_skips_the_ticks_a_long_read_missed():
+    clock = FakeClock()
+    schedule = TickSchedule(0.05, clock)
+    clock.t += 0.12  # one read overran two ticks (due at 0.05 and 0.10)
+    wait = schedule.wait_s()
+    assert wait == pytest.approx(0.03) and schedule.skipped == 2  # next at 0.15, not three bunched reads
+
+
+def test_sampler_ticks_on_its_clock_and_stops_at_once_mid_interval():
+    clock = FakeClock()
     got: list[float] = []
-    s = Sampler("x", lambda: [time.monotonic()], 0.05, lambda xs: got.extend(xs)).start()
-    time.sleep(0.55)
-    t0 = time.monotonic()
-    s.stop()
-    assert time.monotonic() - t0 < 0.5 and not s.running
-    assert 9 <= len(got) <= 13  # ~11 ticks in 0.55 s at 20 Hz
-    gaps = np.diff(got)
-    assert abs(gaps.mean() - 0.05) < 0.01
+    s = Sampler("x", lambda: [clock()], 0.05, got.extend, clock=clock)
+    for _ in range(3):
+        s.tick()
+        clock.t += 0.05
+    assert got == [100.0, 100.05, 100.1] and s.ticks == 3
 
-
-def test_sampler_is_drift_corrected_when_reads_are_slow():
-    got: list[float] = []
-
-    def slow():
-        time.sleep(0.03)
-        return [time.monotonic()]
-
-    s = Sampler("slow", slow, 0.05, lambda xs: got.extend(xs)).start()
-    time.sleep(1.0)
-    s.stop()
-    # Reads of 30 ms on a 50 ms schedule: still ~20 samples a second, not 1/(0.05+0.03) = 12.5.
-    assert len(got) >= 17
+    long = Sampler("long", lambda: [1], 3600.0, got.extend).start()  # the next tick is an hour away
+    assert long._thread.name == "llm-tuner:sampler-long"
+    long.stop()
+    assert not long.running  # stop wakes the wait, it does not sit out the interval
 
 
 def test_a_failing_reader_is_reported_once_and_retried():
@@ -70,10 +98,10 @@ def test_a_failing_reader_is_reported_once_and_retried():
         return [1]
 
     got: list = []
-    s = Sampler("flaky", flaky, 0.01, got.extend, lambda name, msg: errors.append(msg)).start()
-    time.sleep(0.2)
-    s.stop()
-    assert errors == ["RuntimeError: driver hiccup"] and got
+    s = Sampler("flaky", flaky, 0.01, got.extend, lambda name, msg: errors.append(msg))
+    for _ in range(5):
+        s.tick()
+    assert errors == ["RuntimeError: driver hiccup"] and got == [1, 1]
 
 
 def test_nvml_reader_samples_with_the_server_pid_and_marks_throttling():
@@ -93,16 +121,24 @@ def test_nvml_reader_samples_with_the_server_pid_and_marks_throttling():
 def test_telemetry_fills_a_ring_per_device_and_summarises():
     batches: list = []
     tel = Telemetry({"gpu:nvidia": GpuReader(ScriptedNvml(2), "nvidia")}, rates_s={"gpu": 0.02},
-                    on_samples=batches.append).start()
-    time.sleep(0.3)
-    tel.stop()
+                    on_samples=batches.append)
+    (sampler,) = tel.samplers
+    for _ in range(8):
+        sampler.tick()
     assert set(tel.rings) == {"nvidia:0", "nvidia:1"}
     t, cols = tel.ring("nvidia:1").arrays()
-    assert len(t) >= 8 and np.all(np.diff(t) >= 0)
+    assert len(t) == 8 and np.all(np.diff(t) >= 0)
     assert np.all(cols["temp_c"] == 41.0)
     summary = tel.summary()
     assert summary["nvidia:0"]["vram_total_mib"]["max"] == 143771.0
-    assert all(isinstance(s, GpuSample) for b in batches for s in b)
+    assert len(batches) == 8 and all(isinstance(s, GpuSample) for b in batches for s in b)
+
+    tel.start()  # the threads feed the same rings until stopped
+    deadline = time.monotonic() + 10
+    while len(tel.ring("nvidia:1")) == 8 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    tel.stop()
+    assert len(tel.ring("nvidia:1")) > 8 and not any(s.running for s in tel.samplers)
 
 
 def test_ring_wraps_keeps_order_and_slices_by_time():

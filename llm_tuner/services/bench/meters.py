@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
@@ -92,11 +92,17 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
 
 
 class PeakTracker:
-    """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device."""
+    """Samples a TelemetrySource on its own thread while a repetition runs; keeps peaks per device.
 
-    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1, server_pid: int | None = None) -> None:
+    `clock` (monotonic seconds) times the energy integration and the schedule; tests step a fake one and
+    call `sample()` themselves.
+    """
+
+    def __init__(self, source: TelemetrySource | None, interval_s: float = 0.1, server_pid: int | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.source = source
         self.interval_s = interval_s
+        self.clock = clock
         self._server = None
         if server_pid:
             try:
@@ -109,7 +115,8 @@ class PeakTracker:
         self._thread: threading.Thread | None = None
         self._peaks: dict[str, dict] = {}
 
-    def _sample(self) -> None:
+    def sample(self) -> None:
+        """One reading of every device: peaks kept, energy integrated since the previous reading."""
         readings: list = []
         if self._server is not None:
             try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
@@ -131,7 +138,7 @@ class PeakTracker:
                 v = _attr(r, *names)
                 if v is not None:
                     p[key] = v if p[key] is None else max(p[key], v)
-            power, now = _attr(r, "power_w"), time.monotonic()
+            power, now = _attr(r, "power_w"), self.clock()
             if power is not None:
                 if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
                     p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
@@ -142,17 +149,17 @@ class PeakTracker:
                 p["e1"] = e
 
     def _loop(self) -> None:
-        next_t = time.monotonic()
+        next_t = self.clock()
         while not self._stop.is_set():
-            self._sample()
+            self.sample()
             next_t += self.interval_s
-            self._stop.wait(max(0.0, next_t - time.monotonic()))
+            self._stop.wait(max(0.0, next_t - self.clock()))
 
     def __enter__(self) -> PeakTracker:
         if self.source is not None or self._server is not None:
             self._peaks = {}
             self._stop.clear()
-            self._thread = threading.Thread(target=self._loop, name="bench-peaks", daemon=True)
+            self._thread = threading.Thread(target=self._loop, name="llm-tuner:bench-peaks", daemon=True)
             self._thread.start()
         return self
 
@@ -160,7 +167,7 @@ class PeakTracker:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(2.0)
-            self._sample()
+            self.sample()
             self._thread = None
 
     def peaks(self) -> tuple[DevicePeak, ...]:

@@ -94,21 +94,53 @@ def sample_to_json(s: Sample) -> dict:
 
 
 # --------------------------------------------------------------------------------------------- sampler
-class Sampler:
-    """Calls `read()` every `interval_s` on its own thread until stopped.
+THREAD_PREFIX = "llm-tuner:"  # every thread the services start is named so (the tests' leak check finds them)
 
-    The schedule is drift-corrected: tick k is due at start + k*interval, so a slow read does not push
-    every later sample back; missed ticks are skipped, not bunched.
+Clock = Callable[[], float]  # monotonic seconds
+
+
+class TickSchedule:
+    """When the next tick of a fixed-rate loop is due, drift-corrected, on an injectable clock.
+
+    Tick k is due at start + k*interval, so a slow read does not push every later tick back; ticks missed
+    while a read overran are skipped, not bunched.
+    """
+
+    def __init__(self, interval_s: float, clock: Clock = time.monotonic) -> None:
+        self.interval_s = float(interval_s)
+        self.clock = clock
+        self.start = clock()
+        self._k = 0
+        self.skipped = 0  # ticks missed because a read overran
+
+    def wait_s(self) -> float:
+        """Seconds from now until the next tick is due (call after each tick)."""
+        self._k += 1
+        now = self.clock()
+        due = self.start + self._k * self.interval_s
+        if due < now:  # late: skip the missed ticks
+            k = int((now - self.start) / self.interval_s) + 1
+            self.skipped += k - self._k
+            self._k = k
+            due = self.start + k * self.interval_s
+        return due - now
+
+
+class Sampler:
+    """Calls `read()` every `interval_s` on its own thread until stopped (drift-corrected: `TickSchedule`).
+
+    `clock` (monotonic seconds) times the schedule; tests step a fake one and call `tick()` themselves.
     """
 
     def __init__(self, name: str, read: Callable[[], Sequence[Sample]], interval_s: float,
                  on_samples: Callable[[Sequence[Sample]], None],
-                 on_error: Callable[[str, str], None] | None = None) -> None:
+                 on_error: Callable[[str, str], None] | None = None, *, clock: Clock = time.monotonic) -> None:
         self.name = name
         self.read = read
         self.interval_s = float(interval_s)
         self.on_samples = on_samples
         self.on_error = on_error
+        self.clock = clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -117,7 +149,7 @@ class Sampler:
 
     def start(self) -> Sampler:
         self._stop.clear()
-        self._thread = threading.Thread(target=self._loop, name=f"sampler-{self.name}", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=f"{THREAD_PREFIX}sampler-{self.name}", daemon=True)
         self._thread.start()
         return self
 
@@ -130,34 +162,31 @@ class Sampler:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def tick(self) -> None:
+        """One read: samples go to `on_samples`; an error goes to `on_error` once until it changes or clears."""
+        c0 = time.thread_time()
+        try:
+            samples = self.read()
+        except Exception as exc:  # noqa: BLE001 - a driver hiccup must not end watching
+            msg = f"{exc.__class__.__name__}: {exc}"
+            if msg != self._last_error and self.on_error is not None:
+                self.on_error(self.name, msg)
+            self._last_error = msg
+        else:
+            self._last_error = None
+            if samples:
+                try:
+                    self.on_samples(samples)
+                except Exception:  # noqa: BLE001 - a consumer bug must not end watching
+                    pass
+        self.cpu_s += time.thread_time() - c0
+        self.ticks += 1
+
     def _loop(self) -> None:
-        start = time.monotonic()
-        k = 0
+        schedule = TickSchedule(self.interval_s, self.clock)
         while not self._stop.is_set():
-            c0 = time.thread_time()
-            try:
-                samples = self.read()
-            except Exception as exc:  # noqa: BLE001 - a driver hiccup must not end watching
-                msg = f"{exc.__class__.__name__}: {exc}"
-                if msg != self._last_error and self.on_error is not None:
-                    self.on_error(self.name, msg)
-                self._last_error = msg
-            else:
-                self._last_error = None
-                if samples:
-                    try:
-                        self.on_samples(samples)
-                    except Exception:  # noqa: BLE001 - a consumer bug must not end watching
-                        pass
-            self.cpu_s += time.thread_time() - c0
-            self.ticks += 1
-            k += 1
-            now = time.monotonic()
-            due = start + k * self.interval_s
-            if due < now:  # late: skip the missed ticks
-                k = int((now - start) / self.interval_s) + 1
-                due = start + k * self.interval_s
-            self._stop.wait(due - now)
+            self.tick()
+            self._stop.wait(schedule.wait_s())
 
 
 # --------------------------------------------------------------------------------------------- readers
@@ -224,7 +253,7 @@ class Telemetry:
     def __init__(self, readers: dict[str, Callable[[], Sequence[Sample]]], *,
                  rates_s: dict[str, float] | None = None, capacity: int = 36_000,
                  on_samples: Callable[[Sequence[Sample]], None] | None = None,
-                 on_error: Callable[[str, str], None] | None = None) -> None:
+                 on_error: Callable[[str, str], None] | None = None, clock: Clock = time.monotonic) -> None:
         self.rates_s = {**DEFAULT_RATES_S, **(rates_s or {})}
         self.capacity = capacity
         self.rings: dict[str, SeriesRing] = {}
@@ -232,8 +261,8 @@ class Telemetry:
         self._on_samples = on_samples
         self.errors: dict[str, str] = {}
         self._on_error = on_error
-        self.samplers = [Sampler(name, read, self.rates_s.get(name.split(":")[0], 1.0), self._store, self._error)
-                         for name, read in readers.items()]
+        self.samplers = [Sampler(name, read, self.rates_s.get(name.split(":")[0], 1.0), self._store, self._error,
+                                 clock=clock) for name, read in readers.items()]
 
     def _error(self, name: str, msg: str) -> None:
         self.errors[name] = msg

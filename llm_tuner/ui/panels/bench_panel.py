@@ -5,31 +5,24 @@ from __future__ import annotations
 
 import logging
 import shlex
-from datetime import datetime
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QDate, QSortFilterProxyModel, Qt, Signal
-from PySide6.QtGui import QBrush, QColor
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QCheckBox,
     QComboBox,
-    QDateEdit,
     QFileDialog,
     QFormLayout,
     QFrame,
     QGroupBox,
     QHBoxLayout,
-    QHeaderView,
     QLabel,
     QLineEdit,
-    QMessageBox,
     QProgressBar,
     QPushButton,
     QScrollArea,
     QSpinBox,
     QSplitter,
-    QTableView,
     QTableWidget,
     QTableWidgetItem,
     QTabWidget,
@@ -37,101 +30,63 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import llama_bench_gap, metric_label, metric_samples, run_summary
+from llm_tuner.core.bench_report import metric_label, metric_samples, run_summary
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec
-from llm_tuner.qt.bench_models import COLOR_ROLE, RUN_ROLE, SORT_ROLE, RunTableModel, SummaryTableModel
+from llm_tuner.qt.bench_models import SummaryTableModel
+from llm_tuner.qt.bench_session import BenchSession, parse_sweep_values, run_notes
 from llm_tuner.qt.context import AppContext
-from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
-from llm_tuner.services.bench_export import export_run
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.store.runs import RunRepository
-from llm_tuner.ui.plots.bench_plots import (
-    ErrorBarChart,
-    HintStack,
-    SweepChart,
-    render_run_plots,
-    run_chart_groups,
-)
+from llm_tuner.ui.panels.bench_history import RunHistoryTab
+from llm_tuner.ui.panels.bench_tables import make_table
+from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, SweepChart, run_chart_groups
 from llm_tuner.ui.widgets import ElidedLabel
 
 log = logging.getLogger(__name__)
-
-
-class SortProxy(QSortFilterProxyModel):
-    """Sorts by SORT_ROLE and paints COLOR_ROLE as the text colour."""
-
-    def __init__(self, parent=None) -> None:
-        super().__init__(parent)
-        self.setSortRole(SORT_ROLE)
-
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if role == Qt.ItemDataRole.ForegroundRole:
-            color = super().data(index, COLOR_ROLE)
-            return QBrush(QColor(color)) if color else None
-        return super().data(index, role)
-
-    def lessThan(self, left, right) -> bool:  # noqa: N802 - Qt override
-        a, b = left.data(SORT_ROLE), right.data(SORT_ROLE)
-        try:
-            return a < b
-        except TypeError:
-            return str(a) < str(b)
-
-
-def make_table(model, stretch: int | None = None) -> tuple[QTableView, SortProxy]:
-    """A sortable table; columns fit their contents, and column `stretch` (else the last) takes the rest
-    of the width (its text elides when the view is narrow, so the other columns stay whole)."""
-    proxy = SortProxy()
-    proxy.setSourceModel(model)
-    view = QTableView()
-    view.setModel(proxy)
-    view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # the model's order until a click
-    view.setSortingEnabled(True)
-    view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-    view.setAlternatingRowColors(True)
-    view.verticalHeader().setVisible(False)
-    view.verticalHeader().setDefaultSectionSize(view.fontMetrics().height() + 8)
-    header = view.horizontalHeader()
-    header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-    if stretch is None:
-        header.setStretchLastSection(True)
-    else:
-        header.setSectionResizeMode(stretch, QHeaderView.ResizeMode.Stretch)
-    return view, proxy
 
 
 class BenchPanel(QWidget):
     """Spec form + Run/Cancel with progress and time left + results; History below in its own tab."""
 
     server_log_lines = Signal(list)  # logparse.LogLine of the server a benchmark starts (for the log dock)
-    _server_line = Signal(str)  # emitted from the runner's log-reader thread, handled on the GUI thread
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
         self.repo = RunRepository(ctx.engine)
-        self._job: BackgroundJob | None = None
         self._profile_store = None  # see follow_profile_store
         self._waiting_for = None  # the Run/Sweep action waiting for the profile store to settle
         self.last_run: BenchRun | None = None
-        self._log_parser = None
-        self._server_line.connect(self._on_server_line)
+        self.session = BenchSession(ctx, self.repo, self)
+        self.session.progressed.connect(self._on_session_progressed)
+        self.session.run_succeeded.connect(self._on_session_run_succeeded)
+        self.session.run_failed.connect(self._on_session_run_failed)
+        self.session.run_cancelled.connect(self._on_session_run_cancelled)
+        self.session.run_finished.connect(self._on_session_run_finished)
+        self.session.server_log_lines.connect(self.server_log_lines)
+
+        self.history = RunHistoryTab(ctx, self.repo)
+        self.history.run_opened.connect(self._on_history_run_opened)
+        self.history.rerun_requested.connect(self._on_history_rerun_requested)
+        # the names the window, the quick start and the tests use
+        self.history_model, self.history_view = self.history.model, self.history.view
+        self.rerun_button, self.delete_button = self.history.rerun_button, self.history.delete_button
+        self.history_hint = self.history.hint
 
         self.tabs = QTabWidget()
         self.tabs.addTab(self._build_run_tab(), "Run")
-        self.tabs.addTab(self._build_history_tab(), "History")
+        self.tabs.addTab(self.history, "History")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(self.tabs)
 
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
-        ctx.state.bench_runs_changed.connect(self.refresh_history)
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
         self._update_target_label()
-        self._mark_interrupted_then_refresh()
+        self.history.mark_interrupted_then_refresh()
 
     # -- construction ------------------------------------------------------------------------
     def _build_run_tab(self) -> QWidget:
@@ -274,53 +229,6 @@ class BenchPanel(QWidget):
         if give > 0:
             self.run_split.setSizes([form - give, results + give])
 
-    def _build_history_tab(self) -> QWidget:
-        w = QWidget()
-        self.filter_model = QLineEdit()
-        self.filter_model.setPlaceholderText("model contains…")
-        self.filter_profile = QComboBox()
-        self.filter_profile.addItem("all profiles", None)
-        self.filter_binary = QLineEdit()
-        self.filter_binary.setPlaceholderText("binary version…")
-        self.filter_since_check = QCheckBox("since")
-        self.filter_since = QDateEdit(QDate.currentDate().addDays(-30))
-        self.filter_since.setCalendarPopup(True)
-        refresh = QPushButton("Apply filters")
-        refresh.clicked.connect(self.refresh_history)
-        fl = QHBoxLayout()
-        for x in (self.filter_model, self.filter_profile, self.filter_binary, self.filter_since_check,
-                  self.filter_since, refresh):
-            fl.addWidget(x)
-
-        self.history_model = RunTableModel(self)
-        self.history_view, self.history_proxy = make_table(self.history_model)
-        self.history_view.sortByColumn(0, Qt.SortOrder.DescendingOrder)
-        self.history_view.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
-        self.history_view.doubleClicked.connect(self._on_history_double_clicked)
-        self.history_hint = QLabel()
-        self.history_hint.setWordWrap(True)
-
-        self.rerun_button = QPushButton("Re-run")
-        self.rerun_button.clicked.connect(self._on_rerun_clicked)
-        self.delete_button = QPushButton("Delete…")
-        self.delete_button.clicked.connect(self._on_delete_clicked)
-        self.compare_button = QPushButton("Compare two selected")
-        self.compare_button.clicked.connect(self._on_compare_clicked)
-        self.export_combo = QComboBox()
-        self.export_combo.addItems(["Markdown + PNG", "CSV", "JSON"])
-        self.export_button = QPushButton("Export…")
-        self.export_button.clicked.connect(self._on_export_clicked)
-        bl = QHBoxLayout()
-        for x in (self.rerun_button, self.delete_button, self.compare_button, self.export_combo, self.export_button):
-            bl.addWidget(x)
-        bl.addStretch(1)
-        lay = QVBoxLayout(w)
-        lay.addLayout(fl)
-        lay.addWidget(self.history_hint)
-        lay.addWidget(self.history_view, 1)
-        lay.addLayout(bl)
-        return w
-
     @staticmethod
     def _spin(lo: int, hi: int, value: int, suffix: str) -> QSpinBox:
         s = QSpinBox()
@@ -401,39 +309,13 @@ class BenchPanel(QWidget):
     def _on_state_profile_changed(self, _profile) -> None:
         self._update_target_label()
 
-    # -- running ---------------------------------------------------------------------------------
-    def _runner(self) -> bench_service.BenchRunner:
-        inv = self.ctx.state.inventory
-        devices = []
-        if inv is not None:
-            devices = [d.model_dump(mode="json") if hasattr(d, "model_dump") else {"name": str(d)}
-                       for d in getattr(inv, "devices", [])]
-        from llm_tuner.services.logparse import LogLine, LogParser
-
-        self._log_parser = LogParser()
-        self.server_log_lines.emit([LogLine("info", "── the benchmark starts its own llama-server; its output follows ──")])
-        return bench_service.BenchRunner(self.repo, settings=self.ctx.settings,
-                                         telemetry=bench_service.default_telemetry(), devices=devices,
-                                         on_server_line=self._server_line.emit)
-
-    def _on_server_line(self, line: str) -> None:
-        from llm_tuner.services.logparse import LogLine
-
-        if self._log_parser is not None:
-            lines = [ev for ev in self._log_parser.feed(line) if isinstance(ev, LogLine)]
-            if lines:
-                self.server_log_lines.emit(lines)
-
+    # -- running (qt/bench_session.BenchSession) ------------------------------------------------
     def _start(self, work, what: str) -> None:
-        self._job = BackgroundJob(work)
-        self._job.progressed.connect(self._on_job_progressed)
-        self._job.succeeded.connect(self._on_job_succeeded)
-        self._job.failed.connect(self._on_job_failed)
-        self._job.cancelled.connect(self._on_job_cancelled)
-        self._job.finished.connect(self._on_job_finished)
+        if not self.session.start(work):
+            self.status_label.setText(f"{what} not started: a benchmark is running; cancel it or let it finish.")
+            return
         self._set_running(True)
         self.status_label.setText(f"{what}: starting…")
-        self._job.start()
 
     def _read_form(self):
         try:
@@ -471,33 +353,30 @@ class BenchPanel(QWidget):
             action()
 
     def _on_run_clicked(self) -> None:
-        if self._job is not None or self._after_profile_store_settles(self._on_run_clicked):
+        if self.session.is_running() or self._after_profile_store_settles(self._on_run_clicked):
             return
         form = self._read_form()
         if form is None:
             return
         spec, _target, resolve = form
-        runner = self._runner()
-        self._start(lambda ctl: runner.run(resolve(), spec, progress=ctl.progress, cancelled=ctl.cancelled),
-                    "Benchmark")
+        self._start(lambda runner, progress, cancelled: runner.run(resolve(), spec, progress=progress,
+                                                                    cancelled=cancelled), "Benchmark")
 
     def _on_sweep_clicked(self) -> None:
-        if self._job is not None or self._after_profile_store_settles(self._on_sweep_clicked):
+        if self.session.is_running() or self._after_profile_store_settles(self._on_sweep_clicked):
             return
         form = self._read_form()
         if form is None:
             return
         spec, target, resolve = form
         flag = self.sweep_param_edit.text().strip()
-        raw = self.sweep_values_edit.text()
-        values = [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
+        values = parse_sweep_values(self.sweep_values_edit.text())
         if not flag or not values or target.attached_url:
             self.status_label.setText("A sweep needs a flag, at least one value, and a server the app starts "
                                       "(not an attached URL).")
             return
-        runner = self._runner()
-        self._start(lambda ctl: runner.sweep(resolve(), spec, flag, values, progress=ctl.progress,
-                                             cancelled=ctl.cancelled)[1], "Sweep")
+        self._start(lambda runner, progress, cancelled: runner.sweep(resolve(), spec, flag, values, progress=progress,
+                                                                      cancelled=cancelled)[1], "Sweep")
 
     def _on_cancel_clicked(self) -> None:
         if self._waiting_for is not None:
@@ -506,8 +385,8 @@ class BenchPanel(QWidget):
             self._set_running(False)
             self.status_label.setText("Cancelled before the benchmark started.")
             return
-        if self._job is not None:
-            self._job.cancel()
+        if self.session.is_running():
+            self.session.cancel()
             self.status_label.setText("Cancelling after the current request…")
 
     def _set_running(self, running: bool) -> None:
@@ -517,15 +396,14 @@ class BenchPanel(QWidget):
 
     def is_running(self) -> bool:
         """True while a benchmark runs or waits for a profile save to finish."""
-        return self._job is not None or self._waiting_for is not None
+        return self.session.is_running() or self._waiting_for is not None
 
-    def _on_job_progressed(self, fraction: float, text: str) -> None:
+    def _on_session_progressed(self, fraction: float, text: str) -> None:
         if fraction >= 0:
             self.progress.setValue(int(fraction * 1000))
         self.status_label.setText(text)
-        self.ctx.state.bench_runs_changed.emit()  # repetitions are stored as they finish
 
-    def _on_job_succeeded(self, result) -> None:
+    def _on_session_run_succeeded(self, result) -> None:
         runs = result if isinstance(result, list) else [result]
         if isinstance(result, list):
             self.show_sweep(runs)
@@ -539,43 +417,21 @@ class BenchPanel(QWidget):
                                           f"{', '.join(str(r.id) for r in runs)} complete. "
                                           "Compare runs in the Compare tab.")
 
-    def _on_job_failed(self, exc) -> None:
+    def _on_session_run_failed(self, exc) -> None:
         log.error("benchmark failed: %s", exc)
         self.status_label.setText(f"The benchmark failed: {exc}. Check the flags and the log, then try again.")
 
-    def _on_job_cancelled(self) -> None:
+    def _on_session_run_cancelled(self) -> None:
         self.status_label.setText("Cancelled. Finished repetitions are kept in the History.")
 
-    def _on_job_finished(self) -> None:
-        self._job = None
+    def _on_session_run_finished(self) -> None:
         self._set_running(False)
-        self.ctx.state.bench_runs_changed.emit()
 
     def show_run(self, run: BenchRun) -> None:
         self.last_run = run
         self.summary_model.set_run(run)
         self._fit_results_width()
-        gaps = [g["text"] for g in llama_bench_gap(run)]
-        if run.llama_bench_skipped:
-            gaps.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
-        if run.llama_bench_error:
-            gaps.append(f"llama-bench: {run.llama_bench_error}")
-        summary = run_summary(run)
-        pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
-        mem = [f"{d}: plan {pred[d]:,.0f} MiB" + (f", measured peak {meas[d]:,.0f} MiB" if d in meas else "")
-               for d in pred] + [f"{d}: measured peak {v:,.0f} MiB" for d, v in meas.items() if d not in pred]
-        if mem:
-            gaps.append("Memory — " + "; ".join(mem))
-        if summary["busy_warning"]:
-            gaps.insert(0, "Warning: " + summary["busy_warning"])
-        spec = summary["speculative"]
-        if spec and spec["acceptance"] is not None:
-            bound = spec["bound_tokens_per_step"]
-            gaps.append(f"draft acceptance α = {100 * spec['acceptance']:.1f}%, mean accepted length "
-                        f"{spec['mean_accepted_len'] or 0:.2f} tokens/step"
-                        + (f", bound for k={spec['draft_depth_k']}: {bound:.2f} tokens/step" if bound else
-                           " (variable-length n-gram drafts: no fixed-k bound)"))
-        self.gap_label.setText("\n".join(gaps))
+        self.gap_label.setText("\n".join(run_notes(run)))
         self._chart_groups = run_chart_groups([run])
         self.chart_combo.blockSignals(True)
         self.chart_combo.clear()
@@ -617,107 +473,32 @@ class BenchPanel(QWidget):
         if path:
             self.prompt_file_edit.setText(path)
 
-    # -- history ---------------------------------------------------------------------------------
-    def _mark_interrupted_then_refresh(self) -> None:
-        job = BackgroundJob(lambda _ctl: self.repo.mark_interrupted())
-        job.finished.connect(self.refresh_history)
-        job.start()
-
+    # -- history (bench_history.RunHistoryTab) -------------------------------------------------------
     def refresh_history(self) -> None:
-        """Reload the History off the GUI thread with the current filters."""
-        since = None
-        if self.filter_since_check.isChecked():
-            d = self.filter_since.date()
-            since = datetime(d.year(), d.month(), d.day())
-        kwargs = {"model": self.filter_model.text().strip() or None, "label": self.filter_profile.currentData(),
-                  "binary": self.filter_binary.text().strip() or None, "since": since}
-        repo = self.repo
-        job = BackgroundJob(lambda _ctl: (repo.list_runs(**kwargs), repo.labels()))
-        job.succeeded.connect(self._on_history_loaded)
-        job.start()
-        self._history_job = job
-
-    def _on_history_loaded(self, result) -> None:
-        runs, labels = result
-        self.history_model.set_runs(runs)
-        current = self.filter_profile.currentData()
-        self.filter_profile.blockSignals(True)
-        self.filter_profile.clear()
-        self.filter_profile.addItem("all profiles", None)
-        for label in labels:
-            self.filter_profile.addItem(label, label)
-        idx = self.filter_profile.findData(current)
-        self.filter_profile.setCurrentIndex(max(0, idx))
-        self.filter_profile.blockSignals(False)
-        self.history_hint.setText("" if runs else "No runs yet. Set a benchmark in the Run tab and press Run; "
-                                  "every run appears here, also after a restart.")
+        self.history.refresh()
 
     def selected_runs(self) -> list[BenchRun]:
-        rows = sorted({i.row() for i in self.history_view.selectionModel().selectedRows()})
-        return [self.history_proxy.index(r, 0).data(RUN_ROLE) for r in rows]
+        return self.history.selected_runs()
 
-    def _on_history_double_clicked(self, index) -> None:
-        run = self.history_proxy.index(index.row(), 0).data(RUN_ROLE)
-        if run is not None:
-            self.show_run(run)
-            if run.group_id is not None:
-                self.show_sweep(sorted(self.repo.list_runs(group_id=run.group_id), key=lambda r: r.id))
-            else:
-                self.sweep_box.setVisible(False)
-            self.tabs.setCurrentIndex(0)
+    def export_runs(self, runs: list[BenchRun], folder: Path, fmt: str) -> list[Path]:
+        return self.history.export_runs(runs, folder, fmt)
 
-    def _on_rerun_clicked(self) -> None:
-        runs = self.selected_runs()
-        if not runs:
-            self.history_hint.setText("Select a run to re-run it with the same command line and benchmark.")
-            return
-        run = runs[0]
+    def _on_history_run_opened(self, run: BenchRun, group: list[BenchRun]) -> None:
+        self.show_run(run)
+        if group:
+            self.show_sweep(group)
+        else:
+            self.sweep_box.setVisible(False)
+        self.tabs.setCurrentIndex(0)
+
+    def _on_history_rerun_requested(self, run: BenchRun) -> None:
         target = bench_service.ServerTarget(argv=list(run.server_argv), env=dict(run.server_env), label=run.label,
                                             attached_url=run.attached_url, profile_version_id=run.profile_version_id,
                                             binary=run.binary_path)
-        runner = self._runner()
         self.tabs.setCurrentIndex(0)
-        self._start(lambda ctl: runner.run(target, run.spec, progress=ctl.progress, cancelled=ctl.cancelled),
-                    f"Re-run of run {run.id}")
-
-    def _on_delete_clicked(self) -> None:
-        runs = self.selected_runs()
-        if not runs:
-            self.history_hint.setText("Select the run(s) to delete.")
-            return
-        ids = ", ".join(str(r.id) for r in runs)
-        answer = QMessageBox.question(self, "Delete runs", f"Delete run(s) {ids} and their repetitions? "
-                                      "This cannot be undone.")
-        if answer != QMessageBox.StandardButton.Yes:
-            return
-        for r in runs:
-            self.repo.delete_run(r.id)
-        self.ctx.state.bench_runs_changed.emit()
-
-    def _on_compare_clicked(self) -> None:
-        runs = self.selected_runs()
-        if len(runs) != 2:
-            self.history_hint.setText("Select exactly two runs (Ctrl+click) to compare them.")
-            return
-        a, b = sorted(runs, key=lambda r: r.id)
-        self.ctx.state.compare_requested.emit(a.id, b.id)
-
-    def _on_export_clicked(self) -> None:
-        runs = self.selected_runs()
-        if not runs:
-            self.history_hint.setText("Select the run(s) to export.")
-            return
-        folder = QFileDialog.getExistingDirectory(self, "Export to folder")
-        if folder:
-            self.export_runs(runs, Path(folder), ("md", "csv", "json")[self.export_combo.currentIndex()])
-
-    def export_runs(self, runs: list[BenchRun], folder: Path, fmt: str) -> list[Path]:
-        """Write each run (PNG plots are drawn here, on the GUI thread: they are widgets)."""
-        paths = [export_run(r, folder, fmt, plots=render_run_plots if fmt == "md" else None) for r in runs]
-        self.history_hint.setText("Exported: " + ", ".join(str(p) for p in paths))
-        return paths
+        self._start(lambda runner, progress, cancelled: runner.run(target, run.spec, progress=progress,
+                                                                    cancelled=cancelled), f"Re-run of run {run.id}")
 
     def shutdown(self) -> None:
         """Cancel a run in progress (the runner stops its server)."""
-        if self._job is not None:
-            self._job.cancel()
+        self.session.cancel()

@@ -25,7 +25,7 @@ from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.store.runs import RunRepository
-from llm_tuner.ui.panels.bench_panel import make_table
+from llm_tuner.ui.panels.bench_tables import make_table
 from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, run_chart_groups
 
 

@@ -1,0 +1,139 @@
+"""A benchmark run from the window: the runner on the long-job pool, its server's log and its progress as
+Signals, and the History told at most a few times a second that runs changed.
+
+The panel only binds widgets to this: it says what to run (`start`), shows `progressed`/`run_succeeded`/...,
+and forwards `server_log_lines` to the log dock. The runner is built on the job's thread (finding GPUs
+means NVML calls, which the GUI thread never waits on); the server's log lines are parsed on the runner's
+log-reader thread and cross to the GUI thread already parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from llm_tuner.core.bench_report import llama_bench_gap, run_summary
+from llm_tuner.core.bench_spec import BenchRun
+from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services import bench as bench_service
+from llm_tuner.services.logparse import LogLine, LogParser
+from llm_tuner.store.runs import RunRepository
+
+RUNS_CHANGED_MS = 300  # during a run the History (and Compare) reload at most ~3 times a second
+INTRO_LINE = "── the benchmark starts its own llama-server; its output follows ──"
+
+# What the panel asks to run: gets the runner and the job's progress/cancelled callbacks, returns a BenchRun
+# or a list of them (a sweep).
+Work = Callable[[bench_service.BenchRunner, Callable, Callable[[], bool]], object]
+
+
+def parse_sweep_values(raw: str) -> list[str]:
+    """Sweep values as typed: comma-separated, or ';'-separated when a value itself contains commas."""
+    return [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
+
+
+def run_notes(run: BenchRun) -> list[str]:
+    """The lines under a run's summary: busy-machine warning, llama-bench gap, memory plan vs measured
+    peak per device, speculative decoding's acceptance."""
+    notes = [g["text"] for g in llama_bench_gap(run)]
+    if run.llama_bench_skipped:
+        notes.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
+    if run.llama_bench_error:
+        notes.append(f"llama-bench: {run.llama_bench_error}")
+    summary = run_summary(run)
+    pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
+    mem = [f"{d}: plan {pred[d]:,.0f} MiB" + (f", measured peak {meas[d]:,.0f} MiB" if d in meas else "")
+           for d in pred] + [f"{d}: measured peak {v:,.0f} MiB" for d, v in meas.items() if d not in pred]
+    if mem:
+        notes.append("Memory — " + "; ".join(mem))
+    if summary["busy_warning"]:
+        notes.insert(0, "Warning: " + summary["busy_warning"])
+    spec = summary["speculative"]
+    if spec and spec["acceptance"] is not None:
+        bound = spec["bound_tokens_per_step"]
+        notes.append(f"draft acceptance α = {100 * spec['acceptance']:.1f}%, mean accepted length "
+                     f"{spec['mean_accepted_len'] or 0:.2f} tokens/step"
+                     + (f", bound for k={spec['draft_depth_k']}: {bound:.2f} tokens/step" if bound else
+                        " (variable-length n-gram drafts: no fixed-k bound)"))
+    return notes
+
+
+class BenchSession(QObject):
+    """One benchmark (or sweep) at a time, run on `long_pool()`; Signals arrive on the GUI thread."""
+
+    progressed = Signal(float, str)  # fraction (-1: unknown), text
+    run_succeeded = Signal(object)  # BenchRun, or list[BenchRun] for a sweep
+    run_failed = Signal(object)  # the exception
+    run_cancelled = Signal()
+    run_finished = Signal()  # after any of the three above
+    server_log_lines = Signal(list)  # logparse.LogLine of the server the benchmark starts
+
+    def __init__(self, ctx: AppContext, repo: RunRepository | None = None, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self.repo = repo or RunRepository(ctx.engine)
+        self._job: BackgroundJob | None = None
+        self._runs_changed = QTimer(self)  # coalesces "a repetition was stored" into a few reloads a second
+        self._runs_changed.setSingleShot(True)
+        self._runs_changed.setInterval(RUNS_CHANGED_MS)
+        self._runs_changed.timeout.connect(ctx.state.bench_runs_changed)
+
+    def is_running(self) -> bool:
+        return self._job is not None
+
+    def start(self, work: Work) -> bool:
+        """Run `work(runner, progress, cancelled)` on the long-job pool; False when one is running already."""
+        if self._job is not None:
+            return False
+        devices = self._devices()
+        self.server_log_lines.emit([LogLine("info", INTRO_LINE)])
+
+        def job(ctl):
+            return work(self._runner(devices), ctl.progress, ctl.cancelled)
+
+        self._job = BackgroundJob(job)
+        self._job.progressed.connect(self._on_job_progressed)
+        self._job.succeeded.connect(self.run_succeeded)
+        self._job.failed.connect(self.run_failed)
+        self._job.cancelled.connect(self.run_cancelled)
+        self._job.finished.connect(self._on_job_finished)
+        self._job.start(long=True)
+        return True
+
+    def cancel(self) -> None:
+        """Ask the run to stop after the current request (the runner stops its server)."""
+        if self._job is not None:
+            self._job.cancel()
+
+    def _devices(self) -> list[dict]:
+        inv = self.ctx.state.inventory
+        if inv is None:
+            return []
+        return [d.model_dump(mode="json") if hasattr(d, "model_dump") else {"name": str(d)}
+                for d in getattr(inv, "devices", [])]
+
+    def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:
+        """Built on the job's thread: `default_telemetry()` probes NVML/AMD."""
+        parser = LogParser()
+
+        def on_server_line(line: str) -> None:  # the runner's log-reader thread
+            lines = [ev for ev in parser.feed(line) if isinstance(ev, LogLine)]
+            if lines:
+                self.server_log_lines.emit(lines)
+
+        return bench_service.BenchRunner(self.repo, settings=self.ctx.settings,
+                                         telemetry=bench_service.default_telemetry(), devices=devices,
+                                         on_server_line=on_server_line)
+
+    def _on_job_progressed(self, fraction: float, text: str) -> None:
+        self.progressed.emit(fraction, text)
+        if not self._runs_changed.isActive():  # repetitions are stored as they finish
+            self._runs_changed.start()
+
+    def _on_job_finished(self) -> None:
+        self._job = None
+        self._runs_changed.stop()
+        self.run_finished.emit()
+        self.ctx.state.bench_runs_changed.emit()
