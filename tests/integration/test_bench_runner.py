@@ -36,7 +36,7 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
     assert repo.get_run(run.id).reps == run.reps
     assert any("left" in t for _, t in seen) and seen[-1][0] == 1.0
     assert {lb.test for lb in run.llama_bench} == {"pp64", "pp160", "tg8"}
-    assert "-c 4096" in run.llama_bench_skipped
+    assert "--ctx-size 4096" in run.llama_bench_skipped
     gaps = run_summary(run)["llama_bench_gap"]
     assert gaps and "llama-bench" in gaps[0]["text"] and "gap" in gaps[0]["text"]
     assert run.model_size and run.model_hash and run.binary_backends
@@ -96,7 +96,8 @@ def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model
     spec = BenchSpec(prompt_tokens=(256,), gen_tokens=64, reps=2, warmup=0)
     base = runner.run(demo_target(demo_model), spec)
     target = demo_target(demo_model)
-    target.argv += ["--spec-type", "ngram-simple"]
+    # the demo model as its own draft: it always drafts (an n-gram type drafts only when the text repeats)
+    target.argv += ["--spec-type", "draft-simple", "--spec-draft-model", str(demo_model)]
     drafted = runner.run(target, spec)
     assert base.status == drafted.status == "complete"
     assert all(r.draft_n is None for r in base.reps)
@@ -104,6 +105,6 @@ def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model
     assert all(r.draft_steps for r in drafted.reps if r.draft_n)  # from /metrics spec_decode_num_drafts_total
     sp = run_summary(drafted)["speculative"]
     assert 0 <= sp["acceptance"] <= 1 and sp["mean_accepted_len"] >= 1
-    assert sp["bound_tokens_per_step"] is None  # n-gram drafts have no fixed depth k
+    assert sp["draft_depth_k"] == 3 and sp["bound_tokens_per_step"] >= 1  # llama.cpp's default draft depth
     speedup = speculative_speedup(drafted, base)
     assert speedup["metric"] == "gen_tps@256" and speedup["measured_speedup"] > 0

@@ -54,7 +54,7 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     verdicts = compare.model.verdicts()
     assert verdicts["gen_tps@64"] in ("better", "worse", "within noise")
     assert "within noise" in compare.verdict_label.text() or "better" in compare.verdict_label.text()
-    assert compare.diff_table.item(0, 0).text() == "-ub"
+    assert compare.diff_table.item(0, 0).text() == "--ubatch-size"  # one name for every spelling
     assert (compare.diff_table.item(0, 1).text(), compare.diff_table.item(0, 2).text()) == ("512", "32")
 
     # Export the first run as a Markdown report with PNG plots.
