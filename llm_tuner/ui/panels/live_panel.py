@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import shlex
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from functools import partial
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
@@ -29,7 +27,6 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
-    QSplitter,
     QTabWidget,
     QVBoxLayout,
     QWidget,
@@ -41,51 +38,16 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.server import RECENT_RECORDS, plan_launch
 from llm_tuner.services.telemetry.breakdown import gpu_segments, server_parts
+from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_requests import RequestsView
+from llm_tuner.ui.panels.live_slots import ServerSlot
 from llm_tuner.ui.panels.log_console import LogConsole
-from llm_tuner.ui.plots.live_plots import DevicePlots, MemoryBars, ThroughputPlots
+from llm_tuner.ui.plots.live_plots import ThroughputPlots
 
 STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "ready": "#2e7d32",
                  "stopping": "#b8860b", "exited": "#777"}
 TEST_PROMPT = "Write one short sentence about the sea."
-
-
-@dataclass(eq=False)
-class ServerSlot:
-    """One watched server in the panel: its bridge and what the views show when it is selected."""
-
-    bridge: ServerBridge
-    name: str = "server"
-    plan: object = None  # LaunchPlan of the last launch (None for an attach)
-    attach: tuple | None = None
-    state: str = "idle"
-    url: str | None = None
-    message: str = ""
-    message_error: bool = False
-    notes: str = ""
-    records: deque = field(default_factory=lambda: deque(maxlen=RECENT_RECORDS))  # the newest; all are in the store
-    n_requests: int = 0  # finished in its current session (more than `records` once the ring is full)
-    log_lines: deque = field(default_factory=lambda: deque(maxlen=20_000))
-    restart_pending: bool = False
-    never_ready: bool = False  # the last launch ended before the server was ever ready
-
-    @property
-    def running(self) -> bool:
-        return self.bridge.running
-
-    @property
-    def display_state(self) -> str:
-        """The state as people read it: a launch that failed before it was ready "did not start"."""
-        return "did not start" if self.state == "exited" and self.never_ready else self.state
-
-    def clear(self) -> None:
-        """Forget the previous session's requests and log (a new launch or attach)."""
-        self.records, self.n_requests, self.log_lines = deque(maxlen=RECENT_RECORDS), 0, deque(maxlen=20_000)
-
-    def title(self) -> str:
-        port = self.url.rsplit(":", 1)[-1].split("/")[0] if self.url else "–"
-        return f"{self.name} · port {port} · {self.display_state}"
 
 
 class LivePanel(QWidget):
@@ -160,33 +122,9 @@ class LivePanel(QWidget):
         row2.addWidget(self.url_label, 1)
 
         # -- views -----------------------------------------------------------------------------
-        self.device_plots = DevicePlots()
-        self.memory_bars = MemoryBars()
-        self.window_combo = QComboBox()
-        for text, seconds in (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800),
-                              ("last 2 h", 7200)):
-            self.window_combo.addItem(text, seconds)
-        self.window_combo.setCurrentIndex(1)
-        self.window_combo.setToolTip("How much history the device plots show")
-        self.window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
-        self.device_plots.window_s = float(self.window_combo.currentData())
-        self.devices_note = QLabel()
-        self.devices_note.setWordWrap(True)
-        plots_bar = QHBoxLayout()
-        plots_bar.addWidget(self.devices_note, 1)
-        plots_bar.addWidget(QLabel("Show:"))
-        plots_bar.addWidget(self.window_combo)
-        plots_box = QWidget()
-        pl = QVBoxLayout(plots_box)
-        pl.setContentsMargins(0, 0, 0, 0)
-        pl.addLayout(plots_bar)
-        pl.addWidget(self.device_plots, 1)
-        devices = QSplitter(Qt.Orientation.Vertical)
-        devices.addWidget(plots_box)
-        devices.addWidget(self.memory_bars)
-        devices.setStretchFactor(0, 4)
-        devices.setStretchFactor(1, 1)
-        devices.setSizes([800, 100])  # scaled to the real height: the plots first (a 768 px screen is short)
+        self.devices = DevicesView()
+        self.device_plots, self.memory_bars = self.devices.device_plots, self.devices.memory_bars
+        self.window_combo, self.devices_note = self.devices.window_combo, self.devices.devices_note
         self.throughput = ThroughputPlots()
         self.requests = RequestsView(max_rows=RECENT_RECORDS)
         self.request_model, self.request_table, self.requests_hint = (self.requests.model, self.requests.table,
@@ -194,7 +132,7 @@ class LivePanel(QWidget):
         self.log_console = LogConsole()
         self.history_table = HistoryTable()
         self.tabs = QTabWidget()
-        self.tabs.addTab(devices, "Devices")
+        self.tabs.addTab(self.devices, "Devices")
         self.tabs.addTab(self.throughput, "Throughput")
         self.tabs.addTab(self.requests, "Requests")
         self.tabs.addTab(self.log_console, "Log")
@@ -603,19 +541,8 @@ class LivePanel(QWidget):
         if path is not None and self.ctx.state.profile is None:
             self.args_edit.setText(shlex.join(["-m", str(path)]))
 
-    def _on_window_combo_changed(self, _index: int) -> None:
-        self.device_plots.window_s = float(self.window_combo.currentData())
-        self.device_plots._versions.clear()  # redraw every curve over the new window
-
     def _on_state_inventory_detected(self, inventory) -> None:
-        if inventory is None:
-            self.devices_note.setText("Detecting devices…")
-        elif not inventory.devices:
-            self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
-                                      "share). Temperature, power and clocks are GPU figures: not shown.")
-        else:
-            self.devices_note.setText("One curve per GPU; red shading marks throttling.")
-        self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))
+        self.devices.set_inventory(inventory)
 
     def _on_tabs_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.history_table:
