@@ -356,3 +356,36 @@ def test_the_log_keeps_the_newest_lines_and_copies_the_selected_ones(qtbot):
     console.text.selectRow(48)
     qtbot.keyClick(console.text, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
     assert QGuiApplication.clipboard().text() == "I line 78"
+
+
+def test_show_all_reads_the_whole_session_back_without_gaps_or_doubles(qtbot, tmp_path):
+    """"Show all" past the ring: the session's requests from the real history, joined to those the panel got
+    while it was read (the history is written first: it may be ahead of the panel, never behind but for those)."""
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.sessions import SessionRepository
+    from llm_tuner.ui.panels.live_requests import RequestsView
+
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    sid = repo.begin(["llama-server"], started_unix=time.time())
+    recs = [_record(i, t=1_000_000.0 + i) for i in range(120)]
+    for rec in recs[:110]:
+        repo.add_request(sid, rec)
+    view = RequestsView(max_rows=50)
+    qtbot.addWidget(view)
+    view.show()
+    for rec in recs[:105]:
+        view.add(rec)
+    qtbot.waitUntil(lambda: view.model.total == 105, timeout=2_000)
+    assert view.model.rowCount() == 50 and view.all_button.isVisible()
+    got = {"received": 105}
+    view.read_all(repo, sid, lambda: (got["received"], recs[got["received"] - 50:got["received"]]))
+    got["received"] = 115  # ten more reached the panel while the history was read (110 stored)
+    qtbot.waitUntil(lambda: view.model.rowCount() == 115, timeout=10_000)
+    assert [r.task for r in view.model.records] == list(range(115))
+    assert view.note.isHidden() and not view.all_button.isVisible()
+    view.add(recs[115])  # the table keeps growing: the user asked for all
+    qtbot.waitUntil(lambda: view.model.rowCount() == 116, timeout=2_000)
+    view.show_all(recs[:110], 100, recs[50:100])  # the history ahead of the panel: those come as usual
+    assert [r.task for r in view.model.records] == list(range(100))
+    view.reset(recs[:60])  # another session: the ring again
+    assert view.model.rowCount() == 50

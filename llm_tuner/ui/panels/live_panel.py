@@ -127,6 +127,7 @@ class LivePanel(QWidget):
         self.window_combo, self.devices_note = self.devices.window_combo, self.devices.devices_note
         self.throughput = ThroughputPlots()
         self.requests = RequestsView(max_rows=RECENT_RECORDS)
+        self.requests.all_requested.connect(self._on_requests_all_requested)
         self.request_model, self.request_table, self.requests_hint = (self.requests.model, self.requests.table,
                                                                       self.requests.hint)
         self.log_console = LogConsole()
@@ -515,6 +516,11 @@ class LivePanel(QWidget):
         if slot is self.slot:
             self.requests.add(rec)
             self.throughput.add(rec)
+
+    def _on_requests_all_requested(self) -> None:
+        slot, watched = self.slot, self.slot.bridge.watched
+        self.requests.read_all(self.repo, watched.session_id if watched is not None else None,
+                               lambda: (slot.n_requests, slot.records) if slot is self.slot else None)
 
     def _on_bridge_sampler_failed(self, slot: ServerSlot, name: str, message: str) -> None:
         self._on_bridge_log_lines_received(slot, [LogLine("warn", f"telemetry {name}: {message}")])
