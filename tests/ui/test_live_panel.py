@@ -160,11 +160,12 @@ def test_plots_without_data_on_this_machine_are_hidden(qtbot):
     plain = SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
                             draft_acceptance=None)
     plots.add(plain)
-    plots.refresh()
+    assert plots.refresh(now=100.0)
     assert not plots.draft_plot.isVisible()
     plots.add(SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
                               draft_acceptance=0.75))
-    plots.refresh()
+    assert not plots.refresh(now=100.1)  # two redraws a second at most
+    assert plots.refresh(now=100.6)
     assert plots.draft_plot.isVisible() and "local time" in plots.draft_plot.getAxis("bottom").labelText
     assert not plots.rate_plot.getAxis("bottom").label.isVisible()
 
