@@ -237,7 +237,7 @@ def synthetic(args) -> int:
     app.exec()
     rows = state["rows"]
     out = [f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores, load average "
-           f"{os.getloadavg()[0]:.2f}) SYNTHETIC: no server, {args.synthetic} requests fed at {args.rate:.0f}/s "
+           f"{os.getloadavg()[0]:.2f}) commit {_commit()} SYNTHETIC: no server, {args.synthetic} requests fed at {args.rate:.0f}/s "
            f"(7 log lines each), tabs cycling every {args.tab_cycle_s:.0f} s"]
     for r in rows:
         out.append(f"up to {r['requests']:7d} requests: GUI lag p50 {r['lag_p50']:.2f} / p99 {r['lag_p99']:.2f} / "
@@ -444,6 +444,18 @@ def main() -> int:
     return 0
 
 
+def _commit() -> str:
+    """The code measured (the working tree may differ: marked +)."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True,
+                              timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "llm_tuner"], cwd=ROOT, capture_output=True,
+                               text=True, timeout=10).stdout.strip()
+        return head + ("+" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return "?"
+
+
 def _phase_line(r: dict) -> str:
     s = (f"phase {r['phase']:2d} {r['kind']:7s} {r['rate']:6.2f} req/s ({r['answered']} answered, {r['errors']} errors)"
          f"  machine busy {r['busy_pct']:5.1f} %, others {r['others_pct']:5.1f} % of a core")
@@ -479,7 +491,7 @@ def _summary(args, rows: list[dict], final: dict, answered_app: int, plan) -> st
     rss_kib = 1024 * (basis[-1]["rss_mib"] - basis[0]["rss_mib"]) / d_req if d_req else float("nan")
     lost = answered_app - final["n_requests"]
     lines = [f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores, load average "
-             f"{os.getloadavg()[0]:.2f}) label={args.label}",
+             f"{os.getloadavg()[0]:.2f}) label={args.label} commit {_commit()}",
              f"server: {shlex.join(['llama-server', *plan.argv[1:]]).replace(str(Path.home()), '~')}",
              f"{args.clients} keep-alive clients, n_predict 1-{args.n_predict_max}, {len(rows)} phases of "
              f"{args.phase_seconds:.0f} s (alone / watched alternating), Live panel tab cycling every "
