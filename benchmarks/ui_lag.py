@@ -43,6 +43,44 @@ class ScriptedGpus:
                          process_vram_mib=79000.0) for i in range(self.n)]
 
 
+class LagProbe:
+    """Event-loop lag on the GUI thread: a precise `period_ms` timer; lag = actual interval - period.
+
+    `lags_ms` and `times_s` (monotonic, when each tick ran) grow until `reset()`; also used by live_load.py.
+    """
+
+    def __init__(self, period_ms: int = 5) -> None:
+        from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+
+        self.period_ms = period_ms
+        self.lags_ms: list[float] = []
+        self.times_s: list[float] = []
+        self._clock = QElapsedTimer()
+        self._last: float | None = None
+        self.timer = QTimer()
+        self.timer.setTimerType(Qt.TimerType.PreciseTimer)
+        self.timer.setInterval(period_ms)
+        self.timer.timeout.connect(self._tick)
+
+    def start(self) -> None:
+        self._clock.start()
+        self.timer.start()
+
+    def stop(self) -> None:
+        self.timer.stop()
+
+    def reset(self) -> None:
+        """Forget the ticks so far (a new phase; after the process was stopped)."""
+        self.lags_ms, self.times_s, self._last = [], [], None
+
+    def _tick(self) -> None:
+        t = self._clock.nsecsElapsed() / 1e6
+        if self._last is not None:
+            self.lags_ms.append(max(0.0, t - self._last - self.period_ms))
+            self.times_s.append(t / 1e3)
+        self._last = t
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -53,7 +91,7 @@ def main() -> int:
                     help="same samplers and probe, no plots: the lag this machine adds by itself (shared cores)")
     args = ap.parse_args()
 
-    from PySide6.QtCore import QElapsedTimer, Qt, QTimer
+    from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication
 
     from llm_tuner.services.telemetry.nvml import THROTTLE_MASK
@@ -105,22 +143,8 @@ def main() -> int:
     timer = QTimer()
     timer.setInterval(100)
     timer.timeout.connect(redraw)
-    lags: list[float] = []
-    clock = QElapsedTimer()
-    probe = QTimer()
-    probe.setTimerType(Qt.TimerType.PreciseTimer)
-    probe.setInterval(5)
-    last = {"t": None}
-
-    def tick():
-        t = clock.nsecsElapsed() / 1e6
-        if last["t"] is not None:
-            lags.append(max(0.0, t - last["t"] - 5.0))
-        last["t"] = t
-
-    probe.timeout.connect(tick)
+    probe = LagProbe(5)
     tel.start()
-    clock.start()
     timer.start()
     probe.start()
     QTimer.singleShot(int(args.seconds * 1000), app.quit)
@@ -128,7 +152,7 @@ def main() -> int:
     app.exec()
     cpu = time.process_time() - cpu0
     tel.stop()
-    lags_a = np.array(lags[200:])  # steady state: skip the first second (curves and legends are created)
+    lags_a = np.array(probe.lags_ms[200:])  # steady state: skip the first second (curves and legends are created)
     redraw_ms, redraw_cpu_ms = redraw_ms[10:], redraw_cpu_ms[10:]
     p50, p99, mx = np.percentile(lags_a, 50), np.percentile(lags_a, 99), lags_a.max()
     block = (f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores), "

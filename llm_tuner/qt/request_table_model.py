@@ -1,8 +1,14 @@
-"""RequestTableModel: the Live panel's per-request table (one row per finished request)."""
+"""RequestTableModel: the Live panel's per-request table (one row per finished request).
+
+A bounded ring of the newest `max_rows` requests (the store keeps every one); rows arrive in batches
+(`extend`, about ten times a second from the panel), so a busy server costs one insert per batch, not one
+per request.
+"""
 
 from __future__ import annotations
 
 import time
+from collections import deque
 
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
@@ -31,10 +37,11 @@ def _fmt(value) -> str:
 
 
 class RequestTableModel(QAbstractTableModel):
-    def __init__(self, parent=None, max_rows: int = 100_000) -> None:
+    def __init__(self, parent=None, max_rows: int = 10_000) -> None:
         super().__init__(parent)
-        self.records: list[RequestRecord] = []
         self.max_rows = max_rows
+        self.records: deque[RequestRecord] = deque(maxlen=max_rows)
+        self.total = 0  # requests appended since the last reset (more than the rows once the ring is full)
 
     def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
         return 0 if parent is not None and parent.isValid() else len(self.records)
@@ -69,16 +76,29 @@ class RequestTableModel(QAbstractTableModel):
         return None
 
     def append(self, rec: RequestRecord) -> None:
-        n = len(self.records)
-        self.beginInsertRows(QModelIndex(), n, n)
-        self.records.append(rec)
-        self.endInsertRows()
-        if len(self.records) > self.max_rows:
-            self.beginRemoveRows(QModelIndex(), 0, 0)
-            self.records.pop(0)
-            self.endRemoveRows()
+        self.extend([rec])
 
-    def reset(self, records: list[RequestRecord] | None = None) -> None:
+    def extend(self, recs: list[RequestRecord]) -> None:
+        """Add a batch of rows at the end: one insert (and at most one removal of the oldest rows)."""
+        if not recs:
+            return
+        self.total += len(recs)
+        recs = recs[-self.max_rows:]
+        drop = len(self.records) + len(recs) - self.max_rows
+        if drop > 0:
+            self.beginRemoveRows(QModelIndex(), 0, drop - 1)
+            for _ in range(drop):
+                self.records.popleft()
+            self.endRemoveRows()
+        n = len(self.records)
+        self.beginInsertRows(QModelIndex(), n, n + len(recs) - 1)
+        self.records.extend(recs)
+        self.endInsertRows()
+
+    def reset(self, records=None, total: int | None = None) -> None:
+        """Show `records` (the newest `max_rows` of them); `total` is how many the session had in all."""
         self.beginResetModel()
-        self.records = list(records or [])
+        recs = list(records or [])
+        self.records = deque(recs[-self.max_rows:], maxlen=self.max_rows)
+        self.total = len(recs) if total is None else total
         self.endResetModel()

@@ -183,6 +183,11 @@ def port_in_use(host: str, port: int) -> bool:
 # ================================================================================================
 
 
+# The newest request records a session keeps in memory (a busy server answers ~15/s for hours); every
+# record also goes out as RequestFinished, and the store keeps them all.
+RECENT_RECORDS = 10_000
+
+
 class ServerState(enum.StrEnum):
     IDLE = "idle"
     STARTING = "starting"  # process started, nothing listening yet
@@ -245,7 +250,7 @@ class ServerSession:
         self.exit_code: int | None = None
         self.exit_reason: str | None = None
         self.failure: logparse.Failure | None = None
-        self.records: list[RequestRecord] = []
+        self.records: collections.deque[RequestRecord] = collections.deque(maxlen=RECENT_RECORDS)  # all in the store
         self.memory: logparse.MemoryBreakdown | None = None
         self.buffers: list[logparse.BufferSize] = []
         self.started_unix: float | None = None
@@ -436,7 +441,7 @@ class AttachedSession:
         self.api_key = api_key
         self.poll_s = poll_s
         self.state = ServerState.IDLE
-        self.records: list[RequestRecord] = []
+        self.records: collections.deque[RequestRecord] = collections.deque(maxlen=RECENT_RECORDS)  # all in the store
         self.memory: logparse.MemoryBreakdown | None = None
         self.exit_code: int | None = None
         self.exit_reason: str | None = None

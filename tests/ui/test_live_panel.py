@@ -160,11 +160,12 @@ def test_plots_without_data_on_this_machine_are_hidden(qtbot):
     plain = SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
                             draft_acceptance=None)
     plots.add(plain)
-    plots.refresh()
+    assert plots.refresh(now=100.0)
     assert not plots.draft_plot.isVisible()
     plots.add(SimpleNamespace(time_unix=time.time(), prompt_per_second=100.0, predicted_per_second=30.0,
                               draft_acceptance=0.75))
-    plots.refresh()
+    assert not plots.refresh(now=100.1)  # two redraws a second at most
+    assert plots.refresh(now=100.6)
     assert plots.draft_plot.isVisible() and "local time" in plots.draft_plot.getAxis("bottom").labelText
     assert not plots.rate_plot.getAxis("bottom").label.isVisible()
 
@@ -241,5 +242,151 @@ def test_request_time_column_fits_its_text(qtbot, ctx):
     panel._on_bridge_request_finished(panel.slot, RequestRecord(
         time_unix=time.time(), slot=3, task=1, cache_n=0, prompt_n=9, prompt_ms=600.0, prompt_per_second=14.36,
         predicted_n=32, predicted_ms=800.0, predicted_per_second=36.78, ttft_ms=626.71, latency_ms=1469.61))
+    qtbot.waitUntil(lambda: panel.request_model.rowCount() == 1, timeout=2_000)  # the next 100 ms batch
     table = panel.request_table
     assert all(table.columnWidth(c) >= table.sizeHintForColumn(c) for c in range(panel.request_model.columnCount()))
+
+
+def _record(i: int, *, prompt_n: int = 9, t: float | None = None, draft: bool = False):
+    from llm_tuner.core.session import RequestRecord
+
+    return RequestRecord(time_unix=time.time() if t is None else t, slot=i % 4, task=i, cache_n=0, prompt_n=prompt_n,
+                         prompt_ms=20.0, prompt_per_second=450.0 + i % 7, predicted_n=4, predicted_ms=80.0,
+                         predicted_per_second=50.0 + i % 5, draft_n=4 if draft else None,
+                         draft_n_accepted=3 if draft else None, ttft_ms=25.0, latency_ms=105.0)
+
+
+def test_finishing_requests_does_not_resize_the_columns(qtbot, ctx):
+    """A busy server: rows arrive in batches and the column widths stay as they are (fitting measured every
+    row on each request, up to 0.4 s); the user fits them on request."""
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(900, 500)
+    panel.show()
+    panel.tabs.setCurrentWidget(panel.requests)
+    panel._on_bridge_request_finished(panel.slot, _record(0))
+    qtbot.waitUntil(lambda: panel.request_model.rowCount() == 1, timeout=2_000)
+    table, model = panel.request_table, panel.request_model
+    assert table.columnWidth(2) >= table.sizeHintForColumn(2)  # fitted once, to the first rows
+    table.setColumnWidth(2, 40)  # the user narrows a column
+    batches = []
+    model.rowsInserted.connect(lambda *_a: batches.append(model.rowCount()))
+    for i in range(1, 300):
+        panel._on_bridge_request_finished(panel.slot, _record(i, prompt_n=123_456_789 if i == 150 else 9))
+    assert model.rowCount() == 1  # nothing inserted per request
+    qtbot.waitUntil(lambda: model.rowCount() == 300, timeout=2_000)
+    assert len(batches) <= 2 and panel.slot.n_requests == 300
+    assert table.columnWidth(2) == 40  # 300 finished requests, one with a wide number: no resize
+    panel.requests.fit_button.click()
+    assert table.columnWidth(2) >= table.sizeHintForColumn(2) > 40
+
+
+def test_a_hidden_throughput_tab_does_no_work(qtbot, ctx):
+    """Requests finish while the Requests tab shows: the throughput curves are not redrawn until their tab
+    shows, then every request is there."""
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.tabs.setCurrentWidget(panel.requests)
+    for i in range(40):
+        panel._on_bridge_request_finished(panel.slot, _record(i, t=1_000_000.0 + i))
+    qtbot.waitUntil(lambda: panel.request_model.rowCount() == 40, timeout=2_000)
+    qtbot.wait(300)  # three redraw ticks
+    x, _y = panel.throughput.gen_pts.getData()
+    assert x is None or len(x) == 0
+    panel.tabs.setCurrentWidget(panel.throughput)
+    qtbot.waitUntil(lambda: panel.throughput.gen_pts.getData()[0] is not None
+                    and len(panel.throughput.gen_pts.getData()[0]) == 40, timeout=2_000)
+
+
+def test_the_request_table_keeps_the_newest_and_says_where_the_rest_are(qtbot):
+    from llm_tuner.ui.panels.live_requests import RequestsView
+
+    view = RequestsView(max_rows=100)
+    qtbot.addWidget(view)
+    view.show()
+    assert not view.hint.isHidden() and view.note.isHidden()
+    for i in range(250):
+        view.add(_record(i))
+    qtbot.waitUntil(lambda: view.model.total == 250, timeout=2_000)
+    assert view.model.rowCount() == 100 and view.model.records[0].task == 150  # the newest 100
+    assert view.hint.isHidden() and not view.note.isHidden()
+    assert "newest 100 of 250" in view.note.text() and "history" in view.note.text()
+    view.reset([_record(i) for i in range(5)])
+    assert view.model.rowCount() == 5 and view.note.isHidden()
+
+
+def test_request_bins_cost_the_same_at_any_count_and_keep_outliers():
+    """The throughput plots draw from bins: a bounded number of points whatever the requests, exact while
+    there are few, and a spike in the middle of 100k requests is still drawn."""
+    from llm_tuner.ui.plots.request_bins import RequestBins
+
+    bins = RequestBins(("gen", "draft"), max_bins=100, rolling=4)
+    for i in range(10):
+        bins.add(float(i), {"gen": float(i), "draft": None})
+    t, v = bins.points("gen")
+    assert list(t) == list(range(10)) and list(v) == list(range(10))  # one point per request
+    assert list(bins.means("gen")[1][-1:]) == [7.5]  # mean of the last 4
+    assert len(bins.points("draft")[0]) == 0 and not bins.known["draft"]
+    for i in range(10, 100_000):
+        bins.add(float(i), {"gen": 1000.0 if i == 54_321 else 50.0, "draft": 75.0 if i % 2 else None})
+    t, v = bins.points("gen")
+    assert len(t) <= 200 and bins.total == 100_000
+    assert 1000.0 in v and t.min() == 0.0 and t.max() == 99_999.0
+    assert bins.known["draft"] and set(bins.points("draft")[1]) == {75.0}
+
+
+def test_the_log_keeps_the_newest_lines_and_copies_the_selected_ones(qtbot):
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QGuiApplication
+
+    from llm_tuner.services.logparse import LogLine
+    from llm_tuner.ui.panels.log_console import LogConsole
+
+    console = LogConsole(max_lines=50)
+    qtbot.addWidget(console)
+    console.show()
+    console.append_lines([LogLine("info", f"line {i}") for i in range(80)])
+    lines = console.shown_text().splitlines()
+    assert len(lines) == 50 and lines[0] == "I line 30" and lines[-1] == "I line 79"
+    assert console.count.text() == "50 lines"
+    console.text.selectRow(48)
+    qtbot.keyClick(console.text, Qt.Key.Key_C, Qt.KeyboardModifier.ControlModifier)
+    assert QGuiApplication.clipboard().text() == "I line 78"
+
+
+def test_show_all_reads_the_whole_session_back_without_gaps_or_doubles(qtbot, tmp_path):
+    """"Show all" past the ring: the session's requests from the real history, joined to those the panel got
+    while it was read (the history is written first: it may be ahead of the panel, never behind but for those)."""
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.sessions import SessionRepository
+    from llm_tuner.ui.panels.live_requests import RequestsView
+
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    sid = repo.begin(["llama-server"], started_unix=time.time())
+    recs = [_record(i, t=1_000_000.0 + i) for i in range(120)]
+    for rec in recs[:110]:
+        repo.add_request(sid, rec)
+    view = RequestsView(max_rows=50)
+    qtbot.addWidget(view)
+    view.show()
+    for rec in recs[:105]:
+        view.add(rec)
+    qtbot.waitUntil(lambda: view.model.total == 105, timeout=2_000)
+    assert view.model.rowCount() == 50 and view.all_button.isVisible()
+    got = {"received": 105}
+    view.read_all(repo, sid, lambda: (got["received"], recs[got["received"] - 50:got["received"]]))
+    got["received"] = 115  # ten more reached the panel while the history was read (110 stored)
+    qtbot.waitUntil(lambda: view.model.rowCount() == 115, timeout=10_000)
+    assert [r.task for r in view.model.records] == list(range(115))
+    assert view.note.isHidden() and not view.all_button.isVisible()
+    view.add(recs[115])  # the table keeps growing: the user asked for all
+    qtbot.waitUntil(lambda: view.model.rowCount() == 116, timeout=2_000)
+    view.show_all(recs[:110], 100, recs[50:100])  # the history ahead of the panel: those come as usual
+    assert [r.task for r in view.model.records] == list(range(100))
+    view.reset(recs[:60])  # another session: the ring again
+    assert view.model.rowCount() == 50

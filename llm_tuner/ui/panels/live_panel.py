@@ -6,16 +6,15 @@ is a *server slot* (its own ServerBridge, requests and log); the Server selector
 port and state, and the views show the selected one. Starting while the selected server runs opens a new
 slot; a port already taken is refused by the launcher with a clear message.
 
-One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines;
-nothing here waits on the server, a process, NVML or SQL.
+One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines and the
+Requests tab batches rows (live_requests.py); per request the GUI thread does O(1) work, and keeps the newest
+requests only (the store keeps all). Nothing here waits on the server, a process, NVML or SQL.
 """
 
 from __future__ import annotations
 
 import shlex
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from functools import partial
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
@@ -24,65 +23,31 @@ from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
     QHBoxLayout,
-    QHeaderView,
     QInputDialog,
     QLabel,
     QLineEdit,
     QPushButton,
-    QSplitter,
-    QTableView,
-    QTableWidget,
-    QTableWidgetItem,
     QTabWidget,
     QVBoxLayout,
     QWidget,
 )
 
 from llm_tuner.qt.context import AppContext
-from llm_tuner.qt.request_table_model import RequestTableModel
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.server import plan_launch, signal_name
+from llm_tuner.services.server import RECENT_RECORDS, plan_launch
 from llm_tuner.services.telemetry.breakdown import live_segments
+from llm_tuner.ui.panels.live_devices import DevicesView
+from llm_tuner.ui.panels.live_history import HistoryTable
+from llm_tuner.ui.panels.live_requests import RequestsView
+from llm_tuner.ui.panels.live_slots import ServerSlot
 from llm_tuner.ui.panels.log_console import LogConsole
-from llm_tuner.ui.plots.live_plots import DevicePlots, MemoryBars, ThroughputPlots
+from llm_tuner.ui.plots.live_plots import ThroughputPlots
 
 STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "ready": "#2e7d32",
                  "stopping": "#b8860b", "exited": "#777"}
 TEST_PROMPT = "Write one short sentence about the sea."
-
-
-@dataclass(eq=False)
-class ServerSlot:
-    """One watched server in the panel: its bridge and what the views show when it is selected."""
-
-    bridge: ServerBridge
-    name: str = "server"
-    plan: object = None  # LaunchPlan of the last launch (None for an attach)
-    attach: tuple | None = None
-    state: str = "idle"
-    url: str | None = None
-    message: str = ""
-    message_error: bool = False
-    notes: str = ""
-    records: list = field(default_factory=list)
-    log_lines: deque = field(default_factory=lambda: deque(maxlen=20_000))
-    restart_pending: bool = False
-    never_ready: bool = False  # the last launch ended before the server was ever ready
-
-    @property
-    def running(self) -> bool:
-        return self.bridge.running
-
-    @property
-    def display_state(self) -> str:
-        """The state as people read it: a launch that failed before it was ready "did not start"."""
-        return "did not start" if self.state == "exited" and self.never_ready else self.state
-
-    def title(self) -> str:
-        port = self.url.rsplit(":", 1)[-1].split("/")[0] if self.url else "–"
-        return f"{self.name} · port {port} · {self.display_state}"
 
 
 class LivePanel(QWidget):
@@ -157,64 +122,20 @@ class LivePanel(QWidget):
         row2.addWidget(self.url_label, 1)
 
         # -- views -----------------------------------------------------------------------------
-        self.device_plots = DevicePlots()
-        self.memory_bars = MemoryBars()
-        self.window_combo = QComboBox()
-        for text, seconds in (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800),
-                              ("last 2 h", 7200)):
-            self.window_combo.addItem(text, seconds)
-        self.window_combo.setCurrentIndex(1)
-        self.window_combo.setToolTip("How much history the device plots show")
-        self.window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
-        self.device_plots.window_s = float(self.window_combo.currentData())
-        self.devices_note = QLabel()
-        self.devices_note.setWordWrap(True)
-        plots_bar = QHBoxLayout()
-        plots_bar.addWidget(self.devices_note, 1)
-        plots_bar.addWidget(QLabel("Show:"))
-        plots_bar.addWidget(self.window_combo)
-        plots_box = QWidget()
-        pl = QVBoxLayout(plots_box)
-        pl.setContentsMargins(0, 0, 0, 0)
-        pl.addLayout(plots_bar)
-        pl.addWidget(self.device_plots, 1)
-        devices = QSplitter(Qt.Orientation.Vertical)
-        devices.addWidget(plots_box)
-        devices.addWidget(self.memory_bars)
-        devices.setStretchFactor(0, 4)
-        devices.setStretchFactor(1, 1)
-        devices.setSizes([800, 100])  # scaled to the real height: the plots first (a 768 px screen is short)
+        self.devices = DevicesView()
+        self.device_plots, self.memory_bars = self.devices.device_plots, self.devices.memory_bars
+        self.window_combo, self.devices_note = self.devices.window_combo, self.devices.devices_note
         self.throughput = ThroughputPlots()
-        self.request_model = RequestTableModel(self)
-        self.request_table = QTableView()
-        self.request_table.setModel(self.request_model)
-        self.request_table.horizontalHeader().setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self.request_table.verticalHeader().setVisible(False)
-        self.requests_hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, "
-                                    "curl, your editor) at the server's URL: every request appears here with "
-                                    "its prompt and generation speed.")
-        self.requests_hint.setWordWrap(True)
-        requests = QWidget()
-        rl = QVBoxLayout(requests)
-        rl.setContentsMargins(0, 0, 0, 0)
-        rl.addWidget(self.requests_hint)
-        rl.addWidget(self.request_table, 1)
+        self.requests = RequestsView(max_rows=RECENT_RECORDS)
+        self.requests.all_requested.connect(self._on_requests_all_requested)
+        self.request_model, self.request_table, self.requests_hint = (self.requests.model, self.requests.table,
+                                                                      self.requests.hint)
         self.log_console = LogConsole()
-        self.history_table = QTableWidget(0, 7)
-        self.history_table.setHorizontalHeaderLabels(["#", "Started", "Mode", "Requests", "Exit", "Reason",
-                                                      "Command"])
-        header = self.history_table.horizontalHeader()
-        for c in range(5):
-            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
-        header.resizeSection(5, 280)  # the reason can be a whole sentence: elided, in full in its tooltip
-        header.setStretchLastSection(True)
-        self.history_table.verticalHeader().setVisible(False)
-        self.history_table.setWordWrap(False)  # one line per session; long cells elide, in full in tooltips
-        self.history_table.setEditTriggers(QTableWidget.EditTrigger.NoEditTriggers)
+        self.history_table = HistoryTable()
         self.tabs = QTabWidget()
-        self.tabs.addTab(devices, "Devices")
+        self.tabs.addTab(self.devices, "Devices")
         self.tabs.addTab(self.throughput, "Throughput")
-        self.tabs.addTab(requests, "Requests")
+        self.tabs.addTab(self.requests, "Requests")
         self.tabs.addTab(self.log_console, "Log")
         self.tabs.addTab(self.history_table, "History")
 
@@ -282,10 +203,9 @@ class LivePanel(QWidget):
             self.server_combo.blockSignals(True)
             self.server_combo.setCurrentIndex(i)
             self.server_combo.blockSignals(False)
-        self.request_model.reset(slot.records)
+        self.requests.reset(slot.records, total=slot.n_requests)
         self.throughput.clear()
-        for rec in slot.records:
-            self.throughput.add(rec)
+        self.throughput.extend(slot.records)
         self.log_console.clear()
         if slot.log_lines:
             self.log_console.append_lines(list(slot.log_lines))
@@ -293,7 +213,6 @@ class LivePanel(QWidget):
         self.memory_bars.set_segments([])
         self.notes_label.setText(slot.notes)
         self._show_message(slot.message, error=slot.message_error)
-        self._update_requests_view()
         self._set_state_display(slot.state, slot.url)
 
     def _refresh_slot_titles(self) -> None:
@@ -362,11 +281,6 @@ class LivePanel(QWidget):
         self.test_button.setEnabled(state == "ready")
         self.new_server_button.setEnabled(running)
 
-    def _update_requests_view(self) -> None:
-        self.requests_hint.setVisible(self.request_model.rowCount() == 0)
-        # ResizeToContents alone leaves a column as wide as its title when rows arrive ("12…" for a time)
-        self.request_table.resizeColumnsToContents()
-
     def _build_plan(self):
         binary, catalog = self._binary()
         if binary is None:
@@ -417,7 +331,7 @@ class LivePanel(QWidget):
                                "profile another --port (or leave it out and a free port is chosen).", error=True)
             return False
         slot = self._slot_for_start()
-        slot.records, slot.log_lines = [], deque(maxlen=20_000)
+        slot.clear()
         slot.plan, slot.attach = plan, None
         slot.name = self._server_name(list(plan.user_args))
         slot.notes = "<br>".join(plan.notes())
@@ -490,7 +404,7 @@ class LivePanel(QWidget):
 
     def attach(self, url: str, log_path: str | None = None) -> None:
         slot = self._slot_for_start()
-        slot.records, slot.log_lines = [], deque(maxlen=20_000)
+        slot.clear()
         slot.plan, slot.attach = None, (url, log_path)
         slot.name = f"attached {url.split('//')[-1]}"
         slot.notes = ("" if log_path else "No log file: request records come from /slots and /metrics "
@@ -576,12 +490,12 @@ class LivePanel(QWidget):
                 self._show_message(f"The server {what}: {ev.failure.message}", error=True, slot=slot)
             else:
                 self._show_message(f"The server {ev.reason or 'exited'} (exit code {ev.code}). "
-                                   f"{len(slot.records)} requests kept in the history.", slot=slot)
+                                   f"{slot.n_requests} requests kept in the history.", slot=slot)
             self._load_history()
             if slot.restart_pending:
                 slot.restart_pending = False
                 if slot.plan is not None:
-                    slot.records, slot.log_lines = [], deque(maxlen=20_000)
+                    slot.clear()
                     slot.state = "starting"
                     if slot is self.slot:
                         self._select_slot(slot)
@@ -596,11 +510,17 @@ class LivePanel(QWidget):
             self.log_console.append_lines(lines)
 
     def _on_bridge_request_finished(self, slot: ServerSlot, rec) -> None:
+        """O(1) per request: the table takes rows in batches, the plots draw only while their tab shows."""
         slot.records.append(rec)
+        slot.n_requests += 1
         if slot is self.slot:
-            self.request_model.append(rec)
+            self.requests.add(rec)
             self.throughput.add(rec)
-            self._update_requests_view()
+
+    def _on_requests_all_requested(self) -> None:
+        slot, watched = self.slot, self.slot.bridge.watched
+        self.requests.read_all(self.repo, watched.session_id if watched is not None else None,
+                               lambda: (slot.n_requests, slot.records) if slot is self.slot else None)
 
     def _on_bridge_sampler_failed(self, slot: ServerSlot, name: str, message: str) -> None:
         self._on_bridge_log_lines_received(slot, [LogLine("warn", f"telemetry {name}: {message}")])
@@ -627,19 +547,8 @@ class LivePanel(QWidget):
         if path is not None and self.ctx.state.profile is None:
             self.args_edit.setText(shlex.join(["-m", str(path)]))
 
-    def _on_window_combo_changed(self, _index: int) -> None:
-        self.device_plots.window_s = float(self.window_combo.currentData())
-        self.device_plots._versions.clear()  # redraw every curve over the new window
-
     def _on_state_inventory_detected(self, inventory) -> None:
-        if inventory is None:
-            self.devices_note.setText("Detecting devices…")
-        elif not inventory.devices:
-            self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
-                                      "share). Temperature, power and clocks are GPU figures: not shown.")
-        else:
-            self.devices_note.setText("One curve per GPU; red shading marks throttling.")
-        self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))
+        self.devices.set_inventory(inventory)
 
     def _on_tabs_changed(self, index: int) -> None:
         if self.tabs.widget(index) is self.history_table:
@@ -678,28 +587,5 @@ class LivePanel(QWidget):
 
     def _on_history_job_succeeded(self, sessions) -> None:
         ours = {s.bridge.watched.session_id for s in self.slots if s.running and s.bridge.watched is not None}
-        self.history_table.setRowCount(len(sessions))
-        for r, s in enumerate(sessions):
-            exit_text, exit_tip = _exit_cell(s, running=s.id in ours)
-            cells = [(str(s.id), None), (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix)), None),
-                     (s.mode, None), (str(s.n_requests), None), (exit_text, exit_tip),
-                     (s.exit_reason or "—", s.exit_reason),
-                     (shlex.join(s.argv) if s.argv else (s.url or "—"), shlex.join(s.argv) if s.argv else None)]
-            for c, (text, tip) in enumerate(cells):
-                item = QTableWidgetItem(text)
-                if tip:
-                    item.setToolTip(tip)
-                self.history_table.setItem(r, c, item)
+        self.history_table.show_sessions(sessions, ours)
 
-
-def _exit_cell(s, *, running: bool) -> tuple[str, str | None]:
-    """The History's Exit column for a session: a readable value and a tooltip with the reason."""
-    if s.ended_unix is None:
-        if running:
-            return "running", None
-        return "not recorded", "The app ended before this server's exit was recorded."
-    if s.exit_code is not None:
-        return signal_name(s.exit_code) or str(s.exit_code), s.exit_reason
-    if s.mode == "attach":
-        return "—", s.exit_reason or "Detached: the server was started elsewhere and kept running."
-    return "did not start", s.exit_reason or "The server process did not start."

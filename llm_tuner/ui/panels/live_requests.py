@@ -1,0 +1,147 @@
+"""The Live panel's Requests tab: one row per finished request, cheap under a busy server.
+
+A server answering 15 requests a second must not cost the GUI thread per request: `add` only queues the
+record, and a 100 ms timer inserts the queued rows as one batch. Column widths are fitted once (when the
+first rows are shown) and when the user asks ("Fit columns", or a double-click on a column's edge), never
+per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds of ms once the table
+is long. The table keeps the newest `max_rows` requests; past that a note says so, and "Show all" reads the
+whole session back from the history (SQLite, where every request is written) on demand.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QTimer, Signal
+from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableView, QVBoxLayout, QWidget
+
+from llm_tuner.qt.request_table_model import RequestTableModel
+from llm_tuner.qt.workers import BackgroundJob
+
+FIT_ROWS = 200  # rows measured when fitting the columns (Qt's default is 1,000: up to ~0.4 s)
+
+
+class RequestsView(QWidget):
+    """Hint, "newest N of M" note and the request table, fed in batches."""
+
+    all_requested = Signal()  # the user asked for every request of the session (read from the history)
+
+    def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000, batch_ms: int = 100) -> None:
+        super().__init__(parent)
+        self.ring_rows = max_rows
+        self.model = RequestTableModel(self, max_rows=max_rows)
+        self.table = QTableView()
+        self.table.setModel(self.model)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
+        header.setResizeContentsPrecision(FIT_ROWS)
+        self.table.verticalHeader().setVisible(False)
+        self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
+        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, your "
+                           "editor) at the server's URL: every request appears here with its prompt and generation "
+                           "speed.")
+        self.hint.setWordWrap(True)
+        self.note = QLabel()
+        self.note.setWordWrap(True)
+        self.note.setStyleSheet("color: palette(placeholder-text)")
+        self.all_button = QPushButton("Show all")
+        self.all_button.setToolTip("Read every request of this session back from the history and show them all")
+        self.fit_button = QPushButton("Fit columns")
+        self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge fits "
+                                   "that one)")
+        bar = QHBoxLayout()
+        bar.addWidget(self.note, 1)
+        bar.addWidget(self.all_button)
+        bar.addWidget(self.fit_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.hint)
+        lay.addLayout(bar)
+        lay.addWidget(self.table, 1)
+        self._pending: list = []
+        self._fitted = False
+        self._timer = QTimer(self)
+        self._timer.setSingleShot(True)
+        self._timer.setInterval(batch_ms)
+        self._timer.timeout.connect(self.flush)
+        self.fit_button.clicked.connect(self.fit_columns)
+        self.all_button.clicked.connect(self.all_requested)
+        self._update_labels()
+
+    def add(self, rec) -> None:
+        """Queue one finished request; it is shown with the next batch (within `batch_ms`)."""
+        self._pending.append(rec)
+        if not self._timer.isActive():
+            self._timer.start()
+
+    def flush(self) -> None:
+        """Insert the queued rows as one batch."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        self.model.extend(pending)
+        self._update_labels()
+        if not self._fitted and self.table.isVisible():
+            self.fit_columns()
+
+    def reset(self, records, total: int | None = None, *, max_rows: int | None = None) -> None:
+        """Show another session's requests (`total`: how many it had in all, when more than `records`); the
+        newest `max_rows` (default: the ring's size) are kept."""
+        self._pending = []
+        self._timer.stop()
+        self.model.max_rows = max_rows or self.ring_rows
+        self.model.reset(records, total)
+        self._fitted = False
+        self._update_labels()
+        if self.model.rowCount() and self.table.isVisible():
+            self.fit_columns()
+
+    def read_all(self, repo, session_id: int | None, current) -> None:
+        """Read session `session_id`'s requests back from the history `repo` in a job (it can be 100k rows),
+        then show them all; `current()` gives (requests received, the newest of them) for the session shown,
+        or None when the view shows another one by then."""
+        if repo is None or session_id is None:
+            self.note.setText("This session is not in the history: only the newest requests can be shown.")
+            return
+        self.all_button.setEnabled(False)
+        job = BackgroundJob(lambda _ctl: repo.requests(session_id), self)
+
+        def done(stored: list) -> None:
+            now = current()
+            if now is not None:
+                self.show_all(stored, *now)
+
+        job.succeeded.connect(done)
+        job.failed.connect(lambda exc: self.note.setText(f"The history could not be read: {exc}"))
+        job.finished.connect(lambda: self.all_button.setEnabled(True))
+        job.start()
+
+    def show_all(self, stored: list, received: int, recent) -> None:
+        """Every request of the session: `stored` as read from the history, `received` how many the panel has
+        had so far, `recent` the newest of those. The history is written before a request reaches the panel,
+        so it may hold a few the panel has yet to receive (they come as usual) and lack none but the newest few
+        it received while the history was read (taken from `recent`)."""
+        stored = list(stored[:received])
+        missing = received - len(stored)
+        recent = list(recent)
+        rows = stored + (recent[len(recent) - missing:] if missing > 0 else [])
+        self.reset(rows, received, max_rows=2**62)  # no ring until the next session: the user asked for all
+
+    def fit_columns(self) -> None:
+        """Size the columns to their contents (the rows in view and up to FIT_ROWS others) and the titles."""
+        self._fitted = self.model.rowCount() > 0
+        self.table.resizeColumnsToContents()
+
+    def showEvent(self, event) -> None:  # noqa: N802 - Qt override
+        super().showEvent(event)
+        if not self._fitted and self.model.rowCount():
+            self.fit_columns()
+
+    def _update_labels(self) -> None:
+        rows, total = self.model.rowCount(), self.model.total
+        self.hint.setVisible(rows == 0)
+        trimmed = total > rows
+        self.note.setVisible(trimmed)
+        self.all_button.setVisible(trimmed)
+        self.fit_button.setVisible(rows > 0)
+        if trimmed:
+            self.note.setText(f"Showing the newest {rows:,} of {total:,} requests (a busy server stays light). "
+                              "Every request is kept in the session history: “Show all” reads them back.")
