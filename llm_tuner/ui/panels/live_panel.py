@@ -32,6 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from llm_tuner.core import flags
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
@@ -258,7 +259,7 @@ class LivePanel(QWidget):
             except Exception:  # noqa: BLE001
                 model = None
         if model is not None:
-            self.args_edit.setText(shlex.join(["-m", str(model)]))
+            self.args_edit.setText(shlex.join(flags.argv_for("model", str(model))))
 
     def _binary(self):
         info = self.ctx.state.binaries.get("llama-server") if self.ctx.state.binaries else None
@@ -306,11 +307,11 @@ class LivePanel(QWidget):
             name = self.ctx.state.profile_name
             if name:
                 return name
-        for i, a in enumerate(args):
-            if a in ("-m", "--model") and i + 1 < len(args):
-                from pathlib import Path
+        model = flags.value_of(args, "model")
+        if model:
+            from pathlib import Path
 
-                return Path(args[i + 1]).stem + (" (unsaved)" if from_editor else "")
+            return Path(model).stem + (" (unsaved)" if from_editor else "")
         return f"server {len(self.slots)}"
 
     # -- actions ------------------------------------------------------------------------------------
@@ -545,7 +546,7 @@ class LivePanel(QWidget):
         """Without a profile panel publishing, a picked model becomes `-m PATH`; with one, the profile's
         whole command (which now has this model) already arrived through profile_changed."""
         if path is not None and self.ctx.state.profile is None:
-            self.args_edit.setText(shlex.join(["-m", str(path)]))
+            self.args_edit.setText(shlex.join(flags.argv_for("model", str(path))))
 
     def _on_state_inventory_detected(self, inventory) -> None:
         self.devices.set_inventory(inventory)
