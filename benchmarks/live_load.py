@@ -364,7 +364,10 @@ def main() -> int:
     alone = ServerProcess(plan.argv, plan.env)
     alone.start()
     tmp = tempfile.TemporaryDirectory()
-    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen", "PYTHONPATH": str(ROOT)}
+    # The checkout first, then the caller's path (on a machine whose packages sit in a --target folder, the
+    # app child needs both)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     child = subprocess.Popen([sys.executable, __file__, "--app-child", "--db", str(Path(tmp.name) / "db.sqlite"),
                               "--server-args", shlex.join(user), "--tab-cycle-s", str(args.tab_cycle_s),
                               "--window-s", str(args.window_s), "--prefill-log", str(args.prefill_log)],
