@@ -46,13 +46,28 @@ PROMPTS = ("Hello!", "Name a colour.", "What is 2 + 2?", "Say yes or no.", "Comp
 
 
 # -- the app (child process) ------------------------------------------------------------------------------------
+def _show_window(panel):
+    """The Live panel as the app shows it: central, with the server log docked below (kept referenced)."""
+    from PySide6.QtCore import Qt
+    from PySide6.QtWidgets import QDockWidget, QMainWindow
+
+    window = QMainWindow()
+    window.setCentralWidget(panel)
+    dock = QDockWidget("Server log")
+    dock.setWidget(panel.take_log_console())
+    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
+    window.resize(1280, 900)
+    window.show()
+    return window
+
+
 def app_child(args) -> int:
     """The Live panel in a main window; commands on stdin, one JSON answer per line on stdout."""
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import numpy as np
     import psutil
-    from PySide6.QtCore import Qt, QTimer
-    from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
     from ui_lag import LagProbe
 
     from llm_tuner.core.settings import Settings
@@ -67,13 +82,7 @@ def app_child(args) -> int:
     ctx = AppContext(settings=Settings(), engine=open_engine(Path(args.db)))
     ctx.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
     panel = LivePanel(ctx)
-    window = QMainWindow()
-    window.setCentralWidget(panel)
-    dock = QDockWidget("Server log")
-    dock.setWidget(panel.take_log_console())
-    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    window.resize(1280, 900)
-    window.show()
+    window = _show_window(panel)  # noqa: F841 - kept alive for the run
     proc = psutil.Process()
     lag = LagProbe(5)
     commands: queue.Queue = queue.Queue()
@@ -169,8 +178,8 @@ def synthetic(args) -> int:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     import numpy as np
     import psutil
-    from PySide6.QtCore import Qt, QTimer
-    from PySide6.QtWidgets import QApplication, QDockWidget, QMainWindow
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
     from ui_lag import LagProbe
 
     from llm_tuner.core.session import RequestRecord
@@ -185,13 +194,7 @@ def synthetic(args) -> int:
     app._gc = GuiThreadCollector(parent=app)
     tmp = tempfile.TemporaryDirectory()
     panel = LivePanel(AppContext(settings=Settings(), engine=open_engine(Path(tmp.name) / "db.sqlite")))
-    window = QMainWindow()
-    window.setCentralWidget(panel)
-    dock = QDockWidget("Server log")
-    dock.setWidget(panel.take_log_console())
-    window.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, dock)
-    window.resize(1280, 900)
-    window.show()
+    window = _show_window(panel)  # noqa: F841 - kept alive for the run
     proc, lag, rng = psutil.Process(), LagProbe(5), random.Random(1)
     block = max(1, args.synthetic // 10)
     state = {"sent": 0, "due": 0.0, "t0": time.monotonic(), "gui": time.thread_time(), "rows": []}

@@ -1,6 +1,7 @@
 """llama-server output (plain text and `--log-jsonl`) -> typed events.
 
-Formats follow the build we test (see shared/reference/llama-server.md, section 2): plain lines are
+Formats follow the build we test (llama.cpp common/log.cpp and tools/server; recorded samples in
+tests/data/logs): plain lines are
 `M.SS.mmm.uuu L <msg>`, JSONL lines are `{"type":"log","time":µs,"level":..,"msg":..}` or
 `{"type":"fit_memory_breakdown","data":{...}}`. Slot lines carry `slot <func>: id N | task T | ...`.
 
