@@ -152,7 +152,7 @@ def _fingerprint(path: Path):
     try:
         real = path.expanduser().resolve()
         st = real.stat()
-    except (OSError, RuntimeError):
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL byte in the path
         return None
     return TrustedBinary(path=str(real), size=st.st_size, mtime_ns=st.st_mtime_ns)
 
