@@ -306,7 +306,7 @@ def test_paste_dialog_reads_off_the_gui_thread_after_typing_stops(qtbot, monkeyp
     assert "NUL" in dlg.report.text() and not ok.isEnabled()
 
 
-def test_program_of_a_pasted_command_waits_for_confirm(panel, qtbot, tmp_path):
+def test_program_of_a_pasted_command_waits_for_confirm(panel, qtbot, tmp_path, monkeypatch):
     from llm_tuner.services.binaries import is_trusted
     from llm_tuner.services.settings_store import load_settings
 
@@ -325,6 +325,18 @@ def test_program_of_a_pasted_command_waits_for_confirm(panel, qtbot, tmp_path):
     qtbot.mouseClick(row.clear_button, Qt.MouseButton.LeftButton)
     assert panel.ctx.state.profile.binary is None and not row.confirm_button.isVisible()
     assert not mark.exists()  # confirming runs nothing by itself
+    panel.set_profile(import_command("./build/bin/llama-server -m m.gguf", default_catalog()).profile)
+    assert "relative" in row.status.text() and not row.confirm_button.isVisible()  # choose the file instead
+    other = tmp_path / "other" / "llama-server"
+    other.parent.mkdir()
+    other.write_text(prog.read_text())
+    other.chmod(0o755)
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *_a, **_k: (str(other), ""))  # the user's pick
+    qtbot.mouseClick(row.choose_button, Qt.MouseButton.LeftButton)
+    assert panel.ctx.state.profile.binary == str(other) and "Confirmed" in row.status.text()
+    assert is_trusted(other, load_settings()) and not mark.exists()
 
 
 def test_editor_refuses_a_nul_byte(panel, qtbot):

@@ -177,7 +177,8 @@ class ProgramRow(QWidget):
         self.show_state(None, "none")
 
     def show_state(self, path: str | None, state: str, error: str | None = None) -> None:
-        """`state`: "none" (no own program), "trusted", "untrusted" or "missing"; `error` from a failed Confirm."""
+        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative to
+        a folder the app does not know); `error` from a failed Confirm or Choose."""
         self._path = path
         self.path_edit.setText(path or "")
         self.path_edit.setToolTip(path or "")
@@ -194,6 +195,8 @@ class ProgramRow(QWidget):
                           "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
             "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "
                         "configured one.", "#c62828"),
+            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server file "
+                         "(Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
         }[state]
         if error:
             text, colour = error, "#c62828"

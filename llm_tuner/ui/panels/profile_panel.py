@@ -411,6 +411,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         path = self.profile.binary
         if not path:
             state = "none"
+        elif not Path(path).expanduser().is_absolute():  # relative to where the command ran, unknown here
+            state = "relative"
         elif not Path(path).expanduser().is_file():
             state = "missing"
         else:
