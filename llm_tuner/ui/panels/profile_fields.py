@@ -186,11 +186,13 @@ class ProgramRow(QWidget):
         untrusted = state == "untrusted"
         self.confirm_button.setVisible(untrusted)
         if untrusted:
-            self.confirm_button.setToolTip(f"Runs {path} for this profile's flag check (--help), launches and "
-                                           "benchmarks. Confirm only if you know what this file is.")
+            self.confirm_button.setToolTip(f"Lets {path} run for this profile: its --help for the flag check, "
+                                           "benchmarks (Benchmarks tab, llm-tuner bench) and llm-tuner run. "
+                                           "Confirm only if you know what this file is.")
         text, colour = {
             "none": ("", ""),
-            "trusted": ("Confirmed: this profile's checks, launches and benchmarks run this program.", ""),
+            "trusted": ("Confirmed: this profile's benchmarks (Benchmarks tab, llm-tuner bench), llm-tuner run and "
+                        "llm-tuner profile check run this program.", ""),
             "untrusted": (f"Not confirmed: {path} came with the profile (a pasted command or a shared file). "
                           "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
             "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "
