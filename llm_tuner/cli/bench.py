@@ -19,6 +19,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.profile_file import add_trust_argument
+
 
 def _err(message: str) -> Exception:
     """llm_tuner.cli.CliError (imported late: the cli package imports this module)."""
@@ -46,6 +48,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     src.add_argument("--profile", metavar="NAME|FILE",
                      help="a saved profile's name, a profile JSON file, or a text file with a llama-server command")
     src.add_argument("--url", metavar="URL", help="benchmark a server someone else started (not stopped)")
+    add_trust_argument(p)
     p.add_argument("--api-key", help="with --url: the server's API key")
     p.add_argument("--label", help="name the run (default: the profile's name)")
     p.add_argument("--prompt-tokens", type=_ints, default=(512,), metavar="N1,N2", help="prompt lengths (512)")
@@ -135,9 +138,10 @@ def resolve_target(args):
     if args.url:
         return bench.ServerTarget(attached_url=args.url, api_key=args.api_key, label=args.label or args.url)
     if args.profile:
-        from llm_tuner.cli.profile_file import load_profile
+        from llm_tuner.cli.profile_file import load_profile, profile_binary
 
         loaded = load_profile(args.profile)
+        profile_binary(loaded.profile, getattr(args, "trust_binary", False))  # refused here, before anything runs
         return bench.target_from_profile(loaded.profile, label=args.label or loaded.label,
                                          version_id=loaded.version_id)
     if server_args:

@@ -6,7 +6,8 @@
     llm-tuner profile list [--json]
 
 NAME is the newest saved version of a named profile; FILE is a JSON file holding either the `profile`
-object that `import` prints or the whole `import` output.
+object that `import` prints or the whole `import` output. A profile's own program (`binary`) is run (by
+`check`, `run`, `bench`) only once confirmed: in the Profile tab, or with --trust-binary.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.profile_file import add_trust_argument
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `profile` and its subcommands."""
@@ -22,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     psub = p.add_subparsers(dest="profile_command", metavar="SUBCOMMAND")
 
     imp = psub.add_parser("import", help="read a llama-server command line into a profile (never runs it)",
-                          description="Give the command as one string with --command, or as arguments after --.")
+                          description="Give the command as one string with --command, or as arguments after --. "
+                          "Exits 1 when the advice holds an error (llama-server would refuse or fail), "
+                          "2 when the command cannot be read; the profile is printed (and saved) either way.")
     imp.add_argument("--json", action="store_true", help="print JSON")
     imp.add_argument("--name", help="also save it as a new version of this named profile")
     imp.add_argument("--command", dest="command_text", metavar="STRING",
@@ -34,12 +39,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd = psub.add_parser("command", help="print a profile's shell command line (API key masked)")
     cmd.add_argument("target", metavar="NAME|FILE")
     cmd.add_argument("--show-secrets", action="store_true", help="print the API key in clear")
+    add_trust_argument(cmd)
     cmd.set_defaults(func=cmd_command)
 
     chk = psub.add_parser("check", help="advice on a profile: removed/unknown flags and known traps")
     chk.add_argument("target", metavar="NAME|FILE")
     chk.add_argument("--json", action="store_true", help="print JSON")
-    chk.add_argument("--binary", help="validate against this llama-server's --help (default: the tested build's)")
+    chk.add_argument("--binary", help="validate against this llama-server's --help (default: the profile's own "
+                     "program once confirmed, else the tested build's)")
+    add_trust_argument(chk)
     chk.set_defaults(func=cmd_check)
 
     lst = psub.add_parser("list", help="saved profile names with their newest version")
@@ -58,23 +66,39 @@ def _repo():
     return ProfileRepository(open_engine(database_path()))
 
 
-def _catalog(binary: str | None, profile=None):
-    """The chosen binary's catalog (--binary, else the profile's own binary when it exists), else the default."""
+def _catalog(binary: str | None, profile=None, *, trust: bool = False):
+    """The chosen binary's catalog: --binary, else the profile's own program once confirmed (never run before:
+    a note says so), else the tested build's. `trust` confirms the profile's program first (--trust-binary)."""
     from llm_tuner.cli import CliError
+    from llm_tuner.cli.profile_file import profile_binary
     from llm_tuner.core.cmdline import parse_help
     from llm_tuner.services.binaries import BinaryError, check_executable, default_catalog, read_help
 
-    path = binary or (profile.binary if profile is not None and profile.binary and Path(profile.binary).exists()
-                      else None)
+    path = binary
+    if not path and profile is not None and profile.binary:
+        try:
+            path = profile_binary(profile, trust)
+        except CliError as exc:
+            print(f"note: {exc}; checked against the tested build's flags instead", file=sys.stderr)
     if not path:
         return default_catalog()
     try:
         check_executable(Path(path))
         return parse_help(read_help(Path(path)))
     except BinaryError as exc:
-        if binary:
+        if binary or trust:
             raise CliError(str(exc)) from exc
         return default_catalog()
+
+
+def _n_gpus() -> int | None:
+    """GPUs on this machine (the inventory `llm-tuner devices` lists, without running a binary); None unknown."""
+    try:
+        from llm_tuner.services.telemetry.inventory import detect_inventory
+
+        return len(detect_inventory().devices)
+    except Exception:  # noqa: BLE001 - advice without the GPU rules is still useful
+        return None
 
 
 def _model_facts(profile):
@@ -113,8 +137,9 @@ def _advice_json(advice) -> list[dict]:
 
 def cmd_import(args) -> int:
     from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.cli.profile_file import refuse_nul
     from llm_tuner.core.advice import advise
-    from llm_tuner.core.cmdline import import_command, profile_to_argv, render_shell
+    from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS, import_command, profile_to_argv, render_shell
 
     argv = list(args.argv or [])
     if argv and argv[0] == "--":
@@ -123,11 +148,17 @@ def cmd_import(args) -> int:
         raise CliError("give the command either with --command STRING or after --, not both")
     if args.command_text is None and not argv:
         raise CliError('nothing to import: use --command "llama-server -m ..." or -- -m MODEL ...')
+    size = len(args.command_text) if args.command_text is not None else sum(len(a) + 1 for a in argv)
+    if size > PASTE_LIMIT_CHARS:
+        raise CliError(f"the command is {size // 1024} KiB long; a llama-server command line is a few KiB "
+                       f"(the limit is {PASTE_LIMIT_CHARS // 1024} KiB): is this the right text?")
     catalog = _catalog(args.binary)
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
-    profile = result.profile
+    profile = refuse_nul(result.profile, "the command")
     out_argv, env = profile_to_argv(profile)
-    advice = advise(profile, catalog, _model_facts(profile), model_file_exists=_model_file_exists(profile))
+    advice = advise(profile, catalog, _model_facts(profile), n_gpus=_n_gpus(),
+                    model_file_exists=_model_file_exists(profile))
+    failed = 1 if any(a.severity == "error" for a in advice) else 0
     saved = _repo().save(args.name, profile, note="imported") if args.name else None
     if args.json:
         data = {"profile": profile.to_dict(), "argv": out_argv, "env": env, "unknown": result.unknown,
@@ -137,7 +168,7 @@ def cmd_import(args) -> int:
         if saved is not None:
             data["saved"] = {"name": saved.name, "version": saved.version, "version_id": saved.version_id}
         emit_json(data)
-        return 0
+        return failed
     print(render_shell(out_argv, env, binary=profile.binary))
     for a in advice:
         print(f"{a.severity}: {a.message} [{a.id}]", file=sys.stderr)
@@ -145,15 +176,22 @@ def cmd_import(args) -> int:
         print(f"note: {n}", file=sys.stderr)
     if saved is not None:
         print(f"saved as {saved.name!r} version {saved.version}", file=sys.stderr)
-    return 0
+    return failed
 
 
 def cmd_command(args) -> int:
+    from llm_tuner.cli import CliError
+    from llm_tuner.cli.profile_file import profile_binary
     from llm_tuner.core.cmdline import profile_to_argv, render_shell
 
     profile = _load(args.target)
     argv, env = profile_to_argv(profile)
     print(render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets))
+    if profile.binary:  # the program shown is the one run, check and bench run, once it is confirmed
+        try:
+            profile_binary(profile, args.trust_binary)
+        except CliError as exc:
+            print(f"note: {exc}", file=sys.stderr)
     return 0
 
 
@@ -163,8 +201,8 @@ def cmd_check(args) -> int:
     from llm_tuner.core.advice import advise
 
     profile = _load(args.target)
-    advice = advise(profile, _catalog(args.binary, profile), _model_facts(profile),
-                    model_file_exists=_model_file_exists(profile))
+    advice = advise(profile, _catalog(args.binary, profile, trust=args.trust_binary), _model_facts(profile),
+                    n_gpus=_n_gpus(), model_file_exists=_model_file_exists(profile))
     if args.json:
         emit_json({"advice": _advice_json(advice)})
     else:

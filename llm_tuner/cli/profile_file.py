@@ -5,6 +5,10 @@ FILE is a profile JSON file (a bare profile object, or what `llm-tuner profile i
 version of a named profile. A file is read strictly: a key a profile does not have, or a value of the wrong
 type, is an error naming the key and the file, so a typo never launches a server without the setting the
 user meant. (Stored history keeps loading old versions leniently: strictness lives here, not in the model.)
+A NUL byte in any field is refused too, naming the field (no program can take one).
+
+A profile's own program (`binary`) runs only once the user confirmed it (services.binaries' trust):
+`profile_binary` is the one check for every command, `--trust-binary` (add_trust_argument) confirms it.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ def load_profile(ref: str) -> LoadedProfile:
 
     path = Path(ref).expanduser()
     if path.is_file():
-        return LoadedProfile(profile_from_file(path), path.stem)
+        return LoadedProfile(refuse_nul(profile_from_file(path), str(path)), path.stem)
     from llm_tuner.services.paths import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
@@ -39,7 +43,45 @@ def load_profile(ref: str) -> LoadedProfile:
     if saved is None:
         raise CliError(f"no saved profile named {ref!r} and no such file. List names with `llm-tuner profile "
                        "list`, or pass a profile JSON file (what `llm-tuner profile import --json` prints).")
+    refuse_nul(saved.profile, f"saved profile {saved.name!r} (version {saved.version})")
     return LoadedProfile(saved.profile, saved.name, saved.version_id)
+
+
+def refuse_nul(profile, where: str):
+    from llm_tuner.cli import CliError
+    from llm_tuner.core.profile import nul_fields
+
+    bad = nul_fields(profile)
+    if bad:
+        many = len(bad) > 1
+        raise CliError(f"{where}: {'keys' if many else 'key'} {', '.join(repr(b) for b in bad)} "
+                       f"{'hold' if many else 'holds'} a NUL byte (\\0), which no program can take: remove it and try again")
+    return profile
+
+
+def add_trust_argument(parser) -> None:
+    """`--trust-binary`: the CLI's counterpart of the Profile tab's Confirm for a profile's own program."""
+    parser.add_argument("--trust-binary", action="store_true",
+                        help="confirm that the profile's own program (its `binary`, e.g. from a pasted command or "
+                             "a shared file) may run; recorded in settings like the Profile tab's Confirm. "
+                             "Without it an unconfirmed program is never run, not even with --help")
+
+
+def profile_binary(profile, trust: bool = False) -> str | None:
+    """The profile's own program when it may run (confirming it first when `trust`), or None when the profile
+    names none (the configured llama-server runs). CliError, with what to do, when it may not run."""
+    from llm_tuner.cli import CliError
+    from llm_tuner.services.binaries import BinaryError, require_trusted, trust_binary
+
+    if not profile.binary:
+        return None
+    try:
+        if trust:
+            trust_binary(profile.binary)
+        require_trusted(profile.binary)
+    except BinaryError as exc:
+        raise CliError(str(exc)) from None
+    return profile.binary
 
 
 def profile_from_file(path: Path):

@@ -18,6 +18,7 @@ import threading
 import time
 from pathlib import Path
 
+from llm_tuner.cli.profile_file import add_trust_argument, load_profile, profile_binary
 from llm_tuner.core import flags
 
 
@@ -33,7 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
-    p.add_argument("--binary", help="the llama-server to run (default: the configured or embedded one)")
+    p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, else the "
+                   "configured or embedded one)")
+    add_trust_argument(p)
     p.add_argument("--no-watch-flags", action="store_true",
                    help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")
     p.add_argument("--no-samples", action="store_true", help="no telemetry samplers")
@@ -69,12 +72,10 @@ def _event_json(ev) -> dict | None:
     return None
 
 
-def _load_profile_plan(ref: str, binary: str, catalog, watch: bool):
-    """(plan, profile version id) for a saved profile's name or a profile file (the one loader)."""
-    from llm_tuner.cli.profile_file import load_profile
+def _load_profile_plan(loaded, binary: str, catalog, watch: bool):
+    """(plan, profile version id) for a profile the one loader read (cli.profile_file)."""
     from llm_tuner.services.server import plan_from_profile
 
-    loaded = load_profile(ref)
     return plan_from_profile(binary, loaded.profile, catalog=catalog, watch=watch), loaded.version_id
 
 
@@ -111,11 +112,14 @@ def cmd_run(args) -> int:
         out({"event": "plan", "mode": "attach", "url": args.attach, "log": args.log,
              "note": None if args.log else "no log file: request records come from /slots and /metrics (approximate)"})
     else:
-        if args.binary:
+        # the profile first: a bad file or an unconfirmed program stops here, before anything runs
+        loaded = load_profile(args.profile) if args.profile else None
+        own = profile_binary(loaded.profile, args.trust_binary) if loaded is not None and not args.binary else None
+        if args.binary or own:
             from llm_tuner.core.cmdline import parse_help
             from llm_tuner.services.binaries import read_help
 
-            binary = args.binary
+            binary = args.binary or own
             try:
                 catalog = parse_help(read_help(Path(binary)))
             except Exception:  # noqa: BLE001 - launch anyway; only --metrics is added
@@ -126,7 +130,7 @@ def cmd_run(args) -> int:
                 raise CliError(info.error or "llama-server not found")
             binary, catalog = str(info.path), info.catalog
         if args.profile:
-            plan, version_id = _load_profile_plan(args.profile, binary, catalog, not args.no_watch_flags)
+            plan, version_id = _load_profile_plan(loaded, binary, catalog, not args.no_watch_flags)
         elif server_args:
             plan = plan_launch(binary, server_args, catalog=catalog, watch=not args.no_watch_flags)
         else:

@@ -458,11 +458,12 @@ def mask_argv(argv: Sequence[str]) -> list[str]:
     hide_next = False
     for tok in argv:
         if hide_next:
-            out.append(MASK)
+            out.append(MASK if tok else tok)  # an empty key is no key: show it as it is
             hide_next = False
             continue
         if tok.startswith("--") and "=" in tok and is_secret_flag(tok):
-            out.append(tok.split("=", 1)[0] + "=" + MASK)
+            name, value = tok.split("=", 1)
+            out.append(f"{name}={MASK if value else ''}")
             continue
         out.append(tok)
         hide_next = is_secret_flag(tok)
@@ -471,7 +472,7 @@ def mask_argv(argv: Sequence[str]) -> list[str]:
 
 def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     """The environment as it may be shown: every variable named like a secret (or read as one) masked."""
-    return {k: (MASK if _env_is_secret(k) else v) for k, v in env.items()}
+    return {k: (MASK if v and _env_is_secret(k) else v) for k, v in env.items()}
 
 
 def mask_text(text: str, secrets: Iterable[str]) -> str:

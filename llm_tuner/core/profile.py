@@ -172,6 +172,39 @@ class LaunchProfile(BaseModel):
         return json.dumps(self.to_dict(mask_secrets=mask_secrets), ensure_ascii=False, separators=(",", ":"))
 
 
+def nul_fields(profile: LaunchProfile) -> list[str]:
+    """The fields of a profile holding a NUL byte (`env.NAME` for a variable, `extra_args[i]` for an argument).
+
+    No program can take a NUL in an argument or a variable (the launch would fail with a traceback) and a
+    terminal shows it as nothing, so the file loader and the editor refuse such a profile, naming the field.
+    Stored versions still load: this is a check for input, not a rule of the model.
+    """
+    found: list[str] = []
+
+    def walk(where: str, value) -> None:
+        if isinstance(value, str):
+            if "\0" in value:
+                found.append(where)
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(f"{where}.{k}", k)
+                walk(f"{where}.{k}", v)
+        elif isinstance(value, (list, tuple)):
+            for i, v in enumerate(value):
+                walk(f"{where}[{i}]", v)
+
+    for name in type(profile).model_fields:
+        value = getattr(profile, name)
+        if isinstance(value, SecretStr):
+            value = value.get_secret_value()
+        elif isinstance(value, BaseModel):
+            value = str(value)
+        elif isinstance(value, tuple) and value and isinstance(value[0], BaseModel):
+            value = [str(v) for v in value]
+        walk(name, value)
+    return list(dict.fromkeys(found))
+
+
 @runtime_checkable
 class ModelFacts(Protocol):
     """Duck type for what advice needs from a model (core.gguf_info.ModelInfo satisfies it).

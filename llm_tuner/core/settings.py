@@ -5,6 +5,20 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field
 
 
+class TrustedBinary(BaseModel):
+    """A program the user confirmed may run (Profile tab's Confirm, or `--trust-binary`), as it was then.
+
+    Keyed by the resolved path and the file's size and modification time: a file replaced at that path
+    after the confirmation is not trusted until confirmed again.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    size: int
+    mtime_ns: int
+
+
 class Settings(BaseModel):
     """Settings kept in settings.json under the config folder. Unknown keys are kept for forward compatibility."""
 
@@ -19,3 +33,5 @@ class Settings(BaseModel):
     host_sample_hz: float = 1.0
     server_metrics_hz: float = 1.0
     ab_threshold_pct: float = 2.0
+    # programs named by a profile (a pasted command, a shared JSON) that the user confirmed may run
+    trusted_binaries: list[TrustedBinary] = Field(default_factory=list)

@@ -134,6 +134,87 @@ def locate(kind: str, settings: Settings | None = None) -> BinaryLocation | None
     return None
 
 
+# --- trust: which programs may run -------------------------------------------------------------
+# A program the app finds itself (Settings, the environment variable, PATH, the embedded build) was chosen by
+# the user or ships with the app. A path that arrived in data (a pasted command's `./build/bin/llama-server`,
+# a shared profile JSON's `binary`) runs only once the user confirms it: nothing runs it before, not even
+# `--help`. The confirmation lives in the user's settings, never in the profile (a file could say it trusts
+# itself), keyed by path + size + mtime so a file replaced later needs confirming again.
+
+class UntrustedBinary(BinaryError):
+    """A profile's program the user has not confirmed; the message says how to confirm it."""
+
+
+def _fingerprint(path: Path):
+    """TrustedBinary for the file at `path` as it is now (resolved), or None when there is no such file."""
+    from llm_tuner.core.settings import TrustedBinary  # noqa: PLC0415
+
+    try:
+        real = path.expanduser().resolve()
+        st = real.stat()
+    except (OSError, RuntimeError, ValueError):  # ValueError: a NUL byte in the path
+        return None
+    return TrustedBinary(path=str(real), size=st.st_size, mtime_ns=st.st_mtime_ns)
+
+
+def _found_paths(settings: Settings) -> set[str]:
+    """The resolved programs the app finds on its own (any kind): the ones the user set up or we ship."""
+    out: set[str] = set()
+    for kind in KINDS:
+        for cand in (getattr(settings, _SETTING[kind], None), os.environ.get(ENV_VARS[kind]), shutil.which(kind + _EXE)):
+            if cand:
+                out.add(str(Path(cand).expanduser().resolve()))
+    bin_dir = embedded_bin_dir()
+    if bin_dir is not None:
+        out.update(str(p.resolve()) for p in bin_dir.iterdir())
+    return out
+
+
+def is_trusted(path: str | Path, settings: Settings | None = None) -> bool:
+    """Whether the program at `path` may run: found by the app itself, or confirmed by the user unchanged."""
+    settings = settings if settings is not None else _load_settings()
+    fp = _fingerprint(Path(path))
+    if fp is None:
+        return False
+    return fp.path in _found_paths(settings) or fp in settings.trusted_binaries
+
+
+def untrusted_message(path: str | Path) -> str:
+    return (f"the profile's program {path} has not been confirmed, so nothing ran it. Confirm it in the "
+            "Profile tab (beside the program), or pass --trust-binary, once you know what it is.")
+
+
+def require_trusted(path: str | Path, settings: Settings | None = None) -> None:
+    """Raise UntrustedBinary (or BinaryError when the file is missing) unless `path` may run."""
+    if _fingerprint(Path(path)) is None:
+        raise BinaryError(f"the profile's program {path} does not exist here. Choose the llama-server file in "
+                          "the Profile tab, or clear the program to use the configured one.")
+    if not is_trusted(path, settings):
+        raise UntrustedBinary(untrusted_message(path))
+
+
+def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bool = True) -> Settings:
+    """Record the user's confirmation that the program at `path` (as it is now) may run; returns the settings.
+
+    Raises BinaryError when it is not an executable file. `settings` is updated in place and saved (settings.json).
+    """
+    from llm_tuner.services.settings_store import save_settings  # noqa: PLC0415
+
+    settings = settings if settings is not None else _load_settings()
+    check_executable(Path(path).expanduser())
+    fp = _fingerprint(Path(path))
+    settings.trusted_binaries = [t for t in settings.trusted_binaries if t.path != fp.path] + [fp]
+    if save:
+        save_settings(settings)
+    return settings
+
+
+def _load_settings() -> Settings:
+    from llm_tuner.services.settings_store import load_settings  # noqa: PLC0415
+
+    return load_settings()
+
+
 def child_env(profile_env: dict[str, str] | None = None,
               base_env: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
     """The environment of every llama.cpp process the app starts, and the inherited variables it drops.

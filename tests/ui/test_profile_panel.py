@@ -69,7 +69,8 @@ def test_paste_import_fix_save_and_revert(panel, qtbot):
 
     dlg = PasteCommandDialog(default_catalog())
     qtbot.addWidget(dlg)
-    dlg.set_text("./build/bin/llama-server -m q.gguf -c 262000 --mlock -tbq 4")
+    with qtbot.waitSignal(dlg.read_finished, timeout=5000):
+        dlg.set_text("./build/bin/llama-server -m q.gguf -c 262000 --mlock -tbq 4")
     assert "-tbq 4" in dlg.report.text() and "--load-mode mlock" in dlg.report.text()
     panel.import_result(dlg.result)
     assert "--mlock" in preview_words(panel) and panel.fix_button.isEnabled()
@@ -273,3 +274,74 @@ def test_an_invalid_field_stops_launch_and_benchmark_of_the_edited_profile(qtbot
     from llm_tuner.qt.workers import BackgroundJob
 
     qtbot.waitUntil(lambda: not BackgroundJob.live_jobs(), timeout=60_000)  # the window's binary probes end
+
+
+# -- issue 15 ----------------------------------------------------------------------------------------
+
+def test_paste_dialog_reads_off_the_gui_thread_after_typing_stops(qtbot, monkeypatch):
+    import threading
+
+    from llm_tuner.ui.dialogs import paste_command_dialog as mod
+
+    threads = []
+    real_read = mod._read
+    monkeypatch.setattr(mod, "_read", lambda *a: threads.append(threading.current_thread()) or real_read(*a))
+    dlg = mod.PasteCommandDialog(default_catalog())
+    qtbot.addWidget(dlg)
+    dlg.show()
+    ok = dlg.buttons.button(dlg.buttons.StandardButton.Ok)
+    with qtbot.waitSignal(dlg.read_finished, timeout=5000):
+        qtbot.keyClicks(dlg.input, "llama-server -m q.gguf -c 4096")
+    assert len(threads) == 1 and threads[0] is not threading.main_thread()  # once, not at every keystroke
+    assert "--ctx-size 4096" in dlg.report.text() and ok.isEnabled() and dlg.result.profile.ctx_size == 4096
+    qtbot.keyClicks(dlg.input, "0")
+    assert not ok.isEnabled() and dlg.result is None  # Import waits for the reading of the new text
+    qtbot.waitUntil(lambda: not dlg.busy, timeout=5000)
+    assert dlg.result.profile.ctx_size == 40960 and ok.isEnabled()
+    with qtbot.waitSignal(dlg.read_finished, timeout=5000):
+        dlg.input.insertPlainText(" " + "a" * mod.PASTE_LIMIT_CHARS)  # a paste of a huge token
+    assert "Not read" in dlg.report.text() and not ok.isEnabled() and len(threads) == 2
+    with qtbot.waitSignal(dlg.read_finished, timeout=5000):
+        dlg.set_text("llama-server -m 'a\0b.gguf'")
+    assert "NUL" in dlg.report.text() and not ok.isEnabled()
+
+
+def test_program_of_a_pasted_command_waits_for_confirm(panel, qtbot, tmp_path, monkeypatch):
+    from llm_tuner.services.binaries import is_trusted
+    from llm_tuner.services.settings_store import load_settings
+
+    mark = tmp_path / "ran.txt"
+    prog = tmp_path / "llama-server"
+    prog.write_text(f"#!/bin/sh\necho ran >> {mark}\n")
+    prog.chmod(0o755)
+    panel.set_profile(import_command(f"{prog} -m m.gguf", default_catalog()).profile)
+    row = panel.program_row
+    assert row.path_edit.text() == str(prog) and row.confirm_button.isVisible()
+    assert "Not confirmed" in row.status.text() and str(prog) in row.confirm_button.toolTip()
+    assert panel.preview.toPlainText().startswith(str(prog))  # the command shown names what will run
+    qtbot.mouseClick(row.confirm_button, Qt.MouseButton.LeftButton)
+    assert not row.confirm_button.isVisible() and "Confirmed" in row.status.text()
+    assert is_trusted(prog, load_settings())  # recorded in settings.json, for the CLI too
+    qtbot.mouseClick(row.clear_button, Qt.MouseButton.LeftButton)
+    assert panel.ctx.state.profile.binary is None and not row.confirm_button.isVisible()
+    assert not mark.exists()  # confirming runs nothing by itself
+    panel.set_profile(import_command("./build/bin/llama-server -m m.gguf", default_catalog()).profile)
+    assert "relative" in row.status.text() and not row.confirm_button.isVisible()  # choose the file instead
+    other = tmp_path / "other" / "llama-server"
+    other.parent.mkdir()
+    other.write_text(prog.read_text())
+    other.chmod(0o755)
+    from PySide6.QtWidgets import QFileDialog
+
+    monkeypatch.setattr(QFileDialog, "getOpenFileName", lambda *_a, **_k: (str(other), ""))  # the user's pick
+    qtbot.mouseClick(row.choose_button, Qt.MouseButton.LeftButton)
+    assert panel.ctx.state.profile.binary == str(other) and "Confirmed" in row.status.text()
+    assert is_trusted(other, load_settings()) and not mark.exists()
+
+
+def test_editor_refuses_a_nul_byte(panel, qtbot):
+    ed = panel.editors["alias"].widget
+    ed.setText("a\0b")
+    ed.textEdited.emit(ed.text())
+    assert "NUL" in panel.error_label.text() and "\0" not in panel.profile.to_json()
+    assert panel.ctx.state.profile_problem is not None

@@ -17,7 +17,8 @@ def test_import_argv_saves_and_command_prints_it(capsys):
     code, out = run(capsys, "profile", "import", "--json", "--name", "fork", "--",
                     "-m", "Q.gguf", "-c", "262000", "-tbq", "4", "--mtp-draft", "3", "-ngl", "99", "-t", "8")
     data = json.loads(out)
-    assert code == 0 and set(data) >= {"profile", "argv", "env", "unknown", "advice"}
+    assert set(data) >= {"profile", "argv", "env", "unknown", "advice"}
+    assert code == 1 and "model-file-missing" in {a["id"] for a in data["advice"]}  # Q.gguf is not here
     assert data["argv"] == ["--model", "Q.gguf", "--ctx-size", "262000", "--n-gpu-layers", "99", "--threads", "8",
                             "-tbq", "4", "--mtp-draft", "3"]
     assert data["unknown"] == ["-tbq", "4", "--mtp-draft", "3"]

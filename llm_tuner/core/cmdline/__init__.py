@@ -38,7 +38,7 @@ from llm_tuner.core.cmdline.fields import (
     ValidationResult,
 )
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec, parse_help
-from llm_tuner.core.cmdline.paste import SplitCommand, split_command_text
+from llm_tuner.core.cmdline.paste import PASTE_LIMIT_CHARS, SplitCommand, posix_split, split_command_text
 
 __all__ = [
     "FIELD_BY_NAME",
@@ -49,6 +49,7 @@ __all__ = [
     "ImportResult",
     "Kind",
     "MASK",
+    "PASTE_LIMIT_CHARS",
     "REMOVED_FLAGS",
     "RemovedFlag",
     "SECRET_ENV_WORDS",
@@ -64,6 +65,7 @@ __all__ = [
     "import_command",
     "parse_field_value",
     "parse_help",
+    "posix_split",
     "profile_diff",
     "profile_to_argv",
     "render_shell",

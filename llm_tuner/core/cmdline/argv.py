@@ -396,9 +396,10 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     if binary is not None:
         if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
             kept_binary = binary
-        elif not re.fullmatch(r"llama-server(\.exe)?", binary):
-            out.notes.append(f"the program {binary} is a relative path: choose that binary in Settings "
-                             "(the profile keeps no relative path)")
+        elif re.match(r"^\.{1,2}[\\/]", binary) or ("/" in binary and ":" not in binary):  # not a docker image
+            kept_binary = binary
+            out.notes.append(f"the program {binary} is a relative path: kept as the profile's program, which "
+                             "runs only once you confirm it (choose the file in the Profile tab)")
     values = dict(out.values)
     profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), **values)
     return ImportResult(profile=profile, unknown=out.unknown, removed=out.removed, notes=out.notes,

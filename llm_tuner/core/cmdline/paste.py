@@ -12,6 +12,70 @@ from llm_tuner.core.cmdline.fields import _ASSIGN_RE, _NEG_NUMBER
 
 # -- tokenising pasted text (never a shell) ------------------------------------------------------
 
+# Pasted text longer than this is refused (a command line is a few KiB; a pasted file is a mistake).
+PASTE_LIMIT_CHARS = 256 * 1024
+
+_PLAIN = re.compile(r"[^ \t\r\n\\'\"]+")
+_PLAIN_DQ = re.compile(r'[^"\\]+')
+
+
+def posix_split(text: str) -> list[str]:
+    """`shlex.split(text)` (POSIX rules, no comments) in linear time: shlex grows each token one character
+    at a time, so one pasted 1 MB word took ~20 s. Raises ValueError on an open quote or a trailing `\\`,
+    with shlex's messages.
+    """
+    out: list[str] = []
+    buf: list[str] = []
+    started = False
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch in " \t\r\n":
+            if started:
+                out.append("".join(buf))
+                buf.clear()
+                started = False
+            i += 1
+            continue
+        started = True
+        if ch == "\\":
+            if i + 1 >= n:
+                raise ValueError("No escaped character")
+            buf.append(text[i + 1])
+            i += 2
+        elif ch == "'":
+            j = text.find("'", i + 1)
+            if j < 0:
+                raise ValueError("No closing quotation")
+            buf.append(text[i + 1:j])
+            i = j + 1
+        elif ch == '"':
+            i += 1
+            while True:
+                if i >= n:
+                    raise ValueError("No closing quotation")
+                m = _PLAIN_DQ.match(text, i)
+                if m:
+                    buf.append(m.group())
+                    i = m.end()
+                    continue
+                if text[i] == '"':
+                    i += 1
+                    break
+                if i + 1 >= n:  # a backslash at the very end
+                    raise ValueError("No escaped character")
+                nxt = text[i + 1]
+                buf.append(nxt if nxt in '"\\' else "\\" + nxt)  # only \" and \\ are escapes in "..."
+                i += 2
+        else:
+            m = _PLAIN.match(text, i)
+            buf.append(m.group())
+            i = m.end()
+    if started:
+        out.append("".join(buf))
+    return out
+
+
 def _split_commands(text: str) -> tuple[list[str], list[str]]:
     """Split pasted text into simple commands at unquoted newlines, `;`, `&&`, `||`, `|`, `&`, and drop
     redirections (`> file`, `2>&1`). Returns (command texts, notes). Quotes are respected; nothing is
@@ -213,7 +277,7 @@ def split_command_text(text: str, home: str | None = None) -> SplitCommand:
             cmd, did = _expand_home(cmd, home)
             expanded = expanded or did
         try:
-            words = shlex.split(cmd, posix=True)
+            words = posix_split(cmd)
         except ValueError as exc:  # unbalanced quotes: fall back to whitespace words
             notes.append(f"could not read the quoting ({exc}); split on spaces instead")
             words = cmd.split()

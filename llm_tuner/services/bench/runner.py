@@ -136,6 +136,7 @@ class BenchRunner:
     def _binary(self, override: str | None = None) -> tuple[Path, str | None, tuple[str, ...]]:
         if override:
             loc = binaries.BinaryLocation(binaries.SERVER, Path(override), "profile")
+            binaries.require_trusted(loc.path, self.settings)  # a profile's program runs once confirmed
             binaries.check_executable(loc.path)
         else:
             loc = binaries.locate(binaries.SERVER, self.settings)

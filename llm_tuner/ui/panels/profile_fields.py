@@ -1,9 +1,22 @@
 """The Profile panel's field editors: one widget per modelled flag (a drop-down, a check box or a text
-field), its placeholder and its tooltip (the chosen binary's own --help text)."""
+field), its placeholder and its tooltip (the chosen binary's own --help text); and the profile's program row
+(which llama-server it runs, and the Confirm that lets a program that came with the profile run)."""
 
 from __future__ import annotations
 
-from PySide6.QtWidgets import QCheckBox, QComboBox, QLineEdit, QPlainTextEdit
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from llm_tuner.core import profile as prof
 from llm_tuner.core.cmdline import FieldFlag, FlagCatalog, field_tokens, parse_field_value
@@ -120,3 +133,80 @@ def _tooltip(ff: FieldFlag, catalog: FlagCatalog | None) -> str:
     if spec.env:
         lines.append(f"env: {spec.env}")
     return "\n".join(lines)
+
+
+class ProgramRow(QWidget):
+    """The profile's own program (`binary`): the file its launches, checks and benchmarks run, and whether it may.
+
+    A path that came with the profile (a pasted command's `./build/bin/llama-server`, a shared file's
+    `binary`) runs only once confirmed here (or picked with Choose…, or `--trust-binary` in the CLI): nothing
+    runs it before, not even `--help`. The panel decides the state (services.binaries.is_trusted).
+    """
+
+    program_chosen = Signal(object)  # str | None: the file picked with Choose…, or None (use the configured one)
+    program_confirmed = Signal(str)  # the user confirmed that this program may run
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._path: str | None = None
+        v = QVBoxLayout(self)
+        v.setContentsMargins(0, 0, 0, 0)
+        h = QHBoxLayout()
+        self.path_edit = QLineEdit()
+        self.path_edit.setObjectName("program_path")
+        self.path_edit.setReadOnly(True)
+        self.path_edit.setPlaceholderText("the configured llama-server (Settings)")
+        h.addWidget(self.path_edit, 1)
+        self.choose_button = QPushButton("Choose…")
+        self.choose_button.setToolTip("Pick the llama-server (or fork) this profile runs; picking it confirms it")
+        self.choose_button.clicked.connect(self._on_choose_clicked)
+        h.addWidget(self.choose_button)
+        self.clear_button = QPushButton("Use configured")
+        self.clear_button.setToolTip("Run the llama-server set in Settings (or the built-in one) instead")
+        self.clear_button.clicked.connect(lambda: self.program_chosen.emit(None))
+        h.addWidget(self.clear_button)
+        v.addLayout(h)
+        self.status = QLabel("")
+        self.status.setObjectName("program_status")
+        self.status.setWordWrap(True)
+        v.addWidget(self.status)
+        self.confirm_button = QPushButton("Confirm: let this program run")
+        self.confirm_button.setObjectName("program_confirm")
+        self.confirm_button.clicked.connect(lambda: self.program_confirmed.emit(self._path or ""))
+        v.addWidget(self.confirm_button)
+        self.show_state(None, "none")
+
+    def show_state(self, path: str | None, state: str, error: str | None = None) -> None:
+        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative to
+        a folder the app does not know); `error` from a failed Confirm or Choose."""
+        self._path = path
+        self.path_edit.setText(path or "")
+        self.path_edit.setToolTip(path or "")
+        self.clear_button.setEnabled(path is not None)
+        untrusted = state == "untrusted"
+        self.confirm_button.setVisible(untrusted)
+        if untrusted:
+            self.confirm_button.setToolTip(f"Lets {path} run for this profile: its --help for the flag check, "
+                                           "benchmarks (Benchmarks tab, llm-tuner bench) and llm-tuner run. "
+                                           "Confirm only if you know what this file is.")
+        text, colour = {
+            "none": ("", ""),
+            "trusted": ("Confirmed: this profile's benchmarks (Benchmarks tab, llm-tuner bench), llm-tuner run and "
+                        "llm-tuner profile check run this program.", ""),
+            "untrusted": (f"Not confirmed: {path} came with the profile (a pasted command or a shared file). "
+                          "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
+            "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "
+                        "configured one.", "#c62828"),
+            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server file "
+                         "(Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
+        }[state]
+        if error:
+            text, colour = error, "#c62828"
+        self.status.setText(text)
+        self.status.setVisible(bool(text))
+        self.status.setStyleSheet(f"color: {colour}" if colour else "")
+
+    def _on_choose_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Choose the llama-server this profile runs", self._path or "")
+        if path:
+            self.program_chosen.emit(path)

@@ -41,19 +41,20 @@ from llm_tuner.core.cmdline import (
     render_shell,
     validate,
 )
-from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.core.profile import LaunchProfile, nul_fields
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.binaries import SERVER, catalog_for
+from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
-from llm_tuner.ui.panels.profile_fields import _FieldEditor, _tooltip
+from llm_tuner.ui.panels.profile_fields import ProgramRow, _FieldEditor, _tooltip
 from llm_tuner.ui.panels.profile_library import ProfileLibrary
 from llm_tuner.ui.wheel_guard import guard_wheel
 from llm_tuner.ui.widgets import ElidedLabel
 
 _SEVERITY_COLOUR = {"error": QColor("#c62828"), "warning": QColor("#b26a00"), "info": QColor("#1565c0")}
 _COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
+_NUL_PROBLEM = "holds a NUL byte (\\0), which no program can take: remove it"
 
 
 class ProfilePanel(ProfileLibrary, QWidget):
@@ -140,6 +141,13 @@ class ProfilePanel(ProfileLibrary, QWidget):
         # the editor
         editor = QWidget()
         ev = QVBoxLayout(editor)
+        box = QGroupBox("Program")
+        bv = QVBoxLayout(box)
+        self.program_row = ProgramRow()
+        self.program_row.program_chosen.connect(self._on_program_chosen)
+        self.program_row.program_confirmed.connect(self._on_program_confirmed)
+        bv.addWidget(self.program_row)
+        ev.addWidget(box)
         forms: dict[str, QFormLayout] = {}
         for section in SECTIONS:
             box = QGroupBox(section.replace("&", "&&"))
@@ -274,12 +282,17 @@ class ProfilePanel(ProfileLibrary, QWidget):
         errors: list[tuple[str, str]] = []
         for field, ed in self.editors.items():
             try:
+                if "\0" in ed.text():
+                    raise ValueError(_NUL_PROBLEM)
                 values[field] = ed.value()
                 ed.mark_invalid(None)
             except ValueError as exc:
                 errors.append((ed.ff.label, str(exc)))
                 ed.mark_invalid(str(exc))
         env: dict[str, str] = {}
+        for where, text in (("environment", self.env_edit.toPlainText()), ("extra arguments", self.extra_edit.text())):
+            if "\0" in text:
+                errors.append((where, _NUL_PROBLEM))
         for line in self.env_edit.toPlainText().splitlines():
             line = line.strip()
             if not line or line.startswith("#"):
@@ -352,6 +365,10 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.error_label.setText("")
         self._invalid_fields = []
         self._publish_problem()
+        self._show_program()
+        if nul_fields(profile):  # e.g. a version stored before NUL bytes were refused: mark the fields
+            self._on_field_edited()
+            return
         self._recompute(publish=publish)
 
     def _on_state_profile_changed(self, profile) -> None:
@@ -388,6 +405,39 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self.ctx.state.profile_name = self.current_name
             self.ctx.state.set_profile(p)
             self.profile_edited.emit(p)
+
+    # -- the profile's own program (trust) -----------------------------------------------------------
+    def _show_program(self, error: str | None = None) -> None:
+        path = self.profile.binary
+        if not path:
+            state = "none"
+        elif not Path(path).expanduser().is_absolute():  # relative to where the command ran, unknown here
+            state = "relative"
+        elif not Path(path).expanduser().is_file():
+            state = "missing"
+        else:
+            state = "trusted" if is_trusted(path, self.ctx.settings) else "untrusted"
+        self.program_row.show_state(path, state, error)
+
+    def _on_program_confirmed(self, path: str) -> None:
+        try:
+            trust_binary(path, self.ctx.settings)  # recorded in settings.json, keyed by path + size + mtime
+        except BinaryError as exc:
+            self._show_program(str(exc))
+            return
+        self._show_program()
+        self.ctx.state.status_message_posted.emit(f"{path} confirmed: this profile's benchmarks and runs use it.")
+
+    def _on_program_chosen(self, path: str | None) -> None:
+        if path is not None:
+            try:
+                trust_binary(path, self.ctx.settings)  # picked in a file dialog: the user's own choice
+            except BinaryError as exc:
+                self._show_program(str(exc))
+                return
+        self.profile = self.profile.model_copy(update={"binary": path})
+        self._show_program()
+        self._recompute(publish=True)
 
     # -- actions ----------------------------------------------------------------------------------
     def _on_copy_clicked(self) -> None:
