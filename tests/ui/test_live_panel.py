@@ -390,3 +390,26 @@ def test_show_all_reads_the_whole_session_back_without_gaps_or_doubles(qtbot, tm
     assert [r.task for r in view.model.records] == list(range(100))
     view.reset(recs[:60])  # another session: the ring again
     assert view.model.rowCount() == 50
+
+
+def test_a_profile_program_launches_only_once_confirmed(qtbot, ctx, tmp_path):
+    """The Live tab runs the profile's own program (a fork, another build) once the user confirmed it, and never
+    before: nothing runs an unconfirmed program."""
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.services.binaries import trust_binary
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    mark = tmp_path / "ran.txt"
+    prog = tmp_path / "llama-server"
+    prog.write_text(f"#!/bin/sh\necho ran >> {mark}\n")
+    prog.chmod(0o755)
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    ctx.state.set_profile(LaunchProfile(binary=str(prog), model=str(tmp_path / "m.gguf")))
+    qtbot.waitUntil(lambda: panel._args_from_editor(), timeout=5000)
+    with pytest.raises(ValueError, match="not been confirmed"):
+        panel._build_plan()
+    assert not panel.start() and not mark.exists()
+    trust_binary(prog, ctx.settings, save=False)
+    assert panel._build_plan().binary == str(prog)
+    assert not mark.exists()  # planning runs nothing

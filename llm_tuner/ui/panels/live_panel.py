@@ -293,6 +293,15 @@ class LivePanel(QWidget):
         if not args:
             raise ValueError("Give llama-server arguments (at least -m MODEL), or pick a model in the Models list.")
         env = self._profile_args[1] if self._args_from_editor() else {}
+        own = getattr(self.ctx.state.profile, "binary", None) if self._args_from_editor() else None
+        if own:  # the profile's own program (a fork, another build) runs only once the user confirmed it
+            from llm_tuner.services.binaries import BinaryError, require_trusted  # noqa: PLC0415
+
+            try:
+                require_trusted(own, self.ctx.settings)
+            except BinaryError as exc:
+                raise ValueError(f"Not started: {exc}") from None
+            binary, catalog = own, None  # its --help is not read on the GUI thread: only --metrics is added
         return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
 
     def _args_from_editor(self) -> bool:

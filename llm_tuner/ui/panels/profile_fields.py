@@ -187,12 +187,12 @@ class ProgramRow(QWidget):
         self.confirm_button.setVisible(untrusted)
         if untrusted:
             self.confirm_button.setToolTip(f"Lets {path} run for this profile: its --help for the flag check, "
-                                           "benchmarks (Benchmarks tab, llm-tuner bench) and llm-tuner run. "
-                                           "Confirm only if you know what this file is.")
+                                           "launches (Live tab, llm-tuner run) and benchmarks (Benchmarks tab, "
+                                           "llm-tuner bench). Confirm only if you know what this file is.")
         text, colour = {
             "none": ("", ""),
-            "trusted": ("Confirmed: this profile's benchmarks (Benchmarks tab, llm-tuner bench), llm-tuner run and "
-                        "llm-tuner profile check run this program.", ""),
+            "trusted": ("Confirmed: this profile's launches (Live tab, llm-tuner run), benchmarks and checks run "
+                        "this program.", ""),
             "untrusted": (f"Not confirmed: {path} came with the profile (a pasted command or a shared file). "
                           "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
             "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "

@@ -426,7 +426,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self._show_program(str(exc))
             return
         self._show_program()
-        self.ctx.state.status_message_posted.emit(f"{path} confirmed: this profile's benchmarks and runs use it.")
+        self.ctx.state.status_message_posted.emit(f"{path} confirmed: this profile's launches, benchmarks and checks use it.")
 
     def _on_program_chosen(self, path: str | None) -> None:
         if path is not None:
