@@ -22,6 +22,7 @@ from llm_tuner.core.cmdline.argv import (
     profile_diff,
     profile_to_argv,
     render_shell,
+    respell,
     validate,
 )
 from llm_tuner.core.cmdline.fields import (
@@ -66,6 +67,7 @@ __all__ = [
     "parse_help",
     "profile_diff",
     "profile_to_argv",
+    "respell",
     "render_shell",
     "split_command_text",
     "validate",
