@@ -3,6 +3,8 @@
     llm-tuner bench --json (--profile NAME|FILE | --url URL | -- <llama-server arguments>)
                     --prompt-tokens 512,4096 --gen-tokens 128 --reps 3 [--warmup 1] [--llama-bench]
                     [--clients N] [--depth N] [--warm-cache] [--prompt-file FILE] [--label NAME]
+                    [--binary PATH]  (another llama-server build: an A/B across builds, then `runs compare`)
+                    [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
     llm-tuner runs list --json
     llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
     llm-tuner runs export ID --format md|csv|json --out DIR
@@ -60,6 +62,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clients", type=int, default=1, metavar="N", help="concurrent clients (latency under load)")
     p.add_argument("--prompt-file", metavar="FILE", help="your own text to cut prompts from")
     p.add_argument("--llama-bench", action="store_true", help="also run llama-bench with the same settings")
+    p.add_argument("--binary", metavar="PATH",
+                   help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
 
 
@@ -68,6 +72,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark llama-server (real requests, the server's own timings)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_run_options(p)
+    p.add_argument("--vs-no-draft", type=int, default=0, metavar="ROUNDS",
+                   help="A/B the drafting profile against --spec-type none, interleaved over ROUNDS rounds")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("sweep", help="one parameter over values: a run per value, kept as a group")
@@ -158,6 +164,15 @@ def resolve_target(args):
     return target
 
 
+def _with_binary(target, args):
+    """--binary: the run starts that llama-server (the user named it on the command line)."""
+    if getattr(args, "binary", None):
+        if target.attached_url:
+            raise _err("--binary starts a server: not with --url")
+        target.binary = str(Path(args.binary).expanduser())
+    return target
+
+
 def _spec(args):
     from llm_tuner.core.bench_spec import BenchSpec
 
@@ -203,6 +218,11 @@ def _print_run(run) -> None:
               f"n={m.get('n', 0)}")
     for g in s["llama_bench_gap"]:
         print("  " + g["text"])
+    if s["speculative"]:
+        from llm_tuner.core.bench_report import speculative_lines
+
+        for line in speculative_lines(s["speculative"]):
+            print("  " + line)
     if run.llama_bench_skipped:
         print("  flags llama-bench lacks: " + " ".join(run.llama_bench_skipped))
 
@@ -210,7 +230,9 @@ def _print_run(run) -> None:
 # -- commands ------------------------------------------------------------------------------------
 
 def cmd_bench(args) -> int:
-    target, spec = resolve_target(args), _spec(args)
+    target, spec = _with_binary(resolve_target(args), args), _spec(args)
+    if args.vs_no_draft:
+        return _speculative_ab(target, spec, args)
     run = _runner().run(target, spec, progress=_progress())
     if args.json:
         emit_json(run_json(run))
@@ -219,8 +241,34 @@ def cmd_bench(args) -> int:
     return 0 if run.status == "complete" else 1
 
 
+def _speculative_ab(target, spec, args) -> int:
+    from llm_tuner.core.bench_report import pooled, run_summary, speculative_ab
+    from llm_tuner.services.bench import BenchError
+
+    if target.attached_url:
+        raise _err("--vs-no-draft restarts the server: give a profile or llama-server arguments")
+    try:
+        runs = _runner().speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
+    except BenchError as exc:
+        raise _err(str(exc)) from exc
+    ab = speculative_ab(runs)
+    drafted = pooled([r for r in runs if r.sweep_value != "none"])
+    if args.json:
+        emit_json({"runs": [run_json(r) for r in runs], "speculative_ab": ab,
+                   "speculative": run_summary(drafted)["speculative"] if drafted else None})
+    else:
+        from llm_tuner.core.bench_report import speculative_lines
+
+        for r in runs:
+            _print_run(r)
+        sp = run_summary(drafted)["speculative"] if drafted else None
+        for line in (speculative_lines(sp) if sp else []) + ([ab["text"]] if ab else []):
+            print("  " + line)
+    return 0 if runs and all(r.status == "complete" for r in runs) else 1
+
+
 def cmd_sweep(args) -> int:
-    target, spec = resolve_target(args), _spec(args)
+    target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if target.attached_url:
         raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]

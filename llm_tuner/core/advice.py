@@ -52,6 +52,11 @@ def _is_loopback(host: str) -> bool:
         return False
 
 
+def _backend(device: str) -> str:
+    """A llama.cpp device name's backend: CUDA0 -> CUDA, Vulkan2 -> Vulkan, RPC1 -> RPC."""
+    return device.rstrip("0123456789") or device
+
+
 def _n_devices(p: LaunchProfile, n_gpus: int | None = None) -> int:
     """How many devices the main model is split over: the profile's -dev/-ts, else every GPU the machine
     has (llama-server's default) when `n_gpus` is known; 0 when unknown."""
@@ -65,7 +70,8 @@ def _n_devices(p: LaunchProfile, n_gpus: int | None = None) -> int:
 
 
 def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None,
-           *, n_gpus: int | None = None, model_file_exists: bool | None = None) -> list[Advice]:
+           *, n_gpus: int | None = None, model_file_exists: bool | None = None,
+           physical_cores: int | None = None) -> list[Advice]:
     """All findings for a profile, errors first. Never raises.
 
     Args:
@@ -75,6 +81,7 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
         n_gpus: GPUs on this machine, used when the profile leaves the device list to llama-server.
         model_file_exists: whether the effective profile's model path is a file on this machine; None when
             not checked (core does no I/O: the caller looks, off the GUI thread).
+        physical_cores: the host's physical CPU cores (not hyper-threads), when known (the caller reads it).
     """
     p = effective_profile(profile)
     n_dev = _n_devices(p, n_gpus)
@@ -151,6 +158,29 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
         add("split-tensor-needs-fa", "error", "split mode 'tensor' needs flash attention",
             "-sm tensor is experimental and requires FA.", "src/llama-context.cpp:3824-3832", "split_mode", "flash_attn")
 
+    backends = sorted({_backend(d) for d in p.devices if d and d != "none"})
+    if len(backends) > 1:
+        add("mixed-backends", "info", f"devices from {len(backends)} backends ({', '.join(backends)}): "
+            "benchmark which side does what best",
+            "In one mixed CUDA + Vulkan setup the CUDA GPU was 34% faster at cold prefill, the Vulkan GPU 27% faster "
+            "at generation without speculation (2.5x at 98k depth), and MTP acceptance differed by backend (CUDA 41%, "
+            "Vulkan 64%): put the draft (--spec-draft-device) and the larger -ts share where the benchmark says.",
+            f"{FIELD_NOTES}, case A", "devices", "tensor_split")
+
+    # -- threads ------------------------------------------------------------------------------------
+    if physical_cores:
+        if p.threads is not None and p.threads > physical_cores:
+            add("threads-over-physical", "warning",
+                f"-t {p.threads} is more than the {physical_cores} physical cores: generation is usually slower",
+                "Generation is memory-bound; hyper-threads share a core's units and add contention. One thread per "
+                "physical (performance) core was best for generation; prompt batches (-tb) may use more.",
+                f"{FIELD_NOTES}, case B (-t 8 on physical cores, -tb 16)", "threads")
+        if p.threads_batch is not None and p.threads_batch > 2 * physical_cores:
+            add("threads-batch-over-logical", "info",
+                f"-tb {p.threads_batch} is more than two threads per physical core ({physical_cores} cores)",
+                "Beyond the logical cores, threads only wait for each other.", f"{FIELD_NOTES}, case B",
+                "threads_batch")
+
     # -- fit ----------------------------------------------------------------------------------------
     if p.fit is not False:
         blockers = [flags.short(key) for key, on in (
@@ -224,10 +254,24 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- environment --------------------------------------------------------------------------------
     val = profile.env.get("GGML_CUDA_DISABLE_GRAPHS")
-    if val is not None and val.strip().lower() in ("0", "false", "off", "no", ""):
-        add("cuda-graphs-env-presence", "warning", f"GGML_CUDA_DISABLE_GRAPHS={val} still disables CUDA graphs",
-            "The variable is presence-based: any value, even 0, disables them. Remove it to keep graphs.",
-            "ggml/src/ggml-cuda/common.cuh:1289", "env")
+    if val is not None:
+        off = val.strip().lower() in ("0", "false", "off", "no", "")
+        add("cuda-graphs-env-presence", "warning" if off else "info",
+            f"GGML_CUDA_DISABLE_GRAPHS={val} " + ("still disables CUDA graphs" if off else "disables CUDA graphs"),
+            "The variable is presence-based: any value, even 0, turns CUDA graphs off for every CUDA device, which "
+            "costs some generation speed on small batches. Users set it against driver stalls with dynamic offload "
+            "on RTX 50-series; remove it to keep graphs.",
+            f"ggml/src/ggml-cuda/common.cuh:1289; {FIELD_NOTES}, case B", "env")
+    uma = profile.env.get("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
+    if uma is not None:
+        add("cuda-unified-memory", "info",
+            f"GGML_CUDA_ENABLE_UNIFIED_MEMORY={uma}: CUDA memory can spill into host RAM, and --fit sees host memory",
+            "Any value (presence-based) makes CUDA allocate managed memory, which pages to host RAM instead of failing "
+            "when VRAM is full (slower, no out-of-memory error), and on Linux each CUDA device then reports the "
+            "host's available memory (/proc/meminfo) as free: --fit and the default split plan against that, not "
+            "the GPU's free VRAM. This plan still counts the GPU's own memory.",
+            "ggml/src/ggml-cuda/ggml-cuda.cu (ggml_cuda_device_malloc; device get_memory, llama.cpp PR 17368); "
+            f"{FIELD_NOTES}, case B", "env")
     if flags.has(profile.extra_args, "defrag_thold"):
         add("defrag-deprecated", "info", "--defrag-thold is deprecated and does nothing",
             "llama-server only prints a deprecation warning.", "common/arg.cpp:2536-2544", "extra_args")

@@ -12,7 +12,21 @@ from dataclasses import dataclass
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
-from llm_tuner.core.stats import Comparison, compare, percentile, speculative_bound, summarize
+from llm_tuner.core.server_endpoints import labelled
+from llm_tuner.core.stats import (
+    Comparison,
+    acceptance_by_position,
+    compare,
+    fit_constant_alpha,
+    percentile,
+    speculative_bound,
+    summarize,
+    tokens_per_step,
+)
+
+_DRAFTS = "spec_decode_num_drafts_total"
+_PER_POS = "spec_decode_num_accepted_tokens_per_pos_total"
+PREDICTED_DEPTHS = (1, 2, 3, 4, 5, 6, 8)  # draft depths the constant-α model is asked about
 
 # Metric id prefix -> (readable name, unit). Ids stay in JSON and CSV; people read `metric_label`.
 _KINDS = {
@@ -111,22 +125,74 @@ def run_summary(run: BenchRun) -> dict:
         latency[str(n)] = {
             f"{key}_p{p}": percentile([getattr(r, key) for r in sel], p)
             for key in ("ttft_ms", "latency_ms") for p in (50, 95, 99)}
-    drafted = [r for r in reps if r.draft_n]
-    spec = None
-    if drafted:
-        draft_n = sum(r.draft_n or 0 for r in drafted)
-        accepted = sum(r.draft_n_accepted or 0 for r in drafted)
-        steps = sum(r.draft_steps or 0 for r in drafted)
-        alpha = accepted / draft_n if draft_n else None
-        k = draft_depth(run.server_argv)
-        spec = {"acceptance": alpha, "draft_n": draft_n, "draft_n_accepted": accepted,
-                "mean_accepted_len": (1.0 + accepted / steps) if steps else None, "draft_depth_k": k,
-                "bound_tokens_per_step": speculative_bound(alpha, k) if alpha is not None and k else None}
+    spec = speculative_figures(run, reps)
     return {"run_id": run.id, "label": run.label, "status": run.status, "n_reps": len(reps),
             "n_failed": len(run.reps) - len(reps), "metrics": metrics, "latency_percentiles": latency,
             "speculative": spec, "llama_bench_gap": llama_bench_gap(run),
             "other_cpu_pct_median": (summarize([r.other_cpu_pct for r in reps]) or _NONE).median,
             "busy_warning": busy_warning(run)}
+
+
+def draft_counters(metrics: dict[str, float]) -> tuple[float | None, tuple[float, ...]]:
+    """llama.cpp's speculative counters in parse_metrics' result: (verification steps, accepted tokens
+    per 0-based draft position). The per-position family is emitted only once non-empty."""
+    by_pos: dict[int, float] = {}
+    for labels, value in labelled(metrics, _PER_POS):
+        try:
+            by_pos[int(labels.get("position", ""))] = value
+        except ValueError:
+            continue
+    per_pos = tuple(by_pos.get(p, 0.0) for p in range(max(by_pos) + 1)) if by_pos else ()
+    return metrics.get(_DRAFTS), per_pos
+
+
+def draft_counter_deltas(before: dict[str, float], after: dict[str, float]) -> tuple[int | None, tuple[int, ...]]:
+    """What one request added to the counters of draft_counters: (steps, accepted per position). A series
+    missing before counts as 0 (llama-server emits the per-position family only once something is in it)."""
+    s0, p0 = draft_counters(before)
+    s1, p1 = draft_counters(after)
+    steps = int(s1 - (s0 or 0.0)) if s1 is not None else None
+    per_pos = tuple(int(v - (p0[i] if i < len(p0) else 0.0)) for i, v in enumerate(p1))
+    while per_pos and per_pos[-1] == 0:
+        per_pos = per_pos[:-1]
+    return steps, per_pos
+
+
+def speculative_from_counters(steps: float, per_pos, k: int | None) -> dict:
+    """α_i, mean tokens per step, the speed-up ceiling and the constant-α predictions from llama.cpp's
+    counters (steps = spec_decode_num_drafts_total, per_pos = accepted per 0-based position).
+
+    The ceiling is the mean tokens per step: each verification step costs one target forward pass, so
+    with draft and verification cost ignored speculation can at best multiply generation speed by it.
+    The constant-α model (docs/field-reports.md) is fitted to give the measured figure at the run's
+    own depth k, then asked what the other depths would give."""
+    alphas = acceptance_by_position(per_pos, steps) if steps else []
+    tps = tokens_per_step(alphas) if steps else None
+    alpha_c = fit_constant_alpha(tps, k) if tps is not None and k else None
+    predictions = ({str(d): speculative_bound(alpha_c, d) for d in sorted({*PREDICTED_DEPTHS, k})}
+                   if alpha_c is not None else {})
+    return {"alpha_by_position": alphas, "tokens_per_step": tps, "speedup_ceiling": tps,
+            "alpha_constant": alpha_c, "predicted_tokens_per_step": predictions}
+
+
+def speculative_figures(run: BenchRun, reps: list[Repetition]) -> dict | None:
+    """The speculative section of run_summary (None when nothing was drafted)."""
+    drafted = [r for r in reps if r.draft_n]
+    if not drafted:
+        return None
+    draft_n = sum(r.draft_n or 0 for r in drafted)
+    accepted = sum(r.draft_n_accepted or 0 for r in drafted)
+    steps = sum(r.draft_steps or 0 for r in drafted)
+    counted = [r for r in drafted if r.draft_steps and r.draft_accepted_per_pos]
+    width = max((len(r.draft_accepted_per_pos) for r in counted), default=0)
+    per_pos = [sum(r.draft_accepted_per_pos[p] for r in counted if p < len(r.draft_accepted_per_pos))
+               for p in range(width)]
+    k = draft_depth(run.server_argv)
+    figures = speculative_from_counters(sum(r.draft_steps for r in counted), per_pos, k) if counted else \
+        speculative_from_counters(0, (), None)
+    return {"acceptance": accepted / draft_n if draft_n else None, "draft_n": draft_n,
+            "draft_n_accepted": accepted, "mean_accepted_len": (1.0 + accepted / steps) if steps else None,
+            "draft_depth_k": k, **figures}
 
 
 class _NoSummary:
@@ -137,11 +203,11 @@ _NONE = _NoSummary()
 
 
 def draft_depth(argv: tuple[str, ...] | list[str]) -> int | None:
-    """The draft depth k of the bound 1 + α + … + α^k.
+    """The draft depth k (tokens drafted per step) of the constant-α model 1 + α + … + α^k.
 
     Draft-model and MTP types draft `--spec-draft-n-max` tokens (default 3, common.h); `ngram-mod`
     drafts up to `--spec-ngram-mod-n-max` (default 64). Other n-gram types propose variable-length
-    drafts, for which the bound with a fixed k does not apply: None.
+    drafts, for which a model with a fixed k does not apply: None.
     """
     argv = list(argv)
     n_max = flags.value_of(argv, "draft_n_max")
@@ -224,10 +290,63 @@ def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> l
     return argv_diff(a.server_argv, b.server_argv)
 
 
+def run_identity_diff(a: BenchRun, b: BenchRun) -> list[dict]:
+    """What differs between two runs besides flags: the llama-server build (version, program path) and
+    the model file, as rows shaped like run_flag_diff's ({flag, a, b}; None = not known)."""
+    out = [{"flag": name, "a": va, "b": vb} for name, va, vb in (
+        ("llama-server version", a.binary_version, b.binary_version),
+        ("llama-server binary", a.binary_path, b.binary_path)) if va != vb]
+    if (a.model_hash, a.model_path) != (b.model_hash, b.model_path):
+        out.append({"flag": "model file", "a": a.model_path, "b": b.model_path})
+    return out
+
+
+def speculative_lines(sp: dict) -> list[str]:
+    """A run's speculative figures as people read them (report, Benchmarks view, Compare)."""
+    lines = [f"Draft acceptance {_fmt(100 * sp['acceptance'])}% overall ({sp['draft_n_accepted']}/{sp['draft_n']} "
+             f"drafted tokens accepted); llama.cpp's mean length {_fmt(sp['mean_accepted_len'], 2)} tokens/step."]
+    if sp.get("tokens_per_step") is None:
+        lines.append("Per-position acceptance not measured (needs /metrics and one client).")
+        return lines
+    alphas = ", ".join(f"α{i + 1} = {100 * a:.0f}%" for i, a in enumerate(sp["alpha_by_position"]))
+    lines.append(f"Per-position acceptance: {alphas or 'none accepted'} → mean tokens per step "
+                 f"{sp['tokens_per_step']:.2f}; speed-up ceiling {sp['speedup_ceiling']:.2f}× "
+                 "(draft and verification cost ignored).")
+    if sp.get("predicted_tokens_per_step"):
+        pred = ", ".join(f"k={k}: {v:.2f}" for k, v in sp["predicted_tokens_per_step"].items())
+        lines.append(f"Constant-α model (α = {100 * sp['alpha_constant']:.0f}%, fitted at k = "
+                     f"{sp['draft_depth_k']}): tokens per step {pred}.")
+    else:
+        lines.append("No prediction for other draft depths: the drafts have no fixed depth k (n-gram types) "
+                     "or the measured tokens per step do not fit the constant-α model at this k.")
+    return lines
+
+
+def pooled(runs: list[BenchRun]) -> BenchRun | None:
+    """Runs of one setting (the rounds of an interleaved A/B) as one run: the first's identity, every
+    repetition (renumbered in order), the worst status."""
+    if not runs:
+        return None
+    reps = tuple(r.model_copy(update={"seq": i}) for i, r in enumerate(x for run in runs for x in run.reps))
+    status = next((r.status for r in runs if r.status != "complete"), "complete")
+    return runs[0].model_copy(update={"reps": reps, "status": status})
+
+
+def speculative_ab(runs: list[BenchRun]) -> dict | None:
+    """An interleaved A/B of a drafting profile against `--spec-type none` (BenchRunner.speculative_ab):
+    both sides pooled over their rounds, then speculative_speedup."""
+    drafted = pooled([r for r in runs if r.sweep_value != "none"])
+    base = pooled([r for r in runs if r.sweep_value == "none"])
+    if drafted is None or base is None:
+        return None
+    return speculative_speedup(drafted, base)
+
+
 def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
-    """Measured generation speed-up of a drafting run over a no-draft run, beside the bound."""
+    """Measured generation speed-up of a drafting run over a run of the same profile without drafting
+    (`--spec-type none`), beside the ceiling its counters imply."""
     spec = run_summary(run)["speculative"]
-    if not spec or spec["acceptance"] is None:
+    if not spec or spec["acceptance"] is None or run_summary(baseline)["speculative"]:
         return None
     sa, sb = metric_samples(baseline), metric_samples(run)
     common = [k for k in sb if k.startswith("gen_tps@") and k in sa]
@@ -235,8 +354,12 @@ def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
         return None
     base = summarize(sa[common[0]].values).median
     spd = summarize(sb[common[0]].values).median
-    return {"metric": common[0], "measured_speedup": spd / base if base else None,
-            "bound": spec["bound_tokens_per_step"], "acceptance": spec["acceptance"], "k": spec["draft_depth_k"]}
+    measured = spd / base if base else None
+    ceiling = spec["speedup_ceiling"]
+    text = (f"Speculative decoding: measured generation speed-up {_fmt(measured, 2)}× against no drafting"
+            + (f", ceiling {ceiling:.2f}× from the acceptance counters" if ceiling else "") + ".")
+    return {"metric": common[0], "measured_speedup": measured, "speedup_ceiling": ceiling,
+            "acceptance": spec["acceptance"], "k": spec["draft_depth_k"], "text": text}
 
 
 def _fmt(v, digits: int = 1) -> str:
@@ -288,10 +411,7 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
         lines.append("")
     if s["speculative"]:
         sp = s["speculative"]
-        lines += ["## Speculative decoding", "",
-                  f"Acceptance α = {_fmt(100 * sp['acceptance'])}% ({sp['draft_n_accepted']}/{sp['draft_n']}), "
-                  f"mean accepted length {_fmt(sp['mean_accepted_len'], 2)} tokens/step, bound for "
-                  f"k={sp['draft_depth_k']}: {_fmt(sp['bound_tokens_per_step'], 2)} tokens/step", ""]
+        lines += ["## Speculative decoding", ""] + [f"- {t}" for t in speculative_lines(sp)] + [""]
     if s["llama_bench_gap"] or run.llama_bench_error:
         lines += ["## llama-bench vs llama-server", ""]
         lines += [f"- {g['text']}" for g in s["llama_bench_gap"]]
@@ -316,12 +436,14 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
 
 REP_CSV_FIELDS = ("run_id", "label", "seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n",
                   "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms", "predicted_per_second",
-                  "draft_n", "draft_n_accepted", "draft_steps", "ttft_ms", "latency_ms", "other_cpu_pct", "error")
+                  "draft_n", "draft_n_accepted", "draft_steps", "draft_accepted_per_pos", "ttft_ms", "latency_ms",
+                  "other_cpu_pct", "error")
 
 
 def rep_rows(run: BenchRun) -> list[dict]:
     """Flat rows (one per repetition) for CSV export."""
-    return [{"run_id": run.id, "label": run.label, **{k: getattr(r, k) for k in REP_CSV_FIELDS[2:]}}
+    return [{"run_id": run.id, "label": run.label, **{k: getattr(r, k) for k in REP_CSV_FIELDS[2:]},
+             "draft_accepted_per_pos": " ".join(map(str, r.draft_accepted_per_pos))}  # positions 0, 1, …
             for r in run.reps]
 
 

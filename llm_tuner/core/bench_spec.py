@@ -107,6 +107,9 @@ class Repetition(BaseModel):
     draft_n: int | None = None
     draft_n_accepted: int | None = None
     draft_steps: int | None = None  # verification steps, from /metrics spec_decode_num_drafts_total (1 client)
+    # accepted tokens per draft position (0-based) during this request: the delta of /metrics
+    # spec_decode_num_accepted_tokens_per_pos_total{position=p} (1 client; () when not measured)
+    draft_accepted_per_pos: tuple[int, ...] = ()
     ttft_ms: float | None = None  # client clock: request sent -> first generated token received
     latency_ms: float | None = None  # client clock: request sent -> final event received
     peaks: tuple[DevicePeak, ...] = ()

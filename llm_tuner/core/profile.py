@@ -148,6 +148,9 @@ class LaunchProfile(BaseModel):
     # -- environment and the rest ---------------------------------------------------------------
     env: dict[str, str] = Field(default_factory=dict)
     extra_args: tuple[str, ...] = ()
+    # field -> the flag spelling the user wrote when it is not the long one (an older build's or a fork's,
+    # e.g. `--cache-type-k-draft`): written back as is wherever the chosen binary's --help lists it
+    spellings: dict[str, str] = Field(default_factory=dict)
 
     @field_serializer("api_key", when_used="unless-none")
     def _dump_api_key(self, value: SecretStr | None, info) -> str | None:

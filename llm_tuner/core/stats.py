@@ -210,6 +210,54 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
 
 
 def speculative_bound(alpha: float, k: int) -> float:
-    """Expected tokens per verification step with draft depth k and per-token acceptance alpha
-    (independence assumed): 1 + α + α² + … + α^k. It bounds the speed-up speculation can give."""
+    """Tokens per verification step under the constant-α model (field notes, docs/field-reports.md):
+    every draft position accepted with the same probability α, independently, draft depth k:
+    1 + α + α² + … + α^k. Used to predict other depths k from a fitted α, never fed llama.cpp's
+    overall accepted/drafted ratio (that ratio is not a per-position acceptance)."""
     return sum(alpha**i for i in range(k + 1))
+
+
+def acceptance_by_position(accepted_per_pos: Sequence[float], drafts: float) -> list[float]:
+    """Per-position acceptance α_1, α_2, … from llama.cpp's counters.
+
+    `accepted_per_pos[p]` is `spec_decode_num_accepted_tokens_per_pos_total{position="p"}` (0-based:
+    position 0 is the first drafted token; a draft accepted up to position p counts once at 0..p),
+    `drafts` is `spec_decode_num_drafts_total` (verification steps). So α_1 = count[0] / drafts and
+    α_i = count[i-1] / count[i-2]: the chance position i is accepted given i-1 were. The list stops
+    where the previous count is 0 (nothing left to accept). With variable-length (n-gram) drafts, α_i
+    also folds in drafts shorter than i."""
+    out: list[float] = []
+    prev = float(drafts)
+    for count in accepted_per_pos:
+        if prev <= 0:
+            break
+        out.append(float(count) / prev)
+        prev = float(count)
+    while out and out[-1] == 0.0:
+        out.pop()
+    return out
+
+
+def tokens_per_step(alphas: Sequence[float]) -> float:
+    """Mean tokens per verification step, 1 + Σ_i Π_{j≤i} α_j (the target's own token plus the accepted
+    drafts); from acceptance_by_position it equals llama.cpp's `mean len` = 1 + accepted / steps."""
+    total, prod = 1.0, 1.0
+    for a in alphas:
+        prod *= a
+        total += prod
+    return total
+
+
+def fit_constant_alpha(mean_tokens_per_step: float, k: int) -> float | None:
+    """The constant α whose model 1 + α + … + α^k gives the measured tokens per step at depth k
+    (bisection; the model is increasing in α). None when k < 1 or the figure is outside [1, k+1]."""
+    if k < 1 or not 1.0 <= mean_tokens_per_step <= k + 1 + 1e-9:
+        return None
+    lo, hi = 0.0, 1.0
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if speculative_bound(mid, k) < mean_tokens_per_step:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from llm_tuner.core.bench_report import llama_bench_gap, run_summary
+from llm_tuner.core.bench_report import llama_bench_gap, run_summary, speculative_lines
 from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
@@ -52,11 +52,7 @@ def run_notes(run: BenchRun) -> list[str]:
         notes.insert(0, "Warning: " + summary["busy_warning"])
     spec = summary["speculative"]
     if spec and spec["acceptance"] is not None:
-        bound = spec["bound_tokens_per_step"]
-        notes.append(f"draft acceptance α = {100 * spec['acceptance']:.1f}%, mean accepted length "
-                     f"{spec['mean_accepted_len'] or 0:.2f} tokens/step"
-                     + (f", bound for k={spec['draft_depth_k']}: {bound:.2f} tokens/step" if bound else
-                        " (variable-length n-gram drafts: no fixed-k bound)"))
+        notes += speculative_lines(spec)
     return notes
 
 

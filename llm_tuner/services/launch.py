@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import render_shell
+from llm_tuner.core.cmdline import render_shell, respell
 from llm_tuner.services.binaries import child_env
 
 
@@ -101,7 +101,7 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     """
     profile_env = dict(profile_env or {})
     env, dropped = child_env(profile_env, base_env)
-    args = list(user_args)
+    args = respell(user_args, catalog)  # each flag as this binary's --help spells it (the user's own if listed)
     _rest, env = flags.secrets_to_env(args, env)
     effective = flags.effective_argv(args, profile_env)
     host = flags.value_of(effective, "host") or "127.0.0.1"
@@ -128,5 +128,5 @@ def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
     """A LaunchProfile -> LaunchPlan, its flags spelled as the binary's catalog (when given) lists them."""
     from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
 
-    argv, env = profile_to_argv(profile)
+    argv, env = profile_to_argv(profile, kwargs.get("catalog"))
     return plan_launch(binary, list(argv), dict(env), **kwargs)

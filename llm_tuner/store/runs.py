@@ -86,6 +86,7 @@ class BenchRepRow(ServerTimingsColumns, Base):
     rep: Mapped[int] = mapped_column(Integer, default=0)
     client: Mapped[int] = mapped_column(Integer, default=0)
     draft_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    draft_accepted_per_pos: Mapped[list | None] = mapped_column(JSON, nullable=True)
     peaks: Mapped[list] = mapped_column(JSON, default=list)
     other_cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -104,7 +105,8 @@ _REP_FIELDS = ("seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "pro
 
 def _rep_model(row: BenchRepRow) -> Repetition:
     data = {f: getattr(row, f) for f in _REP_FIELDS}
-    return Repetition(run_id=row.run_id, peaks=tuple(DevicePeak(**p) for p in row.peaks or []), **data)
+    return Repetition(run_id=row.run_id, peaks=tuple(DevicePeak(**p) for p in row.peaks or []),
+                      draft_accepted_per_pos=tuple(row.draft_accepted_per_pos or ()), **data)
 
 
 def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
@@ -171,7 +173,7 @@ class RunRepository:
         """Store one finished repetition at once (its own transaction)."""
         with session_scope(self.engine) as s:
             s.add(BenchRepRow(run_id=run_id, peaks=[p.model_dump(mode="json") for p in rep.peaks],
-                              ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
+                              draft_accepted_per_pos=list(rep.draft_accepted_per_pos) or None, ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
 
     def finish_run(self, run_id: int, status: str, error: str | None = None, **extra) -> None:
         """Set the final status (complete/incomplete/failed/cancelled) and any late facts

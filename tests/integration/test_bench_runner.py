@@ -89,22 +89,31 @@ def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
     assert repo.get_run(run.id).status == "incomplete"
 
 
+@pytest.mark.timeout(600)  # four server starts, two of them drafting with the demo model on two shared cores
 def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model):
-    from llm_tuner.core.bench_report import speculative_speedup
+    """The demo model as its own draft (default sampling), interleaved with --spec-type none: α_i from
+    llama.cpp's per-position counters, tokens per step equal to llama.cpp's own mean length, the ceiling,
+    the measured speed-up (not above the ceiling), predictions for other k; report and Compare show them."""
+    from llm_tuner.core.bench_report import pooled, report_markdown, run_identity_diff, speculative_ab
 
     runner = BenchRunner(repo)
-    spec = BenchSpec(prompt_tokens=(256,), gen_tokens=64, reps=2, warmup=0)
-    base = runner.run(demo_target(demo_model), spec)
+    spec = BenchSpec(prompt_tokens=(64,), gen_tokens=32, reps=1, warmup=0)
     target = demo_target(demo_model)
     # the demo model as its own draft: it always drafts (an n-gram type drafts only when the text repeats)
     target.argv += ["--spec-type", "draft-simple", "--spec-draft-model", str(demo_model)]
-    drafted = runner.run(target, spec)
-    assert base.status == drafted.status == "complete"
-    assert all(r.draft_n is None for r in base.reps)
-    assert sum(r.draft_n or 0 for r in drafted.reps) > 0  # the server's own draft_n / draft_n_accepted
-    assert all(r.draft_steps for r in drafted.reps if r.draft_n)  # from /metrics spec_decode_num_drafts_total
+    runs = runner.speculative_ab(target, spec, rounds=2)
+    assert [r.sweep_value for r in runs] == ["draft-simple", "none", "draft-simple", "none"]  # interleaved
+    assert all(r.status == "complete" for r in runs), [r.error for r in runs]
+    drafted = pooled([r for r in runs if r.sweep_value != "none"])
+    assert all(r.draft_n is None for run in runs if run.sweep_value == "none" for r in run.reps)
+    assert all(r.draft_steps and r.draft_accepted_per_pos for r in drafted.reps)  # per-request counter deltas
+    assert repo.get_run(runs[0].id).reps[0].draft_accepted_per_pos == runs[0].reps[0].draft_accepted_per_pos
     sp = run_summary(drafted)["speculative"]
-    assert 0 <= sp["acceptance"] <= 1 and sp["mean_accepted_len"] >= 1
-    assert sp["draft_depth_k"] == 3 and sp["bound_tokens_per_step"] >= 1  # llama.cpp's default draft depth
-    speedup = speculative_speedup(drafted, base)
-    assert speedup["metric"] == "gen_tps@256" and speedup["measured_speedup"] > 0
+    assert sp["draft_depth_k"] == 3 and 1 <= len(sp["alpha_by_position"]) <= 3  # llama.cpp's default depth
+    assert sp["tokens_per_step"] == pytest.approx(sp["mean_accepted_len"], rel=0.02)  # llama.cpp's own figure
+    ab = speculative_ab(runs)
+    assert ab["metric"] == "gen_tps@64" and 0 < ab["measured_speedup"] <= ab["speedup_ceiling"]
+    assert set(sp["predicted_tokens_per_step"]) >= {"1", "2", "3", "4", "8"}
+    md = report_markdown(drafted)
+    assert "α1 = " in md and "speed-up ceiling" in md and "Constant-α model" in md
+    assert run_identity_diff(runs[0], runs[1]) == []  # same build, same model: only the flag differs

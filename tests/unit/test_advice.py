@@ -31,7 +31,7 @@ def test_case_a_command_warns_about_mtp_on_a_layer_split_and_ignored_fit():
             "--spec-draft-n-max 3 --spec-draft-device CUDA0 --split-mode layer -dev CUDA0,Vulkan2 -ts 40,60 "
             "--jinja -fitt 256 -ub 2048")
     got = ids(import_command(text, CATALOG).profile, model=Facts(nextn_layers=1, context_length=262144))
-    assert got == {"mtp-multi-gpu-prefill", "fit-ignored", "large-ubatch-multi-gpu"}
+    assert got == {"mtp-multi-gpu-prefill", "fit-ignored", "large-ubatch-multi-gpu", "mixed-backends"}
 
 
 def test_kv_mismatch_and_quantized_v_without_fa():

@@ -22,6 +22,7 @@ from llm_tuner.core.cmdline.argv import (
     profile_diff,
     profile_to_argv,
     render_shell,
+    respell,
     validate,
 )
 from llm_tuner.core.cmdline.fields import (
@@ -68,6 +69,7 @@ __all__ = [
     "posix_split",
     "profile_diff",
     "profile_to_argv",
+    "respell",
     "render_shell",
     "split_command_text",
     "validate",

@@ -47,10 +47,11 @@ def format_number(x: float | int) -> str:
 
 def field_tokens(profile: LaunchProfile, ff: FieldFlag, known: Callable[[str], bool] | None = None) -> list[str]:
     """The argv tokens for one field (empty when the flag is absent), spelled as `known` (the binary's
-    `--help`) allows: the long spelling, else an alias the binary lists (core.flags.spelling)."""
+    `--help`) allows: the user's own spelling (`profile.spellings`) when the binary knows it, else the long
+    spelling, else an alias the binary lists (core.flags.spelling)."""
     v = getattr(profile, ff.field)
     k = ff.kind
-    name = flags.spelling(ff.key, known)
+    name = flags.spelling(ff.key, known, prefer=profile.spellings.get(ff.field))
     if k == "switch":
         return [name] if v else []
     if k == "toggle":
@@ -90,6 +91,27 @@ def profile_to_argv(profile: LaunchProfile, catalog: FlagCatalog | None = None) 
         argv += field_tokens(profile, ff, known)
     argv += list(profile.extra_args)
     return argv, dict(profile.env)
+
+
+def respell(argv: Sequence[str], catalog: FlagCatalog | None) -> list[str]:
+    """argv with every flag core.flags knows spelled as the chosen binary's `--help` lists it: a token the
+    binary knows stays as written (the user's own spelling), one it lacks becomes a spelling it has (an
+    older build or a fork that only knows `--cache-type-k-draft`, a newer one only `--spec-draft-type-k`).
+    Values, `--flag=value` tokens and flags the table does not know are left as they are."""
+    out = list(argv)
+    if catalog is None or not catalog.flags:
+        return out
+
+    def known(n: str) -> bool:
+        return catalog.lookup(n) is not None
+
+    for i, tok, _value in flags.iter_flags(argv):
+        hit = None if "=" in tok or known(tok) else flags.lookup(tok)
+        if hit is not None:
+            f, positive = hit
+            out[i] = flags.spelling(f.key, known, prefer=tok) if positive else (
+                flags.neg_spelling(f.key, known) if f.neg else tok)
+    return out
 
 
 def field_value_text(profile: LaunchProfile, field: str, *, mask_secrets: bool = True) -> str | None:
@@ -204,6 +226,7 @@ class _Parsed:
         self.unknown: list[str] = []
         self.removed: list[RemovedFlag] = []
         self.notes: list[str] = []
+        self.spellings: dict[str, str] = {}  # field -> the spelling the user wrote (not the long one)
 
 
 def parse_field_value(ff: FieldFlag, raw: str, current: object) -> object:
@@ -317,6 +340,11 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
                 out.notes.append(f"{ff.flag} given more than once: the last value counts, as in llama-server")
             seen.add(ff.field)
             out.values[ff.field] = value
+            spelled = flags.normalize(tok)
+            if spelled != ff.flag and spelled.startswith("--"):  # another long name (an older build's, a fork's):
+                out.spellings[ff.field] = spelled  # written back as is (short aliases are alike in every build)
+            else:
+                out.spellings.pop(ff.field, None)
             if isinstance(value, str) and ("$" in value or value.startswith("~")):
                 out.notes.append(f"{raw!r} is kept as written: llama-server does not expand ~ or $VARIABLES "
                                  "(only an unquoted ~ and $HOME are expanded when a command is pasted); "
@@ -401,7 +429,9 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
             out.notes.append(f"the program {binary} is a relative path: kept as the profile's program, which "
                              "runs only once you confirm it (choose the file in the Profile tab)")
     values = dict(out.values)
-    profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), **values)
+    spellings = {f: t for f, t in out.spellings.items() if f in values}
+    profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), spellings=spellings,
+                            **values)
     return ImportResult(profile=profile, unknown=out.unknown, removed=out.removed, notes=out.notes,
                         binary=binary)
 
@@ -413,7 +443,7 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
     what replaces them. Environment variables of removed flags are reported too.
     """
     if isinstance(target, LaunchProfile):
-        argv, env = profile_to_argv(target)
+        argv, env = profile_to_argv(target, catalog)  # spelled as this binary lists its flags
     else:
         argv, env = list(target), {}
     unknown: list[str] = []

@@ -262,6 +262,9 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
         removed = flags.REMOVED.get(flags.normalize(u))
         if removed is not None:
             w.append(f"{u} was removed from llama-server; use {removed.replacement}")
+        elif u.startswith("-") and not u.lstrip("-").replace(".", "").isdigit():
+            w.append(f"{u} is not a llama.cpp flag this plan knows (a fork's?): its KV figure assumes the default "
+                     f"type ({a.cache_type_k}/{a.cache_type_v}) and upstream's sizes; measure to confirm")
     if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
         w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
                  f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "

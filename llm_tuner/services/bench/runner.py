@@ -12,7 +12,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from llm_tuner.core import flags
+from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
+from llm_tuner.core.cmdline import parse_help, respell
 from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.services import binaries
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
@@ -130,6 +132,7 @@ class BenchRunner:
         self.ready_timeout_s = ready_timeout_s
         self.predict_memory = predict_memory
         self._binary_cache: dict[str, tuple] = {}
+        self._catalogs: dict[str, object] = {}
         self.current_process: ServerProcess | None = None  # the server of the run in progress
 
     # -- server lifecycle ------------------------------------------------------------------------
@@ -151,8 +154,18 @@ class BenchRunner:
             self._binary_cache[key] = (loc.path, version, binaries.backends_of(loc.path, []))
         return self._binary_cache[key]
 
+    def _catalog(self, binary: Path):
+        """The flags this binary's `--help` lists (cached per path); None when it cannot be read."""
+        key = str(binary)
+        if key not in self._catalogs:
+            try:
+                self._catalogs[key] = parse_help(binaries.read_help(binary))
+            except (binaries.BinaryError, OSError, ValueError):
+                self._catalogs[key] = None
+        return self._catalogs[key]
+
     def _start(self, target: ServerTarget, binary: Path) -> tuple[ServerProcess, str]:
-        argv = list(target.argv)
+        argv = respell(target.argv, self._catalog(binary))  # each flag as this binary spells it
         port = free_port()
         argv = flags.without(argv, "host", "port") + flags.argv_for("host", "127.0.0.1") + flags.argv_for(
             "port", str(port))
@@ -266,15 +279,13 @@ class BenchRunner:
                 for p in peaks:
                     if p.vram_used_mib is not None:
                         measured_mib[p.device] = max(measured_mib.get(p.device, 0.0), p.vram_used_mib)
-                steps = None
+                steps, per_pos = None, ()
                 if before is not None and results[0].draft_n:
-                    after = scrape_metrics(client) or {}
-                    key = "spec_decode_num_drafts_total"
-                    if key in after and key in before:
-                        steps = int(after[key] - before[key])
+                    steps, per_pos = draft_counter_deltas(before, scrape_metrics(client) or {})
                 for r in results:
                     rep_obj = r.model_copy(update={"seq": seq, "peaks": peaks, "other_cpu_pct": meter.pct,
-                                                   "draft_steps": steps if r.client == 0 else None})
+                                                   "draft_steps": steps if r.client == 0 else None,
+                                                   "draft_accepted_per_pos": per_pos if r.client == 0 else ()})
                     self.repo.add_rep(run_id, rep_obj)
                     seq += 1
                     if r.error:
@@ -365,14 +376,18 @@ class BenchRunner:
         return {"llama_bench": parsed, "llama_bench_skipped": lacking}
 
     # -- sweeps -----------------------------------------------------------------------------------
-    def sweep(self, target: ServerTarget, spec: BenchSpec, flag: str, values: list[str], *,
+    def sweep(self, target: ServerTarget, spec: BenchSpec, flag: str, values: list[str], *, rounds: int = 1,
               progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> tuple[int, list[BenchRun]]:
-        """One run per value of `flag` (the server restarted between values), kept as a group."""
+        """One run per value of `flag` (the server restarted between values), kept as a group.
+
+        With `rounds` > 1 the values are interleaved (A, B, A, B, …): a slow drift of the machine (heat,
+        another process) then falls on both sides alike; `core.bench_report.pooled` joins a value's runs."""
         cancelled = cancelled or (lambda: False)
         group_id = self.repo.create_group(RunGroup(param=flag, values=tuple(values), label=target.label,
                                                    created_at=_now()))
         runs = []
         t0 = time.monotonic()
+        order = [v for _ in range(max(1, rounds)) for v in values]
 
         def overall(f: float | None, text: str, value: str, i: int) -> None:
             if progress is None:
@@ -382,18 +397,29 @@ class BenchRunner:
                 left = (time.monotonic() - t0) * (1 - f) / f
                 m, sec = divmod(int(left + 0.5), 60)
                 eta = f" · sweep: about {m} min {sec:02d} s left" if m else f" · sweep: about {sec} s left"
-            progress(f, f"{flag}={value} ({i + 1}/{len(values)}): {text}{eta}")
+            progress(f, f"{flag}={value} ({i + 1}/{len(order)}): {text}{eta}")
 
-        for i, value in enumerate(values):
+        for i, value in enumerate(order):
             if cancelled():
                 break
             t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
                              label=f"{target.label} {flag}={value}".strip(), attached_url=None,
                              profile_version_id=target.profile_version_id, binary=target.binary)
-            span = (i / len(values), (i + 1) / len(values))
+            span = (i / len(order), (i + 1) / len(order))
             runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),
                                  cancelled=cancelled, group_id=group_id, sweep_value=value, progress_span=span))
         return group_id, runs
+
+    def speculative_ab(self, target: ServerTarget, spec: BenchSpec, *, rounds: int = 2,
+                       progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> list[BenchRun]:
+        """The profile as it is and with `--spec-type none`, interleaved over `rounds` (a sweep of the
+        speculative type): the measured speed-up beside the ceiling the acceptance counters imply."""
+        current = flags.value_of(list(target.argv), "spec_type")
+        if current is None or current == "none":
+            raise BenchError("the profile does not draft (no speculative type): nothing to compare with "
+                             "--spec-type none")
+        return self.sweep(target, spec, flags.spelling("spec_type"), [current, "none"], rounds=rounds,
+                          progress=progress, cancelled=cancelled)[1]
 
 
 def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:

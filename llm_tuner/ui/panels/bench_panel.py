@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import metric_label, metric_samples, run_summary
+from llm_tuner.core.bench_report import metric_label, metric_samples, pooled, run_summary, speculative_ab
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec
 from llm_tuner.qt.bench_models import SummaryTableModel
 from llm_tuner.qt.bench_session import BenchSession, parse_sweep_values, run_notes
@@ -104,6 +104,11 @@ class BenchPanel(QWidget):
         tf.addRow("Run name:", self.label_edit)
         tf.addRow("Extra flags:", self.extra_edit)
         tf.addRow("Attach to URL:", self.url_edit)
+        self.binary_edit = QLineEdit()
+        self.binary_edit.setPlaceholderText("optional: another llama-server (an upgrade, a fork) for an A/B across builds")
+        self.binary_edit.setToolTip("This run starts this program instead of the profile's (or Settings') "
+                                    "llama-server; the run records its path and version, and Compare lists them.")
+        tf.addRow("llama-server binary:", self.binary_edit)
 
         spec_box = QGroupBox("Benchmark")
         sf = QFormLayout(spec_box)
@@ -148,6 +153,10 @@ class BenchPanel(QWidget):
         self.run_button.clicked.connect(self._on_run_clicked)
         self.sweep_button = QPushButton("Run sweep")
         self.sweep_button.clicked.connect(self._on_sweep_clicked)
+        self.spec_ab_button = QPushButton("A/B vs no drafting")
+        self.spec_ab_button.setToolTip("The profile as it is and with --spec-type none, interleaved over two rounds: "
+                                       "speculative decoding's measured speed-up beside its ceiling")
+        self.spec_ab_button.clicked.connect(self._on_spec_ab_clicked)
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
@@ -156,7 +165,7 @@ class BenchPanel(QWidget):
         self.status_label = QLabel("Set the benchmark and press Run. Every run is kept in the History.")
         self.status_label.setWordWrap(True)
         buttons = QHBoxLayout()
-        for b in (self.run_button, self.sweep_button, self.cancel_button):
+        for b in (self.run_button, self.sweep_button, self.spec_ab_button, self.cancel_button):
             buttons.addWidget(b)
         buttons.addWidget(self.progress, 1)
 
@@ -268,6 +277,9 @@ class BenchPanel(QWidget):
             target = bench_service.demo_target(model)
             if label:
                 target.label = label
+        binary = self.binary_edit.text().strip()
+        if binary:
+            target.binary = binary
         extra = shlex.split(self.extra_edit.text())
         if extra:
             target.argv = list(target.argv) + extra
@@ -378,6 +390,19 @@ class BenchPanel(QWidget):
         self._start(lambda runner, progress, cancelled: runner.sweep(resolve(), spec, flag, values, progress=progress,
                                                                       cancelled=cancelled)[1], "Sweep")
 
+    def _on_spec_ab_clicked(self) -> None:
+        if self.session.is_running() or self._after_profile_store_settles(self._on_spec_ab_clicked):
+            return
+        form = self._read_form()
+        if form is None:
+            return
+        spec, target, resolve = form
+        if target.attached_url:
+            self.status_label.setText("An A/B against no drafting restarts the server: not with an attached URL.")
+            return
+        self._start(lambda runner, progress, cancelled: runner.speculative_ab(resolve(), spec, progress=progress,
+                                                                               cancelled=cancelled), "A/B vs no drafting")
+
     def _on_cancel_clicked(self) -> None:
         if self._waiting_for is not None:
             self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
@@ -392,6 +417,7 @@ class BenchPanel(QWidget):
     def _set_running(self, running: bool) -> None:
         self.run_button.setEnabled(not running)
         self.sweep_button.setEnabled(not running)
+        self.spec_ab_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
 
     def is_running(self) -> bool:
@@ -408,7 +434,10 @@ class BenchPanel(QWidget):
         if isinstance(result, list):
             self.show_sweep(runs)
         if runs:
-            self.show_run(runs[-1])
+            ab = speculative_ab(runs) if isinstance(result, list) else None
+            self.show_run(pooled([r for r in runs if r.sweep_value != "none"]) if ab else runs[-1])
+            if ab:  # the drafting side's rounds pooled, its figures, then the measured speed-up
+                self.gap_label.setText(self.gap_label.text() + "\n" + ab["text"])
             bad = [r for r in runs if r.status != "complete"]
             if bad:
                 self.status_label.setText(f"Run {bad[0].id} {bad[0].status}: {bad[0].error or ''}")

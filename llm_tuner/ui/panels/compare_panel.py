@@ -19,7 +19,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+from llm_tuner.core.bench_report import (
+    busy_warning,
+    compare_runs,
+    run_flag_diff,
+    run_identity_diff,
+    run_summary,
+    speculative_lines,
+    speculative_speedup,
+)
 from llm_tuner.core.stats import BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
@@ -215,16 +223,18 @@ class ComparePanel(QWidget):
                 f"{threshold:g}%).")
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)
         if spd and spd["measured_speedup"]:
-            bound = f"bound {spd['bound']:.2f}× (k = {spd['k']})" if spd["bound"] else "no fixed-k bound (n-gram)"
-            text += (f"\nSpeculative decoding: measured speed-up {spd['measured_speedup']:.2f}× vs {bound}, "
-                     f"α = {100 * spd['acceptance']:.0f}%.")
+            text += "\n" + spd["text"]
+        for run in (a, b):
+            sp = run_summary(run)["speculative"]
+            if sp:
+                text += f"\nRun {run.id}: " + " ".join(speculative_lines(sp))
         for warning in (busy_warning(a), busy_warning(b)):
             if warning:
                 text += f"\nWarning: {warning}"
         if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
             text += "\nNote: the two runs used different benchmark settings; only common metrics compare."
         self.verdict_label.setText(text)
-        diff = run_flag_diff(a, b, profile_a, profile_b)
+        diff = run_identity_diff(a, b) + run_flag_diff(a, b, profile_a, profile_b)
         self.diff_table.setRowCount(len(diff))
         for i, d in enumerate(diff):
             for j, key in enumerate(("flag", "a", "b")):

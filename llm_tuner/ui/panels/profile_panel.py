@@ -335,7 +335,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         The last valid command stays visible (greyed, labelled as such) so the user keeps their bearings,
         but Copy waits: nothing copies it as if it were what the fields say.
         """
-        argv, env = profile_to_argv(self.profile)
+        argv, env = profile_to_argv(self.profile, self.catalog())
         command = render_shell(argv, env, binary=self.profile.binary, multiline=True)
         if not self._invalid_fields:
             self.preview.setPlainText(command)

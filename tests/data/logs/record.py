@@ -35,7 +35,7 @@ def free_port() -> int:
 def run(name: str, extra: list[str], *, request: bool = False, port: int | None = None, wait_s: float = 60,
         model: str | None = MODEL, prompt: str = "The capital of France is", n_predict: int = 24,
         ctx: str = "1024", mem_limit_mib: int | None = None, model_name: str = "gemma-3-270m-q4_k_m.gguf",
-        keep: re.Pattern | None = None, scrape: bool = False) -> None:
+        keep: re.Pattern | None = None, scrape: bool = False, requests: int = 2) -> None:
     port = port or free_port()
     argv = [BIN] + (["-m", model] if model else []) + ["--host", "127.0.0.1", "--port", str(port),
                                                        "-c", ctx, "-np", "1", "-t", "2", *extra]
@@ -62,8 +62,8 @@ def run(name: str, extra: list[str], *, request: bool = False, port: int | None 
         body = json.dumps({"prompt": prompt, "n_predict": n_predict, "cache_prompt": True}).encode()
         req = urllib.request.Request(f"http://127.0.0.1:{port}/completion", data=body,
                                      headers={"Content-Type": "application/json"})
-        for _ in range(2):  # the second request reuses the cached prompt
-            with urllib.request.urlopen(req, timeout=120) as r:
+        for _ in range(requests):  # a second request reuses the cached prompt
+            with urllib.request.urlopen(req, timeout=600) as r:
                 response = (response or []) + [json.loads(r.read())["timings"]]
     if p.poll() is None and scrape:  # the server's own view after the requests: /metrics text, /slots JSON
         for endpoint, suffix in (("metrics", "metrics.txt"), ("slots", "slots.json")):
@@ -135,6 +135,12 @@ if __name__ == "__main__":
         "endpoints_spec_ngram", ["--metrics", "--slots", "--no-repack", "--spec-type", "ngram-simple"], request=True,
         prompt="1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3 4 5 6 7 8 9 10 1 2 3", n_predict=48, scrape=True,
         keep=re.compile(r"draft acceptance|listening on"))
+    # the demo model as its own draft (default sampling): every step drafts, and acceptance falls by position
+    cases["endpoints_spec_draft"] = lambda: run(
+        "endpoints_spec_draft", ["--metrics", "--spec-type", "draft-simple", "--spec-draft-model", MODEL,
+                                 "--spec-draft-n-max", "4"], request=True,
+        prompt="Once upon a time, in a small village by the sea, there lived an old fisherman who", n_predict=64,
+        scrape=True, requests=1, keep=re.compile(r"draft acceptance|listening on"))
     for name, fn in cases.items():
         if not only or name in only:
             fn()
