@@ -91,14 +91,16 @@ def _catalog(binary: str | None, profile=None, *, trust: bool = False):
         return default_catalog()
 
 
-def _n_gpus() -> int | None:
-    """GPUs on this machine (the inventory `llm-tuner devices` lists, without running a binary); None unknown."""
+def _machine() -> dict:
+    """The advice's facts about this machine: GPUs (the inventory `llm-tuner devices` lists, without running a
+    binary) and physical CPU cores; empty when unknown (advice without those rules is still useful)."""
     try:
         from llm_tuner.services.telemetry.inventory import detect_inventory
 
-        return len(detect_inventory().devices)
-    except Exception:  # noqa: BLE001 - advice without the GPU rules is still useful
-        return None
+        inv = detect_inventory()
+        return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical}
+    except Exception:  # noqa: BLE001
+        return {}
 
 
 def _model_facts(profile):
@@ -156,7 +158,7 @@ def cmd_import(args) -> int:
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
     profile = refuse_nul(result.profile, "the command")
     out_argv, env = profile_to_argv(profile)
-    advice = advise(profile, catalog, _model_facts(profile), n_gpus=_n_gpus(),
+    advice = advise(profile, catalog, _model_facts(profile), **_machine(),
                     model_file_exists=_model_file_exists(profile))
     failed = 1 if any(a.severity == "error" for a in advice) else 0
     saved = _repo().save(args.name, profile, note="imported") if args.name else None
@@ -182,16 +184,18 @@ def cmd_import(args) -> int:
 def cmd_command(args) -> int:
     from llm_tuner.cli import CliError
     from llm_tuner.cli.profile_file import profile_binary
-    from llm_tuner.core.cmdline import profile_to_argv, render_shell
+    from llm_tuner.core.cmdline import parse_help, profile_to_argv, render_shell
+    from llm_tuner.services.binaries import BinaryError, read_help
 
     profile = _load(args.target)
-    argv, env = profile_to_argv(profile)
-    print(render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets))
+    catalog = None
     if profile.binary:  # the program shown is the one run, check and bench run, once it is confirmed
-        try:
-            profile_binary(profile, args.trust_binary)
-        except CliError as exc:
+        try:  # spelled as that program's --help lists each flag (a fork or an older build)
+            catalog = parse_help(read_help(Path(profile_binary(profile, args.trust_binary))))
+        except (CliError, BinaryError) as exc:
             print(f"note: {exc}", file=sys.stderr)
+    argv, env = profile_to_argv(profile, catalog)
+    print(render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets))
     return 0
 
 
@@ -202,7 +206,7 @@ def cmd_check(args) -> int:
 
     profile = _load(args.target)
     advice = advise(profile, _catalog(args.binary, profile, trust=args.trust_binary), _model_facts(profile),
-                    n_gpus=_n_gpus(), model_file_exists=_model_file_exists(profile))
+                    **_machine(), model_file_exists=_model_file_exists(profile))
     if args.json:
         emit_json({"advice": _advice_json(advice)})
     else:

@@ -387,7 +387,9 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._load_model_facts(effective_profile(p).model)  # LLAMA_ARG_MODEL counts too
         inventory = self.ctx.state.inventory
         n_gpus = len(inventory.devices) if inventory is not None else None
-        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists)
+        cores = inventory.host.cores_physical if inventory is not None else None
+        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists,
+                             physical_cores=cores)
         self.advice_list.clear()
         for a in self.advice:
             item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
