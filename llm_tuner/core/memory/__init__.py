@@ -47,6 +47,7 @@ from llm_tuner.core.memory.args import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    overrides_as_profile,
     parse_server_args,
     placement_argv,
 )
@@ -85,6 +86,7 @@ __all__ = [
     "TensorPlacement",
     "args_from_profile",
     "normalize_cpu_flags",
+    "overrides_as_profile",
     "parse_server_args",
     "place_tensors",
     "placement_argv",
