@@ -8,6 +8,7 @@ from typing import Any
 from llm_tuner.core import flags
 from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import (
+    DRAFT_HOST_BYTES_PER_TOKEN,
     DRIVER_RESERVED_MIB,
     HOST_OVERHEAD_MIB,
     MIB,
@@ -157,7 +158,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     extra_kv: dict[str, float] = {}
     extra_compute: dict[str, float] = {}
     warnings: list[str] = []
-    draft_mapped = 0.0
+    draft_mapped = draft_host_mib = 0.0
     # MTP context (--spec-type draft-mtp): the nextn block's own KV (draft cache types), output buffer
     # and compute (one attention block; the FFN only runs on the output rows), on the block's device
     if args.spec_mtp:
@@ -193,6 +194,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
             for d, v in src.items():
                 dst[d] = dst.get(d, 0.0) + v
         out_b += dview.n_vocab * n_seq * 4 / MIB
+        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB  # its vocabulary and metadata (heap)
     scale = (calibration.compute_scale if calibration else {}) or {}
     over = (calibration.overhead_mib if calibration else {}) or {}
     devices: list[DeviceMemory] = []
@@ -213,7 +215,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     devices.append(DeviceMemory(
         name="Host", backend="CPU", model_mib=weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
         kv_mib=kv.get("Host", 0.0) + extra_kv.get("Host", 0.0), compute_mib=hcomp, output_mib=out_b,
-        overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)), capacity_mib=host.capacity_mib,
+        overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)) + draft_host_mib, capacity_mib=host.capacity_mib,
         available_mib=host.free_mib, layers=sum(1 for x in layer_dev if x == "Host"),
         buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical,
         fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
