@@ -1,7 +1,8 @@
 """`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] (--profile NAME|FILE | -- <llama-server args>)`.
 
 Prints the memory plan per device (GPUs by llama.cpp's names, then `Host`) for the arguments as
-given, with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`. A profile
+given (the host's weights read from the file mapping apart, as `mapped_mib`: the page cache may evict them, so
+`fits` compares `resident_mib`; `-lm mmap+mlock`/`none` makes them resident), with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`. A profile
 is planned with its effective arguments: its flags and the LLAMA_ARG_* variables of its environment, as
 llama-server reads them.
 `--devices` plans for the devices given instead of the detected ones (backend from the name's
@@ -118,12 +119,13 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return 0
+    # 'mapped': weights read from the file mapping (page cache, evictable); 'fits' compares what must be resident
     print(f"{'device':10} {'weights':>10} {'KV':>10} {'compute':>10} {'output':>8} {'overhead':>9} "
-          f"{'total':>10} {'capacity':>10}  fits")
+          f"{'total':>10} {'mapped':>8} {'capacity':>10}  fits")
     for d in plan.devices:
         print(f"{d.name:10} {d.model_mib:10.0f} {d.kv_mib:10.0f} {d.compute_mib:10.0f} {d.output_mib:8.0f} "
-              f"{d.overhead_mib:9.0f} {d.total_mib:10.0f} {d.capacity_mib if d.capacity_mib is not None else '?':>10}"
-              f"  {d.fits}")
+              f"{d.overhead_mib:9.0f} {d.total_mib:10.0f} {d.mapped_mib:8.0f} "
+              f"{d.capacity_mib if d.capacity_mib is not None else '?':>10}  {d.fits}")
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
     if "llama_cpp" in out:

@@ -16,6 +16,9 @@ What goes where (the build under /work/llama-src; file:line refer to it):
 - Weights in memory: a GPU buffer holds the sum of its tensors (aligned, CUDA pads one extra row);
   CPU weights under mmap are one mapping from the first to the last CPU tensor in the file
   (get_mapping_range), so that is the "CPU_Mapped" size llama.cpp logs; CPU_REPACK is allocated.
+  Under -lm auto/mmap (not locked) that mapping is `DeviceMemory.mapped_mib`: page cache the kernel may evict,
+  kept apart from what must be resident (`resident_mib`, what `fits` compares); -lm mmap+mlock/none/mlock/dio
+  make it resident.
 - KV: per attention layer on that layer's device (CPU with `-nkvo`): K rows n_embd_k_gqa, V rows
   n_embd_v_gqa (without flash attention the V cache is transposed and padded to the layer maximum),
   kv_size = n_ctx padded to 256 (per stream when KV is not unified); SWA layers use
@@ -23,7 +26,8 @@ What goes where (the build under /work/llama-src; file:line refer to it):
 - Output buffer: n_vocab (+ n_embd with embeddings) floats per sequence, in host memory.
 - Compute buffers: an analytic model of the worst-case graph (KQ mask, the largest live layer
   activations, logits for the outputs the server reserves), calibrated on real runs; see
-  benchmarks/memory_accuracy.py for how close it is. A calibration from a llama.cpp check can be
+  benchmarks/memory_accuracy.py for how close it is. With `-ngl 0` and a GPU, op offload still gives the first
+  GPU a compute buffer (it runs the CPU layers' big-batch matmuls). A calibration from a llama.cpp check can be
   supplied (`Calibration`) but the estimate stands without one.
 - Fit (`-fit on`, the default): when the plan does not fit and `-c` was not given, the context is
   shrunk (not below `-fitc`); when no `-ngl/-ts/-ot/-cmoe/-ncmoe` was set, layers are placed so
@@ -47,6 +51,7 @@ from llm_tuner.core.memory.args import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    overrides_as_profile,
     parse_server_args,
     placement_argv,
 )
@@ -85,6 +90,7 @@ __all__ = [
     "TensorPlacement",
     "args_from_profile",
     "normalize_cpu_flags",
+    "overrides_as_profile",
     "parse_server_args",
     "place_tensors",
     "placement_argv",

@@ -309,3 +309,19 @@ def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list
         if args.draft_model:
             out += [f("draft_model"), args.draft_model]
     return out
+
+
+def overrides_as_profile(overrides: tuple[tuple[str, str], ...]) -> tuple[bool, int | None, tuple[tuple[str, str], ...]]:
+    """PlacementArgs.overrides -> the profile's (`--cpu-moe`, `--n-cpu-moe N`, other `-ot` rules).
+
+    The patterns `--cpu-moe` and `--n-cpu-moe N` stand for (parse_server_args) are recognised and given back as
+    those flags, so a placement the solver found is written into a profile as the user would write it (and is
+    what launches); every other rule stays an `-ot` rule, in order.
+    """
+    cpu_moe = (FFN_EXPS_REGEX, "CPU") in overrides
+    n = 0
+    while (rf"blk\.{n}{FFN_EXPS_REGEX}", "CPU") in overrides:
+        n += 1
+    blocks = {(rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(n)}
+    rest = tuple(o for o in overrides if o not in blocks and o != (FFN_EXPS_REGEX, "CPU"))
+    return cpu_moe, (n or None), rest

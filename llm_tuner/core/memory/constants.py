@@ -74,6 +74,11 @@ DRIVER_RESERVED_MIB = {"CUDA": 615}
 # the server process itself (code, tokenizer, HTTP): measured 40 MiB here as VmRSS minus llama.cpp's buffers
 # (demo model, CPU build, -c 4096, with and without mmap); rounded up
 HOST_OVERHEAD_MIB = 48
+# A draft model (-md) is a second llama_model in the same process: its vocabulary (token texts, the text -> id map,
+# the piece cache) and metadata live on the heap beside its buffers. Measured with the demo model as its own draft
+# (CPU build, -c 4096 -np 1): peak RSS 703.9 MiB against 358.7 alone, 46 MiB beyond the draft's buffers for its
+# 262144 tokens, so about this many bytes per vocabulary token.
+DRAFT_HOST_BYTES_PER_TOKEN = 184
 
 # Compute-buffer model coefficients (floats per token) fitted on real runs, see benchmarks/memory_accuracy.py.
 _C_FFN_RESIDUAL = 2.0   # residual stream + normed input live through the FFN

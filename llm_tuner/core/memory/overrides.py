@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from llm_tuner.core.memory.args import FFN_EXPS_REGEX, PlacementArgs, PlanDevice
@@ -30,13 +30,28 @@ def rule_experts_blocks(a: int, b: int, buffer: str = "CPU") -> str:
 @dataclass(frozen=True)
 class RulePreview:
     matched: tuple[str, ...]
-    moved_mib: float  # weights that change device under the rule (MiB)
+    moved_mib: float  # weights that change device under the rule (MiB), all devices together
     error: str | None = None
+    # MiB of weights the rule moves off each device (llama.cpp device names, 'Host'), in device order
+    moved_off_mib: dict[str, float] = field(default_factory=dict)
+    moved_to: tuple[str, ...] = ()  # where they go
+
+    def text(self) -> str:
+        """'moves 120 MiB off CUDA0, 40 MiB off Vulkan1 (to Host)' or why it moves nothing."""
+        if self.error:
+            return self.error
+        if not self.matched:
+            return "matches no tensor of this model"
+        if not self.moved_off_mib:
+            return "moves nothing: every tensor it matches is already there"
+        off = ", ".join(f"{mib:.0f} MiB off {dev}" for dev, mib in self.moved_off_mib.items())
+        return f"moves {off}" + (f" (to {', '.join(self.moved_to)})" if self.moved_to else "")
 
 
 def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevice] | tuple[PlanDevice, ...] = (),
                  cpu_flags: tuple[str, ...] = ()) -> RulePreview:
-    """Which tensors a `pattern=BUFFER` rule matches and how many MiB it moves, given the other rules."""
+    """Which tensors a `pattern=BUFFER` rule matches and how many MiB it moves off each device, given the other
+    rules and the devices (call it again when either changes)."""
     if "=" not in rule:
         return RulePreview((), 0.0, "a rule is <regex>=<buffer>, e.g. blk\\.1\\.ffn_.*=CPU")
     pat, buf = rule.rsplit("=", 1)
@@ -47,5 +62,14 @@ def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevi
                                               cpu_flags)}
     view = _view(model)
     matched = tuple(t.name for t in view.tensors if regex_search(pat, t.name))
-    moved = sum(p.n_bytes for n, p in after.items() if n in before and before[n].device != p.device)
-    return RulePreview(matched, moved / MIB)
+    order = [*(d.name for d in gpus), "Host"]
+    off: dict[str, float] = {}
+    to: list[str] = []
+    for n, p in after.items():
+        b = before.get(n)
+        if b is not None and b.device != p.device:
+            off[b.device] = off.get(b.device, 0.0) + p.n_bytes / MIB
+            if p.device not in to:
+                to.append(p.device)
+    off = {d: off[d] for d in sorted(off, key=lambda d: order.index(d) if d in order else len(order))}
+    return RulePreview(matched, sum(off.values()), moved_off_mib=off, moved_to=tuple(to))

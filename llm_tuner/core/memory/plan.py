@@ -8,6 +8,7 @@ from typing import Any
 from llm_tuner.core import flags
 from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import (
+    DRAFT_HOST_BYTES_PER_TOKEN,
     DRIVER_RESERVED_MIB,
     HOST_OVERHEAD_MIB,
     MIB,
@@ -41,10 +42,20 @@ class DeviceMemory:
     hypothetical: bool = False
     runtime_in_free: bool = False  # available_mib already lacks the runtime overhead (see PlanDevice)
     fit_model_mib: float | None = None  # weights as llama.cpp's fit counts them (tensor sizes, no CPU_REPACK)
+    # Of model_mib, the weights read from a file mapping (CPU_Mapped under -lm auto/mmap, not locked): the
+    # kernel keeps them in its page cache and may evict them under pressure (then they are read again from
+    # disk), so they need not all be resident. -lm mmap+mlock locks them; -lm none/mlock/dio allocates them.
+    mapped_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
+        """Everything the device holds: allocated buffers, runtime and (host) mapped weights."""
         return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
+
+    @property
+    def resident_mib(self) -> float:
+        """What must stay in memory: the total less the evictable mapped weights."""
+        return self.total_mib - self.mapped_mib
 
     @property
     def budget_mib(self) -> float | None:
@@ -61,8 +72,15 @@ class DeviceMemory:
 
     @property
     def headroom_mib(self) -> float | None:
+        """Budget less what must be resident (mapped weights can live in the page cache, see mapped_mib)."""
         b = self.budget_mib
-        return None if b is None else b - self.total_mib
+        return None if b is None else b - self.resident_mib
+
+    @property
+    def mapped_cached_mib(self) -> float | None:
+        """How much of the mapped weights the budget leaves room for in the page cache (None: unknown)."""
+        h = self.headroom_mib
+        return None if h is None else max(0.0, min(self.mapped_mib, h))
 
     @property
     def fits(self) -> bool | None:
@@ -74,6 +92,7 @@ class DeviceMemory:
         return {"name": self.name, "model_mib": r(self.model_mib), "kv_mib": r(self.kv_mib),
                 "compute_mib": r(self.compute_mib), "output_mib": r(self.output_mib),
                 "overhead_mib": r(self.overhead_mib), "total_mib": r(self.total_mib),
+                "mapped_mib": r(self.mapped_mib), "resident_mib": r(self.resident_mib),
                 "capacity_mib": self.capacity_mib, "available_mib": self.available_mib,
                 "fits": self.fits}
 
@@ -139,6 +158,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     extra_kv: dict[str, float] = {}
     extra_compute: dict[str, float] = {}
     warnings: list[str] = []
+    draft_mapped = draft_host_mib = 0.0
     # MTP context (--spec-type draft-mtp): the nextn block's own KV (draft cache types), output buffer
     # and compute (one attention block; the FFN only runs on the output rows), on the block's device
     if args.spec_mtp:
@@ -165,7 +185,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         ddevs = _model_devices(dargs, gpus)
         dlayer_dev, _ = _layer_devices(dview, dargs, ddevs)
         dplace = _place(dview, dargs, ddevs, dlayer_dev, flags)
-        _, dweights, _ = _weights_by_buffer(dview, dplace, ddevs, dargs)
+        dbufs, dweights, _ = _weights_by_buffer(dview, dplace, ddevs, dargs)
+        draft_mapped = dbufs.get("Host", {}).get("CPU_Mapped", 0.0)
         dfa = _flash_attn(dview, dargs, ddevs)
         dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
         dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
@@ -173,6 +194,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
             for d, v in src.items():
                 dst[d] = dst.get(d, 0.0) + v
         out_b += dview.n_vocab * n_seq * 4 / MIB
+        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB  # its vocabulary and metadata (heap)
     scale = (calibration.compute_scale if calibration else {}) or {}
     over = (calibration.overhead_mib if calibration else {}) or {}
     devices: list[DeviceMemory] = []
@@ -193,10 +215,12 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
     devices.append(DeviceMemory(
         name="Host", backend="CPU", model_mib=weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
         kv_mib=kv.get("Host", 0.0) + extra_kv.get("Host", 0.0), compute_mib=hcomp, output_mib=out_b,
-        overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)), capacity_mib=host.capacity_mib,
+        overhead_mib=float(over.get("Host", HOST_OVERHEAD_MIB)) + draft_host_mib, capacity_mib=host.capacity_mib,
         available_mib=host.free_mib, layers=sum(1 for x in layer_dev if x == "Host"),
         buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical,
-        fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0)))
+        fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
+        mapped_mib=(bufs.get("Host", {}).get("CPU_Mapped", 0.0) + draft_mapped) if args.load_mode in ("auto", "mmap")
+        else 0.0))
     plan = MemoryPlan(devices=tuple(devices), warnings=tuple(warnings), args=args, n_ctx=n_ctx,
                       n_ctx_seq=n_ctx_seq, n_seq_max=n_seq, kv_unified=args.unified, flash_attn=fa,
                       n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches))
@@ -232,10 +256,25 @@ def _fits_with_margin(plan: MemoryPlan, targets: dict[str, int], *, host_too: bo
         b = d.budget_mib
         if b is None:
             continue
-        use = _fit_use_mib(d) if fit_accounting else d.total_mib
+        use = _fit_use_mib(d) if fit_accounting else d.resident_mib  # mapped weights may be evicted
         if use > b - targets.get(d.name, 0):
             return False
     return True
+
+
+def _mapped_warnings(plan: MemoryPlan) -> list[str]:
+    """What mmap means for host memory: mapped weights beyond the page cache left are re-read from disk."""
+    host = plan.device("Host")
+    if host is None or host.fits is False:
+        return []
+    mode = plan.args.load_mode
+    if host.mapped_mib and host.mapped_cached_mib is not None and host.mapped_cached_mib < host.mapped_mib:
+        return [f"Host: {host.mapped_mib:.0f} MiB of weights are mapped from the model file (-lm {mode}); "
+                f"{host.resident_mib:.0f} MiB must stay resident, which leaves page cache for "
+                f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs (slow, "
+                "not a failure). -lm mmap+mlock or -lm none would need all of it resident "
+                f"({host.total_mib:.0f} MiB)"]
+    return []
 
 
 def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> list[str]:
@@ -243,8 +282,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     a = plan.args
     for d in plan.devices:
         if d.fits is False:
-            w.append(f"{d.name}: needs {d.total_mib:.0f} MiB but has {d.budget_mib} MiB "
-                     f"({-d.headroom_mib:.0f} MiB short)")
+            w.append(f"{d.name}: needs {d.resident_mib:.0f} MiB but has {d.budget_mib} MiB "
+                     f"({-d.headroom_mib:.0f} MiB short)" + (
+                         f"; besides that, {d.mapped_mib:.0f} MiB of weights are mapped from the file (page cache)"
+                         if d.mapped_mib else ""))
+    w.extend(_mapped_warnings(plan))
     host = plan.device("Host")
     if host is not None and host.headroom_mib is not None and a.cache_ram_mib and 0 <= host.headroom_mib < a.cache_ram_mib:
         w.append(f"Host: the prompt cache may grow to {a.cache_ram_mib} MiB of RAM while serving (--cache-ram); "

@@ -252,10 +252,23 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
     # the GPU with the first offloaded layer receives the embeddings and runs the attention of host layers
     # next to it (the scheduler expands GPU assignments up the graph); the first GPU backend is the one that
     # takes over host weights (ggml_backend_sched_backend_id_from_cur tries backends in order)
-    first_gpu = next((d for d in layer_dev[:-1] if d in gpu_set), None)
     offload_gpu = gpu_devs[0]
+    first_gpu = next((d for d in layer_dev[:-1] if d in gpu_set), None)
+    runners = list(dict.fromkeys(d for d in layer_dev if d in gpu_set))
+    if not runners and offload and "Host" in layer_dev[:-1]:
+        # -ngl 0 with a GPU: op offload still runs every big-batch matmul of the host layers on the first GPU
+        # (ggml_backend_sched_backend_id_from_cur), and the scheduler's expansion passes give it the ops
+        # around them, so that GPU gets a compute buffer holding one layer's activations, the mask and the
+        # K/V copies; each offloaded weight starts its own split ("by starting a new split, the memory of the
+        # previously offloaded weights can be reused", ggml-backend.cpp ggml_backend_sched_split_graph), so
+        # one weight copy at a time sits beside activations the FFN term already counts generously
+        first_gpu = offload_gpu
+        runners = [offload_gpu]
+        only_offload = True
+    else:
+        only_offload = False
     out: dict[str, float] = {}
-    for dev in dict.fromkeys(d for d in layer_dev if d in gpu_set):
+    for dev in runners:
         be = backend.get(dev, "CUDA")
         # attention peak per layer run on this GPU: layers of this GPU, plus host layers it takes over
         fa_extra = 0.0
@@ -294,7 +307,7 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
         if layer_dev[-1] == dev:
             peak = max(peak, out_peak)
         # weights of host layers this GPU takes over (largest one, copied in its own split)
-        if dev == offload_gpu and offload:
+        if dev == offload_gpu and offload and not only_offload:
             cpu_w = [p.n_bytes for p in placements
                      if p.device == "Host" and p.layer is not None and p.buffer != "CPU_REPACK"]
             if cpu_w:

@@ -167,12 +167,14 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
     def bottleneck(a: PlacementArgs) -> str:
         p = plan_of(a)
         worst = min((d for d in p.devices if d.budget_mib is not None),
-                    key=lambda d: d.budget_mib - targets.get(d.name, 0) - d.total_mib, default=None)
+                    key=lambda d: d.budget_mib - targets.get(d.name, 0) - d.resident_mib, default=None)
         if worst is None:
             return "no device has a known capacity"
-        short = worst.total_mib - (worst.budget_mib - targets.get(worst.name, 0))
-        return (f"{worst.name} is the limit: {worst.total_mib:.0f} MiB needed "
-                f"(weights {worst.model_mib:.0f}, KV {worst.kv_mib:.0f}, compute {worst.compute_mib:.0f}), "
+        short = worst.resident_mib - (worst.budget_mib - targets.get(worst.name, 0))
+        return (f"{worst.name} is the limit: {worst.resident_mib:.0f} MiB needed "
+                f"(weights {worst.model_mib - worst.mapped_mib:.0f}"
+                + (f" besides {worst.mapped_mib:.0f} mapped from the file" if worst.mapped_mib else "")
+                + f", KV {worst.kv_mib:.0f}, compute {worst.compute_mib:.0f}), "
                 f"{worst.budget_mib} MiB available minus {targets.get(worst.name, 0)} MiB margin"
                 + (f" ({short:.0f} MiB short)" if short > 0 else ""))
 

@@ -45,7 +45,8 @@ def _now() -> datetime:
 def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
     """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
     llama-server arguments and environment (its LLAMA_ARG_* count, as the server reads them), through
-    core.memory; None when it cannot be made. Never raises."""
+    core.memory, a draft model (-md) included; the host's figure is mapped + allocated memory, what the server's
+    peak RSS is compared with. None when it cannot be made. Never raises."""
     try:
         from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
         from llm_tuner.services.library import read_model  # noqa: PLC0415
@@ -57,13 +58,16 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
         model = read_model(pargs.model)
         if getattr(model, "error", None):
             return None
+        draft = read_model(pargs.draft_model) if pargs.draft_model else None  # -md: loaded beside the model
+        if draft is not None and getattr(draft, "error", None):
+            return None  # a prediction without the draft would be too low: none rather than a wrong one
         gpus = []
         if binary is not None:
             gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
                                free_includes_runtime=True) for d in binaries.list_devices(binary)]
         h = host_info()
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
-        plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags))
+        plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
         return {d.name: round(d.total_mib, 1) for d in plan.devices}
     except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
         log.info("no memory prediction for the benchmark: %s", exc)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from PySide6.QtCore import Qt, QTimer
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
@@ -20,7 +20,6 @@ from PySide6.QtWidgets import (
     QHBoxLayout,
     QLabel,
     QLineEdit,
-    QListWidget,
     QPushButton,
     QScrollArea,
     QSpinBox,
@@ -36,16 +35,15 @@ from llm_tuner.core.memory import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    overrides_as_profile,
     plan_memory,
-    preview_rule,
-    rule_experts_blocks,
-    rule_ffn_every_nth,
     solve,
 )
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
+from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
@@ -63,6 +61,7 @@ class PlanPanel(QWidget):
         self._no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
         self.ctx = ctx
         self.model = None  # core.gguf_info.ModelInfo
+        self.draft_model = None  # the profile's -md draft (ModelInfo), planned beside the model
         self.args = PlacementArgs()
         self.plan: MemoryPlan | None = None
         self.planned: list[PlanDevice] = []
@@ -195,44 +194,12 @@ class PlanPanel(QWidget):
         dl.addWidget(self.solve_label)
         grid.addWidget(dbox, 0, 1)
 
-        # override builder
-        obox = QGroupBox("Override tensors (-ot)")
-        ol = QVBoxLayout(obox)
-        orow = QHBoxLayout()
-        self.ot_mode = QComboBox()
-        self.ot_mode.addItems(["FFN of every Nth block to CPU", "Experts of blocks a–b to CPU", "Custom regex"])
-        self.ot_a = QSpinBox(minimum=0, maximum=999, value=3)
-        self.ot_b = QSpinBox(minimum=0, maximum=999, value=0)
-        self.ot_regex = QLineEdit(placeholderText=r"blk\.(0|1)\.ffn_.*=CPU")
-        orow.addWidget(self.ot_mode)
-        orow.addWidget(QLabel("N / a"))
-        orow.addWidget(self.ot_a)
-        orow.addWidget(QLabel("start / b"))
-        orow.addWidget(self.ot_b)
-        ol.addLayout(orow)
-        ol.addWidget(self.ot_regex)
-        self.ot_preview_label = QLabel()
-        self.ot_preview_label.setWordWrap(True)
-        ol.addWidget(self.ot_preview_label)
-        self.ot_matches = QListWidget()
-        self.ot_matches.setMaximumHeight(110)
-        ol.addWidget(self.ot_matches)
-        brow = QHBoxLayout()
-        self.ot_add_button = QPushButton("Add rule")
-        self.ot_add_button.clicked.connect(self._on_ot_add_clicked)
-        self.ot_clear_button = QPushButton("Remove all rules")
-        self.ot_clear_button.clicked.connect(self._on_ot_clear_clicked)
-        brow.addWidget(self.ot_add_button)
-        brow.addWidget(self.ot_clear_button)
-        ol.addLayout(brow)
-        self.ot_rules_label = QLabel()
-        self.ot_rules_label.setWordWrap(True)
-        self.ot_rules_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        ol.addWidget(self.ot_rules_label)
-        for w in (self.ot_a, self.ot_b):
-            w.valueChanged.connect(self._on_ot_changed)
-        self.ot_mode.currentIndexChanged.connect(self._on_ot_changed)
-        self.ot_regex.textChanged.connect(self._on_ot_changed)
+        # override builder (its own box; the preview is core.memory.preview_rule)
+        obox = OverrideBuilderBox(self)
+        self.ot_box = obox
+        for name in ("ot_mode", "ot_a", "ot_b", "ot_regex", "ot_preview_label", "ot_matches", "ot_add_button",
+                     "ot_clear_button", "ot_rules_label"):
+            setattr(self, name, getattr(obox, name))
         grid.addWidget(obox, 1, 0)
 
         # check with llama.cpp (its own box; the comparison is core.memory_check)
@@ -263,7 +230,7 @@ class PlanPanel(QWidget):
             self.summary_label.clear()
             self.warnings_label.clear()
             self.solve_label.clear()
-            self._on_ot_changed()  # no tensors of a previous model
+            self.ot_box.refresh()  # no tensors of a previous model
 
     def _on_open_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a GGUF model", "", "GGUF models (*.gguf)")
@@ -289,6 +256,28 @@ class PlanPanel(QWidget):
         job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)
         job.start()
 
+    def _load_draft(self, path: str | None) -> None:
+        """Read the profile's draft model (-md) off the GUI thread; the plan counts it once read."""
+        if not path:
+            self.draft_model = None
+            return
+        if self.draft_model is not None and str(self.draft_model.path) == str(Path(path).expanduser()):
+            return
+        from llm_tuner.services.library import read_model  # noqa: PLC0415
+
+        self.draft_model = None
+        job = BackgroundJob(lambda _c: read_model(Path(path).expanduser()), self)
+        job.succeeded.connect(self._on_draft_read)
+        self._jobs.append(job)
+        job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)
+        job.start()
+
+    def _on_draft_read(self, info) -> None:
+        if info.error or str(info.path) != str(Path(self.args.draft_model or "").expanduser()):
+            return  # unreadable, or the profile has another draft by now (the plan warns about neither)
+        self.draft_model = info
+        self._schedule()
+
     def _on_model_read(self, info) -> None:
         if info.error:
             self.model_label.setText(f"{Path(info.path).name}: {info.error}. Choose another file.")
@@ -303,14 +292,12 @@ class PlanPanel(QWidget):
         self._syncing = True
         self.ngl_spin.setToolTip(f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
-        self.ot_b.setMaximum(max(0, (info.block_count or 1) - 1))
-        self.ot_a.setMaximum(max(1, info.block_count or 1))
+        self.ot_box.set_block_count(info.block_count or 1)
         self._syncing = False
         label = info.display_name()
         self.model_label.setText(f"<b>{label}</b> — {info.architecture}, {info.file_type or ''}, "
                                  f"{info.block_count} blocks, trained context {info.context_length}, "
                                  f"{format_mib(info.size_bytes / 1048576)}")
-        self._on_ot_changed()
         self._schedule()
 
     def _on_state_profile_changed(self, profile) -> None:
@@ -318,6 +305,7 @@ class PlanPanel(QWidget):
             return
         self.args = args_from_profile(profile)  # its effective arguments: LLAMA_ARG_* count, as for the server
         self._sync_controls()
+        self._load_draft(self.args.draft_model)
         model_path = self.args.model
         if model_path and (self.model is None or str(self.model.path) != str(model_path)):
             if Path(model_path).expanduser().is_file():
@@ -457,73 +445,36 @@ class PlanPanel(QWidget):
             self.args = self.args.with_(ctx=ans.value)
             self._write_profile(ctx_size=ans.value)
         elif goal == "layers":
+            # the whole placement (-ngl and, for MoE, --n-cpu-moe) goes into the profile: it is what launches
             self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides)
             self._write_profile(gpu_layers=ans.args.ngl)
-            if ans.args.overrides != self.args.overrides:
-                self._write_overrides()
+            self._write_overrides()
         else:
             self.args = self.args.with_(tensor_split=ans.args.tensor_split)
             self._write_profile(tensor_split=ans.args.tensor_split)
         self._sync_controls()
         self._schedule()
 
-    # -- override builder -------------------------------------------------------------------------------
+    # -- override rules ---------------------------------------------------------------------------------
     def current_rule(self) -> str:
-        mode = self.ot_mode.currentIndex()
-        n_layer = (self.model.n_layer if self.model is not None else None) or 0
-        if mode == 0:
-            return rule_ffn_every_nth(self.ot_a.value() or 1, self.ot_b.value(), n_layer)
-        if mode == 1:
-            a, b = sorted((self.ot_a.value(), self.ot_b.value()))
-            return rule_experts_blocks(a, b)
-        return self.ot_regex.text().strip()
+        return self.ot_box.current_rule()
 
-    def _on_ot_changed(self, *_a) -> None:
-        self.ot_regex.setEnabled(self.ot_mode.currentIndex() == 2)
-        if self.model is None:
-            self.ot_preview_label.setText("Select a model to preview which tensors a rule moves.")
-            self.ot_matches.clear()
-            return
-        rule = self.current_rule()
-        if self.ot_mode.currentIndex() != 2:
-            self._syncing = True
-            self.ot_regex.setText(rule)
-            self._syncing = False
-        prev = preview_rule(self.model, self.args, rule, self.gpus(), self.cpu_flags())
-        self.ot_matches.clear()
-        if prev.error:
-            self.ot_preview_label.setText(prev.error)
-            return
-        self.ot_matches.addItems(list(prev.matched[:300]))
-        self.ot_preview_label.setText(f"{rule}\nmatches {len(prev.matched)} tensors; moves "
-                                      f"{format_mib(prev.moved_mib)} of weights to another device")
-
-    def _on_ot_add_clicked(self) -> None:
-        rule = self.current_rule()
-        if "=" not in rule:
-            self.ot_preview_label.setText("A rule is <regex>=<buffer>, e.g. blk\\.1\\.ffn_.*=CPU")
-            return
-        pat, buf = rule.rsplit("=", 1)
-        self.args = self.args.with_(overrides=(*self.args.overrides, (pat, buf)))
+    def set_overrides(self, overrides: tuple[tuple[str, str], ...]) -> None:
+        """Replace the tensor overrides (the builder's Add / Remove all) and write them into the profile."""
+        self.args = self.args.with_(overrides=tuple(overrides))
         self._write_overrides()
-        self._on_ot_changed()
-        self._schedule()
-
-    def _on_ot_clear_clicked(self) -> None:
-        self.args = self.args.with_(overrides=())
-        self._write_overrides()
+        self.ot_box.refresh()
         self._schedule()
 
     def _write_overrides(self) -> None:
         profile = self.ctx.state.profile
         if profile is None:
             return
-        from llm_tuner.core.memory import FFN_EXPS_REGEX  # noqa: PLC0415
         from llm_tuner.core.profile import OverrideRule  # noqa: PLC0415
 
-        rules = tuple(OverrideRule(pattern=p, buffer=b) for p, b in self.args.overrides
-                      if not (p == FFN_EXPS_REGEX and b == "CPU" and profile.cpu_moe))
-        self._write_profile(override_tensor=rules, n_cpu_moe=None)
+        cpu_moe, n_cpu_moe, rest = overrides_as_profile(self.args.overrides)
+        self._write_profile(override_tensor=tuple(OverrideRule(pattern=p, buffer=b) for p, b in rest),
+                            cpu_moe=cpu_moe, n_cpu_moe=n_cpu_moe)
 
     # -- check with llama.cpp -------------------------------------------------------------------------------
     def check_argv(self) -> list[str]:
@@ -558,15 +509,22 @@ class PlanPanel(QWidget):
             return
         gpus = self.gpus()
         cal = self._calibrations.get(str(self.model.path))
+        draft = self.draft_model if self.args.draft_model else None
         self.plan = plan_memory(self.model, self.args, gpus, self.host(), cpu_flags=self.cpu_flags(),
-                                calibration=cal)
+                                calibration=cal, draft_model=draft)
         p = self.plan
+        host = p.device("Host")
         self.bars.set_devices(p.devices)
         self.summary_label.setText(
             f"n_ctx {p.n_ctx} ({p.n_seq_max} slot{'s' if p.n_seq_max > 1 else ''}, "
             f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
             f"{p.n_gpu_layers}/{p.n_layers_total} layers on GPUs. "
+            + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
+               ("Draft model not read yet. " if self.args.draft_model else ""))
             + ("Fits." if p.fits else "Does NOT fit.")
+            + (f" Host: {format_mib(host.resident_mib)} must stay resident; {format_mib(host.mapped_mib)} of "
+               f"weights are mapped from the file (-lm {self.args.load_mode}: the page cache may evict them, "
+               "-lm mmap+mlock would pin them)." if host is not None and host.mapped_mib else "")
             + (" Compute calibrated from a llama.cpp check (" + ", ".join(
                 f"{b} ×{v:.2f}" for b, v in cal.compute_scale.items()) + ")." if cal and cal.compute_scale else ""))
         self.warnings_label.setText("\n".join(f"⚠ {w}" for w in p.warnings))
@@ -584,6 +542,4 @@ class PlanPanel(QWidget):
             if len(ts) < len(names) or not any(ts):
                 ts = [float(d.layers) for d in p.devices if d.name != "Host"]
             self.split_bar.set_split(names, ts)
-        self.ot_rules_label.setText(
-            "Rules: " + (", ".join(f"{a}={b}" for a, b in self.args.overrides) if self.args.overrides else "none"))
-
+        self.ot_box.refresh()  # the preview depends on the devices and the rules set: never stale

@@ -12,14 +12,31 @@ from PySide6.QtWidgets import QSizePolicy, QWidget
 from llm_tuner.core.memory import DeviceMemory
 from llm_tuner.core.units import format_mib
 
-# weights, KV, compute, output, runtime overhead
-PARTS = (("Weights", "model_mib", "#4C78A8"), ("KV cache", "kv_mib", "#F58518"),
-         ("Compute", "compute_mib", "#54A24B"), ("Output", "output_mib", "#B279A2"),
-         ("Runtime", "overhead_mib", "#9D9D9D"))
+# what must be resident (weights, KV, compute, output, runtime), then weights mapped from the file (evictable)
+PARTS = (("Weights", "#4C78A8"), ("KV cache", "#F58518"), ("Compute", "#54A24B"), ("Output", "#B279A2"),
+         ("Runtime", "#9D9D9D"), ("Mapped weights (page cache)", "#A9C4E0"))
+
+
+def segments(d: DeviceMemory) -> list[tuple[str, float]]:
+    """(part, MiB) in drawing order: the resident parts, then the mapped weights the kernel may evict."""
+    return [("Weights", d.model_mib - d.mapped_mib), ("KV cache", d.kv_mib), ("Compute", d.compute_mib),
+            ("Output", d.output_mib), ("Runtime", d.overhead_mib), ("Mapped weights (page cache)", d.mapped_mib)]
+
+
+def bar_text(d: DeviceMemory) -> str:
+    """The figure beside a bar: what must be resident (and what is mapped) against the budget."""
+    if d.budget_mib is None:
+        cap = "of ? (size unknown)"
+    else:  # the bar is compared with free memory when it is known, else with the capacity
+        cap = f"of {format_mib(d.budget_mib)} {'free' if d.available_mib is not None else 'total'}"
+    if d.mapped_mib:
+        return f"{format_mib(d.resident_mib)} + {format_mib(d.mapped_mib)} mapped {cap}"
+    return f"{format_mib(d.total_mib)} {cap}"
 
 
 class MemoryBarsWidget(QWidget):
-    """One horizontal stacked bar per device (weights / KV / compute / output / runtime) against its budget."""
+    """One horizontal stacked bar per device (weights / KV / compute / output / runtime, then the weights mapped
+    from the file, lighter: they may live in the page cache) against its budget."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -47,7 +64,7 @@ class MemoryBarsWidget(QWidget):
         w = self.width()
         label_w = 90
         bar_x = label_w + 8
-        bar_w = max(50, w - bar_x - 200)
+        bar_w = max(50, w - bar_x - 260)
         y = 6
         font = QFont(self.font())
         p.setFont(font)
@@ -61,13 +78,13 @@ class MemoryBarsWidget(QWidget):
             p.setBrush(pal.base())
             p.drawRect(QRectF(bar_x, y, bar_w, 28))
             x = float(bar_x)
-            for _label, attr, color in PARTS:
-                v = getattr(d, attr)
+            colors = dict(PARTS)
+            for label, v in segments(d):
                 if v <= 0:
                     continue
                 seg = bar_w * v / scale_mib
                 p.setPen(Qt.PenStyle.NoPen)
-                p.setBrush(QColor(color))
+                p.setBrush(QColor(colors[label]))
                 p.drawRect(QRectF(x, y + 1, seg, 26))
                 x += seg
             if budget:
@@ -75,12 +92,7 @@ class MemoryBarsWidget(QWidget):
                 p.setPen(QPen(QColor("#D62728") if d.fits is False else text, 2))
                 p.drawLine(QPointF(bx, y - 2), QPointF(bx, y + 30))
             p.setPen(QColor("#D62728") if d.fits is False else text)
-            if d.budget_mib is None:
-                cap = "of ? (size unknown)"
-            else:  # the bar is compared with free memory when it is known, else with the capacity
-                cap = f"of {format_mib(d.budget_mib)} {'free' if d.available_mib is not None else 'total'}"
-            p.drawText(QRectF(bar_x + bar_w + 8, y, 200, 28), Qt.AlignmentFlag.AlignVCenter,
-                       f"{format_mib(d.total_mib)} {cap}")
+            p.drawText(QRectF(bar_x + bar_w + 8, y, 260, 28), Qt.AlignmentFlag.AlignVCenter, bar_text(d))
             y += 46
         if not self._devices:
             p.setPen(pal.mid().color())
@@ -88,7 +100,7 @@ class MemoryBarsWidget(QWidget):
         # legend
         x = float(bar_x)
         ly = self.height() - 18
-        for label, _attr, color in PARTS:
+        for label, color in PARTS:
             p.setPen(Qt.PenStyle.NoPen)
             p.setBrush(QColor(color))
             p.drawRect(QRectF(x, ly + 3, 10, 10))
