@@ -16,6 +16,7 @@ from pathlib import Path
 from llm_tuner import __version__
 
 log = logging.getLogger("llm_tuner")
+DATABASE_EXIT = 4  # as the CLI's: the history database is damaged or from a newer version
 
 
 def setup_logging() -> None:
@@ -41,8 +42,36 @@ def _is_cli(argv: list[str]) -> bool:
     return any(not a.startswith("-") for a in argv[:1]) or "--version" in argv or "-h" in argv or "--help" in argv
 
 
-def build_window():
-    """Create QApplication (if needed), the context and the main window; start background probes."""
+def _open_history(path: Path, smoke_test: bool):
+    """The engine, or None when the database is unusable and the user did not agree to a fresh one.
+
+    A damaged or newer file gets one dialog; "start fresh" moves it aside (never overwritten or deleted).
+    Under --smoke-test nobody can answer: the message goes to stderr and the start fails.
+    """
+    from llm_tuner.store.db import DatabaseError, move_aside, open_engine
+
+    try:
+        return open_engine(path)
+    except DatabaseError as exc:
+        log.error("%s", exc)
+        if smoke_test:
+            print(f"llm-tuner: error: {exc}", file=sys.stderr)
+            return None
+        from llm_tuner.ui.main_window import ask_fresh_database
+
+        if not ask_fresh_database(str(exc)):
+            return None
+        moved = move_aside(path)
+        log.warning("the unusable history database was moved to %s; starting with a fresh one", moved)
+        return open_engine(path)
+
+
+def build_window(smoke_test: bool = False):
+    """Create QApplication (if needed), the context and the main window; start background probes.
+
+    Returns (app, ctx, window); ctx and window are None when the history database is unusable and the
+    user chose to quit.
+    """
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
 
@@ -50,7 +79,6 @@ def build_window():
     from llm_tuner.qt.probes import start_probes
     from llm_tuner.services.paths import database_path
     from llm_tuner.services.settings_store import load_settings
-    from llm_tuner.store.db import open_engine
     from llm_tuner.ui.main_window import MainWindow
 
     QCoreApplication.setOrganizationName("llm-tuner")
@@ -69,7 +97,10 @@ def build_window():
 
         app.setWindowIcon(QIcon(str(icon)))
     settings = load_settings()
-    ctx = AppContext(settings=settings, engine=open_engine(database_path(settings.data_dir)))
+    engine = _open_history(database_path(settings.data_dir), smoke_test)
+    if engine is None:
+        return app, None, None
+    ctx = AppContext(settings=settings, engine=engine)
     window = MainWindow(ctx)
     start_probes(ctx)
     return app, ctx, window
@@ -106,7 +137,9 @@ def run_gui(smoke_test: bool = False) -> int:
     install_excepthook()
     from PySide6.QtCore import QTimer
 
-    app, _ctx, window = build_window()
+    app, _ctx, window = build_window(smoke_test)
+    if window is None:
+        return DATABASE_EXIT
     window.show()
     if smoke_test:
         QTimer.singleShot(3000, app.quit)

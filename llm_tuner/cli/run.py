@@ -85,6 +85,7 @@ def cmd_run(args) -> int:
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.sampler import sample_to_json
     from llm_tuner.services.watch import WatchedServer
+    from llm_tuner.store.db import DatabaseError
 
     lock = threading.Lock()
 
@@ -143,6 +144,8 @@ def cmd_run(args) -> int:
             from llm_tuner.store.sessions import SessionRepository
 
             repo = SessionRepository(open_engine(database_path()))
+        except DatabaseError:
+            raise  # one clear message and a non-zero exit (cli.main), before anything starts
         except Exception as exc:  # noqa: BLE001 - watching works without the history
             out({"event": "log", "level": "warn", "text": f"session not recorded: {exc}"})
     rates = {"gpu": args.gpu_interval, "host": args.host_interval, "server": args.server_interval}
