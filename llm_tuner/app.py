@@ -51,7 +51,7 @@ def _open_history(path: Path, smoke_test: bool):
     from llm_tuner.store.db import DatabaseError, move_aside, open_engine
 
     try:
-        return open_engine(path)
+        return close_interrupted_sessions(open_engine(path))
     except DatabaseError as exc:
         log.error("%s", exc)
         if smoke_test:
@@ -64,6 +64,16 @@ def _open_history(path: Path, smoke_test: bool):
         moved = move_aside(path)
         log.warning("the unusable history database was moved to %s; starting with a fresh one", moved)
         return open_engine(path)
+
+
+def close_interrupted_sessions(engine):
+    """Sessions a killed app left open are closed as interrupted (never a running instance's); noted in the log."""
+    from llm_tuner.store.sessions import SessionRepository
+
+    n = SessionRepository(engine).close_interrupted()
+    if n:
+        log.info("closed %d session(s) left open by a process that is gone, as interrupted", n)
+    return engine
 
 
 def build_window(smoke_test: bool = False):

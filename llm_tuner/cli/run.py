@@ -144,6 +144,7 @@ def cmd_run(args) -> int:
             from llm_tuner.store.sessions import SessionRepository
 
             repo = SessionRepository(open_engine(database_path()))
+            repo.close_interrupted()  # sessions a killed `run` or window left open
         except DatabaseError:
             raise  # one clear message and a non-zero exit (cli.main), before anything starts
         except Exception as exc:  # noqa: BLE001 - watching works without the history
