@@ -6,6 +6,8 @@ Events: {"event": "plan"} (the command and what the app adds), {"event": "state"
 "url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
 {"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"}.
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
+With --attach, nothing answering within 5 s, or a server that stops answering (state "gone") for --gone-after
+seconds, ends the run with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
     src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
+    p.add_argument("--gone-after", type=float, default=10.0, metavar="SECONDS",
+                   help="with --attach: end with exit 1 when the server has stopped answering this long (10 s)")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
     p.add_argument("--binary", help="the llama-server to run (default: the configured or embedded one)")
@@ -108,7 +112,8 @@ def cmd_run(args) -> int:
         server_args = server_args[1:]
     settings = load_settings()
     if args.attach:
-        session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key)
+        session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key,
+                                  gone_grace_s=args.gone_after)
         out({"event": "plan", "mode": "attach", "url": args.attach, "log": args.log,
              "note": None if args.log else "no log file: request records come from /slots and /metrics (approximate)"})
     else:

@@ -206,13 +206,13 @@ class MainWindow(QMainWindow):
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
         slot = self.live_panel.slot
-        running = [s for s in slots if s.state in ("starting", "loading", "ready")]
+        running = [s for s in slots if s.state in ("starting", "loading", "ready", "gone")]
         if slot is None or (slot.state in ("idle", "exited") and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or
                                             slot.state == "idle" else f"server: {slot.display_state}")
             self.server_state_label.setToolTip("")
             return
-        colour = {"ready": "#2e7d32", "exited": "#777"}.get(slot.state, "#b8860b")
+        colour = {"ready": "#2e7d32", "exited": "#777", "gone": "#c62828"}.get(slot.state, "#b8860b")
         text = f"<b style='color:{colour}'>● {slot.display_state}</b> {slot.name} · {slot.url or ''}"
         if len(running) > 1:
             text += f" (+{len(running) - 1} more running)"
