@@ -26,6 +26,7 @@ from llm_tuner.core.gguf_info import (
     parse_header,
     split_parts,
 )
+from llm_tuner.core.units import format_bytes
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,10 @@ def read_model(path: Path | str) -> ModelInfo:
                 where = f"{f.name}: " if len(files) > 1 else ""
                 raise GGUFError(f"{where}{exc}") from None
         first = headers[0]
+        arch_len = first.skipped_strings.get("general.architecture")
+        if arch_len is not None:
+            raise GGUFError(f"general.architecture is a string of {format_bytes(arch_len)}, "
+                            "not an architecture llama.cpp knows")
         declared = first.kv.get("split.count")
         if len(files) > 1 and isinstance(declared, int) and declared != len(files):
             raise GGUFError(f"split.count is {declared} but the name says {len(files)} parts")
