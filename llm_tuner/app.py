@@ -19,6 +19,15 @@ log = logging.getLogger("llm_tuner")
 DATABASE_EXIT = 4  # as the CLI's: the history database is damaged or from a newer version
 
 
+class _PrivateLogHandler(logging.handlers.RotatingFileHandler):
+    """The app log, created (and re-created at each rotation) readable by its owner only."""
+
+    def _open(self):
+        stream = super()._open()
+        os.chmod(self.baseFilename, 0o600)
+        return stream
+
+
 def setup_logging() -> None:
     from llm_tuner.services.paths import log_dir
 
@@ -29,13 +38,28 @@ def setup_logging() -> None:
             return
         root.removeHandler(old)
         old.close()
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+    handler = _PrivateLogHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     handler._llm_tuner = True
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     for chatty in ("httpx", "httpcore"):  # a line per HTTP request (every /tokenize of a benchmark) buries ours
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    check_file_modes()
+
+
+def check_file_modes() -> None:
+    """At start: our files 0600 and folders 0700 (a note per change), a warning for a chosen data folder that
+    others can read (it is the user's: not changed)."""
+    from llm_tuner.services.paths import readable_by_others, tighten_app_files
+    from llm_tuner.services.settings_store import load_settings
+
+    for note in tighten_app_files():
+        log.info("file permissions: %s", note)
+    chosen = load_settings().data_dir
+    if chosen and not os.environ.get("LLM_TUNER_DATA_DIR") and readable_by_others(Path(chosen).expanduser()):
+        log.warning("the data folder %s (chosen in Settings) can be read by other users; the history database "
+                    "in it may hold API keys of saved profiles: consider 'chmod 700 %s'", chosen, chosen)
 
 
 def _is_cli(argv: list[str]) -> bool:
@@ -157,6 +181,24 @@ def run_gui(smoke_test: bool = False) -> int:
     return code or (_smoke_check_data() if smoke_test else 0)
 
 
+def _check_file_modes_for_cli() -> None:
+    """The CLI does not keep the app log open: its notes about file modes are appended there once."""
+    root = logging.getLogger()
+    if any(getattr(h, "_llm_tuner", False) for h in root.handlers):
+        return check_file_modes()
+    level = root.level
+    try:
+        setup_logging()  # runs check_file_modes with the log open
+    except OSError:
+        return None
+    finally:
+        for h in [h for h in root.handlers if getattr(h, "_llm_tuner", False)]:
+            root.removeHandler(h)
+            h.close()
+        root.setLevel(level)
+    return None
+
+
 def _smoke_check_data() -> int:
     """--smoke-test also checks the data a bundle must carry (prompt texts, the default flag catalog)."""
     from llm_tuner.services.bench import prompt_texts, prompts_dir
@@ -175,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if _is_cli(argv):
         from llm_tuner.cli import main as cli_main
+
+        _check_file_modes_for_cli()
 
         return cli_main(argv)
     smoke = "--smoke-test" in argv

@@ -102,7 +102,7 @@ def open_engine(path: Path | str, *, migrate: bool = True) -> Engine:
     """
     path = Path(path)
     if not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # ours: private (a chosen one exists already)
     _quick_check(path)
     created = not path.exists()
     engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 10})
