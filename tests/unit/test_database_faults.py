@@ -92,3 +92,12 @@ def test_smoke_test_fails_with_the_message(isolated_data_dir):
                           timeout=120, env={**__import__("os").environ, "QT_QPA_PLATFORM": "offscreen"})
     assert proc.returncode == 4
     assert "Traceback" not in proc.stderr and "llm-tuner.sqlite" in proc.stderr
+
+
+def test_a_file_damaged_after_its_last_check_is_caught(tmp_path):
+    path = _good(tmp_path / "llm-tuner.sqlite")
+    open_engine(path).dispose()  # checked and remembered
+    data = bytearray(_garbage_pages(tmp_path).read_bytes())  # replaces the file: another size or mtime
+    path.write_bytes(bytes(data))
+    with pytest.raises(DatabaseError):
+        open_engine(path)
