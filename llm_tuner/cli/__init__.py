@@ -50,14 +50,14 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"llm-tuner: error: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        return _stdout_closed()
     except Exception as exc:
         if not _is_database_error(exc):
             raise
         print(f"llm-tuner: error: {exc}\n  To start with a fresh database: llm-tuner database move-aside",
               file=sys.stderr)
         return DATABASE_EXIT
-    except BrokenPipeError:
-        return _stdout_closed()
 
 
 def _is_database_error(exc: BaseException) -> bool:
