@@ -16,6 +16,16 @@ from pathlib import Path
 from llm_tuner import __version__
 
 log = logging.getLogger("llm_tuner")
+DATABASE_EXIT = 4  # as the CLI's: the history database is damaged or from a newer version
+
+
+class _PrivateLogHandler(logging.handlers.RotatingFileHandler):
+    """The app log, created (and re-created at each rotation) readable by its owner only."""
+
+    def _open(self):
+        stream = super()._open()
+        os.chmod(self.baseFilename, 0o600)
+        return stream
 
 
 def setup_logging() -> None:
@@ -28,21 +38,74 @@ def setup_logging() -> None:
             return
         root.removeHandler(old)
         old.close()
-    handler = logging.handlers.RotatingFileHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
+    handler = _PrivateLogHandler(path, maxBytes=2_000_000, backupCount=3, encoding="utf-8")
     handler._llm_tuner = True
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
     for chatty in ("httpx", "httpcore"):  # a line per HTTP request (every /tokenize of a benchmark) buries ours
         logging.getLogger(chatty).setLevel(logging.WARNING)
+    check_file_modes()
+
+
+def check_file_modes() -> None:
+    """At start: our files 0600 and folders 0700 (a note per change), a warning for a chosen data folder that
+    others can read (it is the user's: not changed)."""
+    from llm_tuner.services.paths import readable_by_others, tighten_app_files
+    from llm_tuner.services.settings_store import load_settings
+
+    for note in tighten_app_files():
+        log.info("file permissions: %s", note)
+    chosen = load_settings().data_dir
+    if chosen and not os.environ.get("LLM_TUNER_DATA_DIR") and readable_by_others(Path(chosen).expanduser()):
+        log.warning("the data folder %s (chosen in Settings) can be read by other users; the history database "
+                    "in it may hold API keys of saved profiles: consider 'chmod 700 %s'", chosen, chosen)
 
 
 def _is_cli(argv: list[str]) -> bool:
     return any(not a.startswith("-") for a in argv[:1]) or "--version" in argv or "-h" in argv or "--help" in argv
 
 
-def build_window():
-    """Create QApplication (if needed), the context and the main window; start background probes."""
+def _open_history(path: Path, smoke_test: bool):
+    """The engine, or None when the database is unusable and the user did not agree to a fresh one.
+
+    A damaged or newer file gets one dialog; "start fresh" moves it aside (never overwritten or deleted).
+    Under --smoke-test nobody can answer: the message goes to stderr and the start fails.
+    """
+    from llm_tuner.store.db import DatabaseError, move_aside, open_engine
+
+    try:
+        return close_interrupted_sessions(open_engine(path))
+    except DatabaseError as exc:
+        log.error("%s", exc)
+        if smoke_test:
+            print(f"llm-tuner: error: {exc}", file=sys.stderr)
+            return None
+        from llm_tuner.ui.main_window import ask_fresh_database
+
+        if not ask_fresh_database(str(exc)):
+            return None
+        moved = move_aside(path)
+        log.warning("the unusable history database was moved to %s; starting with a fresh one", moved)
+        return open_engine(path)
+
+
+def close_interrupted_sessions(engine):
+    """Sessions a killed app left open are closed as interrupted (never a running instance's); noted in the log."""
+    from llm_tuner.store.sessions import SessionRepository
+
+    n = SessionRepository(engine).close_interrupted()
+    if n:
+        log.info("closed %d session(s) left open by a process that is gone, as interrupted", n)
+    return engine
+
+
+def build_window(smoke_test: bool = False):
+    """Create QApplication (if needed), the context and the main window; start background probes.
+
+    Returns (app, ctx, window); ctx and window are None when the history database is unusable and the
+    user chose to quit.
+    """
     from PySide6.QtCore import QCoreApplication
     from PySide6.QtWidgets import QApplication
 
@@ -50,7 +113,6 @@ def build_window():
     from llm_tuner.qt.probes import start_probes
     from llm_tuner.services.paths import database_path
     from llm_tuner.services.settings_store import load_settings
-    from llm_tuner.store.db import open_engine
     from llm_tuner.ui.main_window import MainWindow
 
     QCoreApplication.setOrganizationName("llm-tuner")
@@ -69,7 +131,10 @@ def build_window():
 
         app.setWindowIcon(QIcon(str(icon)))
     settings = load_settings()
-    ctx = AppContext(settings=settings, engine=open_engine(database_path(settings.data_dir)))
+    engine = _open_history(database_path(settings.data_dir), smoke_test)
+    if engine is None:
+        return app, None, None
+    ctx = AppContext(settings=settings, engine=engine)
     window = MainWindow(ctx)
     start_probes(ctx)
     return app, ctx, window
@@ -106,12 +171,32 @@ def run_gui(smoke_test: bool = False) -> int:
     install_excepthook()
     from PySide6.QtCore import QTimer
 
-    app, _ctx, window = build_window()
+    app, _ctx, window = build_window(smoke_test)
+    if window is None:
+        return DATABASE_EXIT
     window.show()
     if smoke_test:
         QTimer.singleShot(3000, app.quit)
     code = app.exec()
     return code or (_smoke_check_data() if smoke_test else 0)
+
+
+def _check_file_modes_for_cli() -> None:
+    """The CLI does not keep the app log open: its notes about file modes are appended there once."""
+    root = logging.getLogger()
+    if any(getattr(h, "_llm_tuner", False) for h in root.handlers):
+        return check_file_modes()
+    level = root.level
+    try:
+        setup_logging()  # runs check_file_modes with the log open
+    except OSError:
+        return None
+    finally:
+        for h in [h for h in root.handlers if getattr(h, "_llm_tuner", False)]:
+            root.removeHandler(h)
+            h.close()
+        root.setLevel(level)
+    return None
 
 
 def _smoke_check_data() -> int:
@@ -132,6 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if _is_cli(argv):
         from llm_tuner.cli import main as cli_main
+
+        _check_file_modes_for_cli()
 
         return cli_main(argv)
     smoke = "--smoke-test" in argv

@@ -15,6 +15,7 @@ from llm_tuner import __version__
 from llm_tuner.cli import bench, models, plan, profile, run, system
 
 _MODULES = (system, profile, models, plan, run, bench)
+DATABASE_EXIT = 4  # the history database is damaged or from a newer version (see store.db.DatabaseError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,6 +52,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:
         return _stdout_closed()
+    except Exception as exc:
+        if not _is_database_error(exc):
+            raise
+        print(f"llm-tuner: error: {exc}\n  To start with a fresh database: llm-tuner database move-aside",
+              file=sys.stderr)
+        return DATABASE_EXIT
+
+
+def _is_database_error(exc: BaseException) -> bool:
+    """Without importing the store (SQLAlchemy, Alembic) for commands that never open it."""
+    db = sys.modules.get("llm_tuner.store.db")
+    return db is not None and isinstance(exc, db.DatabaseError)
 
 
 def _stdout_closed() -> int:

@@ -73,11 +73,18 @@ def cmd_model_info(args) -> int:
     from pathlib import Path
 
     from llm_tuner.cli import CliError, emit_json
-    from llm_tuner.services.library import read_model
+    from llm_tuner.services.library import not_a_file_reason, read_model
 
     path = Path(args.path).expanduser()
-    if not path.is_file():
-        raise CliError(f"no such file: {path}")
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise CliError(f"no such file: {path}") from None
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    reason = not_a_file_reason(mode)
+    if reason is not None:
+        raise CliError(f"{path} {reason}")
     info = read_model(path)
     if args.json:
         data = info_json(info)
@@ -110,11 +117,17 @@ def cmd_models_scan(args) -> int:
     missing = [d for d in args.dirs if not __import__("os").path.exists(d)]
     for d in missing:
         print(f"llm-tuner: warning: {d} does not exist", file=sys.stderr)
-    entries = find_models(args.dirs)
+    skipped: list[dict] = []
+
+    def on_skipped(path: str, reason: str) -> None:
+        skipped.append({"path": path, "reason": reason})
+        print(f"llm-tuner: warning: skipped {path}: {reason}", file=sys.stderr)
+
+    entries = find_models(args.dirs, on_skipped=on_skipped)
     infos = scan(entries, cache=cache)
     if args.json:
         emit_json({"models": [{"path": i.path, "files": i.files, **info_json(i), "error": i.error,
-                               "is_projector": i.is_projector} for i in infos]})
+                               "is_projector": i.is_projector} for i in infos], "skipped": skipped})
     else:
         if not infos:
             print("No .gguf files found.")

@@ -6,6 +6,8 @@ Events: {"event": "plan"} (the command and what the app adds), {"event": "state"
 "url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
 {"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"}.
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
+With --attach, nothing answering within 5 s, or a server that stops answering (state "gone") for --gone-after
+seconds, ends the run with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
     src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
+    p.add_argument("--gone-after", type=float, default=10.0, metavar="SECONDS",
+                   help="with --attach: end with exit 1 when the server has stopped answering this long (10 s)")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
     p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, else the "
@@ -86,6 +90,7 @@ def cmd_run(args) -> int:
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.sampler import sample_to_json
     from llm_tuner.services.watch import WatchedServer
+    from llm_tuner.store.db import DatabaseError
 
     lock = threading.Lock()
 
@@ -108,7 +113,8 @@ def cmd_run(args) -> int:
         server_args = server_args[1:]
     settings = load_settings()
     if args.attach:
-        session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key)
+        session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key,
+                                  gone_grace_s=args.gone_after)
         out({"event": "plan", "mode": "attach", "url": args.attach, "log": args.log,
              "note": None if args.log else "no log file: request records come from /slots and /metrics (approximate)"})
     else:
@@ -147,6 +153,9 @@ def cmd_run(args) -> int:
             from llm_tuner.store.sessions import SessionRepository
 
             repo = SessionRepository(open_engine(database_path()))
+            repo.close_interrupted()  # sessions a killed `run` or window left open
+        except DatabaseError:
+            raise  # one clear message and a non-zero exit (cli.main), before anything starts
         except Exception as exc:  # noqa: BLE001 - watching works without the history
             out({"event": "log", "level": "warn", "text": f"session not recorded: {exc}"})
     rates = {"gpu": args.gpu_interval, "host": args.host_interval, "server": args.server_interval}

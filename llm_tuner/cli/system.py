@@ -1,4 +1,4 @@
-"""`llm-tuner devices` and `llm-tuner binaries`."""
+"""`llm-tuner devices`, `llm-tuner binaries` and `llm-tuner database` (check or move aside the history file)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("binaries", help="which llama-server / llama-bench / llama-fit-params are used")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(func=cmd_binaries)
+    p = sub.add_parser("database", help="check the history database, or move an unusable one aside")
+    p.add_argument("action", choices=("check", "move-aside"),
+                   help="check: quick integrity and version check; move-aside: rename an unusable file "
+                        "(never deleted) so the next start creates a fresh one")
+    p.set_defaults(func=cmd_database)
 
 
 def _probe_all():
@@ -67,3 +72,21 @@ def cmd_binaries(args) -> int:
             else:
                 print(f"{kind}: {info.error}")
     return 0 if infos["llama-server"].ok else 1
+
+
+def cmd_database(args) -> int:
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.store.db import DatabaseError, move_aside, open_engine
+
+    path = database_path(load_settings().data_dir)
+    try:
+        open_engine(path, migrate=False).dispose()
+    except DatabaseError:
+        if args.action == "check":
+            raise
+        moved = move_aside(path)
+        print(f"moved {path} aside to {moved}; the next start creates a fresh database")
+        return 0
+    print(f"{path}: ok" + ("" if args.action == "check" else " (usable, not moved)"))
+    return 0

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+import stat
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -25,19 +26,52 @@ from llm_tuner.core.gguf_info import (
     parse_header,
     split_parts,
 )
+from llm_tuner.core.units import format_bytes
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GGUFError", "ModelEntry", "ModelInfo", "find_models", "read_header", "read_model", "scan"]
+__all__ = ["GGUFError", "ModelEntry", "ModelInfo", "find_models", "not_a_file_reason", "read_header", "read_model",
+           "scan"]
+
+
+def not_a_file_reason(mode: int) -> str | None:
+    """Why a path whose (link-followed) mode is `mode` cannot be a model file; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    for test, what in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a named pipe (FIFO)"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return f"is {what}, not a model file"
+    return "is not a regular file"
 
 
 def read_header(path: Path | str) -> GGUFHeader:
-    """Parse one file's header. Raises GGUFError (with an OSError's reason when it cannot be opened)."""
+    """Parse one file's header. Raises GGUFError (with an OSError's reason when it cannot be opened).
+
+    Only regular files are read (symlinks followed, so Hugging Face cache links work): the file is opened
+    non-blocking and checked on the open descriptor, so a pipe named *.gguf cannot hang the caller in open()
+    or read(), and /dev/zero cannot feed it forever.
+    """
     try:
-        with open(path, "rb", buffering=0) as fh:
-            return parse_header(fh)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise GGUFError(f"cannot read file: {exc.strerror or exc}") from None
+    try:
+        st = os.fstat(fd)
+        reason = not_a_file_reason(st.st_mode)
+        if reason is not None:
+            raise GGUFError(reason)
+        if hasattr(os, "set_blocking"):
+            os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", buffering=0) as fh:
+            fd = -1  # owned by fh now
+            return parse_header(fh, size=st.st_size)
+    except OSError as exc:
+        raise GGUFError(f"cannot read file: {exc.strerror or exc}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
 
 
 def split_set_files(path: Path) -> list[Path]:
@@ -59,12 +93,16 @@ def read_model(path: Path | str) -> ModelInfo:
     files = split_set_files(path)
     sizes: list[int] = []
     for f in files:
+        where = f"split part {f.name}" if len(files) > 1 else "the file"
         try:
-            sizes.append(f.stat().st_size)
+            st = f.stat()
         except OSError as exc:
             reason = "does not exist" if isinstance(exc, FileNotFoundError) else (exc.strerror or str(exc))
-            where = f"split part {f.name}" if len(files) > 1 else "the file"
             return error_info(str(path), [str(x) for x in files], sum(sizes), f"{where} {reason}")
+        not_file = not_a_file_reason(st.st_mode)
+        if not_file is not None:
+            return error_info(str(path), [str(x) for x in files], sum(sizes), f"{where} {not_file}")
+        sizes.append(st.st_size)
     parts = split_parts(path.name)
     if parts is not None and parts[1] != 1:
         return error_info(str(path), [str(path)], sizes[0] if sizes else 0,
@@ -78,6 +116,10 @@ def read_model(path: Path | str) -> ModelInfo:
                 where = f"{f.name}: " if len(files) > 1 else ""
                 raise GGUFError(f"{where}{exc}") from None
         first = headers[0]
+        arch_len = first.skipped_strings.get("general.architecture")
+        if arch_len is not None:
+            raise GGUFError(f"general.architecture is a string of {format_bytes(arch_len)}, "
+                            "not an architecture llama.cpp knows")
         declared = first.kv.get("split.count")
         if len(files) > 1 and isinstance(declared, int) and declared != len(files):
             raise GGUFError(f"split.count is {declared} but the name says {len(files)} parts")
@@ -117,20 +159,37 @@ def _is_projector_name(name: str) -> bool:
     return name.lower().startswith("mmproj")
 
 
-def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = lambda: False) -> list[ModelEntry]:
+def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = lambda: False,
+                on_skipped: Callable[[str, str], None] | None = None) -> list[ModelEntry]:
     """Walk `roots` recursively for *.gguf; a split set is one entry (its first part), other parts are
-    skipped; a root may also be a single file. Unreadable folders are skipped. Sorted by path."""
+    skipped; a root may also be a single file. Sorted by path.
+
+    Only regular files (after following links) become entries; what is passed over and why (an unreadable
+    folder, a pipe or device named *.gguf, a broken link) is reported to `on_skipped(path, reason)`.
+    """
+    skipped = on_skipped or (lambda _p, _r: None)
+
+    def walk_error(exc: OSError) -> None:
+        skipped(exc.filename or "?", f"folder not read: {exc.strerror or exc}")
+
     seen: set[str] = set()
     found: dict[str, os.stat_result] = {}
     for root in roots:
         root = Path(root).expanduser()
-        if root.is_file():
-            try:
-                found[str(root.resolve())] = root.stat()
-            except OSError:
-                pass
+        try:
+            st = root.stat()
+        except OSError as exc:
+            if os.path.lexists(root):  # a missing root is the caller's to report
+                skipped(str(root), f"cannot read: {exc.strerror or exc}")
             continue
-        for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None, followlinks=True):
+        if not stat.S_ISDIR(st.st_mode):
+            reason = not_a_file_reason(st.st_mode)
+            if reason is None:
+                found[str(root.resolve())] = st
+            else:
+                skipped(str(root), reason)
+            continue
+        for dirpath, dirnames, filenames in os.walk(root, onerror=walk_error, followlinks=True):
             if cancelled():
                 return []
             real = os.path.realpath(dirpath)
@@ -143,9 +202,15 @@ def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = 
                 if fn.lower().endswith(".gguf"):
                     full = os.path.join(real, fn)
                     try:
-                        found[full] = os.stat(full)
-                    except OSError:
+                        st = os.stat(full)
+                    except OSError as exc:
+                        skipped(full, f"cannot read: {exc.strerror or exc}")
                         continue
+                    reason = not_a_file_reason(st.st_mode)
+                    if reason is None:
+                        found[full] = st
+                    else:
+                        skipped(full, reason)
     found = _one_path_per_file(found)
     entries: list[ModelEntry] = []
     for full, st in sorted(found.items()):

@@ -1,18 +1,60 @@
-"""Where llm-tuner keeps its files (platformdirs), with the overrides tests and scripts use."""
+"""Where llm-tuner keeps its files (platformdirs), with the overrides tests and scripts use.
+
+Folders the app creates are 0700 and its files 0600 (a saved profile may hold an API key);
+`tighten_app_files()` brings existing ones of ours there at start. A folder the user chose is never
+changed: `readable_by_others()` says when it should be.
+"""
 
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 import platformdirs
 
 APP_NAME = "llm-tuner"
+PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
 
 def _ensure(path: Path) -> Path:
-    path.mkdir(parents=True, exist_ok=True)
+    if not path.is_dir():
+        path.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIR)
     return path
+
+
+def private_file(path: Path | str) -> None:
+    """Make one of our files readable by its owner only (no error if it is gone or not ours)."""
+    try:
+        os.chmod(path, PRIVATE_FILE)
+    except OSError:
+        pass
+
+
+def readable_by_others(folder: Path | str) -> bool:
+    """True when users other than the owner can list or enter `folder` (group/other r or x bits)."""
+    try:
+        return bool(os.stat(folder).st_mode & (stat.S_IRWXG | stat.S_IRWXO) & ~(stat.S_IWGRP | stat.S_IWOTH))
+    except OSError:
+        return False
+
+
+def tighten_app_files() -> list[str]:
+    """Our own folders (data, config, logs; not a user-chosen data folder, not the shared model cache) to 0700
+    and the files in them to 0600. Returns one note per change, for the log."""
+    notes: list[str] = []
+    for folder in {data_dir(), config_dir(), log_dir()}:
+        for path, want in [(folder, PRIVATE_DIR)] + [(p, PRIVATE_FILE) for p in folder.iterdir() if p.is_file()
+                                                    and not p.is_symlink()]:
+            try:
+                mode = stat.S_IMODE(path.stat().st_mode)
+                if mode & ~want & 0o077:
+                    os.chmod(path, mode & ~0o077 if want == PRIVATE_DIR else want)
+                    notes.append(f"{path}: mode {mode:o} -> {stat.S_IMODE(path.stat().st_mode):o} "
+                                 "(other users could read it)")
+            except OSError as exc:
+                notes.append(f"{path}: could not restrict its mode ({exc.strerror or exc})")
+    return notes
 
 
 def data_dir() -> Path:
@@ -40,6 +82,8 @@ def cache_dir() -> Path:
 
 def database_path(configured_dir: str | None = None) -> Path:
     """The SQLite file: in the configured data folder (Settings), unless LLM_TUNER_DATA_DIR overrides."""
-    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
-        return _ensure(Path(configured_dir).expanduser()) / "llm-tuner.sqlite"
+    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):  # the user's folder: created, never changed
+        folder = Path(configured_dir).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / "llm-tuner.sqlite"
     return data_dir() / "llm-tuner.sqlite"

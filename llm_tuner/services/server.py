@@ -195,6 +195,7 @@ class ServerState(enum.StrEnum):
     READY = "ready"
     STOPPING = "stopping"
     EXITED = "exited"
+    GONE = "gone"  # attach: a server that answered stopped answering (EXITED follows after a grace period)
 
 
 @dataclass(frozen=True)
@@ -434,8 +435,11 @@ class AttachedSession:
     """
 
     def __init__(self, url: str, on_event: Callable[[object], None], *, log_path: str | Path | None = None,
-                 api_key: str | None = None, poll_s: float = 0.5, client_factory=None) -> None:
+                 api_key: str | None = None, poll_s: float = 0.5, client_factory=None,
+                 connect_timeout_s: float = 5.0, gone_grace_s: float = 10.0) -> None:
         self.url = url.rstrip("/")
+        self.connect_timeout_s = connect_timeout_s  # nothing answers at all: the attach fails
+        self.gone_grace_s = gone_grace_s  # state GONE this long, then the session ends as failed
         self.on_event = on_event
         self.log_path = Path(log_path) if log_path else None
         self.api_key = api_key
@@ -453,6 +457,7 @@ class AttachedSession:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._parser = logparse.LogParser()
+        self._finish_lock = threading.Lock()
         if client_factory is None:
             from llm_tuner.services.client import LlamaClient
 
@@ -487,13 +492,26 @@ class AttachedSession:
         self._stop.set()
         self._set_state(ServerState.STOPPING)
         for t in self._threads:
-            t.join(5.0)
-        self.exit_reason = "detached"
-        self.ended_unix = time.time()
-        self.state = ServerState.EXITED
-        self._emit(StateChanged(ServerState.EXITED, url=self.url, code=None, reason="detached"))
-        self._client.close()
-        self._done.set()
+            if t is not threading.current_thread():
+                t.join(5.0)
+        self._finish("detached", None)
+
+    def _finish(self, reason: str, failure) -> None:
+        with self._finish_lock:
+            if self._done.is_set():
+                return
+            self.exit_reason, self.failure = reason, failure
+            self.ended_unix = time.time()
+            self.state = ServerState.EXITED
+            self._emit(StateChanged(ServerState.EXITED, url=self.url, code=None, reason=reason, failure=failure))
+            self._client.close()
+            self._done.set()
+
+    def _give_up(self, kind: str, message: str) -> None:
+        """The poll loop ends the session: nothing answered, or a server stopped answering for the grace period."""
+        self._stop.set()
+        self._emit(logparse.LogLine("error", message))
+        self._finish(kind, logparse.Failure(kind=kind, message=message, evidence=""))
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
@@ -506,15 +524,25 @@ class AttachedSession:
 
         watcher = SlotWatcher()
         was_reachable = None
+        ever_reachable = False
+        since = time.monotonic()  # of the attach, then of the last answer
         while not self._stop.is_set():
             h = self._client.health(timeout=2.0)
+            if h.status_code is not None:
+                ever_reachable, since = True, time.monotonic()
+            elif not ever_reachable and time.monotonic() - since >= self.connect_timeout_s:
+                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the server "
+                                     "running, and is the URL (host and port) right?")
+            elif ever_reachable and time.monotonic() - since >= self.gone_grace_s:
+                return self._give_up("gone", f"the server at {self.url} stopped answering {self.gone_grace_s:g} s "
+                                     f"ago ({h.message}); it was stopped or crashed")
             if h.status_code == 503:
                 self._set_state(ServerState.LOADING)
             if (h.status_code is not None) != was_reachable:
                 was_reachable = h.status_code is not None
                 if not was_reachable:
                     self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
-                    self._set_state(ServerState.STARTING)
+                    self._set_state(ServerState.GONE if ever_reachable else ServerState.STARTING)
             if h.ready and self.log_path is None:
                 try:
                     slots = self._client.slots()

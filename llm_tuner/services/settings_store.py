@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from llm_tuner.core.settings import Settings
@@ -37,5 +38,8 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
     """Write settings atomically (temp file + rename)."""
     path = path or settings_path()
     tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(settings.model_dump_json(indent=2), encoding="utf-8")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private from its first byte
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(settings.model_dump_json(indent=2))
+    os.chmod(tmp, 0o600)  # an older tmp file kept its mode
     tmp.replace(path)

@@ -2,11 +2,14 @@
 
 Requests are written as they finish, so a session killed mid-way (the server or the app) keeps
 what it saw. `profile_version_id` is nullable: a raw command line or an attach has none.
+Each row names its owner (pid and that process's start time): `close_interrupted()` at the next start
+closes rows whose owner is gone (a killed app never wrote their end); a reused pid does not count as alive.
 """
 
 from __future__ import annotations
 
 import json
+import os
 
 from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, delete, func, select
 from sqlalchemy.orm import Mapped, mapped_column
@@ -29,6 +32,8 @@ class ServerSessionRow(Base):
     exit_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     exit_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     telemetry_json: Mapped[str] = mapped_column(Text, default="{}")
+    owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class SessionRequestRow(ServerTimingsColumns, Base):
@@ -47,6 +52,26 @@ _REQ_FIELDS = ("time_unix", "slot", "task", "cache_n", "prompt_n", "prompt_ms", 
                "approximate")
 
 
+INTERRUPTED = "interrupted (the app was killed or crashed before the session ended)"
+
+
+def process_started_unix(pid: int) -> float | None:
+    """When process `pid` started (None when there is no such process): with the pid, names one process."""
+    import psutil
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError):
+        return None
+
+
+def _owner_alive(pid: int, started_unix: float | None) -> bool:
+    now_started = process_started_unix(pid)
+    if now_started is None:
+        return False
+    return started_unix is None or abs(now_started - started_unix) < 1.0  # else the pid was reused
+
+
 def _nan_to_none(v):
     return None if isinstance(v, float) and v != v else v
 
@@ -61,7 +86,8 @@ class SessionRepository:
               url: str | None = None, profile_version_id: int | None = None) -> int:
         with session_scope(self.engine) as s:
             row = ServerSessionRow(mode=mode, started_unix=started_unix, argv_json=json.dumps(list(argv)), url=url,
-                                   profile_version_id=profile_version_id)
+                                   profile_version_id=profile_version_id, owner_pid=os.getpid(),
+                                   owner_started_unix=process_started_unix(os.getpid()))
             s.add(row)
             s.flush()
             return row.id
@@ -87,6 +113,26 @@ class SessionRepository:
             row.exit_code = exit_code
             row.exit_reason = exit_reason
             row.telemetry_json = json.dumps(telemetry_summary or {})
+
+    def close_interrupted(self) -> int:
+        """Close sessions left open (no end) whose owning process is gone, as interrupted; return how many.
+
+        Rows of a live owner (this process, a second running instance) are never touched; rows written before
+        owners were recorded are left as they are (their owner cannot be told apart from a running one).
+        """
+        n = 0
+        with session_scope(self.engine) as s:
+            rows = s.scalars(select(ServerSessionRow).where(ServerSessionRow.ended_unix.is_(None),
+                                                            ServerSessionRow.owner_pid.is_not(None)))
+            for row in rows:
+                if _owner_alive(row.owner_pid, row.owner_started_unix):
+                    continue
+                last = s.scalar(select(func.max(SessionRequestRow.time_unix))
+                                .where(SessionRequestRow.session_id == row.id))
+                row.ended_unix = max(row.started_unix, last or 0.0)  # the last thing known to have happened
+                row.exit_reason = INTERRUPTED
+                n += 1
+        return n
 
     def _info(self, row: ServerSessionRow, n: int) -> SessionInfo:
         return SessionInfo(id=row.id, started_unix=row.started_unix, argv=tuple(json.loads(row.argv_json)),

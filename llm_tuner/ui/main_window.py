@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
 from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.units import format_mib
@@ -25,6 +25,21 @@ from llm_tuner.ui.panels.plan_panel import PlanPanel
 from llm_tuner.ui.panels.profile_panel import ProfilePanel
 from llm_tuner.ui.plots import follow_palette
 from llm_tuner.ui.quick_start import QuickStartBar
+
+
+def ask_fresh_database(message: str, parent: QWidget | None = None) -> bool:
+    """The one dialog for a damaged or newer history database: start with a fresh one (the old file is moved
+    aside, never overwritten), or quit. True when the user chose a fresh database."""
+    box = QMessageBox(QMessageBox.Icon.Critical, "llm-tuner: history database unusable", message,
+                      QMessageBox.StandardButton.Yes | QMessageBox.StandardButton.Close, parent)
+    box.button(QMessageBox.StandardButton.Yes).setText("Move it aside and start fresh")
+    box.button(QMessageBox.StandardButton.Close).setText("Quit")
+    box.setDefaultButton(QMessageBox.StandardButton.Close)
+    box.setObjectName("database_dialog")
+    try:
+        return box.exec() == QMessageBox.StandardButton.Yes
+    finally:
+        box.deleteLater()
 
 
 class MainWindow(QMainWindow):
@@ -191,13 +206,13 @@ class MainWindow(QMainWindow):
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
         slot = self.live_panel.slot
-        running = [s for s in slots if s.state in ("starting", "loading", "ready")]
+        running = [s for s in slots if s.state in ("starting", "loading", "ready", "gone")]
         if slot is None or (slot.state in ("idle", "exited") and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or
                                             slot.state == "idle" else f"server: {slot.display_state}")
             self.server_state_label.setToolTip("")
             return
-        colour = {"ready": "#2e7d32", "exited": "#777"}.get(slot.state, "#b8860b")
+        colour = {"ready": "#2e7d32", "exited": "#777", "gone": "#c62828"}.get(slot.state, "#b8860b")
         text = f"<b style='color:{colour}'>● {slot.display_state}</b> {slot.name} · {slot.url or ''}"
         if len(running) > 1:
             text += f" (+{len(running) - 1} more running)"

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import io
+import os
 import re
 import struct
 from collections.abc import Callable
@@ -10,15 +12,23 @@ from typing import Any, BinaryIO
 
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
+
+from llm_tuner.core.units import format_bytes
 
 #: Arrays with more elements than this are skipped (only item type and length are kept).
 KEEP_ARRAY_MAX = 4096
 #: llama.cpp's own limits (ggml/src/gguf.cpp: GGUF_MAX_STRING_LENGTH, GGUF_MAX_ARRAY_ELEMENTS).
 MAX_STRING_LENGTH = 1024 * 1024 * 1024
 MAX_ARRAY_ELEMENTS = 1024 * 1024 * 1024
-#: ggml's GGML_MAX_DIMS.
+#: ggml's GGML_MAX_DIMS, and GGML_MAX_NAME (a tensor name is shorter: gguf.cpp rejects longer ones).
 MAX_DIMS = 4
+MAX_TENSOR_NAME = 64
+#: Strings longer than these are skipped, not read: their length is kept (`skipped_strings`, a key's
+#: placeholder name), so a header llama.cpp accepts cannot make us allocate or decode a GiB.
+KEEP_STRING_MAX = 4 * 1024 * 1024  # chat templates are tens of KiB
+KEEP_KEY_MAX = 64 * 1024
+KEEP_TOTAL_MAX = 64 * 1024 * 1024  # all kept strings of one header together
 _CHUNK = 1 << 20
 
 _SCALAR_FMT = {
@@ -83,7 +93,9 @@ class GGUFHeader(BaseModel):
         kv: key -> value for scalars, strings and arrays of at most KEEP_ARRAY_MAX elements
             (arrays as lists; strings decoded as UTF-8 with replacement).
         kv_types: key -> [value type] or [ARRAY, item type], like GGUFReader's field types.
-        skipped_arrays: key -> (item type, length) for arrays too large to keep.
+        skipped_arrays: key -> (item type, length) for arrays too large to keep (or holding a string too
+            long to keep).
+        skipped_strings: key -> length in bytes of a string value too long to keep (not in `kv`).
         data_offset: where tensor data starts (header end padded to the alignment).
     """
 
@@ -94,6 +106,7 @@ class GGUFHeader(BaseModel):
     kv: dict[str, Any]
     kv_types: dict[str, list[int]]
     skipped_arrays: dict[str, tuple[int, int]]
+    skipped_strings: dict[str, int] = Field(default_factory=dict)
     tensors: tuple[TensorInfo, ...]
     alignment: int
     data_offset: int
@@ -193,12 +206,22 @@ class _Cursor:
             self._base += len(chunk)
 
     def skip_strings(self, count: int, u64: struct.Struct, what: str) -> None:
-        """Skip `count` length-prefixed strings (the vocabulary) without decoding them."""
+        """Skip `count` length-prefixed strings (the vocabulary) without decoding them.
+
+        A run of identical strings (2^30 empty ones) is skipped by comparing bytes, not string by string.
+        """
         unpack_from = u64.unpack_from
         done = 0
         while done < count:
             buf, pos, end = self._buf, self._pos, len(self._buf)
             stop = end - 8
+            while pos <= stop and done < count:  # each call skips at least half of a run in the buffer
+                k = self._skip_repeats(count - done, unpack_from(buf, pos)[0])
+                if not k:
+                    break
+                done, pos = done + k, self._pos
+            if done >= count:
+                break
             start_done = done
             # hot loop (262,144 iterations for a large vocabulary): strings wholly inside the buffer;
             # anything else (a string crossing the buffer end, an absurd length) takes the slow path
@@ -214,12 +237,52 @@ class _Cursor:
             else:
                 done = count
             self._pos = pos
+            if done < count and pos > stop:  # fewer than 8 bytes left in the buffer
+                done += self._skip_hole(count - done)
             if done < count:
                 (n,) = self.unpack(u64, what)
                 if n > MAX_STRING_LENGTH:
                     raise GGUFError(f"absurd string length {n} in {what}")
                 self.skip(n, what)
                 done += 1
+
+
+    def _skip_hole(self, left: int) -> int:
+        """At the end of the buffer: skip up to `left` empty strings that lie in a hole of a sparse file (read as
+        zeros: length 0), found with SEEK_DATA without reading them; return how many (0 where unsupported)."""
+        seek_data = getattr(os, "SEEK_DATA", None)
+        if self._seek is None or seek_data is None:
+            return 0
+        here = self._start + self.tell()
+        try:
+            data = self._seek(here, seek_data)
+        except OSError as exc:  # ENXIO: no data after `here`, a hole to the end; anything else: not supported
+            if exc.errno != errno.ENXIO or self.size is None:
+                return 0
+            data = self._start + self.size
+        except ValueError:
+            return 0
+        try:
+            k = min(left, max(0, data - here) // 8)
+            self._seek(here + 8 * k)
+        except (OSError, ValueError) as exc:
+            raise GGUFError(f"seek error: {exc}") from None
+        self._base, self._buf, self._pos = self.tell() + 8 * k, b"", 0
+        return k
+
+    def _skip_repeats(self, left: int, length: int) -> int:
+        """Skip the longest run (up to `left`) of copies of the whole string record at the cursor that lies
+        in the buffer, by doubling byte comparisons; return how many were skipped (0 if fewer than 2)."""
+        buf, pos = self._buf, self._pos
+        unit = 8 + length
+        if left < 2 or unit > 64 or pos + 2 * unit > len(buf) or buf[pos:pos + unit] != buf[pos + unit:pos + 2 * unit]:
+            return 0
+        k = 2
+        while 2 * k <= left and pos + 2 * k * unit <= len(buf) and \
+                buf[pos:pos + k * unit] == buf[pos + k * unit:pos + 2 * k * unit]:
+            k *= 2
+        self._pos = pos + k * unit
+        return k
 
 
 def parse_header(source: BinaryIO | bytes | bytearray | memoryview, *, size: int | None = None,
@@ -266,27 +329,44 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     (n_kv,) = cur.unpack(i64, "key/value count")
     remaining = (cur.size - cur.tell()) if cur.size is not None else None
     # a key/value needs >= 8+4+1 bytes, a tensor info >= 8+4+8+4+8: counts beyond that are absurd
-    if n_tensors < 0 or (remaining is not None and n_tensors > remaining // 32) or n_tensors > MAX_ARRAY_ELEMENTS:
+    if n_tensors < 0 or n_tensors > MAX_ARRAY_ELEMENTS:
         raise GGUFError(f"absurd tensor count {n_tensors}")
-    if n_kv < 0 or (remaining is not None and n_kv > remaining // 13) or n_kv > MAX_ARRAY_ELEMENTS:
+    if n_kv < 0 or n_kv > MAX_ARRAY_ELEMENTS:
         raise GGUFError(f"absurd key/value count {n_kv}")
+    if remaining is not None and n_tensors * 32 + n_kv * 13 > remaining:
+        raise GGUFError(f"truncated file: the header declares {n_kv} keys and {n_tensors} tensors, which need at "
+                        f"least {format_bytes(n_tensors * 32 + n_kv * 13)}; the file has "
+                        f"{format_bytes(remaining)} left after offset {cur.tell()}")
+    kept_total = [0]
 
-    def read_str(what: str) -> str:
+    def read_str(what: str, keep_max: int = KEEP_STRING_MAX) -> str | int:
+        """The string, or its length in bytes (an int) when it is too long to keep: skipped, not read."""
         (n,) = cur.unpack(u64, what)
         if n > MAX_STRING_LENGTH:
             raise GGUFError(f"absurd string length {n} in {what}")
+        if n > keep_max or (keep_max == KEEP_STRING_MAX and kept_total[0] + n > KEEP_TOTAL_MAX):
+            cur.skip(n, what)
+            return n
+        kept_total[0] += n
         return cur.take(n, what).decode("utf-8", errors="replace")
 
     kv: dict[str, Any] = {}
     kv_types: dict[str, list[int]] = {}
     skipped: dict[str, tuple[int, int]] = {}
+    long_strings: dict[str, int] = {}
     for i in range(n_kv):
-        key = read_str(f"key #{i}")
+        key = read_str(f"key #{i}", KEEP_KEY_MAX)
+        if isinstance(key, int):  # reported as what it is, never built into a name
+            key = f"<key #{i}: string of {format_bytes(key)}>"
         if key in kv_types:
-            raise GGUFError(f"duplicate key {key!r}")
+            raise GGUFError(f"duplicate key {key[:200]!r}")
         (vtype,) = cur.unpack(u32, f"type of {key}")
         if vtype == GGUFValueType.STRING:
-            kv[key] = read_str(key)
+            value = read_str(key)
+            if isinstance(value, int):
+                long_strings[key] = value
+            else:
+                kv[key] = value
             kv_types[key] = [vtype]
         elif vtype in _SCALAR_FMT:
             (kv[key],) = cur.unpack(struct.Struct(e + _SCALAR_FMT[GGUFValueType(vtype)]), key)
@@ -301,7 +381,11 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
                 if cur.size is not None and n * 8 > cur.size - cur.tell():
                     raise GGUFError(f"truncated file: array {key} of {n} strings runs past the end")
                 if n <= keep_array_max:
-                    kv[key] = [read_str(key) for _ in range(n)]
+                    items = [read_str(key) for _ in range(n)]
+                    if any(isinstance(x, int) for x in items):
+                        skipped[key] = (itype, n)
+                    else:
+                        kv[key] = items
                 else:
                     cur.skip_strings(n, u64, key)
                     skipped[key] = (itype, n)
@@ -329,7 +413,9 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     raw: list[tuple[str, tuple[int, ...], int, int, int]] = []
     names: set[str] = set()
     for i in range(n_tensors):
-        name = read_str(f"tensor #{i} name")
+        name = read_str(f"tensor #{i} name", MAX_TENSOR_NAME - 1)
+        if isinstance(name, int):
+            raise GGUFError(f"tensor #{i}: name of {format_bytes(name)} (llama.cpp allows {MAX_TENSOR_NAME - 1} bytes)")
         if name in names:
             raise GGUFError(f"duplicate tensor {name!r}")
         names.add(name)
@@ -373,7 +459,7 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     if cur.size is not None and data_end > cur.size:
         raise GGUFError(f"truncated file: tensor data ends at byte {data_end}, the file has {cur.size}")
     return GGUFHeader(version=version, big_endian=big, kv=kv, kv_types=kv_types, skipped_arrays=skipped,
-                      tensors=tuple(tensors), alignment=alignment, data_offset=data_offset,
+                      skipped_strings=long_strings, tensors=tuple(tensors), alignment=alignment, data_offset=data_offset,
                       file_size=cur.size)
 
 

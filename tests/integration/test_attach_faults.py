@@ -1,0 +1,50 @@
+"""Attach: a server that stops answering is reported ("gone", then a failed exit); a dead URL fails in seconds."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+
+from llm_tuner.services.server import free_port
+from tests.conftest import start_server
+
+
+def test_attach_to_a_dead_url_fails_within_seconds():
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--attach",
+                           f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert time.monotonic() - t0 < 20
+    exited = [json.loads(x) for x in proc.stdout.splitlines()][-1]
+    assert exited["event"] == "exited" and exited["failure"] == "unreachable"
+    assert "nothing answers at http://127.0.0.1:" in exited["message"]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_server_that_goes_away_is_reported_gone_then_the_run_fails(server_binary, demo_model):
+    server = start_server(server_binary, demo_model, ctx=512)
+    cli = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--gone-after",
+                            "2", "--attach", server.url], stdout=subprocess.PIPE, text=True)
+    events = []
+    try:
+        for raw in cli.stdout:
+            ev = json.loads(raw)
+            events.append(ev)
+            if ev.get("state") == "ready":
+                server.process._proc.send_signal(signal.SIGKILL)  # crashes: nobody stops it cleanly
+        assert cli.wait(30) == 1
+    finally:
+        server.client.close()
+        server.process.stop()
+        if cli.poll() is None:
+            cli.kill()
+            cli.wait()
+        cli.stdout.close()
+    states = [e["state"] for e in events if e["event"] == "state"]
+    assert "gone" in states[states.index("ready"):]
+    exited = events[-1]
+    assert exited["event"] == "exited" and exited["failure"] == "gone"
+    assert "stopped answering" in exited["message"]

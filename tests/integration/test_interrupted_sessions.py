@@ -1,0 +1,64 @@
+"""A `run` killed by SIGKILL or SIGHUP leaves its session open; the next start closes it as interrupted,
+but never the session of an instance that is still running."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from llm_tuner.services.paths import database_path
+from llm_tuner.store.db import open_engine, session_scope
+from llm_tuner.store.sessions import INTERRUPTED, ServerSessionRow, SessionRepository
+
+
+def _attach(url: str) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--attach", url, "--no-samples"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # the logged state, not a sleep
+        if json.loads(line).get("state") == "ready":
+            return proc
+    raise AssertionError(proc.stderr.read())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
+def test_killed_run_is_closed_as_interrupted_at_next_start_but_not_a_running_one(llama_server, sig):
+    killed = _attach(llama_server.url)
+    running = _attach(llama_server.url)
+    try:
+        killed.send_signal(sig)
+        killed.wait(30)
+        repo = SessionRepository(open_engine(database_path()))
+        by_pid = {s.pid: None for s in (killed, running)}
+        with session_scope(repo.engine) as s:
+            for row in s.query(ServerSessionRow):
+                by_pid[row.owner_pid] = row.id
+        assert repo.get(by_pid[killed.pid]).ended_unix is None  # what the kill leaves
+        # the next start (the CLI's run does what the window does at start)
+        subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--attach", llama_server.url, "--duration", "0.5",
+                        "--no-samples"], capture_output=True, timeout=60)
+        closed = repo.get(by_pid[killed.pid])
+        assert closed.ended_unix is not None and closed.exit_reason == INTERRUPTED
+        assert repo.get(by_pid[running.pid]).ended_unix is None  # a second running instance is never marked
+    finally:
+        for p in (killed, running):
+            if p.poll() is None:
+                p.send_signal(signal.SIGINT)
+                p.wait(30)
+            p.stdout.close()
+            p.stderr.close()
+
+
+def test_a_reused_pid_does_not_keep_a_session_open(tmp_path):
+    repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
+    sid = repo.begin(["x"], started_unix=1.0, mode="attach")
+    mine = repo.begin(["y"], started_unix=2.0, mode="attach")
+    with session_scope(repo.engine) as s:
+        s.get(ServerSessionRow, sid).owner_started_unix = 12345.0  # same pid as ours, another process's start
+    assert repo.close_interrupted() == 1
+    assert repo.get(sid).exit_reason == INTERRUPTED
+    assert repo.get(mine).ended_unix is None and os.getpid()
