@@ -1,15 +1,15 @@
 """server_sessions: the owning process (pid and its start time), so sessions a killed app left open can be
 closed as interrupted at the next start without ever marking a second running instance's.
 
-Revision ID: 0005
-Revises: 0004
+Revision ID: 0006
+Revises: 0005
 """
 
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0005"
-down_revision = "0004"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
