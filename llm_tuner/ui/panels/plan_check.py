@@ -70,7 +70,7 @@ class LlamaCheckBox(QGroupBox):
         job.failed.connect(lambda exc: self.check_label.setText(f"The check failed: {exc}"))
         job.finished.connect(self._on_job_finished)
         self._job = job
-        job.start()
+        job.start(long=True)  # a llama-server run: never in front of short queries
 
     def _on_cancel_clicked(self) -> None:
         if self._job is not None:
