@@ -7,24 +7,7 @@ import pytest
 
 from llm_tuner.core.memory import args_from_profile, plan_memory
 from llm_tuner.core.profile import LaunchProfile
-from llm_tuner.core.settings import Settings
-from llm_tuner.qt.context import AppContext
-from llm_tuner.store.db import open_engine
-from llm_tuner.ui.panels.plan_panel import PlanPanel
-
-
-@pytest.fixture
-def ctx(tmp_path):
-    return AppContext(settings=Settings(), engine=open_engine(tmp_path / "plan.sqlite"))
-
-
-@pytest.fixture
-def panel(qtbot, ctx):
-    w = PlanPanel(ctx)
-    qtbot.addWidget(w)
-    w.resize(1100, 900)
-    w.show()
-    return w
+from tests.ui.test_plan_panel import ctx, panel  # noqa: F401 - the Plan panel's fixtures, shared
 
 
 def test_the_profiles_draft_model_is_in_the_plan(qtbot, ctx, panel, demo_model):
