@@ -14,6 +14,23 @@ from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
 from llm_tuner.core.session import RequestRecord
 
+
+def extend_ring(model, ring: deque, items: list, max_rows: int) -> None:
+    """Append a batch to a list model backed by a ring of at most `max_rows`: one removal of the oldest rows
+    (when full) and one insert, with Qt's row signals, so a view does the least work per batch."""
+    items = items[-max_rows:]
+    drop = len(ring) + len(items) - max_rows
+    if drop > 0:
+        model.beginRemoveRows(QModelIndex(), 0, drop - 1)
+        for _ in range(drop):
+            ring.popleft()
+        model.endRemoveRows()
+    n = len(ring)
+    model.beginInsertRows(QModelIndex(), n, n + len(items) - 1)
+    ring.extend(items)
+    model.endInsertRows()
+
+
 COLUMNS = (
     ("Time", None),
     ("Slot", "slot"),
@@ -83,17 +100,7 @@ class RequestTableModel(QAbstractTableModel):
         if not recs:
             return
         self.total += len(recs)
-        recs = recs[-self.max_rows:]
-        drop = len(self.records) + len(recs) - self.max_rows
-        if drop > 0:
-            self.beginRemoveRows(QModelIndex(), 0, drop - 1)
-            for _ in range(drop):
-                self.records.popleft()
-            self.endRemoveRows()
-        n = len(self.records)
-        self.beginInsertRows(QModelIndex(), n, n + len(recs) - 1)
-        self.records.extend(recs)
-        self.endInsertRows()
+        extend_ring(self, self.records, recs, self.max_rows)
 
     def reset(self, records=None, total: int | None = None) -> None:
         """Show `records` (the newest `max_rows` of them); `total` is how many the session had in all."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import deque
 
-from PySide6.QtCore import QAbstractListModel, QModelIndex, Qt
+from PySide6.QtCore import QAbstractListModel, Qt
 from PySide6.QtGui import QFontDatabase, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -25,6 +25,8 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
     QWidget,
 )
+
+from llm_tuner.qt.request_table_model import extend_ring
 
 LEVEL_ORDER = {"error": 0, "warn": 1, "info": 2, "output": 2, "cont": 2, "debug": 3}
 FILTERS = (("Errors", 0), ("Warnings and errors", 1), ("Info", 2), ("Everything", 3))
@@ -60,16 +62,7 @@ class LogLinesModel(QAbstractListModel):
             return
         lines = lines[-self.max_lines:]
         self.width_chars = max(self.width_chars, max(len(x.text) for x in lines) + 2)
-        drop = len(self.rows) + len(lines) - self.max_lines
-        if drop > 0:
-            self.beginRemoveRows(QModelIndex(), 0, drop - 1)
-            for _ in range(drop):
-                self.rows.popleft()
-            self.endRemoveRows()
-        n = len(self.rows)
-        self.beginInsertRows(QModelIndex(), n, n + len(lines) - 1)
-        self.rows.extend(lines)
-        self.endInsertRows()
+        extend_ring(self, self.rows, lines, self.max_lines)
 
     def reset(self, lines) -> None:
         self.beginResetModel()
