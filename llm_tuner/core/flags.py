@@ -345,8 +345,6 @@ def lookup(token: str) -> tuple[Flag, bool] | None:
     return _BY_SPELLING.get(normalize(token))
 
 
-def is_spelling(token: str) -> bool:
-    return normalize(token) in _BY_SPELLING or normalize(token) in REMOVED
 
 
 def all_spellings() -> frozenset[str]:
@@ -431,9 +429,6 @@ def without(argv: Sequence[str], *keys: str) -> list[str]:
     return out
 
 
-def with_value(argv: Sequence[str], key: str, value: str | None = None) -> list[str]:
-    """argv with `flag value` (or the switch, when value is None) replacing any earlier occurrence."""
-    return [*without(argv, key), spelling(key), *([] if value is None else [value])]
 
 
 def argv_for(key: str, value: str | None = None) -> list[str]:
@@ -475,12 +470,6 @@ def mask_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: (MASK if v and _env_is_secret(k) else v) for k, v in env.items()}
 
 
-def mask_text(text: str, secrets: Iterable[str]) -> str:
-    """Free text (a log line, an error) with each of the given secret values replaced by MASK."""
-    for s in secrets:
-        if s and len(s) >= 4:
-            text = text.replace(s, MASK)
-    return text
 
 
 def secrets_to_env(argv: Sequence[str], env: Mapping[str, str]) -> tuple[list[str], dict[str, str]]:
