@@ -8,6 +8,8 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list the host and GPUs (llama.cpp names where a binary says)")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument("--rpc", metavar="HOST:PORT,...", default="",
+                   help="also list these RPC workers' devices (RPC0, RPC1, ...: endpoint and memory)")
     p.set_defaults(func=cmd_devices)
     p = sub.add_parser("binaries", help="which llama-server / llama-bench / llama-fit-params are used")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -33,15 +35,28 @@ def cmd_devices(args) -> int:
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.inventory import detect_inventory
 
+    from llm_tuner.cli import CliError
+    from llm_tuner.core.rpc import split_endpoints
+    from llm_tuner.services.rpc import devices_json
+
+    try:
+        rpc = split_endpoints(args.rpc)
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     llama_devices, notes = None, []
     loc = locate(SERVER, load_settings())
     if loc is not None:
         try:
-            llama_devices = list_devices(loc.path)
+            llama_devices = list_devices(loc.path, rpc)
         except BinaryError as exc:
+            if rpc:
+                raise CliError(str(exc)) from None
             notes.append(f"llama-server --list-devices failed: {exc}")
+    elif rpc:
+        raise CliError("llama-server not found: it is what reads the RPC workers' devices")
     inv = detect_inventory(llama_devices)
     data = inv.to_json()
+    data["llama_devices"] = devices_json(list(llama_devices or []))
     data["notes"] += notes
     if args.json:
         emit_json(data)
@@ -52,6 +67,10 @@ def cmd_devices(args) -> int:
         for d in data["devices"]:
             print(f"{d['name']}: {d['model']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
                   f" · {d['pci_bus_id'] or ''}")
+        for d in data["llama_devices"]:
+            if d["endpoint"]:
+                print(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB "
+                      f"({d['memory_free_mib']} MiB free)")
         for n in data["notes"]:
             print(f"note: {n}")
     return 0

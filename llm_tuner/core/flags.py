@@ -106,6 +106,8 @@ _FIELDS: tuple[Flag, ...] = (
     _f("gpu_layers", "--n-gpu-layers -ngl --gpu-layers", "layers", _GPU, _A + "N_GPU_LAYERS", label="GPU layers",
        bench="-ngl"),
     _f("split_mode", "--split-mode -sm", "str", _GPU, _A + "SPLIT_MODE", label="split mode", bench="-sm"),
+    # before -dev: llama-server registers RPC devices while parsing, so `-dev RPC0` needs --rpc first
+    _f("rpc", "--rpc", "list", _GPU, _A + "RPC", label="RPC servers (host:port)", bench="--rpc"),
     _f("devices", "--device -dev", "list", _GPU, _A + "DEVICE", label="devices", bench="-dev", bench_sep="/"),
     _f("tensor_split", "--tensor-split -ts", "floats", _GPU, _A + "TENSOR_SPLIT", label="tensor split", bench="-ts",
        bench_sep="/"),
@@ -237,13 +239,15 @@ _OTHERS: tuple[Flag, ...] = (
     _x("reasoning_budget_message", "--reasoning-budget-message"),
     _x("ctx_checkpoints", "--ctx-checkpoints -ctxcp", "int"),
     _x("fit_print", "--fit-print -fitp", "onoff"),
-    _x("rpc", "--rpc"),
     # what the app runs a binary with to learn about it
     _x("help", "--help -h", "switch"),
     _x("version", "--version", "switch"),
     _x("list_devices", "--list-devices", "switch"),
 )
 
+# ggml-rpc-server's own flags (tools/rpc/rpc-server.cpp; its cache folder is the LLAMA_CACHE variable's)
+RPC_SERVER_FLAGS = {"host": "-H", "port": "-p", "device": "-d", "threads": "-t", "cache": "-c"}
+RPC_CACHE_ENV = "LLAMA_CACHE"
 FLAGS: tuple[Flag, ...] = _FIELDS + _OTHERS
 FIELD_FLAGS: tuple[Flag, ...] = _FIELDS
 _BY_KEY: dict[str, Flag] = {f.key: f for f in FLAGS}

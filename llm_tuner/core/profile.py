@@ -82,6 +82,7 @@ class LaunchProfile(BaseModel):
     # -- offload and split ----------------------------------------------------------------------
     gpu_layers: GpuLayers | None = None
     split_mode: str | None = None
+    rpc: tuple[str, ...] = ()  # RPC workers host:port (their devices are RPC0, RPC1, ...)
     devices: tuple[str, ...] = ()
     tensor_split: tuple[float, ...] = ()
     main_gpu: int | None = None

@@ -19,6 +19,17 @@ class TrustedBinary(BaseModel):
     mtime_ns: int
 
 
+class RpcWorker(BaseModel):
+    """A llama.cpp RPC worker (`ggml-rpc-server` at `endpoint`, host:port) and, optionally, the `llm-tuner
+    agent` on its machine that serves its GPU telemetry (`agent_url`, and the token it printed)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    endpoint: str
+    agent_url: str | None = None
+    agent_token: str | None = None
+
+
 class Settings(BaseModel):
     """Settings kept in settings.json under the config folder. Unknown keys are kept for forward compatibility."""
 
@@ -28,6 +39,8 @@ class Settings(BaseModel):
     llama_server_path: str | None = None
     llama_bench_path: str | None = None
     llama_fit_params_path: str | None = None
+    rpc_server_path: str | None = None  # ggml-rpc-server for local workers; None = PATH or the built-in one
+    rpc_workers: list[RpcWorker] = Field(default_factory=list)
     data_dir: str | None = None  # the SQLite history's folder; None = the platform's data folder
     gpu_sample_hz: float = 2.0
     host_sample_hz: float = 1.0

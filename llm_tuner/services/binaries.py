@@ -24,9 +24,12 @@ from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.settings import Settings
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
+RPC_SERVER = "ggml-rpc-server"  # the RPC worker (services/rpc.py runs it); located like the others, not probed
 KINDS = (SERVER, BENCH, FIT_PARAMS)
-ENV_VARS = {SERVER: "LLM_TUNER_LLAMA_SERVER", BENCH: "LLM_TUNER_LLAMA_BENCH", FIT_PARAMS: "LLM_TUNER_LLAMA_FIT_PARAMS"}
-_SETTING = {SERVER: "llama_server_path", BENCH: "llama_bench_path", FIT_PARAMS: "llama_fit_params_path"}
+ENV_VARS = {SERVER: "LLM_TUNER_LLAMA_SERVER", BENCH: "LLM_TUNER_LLAMA_BENCH", FIT_PARAMS: "LLM_TUNER_LLAMA_FIT_PARAMS",
+            RPC_SERVER: "LLM_TUNER_RPC_SERVER"}
+_SETTING = {SERVER: "llama_server_path", BENCH: "llama_bench_path", FIT_PARAMS: "llama_fit_params_path",
+            RPC_SERVER: "rpc_server_path"}
 _EXE = ".exe" if os.name == "nt" else ""
 
 # Shared libraries next to a binary that reveal its backends (ggml's dynamic backends or static build).
@@ -117,7 +120,7 @@ def check_executable(path: Path) -> None:
 
 def locate(kind: str, settings: Settings | None = None) -> BinaryLocation | None:
     """Find a binary by the documented search order; None when nowhere."""
-    if kind not in KINDS:
+    if kind not in _SETTING:
         raise ValueError(kind)
     configured = getattr(settings, _SETTING[kind], None) if settings else None
     if configured:
@@ -160,7 +163,7 @@ def _fingerprint(path: Path):
 def _found_paths(settings: Settings) -> set[str]:
     """The resolved programs the app finds on its own (any kind): the ones the user set up or we ship."""
     out: set[str] = set()
-    for kind in KINDS:
+    for kind in _SETTING:
         for cand in (getattr(settings, _SETTING[kind], None), os.environ.get(ENV_VARS[kind]), shutil.which(kind + _EXE)):
             if cand:
                 out.add(str(Path(cand).expanduser().resolve()))
@@ -303,8 +306,18 @@ def read_help(path: Path) -> str:
     return text
 
 
-def list_devices(path: Path) -> list[LlamaDevice]:
-    run = run_short([str(path), flags.spelling("list_devices")], timeout=60)
+def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: float = 60) -> list[LlamaDevice]:
+    """The devices llama-server sees, with the RPC workers `rpc` (`host:port`) registered: theirs come last,
+    as `RPC0: host:port (... MiB, ... MiB free)`. BinaryError in plain words when a worker fails (connection
+    refused, version mismatch, a build without RPC)."""
+    from llm_tuner.core.rpc import rpc_error  # noqa: PLC0415
+
+    extra = flags.argv_for("rpc", ",".join(rpc)) if rpc else []
+    # GGML_NO_BACKTRACE: a worker that refuses the connection aborts llama.cpp, which would attach gdb
+    run = run_short([str(path), *extra, flags.spelling("list_devices")], timeout=timeout,
+                    env={"GGML_NO_BACKTRACE": "1"} if rpc else None)
+    if rpc and (err := rpc_error(run.stdout + "\n" + run.stderr)) is not None:
+        raise BinaryError(err[1])
     return parse_list_devices(run.stdout)
 
 

@@ -39,7 +39,8 @@ def detect_inventory(llama_devices: list[LlamaDevice] | None = None) -> DeviceIn
         gpus = map_llama_devices(gpus, llama_devices)
         known = {n for g in gpus for n in g.llama_names}
         for dev in llama_devices:
-            if dev.name not in known:  # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2
+            # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2; RPC devices are another machine's
+            if dev.name not in known and dev.backend != "RPC":
                 gpus.append(GpuInfo(name=dev.name, backend=dev.backend, vendor="unknown", model=dev.description,
                                     memory_total_mib=dev.memory_total_mib, memory_free_mib=dev.memory_free_mib,
                                     llama_names=(dev.name,)))
