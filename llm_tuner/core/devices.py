@@ -64,6 +64,19 @@ def parse_list_devices(text: str) -> list[LlamaDevice]:
     return devices
 
 
+_INFO_LINE = re.compile(r"^\s*- ([A-Za-z]+\d+)\s*: (.*?)\s+\((\d+) MiB, (\d+) MiB free\)\s*$")
+
+
+def parse_device_info_line(text: str) -> LlamaDevice | None:
+    """One device of llama-server's own device list in its log (`common_param: device_info`, printed at
+    `-lv 4`): `  - RPC0    : 127.0.0.1:50052 (143155 MiB, 141988 MiB free)`; None for any other line."""
+    m = _INFO_LINE.match(text.split("common_param:", 1)[-1])
+    if m is None:
+        return None
+    return LlamaDevice(name=m.group(1), description=m.group(2), memory_total_mib=int(m.group(3)),
+                       memory_free_mib=int(m.group(4)))
+
+
 class HostInfo(BaseModel):
     model_config = ConfigDict(frozen=True)
 

@@ -118,6 +118,10 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
         known = catalog.lookup if catalog is not None else None
         if known is not None and known(flags.spelling("log_jsonl")) is not None and not flags.has(args, "log_jsonl"):
             watch_args += flags.argv_for("log_jsonl")
+        if flags.has(effective, "rpc") and not flags.has(effective, "verbosity"):
+            # RPC devices' memory is known only from -lv 4 buffer lines at load (the breakdown comes at exit),
+            # and their endpoints from the device list it prints
+            watch_args += flags.argv_for("verbosity", "4")
     base = dict(os.environ if base_env is None else base_env)
     return LaunchPlan(binary=str(binary), user_args=tuple(args), watch_args=tuple(watch_args), env_set=profile_env,
                       dropped_env=dropped, config_files=tuple(str(p) for p in config_ini_paths(base)),

@@ -22,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from llm_tuner.core import flags
+from llm_tuner.core.devices import LlamaDevice, parse_device_info_line
 from llm_tuner.core.memory_log import (
     BreakdownRow,
     BufferLine,
@@ -158,7 +159,14 @@ class LoadFailed:
     text: str
 
 
-Event = (LogLine | Loading | SlotsInitialized | Loaded | Listening | MemoryBreakdown | BufferSize | SlotSelected
+@dataclass(frozen=True)
+class DeviceListed:
+    """One device of the server's own device list at start (`-lv 4`), with an RPC device's endpoint."""
+
+    device: LlamaDevice
+
+
+Event = (DeviceListed | LogLine | Loading | SlotsInitialized | Loaded | Listening | MemoryBreakdown | BufferSize | SlotSelected
          | TaskStarted | PromptProgress | RequestTimings | ServerError | LoadFailed)
 
 
@@ -268,6 +276,8 @@ class LogParser:
             out.append(Listening(m.group(1)))
         elif "exiting due to" in msg:
             out.append(LoadFailed(msg))
+        elif "common_param:" in msg and (dev := parse_device_info_line(msg)) is not None:
+            out.append(DeviceListed(dev))
         return out
 
     def _slot_line(self, slot: int, task: int, rest: str, t_s: float | None) -> list[Event]:

@@ -254,6 +254,7 @@ class ServerSession:
         self.records: collections.deque[RequestRecord] = collections.deque(maxlen=RECENT_RECORDS)  # all in the store
         self.memory: logparse.MemoryBreakdown | None = None
         self.buffers: list[logparse.BufferSize] = []
+        self.devices: list = []  # llama.cpp's device list as the server logged it (RPC endpoints; -lv 4)
         self.started_unix: float | None = None
         self.ended_unix: float | None = None
         self._parser = logparse.LogParser()
@@ -362,6 +363,8 @@ class ServerSession:
             self.memory = ev
         elif isinstance(ev, logparse.BufferSize):
             self.buffers.append(ev)
+        elif isinstance(ev, logparse.DeviceListed):
+            self.devices.append(ev.device)
         elif isinstance(ev, logparse.RequestTimings):
             rec = record_from_timings(ev)
             self.records.append(rec)

@@ -48,6 +48,8 @@ def app_device_name(llama_name: str, llama_to_app: dict[str, str] | None = None)
         return llama_to_app[llama_name]
     if llama_name in ("Host", "CPU") or llama_name.startswith("CPU"):
         return "host"
+    if re.fullmatch(r"RPC\d+", llama_name):
+        return llama_name  # another machine's device: it keeps llama.cpp's name (rpc_segments)
     m = _DEV.match(llama_name)
     if m:
         return f"{_VENDOR[m.group(1)]}:{m.group(2)}"
@@ -118,14 +120,19 @@ def llama_to_app_names(inventory) -> dict[str, str]:
 
 
 def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown: MemoryBreakdown | None,
-                  buffers: Iterable[BufferLine] | None, inventory=None) -> list[MemorySegments]:
-    """The Live memory bars: one stack per GPU (or host RAM when there is no GPU).
+                  buffers: Iterable[BufferLine] | None, inventory=None, devices: Iterable[object] = ()
+                  ) -> list[MemorySegments]:
+    """The Live memory bars: one stack per GPU (or host RAM when there is no GPU), then one per RPC device.
 
     `latest`: the newest telemetry values per ring (device -> {"vram_used_mib", ...}; the "server" ring is
     skipped); `breakdown`/`buffers`: what the server logged; `inventory`: the detected devices
-    (core.devices.DeviceInventory: llama.cpp names of each GPU, the device list with RPC endpoints).
+    (core.devices.DeviceInventory: llama.cpp names of each GPU); `devices`: the device list the server
+    itself logged (core.devices.LlamaDevice, with RPC endpoints), which wins over the inventory's.
     """
-    llama_devices = inventory.llama_devices if inventory is not None else ()
+    logged = list(devices)
+    names = {d.name for d in logged}
+    llama_devices = [*logged, *(d for d in (inventory.llama_devices if inventory is not None else ())
+                                if d.name not in names)]
     parts = server_parts(breakdown, buffers, llama_to_app_names(inventory), llama_devices)
     gpus_present = any(d not in ("host", "server") for d in latest)
     segments = []
@@ -147,4 +154,26 @@ def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown
             segments.append(gpu_segments(dev, parts.get(dev), used_mib=val("vram_used_mib"),
                                          total_mib=val("vram_total_mib"), process_mib=val("process_vram_mib"),
                                          reserved_mib=val("vram_reserved_mib")))
-    return segments
+    return segments + rpc_segments(parts, llama_devices)
+
+
+def rpc_segments(parts: Mapping[str, Mapping[str, float]], devices: Iterable[object]) -> list[MemorySegments]:
+    """One stack per RPC device the server put something on, named `RPC0 (host:port)`: its weights, KV and
+    compute from llama.cpp's buffers, what was in use before the load (total - free at start) as "others",
+    and the rest free. A worker's own telemetry comes from its agent (services.agent), not from here."""
+    from llm_tuner.core.rpc import device_endpoint, is_rpc_device  # noqa: PLC0415
+
+    listed = {d.name: d for d in devices if hasattr(d, "name")}
+    out = []
+    for name in sorted(n for n in parts if is_rpc_device(n)):
+        p = parts[name]
+        d = listed.get(name)
+        ep = device_endpoint(d) if d is not None else None
+        total = getattr(d, "memory_total_mib", None)
+        free0 = getattr(d, "memory_free_mib", None)
+        ours = sum(p.values())
+        others = max(0.0, total - free0) if total is not None and free0 is not None else None
+        free = max(0.0, free0 - ours) if free0 is not None else None
+        out.append(MemorySegments(f"{name} ({ep})" if ep else name, p.get("weights"), p.get("kv"), p.get("compute"),
+                                  None, others, free, total))
+    return out

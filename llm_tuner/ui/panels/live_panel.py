@@ -585,7 +585,7 @@ class LivePanel(QWidget):
         latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}
         self.memory_bars.set_segments(live_segments(
             latest, breakdown=getattr(session, "memory", None), buffers=getattr(session, "buffers", None),
-            inventory=self.ctx.state.inventory))
+            inventory=self.ctx.state.inventory, devices=getattr(session, "devices", ())))
 
     def _load_history(self) -> None:
         if self.repo is None:
