@@ -30,14 +30,12 @@ def _probe_all():
 
 
 def cmd_devices(args) -> int:
-    from llm_tuner.cli import emit_json
+    from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.core.rpc import split_endpoints
     from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate
+    from llm_tuner.services.rpc import devices_json
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.inventory import detect_inventory
-
-    from llm_tuner.cli import CliError
-    from llm_tuner.core.rpc import split_endpoints
-    from llm_tuner.services.rpc import devices_json
 
     try:
         rpc = split_endpoints(args.rpc)

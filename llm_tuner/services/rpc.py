@@ -22,7 +22,13 @@ from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.devices import LlamaDevice
-from llm_tuner.core.rpc import bind_warning, default_device_order, device_endpoint, is_rpc_device, parse_endpoint
+from llm_tuner.core.rpc import (
+    bind_warning,
+    default_device_order,
+    device_endpoint,
+    is_rpc_device,
+    parse_endpoint,
+)
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
 from llm_tuner.services.server import ServerProcess, StopResult, free_port

@@ -1,0 +1,146 @@
+"""Two real ggml-rpc-server workers (CPU, cache in a temporary folder, free loopback ports) and a real
+llama-server with the demo model spread over them: the inventory, the plan per RPC device against
+llama.cpp's buffers, a request recorded in a watched session with Live's per-RPC-device memory, and a
+clean stop of everything started (no child process left)."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import psutil
+import pytest
+
+from llm_tuner.core import flags
+from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.memory_check import compare
+from llm_tuner.core.memory_log import parse_memory_log
+from llm_tuner.services.binaries import measure_server_memory
+from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import WorkerError, WorkerPool, WorkerSpec, reachable, worker_devices
+from llm_tuner.services.server import RequestFinished, ServerSession, ServerState, plan_launch
+from llm_tuner.services.watch import WatchedServer
+
+pytestmark = pytest.mark.server
+
+
+def _children() -> set[int]:
+    return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+
+
+@pytest.fixture(scope="module")
+def workers(tmp_path_factory):
+    before = _children()
+    cache = tmp_path_factory.mktemp("rpc-cache")
+    pool = WorkerPool()
+    try:
+        started = [pool.start(WorkerSpec(devices=("CPU",), threads=1, cache_dir=str(cache / n))) for n in "ab"]
+        yield pool, started
+    finally:
+        pool.stop_all()
+    for w in started:
+        assert not w.alive() and reachable(w.endpoint, 0.3) is not None
+    assert _children() - before == set(), "a worker outlived its stop"
+
+
+def _args(demo_model, endpoints):
+    return ["-m", str(demo_model), "-fit", "off", "-t", "2", "-c", "2048", "-np", "1",
+            *flags.argv_for("rpc", ",".join(endpoints)), *flags.argv_for("devices", "RPC0,RPC1"),
+            *flags.argv_for("tensor_split", "1,1")]
+
+
+def test_inventory_and_plan_per_rpc_device_within_3_percent(workers, server_binary, demo_model):
+    _pool, started = workers
+    endpoints = [w.endpoint for w in started]
+    devices = worker_devices(endpoints)
+    assert [(d.name, d.description) for d in devices] == [("RPC0", endpoints[0]), ("RPC1", endpoints[1])]
+    assert all(d.memory_total_mib > 1000 for d in devices)
+
+    argv = _args(demo_model, endpoints)
+    run = measure_server_memory(server_binary, argv, timeout=120)
+    assert run.loaded, run.log[-2000:]
+    gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                       free_includes_runtime=True) for d in devices]
+    plan = plan_memory(read_model(demo_model), parse_server_args(argv), gpus, PlanDevice("Host", "CPU", None))
+    rows = [r for r in compare(parse_memory_log(run.log), plan, devices) if r.device.startswith("RPC")]
+    assert {r.device for r in rows} == {"RPC0", "RPC1"}
+    for dev in ("RPC0", "RPC1"):
+        ours = sum(r.estimate_mib for r in rows if r.device == dev)
+        real = sum(r.measured_mib for r in rows if r.device == dev)
+        assert ours == pytest.approx(real, rel=0.03), (dev, [(r.kind, r.diff_text()) for r in rows])
+
+
+def test_unreachable_worker_is_said_in_plain_words(workers):
+    pool, _started = workers
+    dead = WorkerSpec(devices=("CPU",))
+    w = pool.start(dead)
+    endpoint = w.endpoint
+    pool.stop(endpoint)
+    with pytest.raises(WorkerError, match="connection refused"):
+        worker_devices([endpoint])
+
+
+def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers, server_binary, demo_model):
+    from llm_tuner.services.telemetry.breakdown import live_segments
+
+    _pool, started = workers
+    before = _children()
+    plan = plan_launch(server_binary, _args(demo_model, [w.endpoint for w in started]))
+    assert flags.value_of(plan.watch_args, "verbosity") == "4"  # RPC memory is known from -lv 4 buffer lines
+    events: list = []
+    watched = WatchedServer(ServerSession(plan, events.append), gpu_readers={}, telemetry=False,
+                            on_event=events.append)
+    watched.start()
+    try:
+        deadline = time.monotonic() + 90
+        while watched.session.state != ServerState.READY and time.monotonic() < deadline:
+            assert watched.session.state != ServerState.EXITED, "\n".join(list(watched.session.lines)[-20:])
+            time.sleep(0.1)
+        r = httpx.post(plan.url + "/completion", json={"prompt": "Hello", "n_predict": 6}, timeout=60)
+        assert r.status_code == 200
+        deadline = time.monotonic() + 10
+        while not any(isinstance(e, RequestFinished) for e in events) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        rec = next(e.record for e in events if isinstance(e, RequestFinished))
+        assert rec.predicted_n == r.json()["timings"]["predicted_n"]
+        segs = live_segments({}, breakdown=None, buffers=watched.session.buffers, devices=watched.session.devices)
+        names = [s.device for s in segs]
+        assert names == [f"RPC0 ({started[0].endpoint})", f"RPC1 ({started[1].endpoint})"]
+        assert all(s.weights_mib > 10 and s.kv_mib > 0 and s.compute_mib > 0 for s in segs)
+    finally:
+        watched.stop()
+    assert watched.session.exit_reason == "stopped (SIGINT)"
+    assert _children() - before == set()
+    assert all(w.alive() for w in started)  # the workers serve the next llama-server
+
+
+def test_a_worker_dies_with_the_app_even_on_kill_9():
+    """A child Python process (the "app") starts a worker through WorkerPool and is killed with SIGKILL: the
+    worker's parent-death signal (it is started like llama-server) must take it along."""
+    import subprocess
+    import sys
+    import textwrap
+
+    code = textwrap.dedent("""
+        import time
+        from llm_tuner.services.rpc import WorkerPool, WorkerSpec
+        w = WorkerPool().start(WorkerSpec(devices=("CPU",)))
+        print(w.pid, w.endpoint, flush=True)
+        time.sleep(600)
+    """)
+    app = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    pid_s, endpoint = app.stdout.readline().split()
+    worker_pid = int(pid_s)
+    assert psutil.Process(worker_pid).name() == "ggml-rpc-server" and reachable(endpoint) is None
+    app.kill()
+    app.wait(10)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.1)
+    gone = not psutil.pid_exists(worker_pid) or psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE
+    assert gone, "ggml-rpc-server outlived the app"
