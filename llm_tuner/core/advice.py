@@ -167,6 +167,27 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             "Vulkan 64%): put the draft (--spec-draft-device) and the larger -ts share where the benchmark says.",
             f"{FIELD_NOTES}, case A", "devices", "tensor_split")
 
+    # -- RPC workers ----------------------------------------------------------------------------------
+    if p.rpc:
+        add("rpc-network", "info", f"{len(p.rpc)} RPC worker(s): every token crosses the network at each boundary "
+            "between machines in the split",
+            "A layer split hands each token's hidden state from one device to the next; a device on another machine "
+            "adds a network round trip per token (and per -ub chunk of a prompt). Fewer boundaries (-dev to leave out "
+            "what you do not need), a wired link and the larger shares local keep it low. Without -dev llama.cpp puts "
+            "the RPC devices FIRST, so -ts lists their shares first.",
+            "src/llama.cpp (\"add RPC servers at the front of the list to minimize network transfers\")",
+            "rpc", "devices", "tensor_split")
+        add("rpc-ubatch", "info", f"-ub {p.ubatch_size or 512}: prompts go to the workers in chunks of this many tokens",
+            "Each chunk's activations cross every machine boundary once, so a larger -ub makes fewer, larger "
+            "transfers (a slow link favours it), while on a layer split a larger -ub was slower at prefill "
+            f"({FIELD_NOTES}, case A): benchmark -ub 512 against 2048 with the workers.",
+            "tools/rpc/README.md; llama_context::decode (n_ubatch chunks)", "ubatch_size", "rpc")
+        add("rpc-worker-cache", "info", "start each worker with its cache (ggml-rpc-server -c) so that a new "
+            "llama-server does not send the weights again",
+            "Without the cache every load sends all of the worker's weights over the network; with it the worker "
+            "keeps large tensors in $LLAMA_CACHE/rpc and a later load sends their hashes only. `llm-tuner workers "
+            "start --cache DIR` (and Settings' Start) does it.", "tools/rpc/README.md (Local cache)", "rpc")
+
     # -- threads ------------------------------------------------------------------------------------
     if physical_cores:
         if p.threads is not None and p.threads > physical_cores:

@@ -67,6 +67,10 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
     try:
         devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s)
     except binaries.BinaryError as exc:
+        if "did not finish" in str(exc):  # connected, then no answer: the worker serves someone else
+            raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not answer "
+                              f"within {timeout_s:g} s. ggml-rpc-server serves one llama-server at a time: stop the "
+                              "one using it (or wait), then ask again.") from exc
         raise WorkerError(str(exc)) from exc
     return [d for d in devices if is_rpc_device(d.name)]
 
@@ -131,7 +135,10 @@ class LocalWorker:
         self.warning = spec.warning
         env = {flags.RPC_CACHE_ENV: str(spec.cache_dir)} if spec.cache_dir else {}
         env["GGML_NO_BACKTRACE"] = "1"
-        self.process = ServerProcess(worker_argv(binary, spec), binaries.child_env(env)[0], keep_lines=200)
+        # ggml-rpc-server writes to clients without MSG_NOSIGNAL: a client gone mid-connection (a llama-server
+        # killed, a timed-out --list-devices) would end it with SIGPIPE unless that signal stays ignored
+        self.process = ServerProcess(worker_argv(binary, spec), binaries.child_env(env)[0], keep_lines=200,
+                                     ignore_sigpipe=True)
 
     @property
     def endpoint(self) -> str:

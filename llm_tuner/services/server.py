@@ -16,6 +16,7 @@ import enum
 import os
 import queue
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -74,8 +75,10 @@ class ServerProcess:
     """One llama-server child: its output lines go to `on_line` (from a reader thread)."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None,
-                 on_line: Callable[[str], None] | None = None, keep_lines: int = 2000) -> None:
+                 on_line: Callable[[str], None] | None = None, keep_lines: int = 2000, *,
+                 ignore_sigpipe: bool = False) -> None:
         self.argv = list(argv)
+        self.ignore_sigpipe = ignore_sigpipe  # keep Python's SIG_IGN (a worker writing to a gone client lives on)
         self.env = env
         self.on_line = on_line
         self.lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
@@ -89,7 +92,7 @@ class ServerProcess:
     def start(self) -> None:
         kwargs: dict = {}
         if os.name != "nt":
-            kwargs["start_new_session"] = True
+            kwargs.update(start_new_session=True, restore_signals=not self.ignore_sigpipe)
             if sys.platform.startswith("linux"):
                 kwargs["preexec_fn"] = _linux_pdeathsig
         else:  # pragma: no cover - Windows
@@ -162,8 +165,6 @@ class ServerProcess:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free right now on `host`."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -171,8 +172,6 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def port_in_use(host: str, port: int) -> bool:
     """True when something already listens on host:port (checked before a launch)."""
-    import socket
-
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.settimeout(0.3)
         return s.connect_ex((host if host not in ("0.0.0.0", "") else "127.0.0.1", port)) == 0

@@ -103,6 +103,8 @@ def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers,
             time.sleep(0.05)
         rec = next(e.record for e in events if isinstance(e, RequestFinished))
         assert rec.predicted_n == r.json()["timings"]["predicted_n"]
+        with pytest.raises(WorkerError, match="busy"):  # one client at a time: this llama-server holds them
+            worker_devices([started[0].endpoint], timeout_s=2)
         segs = live_segments({}, breakdown=None, buffers=watched.session.buffers, devices=watched.session.devices)
         names = [s.device for s in segs]
         assert names == [f"RPC0 ({started[0].endpoint})", f"RPC1 ({started[1].endpoint})"]
@@ -111,7 +113,7 @@ def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers,
         watched.stop()
     assert watched.session.exit_reason == "stopped (SIGINT)"
     assert _children() - before == set()
-    assert all(w.alive() for w in started)  # the workers serve the next llama-server
+    assert all(w.alive() for w in started), [(w.process.poll(), list(w.process.lines)[-4:]) for w in started]  # serve the next
 
 
 def test_a_worker_dies_with_the_app_even_on_kill_9():

@@ -111,3 +111,15 @@ def test_rpc_is_a_profile_flag_written_before_the_device_list():
     assert flags.value_of(argv, "rpc") == "a:1,b:2"
     assert argv.index(flags.spelling("rpc")) < argv.index(flags.spelling("devices"))
     assert flags.to_llama_bench(argv)[0][-4:-2] == [flags.spelling("rpc"), "a:1,b:2"]
+
+
+def test_advice_for_rpc_names_the_network_the_micro_batch_and_the_worker_cache():
+    from llm_tuner.core.advice import advise
+    from llm_tuner.core.profile import LaunchProfile
+
+    ids = {a.id for a in advise(LaunchProfile(model="m.gguf", rpc=("10.0.0.2:50052",), ubatch_size=256))}
+    assert {"rpc-network", "rpc-ubatch", "rpc-worker-cache"} <= ids
+    assert not any(i.startswith("rpc-") for i in {a.id for a in advise(LaunchProfile(model="m.gguf"))})
+    # LLAMA_ARG_RPC in the profile's environment counts like the flag
+    env_only = LaunchProfile(model="m.gguf", env={flags.flag("rpc").env: "10.0.0.2:50052"})
+    assert "rpc-network" in {a.id for a in advise(env_only)}

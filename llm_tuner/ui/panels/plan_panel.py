@@ -28,6 +28,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline import effective_profile
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import (
     Calibration,
@@ -39,6 +40,7 @@ from llm_tuner.core.memory import (
     plan_memory,
     solve,
 )
+from llm_tuner.core.rpc import default_device_order
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
@@ -65,6 +67,9 @@ class PlanPanel(QWidget):
         self.args = PlacementArgs()
         self.plan: MemoryPlan | None = None
         self.planned: list[PlanDevice] = []
+        self.rpc_devices: list = []  # the profile's RPC workers' devices (core.devices.LlamaDevice), once read
+        self.rpc_error: str | None = None
+        self._rpc_for: tuple[str, ...] = ()  # the endpoints rpc_devices belong to
         self._syncing = False
         self._jobs: list[BackgroundJob] = []
         # compute calibration learnt from "Check with llama.cpp", per model path (measured / estimated)
@@ -166,6 +171,11 @@ class PlanPanel(QWidget):
         addrow2 = QHBoxLayout()
         addrow2.addWidget(self.add_planned_button)
         addrow2.addWidget(self.clear_planned_button)
+        self.use_workers_button = QPushButton("Use Settings' workers (--rpc)")
+        self.use_workers_button.setToolTip("Write the RPC workers listed in Settings into the profile's --rpc: their "
+                                           "devices (RPC0, RPC1, ...) join the plan, first, as llama.cpp orders them")
+        self.use_workers_button.clicked.connect(self._on_use_workers_clicked)
+        addrow2.addWidget(self.use_workers_button)
         addrow2.addStretch(1)
         dl.addLayout(addrow2)
         self.split_bar = SplitBarWidget()
@@ -306,6 +316,7 @@ class PlanPanel(QWidget):
         self.args = args_from_profile(profile)  # its effective arguments: LLAMA_ARG_* count, as for the server
         self._sync_controls()
         self._load_draft(self.args.draft_model)
+        self._read_rpc_devices(tuple(effective_profile(profile).rpc))
         model_path = self.args.model
         if model_path and (self.model is None or str(self.model.path) != str(model_path)):
             if Path(model_path).expanduser().is_file():
@@ -378,15 +389,36 @@ class PlanPanel(QWidget):
 
     # -- devices -------------------------------------------------------------------------------------
     def gpus(self) -> list[PlanDevice]:
+        """The devices llama.cpp would use without -dev, in its order: the RPC workers' first, then local ones."""
         inv = self.ctx.state.inventory
-        out = []
-        if inv is not None:
-            for d in inv.llama_devices:
-                out.append(PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                                      free_includes_runtime=True))
+        listed = [d for d in (inv.llama_devices if inv is not None else ()) if d.backend != "RPC"]
+        out = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                          free_includes_runtime=True) for d in [*listed, *self.rpc_devices]]
         names = {d.name for d in out}
         out.extend(d for d in self.planned if d.name not in names)
-        return out
+        return default_device_order(out)
+
+    def _read_rpc_devices(self, endpoints: tuple[str, ...]) -> None:
+        """Ask llama-server for the profile's RPC workers' devices (off the GUI thread) when --rpc changed."""
+        if endpoints == self._rpc_for:
+            return
+        self._rpc_for, self.rpc_devices, self.rpc_error = endpoints, [], None
+        if not endpoints:
+            return
+        from llm_tuner.services.rpc import worker_devices  # noqa: PLC0415
+
+        settings = self.ctx.settings
+        job = BackgroundJob(lambda _c: worker_devices(list(endpoints), settings, timeout_s=15), self)
+        job.succeeded.connect(lambda devs, e=endpoints: self._on_rpc_read(e, list(devs), None))
+        job.failed.connect(lambda exc, e=endpoints: self._on_rpc_read(e, [], str(exc)))
+        self._jobs.append(job)
+        job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)
+        job.start()
+
+    def _on_rpc_read(self, endpoints: tuple[str, ...], devices: list, error: str | None) -> None:
+        if endpoints == self._rpc_for:  # else the profile has other workers by now
+            self.rpc_devices, self.rpc_error = devices, error
+            self._schedule()
 
     def host(self) -> PlanDevice:
         inv = self.ctx.state.inventory
@@ -417,6 +449,11 @@ class PlanPanel(QWidget):
             name = f"{prefix}{i}"
         self.add_planned_device(name, backend, self.planned_mib.value())
         self.planned_name.clear()
+
+    def _on_use_workers_clicked(self) -> None:
+        endpoints = tuple(w.endpoint for w in self.ctx.settings.rpc_workers)
+        self._write_profile(rpc=endpoints)
+        self._read_rpc_devices(endpoints)
 
     def _on_clear_planned_clicked(self) -> None:
         self.planned = []
@@ -482,7 +519,8 @@ class PlanPanel(QWidget):
         from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
 
         argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
-        return [*argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
+        rpc = flags.argv_for("rpc", ",".join(self._rpc_for)) if self._rpc_for else []  # before -dev
+        return [*rpc, *argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
 
     def calibration(self, model_path: str) -> Calibration | None:
         """The compute calibration learnt for a model by a llama.cpp check (None: not checked)."""
@@ -532,7 +570,9 @@ class PlanPanel(QWidget):
         self.devices_label.setText(
             "Devices: " + (", ".join(f"{d.name} ({format_mib(d.capacity_mib)}{', planned' if d.hypothetical else ''})"
                                      for d in p.devices if d.name != "Host") or "none (CPU only)")
-            + f"; host RAM {format_mib(self.host().capacity_mib)} total, {format_mib(self.host().free_mib)} free")
+            + f"; host RAM {format_mib(self.host().capacity_mib)} total, {format_mib(self.host().free_mib)} free"
+            + (f". RPC workers: {self.rpc_error}" if self.rpc_error else "")
+            + "".join(f". {d.name} is the worker {d.description}" for d in self.rpc_devices))
         multi = len(names) > 1
         self.split_bar.setVisible(multi)
         self.split_label.setVisible(multi)
