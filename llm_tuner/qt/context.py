@@ -10,6 +10,7 @@ from sqlalchemy import Engine
 from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.binaries import BinaryInfo
+from llm_tuner.services.rpc import WorkerPool
 
 
 class AppState(QObject):
@@ -55,3 +56,4 @@ class AppContext:
     settings: Settings
     engine: Engine
     state: AppState = field(default_factory=AppState)
+    workers: WorkerPool = field(default_factory=WorkerPool)  # local RPC workers this app started (stopped at quit)

@@ -4,7 +4,7 @@ the binary and the devices; a Server menu with shortcuts; the quick start strip 
 
 from __future__ import annotations
 
-from PySide6.QtCore import QByteArray, QEvent, QSettings, Qt, QTimer
+from PySide6.QtCore import QByteArray, QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
 
@@ -54,6 +54,8 @@ class MainWindow(QMainWindow):
         self.profile_panel = ProfilePanel(ctx)
         self.plan_panel = PlanPanel(ctx)
         self.live_panel = LivePanel(ctx)
+        if (app := QCoreApplication.instance()) is not None:  # after the live servers (connected just before)
+            app.aboutToQuit.connect(ctx.workers.stop_all)
         self.bench_panel = BenchPanel(ctx)
         self.bench_panel.follow_profile_store(self.profile_panel)
         self.compare_panel = ComparePanel(ctx)
@@ -250,7 +252,7 @@ class MainWindow(QMainWindow):
             self._show_status(advice)
 
     def show_settings(self) -> None:
-        dialog = SettingsDialog(self.ctx.settings, self)
+        dialog = SettingsDialog(self.ctx.settings, self, pool=self.ctx.workers)
         if dialog.exec() != SettingsDialog.DialogCode.Accepted:
             return
         self.apply_settings(dialog.result_settings())

@@ -1,4 +1,4 @@
-"""Settings: model folders, llama.cpp binaries, data folder, telemetry rates, A/B threshold."""
+"""Settings: model folders, llama.cpp binaries, RPC workers, data folder, telemetry rates, A/B threshold."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.paths import data_dir
+from llm_tuner.ui.dialogs.workers_box import WorkersBox
 
 
 class _PathField(QWidget):
@@ -49,10 +50,10 @@ class _PathField(QWidget):
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent: QWidget | None = None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, pool=None) -> None:
         super().__init__(parent)
         self.setWindowTitle("Settings")
-        self.resize(720, 520)
+        self.resize(860, 760)
         self._settings = settings
         layout = QVBoxLayout(self)
 
@@ -79,6 +80,8 @@ class SettingsDialog(QDialog):
         form.addRow("llama-server", self.server_path)
         form.addRow("llama-bench", self.bench_path)
         form.addRow("llama-fit-params", self.fit_path)
+        self.rpc_server_path = _PathField(settings.rpc_server_path, auto)
+        form.addRow("ggml-rpc-server", self.rpc_server_path)
 
         self.data_dir = QLineEdit(getattr(settings, "data_dir", None) or "")
         self.data_dir.setPlaceholderText(str(data_dir()))
@@ -107,6 +110,8 @@ class SettingsDialog(QDialog):
         self.threshold.setToolTip("A/B: smallest difference called better/worse (the 95% CI must also exclude zero)")
         form.addRow("A/B practical threshold", self.threshold)
         layout.addLayout(form)
+        self.workers = WorkersBox(settings, pool, self)  # pool: the app's WorkerPool (local workers)
+        layout.addWidget(self.workers)
 
         box = QDialogButtonBox(QDialogButtonBox.StandardButton.Save | QDialogButtonBox.StandardButton.Cancel)
         box.accepted.connect(self.accept)
@@ -125,6 +130,8 @@ class SettingsDialog(QDialog):
             "llama_server_path": self.server_path.value(),
             "llama_bench_path": self.bench_path.value(),
             "llama_fit_params_path": self.fit_path.value(),
+            "rpc_server_path": self.rpc_server_path.value(),
+            "rpc_workers": self.workers.workers(),
             "data_dir": self.data_dir.text().strip() or None,
             "gpu_sample_hz": self.gpu_hz.value(),
             "host_sample_hz": self.host_hz.value(),

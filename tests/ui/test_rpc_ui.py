@@ -1,0 +1,76 @@
+"""RPC workers in the window, on real parts: Settings starts a local ggml-rpc-server, checks it (its devices
+from llama-server) and stops it; the Plan puts the profile's workers' devices first (llama.cpp's order)."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_tuner.core import flags
+from llm_tuner.core.settings import RpcWorker, Settings
+from llm_tuner.qt.context import AppContext
+from llm_tuner.store.db import open_engine
+
+pytestmark = pytest.mark.server
+
+
+@pytest.fixture
+def ctx(tmp_path):
+    c = AppContext(settings=Settings(), engine=open_engine(tmp_path / "db.sqlite"))
+    yield c
+    c.workers.stop_all()
+
+
+def test_settings_start_check_stop_a_local_worker(qtbot, ctx, tmp_path):
+    from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
+
+    dialog = SettingsDialog(Settings(rpc_workers=[RpcWorker(endpoint="127.0.0.1:1")]), pool=ctx.workers)
+    qtbot.addWidget(dialog)
+    box = dialog.workers
+    box.devices_edit.setText("CPU")
+    box.cache_edit.setText(str(tmp_path / "cache"))
+    box.start_button.click()
+    qtbot.waitUntil(lambda: len(ctx.workers.workers) == 1 and box.start_button.isEnabled(), timeout=20_000)
+    endpoint = ctx.workers.workers[0].endpoint
+    assert box.endpoints() == ["127.0.0.1:1", endpoint]
+    assert "listens on" in box.message.text()
+
+    box.check()
+    qtbot.waitUntil(lambda: box.check_button.isEnabled(), timeout=30_000)
+    assert box.table.item(0, 2).text().startswith("connection refused")
+    assert box.table.item(1, 2).text().startswith("RPC0: ")  # the worker's device, as llama-server numbers it
+
+    box.table.selectRow(1)
+    box.stop_button.click()
+    assert box.table.item(1, 2).text() == "stopped" and not ctx.workers.workers
+    assert [w.endpoint for w in dialog.result_settings().rpc_workers] == ["127.0.0.1:1", endpoint]
+
+    box.bind_edit.setText("0.0.0.0")
+    assert "Never expose the RPC server to an open network" in box.message.text()
+
+
+def test_plan_puts_the_profiles_workers_first(qtbot, ctx, demo_model):
+    from llm_tuner.core.devices import DeviceInventory, LlamaDevice
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.services.rpc import WorkerSpec
+    from llm_tuner.ui.panels.plan_panel import PlanPanel
+
+    workers = [ctx.workers.start(WorkerSpec(devices=("CPU",), threads=1)) for _ in range(2)]
+    ctx.settings = Settings(rpc_workers=[RpcWorker(endpoint=w.endpoint) for w in workers])
+    # a local GPU as --list-devices prints it first: without -dev llama.cpp still puts the RPC devices first
+    ctx.state.set_inventory(DeviceInventory(llama_devices=(LlamaDevice(
+        name="Vulkan0", description="planned GPU", memory_total_mib=8192, memory_free_mib=8000),)))
+    panel = PlanPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=2048))
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    panel.use_workers_button.click()
+    assert ctx.state.profile.rpc == tuple(w.endpoint for w in workers)
+    qtbot.waitUntil(lambda: len(panel.rpc_devices) == 2, timeout=30_000)
+    plan = panel.recompute_now()
+    names = [d.name for d in plan.devices if d.name != "Host"]
+    assert names == ["RPC0", "RPC1", "Vulkan0"]
+    assert all(plan.device(n).model_mib > 0 for n in names)
+    assert panel.split_bar.isVisible()
+    assert f"RPC1 is the worker {workers[1].endpoint}" in panel.devices_label.text()
+    assert panel.check_argv()[:2] == flags.argv_for("rpc", ",".join(w.endpoint for w in workers))
