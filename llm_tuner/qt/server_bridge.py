@@ -35,11 +35,12 @@ class ServerBridge(QObject):
     _event_posted = Signal(object)
 
     def __init__(self, parent: QObject | None = None, *, repo=None, gpu_readers: dict | None = None,
-                 rates_s: dict | None = None, capacity: int = 36_000) -> None:
+                 rates_s: dict | None = None, capacity: int = 36_000, agents=None) -> None:
         super().__init__(parent)
         self.repo = repo
         self.gpu_readers = gpu_readers
         self.rates_s = rates_s
+        self.agents = agents  # () -> the RPC workers whose agents' GPUs Live plots (read at each launch)
         self.capacity = capacity
         self.watched: WatchedServer | None = None
         self._pending_lines: list[logparse.LogLine] = []
@@ -77,7 +78,7 @@ class ServerBridge(QObject):
         self._known_devices = ()
         self.watched = WatchedServer(session, repo=self.repo, profile_version_id=profile_version_id,
                                      on_event=self._post, gpu_readers=self.gpu_readers, rates_s=self.rates_s,
-                                     capacity=self.capacity)
+                                     capacity=self.capacity, agents=self.agents() if self.agents else ())
         self.watched.telemetry._on_error = lambda name, msg: self._post(("sampler_error", name, msg))
         for note in self.watched.notes:
             self._post(logparse.LogLine("info", note))

@@ -38,8 +38,12 @@ class WorkerError(Exception):
     """A worker that cannot be used or started; the message says what happened and what to do."""
 
 
-def reachable(endpoint: str, timeout_s: float = 1.0) -> str | None:
-    """None when something accepts a TCP connection at `endpoint`; else why not, in plain words."""
+def reachable(endpoint: str, timeout_s: float = 3.0) -> str | None:
+    """None when something accepts a TCP connection at `endpoint`; else why not, in plain words.
+
+    ggml-rpc-server listens with a backlog of 1 (transport.cpp), so a connection can be queued behind
+    another one and its first SYN dropped; the kernel retries after 1 s, so the timeout stays above that.
+    """
     host, port = parse_endpoint(endpoint)
     try:
         with socket.create_connection((host, port), timeout=timeout_s):

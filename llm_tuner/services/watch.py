@@ -44,13 +44,16 @@ def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tupl
 
 
 class WatchedServer:
-    """Session + telemetry + store. `start()` returns at once; `stop()` stops (or detaches) and records."""
+    """Session + telemetry + store. `start()` returns at once; `stop()` stops (or detaches) and records.
+
+    `agents`: the RPC workers (core.settings.RpcWorker) whose agent's GPU samples join the telemetry.
+    """
 
     def __init__(self, session: ServerSession | AttachedSession, *, repo=None, profile_version_id: int | None = None,
                  on_event: Callable[[object], None] | None = None,
                  on_samples: Callable[[Sequence[Sample]], None] | None = None,
                  gpu_readers: dict | None = None, rates_s: dict[str, float] | None = None,
-                 capacity: int = 36_000, telemetry: bool = True) -> None:
+                 capacity: int = 36_000, telemetry: bool = True, agents: Sequence[object] = ()) -> None:
         self.session = session
         self.repo = repo
         self.profile_version_id = profile_version_id
@@ -63,6 +66,9 @@ class WatchedServer:
             if gpu_readers is None:
                 gpu_readers, self.notes = default_gpu_readers(self._pids, self._gpu_labels)
             readers.update(gpu_readers)
+            from llm_tuner.services.agent import agent_readers
+
+            readers.update(agent_readers(agents))  # RPC workers' GPUs, from their `llm-tuner agent`
             from llm_tuner.services.telemetry.host import HostReader
 
             readers["host"] = HostReader(lambda: session.pid)

@@ -74,3 +74,41 @@ def test_plan_puts_the_profiles_workers_first(qtbot, ctx, demo_model):
     assert panel.split_bar.isVisible()
     assert f"RPC1 is the worker {workers[1].endpoint}" in panel.devices_label.text()
     assert panel.check_argv()[:2] == flags.argv_for("rpc", ",".join(w.endpoint for w in workers))
+
+
+def test_live_runs_over_two_workers_with_their_memory_and_an_agents_gpus(qtbot, ctx, demo_model):
+    """The issue's flow in the window: two local workers, `-dev RPC0,RPC1 -ts 1,1`, a request; Live shows each
+    RPC device's memory with its endpoint and plots the GPUs an agent serves beside the local ones."""
+    from llm_tuner.services.agent import AgentServer
+    from llm_tuner.services.binaries import SERVER, probe
+    from llm_tuner.services.rpc import WorkerSpec
+    from llm_tuner.services.telemetry.sampler import GpuReader
+    from llm_tuner.ui.panels.live_panel import LivePanel
+    from tests.support.scripted_gpu import ScriptedNvml
+
+    workers = [ctx.workers.start(WorkerSpec(devices=("CPU",), threads=1)) for _ in range(2)]
+    agent = AgentServer("127.0.0.1", 0, readers={"gpu:nvidia": GpuReader(ScriptedNvml(1), "nvidia",
+                                                                         labels={"nvidia:0": "CUDA0"})}).start()
+    try:
+        ctx.settings = Settings(rpc_workers=[RpcWorker(endpoint=workers[0].endpoint, agent_url=agent.url),
+                                             RpcWorker(endpoint=workers[1].endpoint)])
+        ctx.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
+        panel = LivePanel(ctx)
+        qtbot.addWidget(panel)
+        panel.show()
+        rpc = ",".join(w.endpoint for w in workers)
+        panel.args_edit.setText(f"-m {demo_model} -c 1024 -np 1 -t 2 --rpc {rpc} -dev RPC0,RPC1 -ts 1,1")
+        assert panel.start()
+        qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
+        panel.test_button.click()
+        qtbot.waitUntil(lambda: panel.request_model.rowCount() == 1, timeout=60_000)
+        gpu = f"{workers[0].endpoint} CUDA0"  # the worker's GPU, named by the worker
+        qtbot.waitUntil(lambda: (gpu, "util_pct") in panel.device_plots.curves, timeout=10_000)
+        qtbot.waitUntil(lambda: any(s.device.startswith("RPC1 (") for s in panel.memory_bars.last), timeout=10_000)
+        rpc_bars = {s.device: s for s in panel.memory_bars.last if s.device.startswith("RPC")}
+        assert set(rpc_bars) == {f"RPC0 ({workers[0].endpoint})", f"RPC1 ({workers[1].endpoint})"}
+        assert all(s.weights_mib > 10 and s.kv_mib > 0 for s in rpc_bars.values())
+        panel.stop_button.click()
+        qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
+    finally:
+        agent.stop()

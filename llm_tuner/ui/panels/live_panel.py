@@ -183,7 +183,7 @@ class LivePanel(QWidget):
         return self.slot.plan if self.slot else None
 
     def _new_slot(self, bridge: ServerBridge | None = None) -> ServerSlot:
-        bridge = bridge or ServerBridge(self, repo=self.repo)
+        bridge = bridge or ServerBridge(self, repo=self.repo, agents=lambda: self.ctx.settings.rpc_workers)
         slot = ServerSlot(bridge, name=f"server {len(self.slots) + 1}",
                           message="Start a server to watch it: health, device plots and every request.")
         bridge.state_changed.connect(partial(self._on_bridge_state_changed, slot))

@@ -1,0 +1,151 @@
+"""`llm-tuner agent`: this machine's GPU samples over HTTP, for the Live panel of the machine running
+llama-server with this one as an RPC worker; and `AgentReader`, the Live side that reads them.
+
+Headless: no Qt (import-linter: services never touch Qt; tests/unit/test_agent.py imports the command
+and checks). The samples come from the same readers as the local sampler (services.telemetry: NVML, AMD),
+read on request (at most every `min_interval_s`). Bound to loopback by default; bound anywhere else it
+requires a token (generated and printed at start unless given), sent as `Authorization: Bearer <token>`.
+
+    GET /v1/gpus  ->  {"host": "<hostname>", "samples": [GpuSample as JSON, ...], "errors": {...}}
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, fields
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+from llm_tuner.core.rpc import is_loopback
+from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
+
+DEFAULT_PORT = 50100
+PATH = "/v1/gpus"
+_GPU_KEYS = {f.name for f in fields(GpuSample)}
+
+
+def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
+    """This machine's GPU readers (the local sampler's), named by llama.cpp where a llama-server says."""
+    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+    from llm_tuner.services.watch import default_gpu_readers  # noqa: PLC0415
+
+    return default_gpu_readers(frozenset, gpu_labels)
+
+
+class AgentServer:
+    """The agent's HTTP server on its own thread (`llm-tuner:agent`). `start()` returns once it listens."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, token: str | None = None,
+                 readers: dict[str, Callable[[], Sequence[GpuSample]]] | None = None,
+                 min_interval_s: float = 0.2) -> None:
+        self.host = host
+        self.token = token if token or is_loopback(host) else secrets.token_urlsafe(24)
+        self.notes: list[str] = []
+        if readers is None:
+            readers, self.notes = default_readers()
+        self.readers = readers
+        self.min_interval_s = min_interval_s
+        self._lock = threading.Lock()
+        self._last: tuple[float, dict] | None = None
+        self._httpd = ThreadingHTTPServer((host, port), self._handler())
+        self._httpd.daemon_threads = True
+        self.port = self._httpd.server_address[1]
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
+        return f"http://{('[' + host + ']') if ':' in host else host}:{self.port}"
+
+    def snapshot(self) -> dict:
+        """Every reader's newest samples (cached for `min_interval_s`, so many clients cost one read)."""
+        with self._lock:
+            now = time.monotonic()
+            if self._last is not None and now - self._last[0] < self.min_interval_s:
+                return self._last[1]
+            samples, errors = [], {}
+            for name, read in self.readers.items():
+                try:
+                    samples += [asdict(s) for s in read()]
+                except Exception as exc:  # noqa: BLE001 - one vendor's hiccup; the others still answer
+                    errors[name] = f"{exc.__class__.__name__}: {exc}"
+            body = {"host": socket.gethostname(), "samples": samples, "errors": errors}
+            self._last = (now, body)
+            return body
+
+    def _handler(self):
+        agent = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_a) -> None:  # quiet: one line per request would flood a terminal
+                pass
+
+            def _send(self, code: int, body: dict) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                if agent.token is not None:
+                    given = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+                    if not hmac.compare_digest(given.encode(), agent.token.encode()):
+                        return self._send(401, {"error": "a token is required: Authorization: Bearer <token>"})
+                if self.path.split("?")[0] != PATH:
+                    return self._send(404, {"error": f"unknown path; GET {PATH}"})
+                self._send(200, agent.snapshot())
+
+        return Handler
+
+    def start(self) -> AgentServer:
+        self._thread = threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": 0.2},
+                                        name=f"{THREAD_PREFIX}agent", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread is not None:  # shutdown() waits for serve_forever: only once it ran
+            self._httpd.shutdown()
+        self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+
+class AgentReader:
+    """A GPU reader (as services.telemetry.sampler.GpuReader) over an agent: its samples, each device named
+    `<label> <device>` (label: the worker's host:port) so that they plot beside the local GPUs."""
+
+    def __init__(self, url: str, token: str | None = None, label: str | None = None, timeout_s: float = 1.0) -> None:
+        self.url = url.rstrip("/")
+        self.label = label or urlsplit(self.url).netloc
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.timeout_s = timeout_s
+
+    def __call__(self) -> list[GpuSample]:
+        import httpx  # noqa: PLC0415
+
+        r = httpx.get(self.url + PATH, headers=self.headers, timeout=self.timeout_s)
+        if r.status_code == 401:
+            raise PermissionError(f"the agent at {self.url} wants its token (Settings → RPC workers)")
+        r.raise_for_status()
+        out = []
+        t = time.time()  # this machine's clock: the plots share one time axis
+        for s in r.json().get("samples", []):
+            d = {k: v for k, v in s.items() if k in _GPU_KEYS}
+            d.update(t=t, device=f"{self.label} {d.get('device', '?')}")
+            out.append(GpuSample(**d))
+        return out
+
+
+def agent_readers(workers: Sequence[object]) -> dict[str, AgentReader]:
+    """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry ("gpu:...")."""
+    return {f"gpu:agent:{w.endpoint}": AgentReader(w.agent_url, w.agent_token, label=w.endpoint)
+            for w in workers if getattr(w, "agent_url", None)}
