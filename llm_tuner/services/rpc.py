@@ -90,6 +90,25 @@ def devices_json(devices: list[LlamaDevice]) -> list[dict]:
              "memory_total_mib": d.memory_total_mib, "memory_free_mib": d.memory_free_mib} for d in devices]
 
 
+def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path | None) -> list[dict]:
+    """The RPC devices of a run's arguments (`--rpc`, or LLAMA_ARG_RPC), for its record: name, endpoint, memory
+    (`model` reads "RPC worker host:port" in reports). A worker that cannot be asked is recorded with its
+    endpoint and the error. [] without RPC."""
+    from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
+
+    try:
+        endpoints = split_endpoints(flags.value_of(flags.effective_argv(argv, env or {}), "rpc") or "")
+    except ValueError as exc:
+        return [{"name": "RPC", "error": str(exc)}]
+    if not endpoints:
+        return []
+    try:
+        rows = devices_json(worker_devices(endpoints, server_binary=server_binary, timeout_s=15))
+    except WorkerError as exc:
+        return [{"name": "RPC", "endpoint": ep, "model": f"RPC worker {ep}", "error": str(exc)} for ep in endpoints]
+    return [{**r, "model": f"RPC worker {r['endpoint']}"} for r in rows]
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """A local ggml-rpc-server to start: which devices (`CPU`, `CUDA0`), where it listens, and its cache folder

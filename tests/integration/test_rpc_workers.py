@@ -146,3 +146,23 @@ def test_a_worker_dies_with_the_app_even_on_kill_9():
         time.sleep(0.1)
     gone = not psutil.pid_exists(worker_pid) or psutil.Process(worker_pid).status() == psutil.STATUS_ZOMBIE
     assert gone, "ggml-rpc-server outlived the app"
+
+
+def test_a_benchmark_records_the_rpc_devices_and_plans_them(workers, demo_model, tmp_path):
+    from llm_tuner.core.bench_report import report_markdown
+    from llm_tuner.core.bench_spec import BenchSpec
+    from llm_tuner.services.bench import BenchRunner, ServerTarget
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    _pool, started = workers
+    repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
+    argv = [a for a in _args(demo_model, [w.endpoint for w in started]) if a not in ("-fit", "off")]
+    run = BenchRunner(repo).run(ServerTarget(argv=argv, label="two workers"),
+                                BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0))
+    assert run.status == "complete", run.error
+    stored = repo.get_run(run.id)
+    rpc = [(d["name"], d["endpoint"]) for d in stored.devices if d.get("endpoint")]
+    assert rpc == [("RPC0", started[0].endpoint), ("RPC1", started[1].endpoint)]
+    assert stored.memory_predicted_mib["RPC0"] > 10 and stored.memory_predicted_mib["RPC1"] > 10
+    assert f"RPC1 (RPC worker {started[1].endpoint})" in report_markdown(stored)

@@ -28,6 +28,7 @@ from llm_tuner.services.bench.llama_bench import (
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.client import LlamaClient, ServerError
+from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess, free_port
 from llm_tuner.store.runs import RunRepository
 
@@ -62,9 +63,13 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
         if draft is not None and getattr(draft, "error", None):
             return None  # a prediction without the draft would be too low: none rather than a wrong one
         gpus = []
-        if binary is not None:
-            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                               free_includes_runtime=True) for d in binaries.list_devices(binary)]
+        if binary is not None:  # with the run's RPC workers: their devices first, as llama.cpp orders them
+            from llm_tuner.core.rpc import default_device_order, split_endpoints  # noqa: PLC0415
+
+            rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
+            gpus = default_device_order([PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib,
+                                                    d.description, free_includes_runtime=True)
+                                         for d in binaries.list_devices(binary, rpc)])
         h = host_info()
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
         plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
@@ -195,11 +200,12 @@ class BenchRunner:
 
         binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary(target.binary)
         ident = model_identity(argv_model(target.argv))
+        rpc_devices = [] if target.attached_url else run_devices(list(target.argv), target.env, binary_path)
         run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
                        server_argv=tuple(flags.strip_secrets(target.argv, target.env)[0]),
                        server_env=flags.strip_secrets(target.argv, target.env)[1],
                        attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
-                       binary_version=version, binary_backends=tuple(backends), devices=self.devices, spec=spec,
+                       binary_version=version, binary_backends=tuple(backends), devices=self.devices + rpc_devices, spec=spec,
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
                        memory_predicted_mib=target.memory_predicted_mib, **ident)
         run_id = self.repo.create_run(run)
