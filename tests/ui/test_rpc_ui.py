@@ -112,3 +112,19 @@ def test_live_runs_over_two_workers_with_their_memory_and_an_agents_gpus(qtbot, 
         qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
     finally:
         agent.stop()
+
+
+def test_the_profile_editor_has_the_rpc_field_and_checks_each_address(qtbot, ctx):
+    from llm_tuner.ui.panels.profile_panel import ProfilePanel
+
+    panel = ProfilePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    edit = panel.editors["rpc"].widget
+    qtbot.keyClicks(edit, "10.0.0.2:50052,10.0.0.3")
+    assert "not a worker address" in panel.error_label.text()
+    qtbot.keyClicks(edit, ":50052")
+    assert ctx.state.profile.rpc == ("10.0.0.2:50052", "10.0.0.3:50052")
+    words = panel.preview.toPlainText().replace("\\\n", " ").split()
+    assert words[words.index(flags.spelling("rpc")) + 1] == "10.0.0.2:50052,10.0.0.3:50052"
+    assert {"rpc-network", "rpc-ubatch", "rpc-worker-cache"} <= {a.id for a in panel.advice}

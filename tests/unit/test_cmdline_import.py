@@ -177,6 +177,9 @@ _layers = st.one_of(st.integers(-3, 10**6), st.sampled_from(["auto", "all"]))
 
 def _strategy_for(ff):
     k = ff.kind
+    if ff.field == "rpc":  # each value is a worker's host:port (others are refused as the user types them)
+        endpoint = st.builds("{}:{}".format, st.from_regex(r"[a-z0-9.-]{1,12}", fullmatch=True), st.integers(1, 65535))
+        return st.lists(endpoint, min_size=1, max_size=3).map(tuple)
     return {
         "str": _word,
         "fa": st.sampled_from(["on", "off", "auto"]),

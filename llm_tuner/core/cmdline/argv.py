@@ -253,6 +253,10 @@ def parse_field_value(ff: FieldFlag, raw: str, current: object) -> object:
             return False
         raise ValueError(f"{ff.flag} needs on or off, got {raw!r}")
     if k == "list":
+        if ff.field == "rpc":  # each a worker's host:port (ValueError in plain words)
+            from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
+
+            return tuple(split_endpoints(raw))
         return tuple(raw.split(","))
     if k == "append":
         return tuple(current or ()) + tuple(raw.split(","))
