@@ -123,3 +123,26 @@ def test_advice_for_rpc_names_the_network_the_micro_batch_and_the_worker_cache()
     # LLAMA_ARG_RPC in the profile's environment counts like the flag
     env_only = LaunchProfile(model="m.gguf", env={flags.flag("rpc").env: "10.0.0.2:50052"})
     assert "rpc-network" in {a.id for a in advise(env_only)}
+
+
+def test_partial_offload_keeps_host_layers_compute_on_the_host(demo_model):
+    """ggml-rpc has no offload_op: host layers' big-batch ops stay on the CPU (a CUDA GPU would take them over),
+    so the host compute buffer holds them (recorded: -ngl 10 -dev RPC0,RPC1, see the README)."""
+    from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+    from llm_tuner.core.memory_check import compare
+    from llm_tuner.services.library import read_model
+
+    text = (DATA / "cpu-two-workers-ngl10.log").read_text()
+    devices = _logged_devices(text)
+    argv = ["-m", str(demo_model), "-fit", "off", "-t", "2", "-c", "4096", "-np", "1", "-ngl", "10",
+            "-dev", "RPC0,RPC1"]
+    gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                       free_includes_runtime=True) for d in devices]
+    plan = plan_memory(read_model(demo_model), parse_server_args(argv), gpus, PlanDevice("Host", "CPU", None))
+    rows = {(r.device, r.kind): r for r in compare(parse_memory_log(text), plan, devices)}
+    assert rows[("Host", "compute")].estimate_mib == pytest.approx(rows[("Host", "compute")].measured_mib, rel=0.15)
+    for dev in ("RPC0", "RPC1"):
+        assert rows[(dev, "model")].estimate_mib == pytest.approx(rows[(dev, "model")].measured_mib, abs=0.1)
+        ours = sum(r.estimate_mib for (d, _k), r in rows.items() if d == dev)
+        real = sum(r.measured_mib for (d, _k), r in rows.items() if d == dev)
+        assert real <= ours <= real * 1.10  # the remaining error errs on the safe side (compute +4 MiB)

@@ -242,7 +242,10 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
     pp = _pipeline_parallel(args, layer_dev, devs)
     n_copies = _SCHED_MAX_COPIES if pp else 1
     backend = {d.name: d.backend for d in devs}
-    offload = args.op_offload and T >= _OP_OFFLOAD_MIN_BATCH
+    # op offload needs a backend with offload_op: ggml-rpc has none (ggml-rpc.cpp ".offload_op = NULL"), so an
+    # RPC device never takes over host weights; the first device that can does
+    offloaders = [d for d in gpu_devs if backend.get(d) != "RPC"]
+    offload = args.op_offload and T >= _OP_OFFLOAD_MIN_BATCH and bool(offloaders)
     # per-layer K and V row bytes (per cell) and where each layer's cache is
     attn_layers = [il for il in range(view.n_layer) if not view.recurrent[il]]
     tk = args.cache_type_k.upper()
@@ -252,7 +255,7 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
     # the GPU with the first offloaded layer receives the embeddings and runs the attention of host layers
     # next to it (the scheduler expands GPU assignments up the graph); the first GPU backend is the one that
     # takes over host weights (ggml_backend_sched_backend_id_from_cur tries backends in order)
-    offload_gpu = gpu_devs[0]
+    offload_gpu = offloaders[0] if offloaders else gpu_devs[0]
     first_gpu = next((d for d in layer_dev[:-1] if d in gpu_set), None)
     runners = list(dict.fromkeys(d for d in layer_dev if d in gpu_set))
     if not runners and offload and "Host" in layer_dev[:-1]:
