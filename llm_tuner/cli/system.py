@@ -77,8 +77,13 @@ def cmd_devices(args) -> int:
 def cmd_binaries(args) -> int:
     from llm_tuner.cli import emit_json
 
+    from llm_tuner.services.binaries import RPC_SERVER, locate
+    from llm_tuner.services.settings_store import load_settings
+
     infos = _probe_all()
     data = {kind.replace("-", "_"): info.to_json() for kind, info in infos.items()}
+    rpc = locate(RPC_SERVER, load_settings())  # the RPC worker: located, not run
+    data["ggml_rpc_server"] = {"path": str(rpc.path) if rpc else None, "source": rpc.source if rpc else None}
     if args.json:
         emit_json(data)
     else:
@@ -88,6 +93,7 @@ def cmd_binaries(args) -> int:
                       f"[{', '.join(info.backends)}], {len(info.catalog.flags) if info.catalog else 0} flags")
             else:
                 print(f"{kind}: {info.error}")
+        print(f"{RPC_SERVER}: {rpc.path} ({rpc.source})" if rpc else f"{RPC_SERVER}: not found (RPC workers)")
     return 0 if infos["llama-server"].ok else 1
 
 

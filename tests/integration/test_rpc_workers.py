@@ -5,6 +5,7 @@ clean stop of everything started (no child process left)."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import httpx
@@ -166,3 +167,28 @@ def test_a_benchmark_records_the_rpc_devices_and_plans_them(workers, demo_model,
     assert rpc == [("RPC0", started[0].endpoint), ("RPC1", started[1].endpoint)]
     assert stored.memory_predicted_mib["RPC0"] > 10 and stored.memory_predicted_mib["RPC1"] > 10
     assert f"RPC1 (RPC worker {started[1].endpoint})" in report_markdown(stored)
+
+
+def test_the_cli_lists_workers_and_their_devices(workers, capsys):
+    from llm_tuner.cli import main
+
+    _pool, started = workers
+    a, b = (w.endpoint for w in started)
+    assert main(["workers", "add", a, "--agent", "http://127.0.0.1:50100"]) == 0
+    assert main(["workers", "add", "127.0.0.1:1"]) == 0
+    capsys.readouterr()
+    assert main(["workers", "list", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r["endpoint"], r["error"] is None) for r in rows] == [(a, True), ("127.0.0.1:1", False)]
+    assert rows[0]["agent_url"] == "http://127.0.0.1:50100" and "agent_token" not in rows[0]
+    assert main(["workers", "remove", "127.0.0.1:1"]) == 0
+    capsys.readouterr()
+    assert main(["workers", "devices", "--json"]) == 0
+    assert [(d["name"], d["endpoint"]) for d in json.loads(capsys.readouterr().out)] == [("RPC0", a)]
+    assert main(["devices", "--json", "--rpc", f"{a},{b}"]) == 0
+    listed = json.loads(capsys.readouterr().out)["llama_devices"]
+    rpc = [(d["name"], d["endpoint"]) for d in listed if d["endpoint"]]
+    assert rpc == [("RPC0", a), ("RPC1", b)] and all(d["memory_total_mib"] > 0 for d in listed)
+    assert main(["devices", "--rpc", "127.0.0.1:1"]) == 2
+    assert "connection refused" in capsys.readouterr().err
+    assert main(["workers", "add", "no-port"]) == 2
