@@ -76,7 +76,6 @@ def cmd_devices(args) -> int:
 
 def cmd_binaries(args) -> int:
     from llm_tuner.cli import emit_json
-
     from llm_tuner.services.binaries import RPC_SERVER, locate
     from llm_tuner.services.settings_store import load_settings
 
