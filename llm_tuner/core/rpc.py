@@ -89,6 +89,20 @@ def device_endpoint(device) -> str | None:
     return desc
 
 
+NO_RPC = ("this llama-server was built without RPC: use a build configured with -DGGML_RPC=ON (the built-in one "
+          "is), or choose another llama-server in Settings")
+
+
+def rpc_support_error(catalog) -> str | None:
+    """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds without
+    the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
+    from llm_tuner.core import flags  # noqa: PLC0415
+
+    if catalog is None or catalog.lookup(flags.spelling("rpc")) is not None:
+        return None
+    return f"no RPC: {NO_RPC}"
+
+
 # llama.cpp's messages (ggml/src/ggml-rpc/ggml-rpc.cpp, common/arg.cpp) -> (kind, what it means, what to do)
 _ERRORS = (
     (re.compile(r"Failed to connect to (\S+)"), "connection refused",
@@ -96,8 +110,7 @@ _ERRORS = (
     (re.compile(r"RPC server version mismatch: (\S+)"), "version mismatch",
      "the worker's ggml-rpc-server speaks RPC protocol {0}, which this llama-server does not: run the same "
      "llama.cpp build (or release) on both machines"),
-    (re.compile(r"RPC not supported in this build|failed to find RPC backend"), "no RPC",
-     "this llama-server was built without RPC: use a build configured with -DGGML_RPC=ON (the built-in one is)"),
+    (re.compile(r"RPC not supported in this build|failed to find RPC backend"), "no RPC", NO_RPC),
 )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.devices import LlamaDevice
 from llm_tuner.core.rpc import (
     bind_warning,
@@ -28,6 +29,7 @@ from llm_tuner.core.rpc import (
     device_endpoint,
     is_rpc_device,
     parse_endpoint,
+    rpc_support_error,
 )
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
@@ -68,6 +70,12 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
         if loc is None:
             raise WorkerError("llama-server not found: it is what reads the workers' devices. Set it in Settings.")
         server_binary = loc.path
+    try:
+        catalog = parse_help(binaries.read_help(server_binary))
+    except binaries.BinaryError:
+        catalog = None  # unreadable --help: llama-server's own error below says more
+    if (why := rpc_support_error(catalog)) is not None:
+        raise WorkerError(why)
     try:
         devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s)
     except binaries.BinaryError as exc:

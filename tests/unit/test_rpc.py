@@ -146,3 +146,13 @@ def test_partial_offload_keeps_host_layers_compute_on_the_host(demo_model):
         ours = sum(r.estimate_mib for (d, _k), r in rows.items() if d == dev)
         real = sum(r.measured_mib for (d, _k), r in rows.items() if d == dev)
         assert real <= ours <= real * 1.10  # the remaining error errs on the safe side (compute +4 MiB)
+
+
+def test_a_build_without_rpc_is_said_in_plain_words():
+    """ik_llama.cpp's recorded --help has no --rpc (built without the RPC backend); the tested build's has."""
+    from llm_tuner.core.cmdline import parse_help
+    from llm_tuner.core.rpc import rpc_support_error
+
+    binary = DATA.parent / "binary"
+    assert "built without RPC" in rpc_support_error(parse_help((binary / "ik-llama-server-help.txt").read_text()))
+    assert rpc_support_error(parse_help((binary / "llama-server-help.txt").read_text())) is None
