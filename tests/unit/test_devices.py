@@ -64,6 +64,7 @@ def test_cli_binaries_json_shape():
                          timeout=120)
     assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
-    assert set(data) == {"llama_server", "llama_bench", "llama_fit_params"}
+    assert set(data) == {"llama_server", "llama_bench", "llama_fit_params", "ggml_rpc_server"}
+    assert data["ggml_rpc_server"]["path"].endswith("ggml-rpc-server")  # the embedded build has the RPC worker
     assert {"path", "version", "backends", "n_flags"} <= set(data["llama_server"])
     assert data["llama_server"]["n_flags"] > 200
