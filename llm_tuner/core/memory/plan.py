@@ -13,7 +13,8 @@ from llm_tuner.core.memory.constants import (
     HOST_OVERHEAD_MIB,
     MIB,
     RUNTIME_BEYOND_LISTING_MIB,
-    RUNTIME_OVERHEAD_MIB,
+    runtime_overhead_mib,
+    runtime_overhead_note,
 )
 from llm_tuner.core.memory.model_view import _ModelView, _view
 from llm_tuner.core.memory.placement import _layer_devices, _model_devices, _place, _weights_by_buffer
@@ -203,7 +204,10 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         comp = compute.get(d.name, 0.0) * scale.get(backend, 1.0) + extra_compute.get(d.name, 0.0)
         # a device the model does not use still gets llama.cpp's runtime context (every listed device is
         # initialised), so its overhead counts even with nothing placed on it
-        overhead = over.get(backend, RUNTIME_OVERHEAD_MIB.get(backend, 300))
+        overhead = over.get(backend, runtime_overhead_mib(backend, d.description))
+        note = runtime_overhead_note(backend, d.description)
+        if note and note not in warnings:
+            warnings.append(note)
         devices.append(DeviceMemory(
             name=d.name, backend=backend, model_mib=weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0),
             kv_mib=kv.get(d.name, 0.0) + extra_kv.get(d.name, 0.0), compute_mib=comp, output_mib=0.0,
