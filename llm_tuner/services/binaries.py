@@ -172,11 +172,15 @@ def _found_paths(settings: Settings) -> set[str]:
 
 def is_trusted(path: str | Path, settings: Settings | None = None) -> bool:
     """Whether the program at `path` may run: found by the app itself, or confirmed by the user unchanged."""
+    given = settings is not None
     settings = settings if settings is not None else _load_settings()
     fp = _fingerprint(Path(path))
     if fp is None:
         return False
-    return fp.path in _found_paths(settings) or fp in settings.trusted_binaries
+    if fp.path in _found_paths(settings) or fp in settings.trusted_binaries:
+        return True
+    # a confirmation saved meanwhile by another process (`--trust-binary` on the CLI while the app runs) counts too
+    return given and fp in _load_settings().trusted_binaries
 
 
 def untrusted_message(path: str | Path) -> str:
@@ -203,7 +207,9 @@ def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bo
     settings = settings if settings is not None else _load_settings()
     check_executable(Path(path).expanduser())
     fp = _fingerprint(Path(path))
-    settings.trusted_binaries = [t for t in settings.trusted_binaries if t.path != fp.path] + [fp]
+    stored = _load_settings().trusted_binaries if save else []  # keep confirmations another process saved meanwhile
+    kept = {t.path: t for t in [*stored, *settings.trusted_binaries] if t.path != fp.path}
+    settings.trusted_binaries = [*kept.values(), fp]
     if save:
         save_settings(settings)
     return settings
