@@ -54,6 +54,7 @@ from llm_tuner.core.memory.args import (
     overrides_as_profile,
     parse_server_args,
     placement_argv,
+    plan_gpus,
 )
 from llm_tuner.core.memory.constants import (
     CACHE_TYPES,
@@ -67,7 +68,7 @@ from llm_tuner.core.memory.constants import (
 from llm_tuner.core.memory.model_view import normalize_cpu_flags, repackable, row_size
 from llm_tuner.core.memory.overrides import RulePreview, preview_rule, rule_experts_blocks, rule_ffn_every_nth
 from llm_tuner.core.memory.placement import TensorPlacement, place_tensors, regex_search
-from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan
+from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan, SharedPool
 from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
 
 __all__ = [
@@ -87,6 +88,7 @@ __all__ = [
     "RUNTIME_OVERHEAD_MIB",
     "RulePreview",
     "SWA_PATTERNS",
+    "SharedPool",
     "TensorPlacement",
     "args_from_profile",
     "normalize_cpu_flags",
@@ -94,6 +96,7 @@ __all__ = [
     "parse_server_args",
     "place_tensors",
     "placement_argv",
+    "plan_gpus",
     "plan_memory",
     "preview_rule",
     "regex_search",

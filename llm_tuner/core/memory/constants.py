@@ -62,6 +62,11 @@ _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
 # Other backends: defaults from public reports until measured.
 RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
                         "CPU": 0}
+# Two backends on ONE card (-dev CUDA0,Vulkan0 on one H200) do not need two full runtimes: NVML's delta less
+# llama.cpp's buffers was 680..765 MiB for both together against 620..720 for CUDA0 alone and ~590 for Vulkan0
+# alone (benchmarks/results/gpu/h200-vulkan/vulkan_overhead.json; NVIDIA's Vulkan driver, AMD's may differ).
+# So a shared pool counts the largest of its devices' overheads plus this.
+SHARED_POOL_EXTRA_MIB = 64
 # Of that, what a process holds beyond the context that `llama-server --list-devices` itself holds when it
 # reports free memory (PlanDevice.free_includes_runtime): free-at-listing minus free-at-exit minus buffers,
 # median 71 MiB (70..104) on the H200. Free memory reported that way already lacks the rest.
