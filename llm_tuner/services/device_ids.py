@@ -64,6 +64,8 @@ def remember(binary: str | Path, ids: dict[str, str]) -> None:
         entry = data.get(key) if isinstance(data.get(key), dict) else {}
         if all(entry.get(k) == v for k, v in ids.items()):
             return
+        path_part = key.rsplit("|", 2)[0] + "|"
+        data = {k: v for k, v in data.items() if not k.startswith(path_part)}  # an older build of that file
         data[key] = {**entry, **ids}
         try:
             path.write_text(json.dumps(data, indent=1, sort_keys=True))

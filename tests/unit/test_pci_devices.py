@@ -215,3 +215,29 @@ def test_device_plots_name_one_card_with_all_its_names(qtbot):
     names = {c.name() for c in plots.curves.values()}
     assert "CUDA0 + Vulkan0" in names and "CUDA0" not in names
     assert len(plots.plots["Utilisation"].listDataItems()) == 1  # one card: one curve, the old one removed
+
+
+def test_a_launched_servers_log_teaches_the_inventory_its_cards(tmp_path, monkeypatch):
+    # The Live launch path: ServerSession reads each log line through the one parser and keeps the addresses
+    # for its binary, so the next inventory knows Vulkan0 is CUDA0's card without a learning run.
+    from llm_tuner.services.server import ServerSession, plan_launch
+
+    monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path / "data"))
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    session = ServerSession(plan_launch(binary, ["-m", "x.gguf"], watch=False), lambda ev: None)
+    for line in NODEV.splitlines():
+        session._on_line(line)
+    assert device_ids.cached_ids(binary) == {"CUDA0": PCI, "Vulkan0": PCI}
+
+
+def test_llm_tuner_run_reports_the_unaccounted_memory_per_card():
+    from llm_tuner.cli.run import _event_json
+
+    table = [ev for ev in logparse.parse_lines(BOTH.splitlines()) if isinstance(ev, logparse.MemoryBreakdown)][-1]
+    event = _event_json(table, pci_ids_from_log(BOTH))
+    assert event["event"] == "memory"
+    assert event["pools"] == [{"devices": ["CUDA0", "Vulkan0"], "total_mib": 143155, "free_mib": 141432,
+                               "self_mib": 1046, "unaccounted_mib": 677}]
+    unknown = _event_json(table, {})  # no addresses known: each device is its own card
+    assert [p["devices"] for p in unknown["pools"]] == [["CUDA0"], ["Vulkan0"]]

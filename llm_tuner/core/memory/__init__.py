@@ -1,7 +1,9 @@
 """Per-device memory plan for a model + llama-server arguments + devices, following llama.cpp's own rules.
 
 What goes where (the build under /work/llama-src; file:line refer to it):
-- Devices: `-dev` list or every GPU; `-sm none` keeps only `-mg` (src/llama.cpp:289). Layers: `-ngl N`
+- Devices: `-dev` list or every GPU, less a later device on a card an earlier one uses (same PCI address:
+  CUDA0 and Vulkan0 of one GPU keep CUDA0; PlanDevice.pool); `-sm none` keeps only `-mg` (src/llama.cpp:289).
+  Devices of one card in `-dev` share its free memory: MemoryPlan.pools checks their sum. Layers: `-ngl N`
   puts the LAST N of the n_layer_all+1 "layers" (repeating layers, then the output layer) on GPUs
   (llama-model.cpp:1591); -1 (auto) and any negative = all. `-ts` (or free memory when unset)
   splits those layers in proportion, by `upper_bound` over the cumulative split points (:1599).
