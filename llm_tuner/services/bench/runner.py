@@ -49,7 +49,6 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
     peak RSS is compared with. None when it cannot be made. Never raises."""
     try:
         from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_gpus, plan_memory  # noqa: PLC0415
-        from llm_tuner.services.device_ids import inventory_for  # noqa: PLC0415
         from llm_tuner.services.library import read_model  # noqa: PLC0415
         from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
@@ -62,7 +61,7 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
         draft = read_model(pargs.draft_model) if pargs.draft_model else None  # -md: loaded beside the model
         if draft is not None and getattr(draft, "error", None):
             return None  # a prediction without the draft would be too low: none rather than a wrong one
-        gpus = plan_gpus(inventory_for(binary)) if binary is not None else []  # one card, two backends: one pool
+        gpus = plan_gpus(device_ids.inventory_for(binary)) if binary is not None else []  # one card, two backends: one pool
         h = host_info()
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
         plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
