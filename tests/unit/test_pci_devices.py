@@ -241,3 +241,31 @@ def test_llm_tuner_run_reports_the_unaccounted_memory_per_card():
                                "self_mib": 1046, "unaccounted_mib": 677}]
     unknown = _event_json(table, {})  # no addresses known: each device is its own card
     assert [p["devices"] for p in unknown["pools"]] == [["CUDA0"], ["Vulkan0"]]
+
+
+def test_a_card_listed_twice_is_learned_once_with_a_model_load(tmp_path, monkeypatch):
+    # No CUDA+Vulkan build can run here: a script stands in for it, answering --list-devices and a model load
+    # with what the real build printed on the H200; the learning run, the cache and the mapping are the app's.
+    from llm_tuner.services.telemetry import amd, inventory, nvml
+
+    monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path / "data"))
+    for mod in (nvml, inventory):
+        monkeypatch.setattr(mod, "nvidia_gpus", lambda: ([_h200()], None))
+    for mod in (amd, inventory):
+        monkeypatch.setattr(mod, "amd_gpus", lambda: ([], None))
+    loads = tmp_path / "loads"
+    binary = tmp_path / "llama-server"
+    binary.write_text(f"""#!/bin/sh
+case "$*" in *--list-devices*) cat '{LOGS / "h200-vulkan-list-devices.txt"}'; exit 0;; esac
+echo load >> '{loads}'
+cat '{LOGS / "h200-vulkan-nodev.log"}'
+echo '0.00.900.000 I srv  llama_server: listening on http://127.0.0.1:8080'
+exec sleep 30
+""")
+    binary.chmod(0o755)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    (card,) = device_ids.inventory_for(binary, learn_with=model).devices
+    assert card.llama_names == ("CUDA0", "Vulkan0") and card.guessed_names == () and card.pool == PCI
+    assert device_ids.inventory_for(binary, learn_with=model).devices == (card,)
+    assert loads.read_text().count("load") == 1  # the second inventory came from the cache
