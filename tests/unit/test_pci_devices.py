@@ -201,16 +201,17 @@ def test_device_plots_name_one_card_with_all_its_names(qtbot):
     import time
 
     from llm_tuner.services.telemetry.ring import SeriesRing
-    from llm_tuner.ui.plots.live_plots import DevicePlots
+    from llm_tuner.ui.panels.live_devices import DevicesView
 
-    plots = DevicePlots()
-    qtbot.addWidget(plots)
+    view = DevicesView()  # the Live panel's Devices tab
+    qtbot.addWidget(view)
+    plots = view.device_plots
     ring = SeriesRing(("util_pct", "vram_used_mib", "temp_c", "power_w", "sm_clock_mhz", "mem_clock_mhz",
                        "throttled"), capacity=10)
     now = time.time()
     ring.append(now, {"util_pct": 5, "vram_used_mib": 100, "temp_c": 40})
     plots.refresh({"CUDA0": ring}, now=now, all_plots=True)
-    plots.set_device_labels({g.name: g.label for g in _inventory(pci_ids_from_log(NODEV)).devices})
+    view.set_inventory(_inventory(pci_ids_from_log(NODEV)))  # the probe's inventory arrives
     plots.refresh({"CUDA0": ring}, now=now, all_plots=True)
     names = {c.name() for c in plots.curves.values()}
     assert "CUDA0 + Vulkan0" in names and "CUDA0" not in names
