@@ -441,6 +441,9 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
         except ProcessLookupError:
             pass
     th.join(timeout=5)
+    from llm_tuner.services.device_ids import remember_from_log  # noqa: PLC0415 - it calls back here
+
+    remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
     return ServerMemoryRun(tuple(full), proc.returncode, "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 

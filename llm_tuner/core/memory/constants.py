@@ -68,9 +68,10 @@ RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "S
                         "CPU": 0}
 VULKAN_NVIDIA_OVERHEAD_MIB = 590
 # Two backends on one card in one process (-dev CUDA0,Vulkan0 on the same H200) do not take two runtime overheads:
-# NVML used minus both devices' buffers was 651..653 MiB at ready, i.e. CUDA's 613 plus 38..40 MiB (same session).
-# So a card under two backends counts its largest backend overhead plus this much.
-SHARED_CARD_EXTRA_MIB = 40
+# NVML used minus both devices' buffers was 651..653 MiB at ready (CUDA alone: 613, so 38..40 more) and 676..764
+# after a request (CUDA alone: 623..719, so 45..53 more), same session, NVIDIA's Vulkan driver. So a card under
+# two backends (a shared pool) counts the largest of its devices' overheads plus this much.
+SHARED_POOL_EXTRA_MIB = 55
 
 
 def runtime_overhead_mib(backend: str, description: str = "") -> float:

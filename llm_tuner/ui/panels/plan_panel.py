@@ -36,6 +36,7 @@ from llm_tuner.core.memory import (
     PlanDevice,
     args_from_profile,
     overrides_as_profile,
+    plan_gpus,
     plan_memory,
     solve,
 )
@@ -379,11 +380,7 @@ class PlanPanel(QWidget):
     # -- devices -------------------------------------------------------------------------------------
     def gpus(self) -> list[PlanDevice]:
         inv = self.ctx.state.inventory
-        out = []
-        if inv is not None:
-            for d in inv.llama_devices:
-                out.append(PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                                      free_includes_runtime=True))
+        out = plan_gpus(inv)  # each with its card's pool: CUDA0 and Vulkan0 of one GPU share one
         names = {d.name for d in out}
         out.extend(d for d in self.planned if d.name not in names)
         return out
