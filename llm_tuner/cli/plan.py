@@ -61,15 +61,16 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
 
 def detect_devices() -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
     """GPUs as the llama-server binary lists them, host RAM and CPU flags."""
-    from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate  # noqa: PLC0415
+    from llm_tuner.core.memory import plan_gpus  # noqa: PLC0415
+    from llm_tuner.services.binaries import SERVER, BinaryError, locate  # noqa: PLC0415
+    from llm_tuner.services.device_ids import inventory_for  # noqa: PLC0415
     from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
     gpus: list[PlanDevice] = []
     loc = locate(SERVER)
     if loc is not None:
         try:
-            gpus = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                               free_includes_runtime=True) for d in list_devices(loc.path)]
+            gpus = plan_gpus(inventory_for(loc.path))  # one card under two backends is one pool
         except BinaryError:
             gpus = []
     h = host_info()

@@ -52,7 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=cmd_run)
 
 
-def _event_json(ev) -> dict | None:
+def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
+    """One event as JSON. `pci`: the devices' PCI addresses known so far (cached, and this log's "using device"
+    lines), so a memory table also says what is unaccounted per physical GPU ("pools")."""
     from llm_tuner.services import logparse
     from llm_tuner.services.server import RequestFinished, ServerState, StateChanged
 
@@ -70,7 +72,8 @@ def _event_json(ev) -> dict | None:
         d.update(ev.record.to_json())
         return d
     if isinstance(ev, logparse.MemoryBreakdown):
-        return {"event": "memory", "source": ev.source, "rows": [r.__dict__ for r in ev.rows]}
+        return {"event": "memory", "source": ev.source, "rows": [r.__dict__ for r in ev.rows],
+                "pools": [p.to_json() for p in ev.pooled((pci or {}).get)]}
     if isinstance(ev, logparse.ServerError):
         return {"event": "log", "level": "error", "text": ev.text}
     return None
@@ -85,7 +88,9 @@ def _load_profile_plan(loaded, binary: str, catalog, watch: bool):
 
 def cmd_run(args) -> int:
     from llm_tuner.cli import CliError, emit_json
+    from llm_tuner.core.devices import DeviceIdLine
     from llm_tuner.services.binaries import SERVER, probe
+    from llm_tuner.services.device_ids import cached_ids
     from llm_tuner.services.server import AttachedSession, ServerSession, plan_launch
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.sampler import sample_to_json
@@ -99,8 +104,12 @@ def cmd_run(args) -> int:
             for o in obj if isinstance(obj, list) else [obj]:
                 emit_json(o)
 
+    pci: dict[str, str] = {}  # device -> PCI address: one card under two backends is one memory pool
+
     def on_event(ev) -> None:
-        d = _event_json(ev)
+        if isinstance(ev, DeviceIdLine) and ev.pci_bus_id:
+            pci[ev.name] = ev.pci_bus_id
+        d = _event_json(ev, pci)
         if d is not None:
             out(d)
 
@@ -141,6 +150,7 @@ def cmd_run(args) -> int:
             plan = plan_launch(binary, server_args, catalog=catalog, watch=not args.no_watch_flags)
         else:
             raise CliError("give --profile NAME|FILE, --attach URL, or llama-server arguments after --")
+        pci.update(cached_ids(plan.binary))
         session = ServerSession(plan, on_event)
         out({"event": "plan", "mode": "launch", "command": plan.command_line(),
              "watch_args": list(plan.watch_args), "notes": plan.notes()})

@@ -33,6 +33,8 @@ def cmd_devices(args) -> int:
     from llm_tuner.cli import CliError, emit_json
     from llm_tuner.core.rpc import split_endpoints
     from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate
+    from llm_tuner.services.demo_model import find_demo_model
+    from llm_tuner.services.device_ids import inventory_for
     from llm_tuner.services.rpc import devices_json
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.inventory import detect_inventory
@@ -41,37 +43,48 @@ def cmd_devices(args) -> int:
         rpc = split_endpoints(args.rpc)
     except ValueError as exc:
         raise CliError(str(exc)) from None
-    llama_devices, notes = None, []
+    inv, notes = None, []
     loc = locate(SERVER, load_settings())
+    if loc is None and rpc:
+        raise CliError("llama-server not found: it is what reads the RPC workers' devices")
     if loc is not None:
-        try:
-            llama_devices = list_devices(loc.path, rpc)
+        try:  # PCI addresses: cached from earlier loads, else learned once with the demo model (a card, two backends)
+            listed = list_devices(loc.path, rpc) if rpc else None  # with the workers' RPC devices
+            inv = inventory_for(loc.path, learn_with=find_demo_model(), devices=listed)
         except BinaryError as exc:
             if rpc:
                 raise CliError(str(exc)) from None
             notes.append(f"llama-server --list-devices failed: {exc}")
-    elif rpc:
-        raise CliError("llama-server not found: it is what reads the RPC workers' devices")
-    inv = detect_inventory(llama_devices)
+    inv = inv or detect_inventory(None)
     data = inv.to_json()
-    data["llama_devices"] = devices_json(list(llama_devices or []))
+    data["llama_devices"] = devices_json(list(inv.llama_devices))
     data["notes"] += notes
     if args.json:
         emit_json(data)
     else:
-        h = data["host"]
-        print(f"Host: {h['cpu_model']} · {h['cores_physical']} cores / {h['cores_logical']} threads · "
-              f"{h['memory_total_mib']} MiB RAM ({h['memory_available_mib']} MiB available)")
-        for d in data["devices"]:
-            print(f"{d['name']}: {d['model']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
-                  f" · {d['pci_bus_id'] or ''}")
-        for d in data["llama_devices"]:
-            if d["endpoint"]:
-                print(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB "
-                      f"({d['memory_free_mib']} MiB free)")
-        for n in data["notes"]:
-            print(f"note: {n}")
+        print("\n".join(devices_text(data)))
     return 0
+
+
+def devices_text(data: dict) -> list[str]:
+    """`llm-tuner devices` as text, from DeviceInventory.to_json(): one line per physical GPU, with every llama.cpp
+    name it has ("CUDA0 = Vulkan0, one card") and which of those are only a guess by model name and memory."""
+    h = data["host"]
+    out = [f"Host: {h['cpu_model']} · {h['cores_physical']} cores / {h['cores_logical']} threads · "
+           f"{h['memory_total_mib']} MiB RAM ({h['memory_available_mib']} MiB available)"]
+    for d in data["devices"]:
+        names = d.get("llama_names") or [d["name"]]
+        head = " = ".join(names) + (", one card" if len(names) > 1 else "")
+        line = (f"{head}: {d['model']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
+                f" · {d['pci_bus_id'] or 'PCI address unknown'}")
+        if d.get("guessed_names"):
+            line += (f" · {', '.join(d['guessed_names'])}: matched by model name and memory only (a guess; "
+                     "a model load tells the PCI address)")
+        out.append(line)
+    out.extend(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
+               for d in data.get("llama_devices", ()) if d.get("endpoint"))
+    out.extend(f"note: {n}" for n in data["notes"])
+    return out
 
 
 def cmd_binaries(args) -> int:

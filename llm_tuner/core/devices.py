@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -34,7 +35,11 @@ def index_of(device_name: str) -> int | None:
 
 
 class LlamaDevice(BaseModel):
-    """One line of `llama-server --list-devices`: `  CUDA0: NVIDIA H200 (143771 MiB, 142000 MiB free)`."""
+    """One line of `llama-server --list-devices`: `  CUDA0: NVIDIA H200 (143771 MiB, 142000 MiB free)`.
+
+    `pci_bus_id` is not in that listing: it comes from a model load's "using/skipping device" lines
+    (parse_device_line), learned once per binary (services.device_ids) and added with `with_pci_ids`.
+    """
 
     model_config = ConfigDict(frozen=True)
 
@@ -42,6 +47,7 @@ class LlamaDevice(BaseModel):
     description: str
     memory_total_mib: int
     memory_free_mib: int
+    pci_bus_id: str | None = None
 
     @property
     def backend(self) -> str:
@@ -77,6 +83,70 @@ def parse_device_info_line(text: str) -> LlamaDevice | None:
                        memory_free_mib=int(m.group(4)))
 
 
+def normalize_pci(bus_id: str | None) -> str | None:
+    """One spelling of a PCI address: domain as 4 hex digits, lower case ('0000:00:06.0').
+
+    NVML gives `00000000:00:06.0` (8-digit domain), llama.cpp `0000:00:06.0`, pyamdgpuinfo `0000:03:00.0`;
+    an address without a domain (`00:06.0`) is domain 0. None for None, '' or llama.cpp's 'unknown id'.
+    """
+    if not bus_id:
+        return None
+    text = bus_id.strip().lower()
+    m = re.fullmatch(r"(?:([0-9a-f]+):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])", text)
+    if not m:
+        return None
+    domain = int(m.group(1) or "0", 16)
+    return f"{domain:04x}:{int(m.group(2), 16):02x}:{int(m.group(3), 16):02x}.{m.group(4)}"
+
+
+@dataclass(frozen=True)
+class DeviceIdLine:
+    """A model load's device line (llama.cpp src/llama.cpp, llama_prepare_model_devices):
+
+    `using device CUDA0 (NVIDIA H200) (0000:00:06.0) - 142105 MiB free` (a device the model uses), or
+    `skipping device Vulkan0 (NVIDIA H200) with id 0000:00:06.0 - already using device CUDA0 (NVIDIA H200)
+    with the same id` (llama.cpp drops a later device on the same card when no `-dev` is given).
+    `pci_bus_id` is None where llama.cpp says 'unknown id' (RPC, backends without one).
+    """
+
+    name: str
+    description: str
+    pci_bus_id: str | None
+    free_mib: int | None = None  # "using" lines only
+    same_as: str | None = None  # "skipping" lines: the device kept for that card
+
+
+_USING_RE = re.compile(r"using device (\S+) \((.*)\) \(([^()]*)\) - (\d+) MiB free")
+_SKIPPING_RE = re.compile(r"skipping device (\S+) \((.*)\) with id (\S+) - already using device (\S+) \(")
+
+
+def parse_device_line(line: str) -> DeviceIdLine | None:
+    """The one parser of llama.cpp's "using device" / "skipping device" lines (any log prefix); None otherwise."""
+    if "using device" in line and (m := _USING_RE.search(line)) is not None:
+        return DeviceIdLine(m.group(1), m.group(2), normalize_pci(m.group(3)), free_mib=int(m.group(4)))
+    if "skipping device" in line and (m := _SKIPPING_RE.search(line)) is not None:
+        return DeviceIdLine(m.group(1), m.group(2), normalize_pci(m.group(3)), same_as=m.group(4))
+    return None
+
+
+def pci_ids_from_log(lines) -> dict[str, str]:
+    """{llama.cpp device name: PCI address} from a log's device lines (a str or lines); unknown ids left out."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    out: dict[str, str] = {}
+    for line in lines:
+        d = parse_device_line(line)
+        if d is not None and d.pci_bus_id is not None:
+            out[d.name] = d.pci_bus_id
+    return out
+
+
+def with_pci_ids(llama: list[LlamaDevice] | tuple[LlamaDevice, ...], ids: dict[str, str] | None) -> list[LlamaDevice]:
+    """The device list with the PCI addresses `ids` knows ({name: address}) filled in."""
+    ids = ids or {}
+    return [d.model_copy(update={"pci_bus_id": normalize_pci(ids[d.name])}) if d.name in ids else d for d in llama]
+
+
 class HostInfo(BaseModel):
     model_config = ConfigDict(frozen=True)
 
@@ -104,13 +174,27 @@ class GpuInfo(BaseModel):
     driver: str | None = None
     index: int | None = None  # the vendor library's index (NVML index, AMD device id)
     llama_names: tuple[str, ...] = ()  # every llama.cpp name this card appears under (CUDA0, Vulkan0)
+    # Of llama_names, those matched by model name and memory size only (no PCI address, no CUDA/ROCm index
+    # order): two identical cards could be swapped, so they are shown as a guess.
+    guessed_names: tuple[str, ...] = ()
     hypothetical: bool = False  # planned hardware the user added, not detected
+
+    @property
+    def label(self) -> str:
+        """Every llama.cpp name of this card, for plots and lists: 'CUDA0 + Vulkan0' (else `name`)."""
+        return " + ".join(self.llama_names) if len(self.llama_names) > 1 else self.name
+
+    @property
+    def pool(self) -> str:
+        """The key of this card's one pool of memory: its PCI address, else its name."""
+        return normalize_pci(self.pci_bus_id) or self.name
 
     def public_dict(self) -> dict:
         return {
             "name": self.name, "backend": self.backend, "vendor": self.vendor, "model": self.model,
-            "pci_bus_id": self.pci_bus_id, "uuid": self.uuid,
+            "pci_bus_id": normalize_pci(self.pci_bus_id), "uuid": self.uuid,
             "memory_total_mib": self.memory_total_mib, "memory_free_mib": self.memory_free_mib,
+            "llama_names": list(self.llama_names), "guessed_names": list(self.guessed_names),
         }
 
 
@@ -121,6 +205,15 @@ class DeviceInventory(BaseModel):
     devices: tuple[GpuInfo, ...] = ()
     llama_devices: tuple[LlamaDevice, ...] = ()
     notes: tuple[str, ...] = ()
+
+    def gpu_of(self, llama_name: str) -> GpuInfo | None:
+        """The physical GPU a llama.cpp device name is on (None: not a known GPU)."""
+        return next((g for g in self.devices if llama_name in g.llama_names), None)
+
+    def pool_of(self, llama_name: str) -> str | None:
+        """The memory pool (PCI address, else card name) of a llama.cpp device; devices of one card share it."""
+        g = self.gpu_of(llama_name)
+        return g.pool if g is not None else None
 
     def to_json(self) -> dict:
         return {
@@ -140,25 +233,41 @@ def _norm_model(text: str) -> str:
 def map_llama_devices(gpus: list[GpuInfo], llama: list[LlamaDevice]) -> list[GpuInfo]:
     """Give each physical GPU the llama.cpp names it appears under.
 
-    CUDA/ROCm indices follow PCI bus order when the server runs with CUDA_DEVICE_ORDER=PCI_BUS_ID
-    (the app sets it), which is also NVML's order; so the i-th CUDA device is the i-th NVIDIA GPU by bus
-    id. Vulkan devices are matched by model name and memory size, in order, each card taken once per
-    backend. One card can carry several names (CUDA0 and Vulkan0) and stays one physical GPU.
+    In this order: (1) the PCI address, when both llama.cpp (learned from a model load, see
+    LlamaDevice.pci_bus_id) and the vendor library know it: certain, whatever the names say; (2) CUDA/ROCm
+    index order, which follows PCI bus order when the server runs with CUDA_DEVICE_ORDER=PCI_BUS_ID (the
+    app sets it), as NVML's does; (3) model name and memory size, in order, each card taken once per
+    backend: a guess (two identical cards could be swapped), kept in `guessed_names`. One card can carry
+    several names (CUDA0 and Vulkan0) and stays one physical GPU.
     """
-    by_vendor_bus = sorted(gpus, key=lambda g: (g.vendor, g.pci_bus_id or "", g.index or 0))
+    by_vendor_bus = sorted(gpus, key=lambda g: (g.vendor, normalize_pci(g.pci_bus_id) or "", g.index or 0))
+    by_pci = {p: g for g in gpus if (p := normalize_pci(g.pci_bus_id)) is not None}
     names: dict[int, list[str]] = {id(g): [] for g in gpus}
+    guessed: dict[int, list[str]] = {id(g): [] for g in gpus}
     per_backend_taken: dict[str, set[int]] = {}
-    for dev in llama:
+    pending: list[LlamaDevice] = []
+    for dev in llama:  # (1) by PCI address
+        match = by_pci.get(normalize_pci(dev.pci_bus_id) or "")
+        taken = per_backend_taken.setdefault(dev.backend, set())
+        if match is not None and id(match) not in taken:
+            taken.add(id(match))
+            names[id(match)].append(dev.name)
+        else:
+            pending.append(dev)
+    for dev in pending:
         backend = dev.backend
         idx = index_of(dev.name)
         taken = per_backend_taken.setdefault(backend, set())
         match: GpuInfo | None = None
-        if backend in ("CUDA", "MUSA") or backend == "ROCm":
+        if dev.pci_bus_id is not None and by_pci:
+            continue  # its card has an address no detected GPU has: not one of these
+        if backend in ("CUDA", "MUSA", "ROCm"):  # (2) index order
             vendor = "nvidia" if backend in ("CUDA", "MUSA") else "amd"
             same = [g for g in by_vendor_bus if g.vendor == vendor]
             if idx is not None and idx < len(same):
                 match = same[idx]
-        if match is None:
+        guess = False
+        if match is None:  # (3) name and memory
             want = _norm_model(dev.description)
             for g in by_vendor_bus:
                 if id(g) in taken:
@@ -167,18 +276,23 @@ def map_llama_devices(gpus: list[GpuInfo], llama: list[LlamaDevice]) -> list[Gpu
                 mem_ok = g.memory_total_mib is None or abs(g.memory_total_mib - dev.memory_total_mib) <= max(
                     512, 0.05 * dev.memory_total_mib)
                 if model_ok and mem_ok:
-                    match = g
+                    match, guess = g, True
                     break
         if match is not None and id(match) not in taken:
             taken.add(id(match))
             names[id(match)].append(dev.name)
+            if guess:
+                guessed[id(match)].append(dev.name)
+    order = {d.name: i for i, d in enumerate(llama)}
     out = []
     for g in gpus:
-        found = names[id(g)]
+        found = sorted(names[id(g)], key=order.__getitem__)  # llama.cpp's order: CUDA before Vulkan
         primary = found[0] if found else g.name
         out.append(g.model_copy(update={
             "llama_names": tuple(found),
+            "guessed_names": tuple(n for n in found if n in guessed[id(g)]),
             "name": primary,
             "backend": backend_of(primary) if found else g.backend,
         }))
     return out
+

@@ -78,11 +78,48 @@ class BreakdownRow:
 
 
 @dataclass(frozen=True)
+class PoolRow:
+    """The breakdown's device rows of one physical GPU summed: its llama.cpp devices (CUDA0 and Vulkan0 of one
+    card) each report the card's whole free memory, so each one's own 'unaccounted' (total - free - self) counts
+    the other's buffers (1273 and 1741 MiB on one H200, where the card's is 677). Per card it is right again."""
+
+    devices: tuple[str, ...]
+    total_mib: int | None  # the smallest member total (CUDA's leaves out the driver's reservation, Vulkan's not)
+    free_mib: int | None
+    self_mib: int
+
+    @property
+    def unaccounted_mib(self) -> int | None:
+        if self.total_mib is None or self.free_mib is None:
+            return None
+        return self.total_mib - self.free_mib - self.self_mib
+
+    def to_json(self) -> dict:
+        return {"devices": list(self.devices), "total_mib": self.total_mib, "free_mib": self.free_mib,
+                "self_mib": self.self_mib, "unaccounted_mib": self.unaccounted_mib}
+
+
+@dataclass(frozen=True)
 class MemoryBreakdown:
     """One whole breakdown table. `source`: "text" (the log table) or "jsonl" (`--log-jsonl`)."""
 
     rows: tuple[BreakdownRow, ...]
     source: str
+
+    def pooled(self, pool_of) -> list[PoolRow]:
+        """The device rows per physical GPU. `pool_of(name)` gives a device's card (a PCI address, e.g. from
+        core.devices.pci_ids_from_log or DeviceInventory.pool_of; None: a card of its own)."""
+        groups: dict[str, list[BreakdownRow]] = {}
+        for r in self.rows:
+            if r.kind == "device":
+                groups.setdefault(pool_of(r.name) or r.name, []).append(r)
+        out = []
+        for rows in groups.values():
+            totals = [r.total_mib for r in rows if r.total_mib is not None]
+            frees = [r.free_mib for r in rows if r.free_mib is not None]
+            out.append(PoolRow(tuple(r.name for r in rows), min(totals) if totals else None,
+                               min(frees) if frees else None, sum(r.self_mib or 0 for r in rows)))
+        return out
 
 
 def parse_buffer_line(line: str) -> tuple[str, str, float] | None:

@@ -214,12 +214,14 @@ class LibraryScan(QObject):
     Signals:
         entries_listed(list[ModelEntry]): the files found (the list a user sees at once).
         model_read(ModelInfo): one header read (or taken from the cache).
+        skipped(str, str): a path that was not scanned, and why.
         progressed(float, str): fraction and text.
         finished(bool): True when cancelled.
     """
 
     entries_listed = Signal(object)
     model_read = Signal(object)
+    skipped = Signal(str, str)  # a path the scan could not use (unreadable folder, not a file, broken link), why
     progressed = Signal(float, str)
     finished = Signal(bool)
 
@@ -239,7 +241,7 @@ class LibraryScan(QObject):
 
         def work(ctl) -> None:
             ctl.progress(None, "Looking for .gguf files…")
-            entries = find_models(roots, cancelled=ctl.cancelled)
+            entries = find_models(roots, cancelled=ctl.cancelled, on_skipped=self.skipped.emit)
             if ctl.cancelled():
                 return
             self.entries_listed.emit(entries)

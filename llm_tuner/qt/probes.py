@@ -7,6 +7,8 @@ import logging
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import KINDS, SERVER, probe
+from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.device_ids import inventory_for
 from llm_tuner.services.telemetry.inventory import detect_inventory
 
 log = logging.getLogger(__name__)
@@ -19,7 +21,11 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
     def work(_ctl):
         binaries = {kind: probe(kind, settings) for kind in KINDS}
         server = binaries[SERVER]
-        return binaries, detect_inventory(list(server.devices) if server.ok else None)
+        if not server.ok:
+            return binaries, detect_inventory(None)
+        # PCI addresses tell one card under two backends (CUDA0 = Vulkan0): cached from earlier loads, else
+        # learned once here with the demo model (a short llama-server run, on this job's thread)
+        return binaries, inventory_for(server.path, learn_with=find_demo_model(), devices=list(server.devices))
 
     def done(result) -> None:
         binaries, inventory = result

@@ -175,11 +175,15 @@ def _found_paths(settings: Settings) -> set[str]:
 
 def is_trusted(path: str | Path, settings: Settings | None = None) -> bool:
     """Whether the program at `path` may run: found by the app itself, or confirmed by the user unchanged."""
+    given = settings is not None
     settings = settings if settings is not None else _load_settings()
     fp = _fingerprint(Path(path))
     if fp is None:
         return False
-    return fp.path in _found_paths(settings) or fp in settings.trusted_binaries
+    if fp.path in _found_paths(settings) or fp in settings.trusted_binaries:
+        return True
+    # a confirmation saved meanwhile by another process (`--trust-binary` on the CLI while the app runs) counts too
+    return given and fp in _load_settings().trusted_binaries
 
 
 def untrusted_message(path: str | Path) -> str:
@@ -206,7 +210,9 @@ def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bo
     settings = settings if settings is not None else _load_settings()
     check_executable(Path(path).expanduser())
     fp = _fingerprint(Path(path))
-    settings.trusted_binaries = [t for t in settings.trusted_binaries if t.path != fp.path] + [fp]
+    stored = _load_settings().trusted_binaries if save else []  # keep confirmations another process saved meanwhile
+    kept = {t.path: t for t in [*stored, *settings.trusted_binaries] if t.path != fp.path}
+    settings.trusted_binaries = [*kept.values(), fp]
     if save:
         save_settings(settings)
     return settings
@@ -448,6 +454,9 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
         except ProcessLookupError:
             pass
     th.join(timeout=5)
+    from llm_tuner.services.device_ids import remember_from_log  # noqa: PLC0415 - it calls back here
+
+    remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
     return ServerMemoryRun(tuple(full), proc.returncode, "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 
 from llm_tuner.core import flags
-from llm_tuner.core.devices import LlamaDevice, parse_device_info_line
+from llm_tuner.core.devices import DeviceIdLine, LlamaDevice, parse_device_info_line, parse_device_line
 from llm_tuner.core.memory_log import (
     BreakdownRow,
     BufferLine,
@@ -166,8 +166,10 @@ class DeviceListed:
     device: LlamaDevice
 
 
-Event = (DeviceListed | LogLine | Loading | SlotsInitialized | Loaded | Listening | MemoryBreakdown | BufferSize | SlotSelected
-         | TaskStarted | PromptProgress | RequestTimings | ServerError | LoadFailed)
+
+# DeviceIdLine (core.devices): a "using/skipping device" line with the device's PCI address
+Event = (LogLine | Loading | SlotsInitialized | Loaded | Listening | MemoryBreakdown | BufferSize | SlotSelected
+         | TaskStarted | PromptProgress | RequestTimings | ServerError | LoadFailed | DeviceIdLine | DeviceListed)
 
 
 # --------------------------------------------------------------------------------------------- regexes
@@ -278,6 +280,8 @@ class LogParser:
             out.append(LoadFailed(msg))
         elif "common_param:" in msg and (dev := parse_device_info_line(msg)) is not None:
             out.append(DeviceListed(dev))
+        elif (d := parse_device_line(msg)) is not None:
+            out.append(d)
         return out
 
     def _slot_line(self, slot: int, task: int, rest: str, t_s: float | None) -> list[Event]:
@@ -371,9 +375,8 @@ _OOM_BUFT = re.compile(r"failed to allocate (\S+) buffer of size (\d+)")
 _OOM_MALLOC = re.compile(r"insufficient memory \(attempted to allocate ([\d.]+) MB\)")
 _UNABLE_BUF = re.compile(r"unable to allocate (\S+) buffer")
 # The server's device list at start: `- CUDA0   : NVIDIA H200 (143155 MiB, 142629 MiB free)` (common_param
-# device_info) and `using device CUDA0 (NVIDIA H200) (0000:00:06.0) - 142629 MiB free` (llama_prepare_model_devices).
-_DEV_FREE = (re.compile(r"- (\S+)\s+: .*\(\d+ MiB, (\d+) MiB free\)"),
-             re.compile(r"using device (\S+) \(.*\) - (\d+) MiB free"))
+# device_info); the "using device" lines (llama_prepare_model_devices) are core.devices.parse_device_line's.
+_DEV_FREE = re.compile(r"- (\S+)\s+: .*\(\d+ MiB, (\d+) MiB free\)")
 
 
 def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Failure | None:
@@ -445,9 +448,10 @@ def _classify_oom(texts: list[str]) -> Failure | None:
     request_mib = None
     free: dict[str, float] = {}
     for t in texts:
-        for rx in _DEV_FREE:
-            if (m := rx.search(t)) is not None:
-                free[m.group(1)] = float(m.group(2))
+        if (m := _DEV_FREE.search(t)) is not None:
+            free[m.group(1)] = float(m.group(2))
+        elif (d := parse_device_line(t)) is not None and d.free_mib is not None:
+            free[d.name] = float(d.free_mib)
         if (m := _OOM_DEVICE.search(t)) is not None:
             evidence = evidence or t
             device = device or f"CUDA{m.group(2)}"

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_tuner.core.session import RequestRecord
-from llm_tuner.services import logparse
+from llm_tuner.services import device_ids, logparse
 from llm_tuner.services.launch import LaunchPlan, config_ini_paths, plan_from_profile, plan_launch  # noqa: F401
 
 
@@ -364,6 +364,8 @@ class ServerSession:
             self.buffers.append(ev)
         elif isinstance(ev, logparse.DeviceListed):
             self.devices.append(ev.device)
+        elif isinstance(ev, logparse.DeviceIdLine) and ev.pci_bus_id:  # kept for the inventory (device_ids)
+            device_ids.remember(self.plan.binary, {ev.name: ev.pci_bus_id})
         elif isinstance(ev, logparse.RequestTimings):
             rec = record_from_timings(ev)
             self.records.append(rec)

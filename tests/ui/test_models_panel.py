@@ -117,3 +117,11 @@ def test_cancel_stops_the_scan(qtbot, tmp_path, folder, monkeypatch):
         panel.cancel_button.click()
     assert sig.args == [True]
     assert not panel.progress_row.isVisible()
+
+
+def test_paths_the_scan_skips_are_counted_with_their_reason(qtbot, tmp_path, folder, monkeypatch):
+    (folder / "gone.gguf").symlink_to(tmp_path / "moved-away.gguf")  # a broken link
+    _ctx, panel = _panel(qtbot, tmp_path, [folder, tmp_path / "no-such-folder"], monkeypatch)
+    text, tip = panel.summary_label.text(), panel.summary_label.toolTip()
+    assert "2 models" in text and "2 paths skipped" in text
+    assert "gone.gguf" in tip and "no-such-folder" in tip

@@ -169,3 +169,38 @@ def test_the_mouse_wheel_scrolls_the_page_and_leaves_an_unclicked_field_alone(qt
     qtbot.waitUntil(panel.ctv_combo.hasFocus, timeout=2000)
     wheel(panel.ctv_combo)
     assert panel.ctv_combo.currentText() != before  # clicked into: the wheel picks values as usual
+
+
+def test_one_card_under_two_backends_is_planned_as_llama_cpp_uses_it(qtbot, ctx, panel, tmp_path):
+    """The H200 of a CUDA+Vulkan build (recorded list and device lines): without -dev only CUDA0 is planned;
+    with -dev CUDA0,Vulkan0 both take buffers and the panel says they share one card."""
+    from pathlib import Path
+
+    from llm_tuner.core.devices import (
+        GpuInfo,
+        map_llama_devices,
+        parse_list_devices,
+        pci_ids_from_log,
+        with_pci_ids,
+    )
+    from llm_tuner.core.profile import LaunchProfile
+    from tests.support.random_gguf import write_qwen3_dense
+
+    logs = Path(__file__).parents[1] / "data" / "logs"
+    llama = with_pci_ids(parse_list_devices((logs / "h200-vulkan-list-devices.txt").read_text()),
+                         pci_ids_from_log((logs / "h200-vulkan-nodev.log").read_text()))
+    nvml = GpuInfo(name="nvidia:0", vendor="nvidia", index=0, model="NVIDIA H200", pci_bus_id="00000000:00:06.0",
+                   memory_total_mib=143771)
+    ctx.state.set_inventory(DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000),
+                                            devices=tuple(map_llama_devices([nvml], llama)), llama_devices=tuple(llama)))
+    path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=2,
+                             head_dim=64, n_ctx_train=32768, weight_type="Q4_0")
+    ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096))
+    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    assert [d.name for d in panel.recompute_now().devices] == ["CUDA0", "Host"]
+    ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096, devices=("CUDA0", "Vulkan0"),
+                                        tensor_split=(40.0, 60.0)))
+    qtbot.waitUntil(lambda: panel.args.devices == ("CUDA0", "Vulkan0"), timeout=10_000)
+    plan = panel.recompute_now()
+    assert [d.name for d in plan.devices] == ["CUDA0", "Vulkan0", "Host"]
+    assert "CUDA0 + Vulkan0 share one NVIDIA H200: " in panel.warnings_label.text()

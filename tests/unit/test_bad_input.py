@@ -194,3 +194,18 @@ def test_profile_check_knows_the_machines_gpus(capsys, tmp_path, demo_model):
     code, out, _err = cli(capsys, "profile", "check", f, "--json")
     ids = {a["id"] for a in json.loads(out)["advice"]}
     assert ("no-gpu-for-layers" in ids) == (len(detect_inventory().devices) == 0)
+
+
+def test_a_confirmation_made_by_another_process_counts_and_is_kept(tmp_path, marker_program):
+    """The app holds its Settings in memory; `--trust-binary` on the CLI meanwhile must count for it, and the
+    app's own next confirmation must not drop the CLI's."""
+    prog, _mark = marker_program
+    other = tmp_path / "other-server"
+    other.write_text(prog.read_text())
+    other.chmod(0o755)
+    app_settings = load_settings()  # what the running app holds
+    assert not binaries.is_trusted(prog, app_settings)
+    binaries.trust_binary(prog)  # the CLI, from its own loaded settings
+    assert binaries.is_trusted(prog, app_settings)
+    binaries.trust_binary(other, app_settings)  # the app confirms another program and saves its settings
+    assert {t.path for t in load_settings().trusted_binaries} == {str(prog.resolve()), str(other.resolve())}

@@ -396,3 +396,19 @@ def test_mla_cache_holds_k_only():
         "kv_lora_rank": 512, "head_count_kv": 1})
     plan = plan_memory(m, parse_server_args("-m x -c 4096 -np 1"), [], HOST)
     assert plan.device("Host").kv_mib == pytest.approx(4 * 576 * 2 * 4096 / MIB)
+
+
+def test_vulkan_overhead_is_measured_on_nvidia_and_said_to_be_a_default_elsewhere():
+    """Issue 12 item 10: NVIDIA's Vulkan driver took 581..597 MiB beyond llama.cpp's buffers on the H200
+    (benchmarks/results/gpu/h200-vulkan); other drivers keep the public default, and the plan says which it used."""
+    m = make_model(n_layer=8)
+    args = parse_server_args("-m x -ngl 99 -c 4096")
+    nv = plan_memory(m, args, [PlanDevice("Vulkan0", "Vulkan", 143771, 143000, "NVIDIA H200")], HOST)
+    amd = plan_memory(m, args, [PlanDevice("Vulkan0", "Vulkan", 24560, 24000, "AMD Radeon RX 7900 XTX (RADV NAVI31)")],
+                      HOST)
+    assert nv.device("Vulkan0").overhead_mib == 590
+    assert amd.device("Vulkan0").overhead_mib == 180
+    assert any("measured on NVIDIA's Vulkan driver" in w for w in nv.warnings)
+    assert any("AMD's may differ" in w for w in amd.warnings)
+    cuda = plan_memory(m, args, [PlanDevice("CUDA0", "CUDA", 143771, 143000, "NVIDIA H200")], HOST)
+    assert not any("Vulkan" in w for w in cuda.warnings)

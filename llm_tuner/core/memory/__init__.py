@@ -1,7 +1,9 @@
 """Per-device memory plan for a model + llama-server arguments + devices, following llama.cpp's own rules.
 
 What goes where (the build under /work/llama-src; file:line refer to it):
-- Devices: `-dev` list or every GPU; `-sm none` keeps only `-mg` (src/llama.cpp:289). Layers: `-ngl N`
+- Devices: `-dev` list or every GPU, less a later device on a card an earlier one uses (same PCI address:
+  CUDA0 and Vulkan0 of one GPU keep CUDA0; PlanDevice.pool); `-sm none` keeps only `-mg` (src/llama.cpp:289).
+  Devices of one card in `-dev` share its free memory: MemoryPlan.pools checks their sum. Layers: `-ngl N`
   puts the LAST N of the n_layer_all+1 "layers" (repeating layers, then the output layer) on GPUs
   (llama-model.cpp:1591); -1 (auto) and any negative = all. `-ts` (or free memory when unset)
   splits those layers in proportion, by `upper_bound` over the cumulative split points (:1599).
@@ -54,6 +56,7 @@ from llm_tuner.core.memory.args import (
     overrides_as_profile,
     parse_server_args,
     placement_argv,
+    plan_gpus,
 )
 from llm_tuner.core.memory.constants import (
     CACHE_TYPES,
@@ -67,7 +70,7 @@ from llm_tuner.core.memory.constants import (
 from llm_tuner.core.memory.model_view import normalize_cpu_flags, repackable, row_size
 from llm_tuner.core.memory.overrides import RulePreview, preview_rule, rule_experts_blocks, rule_ffn_every_nth
 from llm_tuner.core.memory.placement import TensorPlacement, place_tensors, regex_search
-from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan
+from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan, SharedPool
 from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
 
 __all__ = [
@@ -87,6 +90,7 @@ __all__ = [
     "RUNTIME_OVERHEAD_MIB",
     "RulePreview",
     "SWA_PATTERNS",
+    "SharedPool",
     "TensorPlacement",
     "args_from_profile",
     "normalize_cpu_flags",
@@ -94,6 +98,7 @@ __all__ = [
     "parse_server_args",
     "place_tensors",
     "placement_argv",
+    "plan_gpus",
     "plan_memory",
     "preview_rule",
     "regex_search",

@@ -31,6 +31,20 @@ class PlanDevice:
     # free_mib was measured by a llama.cpp process (--list-devices) that held its own runtime context,
     # so the runtime overhead is already taken out of it (as it is for the fit step inside the server)
     free_includes_runtime: bool = False
+    # The physical card's memory pool (its PCI address, core.devices.GpuInfo.pool): devices with the same pool
+    # are one GPU under two backends (CUDA0 and Vulkan0). Without -dev llama.cpp uses only the first of them;
+    # with both in -dev they share the card's free memory. None: a card of its own.
+    pool: str | None = None
+
+
+def plan_gpus(inventory: Any) -> list[PlanDevice]:
+    """The GPUs to plan for from a core.devices.DeviceInventory: its llama.cpp devices (free memory as listed,
+    runtime already taken out of it), each with its card's pool, so two backends on one card are one pool."""
+    if inventory is None:
+        return []
+    return [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                       free_includes_runtime=True, pool=inventory.pool_of(d.name))
+            for d in inventory.llama_devices if d.backend != "CPU"]
 
 
 @dataclass(frozen=True)

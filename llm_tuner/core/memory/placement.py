@@ -59,7 +59,16 @@ def _model_devices(args: PlacementArgs, gpus: list[PlanDevice]) -> list[PlanDevi
         by_name = {d.name: d for d in gpus}
         devs = [by_name.get(n) or PlanDevice(n, _backend_of(n), None) for n in args.devices]
     else:
-        devs = list(gpus)
+        # llama.cpp skips a later device on a card an earlier one already uses (same device id: CUDA0 and
+        # Vulkan0 of one GPU keep CUDA0, CUDA registers first; src/llama.cpp llama_prepare_model_devices)
+        seen: set[str] = set()
+        devs = []
+        for d in gpus:
+            if d.pool is not None:
+                if d.pool in seen:
+                    continue
+                seen.add(d.pool)
+            devs.append(d)
     if args.split_mode == "none" and devs:
         mg = args.main_gpu if 0 <= args.main_gpu < len(devs) else 0
         devs = [devs[mg]]

@@ -13,7 +13,9 @@ from llm_tuner.core.memory.constants import (
     HOST_OVERHEAD_MIB,
     MIB,
     RUNTIME_BEYOND_LISTING_MIB,
-    RUNTIME_OVERHEAD_MIB,
+    SHARED_POOL_EXTRA_MIB,
+    runtime_overhead_mib,
+    runtime_overhead_note,
 )
 from llm_tuner.core.memory.model_view import _ModelView, _view
 from llm_tuner.core.memory.placement import _layer_devices, _model_devices, _place, _weights_by_buffer
@@ -46,6 +48,7 @@ class DeviceMemory:
     # kernel keeps them in its page cache and may evict them under pressure (then they are read again from
     # disk), so they need not all be resident. -lm mmap+mlock locks them; -lm none/mlock/dio allocates them.
     mapped_mib: float = 0.0
+    pool: str | None = None  # the card's memory pool (PlanDevice.pool); devices sharing one are one GPU
 
     @property
     def total_mib(self) -> float:
@@ -98,6 +101,46 @@ class DeviceMemory:
 
 
 @dataclass(frozen=True)
+class SharedPool:
+    """Devices of one physical GPU under two backends (`-dev CUDA0,Vulkan0` on one card): each takes its own
+    buffers (the per-device figures stand), but they draw on ONE pool of free memory, so the fit is their sum
+    (with one runtime, see SHARED_POOL_EXTRA_MIB) against that card's budget, not each against all of it."""
+
+    names: tuple[str, ...]
+    description: str
+    used_mib: float  # what must be resident on the card: every member's buffers + the shared runtime
+    budget_mib: float | None  # the card's free memory (plus runtime already out of it), as DeviceMemory.budget_mib
+
+    @property
+    def fits(self) -> bool | None:
+        return None if self.budget_mib is None else self.used_mib <= self.budget_mib
+
+    def text(self) -> str:
+        """'CUDA0 + Vulkan0 share one NVIDIA H200: 61.2 of 139.3 GiB'."""
+        card = f"one {self.description}" if self.description else "one GPU"
+        of = f" of {self.budget_mib / 1024:.1f} GiB" if self.budget_mib is not None else ""
+        short = (f" ({self.used_mib - self.budget_mib:.0f} MiB short)" if self.fits is False else "")
+        return f"{' + '.join(self.names)} share {card}: {self.used_mib / 1024:.1f}{of}{short}"
+
+
+def _shared_pools(devices: list[DeviceMemory], devs: list[PlanDevice]) -> tuple[SharedPool, ...]:
+    by_pool: dict[str, list[tuple[DeviceMemory, PlanDevice]]] = {}
+    for dm, pd in zip(devices, devs, strict=False):
+        if pd.pool is not None:
+            by_pool.setdefault(pd.pool, []).append((dm, pd))
+    out = []
+    for members in by_pool.values():
+        if len(members) < 2:
+            continue
+        runtime = max(dm.overhead_mib for dm, _ in members) + SHARED_POOL_EXTRA_MIB
+        used = sum(dm.resident_mib - dm.overhead_mib for dm, _ in members) + runtime
+        budgets = [b for dm, _ in members if (b := dm.budget_mib) is not None]
+        out.append(SharedPool(tuple(dm.name for dm, _ in members), members[0][1].description, used,
+                              max(budgets) if budgets else None))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class MemoryPlan:
     """The plan: GPUs in device order, then Host; what llama.cpp would run with; warnings."""
 
@@ -113,10 +156,11 @@ class MemoryPlan:
     n_layers_total: int  # n_layer_all + 1
     kv_cells: tuple[tuple[str, int, int], ...] = ()  # (cache, cells, layers)
     fit_changes: tuple[str, ...] = ()
+    pools: tuple[SharedPool, ...] = ()  # devices that share one card's memory (two backends on one GPU)
 
     @property
     def fits(self) -> bool:
-        return all(d.fits is not False for d in self.devices)
+        return all(d.fits is not False for d in self.devices) and all(p.fits is not False for p in self.pools)
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -125,7 +169,9 @@ class MemoryPlan:
         return {"devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings),
                 "n_ctx": self.n_ctx, "n_ctx_seq": self.n_ctx_seq, "n_parallel": self.n_seq_max,
                 "kv_unified": self.kv_unified, "flash_attn": self.flash_attn,
-                "n_gpu_layers": self.n_gpu_layers, "fit_changes": list(self.fit_changes)}
+                "n_gpu_layers": self.n_gpu_layers, "fit_changes": list(self.fit_changes),
+                "shared_pools": [{"devices": list(p.names), "used_mib": round(p.used_mib, 1),
+                                  "budget_mib": p.budget_mib, "fits": p.fits} for p in self.pools]}
 
 
 @dataclass(frozen=True)
@@ -203,14 +249,18 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         comp = compute.get(d.name, 0.0) * scale.get(backend, 1.0) + extra_compute.get(d.name, 0.0)
         # a device the model does not use still gets llama.cpp's runtime context (every listed device is
         # initialised), so its overhead counts even with nothing placed on it
-        overhead = over.get(backend, RUNTIME_OVERHEAD_MIB.get(backend, 300))
+        overhead = over.get(backend, runtime_overhead_mib(backend, d.description))
+        note = runtime_overhead_note(backend, d.description)
+        if note and note not in warnings:
+            warnings.append(note)
         devices.append(DeviceMemory(
             name=d.name, backend=backend, model_mib=weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0),
             kv_mib=kv.get(d.name, 0.0) + extra_kv.get(d.name, 0.0), compute_mib=comp, output_mib=0.0,
             overhead_mib=float(overhead), capacity_mib=d.capacity_mib, available_mib=d.free_mib,
             layers=sum(1 for x in layer_dev if x == d.name), buffers=dict(bufs.get(d.name, {})),
             hypothetical=d.hypothetical, runtime_in_free=d.free_includes_runtime and d.free_mib is not None,
-            fit_model_mib=fit_weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0)))
+            fit_model_mib=fit_weights.get(d.name, 0.0) + extra_model.get(d.name, 0.0), pool=d.pool))
+    pools = _shared_pools(devices, devs)
     hcomp = compute.get("Host", 0.0) * scale.get("CPU", 1.0) + extra_compute.get("Host", 0.0)
     devices.append(DeviceMemory(
         name="Host", backend="CPU", model_mib=weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
@@ -223,7 +273,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         else 0.0))
     plan = MemoryPlan(devices=tuple(devices), warnings=tuple(warnings), args=args, n_ctx=n_ctx,
                       n_ctx_seq=n_ctx_seq, n_seq_max=n_seq, kv_unified=args.unified, flash_attn=fa,
-                      n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches))
+                      n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches),
+                      pools=pools)
     return plan, devs
 
 
@@ -286,6 +337,7 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
                      f"({-d.headroom_mib:.0f} MiB short)" + (
                          f"; besides that, {d.mapped_mib:.0f} MiB of weights are mapped from the file (page cache)"
                          if d.mapped_mib else ""))
+    w.extend(p.text() for p in plan.pools)  # said whether or not it fits: the per-device rows cannot show it
     w.extend(_mapped_warnings(plan))
     host = plan.device("Host")
     if host is not None and host.headroom_mib is not None and a.cache_ram_mib and 0 <= host.headroom_mib < a.cache_ram_mib:

@@ -16,7 +16,7 @@ from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.core.cmdline import parse_help, respell
 from llm_tuner.core.server_endpoints import parse_metrics
-from llm_tuner.services import binaries
+from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.llama_bench import (
     argv_model,
@@ -49,7 +49,7 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
     core.memory, a draft model (-md) included; the host's figure is mapped + allocated memory, what the server's
     peak RSS is compared with. None when it cannot be made. Never raises."""
     try:
-        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
+        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_gpus, plan_memory  # noqa: PLC0415
         from llm_tuner.services.library import read_model  # noqa: PLC0415
         from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
@@ -63,13 +63,12 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
         if draft is not None and getattr(draft, "error", None):
             return None  # a prediction without the draft would be too low: none rather than a wrong one
         gpus = []
-        if binary is not None:  # with the run's RPC workers: their devices first, as llama.cpp orders them
+        if binary is not None:  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
             from llm_tuner.core.rpc import default_device_order, split_endpoints  # noqa: PLC0415
 
             rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
-            gpus = default_device_order([PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib,
-                                                    d.description, free_includes_runtime=True)
-                                         for d in binaries.list_devices(binary, rpc)])
+            listed = binaries.list_devices(binary, rpc) if rpc else None
+            gpus = default_device_order(plan_gpus(device_ids.inventory_for(binary, devices=listed)))
         h = host_info()
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
         plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
@@ -250,6 +249,7 @@ class BenchRunner:
             if proc is not None:
                 report(None, "stopping llama-server…")
                 proc.stop()
+                device_ids.remember_from_log(binary_path, list(proc.lines))  # PCI addresses for the inventory
                 self.current_process = None
             self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
         report(1.0, f"run {run_id} {status}")

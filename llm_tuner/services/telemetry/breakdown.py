@@ -133,6 +133,9 @@ def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown
     names = {d.name for d in logged}
     llama_devices = [*logged, *(d for d in (inventory.llama_devices if inventory is not None else ())
                                 if d.name not in names)]
+    # one stack per physical GPU: its llama.cpp devices' parts are summed (llama_to_app_names gives CUDA0 and
+    # Vulkan0 of one card the same app name), and it is labelled with all its names
+    labels = {g.name: g.label for g in inventory.devices} if inventory is not None else {}
     parts = server_parts(breakdown, buffers, llama_to_app_names(inventory), llama_devices)
     gpus_present = any(d not in ("host", "server") for d in latest)
     segments = []
@@ -151,7 +154,7 @@ def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown
             segments.append(gpu_segments("host RAM", parts.get("host"), used_mib=val("ram_used_mib"),
                                          total_mib=val("ram_total_mib"), process_mib=val("server_rss_mib")))
         else:
-            segments.append(gpu_segments(dev, parts.get(dev), used_mib=val("vram_used_mib"),
+            segments.append(gpu_segments(labels.get(dev, dev), parts.get(dev), used_mib=val("vram_used_mib"),
                                          total_mib=val("vram_total_mib"), process_mib=val("process_vram_mib"),
                                          reserved_mib=val("vram_reserved_mib")))
     return segments + rpc_segments(parts, llama_devices)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from llm_tuner.core.devices import DeviceInventory, GpuInfo, LlamaDevice, map_llama_devices
+from llm_tuner.core.devices import DeviceInventory, GpuInfo, LlamaDevice, map_llama_devices, with_pci_ids
 from llm_tuner.services.telemetry.amd import amd_gpus
 from llm_tuner.services.telemetry.host import host_info
 from llm_tuner.services.telemetry.nvml import nvidia_gpus
@@ -39,11 +39,18 @@ def detect_inventory(llama_devices: list[LlamaDevice] | None = None) -> DeviceIn
         gpus = map_llama_devices(gpus, llama_devices)
         known = {n for g in gpus for n in g.llama_names}
         for dev in llama_devices:
-            # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2; RPC devices are another machine's
-            if dev.name not in known and dev.backend != "RPC":
-                gpus.append(GpuInfo(name=dev.name, backend=dev.backend, vendor="unknown", model=dev.description,
-                                    memory_total_mib=dev.memory_total_mib, memory_free_mib=dev.memory_free_mib,
-                                    llama_names=(dev.name,)))
+            if dev.name in known or dev.backend == "RPC":  # RPC devices are another machine's
+                continue
+            # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2; two of them with one PCI address
+            # (no NVML here, a card under two backends) stay one GPU
+            same = next((i for i, g in enumerate(gpus) if g.vendor == "unknown" and dev.pci_bus_id
+                         and g.pci_bus_id == dev.pci_bus_id), None)
+            if same is not None:
+                gpus[same] = gpus[same].model_copy(update={"llama_names": (*gpus[same].llama_names, dev.name)})
+                continue
+            gpus.append(GpuInfo(name=dev.name, backend=dev.backend, vendor="unknown", model=dev.description,
+                                memory_total_mib=dev.memory_total_mib, memory_free_mib=dev.memory_free_mib,
+                                pci_bus_id=dev.pci_bus_id, llama_names=(dev.name,)))
     elif gpus:
         notes.append("llama.cpp device names unknown: no llama-server binary was found to list its devices")
     inv = DeviceInventory(host=host_info(), devices=tuple(gpus), llama_devices=tuple(llama_devices or ()),
@@ -95,8 +102,10 @@ def gpu_labels(binary: str | Path | None = None) -> dict[str, str]:
     gpus = nvidia_gpus()[0] + amd_gpus()[0]
     labels: dict[str, str] = {}
     if gpus:
+        from llm_tuner.services.device_ids import cached_ids  # noqa: PLC0415
+
         try:
-            devices = binaries.list_devices(Path(binary))
+            devices = with_pci_ids(binaries.list_devices(Path(binary)), cached_ids(binary))
         except Exception:  # noqa: BLE001 - an unusable binary: keep the vendor names
             devices = []
         labels = sample_labels(DeviceInventory(devices=tuple(map_llama_devices(gpus, devices))))

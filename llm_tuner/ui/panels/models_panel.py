@@ -9,6 +9,7 @@ Roots are the user's model folders plus the demo model. Selecting a model publis
 from __future__ import annotations
 
 import html
+import os
 from pathlib import Path
 
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
@@ -64,6 +65,7 @@ class ModelsPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
+        self.skipped_paths: list[tuple[str, str]] = []  # paths the last scan could not use, and why
         self.scanner = LibraryScan(ctx.engine, self)
         self.model = ModelTableModel(self)
         self.proxy = _ModelProxy(self)
@@ -81,6 +83,7 @@ class ModelsPanel(QWidget):
 
         self.scanner.entries_listed.connect(self._on_scanner_entries_listed)
         self.scanner.model_read.connect(self._on_scanner_model_read)
+        self.scanner.skipped.connect(self._on_scanner_skipped)
         self.scanner.progressed.connect(self._on_scanner_progressed)
         self.scanner.finished.connect(self._on_scanner_finished)
         ctx.state.settings_changed.connect(self._on_state_settings_changed)
@@ -192,6 +195,8 @@ class ModelsPanel(QWidget):
         return roots
 
     def rescan(self) -> None:
+        # a model folder in Settings that is gone (an unplugged drive, a renamed folder) is said, not silently empty
+        self.skipped_paths = [(f, "folder not found") for f in self._folders if not os.path.lexists(Path(f).expanduser())]
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setFormat("Looking for .gguf files…")
         self.progress_row.show()
@@ -242,6 +247,10 @@ class ModelsPanel(QWidget):
         if entries:
             self.progress_bar.setRange(0, 1000)
             self.progress_bar.setValue(0)
+
+    def _on_scanner_skipped(self, path: str, reason: str) -> None:
+        self.skipped_paths.append((path, reason))
+        self._update_summary()
 
     def _on_scanner_model_read(self, info: ModelInfo) -> None:
         self.model.update_info(info)
@@ -297,7 +306,11 @@ class ModelsPanel(QWidget):
             text += f" · {bad} unreadable file{'' if bad == 1 else 's'}"
         if pending and cancelled:
             text += f" · {pending} not read (cancelled; Rescan to finish)"
+        skipped = self.skipped_paths
+        if skipped:
+            text += f" · {len(skipped)} path{'' if len(skipped) == 1 else 's'} skipped (hover for why)"
         self.summary_label.setText(text)
+        self.summary_label.setToolTip("\n".join(f"{p}: {why}" for p, why in skipped[:50]))
 
     def _show_details(self, info: ModelInfo) -> None:
         esc = html.escape

@@ -37,6 +37,7 @@ from llm_tuner.core.memory import (
     PlanDevice,
     args_from_profile,
     overrides_as_profile,
+    plan_gpus,
     plan_memory,
     solve,
 )
@@ -391,9 +392,9 @@ class PlanPanel(QWidget):
     def gpus(self) -> list[PlanDevice]:
         """The devices llama.cpp would use without -dev, in its order: the RPC workers' first, then local ones."""
         inv = self.ctx.state.inventory
-        listed = [d for d in (inv.llama_devices if inv is not None else ()) if d.backend != "RPC"]
-        out = [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                          free_includes_runtime=True) for d in [*listed, *self.rpc_devices]]
+        out = [d for d in plan_gpus(inv) if d.backend != "RPC"]  # each with its card's pool: CUDA0 and Vulkan0 share one
+        out += [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                           free_includes_runtime=True) for d in self.rpc_devices]
         names = {d.name for d in out}
         out.extend(d for d in self.planned if d.name not in names)
         return default_device_order(out)

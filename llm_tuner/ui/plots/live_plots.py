@@ -130,6 +130,7 @@ class DevicePlots(QWidget):
         self.throttle_curve = pg.PlotDataItem(pen=None, fillLevel=0, brush=pg.mkBrush(214, 39, 40, 50),
                                               stepMode="right", name="throttled")
         self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
+        self.device_labels: dict[str, str] = {}  # ring name -> legend name ("CUDA0" -> "CUDA0 + Vulkan0")
         self._versions: dict[tuple[str, str], int] = {}
         self._next_metric = 0
         self._x_moved = 0.0
@@ -149,6 +150,19 @@ class DevicePlots(QWidget):
         # Each plot keeps a readable height (a 768 px screen would crush five into 30 px each): they scroll.
         self.view.setMinimumHeight(MIN_PLOT_HEIGHT_PX * sum(visible) + 40)
 
+    def set_device_labels(self, labels: dict[str, str]) -> None:
+        """Legend names per device ring: one physical GPU is one set of curves, named with all its llama.cpp
+        names ('CUDA0 + Vulkan0'). Curves already drawn are made again under the new names."""
+        if labels == self.device_labels:
+            return
+        self.device_labels = dict(labels)
+        for (device, field), curve in list(self.curves.items()):
+            for plot in self.plots.values():
+                if curve in plot.listDataItems():
+                    plot.removeItem(curve)
+            del self.curves[(device, field)]
+        self._versions.clear()
+
     def _curve(self, title: str, device: str, field: str, colour_index: int) -> pg.PlotDataItem:
         key = (device, field)
         curve = self.curves.get(key)
@@ -156,7 +170,8 @@ class DevicePlots(QWidget):
             dashed = field in ("mem_clock_mhz", "server_cpu_pct", "server_rss_mib")
             pen = pg.mkPen(PALETTE[colour_index % len(PALETTE)], width=1,  # width 1: Qt's fast cosmetic path
                            style=pg.QtCore.Qt.PenStyle.DashLine if dashed else pg.QtCore.Qt.PenStyle.SolidLine)
-            label = {"mem_clock_mhz": f"{device} memory", "sm_clock_mhz": f"{device} SM"}.get(field, device)
+            shown = self.device_labels.get(device, device)
+            label = {"mem_clock_mhz": f"{shown} memory", "sm_clock_mhz": f"{shown} SM"}.get(field, shown)
             if device == "host":
                 label = {"cpu_pct": "host CPU", "server_cpu_pct": "server CPU (100 = 1 core)",
                          "ram_used_mib": "host RAM used", "server_rss_mib": "server RSS"}.get(field, label)

@@ -83,7 +83,8 @@ def run(name: str, model: str, args: list[str], port: int) -> dict:
         try:
             p.wait(30)
         except subprocess.TimeoutExpired:
-            p.kill(); p.wait()
+            p.kill()
+            p.wait()
     text = open(log_path).read()
     b = buffers(text)
     res["buffers"] = b
