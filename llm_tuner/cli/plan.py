@@ -59,19 +59,19 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
     return gpus, host
 
 
-def detect_devices() -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
-    """GPUs as the llama-server binary lists them, host RAM and CPU flags."""
-    from llm_tuner.core.memory import plan_gpus  # noqa: PLC0415
+def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
+    """GPUs as the llama-server binary lists them (with the `--rpc` workers' devices of `server_args`), host RAM
+    and CPU flags."""
     from llm_tuner.services.binaries import SERVER, BinaryError, locate  # noqa: PLC0415
-    from llm_tuner.services.device_ids import inventory_for  # noqa: PLC0415
+    from llm_tuner.services.rpc import WorkerError, planned_gpus  # noqa: PLC0415
     from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
     gpus: list[PlanDevice] = []
     loc = locate(SERVER)
     if loc is not None:
-        try:
-            gpus = plan_gpus(inventory_for(loc.path))  # one card under two backends is one pool
-        except BinaryError:
+        try:  # one card under two backends is one pool; RPC devices first, with their workers' memory
+            gpus = planned_gpus(loc.path, list(server_args or []))
+        except (BinaryError, WorkerError):
             gpus = []
     h = host_info()
     host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
@@ -103,7 +103,7 @@ def _estimate(args: argparse.Namespace) -> int:
         draft = read_model(pargs.draft_model)
         if draft.error:
             raise CliError(f"{pargs.draft_model}: {draft.error}")
-    gpus, host, flags = detect_devices()
+    gpus, host, flags = detect_devices(server_args)
     if args.devices:
         planned, planned_host = parse_devices(args.devices)
         gpus = planned

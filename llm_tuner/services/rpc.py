@@ -30,6 +30,7 @@ from llm_tuner.core.rpc import (
     is_rpc_device,
     parse_endpoint,
     rpc_support_error,
+    split_endpoints,
 )
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
@@ -90,6 +91,18 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
 def plan_devices(local: list[LlamaDevice], rpc: list[LlamaDevice]) -> list[LlamaDevice]:
     """The devices a model with these workers uses without `-dev`, in llama.cpp's order (RPC first)."""
     return default_device_order([*[d for d in local if not is_rpc_device(d.name)], *rpc])
+
+
+def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list:
+    """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one card
+    under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first, as
+    llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark prediction."""
+    from llm_tuner.core.memory import plan_gpus  # noqa: PLC0415
+    from llm_tuner.services import device_ids  # noqa: PLC0415
+
+    rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
+    listed = binaries.list_devices(binary, rpc) if rpc else None
+    return default_device_order(plan_gpus(device_ids.inventory_for(binary, devices=listed)))
 
 
 def devices_json(devices: list[LlamaDevice]) -> list[dict]:

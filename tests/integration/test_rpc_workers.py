@@ -192,3 +192,20 @@ def test_the_cli_lists_workers_and_their_devices(workers, capsys):
     assert main(["devices", "--rpc", "127.0.0.1:1"]) == 2
     assert "connection refused" in capsys.readouterr().err
     assert main(["workers", "add", "no-port"]) == 2
+
+
+def test_estimate_plans_the_workers_memory_and_checks_each_rpc_device(workers, demo_model, capsys):
+    """`estimate --check` with --rpc: the workers' devices carry the memory they report (the fit can be judged),
+    and llama.cpp's buffers of two servers (both named RPC0[host:port]) are compared as RPC0 and RPC1."""
+    from llm_tuner.cli import main
+
+    _pool, started = workers
+    assert main(["estimate", "--json", "--check", "--", *_args(demo_model, [w.endpoint for w in started])]) == 0
+    out = json.loads(capsys.readouterr().out)
+    planned = {d["name"]: d for d in out["devices"]}
+    assert planned["RPC0"]["capacity_mib"] > 1000 and planned["RPC0"]["fits"] is True
+    assert planned["RPC1"]["overhead_mib"] == 0  # the worker's runtime is already out of the free memory it reports
+    checked = {d["name"]: d for d in out["llama_cpp"]["devices"]}
+    assert set(checked) == {"Host", "RPC0", "RPC1"}
+    for name in ("RPC0", "RPC1"):
+        assert abs(checked[name]["diff_mib"]["model_mib"]) < 1 and abs(checked[name]["diff_mib"]["kv_mib"]) < 1

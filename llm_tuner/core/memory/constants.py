@@ -64,8 +64,10 @@ _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
 # over 2 models x 2 contexts: VULKAN_NVIDIA_OVERHEAD_MIB. The "Vulkan" figure below is for other drivers (AMD's RADV
 # or AMDVLK, Intel): a default from public reports, not measured here; AMD's driver may differ.
 # Other backends: defaults from public reports until measured.
+# RPC: a worker reports its free memory with its own runtime already held (its ggml-rpc-server made the context
+# before answering), so nothing more counts against that figure here.
 RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
-                        "CPU": 0}
+                        "CPU": 0, "RPC": 0}
 VULKAN_NVIDIA_OVERHEAD_MIB = 590
 # Two backends on one card in one process (-dev CUDA0,Vulkan0 on the same H200) do not take two runtime overheads:
 # NVML used minus both devices' buffers was 651..653 MiB at ready (CUDA alone: 613, so 38..40 more) and 676..764

@@ -49,7 +49,7 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
     core.memory, a draft model (-md) included; the host's figure is mapped + allocated memory, what the server's
     peak RSS is compared with. None when it cannot be made. Never raises."""
     try:
-        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_gpus, plan_memory  # noqa: PLC0415
+        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
         from llm_tuner.services.library import read_model  # noqa: PLC0415
         from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
@@ -64,11 +64,9 @@ def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | N
             return None  # a prediction without the draft would be too low: none rather than a wrong one
         gpus = []
         if binary is not None:  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
-            from llm_tuner.core.rpc import default_device_order, split_endpoints  # noqa: PLC0415
+            from llm_tuner.services.rpc import planned_gpus  # noqa: PLC0415
 
-            rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
-            listed = binaries.list_devices(binary, rpc) if rpc else None
-            gpus = default_device_order(plan_gpus(device_ids.inventory_for(binary, devices=listed)))
+            gpus = planned_gpus(binary, list(argv), env)
         h = host_info()
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
         plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
