@@ -1,0 +1,128 @@
+"""The Tune view's parts without a server: the knob form, the trials table and plot, the result's wording and
+the History's group label (real widgets offscreen, real SQLite)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from llm_tuner.core.tune import Knob, Trial, TuneResult
+
+
+def _trials() -> list[Trial]:
+    return [Trial(id=1, values={}, status="measured", score=50.0, run_id=1),
+            Trial(id=2, values={"ubatch_size": "64"}, status="pruned", reason="Host needs 9.0 of 8.0 GiB"),
+            Trial(id=3, values={"ubatch_size": "128"}, status="failed", reason="server exited: bad value"),
+            Trial(id=4, values={"ubatch_size": "256"}, status="measured", score=53.0, run_id=2,
+                  flagged="other processes used 40% CPU"),
+            Trial(id=5, values={"ubatch_size": "512"}, status="measured", score=49.0, run_id=3)]
+
+
+def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
+    from llm_tuner.qt.bench_models import COLOR_ROLE
+    from llm_tuner.qt.tune_models import TrialTableModel
+    from llm_tuner.ui.plots.tune_plots import TrialChart
+
+    model = TrialTableModel()
+    model.add_trials(_trials()[:3])
+    model.add_trials([_trials()[3], Trial(id=3, values={"ubatch_size": "128"}, status="failed",
+                                          reason="server exited: out of memory")])  # id 3 again: replaced
+    assert model.rowCount() == 4
+    assert model.column_texts(2) == ["measured", "pruned", "failed", "measured (flagged)"]
+    assert model.column_texts(5)[1] == "Host needs 9.0 of 8.0 GiB"
+    assert model.column_texts(5)[2] == "server exited: out of memory"
+    assert "flagged: other processes" in model.column_texts(5)[3]
+    assert model.column_texts(1)[0] == "baseline" and model.column_texts(1)[1] == "ubatch_size=64"
+    colours = {model.index(r, 2).data(COLOR_ROLE) for r in range(4)}
+    assert len(colours) == 4  # measured, pruned, failed, flagged: four colours
+
+    chart = TrialChart()
+    qtbot.addWidget(chart)
+    chart.set_trials(_trials(), "Generation speed (t/s)")
+    assert [x for x, _ in chart.points["pruned"]] == [2] and [x for x, _ in chart.points["failed"]] == [3]
+    assert [x for x, _ in chart.points["flagged"]] == [4]
+    assert [x for x, _ in chart.points["measured"]] == [1, 5]
+    assert chart.points["pruned"][0][1] == 49.0  # no score: drawn on the lowest score's level
+
+
+def test_knob_form_takes_proposed_and_custom_knobs_and_edited_values(qtbot):
+    from llm_tuner.ui.panels.tune_form import TuneForm
+
+    form = TuneForm()
+    qtbot.addWidget(form)
+    form.set_proposed_knobs([Knob(key="ubatch_size", flag="ubatch_size", values=("64", "128"), reason="-ub ≤ -b"),
+                             Knob(key="threads", flag="threads", values=("1", "2"), reason="the CPU computes")])
+    assert "2 knob(s) proposed" in form.knobs_hint.text()
+    qtbot.keyClicks(form.custom_flag_edit, "--fork-only-flag")
+    qtbot.keyClicks(form.custom_values_edit, "x,default")
+    qtbot.mouseClick(form.add_knob_button, Qt.MouseButton.LeftButton)
+    assert form.custom_flag_edit.text() == ""  # added: the row is cleared for the next one
+    form.knob_table.item(1, 0).setCheckState(Qt.CheckState.Unchecked)  # no thread knob
+    form.knob_table.item(0, 1).setText("64,128,256")  # one more candidate
+    knobs = form.knobs()
+    assert [k.values for k in knobs] == [("64", "128", "256"), ("x", None)]  # "default": the flag left out
+    assert knobs[1].flag == "--fork-only-flag"
+
+    # A new proposal (another base profile) replaces the proposed rows and keeps the user's own.
+    form.set_proposed_knobs([Knob(key="batch_size", flag="batch_size", values=("256", "2048"), reason="")])
+    assert [k.flag for k in form.knobs()] == ["batch_size", "--fork-only-flag"]
+    qtbot.keyClicks(form.custom_flag_edit, "--no-values")
+    qtbot.mouseClick(form.add_knob_button, Qt.MouseButton.LeftButton)
+    assert "Not added" in form.knobs_hint.text() and form.knob_table.rowCount() == 2
+
+    form.objective_combo.setCurrentIndex(form.objective_combo.findData("max_context"))
+    objective = form.objective()
+    assert objective.kind == "max_context" and objective.min_gen_tps == 10.0 and objective.clients == 1
+    form.objective_combo.setCurrentIndex(form.objective_combo.findData("throughput"))
+    form.clients_spin.setValue(4)
+    assert form.objective().clients == 4 and form.objective().min_gen_tps is None
+    assert form.constraints()["min_ctx"] is None and form.constraints()["max_ppl_increase_pct"] == 1.0
+
+
+def test_result_says_plainly_when_the_baseline_is_kept(qtbot):
+    from llm_tuner.ui.panels.tune_result import TuneResultView
+
+    view = TuneResultView()
+    qtbot.addWidget(view)
+    base = ("-m", "m.gguf", "-ub", "512")
+    kept = TuneResult(tune_id=4, baseline_argv=base, winner_argv=base, searched_winner_argv=(*base[:3], "256"),
+                      verdict="within noise",
+                      comparisons=({"name": "gen_tps@32", "unit": "t/s", "higher_is_better": True,
+                                    "a": {"median": 50.0, "n": 5}, "b": {"median": 50.4, "n": 5}, "delta_pct": 0.8,
+                                    "ci_low_pct": -1.5, "ci_high_pct": 3.1, "verdict": "within noise"},))
+    view.set_result(kept, "demo tuned")
+    assert "No change was better than noise" in view.verdict_label.text()
+    assert "baseline is kept" in view.verdict_label.text()
+    assert view.model.column_texts(4) == ["+0.8"] and view.model.column_texts(6) == ["within noise"]
+    assert "Save the baseline" in view.save_button.text()
+    assert "none (the winner is the baseline)" in view.details_label.text()
+
+    won = kept.model_copy(update={"verdict": "better", "winner_argv": (*base[:3], "256"),
+                                  "changed_flags": ({"flag": "--ubatch-size", "a": "512", "b": "256"},)})
+    view.set_result(won, "demo tuned")
+    assert "beats the baseline" in view.verdict_label.text()
+    assert "--ubatch-size: 512 → 256" in view.details_label.text()
+    nothing = kept.model_copy(update={"searched_winner_argv": base})
+    view.set_result(nothing, "")
+    assert "No candidate beat the baseline" in view.verdict_label.text()
+
+
+def test_history_names_a_tune_trial_by_its_group(qtbot, tmp_path):
+    from llm_tuner.core.bench_spec import BenchRun, RunGroup
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+    from llm_tuner.ui.panels.bench_history import RunHistoryTab
+
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "h.sqlite"))
+    repo = RunRepository(ctx.engine)
+    tune = repo.create_group(RunGroup(kind="tune", label="demo"))
+    sweep = repo.create_group(RunGroup(kind="sweep", param="-ub", values=("64", "128")))
+    for group_id in (tune, tune, sweep, None):
+        repo.finish_run(repo.create_run(BenchRun(label="demo", group_id=group_id)), "complete")
+    tab = RunHistoryTab(ctx, repo)
+    qtbot.addWidget(tab)
+    tab.refresh()
+    qtbot.waitUntil(lambda: tab.model.rowCount() == 4, timeout=10_000)
+    assert sorted(tab.model.column_texts(10)) == ["", f"sweep #{sweep} (-ub)", f"tune #{tune}", f"tune #{tune}"]
+    ctx.engine.dispose()
