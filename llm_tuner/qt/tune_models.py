@@ -22,6 +22,18 @@ def value_text(value: str | None) -> str:
     return "default" if value is None else (value or "(on)")
 
 
+def knob_label(knob) -> str:
+    """A knob as the user reads it: its flag's long spelling ("--ubatch-size"), pairs joined ("--cache-type-k +
+    --cache-type-v"), a custom flag as typed."""
+    out = []
+    for part in knob.flag.split("+"):
+        try:
+            out.append(flags.flag(part).flag)
+        except KeyError:
+            out.append(part)
+    return " + ".join(out)
+
+
 def values_text(values: dict[str, str | None]) -> str:
     """A trial's knob values, `key=value` in the order the tune set them."""
     return ", ".join(f"{k}={value_text(v)}" for k, v in values.items()) or "baseline"

@@ -126,3 +126,44 @@ def test_history_names_a_tune_trial_by_its_group(qtbot, tmp_path):
     qtbot.waitUntil(lambda: tab.model.rowCount() == 4, timeout=10_000)
     assert sorted(tab.model.column_texts(10)) == ["", f"sweep #{sweep} (-ub)", f"tune #{tune}", f"tune #{tune}"]
     ctx.engine.dispose()
+
+
+def test_session_delivers_trials_in_a_few_batches_and_the_log_intro(qtbot, tmp_path, monkeypatch):
+    """200 trials from the runner's thread reach the GUI in a few batches (at most ~3 a second), all of them,
+    the last ones before the result."""
+    import threading
+
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.core.tune import Objective, TuneSpec
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.qt.tune_session import TuneSession
+    from llm_tuner.store.db import open_engine
+
+    release = threading.Event()
+
+    class Runner:  # stands for TuneRunner: the session's threading and batching are under test
+        def run(self, spec, *, progress, cancelled, on_trial, resume_tune_id):
+            for i in range(200):
+                on_trial(Trial(id=i, values={"ubatch_size": str(i)}, status="measured", score=float(i)))
+                progress(i / 200, f"trial {i}")
+            release.wait(10)
+            return TuneResult(tune_id=1, baseline_argv=spec.base_argv, winner_argv=spec.base_argv)
+
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "h.sqlite"))
+    session = TuneSession(ctx)
+    monkeypatch.setattr(session, "_runner", lambda devices: Runner())
+    batches, logs, order = [], [], []
+    session.trials_recorded.connect(batches.append)
+    session.trials_recorded.connect(lambda _b: order.append("trials"))
+    session.tune_succeeded.connect(lambda _r: order.append("result"))
+    session.server_log_lines.connect(logs.extend)
+    spec = TuneSpec(base_argv=("-m", "x.gguf"), objective=Objective())
+    assert session.start(lambda: spec) and not session.start(lambda: spec)  # one tune at a time
+    qtbot.waitUntil(lambda: sum(map(len, batches)) == 200, timeout=10_000)
+    release.set()
+    with qtbot.waitSignal(session.tune_finished, timeout=10_000):
+        pass
+    assert 1 <= len(batches) <= 10
+    assert [t.id for b in batches for t in b] == list(range(200))
+    assert order[-1] == "result" and "starts its own llama-server" in logs[0].text
+    ctx.engine.dispose()

@@ -28,7 +28,7 @@ from PySide6.QtWidgets import (
 from llm_tuner.core import flags
 from llm_tuner.core.tune import ABSENT, Knob, Objective, parse_knob
 from llm_tuner.qt.bench_session import parse_sweep_values
-from llm_tuner.qt.tune_models import value_text
+from llm_tuner.qt.tune_models import knob_label, value_text
 from llm_tuner.qt.tune_session import DEMO, EDITED
 
 # kind -> what the combo says (core.tune's objective kinds)
@@ -239,7 +239,7 @@ class TuneForm(QWidget):
     def _add_row(self, knob: Knob, checked: bool, custom: bool = False) -> None:
         r = self.knob_table.rowCount()
         self.knob_table.insertRow(r)
-        name = QTableWidgetItem(knob.key if knob.key == knob.flag else f"{knob.key} ({knob.flag})")
+        name = QTableWidgetItem(knob_label(knob))
         name.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsSelectable)
         name.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
         name.setData(KNOB_ROLE, knob)

@@ -157,8 +157,6 @@ class TunePanel(QWidget):
         for t in choices.resumable:
             self.resume_combo.addItem(f"tune #{t.id} {t.label} ({t.status}, {t.n_trials} trials)", t)
         self.resume_button.setEnabled(self.resume_combo.count() > 0 and not self.session.is_running())
-        if self._base is None:
-            self._on_base_changed()
 
     def _base_args(self):
         state = self.ctx.state
