@@ -117,11 +117,12 @@ def _int(v: str | None) -> int | None:
 
 
 def _normalize_batches(argv: list[str]) -> list[str]:
+    """-ub clamped to the batch, and written last, so that candidates which run the same are the same argv."""
     ub = _int(flags.value_of(argv, "ubatch_size"))
+    if ub is None:
+        return argv
     b = _int(flags.value_of(argv, "batch_size"))
-    if ub is not None and ub > (b if b is not None else DEFAULT_BATCH):
-        argv = flags.without(argv, "ubatch_size") + flags.argv_for("ubatch_size", str(b or DEFAULT_BATCH))
-    return argv
+    return flags.without(argv, "ubatch_size") + flags.argv_for("ubatch_size", str(min(ub, b or DEFAULT_BATCH)))
 
 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
