@@ -12,9 +12,9 @@ import os
 import sys
 
 from llm_tuner import __version__
-from llm_tuner.cli import bench, models, plan, profile, run, system
+from llm_tuner.cli import bench, models, plan, profile, run, system, tune
 
-_MODULES = (system, profile, models, plan, run, bench)
+_MODULES = (system, profile, models, plan, run, bench, tune)
 DATABASE_EXIT = 4  # the history database is damaged or from a newer version (see store.db.DatabaseError)
 
 
