@@ -36,7 +36,15 @@ def knob_label(knob) -> str:
 
 def values_text(values: dict[str, str | None]) -> str:
     """A trial's knob values, `key=value` in the order the tune set them."""
-    return ", ".join(f"{k}={value_text(v)}" for k, v in values.items()) or "baseline"
+    return ", ".join(f"{k}={value_text(v)}" for k, v in values.items())
+
+
+def trial_text(trial: Trial) -> str:
+    """What a trial tried: "baseline" for the tune's first (its `knob` is None), else its values."""
+    values = values_text(trial.values)
+    if trial.knob is None:
+        return f"baseline ({values})" if values else "baseline"
+    return values
 
 
 def status_text(trial: Trial) -> str:
@@ -71,7 +79,7 @@ class TrialTableModel(_Table):
         self._rows = []
         for i, t in enumerate(self._trials.values(), start=1):
             reason = "; ".join(x for x in (t.reason, f"flagged: {t.flagged}" if t.flagged else None) if x)
-            texts = [str(i), values_text(t.values), status_text(t), _num(t.score, 2),
+            texts = [str(i), trial_text(t), status_text(t), _num(t.score, 2),
                      str(t.run_id) if t.run_id is not None else "–", reason]
             sorts = [i, texts[1], t.status, t.score if t.score is not None else float("-inf"),
                      t.run_id if t.run_id is not None else -1, reason]

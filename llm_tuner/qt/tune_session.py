@@ -20,16 +20,14 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import import_command
-from llm_tuner.core.tune import Knob, Trial, TuneRecord, TuneResult, TuneSpec, propose_knobs
+from llm_tuner.core.tune import Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
 from llm_tuner.qt.bench_session import RUNS_CHANGED_MS
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
-from llm_tuner.services import binaries
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.logparse import LogLine, LogParser
-from llm_tuner.services.tune import TuneRunner
+from llm_tuner.services.tune import TuneRunner, default_knobs, make_plan_fn, save_winner
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
@@ -85,35 +83,22 @@ def base_target(engine, choice: str, state_profile, state_name: str | None, extr
     return target
 
 
-def proposed_knobs(ctx: AppContext, argv: list[str], env: dict[str, str]) -> list[Knob]:
-    """The knobs worth trying for this command line: from the model, the binary's --help and the devices
-    (core.tune.propose_knobs); a job: the model's header is read from disk."""
-    from llm_tuner.services.library import read_model  # noqa: PLC0415
-
-    model_path = flags.value_of(flags.effective_argv(argv, env), "model")
-    model_info = read_model(model_path) if model_path else None
-    catalog = binaries.catalog_for(ctx.state.binaries.get(binaries.SERVER))
-    inv = ctx.state.inventory
-    devices = list(getattr(inv, "devices", []) or [])
-    return propose_knobs(model_info, catalog, devices, list(argv))
+def proposed_knobs(ctx: AppContext, target: bench_service.ServerTarget, objective: Objective,
+                   headroom_mib: int) -> list[Knob]:
+    """The knobs worth trying for this base (services.tune.default_knobs: the model, the binary's --help, its
+    devices, whether the base fits with the headroom); a job: it reads the model's header and runs the binary."""
+    plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
+    return default_knobs(list(target.argv), dict(target.env), binary=target.binary, objective=objective,
+                         plan_fn=plan_fn, settings=ctx.settings)
 
 
-def result_argv(result: TuneResult) -> list[str]:
-    """What a tune keeps: the winner's command line (the baseline's unless it won the final A/B)."""
-    return list(result.winner_argv or result.baseline_argv)
-
-
-def save_result_profile(engine, name: str, result: TuneResult, base_env: dict[str, str], binary: str | None,
-                        catalog=None):
-    """Save what the tune keeps as the newest version of profile `name` (created if new); a job: SQL.
-
-    The command line is read back into a LaunchProfile by the one importer (core.cmdline.import_command), with
-    the base's environment and program; the version's note names the tune."""
-    profile = import_command(result_argv(result), catalog, env=base_env).profile
-    if binary:
-        profile = profile.model_copy(update={"binary": binary})
-    kept = "winner" if result.verdict == "better" else "baseline kept"
-    return ProfileRepository(engine).save(name, profile, note=f"tune #{result.tune_id} ({kept})")
+def save_result_profile(engine, name: str, result: TuneResult, catalog=None):
+    """Save what the tune keeps (its winner: the baseline unless it won the final A/B) as the newest version of
+    profile `name`, with the tune's stored spec (services.tune.save_winner); a job: SQL."""
+    record = TuneRepository(engine).get(result.tune_id)
+    if record is None or record.spec is None:
+        raise ValueError(f"tune {result.tune_id} is not in the store any more")
+    return save_winner(engine, name, result, record.spec, catalog)
 
 
 class TuneSession(QObject):

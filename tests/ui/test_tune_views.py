@@ -9,12 +9,13 @@ from llm_tuner.core.tune import Knob, Trial, TuneResult
 
 
 def _trials() -> list[Trial]:
-    return [Trial(id=1, values={}, status="measured", score=50.0, run_id=1),
-            Trial(id=2, values={"ubatch_size": "64"}, status="pruned", reason="Host needs 9.0 of 8.0 GiB"),
-            Trial(id=3, values={"ubatch_size": "128"}, status="failed", reason="server exited: bad value"),
-            Trial(id=4, values={"ubatch_size": "256"}, status="measured", score=53.0, run_id=2,
+    ub = "ubatch_size"
+    return [Trial(id=1, values={ub: None}, status="measured", score=50.0, run_id=1),
+            Trial(id=2, values={ub: "64"}, knob=ub, status="pruned", reason="Host needs 9.0 of 8.0 GiB"),
+            Trial(id=3, values={ub: "128"}, knob=ub, status="failed", reason="server exited: bad value"),
+            Trial(id=4, values={ub: "256"}, knob=ub, status="measured", score=53.0, run_id=2,
                   flagged="other processes used 40% CPU"),
-            Trial(id=5, values={"ubatch_size": "512"}, status="measured", score=49.0, run_id=3)]
+            Trial(id=5, values={ub: "512"}, knob=ub, status="measured", score=49.0, run_id=3)]
 
 
 def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
@@ -24,14 +25,14 @@ def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
 
     model = TrialTableModel()
     model.add_trials(_trials()[:3])
-    model.add_trials([_trials()[3], Trial(id=3, values={"ubatch_size": "128"}, status="failed",
-                                          reason="server exited: out of memory")])  # id 3 again: replaced
+    model.add_trials([_trials()[3],  # trial 3 again (a new reason): its row is replaced
+                      _trials()[2].model_copy(update={"reason": "server exited: out of memory"})])
     assert model.rowCount() == 4
     assert model.column_texts(2) == ["measured", "pruned", "failed", "measured (flagged)"]
     assert model.column_texts(5)[1] == "Host needs 9.0 of 8.0 GiB"
     assert model.column_texts(5)[2] == "server exited: out of memory"
     assert "flagged: other processes" in model.column_texts(5)[3]
-    assert model.column_texts(1)[0] == "baseline" and model.column_texts(1)[1] == "ubatch_size=64"
+    assert model.column_texts(1)[:2] == ["baseline (ubatch_size=default)", "ubatch_size=64"]
     colours = {model.index(r, 2).data(COLOR_ROLE) for r in range(4)}
     assert len(colours) == 4  # measured, pruned, failed, flagged: four colours
 

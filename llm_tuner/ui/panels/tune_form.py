@@ -26,7 +26,8 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
-from llm_tuner.core.tune import ABSENT, Knob, Objective, parse_knob
+from llm_tuner.core.tune import Knob, Objective, parse_knob
+from llm_tuner.core.tune.knobs import ABSENT
 from llm_tuner.qt.bench_session import parse_sweep_values
 from llm_tuner.qt.tune_models import knob_label, value_text
 from llm_tuner.qt.tune_session import DEMO, EDITED

@@ -171,9 +171,11 @@ class TunePanel(QWidget):
         self._proposal_seq += 1
         seq, engine, ctx = self._proposal_seq, self.ctx.engine, self.ctx
 
+        objective, headroom = self.form.objective(), self.form.headroom_spin.value()
+
         def work(_ctl):
             target = base_target(engine, choice, profile, name, extra)
-            return seq, args, target, proposed_knobs(ctx, target.argv, target.env)
+            return seq, args, target, proposed_knobs(ctx, target, objective, headroom)
 
         self.form.knobs_hint.setText("Proposing knobs…")
         self._job(work, self._on_proposal_ready, self._on_proposal_failed)
@@ -306,15 +308,13 @@ class TunePanel(QWidget):
 
     # -- the result's actions --------------------------------------------------------------------------
     def _on_result_save_requested(self, name: str) -> None:
-        result, base = self.result, self._base[1] if self._base else None
+        result = self.result
         if result is None:
             return
         engine = self.ctx.engine
-        env = dict(base.env) if base else {}
-        binary = base.binary if base else None
         catalog = binaries.catalog_for(self.ctx.state.binaries.get(binaries.SERVER))
         self.result_view.save_button.setEnabled(False)
-        self._job(lambda _ctl: save_result_profile(engine, name, result, env, binary, catalog),
+        self._job(lambda _ctl: save_result_profile(engine, name, result, catalog),
                   self._on_profile_saved, self._on_profile_save_failed)
 
     def _on_profile_saved(self, saved) -> None:

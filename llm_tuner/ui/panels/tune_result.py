@@ -37,7 +37,7 @@ def verdict_text(result: TuneResult) -> str:
         text = "The racing winner lost the final A/B against the baseline: the baseline is kept."
     else:
         text = "No change was better than noise in the final A/B: the baseline is kept."
-    return text + (f" ({result.note})" if result.note else "")
+    return text + (f"\n{result.note[:1].upper()}{result.note[1:]}." if result.note else "")
 
 
 def _flag_lines(changed) -> list[str]:

@@ -1,6 +1,6 @@
 """The Tune view's plot: the objective's score over the trials, pruned and failed candidates marked apart.
 
-Measured trials are dots on a line of the best score so far; the baseline's score (the first trial) is a dashed line; pruned
+Measured trials are dots on a line of the best score so far; the baseline's score is a dashed line; pruned
 trials (never launched) are grey crosses and failed ones red triangles, both on the bottom edge (they have
 no score); flagged trials (busy machine, throttling) are hollow. `render_tune_plot` draws it into a PNG for
 the Markdown report.
@@ -58,7 +58,7 @@ class TrialChart(pg.PlotWidget):
         if best_line:
             self.plot([x for x, _ in best_line], [y for _, y in best_line], pen=pg.mkPen(MEASURED, width=1,
                       style=Qt.PenStyle.DotLine), name="best so far")
-        baseline = trials[0].score if trials else None  # the tune measures the baseline first
+        baseline = next((t.score for t in trials if t.knob is None and t.score is not None), None)
         if baseline is not None:
             self.addItem(pg.InfiniteLine(pos=baseline, angle=0, pen=pg.mkPen(FINAL, style=Qt.PenStyle.DashLine)))
         styles = {"measured": ("o", MEASURED, True), "flagged": ("o", MEASURED, False), "final": ("s", FINAL, True),
