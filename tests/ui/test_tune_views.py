@@ -42,7 +42,7 @@ def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
     assert [x for x, _ in chart.points["pruned"]] == [2] and [x for x, _ in chart.points["failed"]] == [3]
     assert [x for x, _ in chart.points["flagged"]] == [4]
     assert [x for x, _ in chart.points["measured"]] == [1, 5]
-    assert chart.points["pruned"][0][1] == 49.0  # no score: drawn on the lowest score's level
+    assert chart.points["pruned"][0][1] < 49.0  # no score: drawn below the lowest score
 
 
 def test_knob_form_takes_proposed_and_custom_knobs_and_edited_values(qtbot):

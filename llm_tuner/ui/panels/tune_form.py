@@ -72,7 +72,8 @@ def parse_values(text: str) -> tuple[str | None, ...]:
 
 
 class TuneForm(QWidget):
-    """Base profile + objective + constraints + knobs; `objective()`, `knobs()` and the spins build the spec."""
+    """Base profile + objective + constraints; `objective()`, `knobs()` and the spins build the spec. The knobs
+    are `knobs_box`, a widget of its own the panel places beside the form (a table needs room, not a scroll)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -81,7 +82,8 @@ class TuneForm(QWidget):
         lay.addWidget(self._build_base())
         lay.addWidget(self._build_objective())
         lay.addWidget(self._build_constraints())
-        lay.addWidget(self._build_knobs(), 1)
+        lay.addStretch(1)
+        self.knobs_box = self._build_knobs()
 
     # -- construction ------------------------------------------------------------------------
     def _build_base(self) -> QGroupBox:
@@ -157,8 +159,9 @@ class TuneForm(QWidget):
         header = self.knob_table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
+        self.knob_table.setColumnWidth(1, 170)  # room for a few values; the reasons take the rest
         header.setStretchLastSection(True)
-        self.knob_table.setMinimumHeight(140)
+        self.knob_table.setMinimumHeight(100)
         self.knobs_hint = QLabel("Choose a base profile: the app proposes knobs from its model, the binary and "
                                  "the devices.")
         self.knobs_hint.setWordWrap(True)

@@ -1,8 +1,8 @@
 """The Tune view's plot: the objective's score over the trials, pruned and failed candidates marked apart.
 
 Measured trials are dots on a line of the best score so far; the baseline's score is a dashed line; pruned
-trials (never launched) are grey crosses and failed ones red triangles, both on the bottom edge (they have
-no score); flagged trials (busy machine, throttling) are hollow. `render_tune_plot` draws it into a PNG for
+trials (never launched) are grey crosses and failed ones red triangles, both just below the lowest score (they
+have none); flagged trials (busy machine, throttling) are hollow. `render_tune_plot` draws it into a PNG for
 the Markdown report.
 """
 
@@ -40,7 +40,8 @@ class TrialChart(pg.PlotWidget):
         self.clear()
         self.legend.clear()
         scores = [t.score for t in trials if t.score is not None]
-        floor = min(scores) if scores else 0.0
+        span = (max(scores) - min(scores)) if scores else 0.0
+        floor = (min(scores) - 0.05 * (span or abs(min(scores)) or 1.0)) if scores else 0.0  # below every score
         kinds: dict[str, list[tuple[int, float]]] = {"measured": [], "flagged": [], "final": [], "pruned": [],
                                                      "failed": []}
         best, best_line = None, []
@@ -71,6 +72,8 @@ class TrialChart(pg.PlotWidget):
                                             brush=pg.mkBrush(colour) if filled else pg.mkBrush(None),
                                             pen=pg.mkPen(colour, width=1.5), name=f"{kind} ({len(pts)})"))
         self.setLabel("left", y_label)
+        step = max(1, len(trials) // 10)  # trial numbers are whole: at most ~10 ticks
+        self.getAxis("bottom").setTickSpacing(step, step)
 
 
 def render_tune_plot(trials: list[Trial], out_dir: Path, name: str, y_label: str = "score") -> list[tuple[str, str]]:
