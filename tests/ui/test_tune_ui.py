@@ -59,6 +59,8 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
     assert "baseline is kept" in panel.result_view.verdict_label.text()
     assert flags.value_of(list(result.winner_argv), "ctx_size") == "512"
     assert panel.right_tabs.currentWidget() is panel.result_view
+    log = window.log_console.shown_text()  # the log dock showed each trial's server
+    assert "starts its own llama-server for every trial" in log and "listening on" in log
 
     # Every trial is stored; the measured ones are runs of the tune's group, named so in the History.
     stored = TuneRepository(ctx.engine).list_trials(result.tune_id)

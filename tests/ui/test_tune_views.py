@@ -168,3 +168,19 @@ def test_session_delivers_trials_in_a_few_batches_and_the_log_intro(qtbot, tmp_p
     assert [t.id for b in batches for t in b] == list(range(200))
     assert order[-1] == "result" and "starts its own llama-server" in logs[0].text
     ctx.engine.dispose()
+
+
+def test_base_choices_prefer_the_profile_shown_and_keep_the_user_choice(qtbot):
+    from llm_tuner.qt.tune_session import DEMO, EDITED
+    from llm_tuner.ui.panels.tune_form import TuneForm
+
+    form = TuneForm()
+    qtbot.addWidget(form)
+    changed = []
+    form.base_combo.currentIndexChanged.connect(changed.append)
+    form.set_base_choices(["fast", "long ctx"], True, prefer="long ctx")
+    assert form.base_combo.currentData() == "long ctx" and len(changed) == 1  # a base: its knobs are proposed
+    assert [form.base_combo.itemData(i) for i in range(form.base_combo.count())] == ["fast", "long ctx", EDITED, DEMO]
+    form.base_combo.setCurrentIndex(form.base_combo.findData(DEMO))
+    form.set_base_choices(["fast", "long ctx", "new"], False, prefer="long ctx")  # a reload keeps the choice
+    assert form.base_combo.currentData() == DEMO and len(changed) == 2

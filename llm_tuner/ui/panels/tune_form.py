@@ -189,9 +189,11 @@ class TuneForm(QWidget):
         f.setRowVisible(self.weights_row, kind == "chat")
 
     # -- base profile choices ----------------------------------------------------------------------
-    def set_base_choices(self, names: list[str], has_edited: bool) -> None:
-        """Saved profiles, then the edited profile (when there is one), then the demo model; keeps the choice."""
-        current = self.base_combo.currentData()
+    def set_base_choices(self, names: list[str], has_edited: bool, prefer: str | None = None) -> None:
+        """Saved profiles, then the edited profile (when there is one), then the demo model; keeps the choice,
+        else chooses `prefer` (the profile the Profile tab shows) when listed."""
+        shown = self.base_combo.currentData()
+        current = shown or prefer
         self.base_combo.blockSignals(True)
         self.base_combo.clear()
         for name in names:
@@ -202,14 +204,8 @@ class TuneForm(QWidget):
         idx = self.base_combo.findData(current)
         self.base_combo.setCurrentIndex(idx if idx >= 0 else 0)
         self.base_combo.blockSignals(False)
-        if self.base_combo.currentData() != current:
+        if self.base_combo.currentData() != shown:
             self.base_combo.currentIndexChanged.emit(self.base_combo.currentIndex())
-
-    def choose_base(self, data: str) -> bool:
-        idx = self.base_combo.findData(data)
-        if idx >= 0:
-            self.base_combo.setCurrentIndex(idx)
-        return idx >= 0
 
     # -- knobs ---------------------------------------------------------------------------------
     def set_proposed_knobs(self, knobs: list[Knob]) -> None:

@@ -156,7 +156,9 @@ class TunePanel(QWidget):
         self._job(lambda _ctl: load_choices(engine), self._on_choices_loaded)
 
     def _on_choices_loaded(self, choices) -> None:
-        self.form.set_base_choices(choices.profiles, self.ctx.state.profile is not None)
+        state = self.ctx.state
+        self.form.set_base_choices(choices.profiles, state.profile is not None,
+                                   prefer=getattr(state, "profile_name", None) or (EDITED if state.profile else None))
         self.resume_combo.clear()
         for t in choices.resumable:
             self.resume_combo.addItem(f"tune #{t.id} {t.label} ({t.status}, {t.n_trials} trials)", t)
