@@ -184,6 +184,9 @@ def test_propose_knobs_with_two_gpus_mtp_moe_and_offload():
     assert "ngl" not in knobs and "t" not in knobs  # fits, GPUs compute
     off = _keys(propose_knobs(model, default_catalog(), gpus, ["-m", "m.gguf"], needs_offload=True))
     assert "ngl" in off and any(v and "ffn_" in v for v in off["ot"].values)
+    longest = _keys(propose_knobs(type("M", (), {"block_count": 8, "context_length": 32768})(), None, [], ["-m", "m"],
+                                  objective=Objective(kind="max_context", min_gen_tps=20)))
+    assert longest["c"].values == ("4096", "8192", "16384", "32768")
     moe = type("M", (), {"block_count": 48, "expert_count": 128, "nextn_layers": 0})()
     assert "ncmoe" in _keys(propose_knobs(moe, default_catalog(), gpus[:1], ["-m", "m"], needs_offload=True))
 
