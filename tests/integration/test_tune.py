@@ -80,14 +80,14 @@ def test_a_knob_without_effect_keeps_the_baseline(engine, demo_model):
 def test_final_comparison_is_interleaved_with_n_fixed(engine, demo_model):
     repo = TuneRepository(engine)
     knob = parse_knob("custom:--alias=a")
-    spec = _spec(demo_model, knob, final_reps=3)
+    spec = _spec(demo_model, knob, final_reps=3, final_rounds=2)
     tune = _Tune(TuneRunner(repo), spec, lambda f, t: None, lambda: False, lambda t: None, None)
     winner = tuple(apply_values(spec.base_argv, spec.knobs, {knob.key: "a"}))
     result = tune._final(winner)
     runs = sorted(RunRepository(engine).list_runs(group_id=tune.tune_id), key=lambda r: r.id)
-    assert [r.sweep_value for r in runs] == ["final:baseline", "final:winner"] * 3  # A B A B A B
-    assert [tuple(r.server_argv) for r in runs[1::2]] == [winner] * 3
-    assert all(len(r.reps) == 1 for r in runs)
+    assert [r.sweep_value for r in runs] == ["final:baseline", "final:winner"] * 2  # A B A B
+    assert [tuple(r.server_argv) for r in runs[1::2]] == [winner] * 2
+    assert [len(r.reps) for r in runs] == [2, 2, 1, 1]  # n = 3 per side, fixed before the first run
     main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
     assert main["a"]["n"] == main["b"]["n"] == 3
     assert result.final_run_ids == tuple(r.id for r in runs)

@@ -191,6 +191,14 @@ def test_propose_knobs_with_two_gpus_mtp_moe_and_offload():
     assert "ncmoe" in _keys(propose_knobs(moe, default_catalog(), gpus[:1], ["-m", "m"], needs_offload=True))
 
 
+def test_final_plan_spreads_n_over_interleaved_rounds():
+    from llm_tuner.core.tune import TuneSpec
+
+    assert TuneSpec(base_argv=(), final_reps=5, final_rounds=2).final_plan() == [3, 2]
+    assert TuneSpec(base_argv=(), final_reps=2, final_rounds=5).final_plan() == [1, 1]
+    assert TuneSpec(base_argv=(), final_reps=6, final_rounds=3).final_plan() == [2, 2, 2]
+
+
 def test_parse_knob_syntax():
     assert parse_knob("ub=64,128,256") == Knob(key="ub", flag="ubatch_size", values=("64", "128", "256"),
                                                reason="given by the user")
