@@ -52,7 +52,7 @@ class FakeScorer:
 
 
 def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse():
-    speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.0, "1024": 5.0, "2048": 4.0}
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.99, "1024": 5.0, "2048": 4.0}
     fake = FakeScorer(lambda v: speeds[v["ub"]])
     winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
     assert winner == {"ub": "256"}
@@ -61,6 +61,13 @@ def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse(
     assert counts["1024"] == counts["2048"] == counts["64"] == 2
     assert counts["256"] > counts["1024"] and counts["256"] == counts["512"]
     assert fake.measured < 6 * counts["256"]  # less than racing everything to the end
+
+
+def test_successive_halving_stops_when_the_leader_is_clearly_ahead():
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0}
+    fake = FakeScorer(lambda v: speeds[v["ub"]])
+    winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
+    assert winner == {"ub": "256"} and fake.measured == 6  # no top-up: every sample of 256 beats the rest
 
 
 def test_successive_halving_drops_candidates_that_are_out_and_ties_keep_the_incumbent():
