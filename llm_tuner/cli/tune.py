@@ -4,6 +4,7 @@
                    [--gen-tokens 64] [--depth N] [--clients N] [--min-gen-tps X]
                    [--knob ub=64,128,256 --knob t=1,2 --knob kv=f16,q8_0 --knob custom:--alias=a,b]
                    [--budget 600] [--headroom 512] [--min-ctx N] [--max-ppl-increase 1] [--final-reps 5]
+                   [--final-rounds 2]
                    [--screen-reps 2] [--devices CUDA0=16384,...] [--json-lines] [--resume ID]
                    [--save-as NAME] [--report FILE.md]
     llm-tuner tunes list [--json]
@@ -52,7 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--min-ctx", type=int, default=None, metavar="N", help="candidates below this context are pruned")
     p.add_argument("--max-ppl-increase", type=float, default=1.0, metavar="PCT",
                    help="K/V types: largest perplexity increase accepted (1%%)")
-    p.add_argument("--final-reps", type=int, default=5, metavar="N", help="final comparison: runs per side (5)")
+    p.add_argument("--final-reps", type=int, default=5, metavar="N",
+                   help="final comparison: repetitions per side, fixed before it starts (5)")
+    p.add_argument("--final-rounds", type=int, default=2, metavar="N",
+                   help="final comparison: server starts per side, interleaved A B A B (2)")
     p.add_argument("--screen-reps", type=int, default=2, metavar="N", help="repetitions per racing round (2)")
     p.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests per run (1)")
     p.add_argument("--devices", metavar="NAME=MiB,...", help="prune against these planned devices instead of the "
@@ -128,6 +132,7 @@ def _spec(args):
     return TuneSpec(base_argv=tuple(argv), base_env=env, binary=binary, label=label, profile_version_id=version_id,
                     objective=objective, knobs=tuple(knobs), min_ctx=args.min_ctx, headroom_mib=args.headroom,
                     budget_s=args.budget, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
+                    final_rounds=args.final_rounds,
                     screen_reps=args.screen_reps, warmup=args.warmup)
 
 

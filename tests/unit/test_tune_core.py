@@ -52,7 +52,7 @@ class FakeScorer:
 
 
 def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse():
-    speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.0, "1024": 5.0, "2048": 4.0}
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.99, "1024": 5.0, "2048": 4.0}
     fake = FakeScorer(lambda v: speeds[v["ub"]])
     winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
     assert winner == {"ub": "256"}
@@ -61,6 +61,13 @@ def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse(
     assert counts["1024"] == counts["2048"] == counts["64"] == 2
     assert counts["256"] > counts["1024"] and counts["256"] == counts["512"]
     assert fake.measured < 6 * counts["256"]  # less than racing everything to the end
+
+
+def test_successive_halving_stops_when_the_leader_is_clearly_ahead():
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0}
+    fake = FakeScorer(lambda v: speeds[v["ub"]])
+    winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
+    assert winner == {"ub": "256"} and fake.measured == 6  # no top-up: every sample of 256 beats the rest
 
 
 def test_successive_halving_drops_candidates_that_are_out_and_ties_keep_the_incumbent():
@@ -184,8 +191,19 @@ def test_propose_knobs_with_two_gpus_mtp_moe_and_offload():
     assert "ngl" not in knobs and "t" not in knobs  # fits, GPUs compute
     off = _keys(propose_knobs(model, default_catalog(), gpus, ["-m", "m.gguf"], needs_offload=True))
     assert "ngl" in off and any(v and "ffn_" in v for v in off["ot"].values)
+    longest = _keys(propose_knobs(type("M", (), {"block_count": 8, "context_length": 32768})(), None, [], ["-m", "m"],
+                                  objective=Objective(kind="max_context", min_gen_tps=20)))
+    assert longest["c"].values == ("4096", "8192", "16384", "32768")
     moe = type("M", (), {"block_count": 48, "expert_count": 128, "nextn_layers": 0})()
     assert "ncmoe" in _keys(propose_knobs(moe, default_catalog(), gpus[:1], ["-m", "m"], needs_offload=True))
+
+
+def test_final_plan_spreads_n_over_interleaved_rounds():
+    from llm_tuner.core.tune import TuneSpec
+
+    assert TuneSpec(base_argv=(), final_reps=5, final_rounds=2).final_plan() == [3, 2]
+    assert TuneSpec(base_argv=(), final_reps=2, final_rounds=5).final_plan() == [1, 1]
+    assert TuneSpec(base_argv=(), final_reps=6, final_rounds=3).final_plan() == [2, 2, 2]
 
 
 def test_parse_knob_syntax():

@@ -97,6 +97,10 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
                     reason="logical batch"))
     out.append(Knob(key="ub", flag="ubatch_size", values=tuple(str(u) for u in ub_values if u <= max(b_values)),
                     reason="physical batch (never above the batch: llama.cpp clamps it)"))
+    n_ctx_train = getattr(model_info, "context_length", None)
+    if objective is not None and objective.kind == "max_context" and n_ctx_train:
+        out.append(Knob(key="c", flag="ctx_size", values=tuple(str(n_ctx_train // d) for d in (8, 4, 2, 1)),
+                        reason="the largest context that fits while generation stays fast enough"))
     if objective is not None and objective.kind in ("throughput", "p99_latency") and _known(catalog, "parallel"):
         c = max(1, objective.clients)
         out.append(Knob(key="np", flag="parallel", values=tuple(str(n) for n in sorted({1, max(1, c // 2), c})),

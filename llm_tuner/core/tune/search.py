@@ -10,7 +10,8 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
   incumbent; once every knob was tried, the knobs decided before a later knob changed are raced once more
   (the later change may interact with them, e.g. -ub after a K/V type change).
 - `successive_halving`: every candidate gets `reps` samples; the worse half (by median) is dropped and the
-  rest topped up by `reps` more; until one is left. Ties keep the incumbent.
+  rest topped up by `reps` more; until one is left, or until the leader's worst sample beats every other's
+  best with 2+ samples each (a top-up restarts a server: it is spent only where the race is close). Ties keep the incumbent.
 """
 
 from __future__ import annotations
@@ -151,6 +152,9 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
+        lead = min(samples[values_key(alive[0])])
+        if want >= 2 and all(max(samples[values_key(c)]) < lead for c in alive[1:]):
+            return alive[0], samples  # every sample of the leader beats every other: nothing left to race
         alive = alive[:math.ceil(len(alive) / 2)]
         if len(alive) == 1:
             return alive[0], samples

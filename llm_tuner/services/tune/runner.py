@@ -207,11 +207,10 @@ class _Tune:
         return t
 
     def _reserve(self, baseline_s: float, reps: int) -> None:
-        """The final comparison's share of the budget: its runs (2 × final_reps of one repetition each) at the
-        baseline's cost per run (its load and warm-up, repetitions scaled)."""
+        """The final comparison's share of the budget: its runs (final_plan, both sides) at the baseline's cost
+        (its load and warm-up as measured, repetitions scaled)."""
         w = self.spec.warmup
-        per_run = baseline_s * (1 + w) / (reps + w)
-        self.reserve_s = 2 * self.spec.final_reps * per_run
+        self.reserve_s = 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan())
 
     # -- quality -----------------------------------------------------------------------------------
     def _quality(self, argv: tuple[str, ...], changed: dict) -> str | None:
@@ -286,13 +285,13 @@ class _Tune:
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
-        rounds = max(1, s.final_reps)
+        plan = s.final_plan()
         runs_a, runs_b = [], []
-        for i in range(rounds):  # A B A B ...: n = final_reps per side, fixed before the first run
-            self.current = f"final comparison {i + 1}/{rounds}: baseline"
-            runs_a.append(self.measure(self.baseline_argv, 1, "final:baseline"))
-            self.current = f"final comparison {i + 1}/{rounds}: winner"
-            runs_b.append(self.measure(winner, 1, "final:winner"))
+        for i, reps in enumerate(plan):  # A B A B ...: n = final_reps per side, fixed before the first run
+            self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
+            runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
+            self.current = f"final comparison {i + 1}/{len(plan)}: winner"
+            runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
         threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
         comps = compare_runs(pa, pb, threshold)
