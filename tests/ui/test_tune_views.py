@@ -184,3 +184,44 @@ def test_base_choices_prefer_the_profile_shown_and_keep_the_user_choice(qtbot):
     form.base_combo.setCurrentIndex(form.base_combo.findData(DEMO))
     form.set_base_choices(["fast", "long ctx", "new"], False, prefer="long ctx")  # a reload keeps the choice
     assert form.base_combo.currentData() == DEMO and len(changed) == 2
+    form.set_base_choices(["fast", "long ctx", "new"], False, prefer="new", keep=False)  # or follows the Profile tab
+    assert form.base_combo.currentData() == "new" and len(changed) == 3
+
+
+def test_panel_base_follows_a_profile_saved_in_the_profile_tab(qtbot, demo_model, tmp_path):
+    """A profile saved after the Tune tab opened becomes its base (with its knobs proposed) until the user picks
+    one; a user's pick stays."""
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.qt.tune_session import DEMO
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.profiles import ProfileRepository
+    from llm_tuner.ui.panels.tune_panel import TunePanel
+
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "h.sqlite"))
+    panel = TunePanel(ctx)
+    qtbot.addWidget(panel)
+    form = panel.form
+
+    def proposed() -> bool:
+        return "propos" in form.knobs_hint.text() and "…" not in form.knobs_hint.text()
+
+    qtbot.waitUntil(lambda: form.base_combo.currentData() == DEMO and proposed(), timeout=30_000)
+    assert form.knob_table.rowCount() > 0  # knobs for the demo model
+    saved = ProfileRepository(ctx.engine).save("small", LaunchProfile(model=str(demo_model), ctx_size=512))
+    ctx.state.profile_name = saved.name
+    ctx.state.set_profile(saved.profile)  # what the Profile tab publishes after a save
+    qtbot.waitUntil(lambda: form.base_combo.currentData() == "small" and proposed(), timeout=30_000)
+
+    form.base_combo.setCurrentIndex(form.base_combo.findData(DEMO))
+    form.base_combo.activated.emit(form.base_combo.currentIndex())  # the user picked the demo model
+    qtbot.waitUntil(proposed, timeout=30_000)
+    other = ProfileRepository(ctx.engine).save("other", saved.profile.model_copy(update={"ctx_size": 1024}))
+    ctx.state.profile_name = other.name
+    ctx.state.set_profile(other.profile)
+    qtbot.waitUntil(lambda: form.base_combo.findData("other") >= 0, timeout=10_000)  # the choices reloaded
+    assert form.base_combo.currentData() == DEMO
+    qtbot.waitUntil(proposed, timeout=30_000)
+    panel.shutdown()
+    ctx.engine.dispose()

@@ -189,11 +189,12 @@ class TuneForm(QWidget):
         f.setRowVisible(self.weights_row, kind == "chat")
 
     # -- base profile choices ----------------------------------------------------------------------
-    def set_base_choices(self, names: list[str], has_edited: bool, prefer: str | None = None) -> None:
-        """Saved profiles, then the edited profile (when there is one), then the demo model; keeps the choice,
-        else chooses `prefer` (the profile the Profile tab shows) when listed."""
+    def set_base_choices(self, names: list[str], has_edited: bool, prefer: str | None = None,
+                         keep: bool = True) -> None:
+        """Saved profiles, then the edited profile (when there is one), then the demo model. Chooses `prefer`
+        (the profile the Profile tab shows) when listed, unless `keep` and something is chosen already."""
         shown = self.base_combo.currentData()
-        current = shown or prefer
+        current = (shown if keep else None) or prefer or shown
         self.base_combo.blockSignals(True)
         self.base_combo.clear()
         for name in names:

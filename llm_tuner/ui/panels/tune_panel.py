@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from PySide6.QtCore import QCoreApplication, Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
@@ -46,6 +46,7 @@ from llm_tuner.ui.plots.bench_plots import HintStack
 from llm_tuner.ui.plots.tune_plots import TrialChart
 
 log = logging.getLogger(__name__)
+PROPOSE_AFTER_EDIT_MS = 600  # the knob proposal reads the model and runs the binary: not on every keystroke
 
 
 class TunePanel(QWidget):
@@ -69,7 +70,14 @@ class TunePanel(QWidget):
         self.session.tune_finished.connect(self._on_session_tune_finished)
         self.session.server_log_lines.connect(self.server_log_lines)
 
+        self._seen_profile = (getattr(ctx.state, "profile_name", None), ctx.state.profile is not None)
+        self._user_chose_base = False  # until then the base follows the profile the Profile tab shows
+        self._propose_timer = QTimer(self)  # profile edits re-propose the knobs once they pause
+        self._propose_timer.setSingleShot(True)
+        self._propose_timer.setInterval(PROPOSE_AFTER_EDIT_MS)
+        self._propose_timer.timeout.connect(self._on_base_changed)
         self.form = TuneForm()
+        self.form.base_combo.activated.connect(self._on_base_combo_activated)
         self.form.base_combo.currentIndexChanged.connect(self._on_base_changed)
         self.form.extra_edit.editingFinished.connect(self._on_base_changed)
         self.run_button = QPushButton("Run tune")
@@ -158,7 +166,8 @@ class TunePanel(QWidget):
     def _on_choices_loaded(self, choices) -> None:
         state = self.ctx.state
         self.form.set_base_choices(choices.profiles, state.profile is not None,
-                                   prefer=getattr(state, "profile_name", None) or (EDITED if state.profile else None))
+                                   prefer=getattr(state, "profile_name", None) or (EDITED if state.profile else None),
+                                   keep=self._user_chose_base)
         self.resume_combo.clear()
         for t in choices.resumable:
             self.resume_combo.addItem(f"tune #{t.id} {t.label} ({t.status}, {t.n_trials} trials)", t)
@@ -197,13 +206,18 @@ class TunePanel(QWidget):
         self.form.knobs_hint.setText(f"No knobs proposed: {exc}")
 
     def _on_state_profile_changed(self, _profile) -> None:
-        has_edited = self.form.base_combo.findData(EDITED) >= 0
-        if (self.ctx.state.profile is not None) != has_edited:
-            names = [self.form.base_combo.itemData(i) for i in range(self.form.base_combo.count())
-                     if self.form.base_combo.itemData(i) not in (EDITED, DEMO)]
-            self.form.set_base_choices(names, self.ctx.state.profile is not None)
+        """A profile saved under a new name, or one being edited, changes the choices (reloaded from the store);
+        edits to the profile chosen as "being edited" propose its knobs again, once the edits pause."""
+        state = self.ctx.state
+        seen = (getattr(state, "profile_name", None), state.profile is not None)
+        if seen != self._seen_profile:
+            self._seen_profile = seen
+            self.reload_choices()
         elif self.form.base_combo.currentData() == EDITED:
-            self._on_base_changed()
+            self._propose_timer.start()
+
+    def _on_base_combo_activated(self, _index: int) -> None:
+        self._user_chose_base = True  # from now on a reload keeps this choice instead of following the Profile tab
 
     # -- running ------------------------------------------------------------------------------------
     def spec_builder(self):
@@ -336,4 +350,5 @@ class TunePanel(QWidget):
 
     def shutdown(self) -> None:
         """Cancel a tune in progress (the runner stops its server; the trials stay for Resume)."""
+        self._propose_timer.stop()
         self.session.cancel()
