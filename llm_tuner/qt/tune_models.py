@@ -39,12 +39,14 @@ def values_text(values: dict[str, str | None]) -> str:
     return ", ".join(f"{k}={value_text(v)}" for k, v in values.items())
 
 
-def trial_text(trial: Trial) -> str:
-    """What a trial tried: "baseline" for the tune's first (its `knob` is None), else its values."""
-    values = values_text(trial.values)
+def trial_text(trial: Trial, baseline: dict[str, str | None] | None = None) -> str:
+    """What a trial tried: "baseline" for the tune's first (its `knob` is None), else the values that differ
+    from the baseline's (all of them when the baseline is not known)."""
     if trial.knob is None:
-        return f"baseline ({values})" if values else "baseline"
-    return values
+        return "baseline"
+    base = baseline or {}
+    changed = {k: v for k, v in trial.values.items() if k not in base or base[k] != v}
+    return values_text(changed if baseline is not None else trial.values) or "as the baseline"
 
 
 def status_text(trial: Trial) -> str:
@@ -75,11 +77,12 @@ class TrialTableModel(_Table):
         """Add new trials and replace the rows of those already shown (keyed by trial id)."""
         for t in trials:
             self._trials[t.id if t.id is not None else ("new", len(self._trials))] = t
+        baseline = next((t.values for t in self._trials.values() if t.knob is None), None)
         self.beginResetModel()
         self._rows = []
         for i, t in enumerate(self._trials.values(), start=1):
             reason = "; ".join(x for x in (t.reason, f"flagged: {t.flagged}" if t.flagged else None) if x)
-            texts = [str(i), trial_text(t), status_text(t), _num(t.score, 2),
+            texts = [str(i), trial_text(t, baseline), status_text(t), _num(t.score, 2),
                      str(t.run_id) if t.run_id is not None else "–", reason]
             sorts = [i, texts[1], t.status, t.score if t.score is not None else float("-inf"),
                      t.run_id if t.run_id is not None else -1, reason]
@@ -94,7 +97,8 @@ class TrialTableModel(_Table):
 
     def _tooltip(self, row: int, col: int):
         t: Trial = self._rows[row][2]
-        return "llama-server " + " ".join(flags.mask_argv(t.argv)) + (f"\n{t.reason}" if t.reason else "")
+        return (values_text(t.values) + "\nllama-server " + " ".join(flags.mask_argv(t.argv))
+                + (f"\n{t.reason}" if t.reason else ""))
 
 
 class TuneComparisonModel(_Table):

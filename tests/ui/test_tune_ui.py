@@ -15,7 +15,8 @@ pytestmark = pytest.mark.server
 
 def _alias_tune(qtbot, window, values: str = "a,b"):
     """Set the Tune view as a user would: the demo model with -c 512, the proposed knobs unchecked, the custom
-    knob `--alias a,b` (or `values`), small requests, one repetition, a two-minute budget."""
+    knob `--alias a,b` (or `values`), small requests, one repetition, a budget of a few minutes (a cap: the tune
+    ends when its search does, ~30 s on a quiet machine)."""
     from llm_tuner.qt.tune_session import DEMO
 
     panel = window.tune_panel
@@ -34,7 +35,7 @@ def _alias_tune(qtbot, window, values: str = "a,b"):
     assert [k.values for k in form.knobs()] == [tuple(values.split(","))]
     form.prompt_spin.setValue(32)
     form.gen_spin.setValue(8)
-    form.budget_spin.setValue(120)
+    form.budget_spin.setValue(240)
     form.screen_reps_spin.setValue(1)
     form.final_reps_spin.setValue(1)
     return panel

@@ -32,7 +32,7 @@ def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
     assert model.column_texts(5)[1] == "Host needs 9.0 of 8.0 GiB"
     assert model.column_texts(5)[2] == "server exited: out of memory"
     assert "flagged: other processes" in model.column_texts(5)[3]
-    assert model.column_texts(1)[:2] == ["baseline (ubatch_size=default)", "ubatch_size=64"]
+    assert model.column_texts(1)[:2] == ["baseline", "ubatch_size=64"]  # what differs from the baseline
     colours = {model.index(r, 2).data(COLOR_ROLE) for r in range(4)}
     assert len(colours) == 4  # measured, pruned, failed, flagged: four colours
 
@@ -102,9 +102,13 @@ def test_result_says_plainly_when_the_baseline_is_kept(qtbot):
     view.set_result(won, "demo tuned")
     assert "beats the baseline" in view.verdict_label.text()
     assert "--ubatch-size: 512 → 256" in view.details_label.text()
-    nothing = kept.model_copy(update={"searched_winner_argv": base})
+    nothing = kept.model_copy(update={"searched_winner_argv": base, "comparisons": ()})
     view.set_result(nothing, "")
     assert "No candidate beat the baseline" in view.verdict_label.text()
+    assert not view.view.isVisibleTo(view) and "No final A/B" in view.table_title.text()
+    out_of_time = nothing.model_copy(update={"trials": (Trial(id=1, values={"ubatch_size": None}, score=50.0),)})
+    view.set_result(out_of_time, "")
+    assert "No candidate was measured within the budget" in view.verdict_label.text()
 
 
 def test_history_names_a_tune_trial_by_its_group(qtbot, tmp_path):

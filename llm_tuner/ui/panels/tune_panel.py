@@ -61,6 +61,7 @@ class TunePanel(QWidget):
         self.result: TuneResult | None = None
         self._base = None  # (choice, extra) -> the resolved ServerTarget, for the result's profile name
         self._proposal_seq = 0  # only the newest proposal fills the knobs
+        self._save_name = ""  # the profile name "Save as new profile version" suggests for the running tune
         self.session = TuneSession(ctx, self)
         self.session.progressed.connect(self._on_session_progressed)
         self.session.trials_recorded.connect(self._on_session_trials_recorded)
@@ -246,6 +247,11 @@ class TunePanel(QWidget):
         except ValueError as exc:
             self.status_label.setText(f"Cannot start: {exc}.")
             return
+        choice, base = self.form.base_combo.currentData(), self._base[1] if self._base else None
+        self._user_chose_base = True  # the base of a tune stays chosen; the Profile tab no longer moves it
+        # the result is saved as a new version of the saved profile tuned, else as a new profile
+        self._save_name = choice if choice not in (EDITED, DEMO) else (
+            f"{getattr(self.ctx.state, 'profile_name', None) or (base.label if base else 'profile')} tuned")
         self._start(build, None, "Tune")
 
     def _on_resume_clicked(self) -> None:
@@ -256,6 +262,7 @@ class TunePanel(QWidget):
             self.status_label.setText(f"Tune #{tune.id} has no stored spec: it cannot be resumed.")
             return
         spec = tune.spec
+        self._save_name = spec.label  # a saved profile's tune is labelled with its name
         self._start(lambda: spec, tune.id, f"Resuming tune #{tune.id}")
 
     def _start(self, build, resume_tune_id, what: str) -> None:
@@ -304,11 +311,7 @@ class TunePanel(QWidget):
             self.trial_model.set_trials(list(result.trials))
             self.chart.set_trials(list(result.trials), self._y_label())
             self.chart_stack.show_content(True)
-        base = self._base[1] if self._base else None
-        name = self.form.base_combo.currentData()
-        name = name if name not in (None, EDITED, DEMO) else (
-            f"{getattr(self.ctx.state, 'profile_name', None) or (base.label if base else 'profile')} tuned")
-        self.result_view.set_result(result, name, self.trial_model.trials(), self._y_label())
+        self.result_view.set_result(result, self._save_name, self.trial_model.trials(), self._y_label())
         self.right_tabs.setCurrentWidget(self.result_view)
         self.progress.setValue(1000)
         self.status_label.setText(f"Tune #{result.tune_id} finished: {result.verdict}. "

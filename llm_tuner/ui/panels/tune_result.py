@@ -28,9 +28,12 @@ from llm_tuner.ui.plots.tune_plots import render_tune_plot
 def verdict_text(result: TuneResult) -> str:
     """One plain sentence: what the tune found (and the runner's note, when it has one)."""
     searched = tuple(result.searched_winner_argv or ())
+    tried = [t for t in result.trials if t.knob is not None and t.status in ("measured", "final")]
     if result.verdict == "better":
         text = ("The winner beats the baseline beyond noise in a fresh interleaved A/B: save it as a new profile "
                 "version to keep it.")
+    elif result.trials and not tried:
+        text = "No candidate was measured within the budget: the baseline is kept. Give the tune more time."
     elif not searched or searched == tuple(result.baseline_argv):
         text = "No candidate beat the baseline while racing: the baseline is kept."
     elif result.verdict == "worse":
@@ -89,8 +92,10 @@ class TuneResultView(QWidget):
         actions.addWidget(self.export_button)
         actions.addStretch(1)
         lay = QVBoxLayout(self)
+        self.table_title = QLabel()
+        self.table_title.setWordWrap(True)
         lay.addWidget(self.verdict_label)
-        lay.addWidget(QLabel("Winner (B) against the baseline (A), fresh interleaved repetitions:"))
+        lay.addWidget(self.table_title)
         lay.addWidget(self.view, 1)
         lay.addWidget(self.details_label)
         lay.addLayout(name_row)
@@ -110,10 +115,15 @@ class TuneResultView(QWidget):
         self.action_label.setText("")
         if result is None:
             self.model.set_comparisons([])
+            self.view.setVisible(False)
+            self.table_title.setText("")
             self.details_label.setText("")
             return
         self.verdict_label.setText(verdict_text(result))
         self.model.set_comparisons(list(result.comparisons))
+        self.view.setVisible(bool(result.comparisons))
+        self.table_title.setText("Winner (B) against the baseline (A), fresh interleaved repetitions:"
+                                 if result.comparisons else "No final A/B was run: the winner is the baseline.")
         lines = []
         changed = _flag_lines(result.changed_flags)
         lines.append("Flags that changed: " + ("; ".join(changed) if changed else "none (the winner is the baseline)"))
