@@ -94,11 +94,14 @@ def proposed_knobs(ctx: AppContext, target: bench_service.ServerTarget, objectiv
 
 def save_result_profile(engine, name: str, result: TuneResult, catalog=None):
     """Save what the tune keeps (its winner: the baseline unless it won the final A/B) as the newest version of
-    profile `name`, with the tune's stored spec (services.tune.save_winner); a job: SQL."""
+    profile `name`, with the tune's stored spec (services.tune.save_winner); a job: SQL. Returns (the version,
+    whether it is new): the store returns the newest version instead when that holds these settings already."""
     record = TuneRepository(engine).get(result.tune_id)
     if record is None or record.spec is None:
         raise ValueError(f"tune {result.tune_id} is not in the store any more")
-    return save_winner(engine, name, result, record.spec, catalog)
+    before = ProfileRepository(engine).latest(name)
+    saved = save_winner(engine, name, result, record.spec, catalog)
+    return saved, before is None or saved.version_id != before.version_id
 
 
 class TuneSession(QObject):

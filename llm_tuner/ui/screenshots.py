@@ -2,7 +2,7 @@
 
 The walk is the quick start a new user follows: pick the demo model, save it as a profile, launch it and
 send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two, then
-tune the profile over the knobs the app proposes (a two-minute budget).
+tune the profile over two of the knobs the app proposes (a three-minute budget).
 """
 
 from __future__ import annotations
@@ -47,12 +47,21 @@ def _short_spec(bench) -> None:
 
 
 def _short_tune(tune) -> None:
-    """Tune the saved profile over the proposed knobs with small requests and a two-minute budget."""
+    """Tune the saved profile over two of the proposed knobs (the micro-batch and the threads) with small
+    requests and a three-minute budget."""
+    from PySide6.QtCore import Qt
+
+    from llm_tuner.ui.panels.tune_form import KNOB_ROLE
+
     form = tune.form
     _wait_until(lambda: "propos" in form.knobs_hint.text() and "…" not in form.knobs_hint.text(), 60)
+    for r in range(form.knob_table.rowCount()):
+        item = form.knob_table.item(r, 0)
+        keep = item.data(KNOB_ROLE).flag in ("ubatch_size", "threads")
+        item.setCheckState(Qt.CheckState.Checked if keep else Qt.CheckState.Unchecked)
     form.prompt_spin.setValue(128)
     form.gen_spin.setValue(32)
-    form.budget_spin.setValue(120)
+    form.budget_spin.setValue(180)
     form.screen_reps_spin.setValue(2)
     form.final_reps_spin.setValue(3)
 

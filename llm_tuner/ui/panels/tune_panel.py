@@ -62,6 +62,7 @@ class TunePanel(QWidget):
         self._base = None  # (choice, extra) -> the resolved ServerTarget, for the result's profile name
         self._proposal_seq = 0  # only the newest proposal fills the knobs
         self._save_name = ""  # the profile name "Save as new profile version" suggests for the running tune
+        self._objective_text = ""  # the running tune's objective, for the report
         self.session = TuneSession(ctx, self)
         self.session.progressed.connect(self._on_session_progressed)
         self.session.trials_recorded.connect(self._on_session_trials_recorded)
@@ -249,6 +250,7 @@ class TunePanel(QWidget):
             return
         choice, base = self.form.base_combo.currentData(), self._base[1] if self._base else None
         self._user_chose_base = True  # the base of a tune stays chosen; the Profile tab no longer moves it
+        self._objective_text = self.form.objective().describe()
         # the result is saved as a new version of the saved profile tuned, else as a new profile
         self._save_name = choice if choice not in (EDITED, DEMO) else (
             f"{getattr(self.ctx.state, 'profile_name', None) or (base.label if base else 'profile')} tuned")
@@ -263,6 +265,7 @@ class TunePanel(QWidget):
             return
         spec = tune.spec
         self._save_name = spec.label  # a saved profile's tune is labelled with its name
+        self._objective_text = spec.objective.describe()
         self._start(lambda: spec, tune.id, f"Resuming tune #{tune.id}")
 
     def _start(self, build, resume_tune_id, what: str) -> None:
@@ -311,7 +314,8 @@ class TunePanel(QWidget):
             self.trial_model.set_trials(list(result.trials))
             self.chart.set_trials(list(result.trials), self._y_label())
             self.chart_stack.show_content(True)
-        self.result_view.set_result(result, self._save_name, self.trial_model.trials(), self._y_label())
+        self.result_view.set_result(result, self._save_name, self.trial_model.trials(), self._y_label(),
+                                    self._objective_text)
         self.right_tabs.setCurrentWidget(self.result_view)
         self.progress.setValue(1000)
         self.status_label.setText(f"Tune #{result.tune_id} finished: {result.verdict}. "
@@ -340,8 +344,13 @@ class TunePanel(QWidget):
         self._job(lambda _ctl: save_result_profile(engine, name, result, catalog),
                   self._on_profile_saved, self._on_profile_save_failed)
 
-    def _on_profile_saved(self, saved) -> None:
+    def _on_profile_saved(self, answer) -> None:
+        saved, created = answer
         self.result_view.save_button.setEnabled(True)
+        if not created:
+            self.result_view.action_label.setText(f"{saved.name} version {saved.version} has these settings "
+                                                  "already: no new version.")
+            return
         self.result_view.action_label.setText(f"Saved {saved.name} version {saved.version}.")
         self.ctx.state.status_message_posted.emit(f"Saved {saved.name} version {saved.version} from the tune.")
         self.profile_saved.emit(saved)

@@ -26,7 +26,7 @@ from llm_tuner.ui.plots.tune_plots import render_tune_plot
 
 
 def verdict_text(result: TuneResult) -> str:
-    """One plain sentence: what the tune found (and the runner's note, when it has one)."""
+    """One plain sentence: what the tune found."""
     searched = tuple(result.searched_winner_argv or ())
     tried = [t for t in result.trials if t.knob is not None and t.status in ("measured", "final")]
     if result.verdict == "better":
@@ -40,7 +40,7 @@ def verdict_text(result: TuneResult) -> str:
         text = "The racing winner lost the final A/B against the baseline: the baseline is kept."
     else:
         text = "No change was better than noise in the final A/B: the baseline is kept."
-    return text + (f"\n{result.note[:1].upper()}{result.note[1:]}." if result.note else "")
+    return text
 
 
 def _flag_lines(changed) -> list[str]:
@@ -103,11 +103,14 @@ class TuneResultView(QWidget):
         lay.addWidget(self.action_label)
         self._trials_for_plot: list = []
         self._y_label = "score"
+        self._report_head = ("", "")
         self.set_result(None)
 
     def set_result(self, result: TuneResult | None, profile_name: str = "", trials: list | None = None,
-                   y_label: str = "score") -> None:
+                   y_label: str = "score", objective: str = "") -> None:
+        """Show `result`; `profile_name` is suggested for the new version, `objective` heads the report."""
         self.result = result
+        self._report_head = (objective, profile_name)
         self._trials_for_plot = list(trials if trials is not None else (result.trials if result else []))
         self._y_label = y_label
         for w in (self.save_button, self.export_button, self.name_edit):
@@ -124,9 +127,13 @@ class TuneResultView(QWidget):
         self.view.setVisible(bool(result.comparisons))
         self.table_title.setText("Winner (B) against the baseline (A), fresh interleaved repetitions:"
                                  if result.comparisons else "No final A/B was run: the winner is the baseline.")
-        lines = []
-        changed = _flag_lines(result.changed_flags)
-        lines.append("Flags that changed: " + ("; ".join(changed) if changed else "none (the winner is the baseline)"))
+        lines = [f"{result.note[:1].upper()}{result.note[1:]}."] if result.note else []
+        changed = "; ".join(_flag_lines(result.changed_flags))
+        if result.verdict == "better":
+            lines.append(f"Flags that changed: {changed or 'none'}")
+        else:
+            lines.append(f"The racing winner changed {changed}; not kept." if changed else
+                         "Flags that changed: none (the winner is the baseline)")
         quality = _dict_lines(result.quality)
         lines.append("Quality: " + ("; ".join(quality) if quality else "no knob that changes results was tried"))
         bandwidth = _dict_lines(result.bandwidth)
@@ -162,6 +169,7 @@ class TuneResultView(QWidget):
             plots = []
             self.action_label.setText(f"The plot could not be drawn: {exc}")
         path = folder / f"{stem}.md"
-        path.write_text(tune_report_markdown(result, plots), encoding="utf-8")
+        objective, label = self._report_head
+        path.write_text(tune_report_markdown(result, plots, objective=objective, label=label), encoding="utf-8")
         self.action_label.setText(f"Exported: {path}")
         return path
