@@ -141,3 +141,21 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
     new_runs = [r for r in RunRepository(engine).list_runs(group_id=tune_id) if r.id not in runs_before]
     assert not [r for r in new_runs if tuple(r.server_argv) in before and r.sweep_value in ("baseline", "screen")]
     assert TuneRepository(engine).get(tune_id).status == "complete"
+
+
+def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("custom:--alias=a"), final_reps=2)
+    stop = []
+    result = TuneRunner(repo).run(spec, cancelled=lambda: bool(stop), on_trial=lambda t: stop.append(t))
+    assert repo.get(result.tune_id).status == "cancelled" and "cancelled" in result.note
+    kept = repo.list_trials(result.tune_id)
+    assert [t.knob for t in kept] == [None] and kept[0].status == "measured"  # the baseline, measured before Cancel
+    n_runs = len(RunRepository(engine).list_runs(group_id=result.tune_id))
+
+    resumed = TuneRunner(repo).run(resume_tune_id=result.tune_id)
+    assert resumed.tune_id == result.tune_id and repo.get(result.tune_id).status == "complete"
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    baseline_runs = [r for r in runs if r.sweep_value == "baseline"]
+    assert len(baseline_runs) == 1 and len(runs) > n_runs  # the baseline was not measured again
+    assert repo.list_trials(result.tune_id)[0].id == kept[0].id

@@ -253,6 +253,8 @@ class _Tune:
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
                                                   reps=self.spec.screen_reps, out_of_time=self.out_of_time)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
+            if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
+                raise _Cancelled()
             if best is None:
                 status = "failed"
                 t = self.trials.get(self.baseline_argv)
