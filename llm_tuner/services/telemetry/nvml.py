@@ -112,6 +112,7 @@ class NvmlSource:
     def __init__(self) -> None:
         ok, reason = nvml_available()
         self.reason = reason
+        self.throttle_mask = THROTTLE_MASK  # what bench peaks count as "throttled" (services.bench.meters)
         self._handles = []
         if ok:
             for i in range(pynvml.nvmlDeviceGetCount()):

@@ -16,7 +16,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled
+from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
 from llm_tuner.core.stats import NOISE, compare, median
 from llm_tuner.core.tune import (
     Trial,
@@ -178,14 +178,14 @@ class _Tune:
             "score": median(samples), "flagged": flagged}))
 
     def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None):
-        """One run of n repetitions; when the machine was busy while it measured (bench_report.busy_warning),
-        measured once more and that run's figures kept. Returns (run, samples, run ids, flag text or None)."""
+        """One run of n repetitions; when the machine was busy or a GPU throttled while it measured
+        (bench_report.busy_warning, throttle_warning), measured once more and that run's figures kept. Returns (run, samples, run ids, flag text or None)."""
         run = self.measure(argv, n, phase)
         if started is not None and argv == self.baseline_argv and not self.reserve_s:
             self._reserve(self.o.clock() - started, n)
         samples = rep_scores(run, self.spec.objective)
         run_ids, flagged = (run.id,), None
-        warning = busy_warning(run) if samples else None
+        warning = (busy_warning(run) or throttle_warning(run)) if samples else None
         if warning:
             again = self.measure(argv, n, "re-measure")
             run_ids += (again.id,)
