@@ -239,6 +239,9 @@ def test_bandwidth_figure_from_published_figures_and_unknown_cpu():
     limit = 1 / (48 * gib / 4800e9)
     assert fig["limit_tps"] == pytest.approx(limit) and fig["pct"] == pytest.approx(100 * 80 / limit)
     assert "% of the memory-bandwidth limit" in fig["text"]
+    nvml = bandwidth_figure([{"name": "CUDA0", "description": "NVIDIA H200", "bytes": 48 * gib}], gen_tps=80.0,
+                            measured_gbps={"CUDA0": 4000.0})
+    assert nvml["devices"][0]["source"].startswith("NVML") and nvml["limit_tps"] == pytest.approx(4000e9 / (48 * gib))
     cpu = bandwidth_figure([{"name": "Host", "description": "", "bytes": gib}], gen_tps=50.0)
     assert cpu["pct"] is None and "unknown" in cpu["text"]
 

@@ -154,6 +154,21 @@ class NvmlSource:
         return out
 
 
+def memory_bandwidth_gbps() -> dict[int, float]:
+    """Peak memory bandwidth per NVIDIA GPU (NVML index -> GB/s): the maximum memory clock × the bus width ×
+    2 (double data rate). {} without NVML; a GPU whose figures NVML lacks is left out."""
+    if not nvml_available()[0]:
+        return {}
+    out = {}
+    for i in range(_try(pynvml.nvmlDeviceGetCount) or 0):
+        h = _try(pynvml.nvmlDeviceGetHandleByIndex, i)
+        clock = _try(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM) if h is not None else None
+        width = _try(pynvml.nvmlDeviceGetMemoryBusWidth, h) if h is not None else None
+        if clock and width:
+            out[i] = clock * 1e6 * 2 * width / 8 / 1e9
+    return out
+
+
 # Throttle reasons that mean "slowed down by something other than idling or the app's clocks".
 THROTTLE_MASK = 0
 if pynvml is not None:  # pragma: no branch

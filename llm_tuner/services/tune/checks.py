@@ -107,10 +107,26 @@ def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps:
         devices = [{"name": d.name, "description": descriptions.get(d.name, ""),
                     "bytes": (d.model_mib * moe + d.kv_mib * fill) * 2**20} for d in plan.devices
                    if d.model_mib or d.kv_mib]
-        return bandwidth_figure(devices, gen_tps)
+        return bandwidth_figure(devices, gen_tps, _nvml_gbps(binary))
     except Exception as exc:  # noqa: BLE001 - a bonus figure
         log.info("no bandwidth figure: %s", exc)
         return None
+
+
+def _nvml_gbps(binary: str | None) -> dict[str, float]:
+    """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
+    try:
+        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
+        from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+
+        by_index = nvml.memory_bandwidth_gbps()
+        if not by_index:
+            return {}
+        labels = gpu_labels(binary)
+        return {labels.get(f"nvidia:{i}", f"nvidia:{i}"): gbps for i, gbps in by_index.items()}
+    except Exception as exc:  # noqa: BLE001 - published figures are the fallback
+        log.info("no NVML bandwidth: %s", exc)
+        return {}
 
 
 def binaries_server() -> Path | None:
