@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 PlanFn = Callable[[list[str], dict[str, str]], tuple[bool, str]]
 # The text perplexity is measured on: public domain, shipped for benchmark prompts (data/prompts/SOURCES.md).
 PPL_TEXT = "data/prompts/shakespeare_coriolanus.txt"
-SPEC_CHECK_TOKENS = 48
+SPEC_CHECK_TOKENS = 32
 
 
 def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
@@ -77,7 +77,7 @@ def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC
             health = client.wait_ready(timeout=bench.ready_timeout_s, poll_s=0.2, alive=proc.alive)
             if not health.ready:
                 return None, f"llama-server did not become ready ({health.message})"
-            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:1500]
+            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:600]
             out = client.completion(prompt, n_predict=n_tokens, temperature=0.0, ignore_eos=True, seed=1,
                                     cache_prompt=False)
             return str(out.get("content", "")), ""
