@@ -136,15 +136,17 @@ def _spec(args):
                     screen_reps=args.screen_reps, warmup=args.warmup)
 
 
-def _plan_fn(args, binary):
+def _plan_fn(args, binary, headroom_mib: int | None = None):
+    """The pruning plan: detected devices, or --devices (planned hardware), with the tune's headroom."""
     from llm_tuner.services.tune import make_plan_fn
 
+    headroom = args.headroom if headroom_mib is None else headroom_mib
     if not args.devices:
-        return make_plan_fn(args.headroom, binary=binary)
+        return make_plan_fn(headroom, binary=binary)
     from llm_tuner.cli.plan import parse_devices
 
     gpus, host = parse_devices(args.devices)
-    return make_plan_fn(args.headroom, gpus=gpus, host=host)
+    return make_plan_fn(headroom, gpus=gpus, host=host)
 
 
 def _emit(obj) -> None:
@@ -168,12 +170,12 @@ def cmd_tune(args) -> int:
         rec = repo.get(args.resume)
         if rec is None or rec.spec is None:
             raise _err(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
-        spec, binary = None, rec.spec.binary
+        spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
     else:
         spec = _spec(args)
-        binary = spec.binary
+        binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
-    runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary),
+    runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom),
                         bench_runner=BenchRunner(RunRepository(engine), settings=settings,
                                                  telemetry=default_telemetry()))
     last = {"text": None}

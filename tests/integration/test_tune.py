@@ -141,3 +141,39 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
     new_runs = [r for r in RunRepository(engine).list_runs(group_id=tune_id) if r.id not in runs_before]
     assert not [r for r in new_runs if tuple(r.server_argv) in before and r.sweep_value in ("baseline", "screen")]
     assert TuneRepository(engine).get(tune_id).status == "complete"
+
+
+def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("custom:--alias=a"), final_reps=2)
+    stop = []
+    result = TuneRunner(repo).run(spec, cancelled=lambda: bool(stop), on_trial=lambda t: stop.append(t))
+    assert repo.get(result.tune_id).status == "cancelled" and "cancelled" in result.note
+    kept = repo.list_trials(result.tune_id)
+    assert [t.knob for t in kept] == [None] and kept[0].status == "measured"  # the baseline, measured before Cancel
+    n_runs = len(RunRepository(engine).list_runs(group_id=result.tune_id))
+
+    resumed = TuneRunner(repo).run(resume_tune_id=result.tune_id)
+    assert resumed.tune_id == result.tune_id and repo.get(result.tune_id).status == "complete"
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    baseline_runs = [r for r in runs if r.sweep_value == "baseline"]
+    assert len(baseline_runs) == 1 and len(runs) > n_runs  # the baseline was not measured again
+    assert repo.list_trials(result.tune_id)[0].id == kept[0].id
+
+
+def test_kv_types_show_their_perplexity_and_speculation_must_keep_the_output(engine, demo_model):
+    """K/V q4_0 against f16 with no perplexity increase allowed: llama-perplexity runs for both and the candidate
+    is dropped as "quality" with the figure; an n-gram speculative type is compared at --temp 0 first."""
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("kv=q4_0"), parse_knob("spec-type=ngram-simple"), max_ppl_increase_pct=0.0)
+    result = TuneRunner(repo).run(spec)
+    trials = {t.knob: t for t in repo.list_trials(result.tune_id)}
+    kv = trials["kv"]
+    assert kv.status == "failed" and kv.reason.startswith("quality: perplexity") and kv.run_id is None
+    assert "perplexity" in result.quality["kv=q4_0"] and "vs baseline" in result.quality["kv=q4_0"]
+    spec_trial = trials["spec-type"]
+    assert "output at --temp 0" in result.quality["spec-type=ngram-simple"]
+    if spec_trial.status == "failed":  # rejected: never measured
+        assert spec_trial.reason.startswith("quality: output") and spec_trial.run_id is None
+    else:
+        assert spec_trial.status == "measured" and "identical" in result.quality["spec-type=ngram-simple"]

@@ -239,6 +239,9 @@ def test_bandwidth_figure_from_published_figures_and_unknown_cpu():
     limit = 1 / (48 * gib / 4800e9)
     assert fig["limit_tps"] == pytest.approx(limit) and fig["pct"] == pytest.approx(100 * 80 / limit)
     assert "% of the memory-bandwidth limit" in fig["text"]
+    nvml = bandwidth_figure([{"name": "CUDA0", "description": "NVIDIA H200", "bytes": 48 * gib}], gen_tps=80.0,
+                            measured_gbps={"CUDA0": 4000.0})
+    assert nvml["devices"][0]["source"].startswith("NVML") and nvml["limit_tps"] == pytest.approx(4000e9 / (48 * gib))
     cpu = bandwidth_figure([{"name": "Host", "description": "", "bytes": gib}], gen_tps=50.0)
     assert cpu["pct"] is None and "unknown" in cpu["text"]
 
@@ -252,3 +255,28 @@ def test_report_says_when_the_baseline_is_kept_and_lists_every_trial():
     assert "no change better than noise; the baseline is kept" in md
     assert "CUDA0 needs 17.2 of 16.0 GiB" in md and "| pruned |" in md and "| failed |" in md
     assert "![Objective](obj.png)" in md
+
+
+def test_a_throttling_gpu_is_seen_in_the_peaks_and_flags_the_run():
+    from types import SimpleNamespace
+
+    from llm_tuner.core.bench_report import throttle_warning
+    from llm_tuner.services.bench import PeakTracker, _GpuSources
+
+    class Throttling:
+        throttle_mask = 0b100
+        reasons = [0, 0b100, 0]
+
+        def read(self):
+            return [SimpleNamespace(index=0, vram_used_mib=100.0, power_w=None, temp_c=None,
+                                    throttle_reasons=self.reasons.pop(0) if self.reasons else 0)]
+
+    tracker = PeakTracker(_GpuSources([("nvidia", Throttling())], labels={"nvidia:0": "CUDA0"}))
+    for _ in range(3):
+        tracker.sample()
+    (peak,) = tracker.peaks()
+    assert peak.device == "CUDA0" and peak.throttled is True
+    run = BenchRun(id=4, reps=(Repetition(prompt_tokens=8, peaks=(peak,)),))
+    assert "CUDA0 throttled" in throttle_warning(run)
+    assert throttle_warning(BenchRun(reps=(Repetition(prompt_tokens=8, peaks=(DevicePeak(device="CUDA0",
+                                                                                         throttled=False),)),))) is None

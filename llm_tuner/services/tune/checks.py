@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 PlanFn = Callable[[list[str], dict[str, str]], tuple[bool, str]]
 # The text perplexity is measured on: public domain, shipped for benchmark prompts (data/prompts/SOURCES.md).
 PPL_TEXT = "data/prompts/shakespeare_coriolanus.txt"
-SPEC_CHECK_TOKENS = 48
+SPEC_CHECK_TOKENS = 32
 
 
 def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
@@ -77,7 +77,7 @@ def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC
             health = client.wait_ready(timeout=bench.ready_timeout_s, poll_s=0.2, alive=proc.alive)
             if not health.ready:
                 return None, f"llama-server did not become ready ({health.message})"
-            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:1500]
+            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:600]
             out = client.completion(prompt, n_predict=n_tokens, temperature=0.0, ignore_eos=True, seed=1,
                                     cache_prompt=False)
             return str(out.get("content", "")), ""
@@ -107,10 +107,26 @@ def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps:
         devices = [{"name": d.name, "description": descriptions.get(d.name, ""),
                     "bytes": (d.model_mib * moe + d.kv_mib * fill) * 2**20} for d in plan.devices
                    if d.model_mib or d.kv_mib]
-        return bandwidth_figure(devices, gen_tps)
+        return bandwidth_figure(devices, gen_tps, _nvml_gbps(binary))
     except Exception as exc:  # noqa: BLE001 - a bonus figure
         log.info("no bandwidth figure: %s", exc)
         return None
+
+
+def _nvml_gbps(binary: str | None) -> dict[str, float]:
+    """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
+    try:
+        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
+        from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+
+        by_index = nvml.memory_bandwidth_gbps()
+        if not by_index:
+            return {}
+        labels = gpu_labels(binary)
+        return {labels.get(f"nvidia:{i}", f"nvidia:{i}"): gbps for i, gbps in by_index.items()}
+    except Exception as exc:  # noqa: BLE001 - published figures are the fallback
+        log.info("no NVML bandwidth: %s", exc)
+        return {}
 
 
 def binaries_server() -> Path | None:

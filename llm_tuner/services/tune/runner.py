@@ -16,7 +16,8 @@ import logging
 import time
 from collections.abc import Callable
 
-from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled
+from llm_tuner.core import flags
+from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
 from llm_tuner.core.stats import NOISE, compare, median
 from llm_tuner.core.tune import (
     Trial,
@@ -104,6 +105,13 @@ class _Tune:
         self._baseline_ppl: tuple[float | None, str] | None = None
         self._baseline_text: tuple[str | None, str] | None = None
         self.current = ""
+        if self.baseline_argv in self.trials:  # resumed: the final's share from the stored baseline run
+            self._reserve_from_stored(self.trials[self.baseline_argv])
+
+    def _reserve_from_stored(self, trial: Trial) -> None:
+        run = self.o.bench.repo.get_run(trial.run_ids[0]) if trial.run_ids else None
+        if run is not None and run.started_at and run.finished_at:
+            self._reserve((run.finished_at - run.started_at).total_seconds(), max(1, run.spec.reps))
 
     # -- time and progress -----------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -154,8 +162,6 @@ class _Tune:
         base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq)
         changed = {k: v for k, v in values.items() if v != self.base_values.get(k)}
         self.current = f"trial {self.seq} " + (", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline")
-        from llm_tuner.core import flags  # noqa: PLC0415
-
         ctx = flags.value_of(argv, "ctx_size")
         if s.min_ctx and ctx is not None and ctx.isdigit() and 0 < int(ctx) < s.min_ctx:
             return self._store(base.model_copy(update={
@@ -178,14 +184,15 @@ class _Tune:
             "score": median(samples), "flagged": flagged}))
 
     def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None):
-        """One run of n repetitions; when the machine was busy while it measured (bench_report.busy_warning),
-        measured once more and that run's figures kept. Returns (run, samples, run ids, flag text or None)."""
+        """One run of n repetitions; when the machine was busy or a GPU throttled while it measured
+        (bench_report.busy_warning, throttle_warning), measured once more and that run's figures kept.
+        Returns (run, samples, run ids, flag text or None)."""
         run = self.measure(argv, n, phase)
         if started is not None and argv == self.baseline_argv and not self.reserve_s:
             self._reserve(self.o.clock() - started, n)
         samples = rep_scores(run, self.spec.objective)
         run_ids, flagged = (run.id,), None
-        warning = busy_warning(run) if samples else None
+        warning = (busy_warning(run) or throttle_warning(run)) if samples else None
         if warning:
             again = self.measure(argv, n, "re-measure")
             run_ids += (again.id,)
@@ -253,6 +260,8 @@ class _Tune:
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
                                                   reps=self.spec.screen_reps, out_of_time=self.out_of_time)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
+            if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
+                raise _Cancelled()
             if best is None:
                 status = "failed"
                 t = self.trials.get(self.baseline_argv)
