@@ -12,9 +12,9 @@ import os
 import sys
 
 from llm_tuner import __version__
-from llm_tuner.cli import agent, bench, models, plan, profile, run, system, workers
+from llm_tuner.cli import agent, bench, models, plan, profile, run, system, tune, workers
 
-_MODULES = (system, workers, agent, profile, models, plan, run, bench)
+_MODULES = (system, workers, agent, profile, models, plan, run, bench, tune)
 DATABASE_EXIT = 4  # the history database is damaged or from a newer version (see store.db.DatabaseError)
 
 

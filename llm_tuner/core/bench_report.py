@@ -111,6 +111,15 @@ def busy_warning(run: BenchRun) -> str | None:
             "its timings reflect that load, not only the settings. Re-run on a quiet machine.")
 
 
+def throttle_warning(run: BenchRun) -> str | None:
+    """A warning when a GPU throttled (power, heat, a hardware brake) while the run measured."""
+    devices = sorted({p.device for r in run.reps for p in r.peaks if p.throttled})
+    if not devices:
+        return None
+    return (f"run {run.id}: {', '.join(devices)} throttled while it measured; its timings reflect that, not only "
+            "the settings.")
+
+
 def run_summary(run: BenchRun) -> dict:
     """Median/spread/n per metric, latency percentiles, speculative figures and the llama-bench gap."""
     samples = metric_samples(run)

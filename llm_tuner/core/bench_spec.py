@@ -84,6 +84,7 @@ class DevicePeak(BaseModel):
     power_w: float | None = None
     temp_c: float | None = None
     energy_j: float | None = None
+    throttled: bool | None = None  # a GPU slowed by power, heat or a hardware brake at some point of the request
 
 
 class Repetition(BaseModel):

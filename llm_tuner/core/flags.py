@@ -292,6 +292,8 @@ _NEG_NUMBER = re.compile(r"^-\d")
 # llama-bench's own flags (tools/llama-bench/llama-bench.cpp): the measurement it is asked for
 BENCH_PROMPT, BENCH_GEN, BENCH_REPS, BENCH_OUTPUT, BENCH_DEPTH, BENCH_NO_WARMUP = "-p", "-n", "-r", "-o", "-d", \
     "--no-warmup"
+# llama-perplexity's own options (the text to score, how many chunks of it)
+PPL_FILE, PPL_CHUNKS = "-f", "--chunks"
 _BENCH_VALUES: dict[str, Mapping[str, str]] = {"gpu_layers": {"all": "999"}}  # llama-bench has no 'all'
 
 

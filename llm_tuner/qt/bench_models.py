@@ -9,7 +9,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, Qt
 
 from llm_tuner.core.bench_report import metric_label, run_summary
-from llm_tuner.core.bench_spec import BenchRun
+from llm_tuner.core.bench_spec import BenchRun, RunGroup
 from llm_tuner.core.stats import BETTER, WORSE, Comparison
 
 SORT_ROLE = Qt.ItemDataRole.UserRole
@@ -19,6 +19,14 @@ COLOR_ROLE = Qt.ItemDataRole.UserRole + 2
 
 def _num(v, digits: int = 1) -> str:
     return "–" if v is None else f"{v:,.{digits}f}"
+
+
+def group_label(group: RunGroup | None) -> str:
+    """How the History names a run's group: "tune #7" (every trial of one tune), "sweep #3 (-ub)"."""
+    if group is None:
+        return ""
+    what = f"{group.kind} #{group.id}"
+    return f"{what} ({group.param})" if group.param and group.kind != "tune" else what
 
 
 class _Table(QAbstractTableModel):
@@ -73,9 +81,12 @@ class _Table(QAbstractTableModel):
 class RunTableModel(_Table):
     """History: one row per stored run."""
 
-    HEADERS = ("Run", "Started", "Profile", "Model", "Binary", "Status", "Spec", "Prefill t/s", "Gen t/s", "Reps")
+    HEADERS = ("Run", "Started", "Profile", "Model", "Binary", "Status", "Spec", "Prefill t/s", "Gen t/s", "Reps",
+               "Group")
 
-    def set_runs(self, runs: list[BenchRun]) -> None:
+    def set_runs(self, runs: list[BenchRun], groups: dict[int, RunGroup] | None = None) -> None:
+        """`groups` (by id) name the group a run belongs to: "tune #7", "sweep #3 (-ub)"."""
+        groups = groups or {}
         self.beginResetModel()
         self._rows = []
         for r in runs:
@@ -85,9 +96,9 @@ class RunTableModel(_Table):
             started = r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else ""
             texts = [str(r.id), started, r.label, r.model_name, r.binary_version or "?", r.status, r.spec.describe(),
                      " / ".join(_num(x) for x in pre) or "–", " / ".join(_num(x) for x in gen) or "–",
-                     str(len(r.reps))]
+                     str(len(r.reps)), group_label(groups.get(r.group_id)) if r.group_id is not None else ""]
             sorts = [r.id, started, r.label, r.model_name, r.binary_version or "", r.status, r.spec.describe(),
-                     pre[0] if pre else -1.0, gen[0] if gen else -1.0, len(r.reps)]
+                     pre[0] if pre else -1.0, gen[0] if gen else -1.0, len(r.reps), (r.group_id or 0, texts[-1])]
             self._rows.append((texts, sorts, r))
         self.endResetModel()
 

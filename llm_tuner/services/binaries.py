@@ -471,6 +471,25 @@ def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=Non
     return run_short([str(loc.path), *argv], timeout=timeout, cancel_check=cancel_check)
 
 
+PERPLEXITY = "llama-perplexity"
+
+
+def run_perplexity(argv: list[str], *, server_binary: str | Path | None = None, timeout: float = 600.0,
+                   cancel_check=None) -> ShortRun:
+    """Run llama-perplexity (next to the llama-server in use, else on PATH, else the embedded build) with
+    `argv` (without the binary). BinaryError when it is not found, cannot start, times out or is cancelled."""
+    candidates = [Path(server_binary).with_name(PERPLEXITY + _EXE)] if server_binary else []
+    if on_path := shutil.which(PERPLEXITY + _EXE):
+        candidates.append(Path(on_path))
+    if bin_dir := embedded_bin_dir():
+        candidates.append(bin_dir / (PERPLEXITY + _EXE))
+    path = next((p for p in candidates if p.is_file()), None)
+    if path is None:
+        raise BinaryError("llama-perplexity not found (it ships beside llama-server in llama.cpp builds)")
+    check_executable(path)
+    return run_short([str(path), *argv], timeout=timeout, cancel_check=cancel_check)
+
+
 # --- default flag catalog (issue 3) ------------------------------------------------------------
 
 _DEFAULT_CATALOG: FlagCatalog | None = None

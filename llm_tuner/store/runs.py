@@ -39,6 +39,12 @@ class BenchGroupRow(Base):
     values_json: Mapped[list] = mapped_column(JSON, default=list)
     label: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
+    # A tune (kind "tune", store/tunes.py): its whole spec (every knob, the objective), status and result.
+    spec_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    knobs_json: Mapped[list | None] = mapped_column(JSON, nullable=True)
+    result_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    status: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
 
 
 class BenchRunRow(Base):

@@ -1,4 +1,4 @@
-"""The main window: model library on the left, Profile/Plan/Live/Benchmarks/Compare in the centre, the
+"""The main window: model library on the left, Profile/Plan/Live/Benchmarks/Compare/Tune in the centre, the
 server log at the bottom (a dock, visible from every tab), a status bar with the server state and URL,
 the binary and the devices; a Server menu with shortcuts; the quick start strip on a first run."""
 
@@ -23,6 +23,7 @@ from llm_tuner.ui.panels.live_panel import LivePanel
 from llm_tuner.ui.panels.models_panel import ModelsPanel
 from llm_tuner.ui.panels.plan_panel import PlanPanel
 from llm_tuner.ui.panels.profile_panel import ProfilePanel
+from llm_tuner.ui.panels.tune_panel import TunePanel
 from llm_tuner.ui.plots import follow_palette
 from llm_tuner.ui.quick_start import QuickStartBar
 
@@ -59,11 +60,14 @@ class MainWindow(QMainWindow):
         self.bench_panel = BenchPanel(ctx)
         self.bench_panel.follow_profile_store(self.profile_panel)
         self.compare_panel = ComparePanel(ctx)
+        self.tune_panel = TunePanel(ctx)
+        self.tune_panel.profile_saved.connect(self._on_tune_profile_saved)
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         for panel, title in ((self.profile_panel, "Profile"), (self.plan_panel, "Plan"), (self.live_panel, "Live"),
-                             (self.bench_panel, "Benchmarks"), (self.compare_panel, "Compare")):
+                             (self.bench_panel, "Benchmarks"), (self.compare_panel, "Compare"),
+                             (self.tune_panel, "Tune")):
             self.tabs.addTab(panel, title)
         self.quick_start = QuickStartBar(self)
         centre = QWidget()
@@ -87,6 +91,7 @@ class MainWindow(QMainWindow):
                                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
         self.bench_panel.server_log_lines.connect(self.log_console.append_lines)  # a benchmark's server too
+        self.tune_panel.server_log_lines.connect(self.log_console.append_lines)  # and each tune trial's
         # the models list keeps the whole left side; the log sits under the tabs only
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self._default_dock_sizes = True  # until a saved layout is restored
@@ -193,6 +198,10 @@ class MainWindow(QMainWindow):
             self.bench_panel.run_button.click()
 
     # -- slots ----------------------------------------------------------------------------------
+    def _on_tune_profile_saved(self, saved) -> None:
+        """A tune saved a profile version: the Profile tab's lists show it."""
+        self.profile_panel.reload_names(select=self.profile_panel.current_name)
+
     def _show_status(self, text: str, timeout_ms: int = 0) -> None:
         """A status message cut to the room left of the permanent labels (it ran under them); whole in the tooltip."""
         bar = self.statusBar()

@@ -1,7 +1,8 @@
 """Walk the main views and save a PNG of each (used by scripts/screenshots and the README).
 
 The walk is the quick start a new user follows: pick the demo model, save it as a profile, launch it and
-send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two.
+send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two, then
+tune the profile over two of the knobs the app proposes (a three-minute budget).
 """
 
 from __future__ import annotations
@@ -43,6 +44,26 @@ def _short_spec(bench) -> None:
     bench.gen_spin.setValue(32)
     bench.reps_spin.setValue(3)
     bench.warmup_spin.setValue(1)
+
+
+def _short_tune(tune) -> None:
+    """Tune the saved profile over two of the proposed knobs (the micro-batch and the threads) with small
+    requests and a three-minute budget."""
+    from PySide6.QtCore import Qt
+
+    from llm_tuner.ui.panels.tune_form import KNOB_ROLE
+
+    form = tune.form
+    _wait_until(lambda: "propos" in form.knobs_hint.text() and "…" not in form.knobs_hint.text(), 60)
+    for r in range(form.knob_table.rowCount()):
+        item = form.knob_table.item(r, 0)
+        keep = item.data(KNOB_ROLE).flag in ("ubatch_size", "threads")
+        item.setCheckState(Qt.CheckState.Checked if keep else Qt.CheckState.Unchecked)
+    form.prompt_spin.setValue(128)
+    form.gen_spin.setValue(32)
+    form.budget_spin.setValue(180)
+    form.screen_reps_spin.setValue(2)
+    form.final_reps_spin.setValue(3)
 
 
 def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> list[Path]:
@@ -110,8 +131,18 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
         qs.buttons["compare"].click()
         _wait_until(lambda: window.compare_panel.model.rowCount() > 0, 30)
         shot("compare", window.compare_panel)
+        tune = window.tune_panel
+        window.tabs.setCurrentWidget(tune)
+        _short_tune(tune)
+        tune.run_button.click()
+        _wait_until(lambda: not tune.is_running(), 300)
+        tune.right_tabs.setCurrentIndex(0)
+        shot("tune-trials", tune)
+        tune.right_tabs.setCurrentWidget(tune.result_view)
+        shot("tune-result", tune)
     else:
         shot("live", live)
         shot("benchmarks", window.bench_panel)
         shot("compare", window.compare_panel)
+        shot("tune", window.tune_panel)
     return saved

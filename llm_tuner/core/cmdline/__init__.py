@@ -23,6 +23,7 @@ from llm_tuner.core.cmdline.argv import (
     profile_to_argv,
     render_shell,
     respell,
+    set_flag,
     validate,
 )
 from llm_tuner.core.cmdline.fields import (
@@ -70,6 +71,7 @@ __all__ = [
     "profile_diff",
     "profile_to_argv",
     "respell",
+    "set_flag",
     "render_shell",
     "split_command_text",
     "validate",

@@ -114,6 +114,24 @@ def respell(argv: Sequence[str], catalog: FlagCatalog | None) -> list[str]:
     return out
 
 
+def set_flag(argv: list[str], flag: str, value: str | None) -> list[str]:
+    """argv with `flag value` replacing any earlier occurrence of the flag, in any spelling the flags table
+    knows (so a profile's `--ubatch-size 512` is replaced by `-ub V`); a flag the table does not know (a
+    fork's) replaces its exact spelling."""
+    hit = flags.lookup(flag)
+    if hit is not None:
+        rest = flags.without(argv, hit[0].key)
+    else:
+        rest, i = [], 0
+        while i < len(argv):
+            if argv[i] == flag:
+                i += 2 if i + 1 < len(argv) and flags.looks_like_value(argv[i + 1]) else 1
+                continue
+            rest.append(argv[i])
+            i += 1
+    return rest + ([flag] if value is None else [flag, value])
+
+
 def field_value_text(profile: LaunchProfile, field: str, *, mask_secrets: bool = True) -> str | None:
     """A field as the command line shows it ('8192', 'on', 'q8_0'), None when the flag is absent."""
     ff = FIELD_BY_NAME[field]

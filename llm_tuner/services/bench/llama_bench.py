@@ -8,6 +8,7 @@ from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchSpec, LlamaBenchResult
+from llm_tuner.core.cmdline import set_flag  # noqa: F401 - re-exported (services.bench.set_flag)
 
 # -- identity of what ran -----------------------------------------------------------------------
 
@@ -24,24 +25,6 @@ def model_identity(path: str | None) -> dict:
 
 def argv_model(argv: list[str]) -> str | None:
     return flags.value_of(argv, "model")
-
-
-def set_flag(argv: list[str], flag: str, value: str | None) -> list[str]:
-    """argv with `flag value` replacing any earlier occurrence of the flag, in any spelling the flags table
-    knows (so a profile's `--ubatch-size 512` is replaced by `-ub V`); a flag the table does not know (a
-    fork's) replaces its exact spelling."""
-    hit = flags.lookup(flag)
-    if hit is not None:
-        rest = flags.without(argv, hit[0].key)
-    else:
-        rest, i = [], 0
-        while i < len(argv):
-            if argv[i] == flag:
-                i += 2 if i + 1 < len(argv) and flags.looks_like_value(argv[i + 1]) else 1
-                continue
-            rest.append(argv[i])
-            i += 1
-    return rest + ([flag] if value is None else [flag, value])
 
 
 # -- llama-bench translation --------------------------------------------------------------------

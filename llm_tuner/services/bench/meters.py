@@ -16,7 +16,7 @@ from llm_tuner.core.bench_spec import DevicePeak
 class TelemetrySource(Protocol):
     """Anything with `read()` returning per-device readings (objects or dicts) with some of:
     `device`/`name`/`index`, `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`,
-    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples).
+    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples), `throttled`.
     A missing attribute is simply not measured."""
 
     def read(self) -> Iterable[object]: ...
@@ -52,10 +52,13 @@ class _GpuSources:
         out = []
         names = self._names()
         for vendor, src in self.sources:
+            mask = getattr(src, "throttle_mask", None)  # the reasons that mean "slowed" (services.telemetry.nvml)
             for r in src.read():
                 app = f"{vendor}:{r.index}"
+                reasons = getattr(r, "throttle_reasons", None)
                 out.append({"device": names.get(app, app), "vram_used_mib": getattr(r, "vram_used_mib", None),
-                            "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None)})
+                            "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None),
+                            "throttled": None if reasons is None or mask is None else bool(reasons & mask)})
         return out
 
 
@@ -132,7 +135,10 @@ class PeakTracker:
             index = _attr(r, "index")
             dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
             p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
-                                             "t_last": None, "p_last": None, "e_int": 0.0})
+                                             "t_last": None, "p_last": None, "e_int": 0.0, "throttled": None})
+            throttled = _attr(r, "throttled")
+            if throttled is not None:
+                p["throttled"] = bool(p["throttled"]) or bool(throttled)
             for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
                                ("temp", ("temp_c", "temperature_c"))):
                 v = _attr(r, *names)
@@ -177,7 +183,8 @@ class PeakTracker:
             return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
 
         return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
-                                energy_j=energy(p)) for d, p in sorted(self._peaks.items()))
+                                energy_j=energy(p), throttled=p.get("throttled"))
+                     for d, p in sorted(self._peaks.items()))
 
 
 class OtherCpuMeter:

@@ -43,34 +43,43 @@ def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
 
 
-def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
-    """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
-    llama-server arguments and environment (its LLAMA_ARG_* count, as the server reads them), through
-    core.memory, a draft model (-md) included; the host's figure is mapped + allocated memory, what the server's
-    peak RSS is compared with. None when it cannot be made. Never raises."""
-    try:
-        from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
-        from llm_tuner.services.library import read_model  # noqa: PLC0415
-        from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
+def memory_plan(argv: list[str], binary: Path | None, env: dict[str, str] | None = None, *,
+                gpus: list | None = None, host=None):
+    """The core.memory plan for these llama-server arguments and environment (its LLAMA_ARG_* count, as the
+    server reads them), a draft model (-md) included, on the devices the binary lists (or the PlanDevices given:
+    planned hardware) and this host. None when there is no model to plan; raises when a file cannot be read."""
+    from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
+    from llm_tuner.services.library import read_model  # noqa: PLC0415
+    from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
 
-        pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
-        if not pargs.model:
-            return None
-        model = read_model(pargs.model)
-        if getattr(model, "error", None):
-            return None
-        draft = read_model(pargs.draft_model) if pargs.draft_model else None  # -md: loaded beside the model
-        if draft is not None and getattr(draft, "error", None):
-            return None  # a prediction without the draft would be too low: none rather than a wrong one
+    pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
+    if not pargs.model:
+        return None
+    model = read_model(pargs.model)
+    if getattr(model, "error", None):
+        raise ValueError(f"{pargs.model}: {model.error}")
+    draft = read_model(pargs.draft_model) if pargs.draft_model else None  # -md: loaded beside the model
+    if draft is not None and getattr(draft, "error", None):
+        raise ValueError(f"{pargs.draft_model}: {draft.error}")  # a plan without the draft would be too low
+    if gpus is None:
         gpus = []
         if binary is not None:  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
             from llm_tuner.services.rpc import planned_gpus  # noqa: PLC0415
 
             gpus = planned_gpus(binary, list(argv), env)
-        h = host_info()
+    h = host_info()
+    if host is None:
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
-        plan = plan_memory(model, pargs, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
-        return {d.name: round(d.total_mib, 1) for d in plan.devices}
+    return plan_memory(model, pargs, list(gpus), host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
+
+
+def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
+    """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
+    llama-server arguments and environment (see memory_plan); the host's figure is mapped + allocated memory,
+    what the server's peak RSS is compared with. None when it cannot be made. Never raises."""
+    try:
+        plan = memory_plan(argv, binary, env)
+        return None if plan is None else {d.name: round(d.total_mib, 1) for d in plan.devices}
     except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
         log.info("no memory prediction for the benchmark: %s", exc)
         return None
@@ -182,6 +191,12 @@ class BenchRunner:
         proc = ServerProcess([str(binary), *argv], env, on_line=self.on_server_line)
         proc.start()
         return proc, f"http://127.0.0.1:{port}"
+
+    def serve(self, target: ServerTarget) -> tuple[ServerProcess, str]:
+        """Start the target's server the way a run does (its binary, flags respelled, secrets in the
+        environment) for a short check of its output; the caller stops it. Returns the process and its URL."""
+        binary_path, _version, _backends = self._binary(target.binary)
+        return self._start(target, binary_path)
 
     # -- one run ----------------------------------------------------------------------------------
     def run(self, target: ServerTarget, spec: BenchSpec, *, progress: ProgressFn | None = None,

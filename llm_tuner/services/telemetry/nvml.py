@@ -112,6 +112,7 @@ class NvmlSource:
     def __init__(self) -> None:
         ok, reason = nvml_available()
         self.reason = reason
+        self.throttle_mask = THROTTLE_MASK  # what bench peaks count as "throttled" (services.bench.meters)
         self._handles = []
         if ok:
             for i in range(pynvml.nvmlDeviceGetCount()):
@@ -151,6 +152,21 @@ class NvmlSource:
                 process_vram_mib=proc_mib,
             ))
         return out
+
+
+def memory_bandwidth_gbps() -> dict[int, float]:
+    """Peak memory bandwidth per NVIDIA GPU (NVML index -> GB/s): the maximum memory clock × the bus width ×
+    2 (double data rate). {} without NVML; a GPU whose figures NVML lacks is left out."""
+    if not nvml_available()[0]:
+        return {}
+    out = {}
+    for i in range(_try(pynvml.nvmlDeviceGetCount) or 0):
+        h = _try(pynvml.nvmlDeviceGetHandleByIndex, i)
+        clock = _try(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM) if h is not None else None
+        width = _try(pynvml.nvmlDeviceGetMemoryBusWidth, h) if h is not None else None
+        if clock and width:
+            out[i] = clock * 1e6 * 2 * width / 8 / 1e9
+    return out
 
 
 # Throttle reasons that mean "slowed down by something other than idling or the app's clocks".

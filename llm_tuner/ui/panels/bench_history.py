@@ -1,4 +1,5 @@
 """The Benchmarks History: every stored run (filter, sort, open, re-run, delete, export, send two to Compare).
+A run in a group says which ("tune #7": a trial of that tune; "sweep #3 (-ub)").
 
 The table is filled from `RunRepository.list_overview` off the GUI thread (light repetitions: the speeds it
 shows); opening or exporting a run reads its whole record first.
@@ -117,11 +118,17 @@ class RunHistoryTab(QWidget):
         kwargs = {"model": self.filter_model.text().strip() or None, "label": self.filter_profile.currentData(),
                   "binary": self.filter_binary.text().strip() or None, "since": since}
         repo = self.repo
-        self._job(lambda _ctl: (repo.list_overview(**kwargs), repo.labels()), self._on_loaded)
+
+        def load(_ctl):
+            runs = repo.list_overview(**kwargs)
+            groups = {gid: repo.get_group(gid) for gid in {r.group_id for r in runs if r.group_id is not None}}
+            return runs, repo.labels(), groups
+
+        self._job(load, self._on_loaded)
 
     def _on_loaded(self, result) -> None:
-        runs, labels = result
-        self.model.set_runs(runs)
+        runs, labels, groups = result
+        self.model.set_runs(runs, groups)
         current = self.filter_profile.currentData()
         self.filter_profile.blockSignals(True)
         self.filter_profile.clear()

@@ -1,0 +1,156 @@
+"""Tune against a full grid over the same space (issue 13's performance goal).
+
+Grid: every cell of the space (e.g. -ub {64,128,256,512} × -t {1,2} × -b {256,2048}), `--reps` repetitions each,
+one server start per cell, through the benchmark runner. Tune: `llm-tuner tune`'s engine (TuneRunner) over the
+same knobs, final comparison included. Server time = the wall time of every llama-server process either one
+started, loads included (measured around each process's start and stop). Gap = the grid's best cell re-run
+head to head (interleaved A B A B …, `--gap-rounds` per side) against the tuner's winner, compared with
+core.stats.compare. Goal: the gap within noise (or under 3%) at ≤ 40% of the grid's server time.
+
+The machine's busy figure is the median share of the CPU other processes used while requests ran (the runner's
+OtherCpuMeter) and the load average.
+
+Run (CPU, demo model, a few minutes):
+    .venv/bin/python benchmarks/tune_vs_grid.py > benchmarks/results/tune_vs_grid_cpu.txt
+On a GPU host:
+    .venv/bin/python benchmarks/tune_vs_grid.py --server PATH/llama-server --model M.gguf \
+        --space "ub=256,512,1024,2048 b=512,2048,4096 kv=f16,q8_0" --base "-ngl 999 -c 8192" --objective prefill_tps
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shlex
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from llm_tuner.core import flags  # noqa: E402
+from llm_tuner.core.bench_report import pooled  # noqa: E402
+from llm_tuner.core.stats import compare, median, summarize  # noqa: E402
+from llm_tuner.core.tune import Objective, TuneSpec, apply_values, parse_knob, rep_scores  # noqa: E402
+from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
+from llm_tuner.services.bench import runner as runner_module  # noqa: E402
+from llm_tuner.services.tune import TuneRunner  # noqa: E402
+from llm_tuner.store.db import open_engine  # noqa: E402
+from llm_tuner.store.runs import RunRepository  # noqa: E402
+from llm_tuner.store.tunes import TuneRepository  # noqa: E402
+
+
+class ServerClock:
+    """Wall time of every llama-server process the runner starts (start() to the end of stop())."""
+
+    total_s = 0.0
+    starts = 0
+
+
+class TimedServer(runner_module.ServerProcess):
+    def start(self) -> None:
+        self._t0 = time.monotonic()
+        ServerClock.starts += 1
+        super().start()
+
+    def stop(self, *a, **kw):
+        try:
+            return super().stop(*a, **kw)
+        finally:
+            ServerClock.total_s += time.monotonic() - self._t0
+
+
+runner_module.ServerProcess = TimedServer  # the runner's one start path, timed
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--server", help="llama-server (default: the configured/embedded one)")
+    p.add_argument("--model", help="GGUF (default: the demo model)")
+    p.add_argument("--space", default="ub=64,128,256,512 t=1,2 b=256,2048", help="knobs as `tune --knob` takes them")
+    p.add_argument("--base", default="-c 512", help="other llama-server arguments of every cell")
+    p.add_argument("--objective", default="prefill_tps")
+    p.add_argument("--prompt-tokens", type=int, default=128)
+    p.add_argument("--gen-tokens", type=int, default=16)
+    p.add_argument("--reps", type=int, default=3, help="grid repetitions per cell")
+    p.add_argument("--screen-reps", type=int, default=2)
+    p.add_argument("--final-reps", type=int, default=4)
+    p.add_argument("--final-rounds", type=int, default=2)
+    p.add_argument("--gap-rounds", type=int, default=5)
+    p.add_argument("--budget", type=float, default=3600.0)
+    args = p.parse_args()
+
+    if args.server:
+        os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
+    model = args.model
+    if model is None:
+        from llm_tuner.services.demo_model import find_demo_model
+
+        model = str(find_demo_model())
+    knobs = [parse_knob(k) for k in args.space.split()]
+    base = [*flags.argv_for("model", model), *shlex.split(args.base)]
+    objective = Objective(kind=args.objective, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
+    data = Path(tempfile.mkdtemp(prefix="tune-vs-grid-"))
+    engine = open_engine(data / "h.sqlite")
+    runs = RunRepository(engine)
+    bench = BenchRunner(runs, predict_memory=False)
+    spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
+                    screen_reps=args.screen_reps, final_reps=args.final_reps,
+                    final_rounds=args.final_rounds, label="tune")
+    print(f"# tune vs grid · {time.strftime('%Y-%m-%d %H:%M')} · {os.cpu_count()} CPUs · model {Path(model).name}")
+    print(f"# space: {args.space} · base: {args.base} · objective: {objective.describe()}")
+    load0 = os.getloadavg()[0]
+
+    # -- grid ----------------------------------------------------------------------------------------
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    cells = [dict(zip([k.key for k in knobs], combo, strict=True)) for combo in
+             itertools.product(*[k.values for k in knobs])]
+    grid = []
+    for values in cells:
+        argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
+        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(args.reps))
+        s = median(rep_scores(run, objective))
+        grid.append((s, values, argv, run))
+        print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
+    grid_s, grid_starts = ServerClock.total_s, ServerClock.starts
+    best_s, best_values, best_argv, _ = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
+
+    # -- tune ------------------------------------------------------------------------------------------
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    tuner = TuneRunner(TuneRepository(engine), bench_runner=bench)
+    result = tuner.run(spec, progress=lambda f, t: None)
+    tune_s, tune_starts = ServerClock.total_s, ServerClock.starts
+    trials = TuneRepository(engine).list_trials(result.tune_id)
+    searched = list(result.searched_winner_argv)
+
+    # -- gap: grid's best cell against the tuner's pick, interleaved ---------------------------------------
+    a_runs, b_runs = [], []
+    for _ in range(args.gap_rounds):
+        a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)))
+        b_runs.append(bench.run(ServerTarget(argv=searched, label="tune pick"), spec.bench_spec(1)))
+    gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
+                  higher_is_better=True)
+    busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
+
+    print(f"grid: {len(cells)} cells × {args.reps} reps · {grid_starts} server starts · server time {grid_s:.1f} s "
+          f"· best {best_values} = {best_s:.2f}")
+    print(f"tune: {len(trials)} trials ({sum(t.status == 'measured' for t in trials)} measured) · {tune_starts} "
+          f"server starts · server time {tune_s:.1f} s = {100 * tune_s / grid_s:.0f}% of the grid's · "
+          f"verdict vs its baseline: {result.verdict}")
+    print(f"tune pick: {' '.join(flags.mask_argv(searched[len(base):]) or ['(baseline)'])}; "
+          f"kept after its final comparison: {'winner' if result.winner_argv != result.baseline_argv else 'baseline'}")
+    print(f"gap (tune pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f}% "
+          f"[{gap.ci_low_pct if gap.ci_low_pct is None else round(gap.ci_low_pct, 1)}, "
+          f"{gap.ci_high_pct if gap.ci_high_pct is None else round(gap.ci_high_pct, 1)}] · {gap.verdict}")
+    print(f"goal: gap within noise or under 3% -> {'met' if gap.verdict != 'worse' or abs(gap.delta_pct) < 3 else 'NOT met'}; "
+          f"server time ≤ 40% of the grid's -> {'met' if tune_s <= 0.4 * grid_s else 'NOT met'}")
+    print(f"busy: other processes' CPU share median {busy.median if busy else float('nan'):.0f}% "
+          f"(max {busy.max if busy else float('nan'):.0f}%) · load average {load0:.2f} -> {os.getloadavg()[0]:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,233 @@
+"""`llm-tuner tune`: find the fastest settings that fit, on the real server; `llm-tuner tunes list`.
+
+    llm-tuner tune (--profile NAME|FILE | -- <llama-server args>) [--objective gen_tps] [--prompt-tokens 512]
+                   [--gen-tokens 64] [--depth N] [--clients N] [--min-gen-tps X]
+                   [--knob ub=64,128,256 --knob t=1,2 --knob kv=f16,q8_0 --knob custom:--alias=a,b]
+                   [--budget 600] [--headroom 512] [--min-ctx N] [--max-ppl-increase 1] [--final-reps 5]
+                   [--final-rounds 2]
+                   [--screen-reps 2] [--devices CUDA0=16384,...] [--json-lines] [--resume ID]
+                   [--save-as NAME] [--report FILE.md]
+    llm-tuner tunes list [--json]
+
+Without --knob, the knobs are proposed from the model, the binary's --help and the devices. With --json-lines
+every line on stdout is one JSON object: {"type": "progress"|"trial"|"result", ...}. Progress otherwise goes
+to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) from its trials.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from llm_tuner.cli.profile_file import add_trust_argument
+
+
+def _err(message: str) -> Exception:
+    from llm_tuner.cli import CliError
+
+    return CliError(message)
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add `tune` and `tunes`."""
+    from llm_tuner.core.tune import OBJECTIVE_KINDS
+
+    p = sub.add_parser("tune", help="search the fastest settings that fit (real server, stored trials, resumable)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--profile", metavar="NAME|FILE", help="the base: a saved profile or a profile file")
+    add_trust_argument(p)
+    p.add_argument("--binary", metavar="PATH", help="run this llama-server instead of the profile's or the configured one")
+    p.add_argument("--label", help="name the tune (default: the profile's name)")
+    p.add_argument("--objective", choices=OBJECTIVE_KINDS, default="gen_tps", help="what to maximize (gen_tps)")
+    p.add_argument("--prompt-tokens", type=int, default=512, metavar="N", help="prompt length (512)")
+    p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="generated tokens per request (64)")
+    p.add_argument("--depth", type=int, default=0, metavar="N", help="context filled before the prompt")
+    p.add_argument("--clients", type=int, default=1, metavar="N", help="concurrent clients (throughput, p99)")
+    p.add_argument("--min-gen-tps", type=float, default=None, metavar="X", help="max_context: generation floor")
+    p.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2",
+                   help="a knob and its values (repeatable): ub=64,128 t=1,2 kv=f16,q8_0 custom:--alias=a,b; "
+                        "'default' = flag absent")
+    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="time budget in seconds (600)")
+    p.add_argument("--headroom", type=int, default=512, metavar="MiB", help="free memory kept per device (512)")
+    p.add_argument("--min-ctx", type=int, default=None, metavar="N", help="candidates below this context are pruned")
+    p.add_argument("--max-ppl-increase", type=float, default=1.0, metavar="PCT",
+                   help="K/V types: largest perplexity increase accepted (1%%)")
+    p.add_argument("--final-reps", type=int, default=5, metavar="N",
+                   help="final comparison: repetitions per side, fixed before it starts (5)")
+    p.add_argument("--final-rounds", type=int, default=2, metavar="N",
+                   help="final comparison: server starts per side, interleaved A B A B (2)")
+    p.add_argument("--screen-reps", type=int, default=2, metavar="N", help="repetitions per racing round (2)")
+    p.add_argument("--warmup", type=int, default=1, metavar="N", help="unmeasured requests per run (1)")
+    p.add_argument("--devices", metavar="NAME=MiB,...", help="prune against these planned devices instead of the "
+                   "detected ones (as `estimate --devices`; Host=MiB sets RAM)")
+    p.add_argument("--json-lines", action="store_true", help="stdout: one JSON object per line")
+    p.add_argument("--resume", type=int, default=None, metavar="ID", help="continue a stored tune")
+    p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
+    p.add_argument("--report", metavar="FILE.md", help="write the Markdown report")
+    p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
+    p.set_defaults(func=cmd_tune)
+
+    t = sub.add_parser("tunes", help="stored tunes")
+    ts = t.add_subparsers(dest="tunes_command", metavar="ACTION")
+    q = ts.add_parser("list", help="tunes, newest first")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=cmd_tunes_list)
+    t.set_defaults(func=lambda a: (t.print_help(), 2)[1])
+
+
+def _engine():
+    from llm_tuner.services.paths import database_path
+    from llm_tuner.store.db import open_engine
+
+    return open_engine(database_path())
+
+
+def _settings():
+    try:
+        from llm_tuner.services.settings_store import load_settings
+
+        return load_settings()
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _base(args) -> tuple[list[str], dict[str, str], str | None, str, int | None]:
+    """(argv, env, binary, label, profile version id) of the base."""
+    server_args = list(args.server_args or [])
+    if server_args[:1] == ["--"]:
+        server_args = server_args[1:]
+    binary = str(Path(args.binary).expanduser()) if args.binary else None
+    if args.profile:
+        if server_args:
+            raise _err("give either --profile or llama-server arguments after --, not both")
+        from llm_tuner.cli.profile_file import load_profile, profile_binary
+        from llm_tuner.core.cmdline import profile_to_argv
+
+        loaded = load_profile(args.profile)
+        own = profile_binary(loaded.profile, getattr(args, "trust_binary", False))
+        argv, env = profile_to_argv(loaded.profile)
+        return list(argv), dict(env or {}), binary or own, args.label or loaded.label, loaded.version_id
+    if not server_args:
+        raise _err("nothing to tune: give --profile NAME|FILE, or llama-server arguments after -- (with -m MODEL)")
+    return server_args, {}, binary, args.label or "command line", None
+
+
+def _spec(args):
+    from llm_tuner.core.tune import Objective, TuneSpec, parse_knob
+    from llm_tuner.services.tune import default_knobs
+
+    argv, env, binary, label, version_id = _base(args)
+    objective = Objective(kind=args.objective, prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+                          depth=args.depth, clients=args.clients, min_gen_tps=args.min_gen_tps)
+    try:
+        knobs = [parse_knob(k) for k in args.knob]
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    if not knobs:
+        knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
+                              settings=_settings())
+    if not knobs:
+        raise _err("no knobs to tune: give --knob NAME=V1,V2 (the model could not be read to propose any)")
+    return TuneSpec(base_argv=tuple(argv), base_env=env, binary=binary, label=label, profile_version_id=version_id,
+                    objective=objective, knobs=tuple(knobs), min_ctx=args.min_ctx, headroom_mib=args.headroom,
+                    budget_s=args.budget, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
+                    final_rounds=args.final_rounds,
+                    screen_reps=args.screen_reps, warmup=args.warmup)
+
+
+def _plan_fn(args, binary, headroom_mib: int | None = None):
+    """The pruning plan: detected devices, or --devices (planned hardware), with the tune's headroom."""
+    from llm_tuner.services.tune import make_plan_fn
+
+    headroom = args.headroom if headroom_mib is None else headroom_mib
+    if not args.devices:
+        return make_plan_fn(headroom, binary=binary)
+    from llm_tuner.cli.plan import parse_devices
+
+    gpus, host = parse_devices(args.devices)
+    return make_plan_fn(headroom, gpus=gpus, host=host)
+
+
+def _emit(obj) -> None:
+    from llm_tuner.cli import emit_json
+
+    emit_json(obj)
+
+
+def cmd_tune(args) -> int:
+    from llm_tuner.core.tune import result_json, trial_json, tune_report_markdown
+    from llm_tuner.services.bench import BenchRunner, default_telemetry
+    from llm_tuner.services.tune import TuneRunner, save_winner
+    from llm_tuner.store.runs import RunRepository
+    from llm_tuner.store.tunes import TuneRepository
+
+    engine = _engine()
+    repo = TuneRepository(engine)
+    repo.mark_interrupted()
+    RunRepository(engine).mark_interrupted()
+    if args.resume is not None:
+        rec = repo.get(args.resume)
+        if rec is None or rec.spec is None:
+            raise _err(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
+        spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
+    else:
+        spec = _spec(args)
+        binary, headroom = spec.binary, spec.headroom_mib
+    settings = _settings()
+    runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom),
+                        bench_runner=BenchRunner(RunRepository(engine), settings=settings,
+                                                 telemetry=default_telemetry()))
+    last = {"text": None}
+
+    def progress(frac, text):
+        if text == last["text"]:
+            return
+        last["text"] = text
+        if args.json_lines:
+            _emit({"type": "progress", "fraction": frac, "text": text})
+        else:
+            print(("" if frac is None else f"[{100 * frac:5.1f}%] ") + text, file=sys.stderr, flush=True)
+
+    def on_trial(trial):
+        if args.json_lines:
+            _emit(trial_json(trial))
+        else:
+            print(f"trial {trial.seq} {trial.knob or 'baseline'} {trial.values}: {trial.status}"
+                  + (f" score {trial.score:.2f}" if trial.score is not None else "")
+                  + (f" ({trial.reason})" if trial.reason else ""), file=sys.stderr, flush=True)
+
+    try:
+        result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=args.resume)
+    except ValueError as exc:
+        raise _err(str(exc)) from None
+    rec = repo.get(result.tune_id)
+    if args.save_as:
+        saved = save_winner(engine, args.save_as, result, rec.spec)
+        _emit({"type": "saved", "profile": saved.name, "version": saved.version}) if args.json_lines else print(
+            f"saved as {saved.name} version {saved.version}", file=sys.stderr)
+    if args.report:
+        Path(args.report).write_text(tune_report_markdown(result, objective=rec.spec.objective.describe(),
+                                                          label=rec.spec.label), encoding="utf-8")
+    if args.json_lines:
+        _emit(result_json(result))
+    else:
+        print(tune_report_markdown(result, objective=rec.spec.objective.describe(), label=rec.spec.label))
+    return 0 if rec.status == "complete" else 1
+
+
+def cmd_tunes_list(args) -> int:
+    from llm_tuner.store.tunes import TuneRepository
+
+    repo = TuneRepository(_engine())
+    repo.mark_interrupted()
+    rows = [{"tune_id": t.id, "label": t.label, "status": t.status, "created": t.created_at,
+             "trials": t.n_trials, "verdict": t.result.verdict if t.result else None,
+             "objective": t.spec.objective.describe() if t.spec else None} for t in repo.list_tunes()]
+    if args.json:
+        _emit(rows)
+    else:
+        for r in rows:
+            print(f"{r['tune_id']:5d}  {str(r['created'])[:19]:19s}  {r['status']:11s}  {r['trials']:3d} trials  "
+                  f"{r['label']}  {r['verdict'] or ''}")
+    return 0

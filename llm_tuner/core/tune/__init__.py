@@ -1,0 +1,60 @@
+"""Tune: find the fastest settings that fit, measured on the real server (pure part).
+
+The package, by seam: `model` (Knob, Objective, TuneSpec, Trial, TuneResult, TuneRecord, score), `search`
+(argv of a choice of values, successive halving, coordinate descent: pure, the measuring is a callback),
+`knobs` (propose_knobs, the CLI's --knob syntax), `report` (memory-bandwidth figure, Markdown report, JSON).
+The runner that measures is services/tune; the store is store/tunes. Import from the package.
+"""
+
+from __future__ import annotations
+
+from llm_tuner.core.tune.knobs import KV_PAIR, parse_knob, propose_knobs
+from llm_tuner.core.tune.model import (
+    OBJECTIVE_KINDS,
+    TRIAL_STATUSES,
+    Knob,
+    Objective,
+    Trial,
+    TuneRecord,
+    TuneResult,
+    TuneSpec,
+    objective_metric,
+    rep_scores,
+    score,
+)
+from llm_tuner.core.tune.report import bandwidth_figure, result_json, trial_json, tune_report_markdown
+from llm_tuner.core.tune.search import (
+    apply_values,
+    coordinate_descent,
+    current_value,
+    order_knobs,
+    successive_halving,
+    values_key,
+)
+
+__all__ = [
+    "KV_PAIR",
+    "OBJECTIVE_KINDS",
+    "TRIAL_STATUSES",
+    "Knob",
+    "Objective",
+    "Trial",
+    "TuneRecord",
+    "TuneResult",
+    "TuneSpec",
+    "apply_values",
+    "bandwidth_figure",
+    "coordinate_descent",
+    "current_value",
+    "objective_metric",
+    "order_knobs",
+    "parse_knob",
+    "propose_knobs",
+    "rep_scores",
+    "result_json",
+    "score",
+    "successive_halving",
+    "trial_json",
+    "tune_report_markdown",
+    "values_key",
+]

@@ -1,0 +1,162 @@
+"""Which knobs a tune proposes (from the model, the binary's --help and the devices) and the CLI's knob syntax.
+
+Values are proposed only where they can differ: -ub never above the largest -b (llama.cpp clamps it to the batch,
+so it would run the same), -ts and -sm/-mg only with several devices, placement (-ngl, FFN of every Nth block
+to the CPU, --n-cpu-moe) only when the base does not fit, K/V types as matched pairs (mixed types fall back to a
+slow kernel: field notes, case A), threads only when the CPU computes, speculative types the binary lists
+(draft-mtp only with MTP layers, draft-model types only with -md), -np only for the throughput objectives.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from llm_tuner.core import flags
+from llm_tuner.core.memory.overrides import rule_ffn_every_nth
+from llm_tuner.core.tune.model import Knob, Objective
+
+KV_PAIR = "cache_type_k+cache_type_v"
+KV_TYPES = ("f16", "q8_0", "q4_0")
+DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
+NGRAM_TYPES = ("ngram-map-k4v", "ngram-simple", "ngram-mod")
+ABSENT = ("default", "none()", "-")  # CLI words for "flag absent"
+
+
+def _known(catalog, key: str) -> bool:
+    if catalog is None:
+        return True
+    return any(catalog.lookup(n) is not None for n in flags.names(key))
+
+
+def _allowed(catalog, key: str) -> list[str]:
+    """Values a flag's --help lists ("allowed values: a, b" or a comma list as its placeholder)."""
+    if catalog is None:
+        return []
+    spec = next((s for n in flags.names(key) if (s := catalog.lookup(n)) is not None), None)
+    if spec is None:
+        return []
+    m = re.search(r"allowed values:\s*([^\n(]+)", spec.help or "")
+    text = m.group(1) if m else (spec.value if spec.value and "," in spec.value else "")
+    return [v.strip() for v in re.split(r"[,|\[\]]", text) if v.strip()]
+
+
+def _int(v: str | None, default: int) -> int:
+    try:
+        return int(v) if v is not None else default
+    except ValueError:
+        return default
+
+
+def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[str], *,
+                  objective: Objective | None = None, needs_offload: bool = False,
+                  cpu_threads: int | None = None) -> list[Knob]:
+    """Knobs worth racing for this model, binary and devices (GPU devices: objects with `.name`).
+
+    `needs_offload`: the base does not fit on the devices (the plan says so) - placement knobs are proposed.
+    `cpu_threads`: the CPU cores threads may use (None: unknown, no thread knobs)."""
+    argv = list(base_argv)
+    gpus = list(devices)
+    out: list[Knob] = []
+    ngl = flags.value_of(argv, "gpu_layers")
+    cpu_computes = not gpus or (ngl is not None and _int(ngl, 999) == 0) or needs_offload
+    n_layer = getattr(model_info, "block_count", None) or 0
+    # placement first: only when the base does not fit
+    if needs_offload and gpus and n_layer:
+        steps = sorted({max(0, n_layer - d) for d in (0, 2, 4, 8, 16)} | {n_layer + 1}, reverse=True)
+        out.append(Knob(key="ngl", flag="gpu_layers", values=tuple(str(s) for s in steps),
+                        reason="the base does not fit: fewer layers on the GPUs"))
+        if getattr(model_info, "expert_count", 0) and _known(catalog, "n_cpu_moe"):
+            out.append(Knob(key="ncmoe", flag="n_cpu_moe", values=tuple(str(n) for n in (0, 4, 8, 16, 32) if
+                                                                        n <= n_layer),
+                            reason="MoE: expert weights of the first N blocks on the CPU"))
+        else:
+            rules = tuple(rule_ffn_every_nth(n, 0, n_layer) for n in (4, 3, 2))
+            out.append(Knob(key="ot", flag="override_tensor", values=(None, *rules),
+                            reason="the base does not fit: FFN of every Nth block on the CPU keeps attention "
+                                   "on the GPU (field notes, case B)"))
+    if len(gpus) >= 2:
+        if len(gpus) == 2:
+            splits = tuple(f"{a},{100 - a}" for a in (40, 45, 50, 55, 60))
+            out.append(Knob(key="ts", flag="tensor_split", values=splits,
+                            reason="two devices: the split in steps of 5 points"))
+        out.append(Knob(key="sm", flag="split_mode", values=("layer", "row"),
+                        reason="several devices: layer or row split"))
+        out.append(Knob(key="mg", flag="main_gpu", values=tuple(str(i) for i in range(len(gpus))),
+                        reason="several devices: which one holds the main work"))
+    if _known(catalog, "cache_type_k") and _known(catalog, "cache_type_v"):
+        allowed = _allowed(catalog, "cache_type_k") or list(KV_TYPES)
+        out.append(Knob(key="kv", flag=KV_PAIR, values=tuple(t for t in KV_TYPES if t in allowed),
+                        reason="matched K/V types (mixed ones fall back to a slow kernel); quantized needs "
+                               "flash attention; perplexity is checked"))
+    if gpus and _known(catalog, "flash_attn"):
+        out.append(Knob(key="fa", flag="flash_attn", values=("on", "off"), reason="flash attention"))
+    b_values = (512, 2048, 4096) if gpus else (256, 2048)
+    ub_values = (256, 512, 1024, 2048) if gpus else (64, 128, 256, 512)
+    out.append(Knob(key="b", flag="batch_size", values=tuple(str(b) for b in b_values),
+                    reason="logical batch"))
+    out.append(Knob(key="ub", flag="ubatch_size", values=tuple(str(u) for u in ub_values if u <= max(b_values)),
+                    reason="physical batch (never above the batch: llama.cpp clamps it)"))
+    n_ctx_train = getattr(model_info, "context_length", None)
+    if objective is not None and objective.kind == "max_context" and n_ctx_train:
+        out.append(Knob(key="c", flag="ctx_size", values=tuple(str(n_ctx_train // d) for d in (8, 4, 2, 1)),
+                        reason="the largest context that fits while generation stays fast enough"))
+    if objective is not None and objective.kind in ("throughput", "p99_latency") and _known(catalog, "parallel"):
+        c = max(1, objective.clients)
+        out.append(Knob(key="np", flag="parallel", values=tuple(str(n) for n in sorted({1, max(1, c // 2), c})),
+                        reason="parallel slots for the clients"))
+    spec_types = _allowed(catalog, "spec_type") if _known(catalog, "spec_type") else []
+    if spec_types:
+        has_draft = flags.value_of(argv, "draft_model") is not None
+        types: list[str | None] = [None]
+        if getattr(model_info, "nextn_layers", 0) and "draft-mtp" in spec_types:
+            types.append("draft-mtp")
+        if has_draft:
+            types += [t for t in DRAFT_MODEL_TYPES[:1] if t in spec_types]
+        types += [t for t in NGRAM_TYPES[:1] if t in spec_types]
+        if len(types) > 1:
+            out.append(Knob(key="spec", flag="spec_type", values=tuple(types),
+                            reason="speculative decoding (output at --temp 0 must match the baseline's)"))
+            if _known(catalog, "draft_n_max"):
+                out.append(Knob(key="draft", flag="draft_n_max", values=("2", "3", "4"),
+                                reason="draft depth"))
+    if cpu_computes and cpu_threads:
+        ts = sorted({max(1, cpu_threads // 2), cpu_threads} | ({cpu_threads - 1} if cpu_threads > 2 else set()))
+        out.append(Knob(key="t", flag="threads", values=tuple(str(t) for t in ts), reason="the CPU computes"))
+        if _known(catalog, "threads_batch"):
+            out.append(Knob(key="tb", flag="threads_batch", values=tuple(str(t) for t in ts),
+                            reason="threads for prompt batches"))
+    return out
+
+
+def parse_knob(text: str) -> Knob:
+    """The CLI's `--knob`: `ub=64,128,256` (a flag's short or long name, or a flags key), `kv=f16,q8_0` (matched
+    K/V pair), `custom:--alias=a,b` (any flag, as typed). `default` as a value means the flag absent; ';'
+    separates values that contain ','."""
+    name, sep, vals = text.partition("=")
+    if name.startswith("custom:"):
+        flag = name[len("custom:"):]
+        if not flag.startswith("-"):
+            raise ValueError(f"--knob {text!r}: a custom knob names a flag with its dashes (custom:--alias=a,b)")
+        key_name, flag_name = f"custom:{flag}", flag
+    else:
+        key_name = name.strip().lstrip("-")
+        if key_name in ("kv", KV_PAIR):
+            flag_name = KV_PAIR
+        else:
+            hit = flags.lookup(name if name.startswith("-") else ("-" if len(key_name) <= 4 else "--") + key_name)
+            if hit is None:
+                hit = flags.lookup(("--" if len(key_name) <= 4 else "-") + key_name)
+            if hit is None:
+                try:
+                    flag_name = flags.flag(key_name).key
+                except KeyError:
+                    raise ValueError(f"--knob {text!r}: {name!r} is not a llama-server flag; use custom:--flag=a,b "
+                                     "for a flag this tool does not know") from None
+            else:
+                flag_name = hit[0].key
+    if not sep or not vals.strip():
+        raise ValueError(f"--knob {text!r}: give values after '=' (e.g. ub=64,128,256)")
+    parts = vals.split(";") if ";" in vals else vals.split(",")
+    values = tuple(None if p.strip() in ABSENT else p.strip() for p in parts if p.strip())
+    return Knob(key=key_name, flag=flag_name, values=values, reason="given by the user")

@@ -1,0 +1,207 @@
+"""The search, pure: which argv a choice of knob values makes, and how candidates are raced.
+
+The measuring is a callback (`Evaluate`): given a candidate's values and how many samples the search wants
+of it in total, it returns every sample it has (measuring only what is missing, so an argv is never measured
+twice for the same samples) or None when the candidate is out (pruned by the plan, failed at launch, rejected
+on quality). The search itself has no I/O, so it is tested with a fake scorer.
+
+- `coordinate_descent`: the baseline first; knobs in `order_knobs` order (placement and memory first: they
+  decide what fits, and every later speed figure depends on them); each knob raced with the others held at the
+  incumbent; once every knob was tried, the knobs decided before a later knob changed are raced once more
+  (the later change may interact with them, e.g. -ub after a K/V type change).
+- `successive_halving`: every candidate gets `reps` samples; the worse half (by median) is dropped and the
+  rest topped up by `reps` more; until one is left, or until the leader's worst sample beats every other's
+  best with 2+ samples each (a top-up restarts a server: it is spent only where the race is close). Ties keep the incumbent.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+from llm_tuner.core import flags
+from llm_tuner.core.cmdline import set_flag
+from llm_tuner.core.stats import median
+from llm_tuner.core.tune.model import Knob
+
+Values = dict[str, str | None]
+Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
+
+# Placement and memory first, then batching, parallelism, speculation, threads; custom knobs last.
+KNOB_ORDER = ("gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
+              "cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size",
+              "ubatch_size", "batch_size", "parallel", "spec_type", "draft_n_max", "threads", "threads_batch")
+# llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512).
+DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
+
+
+def values_key(values: Mapping[str, str | None]) -> tuple:
+    return tuple(sorted(values.items(), key=lambda kv: kv[0]))
+
+
+def order_knobs(knobs: Sequence[Knob]) -> list[Knob]:
+    """Placement/memory knobs first, the rest in KNOB_ORDER, custom knobs last (stable otherwise)."""
+    def rank(k: Knob) -> int:
+        return KNOB_ORDER.index(k.flag) if k.flag in KNOB_ORDER else len(KNOB_ORDER)
+    return sorted(knobs, key=rank)
+
+
+def _keys(flag: str) -> list[str]:
+    return flag.split("+")
+
+
+def _is_key(name: str) -> bool:
+    try:
+        flags.flag(name)
+        return True
+    except KeyError:
+        return False
+
+
+def current_value(argv: Sequence[str], knob: Knob) -> str | None:
+    """The knob's value in argv (None: absent; "" a switch present)."""
+    parts = []
+    for name in _keys(knob.flag):
+        if _is_key(name):
+            v = flags.value_of(argv, name)
+            if v is None and flags.has(argv, name) and not flags.flag(name).takes_value:
+                v = ""
+        else:
+            v = None
+            for i, tok in enumerate(argv):
+                if tok == name:
+                    nxt = argv[i + 1] if i + 1 < len(argv) else None
+                    v = nxt if nxt is not None and flags.looks_like_value(nxt) else ""
+                elif tok.startswith(name + "="):
+                    v = tok.split("=", 1)[1]
+        parts.append(v)
+    if len(parts) == 1 or len(set(parts)) == 1:
+        return parts[0]
+    return "/".join("" if p is None else p for p in parts)
+
+
+def _set_one(argv: list[str], name: str, value: str | None) -> list[str]:
+    if _is_key(name):
+        argv = flags.without(argv, name)
+        if value is None:
+            return argv
+        return argv + flags.argv_for(name, None if value == "" else value)
+    rest = set_flag(argv, name, None)[:-1]  # every occurrence removed (set_flag appends the switch last)
+    rest = [t for t in rest if not t.startswith(name + "=")]
+    if value is None:
+        return rest
+    return rest + ([name] if value == "" else [name, value])
+
+
+def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None]) -> list[str]:
+    """The base argv with each knob set to its value (a compound knob "a+b" takes "v" for both or "v1/v2").
+
+    The result is normalized as llama.cpp reads it, so candidates that run the same are one argv: a
+    micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch))."""
+    argv = list(base_argv)
+    for knob in knobs:
+        if knob.key not in values:
+            continue
+        value = values[knob.key]
+        names = _keys(knob.flag)
+        parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
+        for name, part in zip(names, parts, strict=False):
+            argv = _set_one(argv, name, part if part != "" or value == "" else None)
+    return _normalize_batches(argv)
+
+
+def _int(v: str | None) -> int | None:
+    try:
+        return int(v) if v is not None else None
+    except ValueError:
+        return None
+
+
+def _normalize_batches(argv: list[str]) -> list[str]:
+    """-ub clamped to the batch, and written last, so that candidates which run the same are the same argv."""
+    ub = _int(flags.value_of(argv, "ubatch_size"))
+    if ub is None:
+        return argv
+    b = _int(flags.value_of(argv, "batch_size"))
+    return flags.without(argv, "ubatch_size") + flags.argv_for("ubatch_size", str(min(ub, b or DEFAULT_BATCH)))
+
+
+def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
+                       incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
+                       ) -> tuple[Values | None, dict[tuple, list[float]]]:
+    """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat.
+
+    Returns the winner (None when every candidate is out) and the samples seen per candidate key. When time
+    runs out the best so far wins."""
+    alive = list(candidates)
+    samples: dict[tuple, list[float]] = {}
+    want = max(1, reps)
+    inc = values_key(incumbent) if incumbent is not None else None
+    while alive:
+        still = []
+        for c in alive:
+            got = evaluate(c, want, knob)
+            if got:
+                samples[values_key(c)] = list(got)
+                still.append(c)
+            if out_of_time():
+                break
+        alive = [c for c in still if values_key(c) in samples]
+        if not alive:
+            return None, samples
+        alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
+        if len(alive) == 1 or out_of_time():
+            return alive[0], samples
+        lead = min(samples[values_key(alive[0])])
+        if want >= 2 and all(max(samples[values_key(c)]) < lead for c in alive[1:]):
+            return alive[0], samples  # every sample of the leader beats every other: nothing left to race
+        alive = alive[:math.ceil(len(alive) / 2)]
+        if len(alive) == 1:
+            return alive[0], samples
+        want += max(1, reps)
+    return None, samples
+
+
+def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
+                       out_of_time: Callable[[], bool] = lambda: False) -> tuple[Values | None, list[str]]:
+    """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
+
+    Returns the winning values (None when even the baseline could not run) and a log of what was decided."""
+    ordered = order_knobs([k for k in knobs if k.values])
+    best: Values = {k.key: current_value(base_argv, k) for k in ordered}
+    log: list[str] = []
+    if not evaluate(dict(best), max(1, reps), None):
+        return None, ["the baseline could not be measured"]
+    changed_at: dict[str, int] = {}
+    decided_at: dict[str, int] = {}
+    step = 0
+
+    def race(knob: Knob) -> None:
+        nonlocal best, step
+        step += 1
+        values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
+        cands = [dict(best, **{knob.key: v}) for v in values]
+        winner, _ = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
+                                       out_of_time=out_of_time)
+        decided_at[knob.key] = step
+        if winner is not None and winner[knob.key] != best[knob.key]:
+            log.append(f"{knob.key}: {best[knob.key]} -> {winner[knob.key]}")
+            best = winner
+            changed_at[knob.key] = step
+        else:
+            log.append(f"{knob.key}: kept {best[knob.key]}")
+
+    for knob in ordered:
+        if out_of_time():
+            log.append("time budget reached: search stopped")
+            return best, log
+        race(knob)
+    for knob in ordered:  # one revisit of knobs decided before a later change
+        later = [s for k, s in changed_at.items() if k != knob.key and s > decided_at.get(knob.key, 0)]
+        if not later or len(knob.values) < 1:
+            continue
+        if out_of_time():
+            log.append("time budget reached: search stopped")
+            break
+        race(knob)
+    return best, log

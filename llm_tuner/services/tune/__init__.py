@@ -1,0 +1,15 @@
+"""Tune: the search of core.tune measured by the benchmark engine, every trial stored (store/tunes).
+
+The package, by seam: `runner` (TuneRunner: search, final interleaved comparison, resume), `checks` (the
+memory plan's pruning, perplexity and --temp 0 output checks, the bandwidth figure), `propose` (default
+knobs for a base), `save` (the winner as a profile version). Import from the package.
+"""
+
+from __future__ import annotations
+
+from llm_tuner.services.tune.checks import PlanFn, make_plan_fn, plan_fit
+from llm_tuner.services.tune.propose import default_knobs
+from llm_tuner.services.tune.runner import TuneRunner
+from llm_tuner.services.tune.save import save_winner, winner_profile
+
+__all__ = ["PlanFn", "TuneRunner", "default_knobs", "make_plan_fn", "plan_fit", "save_winner", "winner_profile"]

@@ -1,0 +1,144 @@
+"""What a tune asks before and beside measuring: does a candidate fit (the memory plan), what does it cost in
+quality (llama-perplexity for K/V types, output at --temp 0 for speculation), how close is it to the
+memory-bandwidth limit. Each answer comes from the one module that owns the fact (core.memory, core.tune)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+
+from llm_tuner.core import flags
+from llm_tuner.core.tune.quality import parse_perplexity, perplexity_argv
+from llm_tuner.core.tune.report import bandwidth_figure
+from llm_tuner.services import binaries
+from llm_tuner.services.bench import BenchRunner, ServerTarget, memory_plan
+from llm_tuner.services.client import LlamaClient
+
+log = logging.getLogger(__name__)
+
+PlanFn = Callable[[list[str], dict[str, str]], tuple[bool, str]]
+# The text perplexity is measured on: public domain, shipped for benchmark prompts (data/prompts/SOURCES.md).
+PPL_TEXT = "data/prompts/shakespeare_coriolanus.txt"
+SPEC_CHECK_TOKENS = 32
+
+
+def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
+    """Whether every device keeps `headroom_mib` free under the plan; the reason names the first that does not
+    ("CUDA0 needs 17.2 of 16.0 GiB" - what must be resident plus the headroom, of the budget)."""
+    for d in plan.devices:
+        budget = d.budget_mib
+        if budget is None:
+            continue
+        need = d.resident_mib + headroom_mib
+        if need > budget:
+            return False, (f"{d.name} needs {need / 1024:.1f} of {budget / 1024:.1f} GiB "
+                           f"({headroom_mib:.0f} MiB headroom included)")
+    return True, ""
+
+
+def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus: list | None = None,
+                 host=None) -> PlanFn:
+    """The default pruning: the real memory plan on the detected devices (or planned ones: `gpus`/`host`
+    PlanDevices), with the headroom. A plan that cannot be made prunes nothing (the launch will tell)."""
+    def plan_fn(argv: list[str], env: dict[str, str]) -> tuple[bool, str]:
+        try:
+            plan = memory_plan(list(argv), Path(binary) if binary else None, env, gpus=gpus, host=host)
+        except Exception as exc:  # noqa: BLE001 - no plan: the candidate is launched and judged by llama.cpp
+            log.info("no memory plan for a tune candidate: %s", exc)
+            return True, ""
+        return (True, "") if plan is None else plan_fit(plan, headroom_mib)
+    return plan_fn
+
+
+def perplexity(argv: list[str], *, server_binary: str | None = None, cancelled=None) -> tuple[float | None, str]:
+    """llama-perplexity on the shipped text with the argv's model, K/V types and placement: (PPL, error)."""
+    text = resources.files("llm_tuner").joinpath(PPL_TEXT)
+    try:
+        with resources.as_file(text) as path:
+            run = binaries.run_perplexity(perplexity_argv(argv, str(path)), server_binary=server_binary,
+                                          cancel_check=cancelled)
+    except binaries.BinaryError as exc:
+        return None, str(exc)
+    ppl = parse_perplexity(run.stdout + "\n" + run.stderr)
+    if ppl is None:
+        tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return None, f"llama-perplexity exited with {run.returncode}: {tail[:300]}"
+    return ppl, ""
+
+
+def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC_CHECK_TOKENS) -> tuple[str | None, str]:
+    """The text the server generates at --temp 0 for a fixed prompt (n tokens): (text, error)."""
+    proc = None
+    try:
+        proc, url = bench.serve(target)
+        with LlamaClient(url) as client:
+            health = client.wait_ready(timeout=bench.ready_timeout_s, poll_s=0.2, alive=proc.alive)
+            if not health.ready:
+                return None, f"llama-server did not become ready ({health.message})"
+            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:600]
+            out = client.completion(prompt, n_predict=n_tokens, temperature=0.0, ignore_eos=True, seed=1,
+                                    cache_prompt=False)
+            return str(out.get("content", "")), ""
+    except Exception as exc:  # noqa: BLE001 - the candidate fails the check with the reason
+        return None, f"{type(exc).__name__}: {exc}"
+    finally:
+        if proc is not None:
+            proc.stop()
+
+
+def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps: float | None, depth: int,
+              prompt_tokens: int) -> dict | None:
+    """The winner's generation speed against its devices' memory-bandwidth limit: bytes read per token are the
+    plan's weights on each device (all of them for a dense model; the used share of experts for a MoE) and its
+    KV cache filled to the measured depth."""
+    try:
+        plan = memory_plan(list(argv), Path(binary) if binary else binaries_server(), env)
+        if plan is None:
+            return None
+        from llm_tuner.core.memory import parse_server_args  # noqa: PLC0415
+        from llm_tuner.services.library import read_model  # noqa: PLC0415
+
+        model = read_model(parse_server_args(flags.effective_argv(argv, env)).model)
+        moe = (model.expert_used_count / model.expert_count) if model.expert_count else 1.0
+        descriptions = _descriptions(binary)
+        fill = min(1.0, (depth + prompt_tokens) / max(1, plan.n_ctx))
+        devices = [{"name": d.name, "description": descriptions.get(d.name, ""),
+                    "bytes": (d.model_mib * moe + d.kv_mib * fill) * 2**20} for d in plan.devices
+                   if d.model_mib or d.kv_mib]
+        return bandwidth_figure(devices, gen_tps, _nvml_gbps(binary))
+    except Exception as exc:  # noqa: BLE001 - a bonus figure
+        log.info("no bandwidth figure: %s", exc)
+        return None
+
+
+def _nvml_gbps(binary: str | None) -> dict[str, float]:
+    """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
+    try:
+        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
+        from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
+
+        by_index = nvml.memory_bandwidth_gbps()
+        if not by_index:
+            return {}
+        labels = gpu_labels(binary)
+        return {labels.get(f"nvidia:{i}", f"nvidia:{i}"): gbps for i, gbps in by_index.items()}
+    except Exception as exc:  # noqa: BLE001 - published figures are the fallback
+        log.info("no NVML bandwidth: %s", exc)
+        return {}
+
+
+def binaries_server() -> Path | None:
+    loc = binaries.locate(binaries.SERVER)
+    return loc.path if loc else None
+
+
+def _descriptions(binary: str | None) -> dict[str, str]:
+    path = Path(binary) if binary else binaries_server()
+    if path is None:
+        return {}
+    try:
+        return {d.name: d.description for d in binaries.list_devices(path)}
+    except binaries.BinaryError:
+        return {}

@@ -1,0 +1,336 @@
+"""The tune runner: the pure search of core.tune with the benchmark engine as its scorer.
+
+Every measurement is a BenchRunner run (the one measuring path) stored in History with the tune's group id;
+every candidate is a trial stored the moment it is decided (pruned by the plan, failed at launch or on
+quality, measured), so a tune killed mid-way keeps them and `run(..., resume_tune_id=ID)` continues from them
+without measuring any of them again. An argv is measured once per tune: a re-race only tops its samples up.
+
+Time: the budget covers the search and the final comparison; the final's share is reserved from the start,
+estimated from the baseline's run (load included) × the final's runs. When the search would eat into it, the
+search stops with the best so far.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+from llm_tuner.core import flags
+from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
+from llm_tuner.core.stats import NOISE, compare, median
+from llm_tuner.core.tune import (
+    Trial,
+    TuneResult,
+    TuneSpec,
+    apply_values,
+    coordinate_descent,
+    current_value,
+    objective_metric,
+    rep_scores,
+)
+from llm_tuner.core.tune.quality import changes_kv, changes_speculation, ppl_increase_pct
+from llm_tuner.services.bench import BenchRunner, ServerTarget
+from llm_tuner.services.tune import checks
+from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.tunes import TuneRepository
+
+log = logging.getLogger(__name__)
+
+ProgressFn = Callable[[float | None, str], None]
+
+
+class _Cancelled(Exception):
+    pass
+
+
+def _left(seconds: float) -> str:
+    m, s = divmod(max(0, int(seconds + 0.5)), 60)
+    return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
+
+
+class TuneRunner:
+    """Runs TuneSpecs: search, final interleaved comparison, quality checks, result; every trial stored."""
+
+    def __init__(self, repo: TuneRepository, *, settings=None, bench_runner: BenchRunner | None = None,
+                 plan_fn: checks.PlanFn | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.bench = bench_runner or BenchRunner(RunRepository(repo.engine), settings=settings)
+        self.plan_fn = plan_fn
+        self.clock = clock
+
+    @property
+    def current_process(self):
+        """The llama-server of the trial in progress (for the log dock), or None."""
+        return self.bench.current_process
+
+    def run(self, spec: TuneSpec | None = None, *, progress: ProgressFn | None = None,
+            cancelled: Callable[[], bool] | None = None, on_trial: Callable[[Trial], None] | None = None,
+            resume_tune_id: int | None = None) -> TuneResult:
+        """Tune `spec` (or resume a stored tune: its stored spec and trials; the budget starts again for what is
+        left). Returns the result, also stored with the tune."""
+        return _Tune(self, spec, progress or (lambda f, t: None), cancelled or (lambda: False),
+                     on_trial or (lambda t: None), resume_tune_id).run()
+
+
+class _Tune:
+    """One tune's state while it runs."""
+
+    def __init__(self, owner: TuneRunner, spec: TuneSpec | None, progress: ProgressFn, cancelled, on_trial,
+                 resume_tune_id: int | None) -> None:
+        self.o, self.progress, self.cancelled, self.on_trial = owner, progress, cancelled, on_trial
+        self.trials: dict[tuple[str, ...], Trial] = {}
+        self.seq = 0
+        if resume_tune_id is not None:
+            rec = owner.repo.get(resume_tune_id)
+            if rec is None or rec.spec is None:
+                raise ValueError(f"no tune {resume_tune_id} to resume")
+            self.spec, self.tune_id = rec.spec, rec.id
+            for t in owner.repo.list_trials(rec.id):
+                self.trials[tuple(t.argv)] = t
+                self.seq = max(self.seq, t.seq)
+            owner.repo.set_status(rec.id, "running")
+        else:
+            if spec is None:
+                raise ValueError("give a TuneSpec or a tune id to resume")
+            self.spec, self.tune_id = spec, owner.repo.create(spec)
+        self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
+        s = self.spec
+        self.base_values = {k.key: current_value(s.base_argv, k) for k in s.knobs}
+        self.baseline_argv = tuple(apply_values(s.base_argv, s.knobs, self.base_values))
+        self.t0 = owner.clock()
+        self.reserve_s = 0.0
+        self.quality: dict[str, str] = {}
+        self._baseline_ppl: tuple[float | None, str] | None = None
+        self._baseline_text: tuple[str | None, str] | None = None
+        self.current = ""
+        if self.baseline_argv in self.trials:  # resumed: the final's share from the stored baseline run
+            self._reserve_from_stored(self.trials[self.baseline_argv])
+
+    def _reserve_from_stored(self, trial: Trial) -> None:
+        run = self.o.bench.repo.get_run(trial.run_ids[0]) if trial.run_ids else None
+        if run is not None and run.started_at and run.finished_at:
+            self._reserve((run.finished_at - run.started_at).total_seconds(), max(1, run.spec.reps))
+
+    # -- time and progress -----------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return self.o.clock() - self.t0
+
+    def out_of_time(self) -> bool:
+        return self.cancelled() or self.elapsed() + self.reserve_s >= self.spec.budget_s
+
+    def _report(self, text: str) -> None:
+        left = self.spec.budget_s - self.elapsed()
+        self.progress(min(1.0, self.elapsed() / max(1.0, self.spec.budget_s)),
+                      f"{self.current}: {text} · tune: {_left(left)} of the budget")
+
+    # -- measuring ---------------------------------------------------------------------------------
+    def measure(self, argv: tuple[str, ...], reps: int, phase: str):
+        s = self.spec
+        target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.tune_id}",
+                              binary=s.binary,
+                              profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
+        run = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
+                               cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase)
+        if run.status == "cancelled" or self.cancelled():
+            raise _Cancelled()
+        return run
+
+    def _store(self, trial: Trial) -> Trial:
+        trial = trial.model_copy(update={"id": self.o.repo.add_trial(trial)})
+        self.trials[tuple(trial.argv)] = trial
+        self.on_trial(trial)
+        return trial
+
+    def evaluate(self, values: dict, n: int, knob: str | None):
+        argv = tuple(apply_values(self.spec.base_argv, self.spec.knobs, values))
+        t = self.trials.get(argv)
+        if t is None:
+            if self.trials and self.out_of_time():
+                return None
+            t = self._new_trial(values, argv, knob, n)
+        if t.status != "measured":
+            return None
+        if len(t.samples) < n and not self.out_of_time():
+            t = self._top_up(t, n)
+        return t.samples
+
+    def _new_trial(self, values: dict, argv: tuple[str, ...], knob: str | None, n: int) -> Trial:
+        s = self.spec
+        self.seq += 1
+        base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq)
+        changed = {k: v for k, v in values.items() if v != self.base_values.get(k)}
+        self.current = f"trial {self.seq} " + (", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline")
+        ctx = flags.value_of(argv, "ctx_size")
+        if s.min_ctx and ctx is not None and ctx.isdigit() and 0 < int(ctx) < s.min_ctx:
+            return self._store(base.model_copy(update={
+                "status": "pruned", "reason": f"context {ctx} is below the minimum {s.min_ctx}"}))
+        fits, reason = self.plan_fn(list(argv), dict(s.base_env))
+        if not fits:
+            return self._store(base.model_copy(update={"status": "pruned", "reason": reason}))
+        bad = self._quality(argv, changed)
+        if bad:
+            return self._store(base.model_copy(update={"status": "failed", "reason": bad}))
+        started = self.o.clock()
+        phase = "baseline" if argv == self.baseline_argv else "screen"
+        run, samples, run_ids, flagged = self._measure_checked(argv, n, phase, started)
+        if not samples:
+            return self._store(base.model_copy(update={
+                "status": "failed", "run_id": run.id, "run_ids": run_ids,
+                "reason": (run.error or f"run {run.status}: no figure for the objective").strip()[:2000]}))
+        return self._store(base.model_copy(update={
+            "status": "measured", "run_id": run_ids[-1], "run_ids": run_ids, "samples": tuple(samples),
+            "score": median(samples), "flagged": flagged}))
+
+    def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None):
+        """One run of n repetitions; when the machine was busy or a GPU throttled while it measured
+        (bench_report.busy_warning, throttle_warning), measured once more and that run's figures kept.
+        Returns (run, samples, run ids, flag text or None)."""
+        run = self.measure(argv, n, phase)
+        if started is not None and argv == self.baseline_argv and not self.reserve_s:
+            self._reserve(self.o.clock() - started, n)
+        samples = rep_scores(run, self.spec.objective)
+        run_ids, flagged = (run.id,), None
+        warning = (busy_warning(run) or throttle_warning(run)) if samples else None
+        if warning:
+            again = self.measure(argv, n, "re-measure")
+            run_ids += (again.id,)
+            if rep_scores(again, self.spec.objective):
+                samples, run = rep_scores(again, self.spec.objective), again
+            flagged = f"{warning} Re-measured once (run {again.id})."
+        return run, samples, run_ids, flagged
+
+    def _top_up(self, t: Trial, n: int) -> Trial:
+        _run, more, run_ids, flagged = self._measure_checked(t.argv, n - len(t.samples), "top-up")
+        if not more:
+            return t
+        samples = (*t.samples, *more)
+        t = t.model_copy(update={"samples": samples, "run_ids": (*t.run_ids, *run_ids), "score": median(samples),
+                                 "flagged": flagged or t.flagged})
+        self.o.repo.update_trial(t.id, samples=t.samples, run_ids=t.run_ids, score=t.score, flagged=t.flagged)
+        self.trials[tuple(t.argv)] = t
+        self.on_trial(t)
+        return t
+
+    def _reserve(self, baseline_s: float, reps: int) -> None:
+        """The final comparison's share of the budget: its runs (final_plan, both sides) at the baseline's cost
+        (its load and warm-up as measured, repetitions scaled)."""
+        w = self.spec.warmup
+        self.reserve_s = 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan())
+
+    # -- quality -----------------------------------------------------------------------------------
+    def _quality(self, argv: tuple[str, ...], changed: dict) -> str | None:
+        """None when the candidate may be measured, else why it is rejected ("quality: ...")."""
+        s = self.spec
+        label = ", ".join(f"{k}={v}" for k, v in changed.items())
+        if changes_kv(argv, self.baseline_argv):
+            if self._baseline_ppl is None:
+                self._baseline_ppl = checks.perplexity(list(self.baseline_argv), server_binary=s.binary,
+                                                       cancelled=self.cancelled)
+            base, err = self._baseline_ppl
+            ppl, err2 = checks.perplexity(list(argv), server_binary=s.binary, cancelled=self.cancelled)
+            if base is None or ppl is None:
+                self.quality[label] = f"perplexity not measured: {err or err2}"
+                return f"quality: perplexity could not be measured ({err or err2})"
+            inc = ppl_increase_pct(base, ppl)
+            self.quality[label] = f"perplexity {ppl:.3f} vs baseline {base:.3f} ({inc:+.2f}%)"
+            if inc > s.max_ppl_increase_pct:
+                return f"quality: perplexity {inc:+.2f}% over the baseline (limit {s.max_ppl_increase_pct:g}%)"
+        if changes_speculation(argv, self.baseline_argv):
+            if self._baseline_text is None:
+                self._baseline_text = checks.greedy_output(self.o.bench, self._target(self.baseline_argv))
+            text, err = checks.greedy_output(self.o.bench, self._target(argv))
+            if text is None or self._baseline_text[0] is None:
+                return f"quality: output at --temp 0 could not be compared ({err or self._baseline_text[1]})"
+            if text != self._baseline_text[0]:
+                self.quality[label] = "output at --temp 0 differs from the baseline's: rejected"
+                return "quality: output at --temp 0 differs from the baseline's"
+            self.quality[label] = "output at --temp 0 identical to the baseline's"
+        return None
+
+    def _target(self, argv) -> ServerTarget:
+        return ServerTarget(argv=list(argv), env=dict(self.spec.base_env), binary=self.spec.binary)
+
+    # -- the whole tune ------------------------------------------------------------------------------
+    def run(self) -> TuneResult:
+        status, note = "complete", ""
+        best = None
+        try:
+            best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
+                                                  reps=self.spec.screen_reps, out_of_time=self.out_of_time)
+            log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
+            if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
+                raise _Cancelled()
+            if best is None:
+                status = "failed"
+                t = self.trials.get(self.baseline_argv)
+                note = "the baseline could not be measured" + (f": {t.reason}" if t and t.reason else "")
+                result = self._result(self.baseline_argv, note=note)
+            else:
+                result = self._final(tuple(apply_values(self.spec.base_argv, self.spec.knobs, best)))
+        except _Cancelled:
+            status = "cancelled"
+            result = self._result(self.baseline_argv, note="cancelled: trials so far are kept; resume to continue")
+        except BaseException:
+            self.o.repo.finish(self.tune_id, "failed")
+            raise
+        self.o.repo.finish(self.tune_id, status, result)
+        self.progress(1.0, f"tune {self.tune_id} {status}: {result.verdict}")
+        return result
+
+    def _result(self, searched: tuple[str, ...], **kw) -> TuneResult:
+        return TuneResult(tune_id=self.tune_id, baseline_argv=self.baseline_argv,
+                          winner_argv=kw.pop("winner", self.baseline_argv), searched_winner_argv=searched,
+                          changed_flags=tuple(argv_diff(self.baseline_argv, searched)), quality=dict(self.quality),
+                          objective_metric=objective_metric(self.spec.objective),
+                          trials=tuple(self.o.repo.list_trials(self.tune_id)), **kw)
+
+    def _final(self, winner: tuple[str, ...]) -> TuneResult:
+        s = self.spec
+        if winner == self.baseline_argv:
+            return self._result(winner, bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
+                                note="the search kept the baseline: nothing beat it, no final comparison needed")
+        if self.cancelled() or self.elapsed() >= s.budget_s:
+            return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
+                                             "is kept (the search's pick is listed)")
+        plan = s.final_plan()
+        runs_a, runs_b = [], []
+        for i, reps in enumerate(plan):  # A B A B ...: n = final_reps per side, fixed before the first run
+            self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
+            runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
+            self.current = f"final comparison {i + 1}/{len(plan)}: winner"
+            runs_b.append(self.measure(winner, reps, "final:winner"))
+        pa, pb = pooled(runs_a), pooled(runs_b)
+        threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
+        comps = compare_runs(pa, pb, threshold)
+        metric = objective_metric(s.objective)
+        main = next((c for c in comps if c.name == metric), None) if metric else None
+        if main is None:
+            main = compare("score", rep_scores(pa, s.objective), rep_scores(pb, s.objective),
+                           higher_is_better=True, threshold_pct=threshold, unit="score")
+            comps = [main, *comps]
+        verdict = main.verdict or NOISE
+        kept = winner if verdict == "better" else self.baseline_argv
+        if verdict == "better":
+            t = self.trials.get(winner)
+            if t is not None and t.id is not None:
+                self.o.repo.update_trial(t.id, status="final")
+        gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
+        note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
+                f"{verdict}: no change better than noise; the baseline is kept")
+        return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
+                            final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
+                            bandwidth=self._bandwidth(kept, gen), note=note)
+
+    def _trial_gen_tps(self) -> float | None:
+        t = self.trials.get(self.baseline_argv)
+        if t is None or t.run_id is None:
+            return None
+        run = self.o.bench.repo.get_run(t.run_id)
+        return median([r.predicted_per_second for r in run.reps if r.error is None]) if run else None
+
+    def _bandwidth(self, argv, gen_tps) -> dict | None:
+        o = self.spec.objective
+        return checks.bandwidth(list(argv), dict(self.spec.base_env), self.spec.binary, gen_tps, o.depth,
+                                o.prompt_tokens)

@@ -1,0 +1,175 @@
+"""The Tune view's result: the winner against the baseline per metric (Δ, interval, verdict), the flags that
+changed, the quality cost, the memory-bandwidth figure; "Save as new profile version" and "Export report".
+
+When nothing beats the baseline beyond noise it says so plainly and what is saved is the baseline.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import (
+    QFileDialog,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QPushButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from llm_tuner.core.tune import TuneResult, tune_report_markdown
+from llm_tuner.qt.tune_models import TuneComparisonModel, value_text
+from llm_tuner.ui.panels.bench_tables import make_table
+from llm_tuner.ui.plots.tune_plots import render_tune_plot
+
+
+def verdict_text(result: TuneResult) -> str:
+    """One plain sentence: what the tune found."""
+    searched = tuple(result.searched_winner_argv or ())
+    tried = [t for t in result.trials if t.knob is not None and t.status in ("measured", "final")]
+    if result.verdict == "better":
+        text = ("The winner beats the baseline beyond noise in a fresh interleaved A/B: save it as a new profile "
+                "version to keep it.")
+    elif result.trials and not tried:
+        text = "No candidate was measured within the budget: the baseline is kept. Give the tune more time."
+    elif not searched or searched == tuple(result.baseline_argv):
+        text = "No candidate beat the baseline while racing: the baseline is kept."
+    elif result.verdict == "worse":
+        text = "The racing winner lost the final A/B against the baseline: the baseline is kept."
+    else:
+        text = "No change was better than noise in the final A/B: the baseline is kept."
+    return text
+
+
+def _flag_lines(changed) -> list[str]:
+    """TuneResult.changed_flags ({flag, a: baseline, b: winner}) as `flag: a → b` lines."""
+    return [f"{c.get('flag')}: {value_text(c.get('a'))} → {value_text(c.get('b'))}" for c in changed or ()]
+
+
+def _dict_lines(d: dict | None) -> list[str]:
+    if not d:
+        return []
+    if "text" in d:
+        return [str(d["text"])]
+    return [f"{k}: {v}" for k, v in d.items()]
+
+
+class TuneResultView(QWidget):
+    """A finished tune's verdict and its two actions; `save_requested(name)` is handled by the panel."""
+
+    save_requested = Signal(str)  # profile name for the new version
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.result: TuneResult | None = None
+        self.verdict_label = QLabel("Run a tune: its result shows here.")
+        self.verdict_label.setWordWrap(True)
+        self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        font = self.verdict_label.font()
+        font.setBold(True)
+        self.verdict_label.setFont(font)
+        self.model = TuneComparisonModel(self)
+        self.view, _ = make_table(self.model)
+        self.details_label = QLabel()
+        self.details_label.setWordWrap(True)
+        self.details_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.name_edit = QLineEdit()
+        self.name_edit.setPlaceholderText("profile name for the new version")
+        self.save_button = QPushButton("Save as new profile version")
+        self.save_button.clicked.connect(self._on_save_clicked)
+        self.export_button = QPushButton("Export report…")
+        self.export_button.clicked.connect(self._on_export_clicked)
+        self.action_label = QLabel()
+        self.action_label.setWordWrap(True)
+        self.action_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        name_row = QHBoxLayout()
+        name_row.addWidget(QLabel("Profile:"))
+        name_row.addWidget(self.name_edit, 1)
+        actions = QHBoxLayout()
+        actions.addWidget(self.save_button)
+        actions.addWidget(self.export_button)
+        actions.addStretch(1)
+        lay = QVBoxLayout(self)
+        self.table_title = QLabel()
+        self.table_title.setWordWrap(True)
+        lay.addWidget(self.verdict_label)
+        lay.addWidget(self.table_title)
+        lay.addWidget(self.view, 1)
+        lay.addWidget(self.details_label)
+        lay.addLayout(name_row)
+        lay.addLayout(actions)
+        lay.addWidget(self.action_label)
+        self._trials_for_plot: list = []
+        self._y_label = "score"
+        self._report_head = ("", "")
+        self.set_result(None)
+
+    def set_result(self, result: TuneResult | None, profile_name: str = "", trials: list | None = None,
+                   y_label: str = "score", objective: str = "") -> None:
+        """Show `result`; `profile_name` is suggested for the new version, `objective` heads the report."""
+        self.result = result
+        self._report_head = (objective, profile_name)
+        self._trials_for_plot = list(trials if trials is not None else (result.trials if result else []))
+        self._y_label = y_label
+        for w in (self.save_button, self.export_button, self.name_edit):
+            w.setEnabled(result is not None)
+        self.action_label.setText("")
+        if result is None:
+            self.model.set_comparisons([])
+            self.view.setVisible(False)
+            self.table_title.setText("")
+            self.details_label.setText("")
+            return
+        self.verdict_label.setText(verdict_text(result))
+        self.model.set_comparisons(list(result.comparisons))
+        self.view.setVisible(bool(result.comparisons))
+        self.table_title.setText("Winner (B) against the baseline (A), fresh interleaved repetitions:"
+                                 if result.comparisons else "No final A/B was run: the winner is the baseline.")
+        lines = [f"{result.note[:1].upper()}{result.note[1:]}."] if result.note else []
+        changed = "; ".join(_flag_lines(result.changed_flags))
+        if result.verdict == "better":
+            lines.append(f"Flags that changed: {changed or 'none'}")
+        else:
+            lines.append(f"The racing winner changed {changed}; not kept." if changed else
+                         "Flags that changed: none (the winner is the baseline)")
+        quality = _dict_lines(result.quality)
+        lines.append("Quality: " + ("; ".join(quality) if quality else "no knob that changes results was tried"))
+        bandwidth = _dict_lines(result.bandwidth)
+        lines.append("Memory bandwidth: " + ("; ".join(bandwidth) if bandwidth else "unknown for these devices"))
+        self.details_label.setText("\n".join(lines))
+        self.name_edit.setText(profile_name)
+        self.save_button.setText("Save as new profile version" if result.verdict == "better"
+                                 else "Save the baseline as new profile version")
+
+    def _on_save_clicked(self) -> None:
+        name = self.name_edit.text().strip()
+        if not name:
+            self.action_label.setText("Type a profile name first.")
+            return
+        self.save_requested.emit(name)
+
+    def _on_export_clicked(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Export the tune report to folder")
+        if folder:
+            self.export_report(Path(folder))
+
+    def export_report(self, folder: Path) -> Path | None:
+        """Write `tune-<id>.md` with the trial plot as a PNG beside it (drawn here: it is a widget)."""
+        result = self.result
+        if result is None:
+            return None
+        folder = Path(folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        stem = f"tune-{result.tune_id}"
+        try:
+            plots = render_tune_plot(self._trials_for_plot, folder, f"{stem}-trials.png", self._y_label)
+        except Exception as exc:  # noqa: BLE001 - the report is still useful without its plot
+            plots = []
+            self.action_label.setText(f"The plot could not be drawn: {exc}")
+        path = folder / f"{stem}.md"
+        objective, label = self._report_head
+        path.write_text(tune_report_markdown(result, plots, objective=objective, label=label), encoding="utf-8")
+        self.action_label.setText(f"Exported: {path}")
+        return path

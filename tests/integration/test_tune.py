@@ -1,0 +1,179 @@
+"""The tune against the real llama-server and the demo model (short: -c 512, tiny prompt and generation).
+
+Behaviour only (what is stored, what never launched, what was re-measured, the final comparison's design);
+no assertion on which setting is faster."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from llm_tuner.core import flags
+from llm_tuner.core.memory import PlanDevice
+from llm_tuner.core.tune import Knob, Objective, TuneSpec, apply_values, parse_knob, tune_report_markdown
+from llm_tuner.services.tune import TuneRunner, make_plan_fn
+from llm_tuner.services.tune.runner import _Tune
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.tunes import TuneRepository
+
+pytestmark = pytest.mark.server
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def engine(tmp_path):
+    return open_engine(tmp_path / "h.sqlite")
+
+
+def _spec(model, *knobs, **kw) -> TuneSpec:
+    base = (*flags.argv_for("model", str(model)), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2"))
+    args = dict(objective=Objective(kind="gen_tps", prompt_tokens=16, gen_tokens=8), knobs=tuple(knobs),
+                budget_s=300, final_reps=1, screen_reps=1, warmup=0, label="t")
+    return TuneSpec(base_argv=base, **{**args, **kw})
+
+
+def test_pruned_candidates_never_launch_and_a_failed_launch_is_a_trial(engine, demo_model):
+    """Planned host of 170 MiB, no headroom: -c 512 and 1024 fit, 16384 and 32768 do not (the plan says
+    ~93/97 vs >190 MiB resident); a bad value makes llama-server exit: a failed trial, the tune finishes."""
+    ctx = Knob(key="c", flag="ctx_size", values=("1024", "16384", "32768"))
+    bad = parse_knob("custom:--flash-attn=bogus")
+    host = PlanDevice("Host", "CPU", 170, None, "planned RAM", True)
+    trials = []
+    repo = TuneRepository(engine)
+    result = TuneRunner(repo, plan_fn=make_plan_fn(0, gpus=[], host=host)).run(
+        _spec(demo_model, ctx, bad), on_trial=trials.append)
+    stored = repo.list_trials(result.tune_id)
+    by_value = {t.values.get("c"): t for t in stored if t.knob == "c"}
+    for big in ("16384", "32768"):
+        assert by_value[big].status == "pruned" and "Host needs" in by_value[big].reason
+        assert by_value[big].run_id is None
+    assert by_value["1024"].status == "measured" and by_value["1024"].run_id
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    assert runs and not any({"16384", "32768"} & set(r.server_argv) for r in runs)  # never launched
+    failed = [t for t in stored if t.status == "failed"]
+    assert len(failed) == 1 and "bogus" in failed[0].argv and "bogus" in failed[0].reason
+    assert repo.get(result.tune_id).status == "complete"
+    assert {t.id for t in trials} >= {t.id for t in stored}  # every trial was reported as it was decided
+    md = tune_report_markdown(result)
+    assert "| pruned |" in md and "Host needs" in md and "| failed |" in md
+
+
+def test_a_knob_without_effect_keeps_the_baseline(engine, demo_model):
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("custom:--alias=a,b"), final_reps=2)
+    result = TuneRunner(repo).run(spec)
+    assert repo.get(result.tune_id).status == "complete"
+    assert {t.values["custom:--alias"] for t in repo.list_trials(result.tune_id)} == {None, "a", "b"}
+    if result.verdict != "better":  # an A/A comparison: kept unless it separates
+        assert result.winner_argv == result.baseline_argv
+        assert "no change better than noise" in tune_report_markdown(result)
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    assert all(r.status == "complete" for r in runs)  # every measurement is a run in History
+
+
+def test_final_comparison_is_interleaved_with_n_fixed(engine, demo_model):
+    repo = TuneRepository(engine)
+    knob = parse_knob("custom:--alias=a")
+    spec = _spec(demo_model, knob, final_reps=3, final_rounds=2)
+    tune = _Tune(TuneRunner(repo), spec, lambda f, t: None, lambda: False, lambda t: None, None)
+    winner = tuple(apply_values(spec.base_argv, spec.knobs, {knob.key: "a"}))
+    result = tune._final(winner)
+    runs = sorted(RunRepository(engine).list_runs(group_id=tune.tune_id), key=lambda r: r.id)
+    assert [r.sweep_value for r in runs] == ["final:baseline", "final:winner"] * 2  # A B A B
+    assert [tuple(r.server_argv) for r in runs[1::2]] == [winner] * 2
+    assert [len(r.reps) for r in runs] == [2, 2, 1, 1]  # n = 3 per side, fixed before the first run
+    main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
+    assert main["a"]["n"] == main["b"]["n"] == 3
+    assert result.final_run_ids == tuple(r.id for r in runs)
+    assert result.winner_argv in (winner, result.baseline_argv)
+    assert result.verdict in ("better", "worse", "within noise")
+
+
+def _cli(*args, **kw):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.Popen([sys.executable, "-m", "llm_tuner", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **kw)
+
+
+def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
+    from llm_tuner.services.paths import database_path
+
+    base = ["-m", str(demo_model), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2")]
+    proc = _cli("tune", "--json-lines", "--prompt-tokens", "16", "--gen-tokens", "8", "--warmup", "0",
+                "--screen-reps", "1", "--final-reps", "1", "--budget", "300", "--knob", "custom:--alias=a,b,c",
+                "--", *base, start_new_session=True)
+    seen = []
+    try:
+        deadline = time.monotonic() + 240
+        while len(seen) < 2 and time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                break
+            obj = json.loads(line)
+            if obj["type"] == "trial":
+                seen.append(obj)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)  # kill -9 mid-tune (its llama-server dies with it)
+        proc.communicate()
+    assert len(seen) == 2, "the tune did not store two trials before the kill"
+    tune_id = seen[0]["tune_id"]
+    engine = open_engine(database_path())
+    before = {tuple(t.argv): t for t in TuneRepository(engine).list_trials(tune_id)}
+    assert len(before) >= 2
+    runs_before = {r.id for r in RunRepository(engine).list_runs(group_id=tune_id)}
+
+    resumed = _cli("tune", "--json-lines", "--resume", str(tune_id))
+    out, err = resumed.communicate(timeout=400)
+    assert resumed.returncode == 0, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["type"] == "result" and result["tune_id"] == tune_id
+    after = TuneRepository(engine).list_trials(tune_id)
+    assert {t.values["custom:--alias"] for t in after} == {None, "a", "b", "c"}
+    for t in after:  # the trials stored before the kill are kept, not measured again
+        if tuple(t.argv) in before:
+            assert t.id == before[tuple(t.argv)].id and t.run_ids[:1] == before[tuple(t.argv)].run_ids[:1]
+    new_runs = [r for r in RunRepository(engine).list_runs(group_id=tune_id) if r.id not in runs_before]
+    assert not [r for r in new_runs if tuple(r.server_argv) in before and r.sweep_value in ("baseline", "screen")]
+    assert TuneRepository(engine).get(tune_id).status == "complete"
+
+
+def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("custom:--alias=a"), final_reps=2)
+    stop = []
+    result = TuneRunner(repo).run(spec, cancelled=lambda: bool(stop), on_trial=lambda t: stop.append(t))
+    assert repo.get(result.tune_id).status == "cancelled" and "cancelled" in result.note
+    kept = repo.list_trials(result.tune_id)
+    assert [t.knob for t in kept] == [None] and kept[0].status == "measured"  # the baseline, measured before Cancel
+    n_runs = len(RunRepository(engine).list_runs(group_id=result.tune_id))
+
+    resumed = TuneRunner(repo).run(resume_tune_id=result.tune_id)
+    assert resumed.tune_id == result.tune_id and repo.get(result.tune_id).status == "complete"
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    baseline_runs = [r for r in runs if r.sweep_value == "baseline"]
+    assert len(baseline_runs) == 1 and len(runs) > n_runs  # the baseline was not measured again
+    assert repo.list_trials(result.tune_id)[0].id == kept[0].id
+
+
+def test_kv_types_show_their_perplexity_and_speculation_must_keep_the_output(engine, demo_model):
+    """K/V q4_0 against f16 with no perplexity increase allowed: llama-perplexity runs for both and the candidate
+    is dropped as "quality" with the figure; an n-gram speculative type is compared at --temp 0 first."""
+    repo = TuneRepository(engine)
+    spec = _spec(demo_model, parse_knob("kv=q4_0"), parse_knob("spec-type=ngram-simple"), max_ppl_increase_pct=0.0)
+    result = TuneRunner(repo).run(spec)
+    trials = {t.knob: t for t in repo.list_trials(result.tune_id)}
+    kv = trials["kv"]
+    assert kv.status == "failed" and kv.reason.startswith("quality: perplexity") and kv.run_id is None
+    assert "perplexity" in result.quality["kv=q4_0"] and "vs baseline" in result.quality["kv=q4_0"]
+    spec_trial = trials["spec-type"]
+    assert "output at --temp 0" in result.quality["spec-type=ngram-simple"]
+    if spec_trial.status == "failed":  # rejected: never measured
+        assert spec_trial.reason.startswith("quality: output") and spec_trial.run_id is None
+    else:
+        assert spec_trial.status == "measured" and "identical" in result.quality["spec-type=ngram-simple"]

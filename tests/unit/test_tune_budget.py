@@ -1,0 +1,81 @@
+"""The tune keeps its time budget: the final comparison's share is reserved from the baseline's cost, the
+search stops before eating into it, the final still runs. Time is an injected clock; every run is stored in a
+real SQLite history by a scripted measurer (a server's speed per argv), since only the timing is under test."""
+
+from datetime import datetime, timedelta
+
+from llm_tuner.core import flags
+from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.tune import Knob, Objective, TuneSpec
+from llm_tuner.services.tune import TuneRunner
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.tunes import TuneRepository
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class ScriptedBench:
+    """Stores a run per call like BenchRunner.run, faster with a smaller -ub; each run costs 10 s of the clock."""
+
+    current_process = None
+
+    def __init__(self, repo, clock):
+        self.repo, self.clock = repo, clock
+
+    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
+        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
+        self.clock.t += 10.0
+        ub = int(flags.value_of(target.argv, "ubatch_size") or 512)
+        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
+                                               sweep_value=sweep_value, started_at=start))
+        for i in range(spec.reps):
+            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
+                                                 predicted_per_second=1000 / ub + 0.01 * i))
+        self.repo.finish_run(run_id, "complete")
+        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
+        return self.repo.get_run(run_id)
+
+
+KNOB = Knob(key="ub", flag="ubatch_size", values=tuple(str(v) for v in (8, 16, 32, 64, 128, 256, 1024, 2048)))
+SPEC = TuneSpec(base_argv=("-m", "m.gguf"), objective=Objective(prompt_tokens=16, gen_tokens=8), knobs=(KNOB,),
+                budget_s=100, screen_reps=1, final_reps=2, final_rounds=2, warmup=0)
+
+
+def test_search_stops_for_the_reserved_final_and_the_final_runs_within_budget(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    bench = ScriptedBench(RunRepository(engine), clock)
+    knob, spec = KNOB, SPEC
+    repo = TuneRepository(engine)
+    result = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    finals = [r for r in runs if (r.sweep_value or "").startswith("final")]
+    assert len(finals) == 4  # 2 per side, interleaved: the reserved share was kept for it
+    assert clock.t <= spec.budget_s
+    measured = [t for t in repo.list_trials(result.tune_id) if t.status == "measured"]
+    assert 1 < len(measured) < 1 + len(knob.values)  # the search stopped early
+    assert repo.get(result.tune_id).status == "complete"
+
+
+def test_a_resumed_tune_reserves_the_final_from_the_stored_baseline(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    bench = ScriptedBench(RunRepository(engine), clock)
+    repo = TuneRepository(engine)
+    stop = []
+    first = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(
+        SPEC, cancelled=lambda: bool(stop), on_trial=stop.append)
+    assert repo.get(first.tune_id).status == "cancelled"
+    t0 = clock.t
+    result = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(
+        resume_tune_id=first.tune_id)
+    assert clock.t - t0 <= SPEC.budget_s  # the baseline was not re-measured, yet its cost reserved the final
+    finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
+              if (r.sweep_value or "").startswith("final")]
+    assert len(finals) == 4

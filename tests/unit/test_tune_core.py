@@ -1,0 +1,282 @@
+"""core.tune, pure: the search with a fake scorer, argv of a choice of values, scores, proposed knobs, reports."""
+
+from pathlib import Path
+
+import pytest
+
+from llm_tuner.core import flags
+from llm_tuner.core.bench_spec import BenchRun, DevicePeak, Repetition
+from llm_tuner.core.memory import PlanDevice
+from llm_tuner.core.tune import (
+    KV_PAIR,
+    Knob,
+    Objective,
+    Trial,
+    TuneResult,
+    apply_values,
+    bandwidth_figure,
+    coordinate_descent,
+    current_value,
+    order_knobs,
+    parse_knob,
+    propose_knobs,
+    rep_scores,
+    score,
+    successive_halving,
+    tune_report_markdown,
+)
+from llm_tuner.core.tune.quality import changes_kv, changes_speculation, parse_perplexity, perplexity_argv
+from llm_tuner.services.binaries import default_catalog
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "tune"
+
+
+class FakeScorer:
+    """A deterministic 'server': each candidate's true speed from a table, with a fixed per-rep wobble; counts
+    every sample it is asked to measure (top-ups only measure what is missing, as the runner does)."""
+
+    def __init__(self, speed, out=()):
+        self.speed, self.out = speed, set(out)
+        self.samples: dict[tuple, list[float]] = {}
+        self.measured = 0
+
+    def __call__(self, values, n, knob):
+        key = tuple(sorted(values.items()))
+        if any(values.get(k) == v for k, v in self.out):
+            return None
+        have = self.samples.setdefault(key, [])
+        while len(have) < n:
+            have.append(self.speed(values) * (1 + 0.001 * ((len(have) % 3) - 1)))
+            self.measured += 1
+        return list(have)
+
+
+def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse():
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.99, "1024": 5.0, "2048": 4.0}
+    fake = FakeScorer(lambda v: speeds[v["ub"]])
+    winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
+    assert winner == {"ub": "256"}
+    counts = {dict(k)["ub"]: len(v) for k, v in seen.items()}
+    # round 1: 2 each; the worse half (64, 1024, 2048) is dropped; the rest re-raced to 4, then 6
+    assert counts["1024"] == counts["2048"] == counts["64"] == 2
+    assert counts["256"] > counts["1024"] and counts["256"] == counts["512"]
+    assert fake.measured < 6 * counts["256"]  # less than racing everything to the end
+
+
+def test_successive_halving_stops_when_the_leader_is_clearly_ahead():
+    speeds = {"64": 10.0, "128": 20.0, "256": 30.0}
+    fake = FakeScorer(lambda v: speeds[v["ub"]])
+    winner, seen = successive_halving([{"ub": u} for u in speeds], fake, reps=2)
+    assert winner == {"ub": "256"} and fake.measured == 6  # no top-up: every sample of 256 beats the rest
+
+
+def test_successive_halving_drops_candidates_that_are_out_and_ties_keep_the_incumbent():
+    fake = FakeScorer(lambda v: 10.0, out=[("t", "3")])
+    winner, seen = successive_halving([{"t": "1"}, {"t": "2"}, {"t": "3"}], fake, reps=1, incumbent={"t": "2"})
+    assert winner == {"t": "2"}
+    assert (("t", "3"),) not in seen
+    assert successive_halving([{"t": "3"}], fake, reps=1)[0] is None
+
+
+def test_coordinate_descent_places_memory_first_and_revisits_a_knob_after_a_later_change():
+    ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
+    kv = Knob(key="kv", flag=KV_PAIR, values=("f16", "q8_0"))
+    ngl = Knob(key="ngl", flag="gpu_layers", values=("10", "20"))
+    assert [k.key for k in order_knobs([ub, kv, Knob(key="custom:--x", flag="--x", values=("1",)), ngl])] == [
+        "ngl", "kv", "ub", "custom:--x"]
+    calls = []
+
+    def speed(v):
+        # ngl=20 is best; the best ub depends on the K/V type (an interaction); kv q8_0 is best.
+        return (2 if v["ngl"] == "20" else 1) * (3 if v["kv"] == "q8_0" else 1) * (
+            2 if (v["ub"] == "512") == (v["kv"] == "q8_0") else 1)
+
+    fake = FakeScorer(speed)
+
+    def evaluate(values, n, knob):
+        calls.append(knob)
+        return fake(values, n, knob)
+
+    best, log = coordinate_descent(["-m", "x.gguf", "-ngl", "10", "-ub", "128"], [ub, kv, ngl], evaluate, reps=1)
+    assert best == {"ngl": "20", "kv": "q8_0", "ub": "512"}
+    assert calls[0] is None  # the baseline first
+    assert calls.index("ngl") < calls.index("kv") < calls.index("ub")
+    assert any("ngl: 10 -> 20" in line for line in log)
+    # ngl and kv were decided before a later knob changed: each raced once more (then not again)
+    assert sum(1 for line in log if line.startswith("ngl")) == 2
+
+
+def test_coordinate_descent_stops_on_time_and_when_the_baseline_cannot_run():
+    ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
+    fake = FakeScorer(lambda v: 1.0, out=[("ub", None)])
+    assert coordinate_descent(["-m", "x"], [ub], fake, reps=1)[0] is None
+    best, log = coordinate_descent(["-m", "x"], [ub], FakeScorer(lambda v: 1.0), reps=1, out_of_time=lambda: True)
+    assert best == {"ub": None} and "time budget" in log[-1]
+
+
+def test_apply_values_sets_pairs_raw_flags_and_normalizes_what_llama_cpp_clamps():
+    base = ["-m", "m.gguf", "--ubatch-size", "256", "--alias", "x"]
+    knobs = [Knob(key="ub", flag="ubatch_size", values=()), Knob(key="b", flag="batch_size", values=()),
+             Knob(key="kv", flag=KV_PAIR, values=()), Knob(key="custom:--alias", flag="--alias", values=())]
+    argv = apply_values(base, knobs, {"ub": "1024", "b": "512", "kv": "q8_0", "custom:--alias": None})
+    assert flags.value_of(argv, "ubatch_size") == "512"  # -ub 1024 with -b 512 runs as -ub 512
+    assert flags.value_of(argv, "cache_type_k") == flags.value_of(argv, "cache_type_v") == "q8_0"
+    assert "--alias" not in argv and "x" not in argv
+    assert apply_values(base, knobs, {"ub": "1024", "b": "512"}) == apply_values(base, knobs, {"ub": "512", "b": "512"})
+    assert current_value(base, knobs[3]) == "x" and current_value(base, knobs[0]) == "256"
+    assert current_value(argv, knobs[2]) == "q8_0" and current_value(base, knobs[1]) is None
+    mixed = apply_values(base, knobs, {"kv": "q8_0/f16"})
+    assert (flags.value_of(mixed, "cache_type_k"), flags.value_of(mixed, "cache_type_v")) == ("q8_0", "f16")
+
+
+def _run(reps, argv=("-m", "m.gguf", "-c", "8192")):
+    return BenchRun(server_argv=argv, reps=tuple(reps))
+
+
+def _rep(rep=0, client=0, **kw):
+    base = dict(prompt_tokens=64, prompt_n=64, predicted_n=16, rep=rep, client=client)
+    return Repetition(**{**base, **kw})
+
+
+def test_score_is_higher_is_better_for_every_objective():
+    reps = [_rep(0, predicted_per_second=10.0, prompt_per_second=100.0, ttft_ms=50.0, latency_ms=1000.0),
+            _rep(1, predicted_per_second=12.0, prompt_per_second=400.0, ttft_ms=30.0, latency_ms=800.0,
+                 peaks=(DevicePeak(device="GPU0", energy_j=8.0),)),
+            _rep(2, error="boom", predicted_per_second=99.0)]
+    run = _run(reps)
+    assert score(run, Objective(kind="gen_tps")) == pytest.approx(11.0)
+    assert score(run, Objective(kind="prefill_tps")) == pytest.approx(250.0)
+    assert score(run, Objective(kind="ttft")) == pytest.approx(-40.0)  # latency negated
+    assert rep_scores(run, Objective(kind="tokens_per_joule")) == [pytest.approx(80 / 8.0)]
+    chat = rep_scores(run, Objective(kind="chat"))
+    assert chat[0] == pytest.approx((10.0 * 100.0) ** 0.5) and chat[1] == pytest.approx((12.0 * 400.0) ** 0.5)
+    assert rep_scores(run, Objective(kind="max_context", min_gen_tps=11.0)) == [0.0, 8192.0]
+    clients = _run([_rep(0, 0, latency_ms=1000.0), _rep(0, 1, latency_ms=2000.0), _rep(1, 0, latency_ms=500.0),
+                    _rep(1, 1, latency_ms=500.0)])
+    assert rep_scores(clients, Objective(kind="throughput", clients=2)) == [16.0, 64.0]
+    assert rep_scores(clients, Objective(kind="p99_latency", clients=2))[0] == pytest.approx(-1990.0)
+    assert score(_run([]), Objective()) is None
+
+
+class _Model:
+    block_count = 24
+    expert_count = 0
+    nextn_layers = 0
+
+
+def _keys(knobs):
+    return {k.key: k for k in knobs}
+
+
+def test_propose_knobs_cpu_only_gives_batches_threads_and_kv_pairs():
+    knobs = _keys(propose_knobs(_Model(), default_catalog(), [], ["-m", "m.gguf"], cpu_threads=8))
+    b_max = max(int(v) for v in knobs["b"].values)
+    assert all(int(v) <= b_max for v in knobs["ub"].values)
+    assert knobs["t"].values == ("4", "7", "8") and "tb" in knobs
+    assert knobs["kv"].flag == KV_PAIR and "q8_0" in knobs["kv"].values
+    assert not {"ts", "sm", "mg", "ngl", "ot", "np", "fa"} & set(knobs)
+    # the help lists ngram types: an n-gram speculation knob with draft depth; no draft-mtp without MTP layers
+    assert "ngram-map-k4v" in knobs["spec"].values and "draft-mtp" not in knobs["spec"].values
+    assert "draft" in knobs
+
+
+def test_propose_knobs_with_two_gpus_mtp_moe_and_offload():
+    gpus = [PlanDevice("CUDA0", "CUDA", 16384), PlanDevice("Vulkan1", "Vulkan", 24576)]
+    model = type("M", (), {"block_count": 64, "expert_count": 0, "nextn_layers": 1})()
+    knobs = _keys(propose_knobs(model, default_catalog(), gpus, ["-m", "m.gguf"], cpu_threads=8,
+                                objective=Objective(kind="throughput", clients=4)))
+    assert knobs["ts"].values == ("40,60", "45,55", "50,50", "55,45", "60,40")
+    assert {"sm", "mg", "fa", "np"} <= set(knobs) and knobs["np"].values == ("1", "2", "4")
+    assert "draft-mtp" in knobs["spec"].values
+    assert "ngl" not in knobs and "t" not in knobs  # fits, GPUs compute
+    off = _keys(propose_knobs(model, default_catalog(), gpus, ["-m", "m.gguf"], needs_offload=True))
+    assert "ngl" in off and any(v and "ffn_" in v for v in off["ot"].values)
+    longest = _keys(propose_knobs(type("M", (), {"block_count": 8, "context_length": 32768})(), None, [], ["-m", "m"],
+                                  objective=Objective(kind="max_context", min_gen_tps=20)))
+    assert longest["c"].values == ("4096", "8192", "16384", "32768")
+    moe = type("M", (), {"block_count": 48, "expert_count": 128, "nextn_layers": 0})()
+    assert "ncmoe" in _keys(propose_knobs(moe, default_catalog(), gpus[:1], ["-m", "m"], needs_offload=True))
+
+
+def test_final_plan_spreads_n_over_interleaved_rounds():
+    from llm_tuner.core.tune import TuneSpec
+
+    assert TuneSpec(base_argv=(), final_reps=5, final_rounds=2).final_plan() == [3, 2]
+    assert TuneSpec(base_argv=(), final_reps=2, final_rounds=5).final_plan() == [1, 1]
+    assert TuneSpec(base_argv=(), final_reps=6, final_rounds=3).final_plan() == [2, 2, 2]
+
+
+def test_parse_knob_syntax():
+    assert parse_knob("ub=64,128,256") == Knob(key="ub", flag="ubatch_size", values=("64", "128", "256"),
+                                               reason="given by the user")
+    assert parse_knob("t=1,2").flag == "threads"
+    assert parse_knob("kv=f16,q8_0").flag == KV_PAIR
+    custom = parse_knob("custom:--alias=a,b")
+    assert (custom.key, custom.flag, custom.values) == ("custom:--alias", "--alias", ("a", "b"))
+    assert parse_knob("ts=40,60;50,50").values == ("40,60", "50,50")
+    assert parse_knob("spec-type=default,ngram-simple").values == (None, "ngram-simple")
+    for bad in ("nosuchflag=1,2", "ub", "custom:alias=a"):
+        with pytest.raises(ValueError):
+            parse_knob(bad)
+
+
+def test_quality_helpers_on_recorded_llama_perplexity_output():
+    text = (DATA / "llama-perplexity-demo.txt").read_text()
+    assert parse_perplexity(text) == pytest.approx(54.4308)
+    assert parse_perplexity("[1]16.6818,[2]32.0266,") == pytest.approx(32.0266)
+    assert parse_perplexity("error: no model") is None
+    base = ["-m", "m.gguf", "-t", "2", "-ub", "64"]
+    argv = perplexity_argv(base + ["-ctk", "q8_0"], "t.txt")
+    assert flags.value_of(argv, "cache_type_k") == "q8_0" and flags.value_of(argv, "ubatch_size") is None
+    assert changes_kv(base + ["-ctk", "q8_0"], base) and not changes_kv(base + ["-ub", "2"], base)
+    assert changes_speculation(base + ["--spec-type", "ngram-simple"], base)
+
+
+def test_bandwidth_figure_from_published_figures_and_unknown_cpu():
+    gib = 2**30
+    fig = bandwidth_figure([{"name": "CUDA0", "description": "NVIDIA H200", "bytes": 48 * gib},
+                            {"name": "Host", "description": "", "bytes": 0.1 * gib}], gen_tps=80.0)
+    limit = 1 / (48 * gib / 4800e9)
+    assert fig["limit_tps"] == pytest.approx(limit) and fig["pct"] == pytest.approx(100 * 80 / limit)
+    assert "% of the memory-bandwidth limit" in fig["text"]
+    nvml = bandwidth_figure([{"name": "CUDA0", "description": "NVIDIA H200", "bytes": 48 * gib}], gen_tps=80.0,
+                            measured_gbps={"CUDA0": 4000.0})
+    assert nvml["devices"][0]["source"].startswith("NVML") and nvml["limit_tps"] == pytest.approx(4000e9 / (48 * gib))
+    cpu = bandwidth_figure([{"name": "Host", "description": "", "bytes": gib}], gen_tps=50.0)
+    assert cpu["pct"] is None and "unknown" in cpu["text"]
+
+
+def test_report_says_when_the_baseline_is_kept_and_lists_every_trial():
+    trials = (Trial(seq=1, values={"ub": None}, status="measured", score=10.0, run_id=1),
+              Trial(seq=2, knob="ub", values={"ub": "4096"}, status="pruned", reason="CUDA0 needs 17.2 of 16.0 GiB"),
+              Trial(seq=3, knob="ub", values={"ub": "bogus"}, status="failed", reason="llama-server exited"))
+    md = tune_report_markdown(TuneResult(tune_id=7, baseline_argv=("-m", "m"), winner_argv=("-m", "m"),
+                                         verdict="within noise", trials=trials), [("Objective", "obj.png")])
+    assert "no change better than noise; the baseline is kept" in md
+    assert "CUDA0 needs 17.2 of 16.0 GiB" in md and "| pruned |" in md and "| failed |" in md
+    assert "![Objective](obj.png)" in md
+
+
+def test_a_throttling_gpu_is_seen_in_the_peaks_and_flags_the_run():
+    from types import SimpleNamespace
+
+    from llm_tuner.core.bench_report import throttle_warning
+    from llm_tuner.services.bench import PeakTracker, _GpuSources
+
+    class Throttling:
+        throttle_mask = 0b100
+        reasons = [0, 0b100, 0]
+
+        def read(self):
+            return [SimpleNamespace(index=0, vram_used_mib=100.0, power_w=None, temp_c=None,
+                                    throttle_reasons=self.reasons.pop(0) if self.reasons else 0)]
+
+    tracker = PeakTracker(_GpuSources([("nvidia", Throttling())], labels={"nvidia:0": "CUDA0"}))
+    for _ in range(3):
+        tracker.sample()
+    (peak,) = tracker.peaks()
+    assert peak.device == "CUDA0" and peak.throttled is True
+    run = BenchRun(id=4, reps=(Repetition(prompt_tokens=8, peaks=(peak,)),))
+    assert "CUDA0 throttled" in throttle_warning(run)
+    assert throttle_warning(BenchRun(reps=(Repetition(prompt_tokens=8, peaks=(DevicePeak(device="CUDA0",
+                                                                                         throttled=False),)),))) is None
