@@ -106,6 +106,18 @@ def test_coordinate_descent_places_memory_first_and_revisits_a_knob_after_a_late
     assert sum(1 for line in log if line.startswith("ngl")) == 2
 
 
+def test_only_knobs_a_later_change_may_interact_with_are_raced_again():
+    ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
+    b = Knob(key="b", flag="batch_size", values=("256", "2048"))
+    t = Knob(key="t", flag="threads", values=("1", "2"))
+    best_of = {"ub": "512", "b": "2048", "t": "1"}
+    fake = FakeScorer(lambda v: sum(v[k] == best_of[k] for k in best_of) + 1)
+    best, log = coordinate_descent(["-m", "x"], [ub, b, t], fake, reps=1)
+    assert best == best_of
+    assert sum(line.startswith("ub") for line in log) == 2  # -b changed after -ub: they share memory
+    assert sum(line.startswith("b") for line in log) == 1  # only -t changed after -b: no interaction
+
+
 def test_coordinate_descent_stops_on_time_and_when_the_baseline_cannot_run():
     ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
     fake = FakeScorer(lambda v: 1.0, out=[("ub", None)])

@@ -8,7 +8,8 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
 - `coordinate_descent`: the baseline first; knobs in `order_knobs` order (placement and memory first: they
   decide what fits, and every later speed figure depends on them); each knob raced with the others held at the
   incumbent; once every knob was tried, the knobs decided before a later knob changed are raced once more
-  (the later change may interact with them, e.g. -ub after a K/V type change).
+  when that change may interact with them (`interacts`: -ub after a K/V type change, anything after placement),
+  not otherwise (-ub after -t).
 - `successive_halving`: every candidate gets `reps` samples; the worse half (by median) is dropped and the
   rest topped up by `reps` more; until one is left, or until the leader's worst sample beats every other's
   best with 2+ samples each (a top-up restarts a server: it is spent only where the race is close). Ties keep the incumbent.
@@ -31,8 +32,24 @@ Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 KNOB_ORDER = ("gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
               "cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size",
               "ubatch_size", "batch_size", "parallel", "spec_type", "draft_n_max", "threads", "threads_batch")
+# Which knobs may interact (a later change re-opens an earlier decision): placement with everything (it decides
+# where every later figure is computed), memory knobs with each other (they share what fits), and the pairs
+# below; a custom knob's effect is unknown, so it interacts with everything.
+PLACEMENT = {"gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu"}
+MEMORY = {"cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size", "ubatch_size",
+          "batch_size", "parallel"}
+PAIRS = ({"spec_type", "draft_n_max"}, {"threads", "threads_batch"})
 # llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512).
 DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
+
+
+def interacts(a: Knob, b: Knob) -> bool:
+    """Whether a change of knob `b` may change which value of knob `a` is best."""
+    known = set(KNOB_ORDER)
+    fa, fb = a.flag, b.flag
+    if fa not in known or fb not in known or fa in PLACEMENT or fb in PLACEMENT:
+        return True
+    return (fa in MEMORY and fb in MEMORY) or any(fa in p and fb in p for p in PAIRS)
 
 
 def values_key(values: Mapping[str, str | None]) -> tuple:
@@ -196,9 +213,11 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
             log.append("time budget reached: search stopped")
             return best, log
         race(knob)
-    for knob in ordered:  # one revisit of knobs decided before a later change
-        later = [s for k, s in changed_at.items() if k != knob.key and s > decided_at.get(knob.key, 0)]
-        if not later or len(knob.values) < 1:
+    for knob in ordered:  # one revisit of knobs decided before a later change that may interact with them
+        by_key = {k.key: k for k in ordered}
+        later = [k for k, s in changed_at.items() if k != knob.key and s > decided_at.get(knob.key, 0)
+                 and interacts(knob, by_key[k])]
+        if not later:
             continue
         if out_of_time():
             log.append("time budget reached: search stopped")
