@@ -110,11 +110,13 @@ def _set_one(argv: list[str], name: str, value: str | None) -> list[str]:
     return rest + ([name] if value == "" else [name, value])
 
 
-def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None]) -> list[str]:
+def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None],
+                 env: Mapping[str, str] | None = None) -> list[str]:
     """The base argv with each knob set to its value (a compound knob "a+b" takes "v" for both or "v1/v2").
 
     The result is normalized as llama.cpp reads it, so candidates that run the same are one argv: a
-    micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch))."""
+    micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch)), and
+    -b/-ub at llama.cpp's defaults are left out (unless `env` sets them: then the flag overrides the variable)."""
     argv = list(base_argv)
     for knob in knobs:
         if knob.key not in values:
@@ -124,7 +126,7 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
         parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
         for name, part in zip(names, parts, strict=False):
             argv = _set_one(argv, name, part if part != "" or value == "" else None)
-    return _normalize_batches(argv)
+    return _normalize_batches(argv, env or {})
 
 
 def _int(v: str | None) -> int | None:
@@ -134,13 +136,20 @@ def _int(v: str | None) -> int | None:
         return None
 
 
-def _normalize_batches(argv: list[str]) -> list[str]:
-    """-ub clamped to the batch, and written last, so that candidates which run the same are the same argv."""
+def _normalize_batches(argv: list[str], env: Mapping[str, str]) -> list[str]:
+    """-ub clamped to the batch and written last, defaults left out: candidates that run the same are one argv."""
     ub = _int(flags.value_of(argv, "ubatch_size"))
+    b = _int(flags.value_of(argv, "batch_size"))
+    if b == DEFAULT_BATCH and flags.flag("batch_size").env not in env:
+        argv = flags.without(argv, "batch_size")
     if ub is None:
         return argv
-    b = _int(flags.value_of(argv, "batch_size"))
-    return flags.without(argv, "ubatch_size") + flags.argv_for("ubatch_size", str(min(ub, b or DEFAULT_BATCH)))
+    b_eff = b or DEFAULT_BATCH
+    ub = min(ub, b_eff)
+    argv = flags.without(argv, "ubatch_size")
+    if ub == min(DEFAULT_UBATCH, b_eff) and flags.flag("ubatch_size").env not in env:
+        return argv  # what llama.cpp runs without the flag
+    return argv + flags.argv_for("ubatch_size", str(ub))
 
 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
