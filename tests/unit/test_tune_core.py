@@ -106,6 +106,18 @@ def test_coordinate_descent_places_memory_first_and_revisits_a_knob_after_a_late
     assert sum(1 for line in log if line.startswith("ngl")) == 2
 
 
+def test_only_knobs_a_later_change_may_interact_with_are_raced_again():
+    ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
+    b = Knob(key="b", flag="batch_size", values=("256", "2048"))
+    t = Knob(key="t", flag="threads", values=("1", "2"))
+    best_of = {"ub": "512", "b": "2048", "t": "1"}
+    fake = FakeScorer(lambda v: sum(v[k] == best_of[k] for k in best_of) + 1)
+    best, log = coordinate_descent(["-m", "x"], [ub, b, t], fake, reps=1)
+    assert best == best_of
+    assert sum(line.startswith("ub") for line in log) == 2  # -b changed after -ub: they share memory
+    assert sum(line.startswith("b") for line in log) == 1  # only -t changed after -b: no interaction
+
+
 def test_coordinate_descent_stops_on_time_and_when_the_baseline_cannot_run():
     ub = Knob(key="ub", flag="ubatch_size", values=("128", "512"))
     fake = FakeScorer(lambda v: 1.0, out=[("ub", None)])
@@ -119,12 +131,19 @@ def test_apply_values_sets_pairs_raw_flags_and_normalizes_what_llama_cpp_clamps(
     knobs = [Knob(key="ub", flag="ubatch_size", values=()), Knob(key="b", flag="batch_size", values=()),
              Knob(key="kv", flag=KV_PAIR, values=()), Knob(key="custom:--alias", flag="--alias", values=())]
     argv = apply_values(base, knobs, {"ub": "1024", "b": "512", "kv": "q8_0", "custom:--alias": None})
-    assert flags.value_of(argv, "ubatch_size") == "512"  # -ub 1024 with -b 512 runs as -ub 512
+    # -ub 1024 with -b 512 runs as -ub 512, which is what llama.cpp runs with -b 512 and no -ub
+    assert flags.value_of(argv, "batch_size") == "512" and flags.value_of(argv, "ubatch_size") is None
+    assert flags.value_of(apply_values(base, knobs, {"ub": "1024", "b": "256"}), "ubatch_size") is None
+    assert flags.value_of(apply_values(base, knobs, {"ub": "128", "b": "256"}), "ubatch_size") == "128"
     assert flags.value_of(argv, "cache_type_k") == flags.value_of(argv, "cache_type_v") == "q8_0"
     assert "--alias" not in argv and "x" not in argv
     assert apply_values(base, knobs, {"ub": "1024", "b": "512"}) == apply_values(base, knobs, {"ub": "512", "b": "512"})
     assert current_value(base, knobs[3]) == "x" and current_value(base, knobs[0]) == "256"
     assert current_value(argv, knobs[2]) == "q8_0" and current_value(base, knobs[1]) is None
+    # llama.cpp's defaults (-b 2048, -ub 512) run as the flags' absence: one argv; not when a variable sets them
+    assert apply_values(base, knobs, {"ub": "512", "b": "2048"}) == apply_values(base, knobs, {"ub": None, "b": None})
+    env = {flags.flag("batch_size").env: "1024"}
+    assert flags.value_of(apply_values(base, knobs, {"b": "2048"}, env), "batch_size") == "2048"
     mixed = apply_values(base, knobs, {"kv": "q8_0/f16"})
     assert (flags.value_of(mixed, "cache_type_k"), flags.value_of(mixed, "cache_type_v")) == ("q8_0", "f16")
 

@@ -8,7 +8,8 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
 - `coordinate_descent`: the baseline first; knobs in `order_knobs` order (placement and memory first: they
   decide what fits, and every later speed figure depends on them); each knob raced with the others held at the
   incumbent; once every knob was tried, the knobs decided before a later knob changed are raced once more
-  (the later change may interact with them, e.g. -ub after a K/V type change).
+  when that change may interact with them (`interacts`: -ub after a K/V type change, anything after placement),
+  not otherwise (-ub after -t).
 - `successive_halving`: every candidate gets `reps` samples; the worse half (by median) is dropped and the
   rest topped up by `reps` more; until one is left, or until the leader's worst sample beats every other's
   best with 2+ samples each (a top-up restarts a server: it is spent only where the race is close). Ties keep the incumbent.
@@ -31,8 +32,24 @@ Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 KNOB_ORDER = ("gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
               "cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size",
               "ubatch_size", "batch_size", "parallel", "spec_type", "draft_n_max", "threads", "threads_batch")
+# Which knobs may interact (a later change re-opens an earlier decision): placement with everything (it decides
+# where every later figure is computed), memory knobs with each other (they share what fits), and the pairs
+# below; a custom knob's effect is unknown, so it interacts with everything.
+PLACEMENT = {"gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu"}
+MEMORY = {"cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size", "ubatch_size",
+          "batch_size", "parallel"}
+PAIRS = ({"spec_type", "draft_n_max"}, {"threads", "threads_batch"})
 # llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512).
 DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
+
+
+def interacts(a: Knob, b: Knob) -> bool:
+    """Whether a change of knob `b` may change which value of knob `a` is best."""
+    known = set(KNOB_ORDER)
+    fa, fb = a.flag, b.flag
+    if fa not in known or fb not in known or fa in PLACEMENT or fb in PLACEMENT:
+        return True
+    return (fa in MEMORY and fb in MEMORY) or any(fa in p and fb in p for p in PAIRS)
 
 
 def values_key(values: Mapping[str, str | None]) -> tuple:
@@ -93,11 +110,13 @@ def _set_one(argv: list[str], name: str, value: str | None) -> list[str]:
     return rest + ([name] if value == "" else [name, value])
 
 
-def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None]) -> list[str]:
+def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None],
+                 env: Mapping[str, str] | None = None) -> list[str]:
     """The base argv with each knob set to its value (a compound knob "a+b" takes "v" for both or "v1/v2").
 
     The result is normalized as llama.cpp reads it, so candidates that run the same are one argv: a
-    micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch))."""
+    micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch)), and
+    -b/-ub at llama.cpp's defaults are left out (unless `env` sets them: then the flag overrides the variable)."""
     argv = list(base_argv)
     for knob in knobs:
         if knob.key not in values:
@@ -107,7 +126,7 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
         parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
         for name, part in zip(names, parts, strict=False):
             argv = _set_one(argv, name, part if part != "" or value == "" else None)
-    return _normalize_batches(argv)
+    return _normalize_batches(argv, env or {})
 
 
 def _int(v: str | None) -> int | None:
@@ -117,13 +136,20 @@ def _int(v: str | None) -> int | None:
         return None
 
 
-def _normalize_batches(argv: list[str]) -> list[str]:
-    """-ub clamped to the batch, and written last, so that candidates which run the same are the same argv."""
+def _normalize_batches(argv: list[str], env: Mapping[str, str]) -> list[str]:
+    """-ub clamped to the batch and written last, defaults left out: candidates that run the same are one argv."""
     ub = _int(flags.value_of(argv, "ubatch_size"))
+    b = _int(flags.value_of(argv, "batch_size"))
+    if b == DEFAULT_BATCH and flags.flag("batch_size").env not in env:
+        argv = flags.without(argv, "batch_size")
     if ub is None:
         return argv
-    b = _int(flags.value_of(argv, "batch_size"))
-    return flags.without(argv, "ubatch_size") + flags.argv_for("ubatch_size", str(min(ub, b or DEFAULT_BATCH)))
+    b_eff = b or DEFAULT_BATCH
+    ub = min(ub, b_eff)
+    argv = flags.without(argv, "ubatch_size")
+    if ub == min(DEFAULT_UBATCH, b_eff) and flags.flag("ubatch_size").env not in env:
+        return argv  # what llama.cpp runs without the flag
+    return argv + flags.argv_for("ubatch_size", str(ub))
 
 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
@@ -196,9 +222,11 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
             log.append("time budget reached: search stopped")
             return best, log
         race(knob)
-    for knob in ordered:  # one revisit of knobs decided before a later change
-        later = [s for k, s in changed_at.items() if k != knob.key and s > decided_at.get(knob.key, 0)]
-        if not later or len(knob.values) < 1:
+    for knob in ordered:  # one revisit of knobs decided before a later change that may interact with them
+        by_key = {k.key: k for k in ordered}
+        later = [k for k, s in changed_at.items() if k != knob.key and s > decided_at.get(knob.key, 0)
+                 and interacts(knob, by_key[k])]
+        if not later:
             continue
         if out_of_time():
             log.append("time budget reached: search stopped")

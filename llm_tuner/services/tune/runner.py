@@ -98,7 +98,7 @@ class _Tune:
         self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
         s = self.spec
         self.base_values = {k.key: current_value(s.base_argv, k) for k in s.knobs}
-        self.baseline_argv = tuple(apply_values(s.base_argv, s.knobs, self.base_values))
+        self.baseline_argv = tuple(apply_values(s.base_argv, s.knobs, self.base_values, s.base_env))
         self.t0 = owner.clock()
         self.reserve_s = 0.0
         self.quality: dict[str, str] = {}
@@ -144,7 +144,7 @@ class _Tune:
         return trial
 
     def evaluate(self, values: dict, n: int, knob: str | None):
-        argv = tuple(apply_values(self.spec.base_argv, self.spec.knobs, values))
+        argv = tuple(apply_values(self.spec.base_argv, self.spec.knobs, values, self.spec.base_env))
         t = self.trials.get(argv)
         if t is None:
             if self.trials and self.out_of_time():
@@ -268,7 +268,7 @@ class _Tune:
                 note = "the baseline could not be measured" + (f": {t.reason}" if t and t.reason else "")
                 result = self._result(self.baseline_argv, note=note)
             else:
-                result = self._final(tuple(apply_values(self.spec.base_argv, self.spec.knobs, best)))
+                result = self._final(tuple(apply_values(self.spec.base_argv, self.spec.knobs, best, self.spec.base_env)))
         except _Cancelled:
             status = "cancelled"
             result = self._result(self.baseline_argv, note="cancelled: trials so far are kept; resume to continue")
