@@ -299,3 +299,18 @@ def test_a_throttling_gpu_is_seen_in_the_peaks_and_flags_the_run():
     assert "CUDA0 throttled" in throttle_warning(run)
     assert throttle_warning(BenchRun(reps=(Repetition(prompt_tokens=8, peaks=(DevicePeak(device="CUDA0",
                                                                                          throttled=False),)),))) is None
+
+
+def test_a_race_winner_under_the_ab_threshold_does_not_replace_the_incumbent():
+    """Among settings that run alike (every -ub at or above a 128-token prompt), the race's leader is noise: a gain
+    under the A/B threshold could never pass the final, so the search keeps the incumbent (no revisit, no final)."""
+    ub = Knob(key="ub", flag="ubatch_size", values=("128", "256"))
+    t = Knob(key="t", flag="threads", values=("1", "2"))
+    speeds = {None: 690.0, "128": 683.0, "256": 696.0}  # +0.9 %: noise
+    fake = FakeScorer(lambda v: speeds[v["ub"]] * (1.5 if v["t"] == "2" else 1.0))
+    best, log = coordinate_descent(["-m", "x"], [ub, t], fake, reps=2, min_gain_pct=2.0)
+    assert best == {"ub": None, "t": "2"}  # a real gain (+50 %) is taken
+    assert any("led by less than 2%" in line for line in log)
+    assert not any(line.startswith("ub:") and "->" in line for line in log)
+    adopted, _log = coordinate_descent(["-m", "x"], [ub, t], FakeScorer(lambda v: speeds[v["ub"]]), reps=2)
+    assert adopted["ub"] == "256"  # without a threshold the noise would win

@@ -188,9 +188,21 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
     return None, samples
 
 
+def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_pct: float) -> bool:
+    """Whether a race's winner beats the incumbent by more than `min_gain_pct` (medians; scores are higher-is-
+    better). A smaller gain can never be called better by the final comparison (its verdict needs the same
+    threshold), so adopting it would only spend server time on revisits and a final that keeps the baseline."""
+    w, i = median(list(winner)), median(list(incumbent))
+    if w is None or i is None:
+        return w is not None
+    return w > i + abs(i) * min_gain_pct / 100.0
+
+
 def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
-                       out_of_time: Callable[[], bool] = lambda: False) -> tuple[Values | None, list[str]]:
+                       out_of_time: Callable[[], bool] = lambda: False,
+                       min_gain_pct: float = 0.0) -> tuple[Values | None, list[str]]:
     """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
+    A race's winner replaces the incumbent only when it gains more than `min_gain_pct` (see gains_enough).
 
     Returns the winning values (None when even the baseline could not run) and a log of what was decided."""
     ordered = order_knobs([k for k in knobs if k.values])
@@ -207,9 +219,14 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         step += 1
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
-        winner, _ = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
-                                       out_of_time=out_of_time)
+        winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
+                                          out_of_time=out_of_time)
         decided_at[knob.key] = step
+        inc_samples = seen.get(values_key(best))
+        if (winner is not None and winner[knob.key] != best[knob.key] and inc_samples
+                and not gains_enough(seen[values_key(winner)], inc_samples, min_gain_pct)):
+            log.append(f"{knob.key}: {winner[knob.key]} led by less than {min_gain_pct:g}%: kept {best[knob.key]}")
+            return
         if winner is not None and winner[knob.key] != best[knob.key]:
             log.append(f"{knob.key}: {best[knob.key]} -> {winner[knob.key]}")
             best = winner

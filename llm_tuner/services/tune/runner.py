@@ -257,8 +257,11 @@ class _Tune:
         status, note = "complete", ""
         best = None
         try:
+            # a gain under the A/B threshold can never pass the final: the search does not adopt one
+            threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
-                                                  reps=self.spec.screen_reps, out_of_time=self.out_of_time)
+                                                  reps=self.spec.screen_reps, out_of_time=self.out_of_time,
+                                                  min_gain_pct=threshold)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
             if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
                 raise _Cancelled()
