@@ -127,7 +127,9 @@ class TuneResultView(QWidget):
         self.view.setVisible(bool(result.comparisons))
         self.table_title.setText("Winner (B) against the baseline (A), fresh interleaved repetitions:"
                                  if result.comparisons else "No final A/B was run: the winner is the baseline.")
-        lines = [f"{result.note[:1].upper()}{result.note[1:]}."] if result.note else []
+        # the runner's note only where it says more than the verdict above (cancelled, no time for the final, ...)
+        said = bool(result.comparisons) or result.note.startswith("the search kept the baseline")
+        lines = [f"{result.note[:1].upper()}{result.note[1:]}."] if result.note and not said else []
         changed = "; ".join(_flag_lines(result.changed_flags))
         if result.verdict == "better":
             lines.append(f"Flags that changed: {changed or 'none'}")
