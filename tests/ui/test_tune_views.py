@@ -132,6 +132,13 @@ def test_history_names_a_tune_trial_by_its_group(qtbot, tmp_path):
     tab.refresh()
     qtbot.waitUntil(lambda: tab.model.rowCount() == 4, timeout=10_000)
     assert sorted(tab.model.column_texts(10)) == ["", f"sweep #{sweep} (-ub)", f"tune #{tune}", f"tune #{tune}"]
+    # refreshes are parallel jobs: an older one finishing last (it still saw a deleted run) is not shown
+    stale = (tab._refresh_seq, repo.list_overview(), repo.labels(), {})
+    repo.delete_run(repo.list_overview()[0].id)
+    ctx.state.bench_runs_changed.emit()
+    qtbot.waitUntil(lambda: tab.model.rowCount() == 3, timeout=10_000)
+    tab._on_loaded(stale)
+    assert tab.model.rowCount() == 3
     ctx.engine.dispose()
 
 

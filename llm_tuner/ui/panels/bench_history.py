@@ -91,6 +91,7 @@ class RunHistoryTab(QWidget):
         lay.addWidget(self.view, 1)
         lay.addLayout(bl)
 
+        self._refresh_seq = 0
         ctx.state.bench_runs_changed.connect(self.refresh)
 
     @staticmethod
@@ -118,16 +119,22 @@ class RunHistoryTab(QWidget):
         kwargs = {"model": self.filter_model.text().strip() or None, "label": self.filter_profile.currentData(),
                   "binary": self.filter_binary.text().strip() or None, "since": since}
         repo = self.repo
+        # refreshes run as parallel jobs and may finish out of order: only the newest one's rows are shown (an
+        # older load finishing last showed a deleted run again)
+        self._refresh_seq += 1
+        seq = self._refresh_seq
 
         def load(_ctl):
             runs = repo.list_overview(**kwargs)
             groups = {gid: repo.get_group(gid) for gid in {r.group_id for r in runs if r.group_id is not None}}
-            return runs, repo.labels(), groups
+            return seq, runs, repo.labels(), groups
 
         self._job(load, self._on_loaded)
 
     def _on_loaded(self, result) -> None:
-        runs, labels, groups = result
+        seq, runs, labels, groups = result
+        if seq != self._refresh_seq:
+            return
         self.model.set_runs(runs, groups)
         current = self.filter_profile.currentData()
         self.filter_profile.blockSignals(True)
