@@ -88,11 +88,6 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
     return [d for d in devices if is_rpc_device(d.name)]
 
 
-def plan_devices(local: list[LlamaDevice], rpc: list[LlamaDevice]) -> list[LlamaDevice]:
-    """The devices a model with these workers uses without `-dev`, in llama.cpp's order (RPC first)."""
-    return default_device_order([*[d for d in local if not is_rpc_device(d.name)], *rpc])
-
-
 def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list:
     """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one card
     under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first, as

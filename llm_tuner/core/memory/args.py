@@ -37,14 +37,19 @@ class PlanDevice:
     pool: str | None = None
 
 
+def listed_device(d: Any, pool: str | None = None) -> PlanDevice:
+    """A device as `--list-devices` printed it (core.devices.LlamaDevice; an RPC worker's too): its free memory
+    was read by a process that held its runtime, so the runtime is already out of it."""
+    return PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
+                      free_includes_runtime=True, pool=pool)
+
+
 def plan_gpus(inventory: Any) -> list[PlanDevice]:
-    """The GPUs to plan for from a core.devices.DeviceInventory: its llama.cpp devices (free memory as listed,
-    runtime already taken out of it), each with its card's pool, so two backends on one card are one pool."""
+    """The GPUs to plan for from a core.devices.DeviceInventory: its llama.cpp devices (listed_device), each with
+    its card's pool, so two backends on one card are one pool."""
     if inventory is None:
         return []
-    return [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                       free_includes_runtime=True, pool=inventory.pool_of(d.name))
-            for d in inventory.llama_devices if d.backend != "CPU"]
+    return [listed_device(d, inventory.pool_of(d.name)) for d in inventory.llama_devices if d.backend != "CPU"]
 
 
 @dataclass(frozen=True)

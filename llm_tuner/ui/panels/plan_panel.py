@@ -36,6 +36,7 @@ from llm_tuner.core.memory import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    listed_device,
     overrides_as_profile,
     plan_gpus,
     plan_memory,
@@ -393,8 +394,7 @@ class PlanPanel(QWidget):
         """The devices llama.cpp would use without -dev, in its order: the RPC workers' first, then local ones."""
         inv = self.ctx.state.inventory
         out = [d for d in plan_gpus(inv) if d.backend != "RPC"]  # each with its card's pool: CUDA0 and Vulkan0 share one
-        out += [PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
-                           free_includes_runtime=True) for d in self.rpc_devices]
+        out += [listed_device(d) for d in self.rpc_devices]
         names = {d.name for d in out}
         out.extend(d for d in self.planned if d.name not in names)
         return default_device_order(out)
