@@ -14,11 +14,47 @@ import pytest
 from llm_tuner.services.library import find_models, read_model
 
 
-def _cli(*argv: str, user: str | None = None, timeout: float = 60, env: dict | None = None):
-    pre = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] if user == "nobody" else []
-    return subprocess.run([*pre, sys.executable, "-m", "llm_tuner", *argv], capture_output=True, text=True,
+def _cli(*argv: str, timeout: float = 60, env: dict | None = None):
+    return subprocess.run([sys.executable, "-m", "llm_tuner", *argv], capture_output=True, text=True,
                           timeout=timeout,
                           env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[2]), **(env or {})})
+
+
+def _cli_as_nobody(argv: list[str], env: dict[str, str]) -> tuple[int, str, str]:
+    """The CLI in a forked child that became `nobody`: (exit code, stdout, stderr). In-process, because nobody may
+    not be able to read this checkout or its .venv (a clone under `mktemp -d` is 0700): the modules the command
+    needs are imported first, by running it once as root on an empty folder."""
+    import contextlib
+    import io
+    import tempfile
+
+    from llm_tuner.cli import main
+
+    with tempfile.TemporaryDirectory() as empty, contextlib.redirect_stdout(io.StringIO()), \
+            contextlib.redirect_stderr(io.StringIO()):
+        main([*argv[:-1], empty])
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop root, run the command, send what it printed
+        code = 1
+        try:
+            os.close(read_end)
+            os.environ.update(env)
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            out, err = io.StringIO(), io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                code = main(argv)
+            os.write(write_end, json.dumps([code, out.getvalue(), err.getvalue()]).encode())
+        finally:
+            os._exit(0 if code is not None else 1)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    code, stdout, stderr = json.loads(data or b'[1, "", "the child sent nothing"]')
+    return code, stdout, stderr
 
 
 @pytest.fixture
@@ -71,11 +107,11 @@ def test_an_unreadable_folder_is_reported():
     os.chmod(locked, 0)
     try:
         if os.geteuid() == 0:  # root reads any folder: scan as nobody
-            out = _cli("models", "scan", "--no-cache", "--json", str(top), user="nobody",
-                       env={"LLM_TUNER_DATA_DIR": str(top / "data")})
-            assert out.returncode == 0, out.stderr
-            skipped = json.loads(out.stdout)["skipped"]
-            assert "skipped " + str(locked) in out.stderr
+            code, stdout, stderr = _cli_as_nobody(["models", "scan", "--no-cache", "--json", str(top)],
+                                                  {"LLM_TUNER_DATA_DIR": str(top / "data")})
+            assert code == 0, stderr
+            skipped = json.loads(stdout)["skipped"]
+            assert "skipped " + str(locked) in stderr
         else:
             skipped = []
             find_models([top], on_skipped=lambda p, r: skipped.append({"path": p, "reason": r}))
