@@ -134,6 +134,11 @@ def main() -> int:
     gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
                   higher_is_better=True)
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
+    for t in trials:  # what the tune did, trial by trial (pruned and failed with the reason)
+        changed = {k: v for k, v in t.values.items() if v != trials[0].values.get(k)} if trials else {}
+        print(f"trial {t.seq} {t.knob or 'baseline'} {changed or ''}: {t.status}"
+              + (f" {t.score:.2f} (n={len(t.samples)}, {len(t.run_ids)} start(s))" if t.score is not None else "")
+              + (f" · {t.reason.splitlines()[0][:160]}" if t.reason else "") + (" · flagged" if t.flagged else ""))
 
     print(f"grid: {len(cells)} cells × {args.reps} reps · {grid_starts} server starts · server time {grid_s:.1f} s "
           f"· best {best_values} = {best_s:.2f}")

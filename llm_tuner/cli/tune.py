@@ -64,7 +64,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json-lines", action="store_true", help="stdout: one JSON object per line")
     p.add_argument("--resume", type=int, default=None, metavar="ID", help="continue a stored tune")
     p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
-    p.add_argument("--report", metavar="FILE.md", help="write the Markdown report")
+    p.add_argument("--report", metavar="FILE.md", help="write the Markdown report, its plot FILE-trials.svg beside it")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
     p.set_defaults(func=cmd_tune)
 
@@ -156,7 +156,7 @@ def _emit(obj) -> None:
 
 
 def cmd_tune(args) -> int:
-    from llm_tuner.core.tune import result_json, trial_json, tune_report_markdown
+    from llm_tuner.core.tune import result_json, trial_json, tune_report_files, tune_report_markdown
     from llm_tuner.services.bench import BenchRunner, default_telemetry
     from llm_tuner.services.tune import TuneRunner, save_winner
     from llm_tuner.store.runs import RunRepository
@@ -206,9 +206,16 @@ def cmd_tune(args) -> int:
         saved = save_winner(engine, args.save_as, result, rec.spec)
         _emit({"type": "saved", "profile": saved.name, "version": saved.version}) if args.json_lines else print(
             f"saved as {saved.name} version {saved.version}", file=sys.stderr)
-    if args.report:
-        Path(args.report).write_text(tune_report_markdown(result, objective=rec.spec.objective.describe(),
-                                                          label=rec.spec.label), encoding="utf-8")
+    if args.report:  # FILE.md and its plot FILE-trials.svg beside it (the files the Tune view exports)
+        report = Path(args.report)
+        objective = rec.spec.objective.describe()
+        files = tune_report_files(result, report.stem, objective=objective, label=rec.spec.label,
+                                  y_label=objective.split(" (")[0])
+        try:
+            for name, text in files.items():
+                (report.parent / name).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            raise _err(f"the report could not be written: {exc}") from None
     if args.json_lines:
         _emit(result_json(result))
     else:

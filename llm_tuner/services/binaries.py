@@ -475,9 +475,12 @@ PERPLEXITY = "llama-perplexity"
 
 
 def run_perplexity(argv: list[str], *, server_binary: str | Path | None = None, timeout: float = 600.0,
-                   cancel_check=None) -> ShortRun:
-    """Run llama-perplexity (next to the llama-server in use, else on PATH, else the embedded build) with
-    `argv` (without the binary). BinaryError when it is not found, cannot start, times out or is cancelled."""
+                   cancel_check=None, settings: Settings | None = None) -> ShortRun:
+    """Run llama-perplexity (next to the llama-server in use: `server_binary`, else the one `locate` finds, so a
+    CUDA build's own; else on PATH, else the embedded build) with `argv` (without the binary). BinaryError when
+    it is not found, cannot start, times out or is cancelled."""
+    if not server_binary and (loc := locate(SERVER, settings)) is not None:
+        server_binary = loc.path
     candidates = [Path(server_binary).with_name(PERPLEXITY + _EXE)] if server_binary else []
     if on_path := shutil.which(PERPLEXITY + _EXE):
         candidates.append(Path(on_path))

@@ -191,6 +191,23 @@ _SEL_ID = re.compile(r"selected slot by id")
 _SEL_LCP = re.compile(r"selected slot by LCP similarity, f_sim_best = ([\d.]+)")
 _SEL_LRU = re.compile(r"selected slot by LRU")
 
+_SYSTEM_INFO = re.compile(r"system_info: n_threads = (\d+) \(n_threads_batch = (\d+)\)")  # at -lv 4
+_THREADPOOL = re.compile(r"llama threadpool init, n_threads = (\d+)")  # at the default verbosity
+
+
+def threads_in_effect(lines: Iterable[str]) -> dict[str, str]:
+    """The threads a server ran with: {"threads": "N"} from `llama threadpool init, n_threads = N` (the
+    generation threads, printed at every verbosity), with "threads_batch" too where the verbose
+    `system_info: n_threads = N (n_threads_batch = M) / C` line is there; {} when neither is."""
+    out: dict[str, str] = {}
+    for line in lines:
+        if m := _SYSTEM_INFO.search(line):
+            return {"threads": m.group(1), "threads_batch": m.group(2)}
+        if not out and (m := _THREADPOOL.search(line)):
+            out = {"threads": m.group(1)}
+    return out
+
+
 def _f(text: str) -> float:
     try:
         return float(text)

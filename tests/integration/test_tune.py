@@ -101,7 +101,7 @@ def _cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **kw)
 
 
-def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
+def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
     from llm_tuner.services.paths import database_path
 
     base = ["-m", str(demo_model), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2")]
@@ -128,7 +128,7 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
     assert len(before) >= 2
     runs_before = {r.id for r in RunRepository(engine).list_runs(group_id=tune_id)}
 
-    resumed = _cli("tune", "--json-lines", "--resume", str(tune_id))
+    resumed = _cli("tune", "--json-lines", "--resume", str(tune_id), "--report", str(tmp_path / "r.md"))
     out, err = resumed.communicate(timeout=400)
     assert resumed.returncode == 0, err[-2000:]
     result = json.loads(out.strip().splitlines()[-1])
@@ -141,6 +141,10 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model):
     new_runs = [r for r in RunRepository(engine).list_runs(group_id=tune_id) if r.id not in runs_before]
     assert not [r for r in new_runs if tuple(r.server_argv) in before and r.sweep_value in ("baseline", "screen")]
     assert TuneRepository(engine).get(tune_id).status == "complete"
+    # --report: the Markdown with its plot beside it, every trial in both
+    md, svg = (tmp_path / "r.md").read_text(), (tmp_path / "r-trials.svg").read_text()
+    assert "](r-trials.svg)" in md and md.count("\n| ") >= len(after)
+    assert svg.startswith("<svg") and svg.count("<circle") == sum(t.score is not None and t.status != "final" for t in after)
 
 
 def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):
@@ -173,7 +177,12 @@ def test_kv_types_show_their_perplexity_and_speculation_must_keep_the_output(eng
     assert "perplexity" in result.quality["kv=q4_0"] and "vs baseline" in result.quality["kv=q4_0"]
     spec_trial = trials["spec-type"]
     assert "output at --temp 0" in result.quality["spec-type=ngram-simple"]
-    if spec_trial.status == "failed":  # rejected: never measured
-        assert spec_trial.reason.startswith("quality: output") and spec_trial.run_id is None
+    if spec_trial.status == "failed":  # rejected: its run stays in History, its figures do not count
+        assert spec_trial.reason.startswith("quality: output") and spec_trial.score is None
     else:
         assert spec_trial.status == "measured" and "identical" in result.quality["spec-type=ngram-simple"]
+    # the output at --temp 0 was read from the measuring servers: no server was started for the check alone
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    assert {r.sweep_value for r in runs} <= {"baseline", "screen", "top-up", "re-measure", "final:baseline",
+                                             "final:winner"}
+    assert spec_trial.run_id in {r.id for r in runs}

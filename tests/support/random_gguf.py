@@ -57,11 +57,12 @@ class _Model:
         self.rng = np.random.default_rng(seed)
         self.weight_type = weight_type
 
-    def tensor(self, name: str, ne: tuple[int, ...], type_name: str | None = None, *, ones: bool = False) -> None:
+    def tensor(self, name: str, ne: tuple[int, ...], type_name: str | None = None, *, ones: bool = False,
+               std: float = 0.02) -> None:
         """Add a tensor of ggml shape `ne` (ne0 first); numpy's shape is the reverse."""
         qtype = GGMLQuantizationType[type_name or self.weight_type]
         shape = tuple(reversed(ne))
-        data = np.ones(shape, np.float32) if ones else (self.rng.standard_normal(shape, np.float32) * 0.02)
+        data = np.ones(shape, np.float32) if ones else (self.rng.standard_normal(shape, np.float32) * std)
         if qtype in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
             self.writer.add_tensor(name, quantize(data, qtype))
         else:
@@ -91,9 +92,10 @@ class _Model:
             else:
                 w.add_key_value(key, value, GGUFValueType(t[0]))
 
-    def embeddings_and_output(self, n_embd: int, embd_type: str, output_type: str | None, tied: bool) -> int:
+    def embeddings_and_output(self, n_embd: int, embd_type: str, output_type: str | None, tied: bool,
+                              embd_std: float = 0.02) -> int:
         n_vocab = len(load_vocab()[0]["tokenizer.ggml.tokens"])
-        self.tensor("token_embd.weight", (n_embd, n_vocab), embd_type)
+        self.tensor("token_embd.weight", (n_embd, n_vocab), embd_type, std=embd_std)
         self.tensor("output_norm.weight", (n_embd,), "F32", ones=True)
         if not tied:
             self.tensor("output.weight", (n_embd, n_vocab), output_type or embd_type)
@@ -123,18 +125,25 @@ def write_qwen3_dense(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, 
                       n_head: int = 4, n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
                       weight_type: str = "Q8_0", embd_type: str = "Q8_0", output_type: str | None = None,
                       tied_output: bool = False, name: str = "Random Qwen3 dense", seed: int = 0,
-                      split_max_tensors: int = 0) -> Path:
+                      split_max_tensors: int = 0, confident: bool = False) -> Path:
     """Write a random-weight llama.cpp `qwen3` model (dense FFN) and return its path.
 
     Row lengths (n_embd, n_ff, head_dim * heads) must be multiples of 32 for quantised types.
     `split_max_tensors > 0` writes a split set `<stem>-0000i-of-0000N.gguf` (as gguf-split does)
     and returns its first part.
+    `confident=True` makes a model that repeats its input's last token with a wide logit margin: token
+    embeddings 2,500× larger (std 50) dominate what the layers add to the residual stream, and the output is
+    tied to them, so the next token's logit is |e|·|h| against random dot products of the others. Greedy
+    output then does not turn on rounding (other kernels, batch shapes, K/V types give the same tokens), and
+    any such model, of any depth, drafts for another with every token accepted: speculative decoding with a
+    known acceptance, for throughput (not quality).
     """
     m = _Model(Path(path), "qwen3", weight_type, seed, split_max_tensors)
     m.common_keys(name=name, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
                   head_dim=head_dim, n_ctx_train=n_ctx_train, file_type=weight_type)
     m.writer.add_uint32("qwen3.feed_forward_length", n_ff)
-    m.embeddings_and_output(n_embd, embd_type, output_type, tied_output)
+    m.embeddings_and_output(n_embd, embd_type, output_type, tied_output or confident,
+                            embd_std=50.0 if confident else 0.02)
     for i in range(n_layer):
         m.attention(i, n_embd, n_head, n_head_kv, head_dim)
         m.tensor(f"blk.{i}.ffn_gate.weight", (n_embd, n_ff))

@@ -87,8 +87,8 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
     monkeypatch.setattr(QFileDialog, "getExistingDirectory", lambda *a, **k: str(tmp_path / "report"))
     qtbot.mouseClick(panel.result_view.export_button, Qt.MouseButton.LeftButton)
     report = tmp_path / "report" / f"tune-{result.tune_id}.md"
-    assert report.is_file() and ".png)" in report.read_text()
-    assert list((tmp_path / "report").glob("*.png"))
+    assert report.is_file() and "-trials.svg)" in report.read_text()
+    assert "<circle" in next((tmp_path / "report").glob("*-trials.svg")).read_text()
     window.close()
     ctx.engine.dispose()
 

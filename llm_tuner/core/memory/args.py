@@ -169,6 +169,19 @@ _MEMORY_FLAGS: dict[str, tuple[str, str]] = {
 _NO_VALUE_KINDS = ("true", "false", "cmoe", "toggle", "toggle-inverted")
 
 
+def llama_default(key: str) -> str | None:
+    """llama.cpp's value for flag `key` (a core.flags key) when the flag is absent, as a command line writes it
+    ("f16" for cache_type_k, "3" for draft_n_max): PlacementArgs' defaults, the one record of them. None when
+    the default is not one literal value (auto, -1, from the model or the host) or the flag is not modelled."""
+    spec = _MEMORY_FLAGS.get(key)
+    if spec is None or spec[1] not in ("int", "str"):
+        return None
+    value = getattr(PlacementArgs(), spec[0])
+    if value is None or (isinstance(value, int) and value < 0):
+        return None
+    return str(value)
+
+
 def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
     """llama-server arguments -> PlacementArgs (aliases, `--flag=value`, `_` for `-` in long flags).
 

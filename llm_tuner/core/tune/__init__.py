@@ -2,7 +2,8 @@
 
 The package, by seam: `model` (Knob, Objective, TuneSpec, Trial, TuneResult, TuneRecord, score), `search`
 (argv of a choice of values, successive halving, coordinate descent: pure, the measuring is a callback),
-`knobs` (propose_knobs, the CLI's --knob syntax), `report` (memory-bandwidth figure, Markdown report, JSON).
+`knobs` (propose_knobs, the CLI's --knob syntax), `report` (memory-bandwidth figure, Markdown report and its
+files, JSON), `trial_plot` (the objective over trials: points for the view's chart, an SVG for the report).
 The runner that measures is services/tune; the store is store/tunes. Import from the package.
 """
 
@@ -22,7 +23,13 @@ from llm_tuner.core.tune.model import (
     rep_scores,
     score,
 )
-from llm_tuner.core.tune.report import bandwidth_figure, result_json, trial_json, tune_report_markdown
+from llm_tuner.core.tune.report import (
+    bandwidth_figure,
+    result_json,
+    trial_json,
+    tune_report_files,
+    tune_report_markdown,
+)
 from llm_tuner.core.tune.search import (
     apply_values,
     coordinate_descent,
@@ -31,6 +38,7 @@ from llm_tuner.core.tune.search import (
     successive_halving,
     values_key,
 )
+from llm_tuner.core.tune.trial_plot import trial_plot_svg, trial_points
 
 __all__ = [
     "KV_PAIR",
@@ -55,6 +63,9 @@ __all__ = [
     "score",
     "successive_halving",
     "trial_json",
+    "trial_plot_svg",
+    "trial_points",
+    "tune_report_files",
     "tune_report_markdown",
     "values_key",
 ]

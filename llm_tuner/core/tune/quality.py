@@ -7,6 +7,7 @@ output at all at --temp 0: the text is compared with the baseline's.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 
@@ -18,6 +19,7 @@ SPEC_KEYS = ("spec_type", "draft_n_max", "draft_n_min", "draft_model")
 PERPLEXITY_KEYS = ("model", "cache_type_k", "cache_type_v", "flash_attn", "gpu_layers", "device", "tensor_split",
                    "split_mode", "main_gpu", "override_tensor", "threads")
 _PPL = re.compile(r"Final estimate:\s*PPL\s*=\s*([0-9.]+)")
+_PPL_NOT_FINITE = re.compile(r"Final estimate:\s*PPL\s*=\s*[-+]?(inf|nan)", re.IGNORECASE)
 _PPL_CHUNK = re.compile(r"\[\d+\]([0-9.]+)")
 
 
@@ -46,7 +48,10 @@ def perplexity_argv(server_argv: Sequence[str], text_file: str, ctx: int = 128, 
 
 def parse_perplexity(text: str) -> float | None:
     """The final PPL from llama-perplexity's output ("Final estimate: PPL = 12.34 +/- 0.5"), else the last
-    chunk's running figure; None when there is neither."""
+    chunk's running figure; None when there is neither; inf when the estimate is not finite ("PPL = inf" or nan:
+    the model gives the text's tokens no probability, so it cannot judge a K/V type)."""
+    if _PPL_NOT_FINITE.search(text or ""):
+        return math.inf
     m = _PPL.search(text or "")
     if m:
         return float(m.group(1))

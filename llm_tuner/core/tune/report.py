@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llm_tuner.core.cmdline import render_shell
 from llm_tuner.core.tune.model import Trial, TuneResult
+from llm_tuner.core.tune.trial_plot import TITLE, trial_plot_svg
 
 # Published memory bandwidth (GB/s, vendor spec sheets), matched as lower-case substrings of the device's
 # description, longest match first.
@@ -134,3 +135,13 @@ def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), 
     for title, path in plots:
         lines += [f"![{title}]({path})", ""]
     return "\n".join(lines)
+
+
+def tune_report_files(result: TuneResult, stem: str, *, objective: str = "", label: str = "",
+                      y_label: str = "score", trials: list[Trial] | None = None) -> dict[str, str]:
+    """The report as files to write side by side: `<stem>.md` and its plot `<stem>-trials.svg` (file name ->
+    text). `trials` default to the result's."""
+    plot = f"{stem}-trials.svg"
+    svg = trial_plot_svg(list(trials if trials is not None else result.trials), y_label)
+    md = tune_report_markdown(result, [(TITLE, plot)], objective=objective, label=label)
+    return {f"{stem}.md": md, plot: svg}

@@ -11,8 +11,10 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
   when that change may interact with them (`interacts`: -ub after a K/V type change, anything after placement),
   not otherwise (-ub after -t).
 - `successive_halving`: every candidate gets `reps` samples; the worse half (by median) is dropped and the
-  rest topped up by `reps` more; until one is left, or until the leader's worst sample beats every other's
-  best with 2+ samples each (a top-up restarts a server: it is spent only where the race is close). Ties keep the incumbent.
+  rest topped up by `reps` more; until one is left, or until every other candidate is either clearly worse
+  (its best sample under the leader's worst, 2+ samples each) or within the A/B threshold of the leader (a
+  difference the search would not act on). A top-up restarts a server: it is spent only where more samples
+  could change the decision. Ties, and leaders within the threshold of the incumbent, keep the incumbent.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import set_flag
+from llm_tuner.core.memory import llama_default
 from llm_tuner.core.stats import median
 from llm_tuner.core.tune.model import Knob
 
@@ -39,8 +42,8 @@ PLACEMENT = {"gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor
 MEMORY = {"cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size", "ubatch_size",
           "batch_size", "parallel"}
 PAIRS = ({"spec_type", "draft_n_max"}, {"threads", "threads_batch"})
-# llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512).
-DEFAULT_BATCH, DEFAULT_UBATCH = 2048, 512
+# llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512; recorded in core.memory's args).
+DEFAULT_BATCH, DEFAULT_UBATCH = int(llama_default("batch_size")), int(llama_default("ubatch_size"))
 
 
 def interacts(a: Knob, b: Knob) -> bool:
@@ -111,12 +114,16 @@ def _set_one(argv: list[str], name: str, value: str | None) -> list[str]:
 
 
 def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None],
-                 env: Mapping[str, str] | None = None) -> list[str]:
+                 env: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None) -> list[str]:
     """The base argv with each knob set to its value (a compound knob "a+b" takes "v" for both or "v1/v2").
 
     The result is normalized as llama.cpp reads it, so candidates that run the same are one argv: a
     micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch)), and
-    -b/-ub at llama.cpp's defaults are left out (unless `env` sets them: then the flag overrides the variable)."""
+    a knob's flag at llama.cpp's default (core.memory.llama_default: -b 2048, -ub 512, -ctk/-ctv f16,
+    --spec-draft-n-max 3, …) is left out (unless `env` sets it: then the flag overrides the variable).
+    `defaults` are what this host's llama.cpp takes for an absent flag, learned from a server's log (threads:
+    `system_info: n_threads = N`): -t at that default is left out, and -tb equal to the threads in effect (its
+    documented default: "same as --threads")."""
     argv = list(base_argv)
     for knob in knobs:
         if knob.key not in values:
@@ -126,7 +133,12 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
         parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
         for name, part in zip(names, parts, strict=False):
             argv = _set_one(argv, name, part if part != "" or value == "" else None)
-    return _normalize_batches(argv, env or {})
+    env = env or {}
+    for key in {name for k in knobs for name in _keys(k.flag)} - {"batch_size", "ubatch_size"}:
+        if _is_key(key) and flags.value_of(argv, key) is not None and flags.value_of(argv, key) == llama_default(key) \
+                and flags.flag(key).env not in env:
+            argv = flags.without(argv, key)  # what llama.cpp runs without the flag
+    return _normalize_threads(_normalize_batches(argv, env), env, defaults or {})
 
 
 def _int(v: str | None) -> int | None:
@@ -152,10 +164,44 @@ def _normalize_batches(argv: list[str], env: Mapping[str, str]) -> list[str]:
     return argv + flags.argv_for("ubatch_size", str(ub))
 
 
+def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
+             zone_pct: float) -> Values | None:
+    """The race's winner when more samples cannot change what the search does with it, else None.
+
+    `alive` is sorted best first. Each other candidate is either clearly worse (with 2+ samples each, its best
+    sample under the leader's worst) or within `zone_pct` of the leader's median (a difference the search would
+    not act on: see gains_enough). Then the incumbent wins when it is within the zone (nothing beats it by enough),
+    else the leader. Topping up such a race would restart servers only to rank candidates that run alike."""
+    lead = samples[values_key(alive[0])]
+    floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
+    for c in alive[1:]:
+        s = samples[values_key(c)]
+        if not ((want >= 2 and max(s) < min(lead)) or (zone_pct > 0 and median(s) >= floor)):
+            return None
+    for c in alive:
+        if values_key(c) == inc and median(samples[inc]) >= floor:
+            return c
+    return alive[0]
+
+
+def _normalize_threads(argv: list[str], env: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
+    """-t at the host's learned default and -tb equal to the threads in effect are left out (as absent)."""
+    t_env = flags.flag("threads").env
+    t = flags.value_of(argv, "threads")
+    if t is not None and t == defaults.get("threads") and t_env not in env:
+        argv = flags.without(argv, "threads")
+    t_eff = flags.value_of(argv, "threads") or env.get(t_env or "") or defaults.get("threads")
+    tb = flags.value_of(argv, "threads_batch")
+    if tb is not None and tb == t_eff:
+        argv = flags.without(argv, "threads_batch")
+    return argv
+
+
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
                        incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
-                       ) -> tuple[Values | None, dict[tuple, list[float]]]:
-    """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat.
+                       zone_pct: float = 0.0) -> tuple[Values | None, dict[tuple, list[float]]]:
+    """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat; stop as soon
+    as the race is settled (see _settled: the rest clearly worse or within `zone_pct` of the leader).
 
     Returns the winner (None when every candidate is out) and the samples seen per candidate key. When time
     runs out the best so far wins."""
@@ -178,9 +224,9 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
-        lead = min(samples[values_key(alive[0])])
-        if want >= 2 and all(max(samples[values_key(c)]) < lead for c in alive[1:]):
-            return alive[0], samples  # every sample of the leader beats every other: nothing left to race
+        settled = _settled(alive, samples, inc, want, zone_pct)
+        if settled is not None:
+            return settled, samples
         alive = alive[:math.ceil(len(alive) / 2)]
         if len(alive) == 1:
             return alive[0], samples
@@ -220,7 +266,7 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
         winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
-                                          out_of_time=out_of_time)
+                                          out_of_time=out_of_time, zone_pct=min_gain_pct)
         decided_at[knob.key] = step
         inc_samples = seen.get(values_key(best))
         if (winner is not None and winner[knob.key] != best[knob.key] and inc_samples

@@ -149,6 +149,8 @@ class BenchRunner:
         self._binary_cache: dict[str, tuple] = {}
         self._catalogs: dict[str, object] = {}
         self.current_process: ServerProcess | None = None  # the server of the run in progress
+        self.last_lines: list[str] = []  # the output of the last run's server (after it stopped)
+        self.last_probe = None  # what the last run's probe returned (see run)
 
     # -- server lifecycle ------------------------------------------------------------------------
     def _binary(self, override: str | None = None) -> tuple[Path, str | None, tuple[str, ...]]:
@@ -201,8 +203,14 @@ class BenchRunner:
     # -- one run ----------------------------------------------------------------------------------
     def run(self, target: ServerTarget, spec: BenchSpec, *, progress: ProgressFn | None = None,
             cancelled: CancelFn | None = None, group_id: int | None = None, sweep_value: str | None = None,
-            progress_span: tuple[float, float] = (0.0, 1.0)) -> BenchRun:
-        """Measure `spec` on `target`; returns the stored run (its final status tells how it ended)."""
+            progress_span: tuple[float, float] = (0.0, 1.0),
+            probe: Callable[[LlamaClient], object] | None = None) -> BenchRun:
+        """Measure `spec` on `target`; returns the stored run (its final status tells how it ended).
+
+        `probe`, when given, is called with the ready server's client before the warm-up (a check that needs
+        this server, e.g. the tune's output at --temp 0, without starting another); its return value is kept
+        in `last_probe` (None when the server never became ready)."""
+        self.last_probe = None
         progress = progress or (lambda f, t: None)
         cancelled = cancelled or (lambda: False)
         lo, hi = progress_span
@@ -247,6 +255,9 @@ class BenchRunner:
                     tail = "\n".join(list(proc.lines)[-15:]) if proc else ""
                     raise BenchError(f"llama-server did not become ready ({health.message}). "
                                      f"Check the profile's flags and the log:\n{tail}")
+                if probe is not None:
+                    report(0.0, "checking the output…")
+                    self.last_probe = probe(client)
                 report(0.0, "tokenizing prompt text…")
                 builder = PromptBuilder(client, prompt_texts(spec.prompt_file))
                 status, error = self._measure(run_id, client, builder, spec, report, cancelled, measured_mib,
@@ -262,7 +273,8 @@ class BenchRunner:
             if proc is not None:
                 report(None, "stopping llama-server…")
                 proc.stop()
-                device_ids.remember_from_log(binary_path, list(proc.lines))  # PCI addresses for the inventory
+                self.last_lines = list(proc.lines)
+                device_ids.remember_from_log(binary_path, self.last_lines)  # PCI addresses for the inventory
                 self.current_process = None
             self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
         report(1.0, f"run {run_id} {status}")

@@ -5,6 +5,7 @@ memory-bandwidth limit. Each answer comes from the one module that owns the fact
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
@@ -52,24 +53,40 @@ def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus:
     return plan_fn
 
 
-def perplexity(argv: list[str], *, server_binary: str | None = None, cancelled=None) -> tuple[float | None, str]:
+def perplexity(argv: list[str], *, server_binary: str | None = None, cancelled=None,
+               settings=None) -> tuple[float | None, str]:
     """llama-perplexity on the shipped text with the argv's model, K/V types and placement: (PPL, error)."""
     text = resources.files("llm_tuner").joinpath(PPL_TEXT)
     try:
         with resources.as_file(text) as path:
             run = binaries.run_perplexity(perplexity_argv(argv, str(path)), server_binary=server_binary,
-                                          cancel_check=cancelled)
+                                          cancel_check=cancelled, settings=settings)
     except binaries.BinaryError as exc:
         return None, str(exc)
     ppl = parse_perplexity(run.stdout + "\n" + run.stderr)
+    if ppl is not None and not math.isfinite(ppl):
+        return None, ("llama-perplexity's estimate is not finite (PPL = inf): this model gives the text no "
+                      "probability, so perplexity cannot judge a K/V type on it")
     if ppl is None:
         tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
         return None, f"llama-perplexity exited with {run.returncode}: {tail[:300]}"
     return ppl, ""
 
 
+def greedy_text(client: LlamaClient, n_tokens: int = SPEC_CHECK_TOKENS) -> tuple[str | None, str]:
+    """The text a ready server generates at --temp 0 for a fixed prompt (n tokens): (text, error). Run as the
+    probe of a trial's own measuring run (BenchRunner.run), so the check costs no server start of its own."""
+    try:
+        prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:600]
+        out = client.completion(prompt, n_predict=n_tokens, temperature=0.0, ignore_eos=True, seed=1,
+                                cache_prompt=False)
+        return str(out.get("content", "")), ""
+    except Exception as exc:  # noqa: BLE001 - the candidate fails the check with the reason
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC_CHECK_TOKENS) -> tuple[str | None, str]:
-    """The text the server generates at --temp 0 for a fixed prompt (n tokens): (text, error)."""
+    """greedy_text on a server started for it (the baseline's text when its run is not measured again: resume)."""
     proc = None
     try:
         proc, url = bench.serve(target)
@@ -77,10 +94,7 @@ def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC
             health = client.wait_ready(timeout=bench.ready_timeout_s, poll_s=0.2, alive=proc.alive)
             if not health.ready:
                 return None, f"llama-server did not become ready ({health.message})"
-            prompt = resources.files("llm_tuner").joinpath(PPL_TEXT).read_text(encoding="utf-8")[:600]
-            out = client.completion(prompt, n_predict=n_tokens, temperature=0.0, ignore_eos=True, seed=1,
-                                    cache_prompt=False)
-            return str(out.get("content", "")), ""
+            return greedy_text(client, n_tokens)
     except Exception as exc:  # noqa: BLE001 - the candidate fails the check with the reason
         return None, f"{type(exc).__name__}: {exc}"
     finally:

@@ -29,7 +29,8 @@ from llm_tuner.core.tune import (
     objective_metric,
     rep_scores,
 )
-from llm_tuner.core.tune.quality import changes_kv, changes_speculation, ppl_increase_pct
+from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
+from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget
 from llm_tuner.services.tune import checks
 from llm_tuner.store.runs import RunRepository
@@ -98,12 +99,16 @@ class _Tune:
         self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
         s = self.spec
         self.base_values = {k.key: current_value(s.base_argv, k) for k in s.knobs}
-        self.baseline_argv = tuple(apply_values(s.base_argv, s.knobs, self.base_values, s.base_env))
+        self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
+        self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
         self.reserve_s = 0.0
         self.quality: dict[str, str] = {}
         self._baseline_ppl: tuple[float | None, str] | None = None
         self._baseline_text: tuple[str | None, str] | None = None
+        self.probed: tuple[str | None, str] = (None, "not read")
+        # speculative knobs: the baseline's run reads its output at --temp 0 too (no server start of its own)
+        self.spec_knobs = any(set(k.flag.split("+")) & set(SPEC_KEYS) for k in s.knobs)
         self.current = ""
         if self.baseline_argv in self.trials:  # resumed: the final's share from the stored baseline run
             self._reserve_from_stored(self.trials[self.baseline_argv])
@@ -112,6 +117,22 @@ class _Tune:
         run = self.o.bench.repo.get_run(trial.run_ids[0]) if trial.run_ids else None
         if run is not None and run.started_at and run.finished_at:
             self._reserve((run.finished_at - run.started_at).total_seconds(), max(1, run.spec.reps))
+
+    def argv_of(self, values: dict) -> tuple[str, ...]:
+        """The candidate's command line, normalized (core.tune.apply_values) with the defaults learned so far."""
+        s = self.spec
+        return tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults))
+
+    def _learn_defaults(self, argv: tuple[str, ...]) -> None:
+        """The threads llama.cpp picks on this host when -t/-tb are absent, from the server's log: -t at that
+        value then runs as the baseline does, one trial instead of two. Only from a run without either flag
+        (so the baseline's own command line stays as it was)."""
+        eff = flags.effective_argv(list(argv), self.spec.base_env)
+        if self.defaults or flags.value_of(eff, "threads") is not None or flags.has(eff, "threads_batch"):
+            return
+        if flags.has(self.baseline_argv, "threads") or flags.has(self.baseline_argv, "threads_batch"):
+            return
+        self.defaults = logparse.threads_in_effect(getattr(self.o.bench, "last_lines", ()))
 
     # -- time and progress -----------------------------------------------------------------------
     def elapsed(self) -> float:
@@ -126,13 +147,19 @@ class _Tune:
                       f"{self.current}: {text} · tune: {_left(left)} of the budget")
 
     # -- measuring ---------------------------------------------------------------------------------
-    def measure(self, argv: tuple[str, ...], reps: int, phase: str):
+    def measure(self, argv: tuple[str, ...], reps: int, phase: str, probe: bool = False):
+        """One BenchRunner run of `reps` repetitions; `probe`: the output at --temp 0 is read from the same
+        server first (self.probed), for the speculation check."""
         s = self.spec
         target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.tune_id}",
                               binary=s.binary,
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
         run = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
-                               cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase)
+                               cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase,
+                               **({"probe": checks.greedy_text} if probe else {}))
+        if probe:
+            self.probed = getattr(self.o.bench, "last_probe", None) or (None, "the server did not become ready")
+        self._learn_defaults(argv)
         if run.status == "cancelled" or self.cancelled():
             raise _Cancelled()
         return run
@@ -144,7 +171,7 @@ class _Tune:
         return trial
 
     def evaluate(self, values: dict, n: int, knob: str | None):
-        argv = tuple(apply_values(self.spec.base_argv, self.spec.knobs, values, self.spec.base_env))
+        argv = self.argv_of(values)
         t = self.trials.get(argv)
         if t is None:
             if self.trials and self.out_of_time():
@@ -169,12 +196,24 @@ class _Tune:
         fits, reason = self.plan_fn(list(argv), dict(s.base_env))
         if not fits:
             return self._store(base.model_copy(update={"status": "pruned", "reason": reason}))
-        bad = self._quality(argv, changed)
+        label = ", ".join(f"{k}={v}" for k, v in changed.items())
+        bad = self._kv_quality(argv, label)
         if bad:
             return self._store(base.model_copy(update={"status": "failed", "reason": bad}))
         started = self.o.clock()
-        phase = "baseline" if argv == self.baseline_argv else "screen"
-        run, samples, run_ids, flagged = self._measure_checked(argv, n, phase, started)
+        is_base = argv == self.baseline_argv
+        phase = "baseline" if is_base else "screen"
+        speculative = not is_base and changes_speculation(argv, self.baseline_argv)
+        if speculative and self._baseline_text is None:  # not read in the baseline's run (a resumed tune)
+            self._baseline_text = checks.greedy_output(self.o.bench, self._target(self.baseline_argv))
+        probe = speculative or (is_base and self.spec_knobs and self._baseline_text is None)
+        run, samples, run_ids, flagged = self._measure_checked(argv, n, phase, started, probe=probe)
+        if is_base and probe:
+            self._baseline_text = self.probed
+        bad = self._spec_quality(label) if speculative else None
+        if bad:
+            return self._store(base.model_copy(update={"status": "failed", "reason": bad, "run_id": run.id,
+                                                       "run_ids": run_ids}))
         if not samples:
             return self._store(base.model_copy(update={
                 "status": "failed", "run_id": run.id, "run_ids": run_ids,
@@ -183,11 +222,12 @@ class _Tune:
             "status": "measured", "run_id": run_ids[-1], "run_ids": run_ids, "samples": tuple(samples),
             "score": median(samples), "flagged": flagged}))
 
-    def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None):
+    def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None,
+                         probe: bool = False):
         """One run of n repetitions; when the machine was busy or a GPU throttled while it measured
         (bench_report.busy_warning, throttle_warning), measured once more and that run's figures kept.
         Returns (run, samples, run ids, flag text or None)."""
-        run = self.measure(argv, n, phase)
+        run = self.measure(argv, n, phase, probe)
         if started is not None and argv == self.baseline_argv and not self.reserve_s:
             self._reserve(self.o.clock() - started, n)
         samples = rep_scores(run, self.spec.objective)
@@ -220,16 +260,16 @@ class _Tune:
         self.reserve_s = 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan())
 
     # -- quality -----------------------------------------------------------------------------------
-    def _quality(self, argv: tuple[str, ...], changed: dict) -> str | None:
-        """None when the candidate may be measured, else why it is rejected ("quality: ...")."""
+    def _kv_quality(self, argv: tuple[str, ...], label: str) -> str | None:
+        """None when the candidate may be measured, else why its K/V types are rejected ("quality: ...")."""
         s = self.spec
-        label = ", ".join(f"{k}={v}" for k, v in changed.items())
         if changes_kv(argv, self.baseline_argv):
             if self._baseline_ppl is None:
                 self._baseline_ppl = checks.perplexity(list(self.baseline_argv), server_binary=s.binary,
-                                                       cancelled=self.cancelled)
+                                                       cancelled=self.cancelled, settings=self.o.settings)
             base, err = self._baseline_ppl
-            ppl, err2 = checks.perplexity(list(argv), server_binary=s.binary, cancelled=self.cancelled)
+            ppl, err2 = checks.perplexity(list(argv), server_binary=s.binary, cancelled=self.cancelled,
+                                          settings=self.o.settings)
             if base is None or ppl is None:
                 self.quality[label] = f"perplexity not measured: {err or err2}"
                 return f"quality: perplexity could not be measured ({err or err2})"
@@ -237,16 +277,20 @@ class _Tune:
             self.quality[label] = f"perplexity {ppl:.3f} vs baseline {base:.3f} ({inc:+.2f}%)"
             if inc > s.max_ppl_increase_pct:
                 return f"quality: perplexity {inc:+.2f}% over the baseline (limit {s.max_ppl_increase_pct:g}%)"
-        if changes_speculation(argv, self.baseline_argv):
-            if self._baseline_text is None:
-                self._baseline_text = checks.greedy_output(self.o.bench, self._target(self.baseline_argv))
-            text, err = checks.greedy_output(self.o.bench, self._target(argv))
-            if text is None or self._baseline_text[0] is None:
-                return f"quality: output at --temp 0 could not be compared ({err or self._baseline_text[1]})"
-            if text != self._baseline_text[0]:
-                self.quality[label] = "output at --temp 0 differs from the baseline's: rejected"
-                return "quality: output at --temp 0 differs from the baseline's"
-            self.quality[label] = "output at --temp 0 identical to the baseline's"
+        return None
+
+    def _spec_quality(self, label: str) -> str | None:
+        """After a speculative candidate's run: None when its output at --temp 0 (read by that run's probe) is
+        the baseline's, else why it is rejected (its run stays in History, its figures do not count)."""
+        text, err = self.probed
+        base_text, base_err = self._baseline_text or (None, "not read")
+        if text is None or base_text is None:
+            self.quality[label] = f"output at --temp 0 not compared: {err or base_err}"
+            return f"quality: output at --temp 0 could not be compared ({err or base_err})"
+        if text != base_text:
+            self.quality[label] = "output at --temp 0 differs from the baseline's: rejected"
+            return "quality: output at --temp 0 differs from the baseline's"
+        self.quality[label] = "output at --temp 0 identical to the baseline's"
         return None
 
     def _target(self, argv) -> ServerTarget:
@@ -271,7 +315,7 @@ class _Tune:
                 note = "the baseline could not be measured" + (f": {t.reason}" if t and t.reason else "")
                 result = self._result(self.baseline_argv, note=note)
             else:
-                result = self._final(tuple(apply_values(self.spec.base_argv, self.spec.knobs, best, self.spec.base_env)))
+                result = self._final(self.argv_of(best))
         except _Cancelled:
             status = "cancelled"
             result = self._result(self.baseline_argv, note="cancelled: trials so far are kept; resume to continue")

@@ -19,10 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.tune import TuneResult, tune_report_markdown
+from llm_tuner.core.tune import TuneResult, tune_report_files
 from llm_tuner.qt.tune_models import TuneComparisonModel, value_text
 from llm_tuner.ui.panels.bench_tables import make_table
-from llm_tuner.ui.plots.tune_plots import render_tune_plot
 
 
 def verdict_text(result: TuneResult) -> str:
@@ -158,20 +157,22 @@ class TuneResultView(QWidget):
             self.export_report(Path(folder))
 
     def export_report(self, folder: Path) -> Path | None:
-        """Write `tune-<id>.md` with the trial plot as a PNG beside it (drawn here: it is a widget)."""
+        """Write `tune-<id>.md` with the trial plot `tune-<id>-trials.svg` beside it (core.tune.tune_report_files,
+        the same files `llm-tuner tune --report` writes)."""
         result = self.result
         if result is None:
             return None
         folder = Path(folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        stem = f"tune-{result.tune_id}"
-        try:
-            plots = render_tune_plot(self._trials_for_plot, folder, f"{stem}-trials.png", self._y_label)
-        except Exception as exc:  # noqa: BLE001 - the report is still useful without its plot
-            plots = []
-            self.action_label.setText(f"The plot could not be drawn: {exc}")
-        path = folder / f"{stem}.md"
         objective, label = self._report_head
-        path.write_text(tune_report_markdown(result, plots, objective=objective, label=label), encoding="utf-8")
+        files = tune_report_files(result, f"tune-{result.tune_id}", objective=objective, label=label,
+                                  y_label=self._y_label, trials=self._trials_for_plot)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (folder / name).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.action_label.setText(f"The report could not be written: {exc}")
+            return None
+        path = folder / f"tune-{result.tune_id}.md"
         self.action_label.setText(f"Exported: {path}")
         return path
