@@ -261,3 +261,26 @@ def fit_constant_alpha(mean_tokens_per_step: float, k: int) -> float | None:
         else:
             hi = mid
     return (lo + hi) / 2
+
+
+def pooled_cv(groups: Sequence[Sequence[float]]) -> float | None:
+    """The spread of repeated measurements of one setting, pooled over settings: √(mean CV²) over the groups
+    with 2+ samples and a non-zero mean; None when there is none."""
+    cvs = []
+    for g in groups:
+        s = summarize(_clean(g))
+        if s is not None and s.n >= 2 and s.mean:
+            cvs.append((s.stdev / abs(s.mean)) ** 2)
+    return math.sqrt(sum(cvs) / len(cvs)) if cvs else None
+
+
+def reps_to_detect(cv: float | None, gain: float | None, threshold_pct: float, minimum: int, maximum: int) -> int:
+    """Repetitions per side for a two-sample comparison to call a real gain (95% interval, 80% power):
+    n = 2 ((1.96 + 0.84) CV / effect)² + 1, the effect being the screened gain shrunk to 70% (a screen's best
+    reads high: it was picked as the best of several) and at least the threshold. Clamped to [minimum, maximum];
+    `minimum` when the spread or the gain is unknown."""
+    if not cv or not gain or gain <= 0:
+        return minimum
+    effect = max(threshold_pct / 100.0, 0.7 * gain)
+    n = math.ceil(2 * ((1.96 + 0.84) * cv / effect) ** 2) + 1
+    return max(minimum, min(maximum, n))

@@ -79,3 +79,45 @@ def test_a_resumed_tune_reserves_the_final_from_the_stored_baseline(tmp_path):
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
               if (r.sweep_value or "").startswith("final")]
     assert len(finals) == 4
+
+
+def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp_path):
+    """Screening saw ±8 % between repetitions: 2 per side could not call even a real gain, so the final's n is
+    raised before it starts (the same on both sides), within the budget; a tight budget keeps the minimum."""
+    knob = Knob(key="ub", flag="ubatch_size", values=("448",))  # 1000/448 vs 1000/512: +14 %
+    spec = SPEC.model_copy(update={"knobs": (knob,), "screen_reps": 2, "budget_s": 1000})
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    repo = TuneRepository(engine)
+
+    class Wobbly(ScriptedBench):
+        def run(self, target, spec, **kw):
+            start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
+            self.clock.t += 10.0
+            ub = int(flags.value_of(target.argv, "ubatch_size") or 512)
+            run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=kw.get("group_id"),
+                                                   spec=spec, sweep_value=kw.get("sweep_value"), started_at=start))
+            for i in range(spec.reps):
+                self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
+                                                     predicted_per_second=1000 / ub * (1.08 if i % 2 else 0.92)))
+            self.repo.finish_run(run_id, "complete")
+            self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
+            return self.repo.get_run(run_id)
+
+    result = TuneRunner(repo, bench_runner=Wobbly(RunRepository(engine), clock), plan_fn=lambda a, e: (True, ""),
+                        clock=clock).run(spec)
+    finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
+              if (r.sweep_value or "").startswith("final")]
+    per_side = {side: sum(len(r.reps) for r in finals if r.sweep_value == side)
+                for side in ("final:baseline", "final:winner")}
+    assert per_side["final:baseline"] == per_side["final:winner"] > spec.final_reps
+    assert len(finals) == 2 * spec.final_rounds  # more repetitions per start, not more starts
+    assert "chosen before the final" in result.note and clock.t <= spec.budget_s
+
+    tight = spec.model_copy(update={"budget_s": 45})  # search 20 s + a final of 2 per side (20 s) fits; 3 would not
+    clock.t = 0.0
+    result = TuneRunner(repo, bench_runner=Wobbly(RunRepository(engine), clock), plan_fn=lambda a, e: (True, ""),
+                        clock=clock).run(tight)
+    finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
+              if (r.sweep_value or "").startswith("final")]
+    assert sum(len(r.reps) for r in finals if r.sweep_value == "final:winner") == tight.final_reps

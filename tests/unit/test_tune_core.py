@@ -388,3 +388,14 @@ def test_a_knob_at_llama_cpp_default_runs_as_the_flag_absent():
     # set in the environment: the flag overrides the variable, so it stays
     env = {"LLAMA_ARG_SPEC_DRAFT_N_MAX": "8"}
     assert flags.value_of(apply_values(base, [draft], {"draft": "3"}, env), "draft_n_max") == "3"
+
+
+def test_repetitions_to_detect_a_gain_through_the_spread():
+    from llm_tuner.core.stats import pooled_cv, reps_to_detect
+
+    assert pooled_cv([[92.0, 108.0], [46.0, 54.0], [7.0]]) == pytest.approx(0.1131, rel=1e-3)
+    assert pooled_cv([[1.0]]) is None
+    assert reps_to_detect(0.01, 0.05, 2.0, 5, 20) == 5  # a quiet CPU: the minimum does
+    assert reps_to_detect(0.10, 0.20, 2.0, 5, 20) == 9  # ±10 % against +20 % (read as +14 %): 2(2.8·0.1/0.14)²+1
+    assert reps_to_detect(0.30, 0.05, 2.0, 5, 20) == 20  # hopeless: capped
+    assert reps_to_detect(None, 0.2, 2.0, 5, 20) == reps_to_detect(0.1, None, 2.0, 5, 20) == 5

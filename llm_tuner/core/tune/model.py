@@ -79,14 +79,16 @@ class TuneSpec(BaseModel):
     headroom_mib: int = 512
     budget_s: float = 600.0
     max_ppl_increase_pct: float = 1.0
-    final_reps: int = 5  # repetitions per side in the final comparison (n, fixed before it starts)
+    final_reps: int = 5  # repetitions per side in the final comparison, at least (n, fixed before it starts)
     final_rounds: int = 2  # server starts per side it is spread over, interleaved A B A B (each start costs a load)
     screen_reps: int = 2
     warmup: int = 1  # unmeasured requests per run (the first request after a load is slow)
 
-    def final_plan(self) -> list[int]:
-        """Repetitions of each final run per side: final_reps spread over final_rounds runs ([3, 2] for 5 over 2)."""
-        n, r = max(1, self.final_reps), max(1, min(self.final_rounds, self.final_reps))
+    def final_plan(self, n: int | None = None) -> list[int]:
+        """Repetitions of each final run per side: n (default final_reps) spread over final_rounds runs ([3, 2] for
+        5 over 2)."""
+        n = max(1, n or self.final_reps)
+        r = max(1, min(self.final_rounds, n))
         return [n // r + (1 if i < n % r else 0) for i in range(r)]
 
     def bench_spec(self, reps: int) -> BenchSpec:

@@ -8,6 +8,10 @@ without measuring any of them again. An argv is measured once per tune: a re-rac
 Time: the budget covers the search and the final comparison; the final's share is reserved from the start,
 estimated from the baseline's run (load included) × the final's runs. When the search would eat into it, the
 search stops with the best so far.
+
+The final: the winner against the baseline, interleaved A B A B over `final_rounds` server starts per side, with
+n per side fixed before the first run: at least `final_reps`, more when the screening's spread between
+repetitions could hide the screened gain (core.stats.reps_to_detect), as far as the budget left allows.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from collections.abc import Callable
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
-from llm_tuner.core.stats import NOISE, compare, median
+from llm_tuner.core.stats import NOISE, compare, median, pooled_cv, reps_to_detect
 from llm_tuner.core.tune import (
     Trial,
     TuneResult,
@@ -103,6 +107,7 @@ class _Tune:
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
         self.reserve_s = 0.0
+        self._base_cost: tuple[float, int] | None = None  # the baseline run's seconds and repetitions
         self.quality: dict[str, str] = {}
         self._baseline_ppl: tuple[float | None, str] | None = None
         self._baseline_text: tuple[str | None, str] | None = None
@@ -256,8 +261,8 @@ class _Tune:
     def _reserve(self, baseline_s: float, reps: int) -> None:
         """The final comparison's share of the budget: its runs (final_plan, both sides) at the baseline's cost
         (its load and warm-up as measured, repetitions scaled)."""
-        w = self.spec.warmup
-        self.reserve_s = 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan())
+        self._base_cost = (baseline_s, reps)
+        self.reserve_s = self._final_cost(self.spec.final_reps)
 
     # -- quality -----------------------------------------------------------------------------------
     def _kv_quality(self, argv: tuple[str, ...], label: str) -> str | None:
@@ -341,9 +346,10 @@ class _Tune:
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
-        plan = s.final_plan()
+        n, why_n = self._final_n(winner)
+        plan = s.final_plan(n)
         runs_a, runs_b = [], []
-        for i, reps in enumerate(plan):  # A B A B ...: n = final_reps per side, fixed before the first run
+        for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
             self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
             runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
             self.current = f"final comparison {i + 1}/{len(plan)}: winner"
@@ -365,10 +371,35 @@ class _Tune:
                 self.o.repo.update_trial(t.id, status="final")
         gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
         note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
-                f"{verdict}: no change better than noise; the baseline is kept")
+                f"{verdict}: no change better than noise; the baseline is kept") + f" ({why_n})"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note)
+
+    def _final_n(self, winner: tuple[str, ...]) -> tuple[int, str]:
+        """Repetitions per side of the final, fixed before it starts: enough to call the screened gain real
+        through the spread the screening saw (core.stats.reps_to_detect), at least final_reps, at most 4× that,
+        and no more than the budget left allows (the reserve covers final_reps). Returns (n, why, in words)."""
+        s = self.spec
+        threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
+        cv = pooled_cv([t.samples for t in self.trials.values() if t.status in ("measured", "final")])
+        w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
+        gain = (w.score / b.score - 1.0) if w and b and w.score and b.score and b.score > 0 else None
+        n = reps_to_detect(cv, gain, threshold, s.final_reps, 4 * s.final_reps)
+        while n > s.final_reps and self.elapsed() + self._final_cost(n) > s.budget_s:
+            n -= 1
+        if n == s.final_reps:
+            return n, f"n = {n} per side"
+        return n, (f"n = {n} per side, chosen before the final: the screening's spread {100 * cv:.1f}% against a "
+                   f"screened gain of {100 * gain:+.1f}%")
+
+    def _final_cost(self, n: int) -> float:
+        """Seconds the final would take with n per side, at the baseline's measured cost (0 when not known)."""
+        if not self._base_cost:
+            return 0.0
+        baseline_s, reps = self._base_cost
+        w = self.spec.warmup
+        return 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan(n))
 
     def _trial_gen_tps(self) -> float | None:
         t = self.trials.get(self.baseline_argv)
