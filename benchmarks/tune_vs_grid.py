@@ -147,6 +147,10 @@ def main() -> int:
           f"verdict vs its baseline: {result.verdict}")
     print(f"tune pick: {' '.join(flags.mask_argv(searched[len(base):]) or ['(baseline)'])}; "
           f"kept after its final comparison: {'winner' if result.winner_argv != result.baseline_argv else 'baseline'}")
+    main = next((c for c in result.comparisons if c.get("name") == result.objective_metric), None)
+    if main:
+        print(f"tune final: Δ {main['delta_pct']:+.1f}% [{main['ci_low_pct']:+.1f}, {main['ci_high_pct']:+.1f}] "
+              f"n={main['a']['n']}/{main['b']['n']} · {result.note}")
     print(f"gap (tune pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f}% "
           f"[{gap.ci_low_pct if gap.ci_low_pct is None else round(gap.ci_low_pct, 1)}, "
           f"{gap.ci_high_pct if gap.ci_high_pct is None else round(gap.ci_high_pct, 1)}] · {gap.verdict}")
