@@ -399,3 +399,33 @@ def test_repetitions_to_detect_a_gain_through_the_spread():
     assert reps_to_detect(0.10, 0.20, 2.0, 5, 20) == 9  # ±10 % against +20 % (read as +14 %): 2(2.8·0.1/0.14)²+1
     assert reps_to_detect(0.30, 0.05, 2.0, 5, 20) == 20  # hopeless: capped
     assert reps_to_detect(None, 0.2, 2.0, 5, 20) == reps_to_detect(0.1, None, 2.0, 5, 20) == 5
+
+
+def test_a_lead_within_the_noise_between_starts_is_topped_up_not_taken():
+    """On the H200 one server start read -b 4096 16 % faster than the baseline (it has no effect on generation)
+    while starts of one setting differ by ~6 %: with that noise known, the incumbent stays in the race, the lead
+    is topped up and then not taken; a real +35 % (draft depth 8) is."""
+    b = Knob(key="b", flag="batch_size", values=("4096",))
+    reads = {None: [829.0, 830.0, 900.0, 905.0, 860.0, 865.0], "4096": [962.0, 963.0, 850.0, 855.0, 880.0, 885.0]}
+
+    class Starts(FakeScorer):
+        def __call__(self, values, n, knob):
+            have = self.samples.setdefault(values["b"], [])
+            while len(have) < n:
+                have.append(reads[values["b"]][len(have)])
+                self.measured += 1
+            return list(have)
+
+    fake = Starts(lambda v: 0.0)
+    best, log = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0, noise=lambda: 0.06)
+    assert best == {"b": None} and fake.measured > 4  # topped up, then kept
+    fake = Starts(lambda v: 0.0)
+    best, _ = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0)
+    assert best == {"b": "4096"}  # without the noise, one start's +16 % would be taken
+    depth = Knob(key="d", flag="draft_n_max", values=("8",))
+    fake = FakeScorer(lambda v: 1121.0 if v["d"] == "8" else 829.0)
+    assert coordinate_descent(["-m", "x"], [depth], fake, reps=2, min_gain_pct=2.0, noise=lambda: 0.06)[0] == {
+        "d": "8"}
+    from llm_tuner.core.tune.search import separated
+
+    assert separated([1121.0], [829.0], 0.06) and not separated([962.0], [829.0], 0.06)

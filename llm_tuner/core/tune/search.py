@@ -15,6 +15,9 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
   (its best sample under the leader's worst, 2+ samples each) or within the A/B threshold of the leader (a
   difference the search would not act on). A top-up restarts a server: it is spent only where more samples
   could change the decision. Ties, and leaders within the threshold of the incumbent, keep the incumbent.
+  Where server starts differ by more than repetitions do (a GPU: `noise`, the relative SD of one start's
+  figure, measured by the runner), a lead must also clear the noise (`separated`): the incumbent stays in the
+  race and a noisy lead is topped up, not taken.
 """
 
 from __future__ import annotations
@@ -164,26 +167,6 @@ def _normalize_batches(argv: list[str], env: Mapping[str, str]) -> list[str]:
     return argv + flags.argv_for("ubatch_size", str(ub))
 
 
-def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
-             zone_pct: float) -> Values | None:
-    """The race's winner when more samples cannot change what the search does with it, else None.
-
-    `alive` is sorted best first. Each other candidate is either clearly worse (with 2+ samples each, its best
-    sample under the leader's worst) or within `zone_pct` of the leader's median (a difference the search would
-    not act on: see gains_enough). Then the incumbent wins when it is within the zone (nothing beats it by enough),
-    else the leader. Topping up such a race would restart servers only to rank candidates that run alike."""
-    lead = samples[values_key(alive[0])]
-    floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
-    for c in alive[1:]:
-        s = samples[values_key(c)]
-        if not ((want >= 2 and max(s) < min(lead)) or (zone_pct > 0 and median(s) >= floor)):
-            return None
-    for c in alive:
-        if values_key(c) == inc and median(samples[inc]) >= floor:
-            return c
-    return alive[0]
-
-
 def _normalize_threads(argv: list[str], env: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
     """-t at the host's learned default and -tb equal to the threads in effect are left out (as absent)."""
     t_env = flags.flag("threads").env
@@ -197,19 +180,59 @@ def _normalize_threads(argv: list[str], env: Mapping[str, str], defaults: Mappin
     return argv
 
 
+Noise = Callable[[], float | None]
+Z_SEPARATE = 2.0  # about 95%: how many noise SDs a difference of two candidates' medians must exceed
+MAX_ROUNDS = 3  # rounds of a race at least (more when halving needs them); then the median leader stands
+
+
+def separated(better: Sequence[float], worse: Sequence[float], noise: float | None) -> bool:
+    """Whether `better`'s median exceeds `worse`'s by more than the noise allows: Z_SEPARATE × √2 × `noise` (the
+    relative SD of one server start's figure: starts differ as well as repetitions) × the lower median. True when
+    the noise is unknown (the race's other rules decide)."""
+    if noise is None:
+        return True
+    b, w = median(list(better)), median(list(worse))
+    return b - w > Z_SEPARATE * math.sqrt(2.0) * noise * abs(w)
+
+
+def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
+             zone_pct: float, noise: float | None = None) -> Values | None:
+    """The race's winner when more samples cannot change what the search does with it, else None.
+
+    `alive` is sorted best first. Each other candidate is either clearly worse (with 2+ samples each, its best
+    sample under the leader's worst, and beyond the noise: see separated) or within `zone_pct` of the leader's
+    median (a difference the search would not act on: see gains_enough). Then the incumbent wins when it is
+    within the zone (nothing beats it by enough), else the leader. Topping up such a race would restart servers
+    only to rank candidates that run alike."""
+    lead = samples[values_key(alive[0])]
+    floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
+    for c in alive[1:]:
+        s = samples[values_key(c)]
+        worse = want >= 2 and max(s) < min(lead) and separated(lead, s, noise)
+        if not (worse or (zone_pct > 0 and median(s) >= floor)):
+            return None
+    for c in alive:
+        if values_key(c) == inc and median(samples[inc]) >= floor:
+            return c
+    return alive[0]
+
+
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
                        incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
-                       zone_pct: float = 0.0) -> tuple[Values | None, dict[tuple, list[float]]]:
+                       zone_pct: float = 0.0, noise: Noise = lambda: None,
+                       ) -> tuple[Values | None, dict[tuple, list[float]]]:
     """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat; stop as soon
     as the race is settled (see _settled: the rest clearly worse or within `zone_pct` of the leader).
 
-    Returns the winner (None when every candidate is out) and the samples seen per candidate key. When time
-    runs out the best so far wins."""
+    `noise()` is the relative SD of one server start's figure as measured so far (None: unknown). While the
+    incumbent is not separated from the leader it stays in the race (a noisy lead is topped up, not taken), for
+    at most MAX_ROUNDS rounds. Returns the winner (None when every candidate is out) and the samples seen per
+    candidate key. When time runs out the best so far wins."""
     alive = list(candidates)
     samples: dict[tuple, list[float]] = {}
     want = max(1, reps)
     inc = values_key(incumbent) if incumbent is not None else None
-    while alive:
+    for _round in range(max(MAX_ROUNDS, math.ceil(math.log2(max(1, len(alive)))) + 1)):
         still = []
         for c in alive:
             got = evaluate(c, want, knob)
@@ -224,29 +247,34 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
-        settled = _settled(alive, samples, inc, want, zone_pct)
+        settled = _settled(alive, samples, inc, want, zone_pct, noise())
         if settled is not None:
             return settled, samples
-        alive = alive[:math.ceil(len(alive) / 2)]
+        keep = alive[:math.ceil(len(alive) / 2)]
+        held = [c for c in alive if values_key(c) == inc and c not in keep
+                and not separated(samples[values_key(alive[0])], samples[inc], noise())]
+        alive = keep + held  # a lead within the noise of the incumbent is not taken on one round
         if len(alive) == 1:
             return alive[0], samples
         want += max(1, reps)
-    return None, samples
+    return alive[0], samples
 
 
-def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_pct: float) -> bool:
+def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_pct: float,
+                 noise: float | None = None) -> bool:
     """Whether a race's winner beats the incumbent by more than `min_gain_pct` (medians; scores are higher-is-
-    better). A smaller gain can never be called better by the final comparison (its verdict needs the same
-    threshold), so adopting it would only spend server time on revisits and a final that keeps the baseline."""
+    better) and by more than the noise (see separated). A smaller gain can never be called better by the final
+    comparison (its verdict needs the same threshold), and a gain within the noise would put a setting without
+    effect into the winner: adopting either would only spend server time on revisits and a final."""
     w, i = median(list(winner)), median(list(incumbent))
     if w is None or i is None:
         return w is not None
-    return w > i + abs(i) * min_gain_pct / 100.0
+    return w > i + abs(i) * min_gain_pct / 100.0 and separated(winner, incumbent, noise)
 
 
 def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
-                       out_of_time: Callable[[], bool] = lambda: False,
-                       min_gain_pct: float = 0.0) -> tuple[Values | None, list[str]]:
+                       out_of_time: Callable[[], bool] = lambda: False, min_gain_pct: float = 0.0,
+                       noise: Noise = lambda: None) -> tuple[Values | None, list[str]]:
     """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
     A race's winner replaces the incumbent only when it gains more than `min_gain_pct` (see gains_enough).
 
@@ -266,12 +294,13 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
         winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
-                                          out_of_time=out_of_time, zone_pct=min_gain_pct)
+                                          out_of_time=out_of_time, zone_pct=min_gain_pct, noise=noise)
         decided_at[knob.key] = step
         inc_samples = seen.get(values_key(best))
         if (winner is not None and winner[knob.key] != best[knob.key] and inc_samples
-                and not gains_enough(seen[values_key(winner)], inc_samples, min_gain_pct)):
-            log.append(f"{knob.key}: {winner[knob.key]} led by less than {min_gain_pct:g}%: kept {best[knob.key]}")
+                and not gains_enough(seen[values_key(winner)], inc_samples, min_gain_pct, noise())):
+            log.append(f"{knob.key}: {winner[knob.key]} led by less than {min_gain_pct:g}% or within the noise: "
+                       f"kept {best[knob.key]}")
             return
         if winner is not None and winner[knob.key] != best[knob.key]:
             log.append(f"{knob.key}: {best[knob.key]} -> {winner[knob.key]}")

@@ -108,6 +108,7 @@ class _Tune:
         self.t0 = owner.clock()
         self.reserve_s = 0.0
         self._base_cost: tuple[float, int] | None = None  # the baseline run's seconds and repetitions
+        self._run_medians: dict[int, list[float | None]] = {}  # per trial id: each of its runs' median score
         self.quality: dict[str, str] = {}
         self._baseline_ppl: tuple[float | None, str] | None = None
         self._baseline_text: tuple[str | None, str] | None = None
@@ -184,6 +185,8 @@ class _Tune:
             t = self._new_trial(values, argv, knob, n)
         if t.status != "measured":
             return None
+        if argv == self.baseline_argv and len(t.run_ids) < self.spec.baseline_starts and not self.out_of_time():
+            t = self._top_up(t, len(t.samples) + n)  # another start of the baseline: the noise between starts
         if len(t.samples) < n and not self.out_of_time():
             t = self._top_up(t, n)
         return t.samples
@@ -310,7 +313,7 @@ class _Tune:
             threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
                                                   reps=self.spec.screen_reps, out_of_time=self.out_of_time,
-                                                  min_gain_pct=threshold)
+                                                  min_gain_pct=threshold, noise=self.noise)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
             if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
                 raise _Cancelled()
@@ -376,13 +379,27 @@ class _Tune:
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note)
 
+    def noise(self) -> float | None:
+        """The relative SD of one server start's figure: the spread of the per-run medians of trials measured in
+        2+ starts (the baseline's starts, top-ups), pooled (core.stats.pooled_cv); None before there are any."""
+        groups = []
+        for t in self.trials.values():
+            if t.status not in ("measured", "final") or len(t.run_ids) < 2:
+                continue
+            if t.id not in self._run_medians or len(self._run_medians[t.id]) != len(t.run_ids):
+                runs = [self.o.bench.repo.get_run(i) for i in t.run_ids]
+                self._run_medians[t.id] = [median(rep_scores(r, self.spec.objective)) if r else None for r in runs]
+            groups.append([m for m in self._run_medians[t.id] if m is not None])
+        return pooled_cv(groups)
+
     def _final_n(self, winner: tuple[str, ...]) -> tuple[int, str]:
         """Repetitions per side of the final, fixed before it starts: enough to call the screened gain real
         through the spread the screening saw (core.stats.reps_to_detect), at least final_reps, at most 4× that,
         and no more than the budget left allows (the reserve covers final_reps). Returns (n, why, in words)."""
         s = self.spec
         threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
-        cv = pooled_cv([t.samples for t in self.trials.values() if t.status in ("measured", "final")])
+        within = pooled_cv([t.samples for t in self.trials.values() if t.status in ("measured", "final")])
+        cv = max((c for c in (within, self.noise()) if c is not None), default=None)  # repetitions or starts
         w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
         gain = (w.score / b.score - 1.0) if w and b and w.score and b.score and b.score > 0 else None
         n = reps_to_detect(cv, gain, threshold, s.final_reps, 4 * s.final_reps)
