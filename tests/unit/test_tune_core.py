@@ -421,7 +421,12 @@ def test_a_lead_within_the_noise_between_starts_is_topped_up_not_taken():
     assert best == {"b": None} and fake.measured > 4  # topped up, then kept
     fake = Starts(lambda v: 0.0)
     best, _ = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0)
-    assert best == {"b": "4096"}  # without the noise, one start's +16 % would be taken
+    assert best == {"b": "4096"}  # without a noise model, one start's +16 % would be taken
+    # the noise not measured yet (nothing started twice): the lead makes both start again, which measures it
+    fake = Starts(lambda v: 0.0)
+    best, _ = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0,
+                                 noise=lambda: 0.06 if len(fake.samples.get(None, [])) >= 4 else None)
+    assert best == {"b": None} and len(fake.samples[None]) >= 4 and len(fake.samples["4096"]) >= 4
     depth = Knob(key="d", flag="draft_n_max", values=("8",))
     fake = FakeScorer(lambda v: 1121.0 if v["d"] == "8" else 829.0)
     assert coordinate_descent(["-m", "x"], [depth], fake, reps=2, min_gain_pct=2.0, noise=lambda: 0.06)[0] == {

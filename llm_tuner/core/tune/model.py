@@ -82,8 +82,6 @@ class TuneSpec(BaseModel):
     final_reps: int = 5  # repetitions per side in the final comparison, at least (n, fixed before it starts)
     final_rounds: int = 2  # server starts per side it is spread over, interleaved A B A B (each start costs a load)
     screen_reps: int = 2
-    baseline_starts: int = 2  # server starts of the baseline's screening: how much starts differ (the noise a lead
-    #                           must clear) is measured from the first trial on
     warmup: int = 1  # unmeasured requests per run (the first request after a load is slow)
 
     def final_plan(self, n: int | None = None) -> list[int]:

@@ -16,8 +16,9 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
   difference the search would not act on). A top-up restarts a server: it is spent only where more samples
   could change the decision. Ties, and leaders within the threshold of the incumbent, keep the incumbent.
   Where server starts differ by more than repetitions do (a GPU: `noise`, the relative SD of one start's
-  figure, measured by the runner), a lead must also clear the noise (`separated`): the incumbent stays in the
-  race and a noisy lead is topped up, not taken.
+  figure, measured by the runner from settings started twice), a lead over the incumbent must also clear the
+  noise (`confident_lead`): the incumbent stays in the race and a noisy lead is topped up, not taken; the first
+  such lead, before any setting was started twice, is what measures the noise.
 """
 
 from __future__ import annotations
@@ -195,8 +196,18 @@ def separated(better: Sequence[float], worse: Sequence[float], noise: float | No
     return b - w > Z_SEPARATE * math.sqrt(2.0) * noise * abs(w)
 
 
+def confident_lead(lead: Sequence[float], incumbent: Sequence[float], noise: Noise | None) -> bool:
+    """Whether a lead over the incumbent may be taken: beyond the noise between starts (see separated). With a
+    noise model whose noise is not measured yet (no setting started twice), no: the leader and the incumbent are
+    topped up (another start each), which measures it. Without a noise model, yes."""
+    if noise is None:
+        return True
+    n = noise()
+    return n is not None and separated(lead, incumbent, n)
+
+
 def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
-             zone_pct: float, noise: float | None = None) -> Values | None:
+             zone_pct: float, noise: Noise | None = None) -> Values | None:
     """The race's winner when more samples cannot change what the search does with it, else None.
 
     `alive` is sorted best first. Each other candidate is either clearly worse (with 2+ samples each, its best
@@ -206,27 +217,30 @@ def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple 
     only to rank candidates that run alike."""
     lead = samples[values_key(alive[0])]
     floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
+    known = noise() if noise is not None else None
     for c in alive[1:]:
         s = samples[values_key(c)]
-        worse = want >= 2 and max(s) < min(lead) and separated(lead, s, noise)
+        worse = want >= 2 and max(s) < min(lead) and separated(lead, s, known)
         if not (worse or (zone_pct > 0 and median(s) >= floor)):
             return None
     for c in alive:
         if values_key(c) == inc and median(samples[inc]) >= floor:
             return c
+    if inc in samples and values_key(alive[0]) != inc and not confident_lead(lead, samples[inc], noise):
+        return None  # a lead within the noise (or before it is known): more samples of both
     return alive[0]
 
 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
                        incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
-                       zone_pct: float = 0.0, noise: Noise = lambda: None,
+                       zone_pct: float = 0.0, noise: Noise | None = None,
                        ) -> tuple[Values | None, dict[tuple, list[float]]]:
     """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat; stop as soon
     as the race is settled (see _settled: the rest clearly worse or within `zone_pct` of the leader).
 
-    `noise()` is the relative SD of one server start's figure as measured so far (None: unknown). While the
-    incumbent is not separated from the leader it stays in the race (a noisy lead is topped up, not taken), for
-    at most MAX_ROUNDS rounds. Returns the winner (None when every candidate is out) and the samples seen per
+    `noise()` is the relative SD of one server start's figure as measured so far (None: not yet; see
+    confident_lead). While the leader's lead over the incumbent is not confident the incumbent stays in the race
+    (a noisy lead is topped up, not taken), for at most MAX_ROUNDS rounds. Returns the winner (None when every candidate is out) and the samples seen per
     candidate key. When time runs out the best so far wins."""
     alive = list(candidates)
     samples: dict[tuple, list[float]] = {}
@@ -247,12 +261,12 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
-        settled = _settled(alive, samples, inc, want, zone_pct, noise())
+        settled = _settled(alive, samples, inc, want, zone_pct, noise)
         if settled is not None:
             return settled, samples
         keep = alive[:math.ceil(len(alive) / 2)]
         held = [c for c in alive if values_key(c) == inc and c not in keep
-                and not separated(samples[values_key(alive[0])], samples[inc], noise())]
+                and not confident_lead(samples[values_key(alive[0])], samples[inc], noise)]
         alive = keep + held  # a lead within the noise of the incumbent is not taken on one round
         if len(alive) == 1:
             return alive[0], samples
@@ -261,7 +275,7 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
 
 
 def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_pct: float,
-                 noise: float | None = None) -> bool:
+                 noise: Noise | None = None) -> bool:
     """Whether a race's winner beats the incumbent by more than `min_gain_pct` (medians; scores are higher-is-
     better) and by more than the noise (see separated). A smaller gain can never be called better by the final
     comparison (its verdict needs the same threshold), and a gain within the noise would put a setting without
@@ -269,12 +283,15 @@ def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_p
     w, i = median(list(winner)), median(list(incumbent))
     if w is None or i is None:
         return w is not None
-    return w > i + abs(i) * min_gain_pct / 100.0 and separated(winner, incumbent, noise)
+    if w <= i + abs(i) * min_gain_pct / 100.0:
+        return False
+    known = noise() if noise is not None else None
+    return separated(winner, incumbent, known)  # not measured by the end of the race: the threshold decides
 
 
 def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
                        out_of_time: Callable[[], bool] = lambda: False, min_gain_pct: float = 0.0,
-                       noise: Noise = lambda: None) -> tuple[Values | None, list[str]]:
+                       noise: Noise | None = None) -> tuple[Values | None, list[str]]:
     """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
     A race's winner replaces the incumbent only when it gains more than `min_gain_pct` (see gains_enough).
 
@@ -298,7 +315,7 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         decided_at[knob.key] = step
         inc_samples = seen.get(values_key(best))
         if (winner is not None and winner[knob.key] != best[knob.key] and inc_samples
-                and not gains_enough(seen[values_key(winner)], inc_samples, min_gain_pct, noise())):
+                and not gains_enough(seen[values_key(winner)], inc_samples, min_gain_pct, noise)):
             log.append(f"{knob.key}: {winner[knob.key]} led by less than {min_gain_pct:g}% or within the noise: "
                        f"kept {best[knob.key]}")
             return

@@ -185,8 +185,6 @@ class _Tune:
             t = self._new_trial(values, argv, knob, n)
         if t.status != "measured":
             return None
-        if argv == self.baseline_argv and len(t.run_ids) < self.spec.baseline_starts and not self.out_of_time():
-            t = self._top_up(t, len(t.samples) + n)  # another start of the baseline: the noise between starts
         if len(t.samples) < n and not self.out_of_time():
             t = self._top_up(t, n)
         return t.samples
