@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Call B on the lent H200: the tune against a full grid (issue 13's performance goal), a random-weight Qwen3 1B
+# Call B on the lent H200 (superseded by ../h200-tune): the tune against a full grid (issue 13's performance goal), a random-weight Qwen3 1B
 # (Q4_K_M) as its own draft model at --temp 0 over -ub, -b, K/V type and draft depth; CUDA0 only.
 set -u
 H=benchmarks/results/gpu/h200-verify
