@@ -38,6 +38,7 @@ def _alias_tune(qtbot, window, values: str = "a,b"):
     form.budget_spin.setValue(180)
     form.screen_reps_spin.setValue(1)
     form.final_reps_spin.setValue(1)
+    form.final_rounds_spin.setValue(1)
     return panel
 
 
@@ -65,6 +66,7 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
 
     # Every trial is stored; the measured ones are runs of the tune's group, named so in the History.
     stored = TuneRepository(ctx.engine).list_trials(result.tune_id)
+    assert TuneRepository(ctx.engine).get(result.tune_id).spec.final_rounds == 1  # the form's "final starts"
     assert len(stored) >= 3 and panel.trial_model.rowCount() == len(stored)  # baseline, a, b
     measured = [t for t in stored if t.run_id is not None]
     assert measured and all(RunRepository(ctx.engine).get_run(t.run_id).group_id == result.tune_id

@@ -141,13 +141,18 @@ class TuneForm(QWidget):
         self.ppl_spin = dspin(0.0, 100.0, 1.0, " %", 2)
         self.ppl_spin.setToolTip("the largest perplexity increase a K/V cache type may cost (llama-perplexity)")
         self.screen_reps_spin = spin(1, 50, 2, "", "repetitions per candidate while racing")
-        self.final_reps_spin = spin(1, 50, 5, "", "repetitions per side of the final interleaved A/B")
+        self.final_reps_spin = spin(1, 50, 5, "", "repetitions per side of the final interleaved A/B, at least "
+                                    "(more when the racing saw a large spread; fixed before the final starts)")
+        self.final_rounds_spin = spin(1, 20, 2, "", "server starts per side the final's repetitions are spread "
+                                      "over, A B A B …: more starts catch start-to-start differences, each costs "
+                                      "a model load")
         f.addRow("Min context:", self.min_ctx_spin)
         f.addRow("Headroom per device:", self.headroom_spin)
         f.addRow("Time budget:", self.budget_spin)
         f.addRow("Max perplexity increase:", self.ppl_spin)
         f.addRow("Racing reps:", self.screen_reps_spin)
         f.addRow("Final reps per side:", self.final_reps_spin)
+        f.addRow("Final starts per side:", self.final_rounds_spin)
         return box
 
     def _build_knobs(self) -> QGroupBox:
@@ -281,4 +286,5 @@ class TuneForm(QWidget):
         """TuneSpec's keyword arguments besides the base, objective and knobs."""
         return {"min_ctx": self.min_ctx_spin.value() or None, "headroom_mib": self.headroom_spin.value(),
                 "budget_s": self.budget_spin.value(), "max_ppl_increase_pct": self.ppl_spin.value(),
-                "final_reps": self.final_reps_spin.value(), "screen_reps": self.screen_reps_spin.value()}
+                "final_reps": self.final_reps_spin.value(), "final_rounds": self.final_rounds_spin.value(),
+                "screen_reps": self.screen_reps_spin.value()}
