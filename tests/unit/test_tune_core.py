@@ -51,6 +51,21 @@ class FakeScorer:
         return list(have)
 
 
+class SeriesScorer(FakeScorer):
+    """Each value of `key` reads the given figures in turn, one per sample asked for (a start's recorded reads)."""
+
+    def __init__(self, key: str, series: dict) -> None:
+        super().__init__(lambda v: 0.0)
+        self.key, self.series = key, series
+
+    def __call__(self, values, n, knob):
+        have = self.samples.setdefault(values[self.key], [])
+        while len(have) < n:
+            have.append(self.series[values[self.key]][len(have)])
+            self.measured += 1
+        return list(have)
+
+
 def test_successive_halving_keeps_the_best_and_spends_less_on_the_clearly_worse():
     speeds = {"64": 10.0, "128": 20.0, "256": 30.0, "512": 29.99, "1024": 5.0, "2048": 4.0}
     fake = FakeScorer(lambda v: speeds[v["ub"]])
@@ -331,17 +346,7 @@ def test_a_race_within_the_threshold_is_settled_without_top_ups():
 def test_a_close_race_beyond_the_threshold_is_still_topped_up():
     """A candidate 4 % behind the leader whose samples overlap the leader's is neither clearly worse nor within a
     2 % zone: the race tops both up (c, far behind, is dropped after the first round)."""
-    series = {"a": [100.0, 96.0, 101.0, 99.0], "b": [94.5, 96.5, 94.0, 95.0], "c": [50.0] * 4}
-
-    class Series(FakeScorer):
-        def __call__(self, values, n, knob):
-            have = self.samples.setdefault(values["x"], [])
-            while len(have) < n:
-                have.append(series[values["x"]][len(have)])
-                self.measured += 1
-            return list(have)
-
-    fake = Series(lambda v: 0.0)
+    fake = SeriesScorer("x", {"a": [100.0, 96.0, 101.0, 99.0], "b": [94.5, 96.5, 94.0, 95.0], "c": [50.0] * 4})
     winner, seen = successive_halving([{"x": x} for x in "abc"], fake, reps=2, zone_pct=2.0)
     assert winner == {"x": "a"} and fake.measured == 10  # 3 × 2, then a and b topped up to 4
 
@@ -407,23 +412,14 @@ def test_a_lead_within_the_noise_between_starts_is_topped_up_not_taken():
     is topped up and then not taken; a real +35 % (draft depth 8) is."""
     b = Knob(key="b", flag="batch_size", values=("4096",))
     reads = {None: [829.0, 830.0, 900.0, 905.0, 860.0, 865.0], "4096": [962.0, 963.0, 850.0, 855.0, 880.0, 885.0]}
-
-    class Starts(FakeScorer):
-        def __call__(self, values, n, knob):
-            have = self.samples.setdefault(values["b"], [])
-            while len(have) < n:
-                have.append(reads[values["b"]][len(have)])
-                self.measured += 1
-            return list(have)
-
-    fake = Starts(lambda v: 0.0)
+    fake = SeriesScorer("b", reads)
     best, log = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0, noise=lambda: 0.06)
     assert best == {"b": None} and fake.measured > 4  # topped up, then kept
-    fake = Starts(lambda v: 0.0)
+    fake = SeriesScorer("b", reads)
     best, _ = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0)
     assert best == {"b": "4096"}  # without a noise model, one start's +16 % would be taken
     # the noise not measured yet (nothing started twice): the lead makes both start again, which measures it
-    fake = Starts(lambda v: 0.0)
+    fake = SeriesScorer("b", reads)
     best, _ = coordinate_descent(["-m", "x"], [b], fake, reps=2, min_gain_pct=2.0,
                                  noise=lambda: 0.06 if len(fake.samples.get(None, [])) >= 4 else None)
     assert best == {"b": None} and len(fake.samples[None]) >= 4 and len(fake.samples["4096"]) >= 4
