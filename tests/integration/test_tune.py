@@ -144,7 +144,9 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
     # --report: the Markdown with its plot beside it, every trial in both
     md, svg = (tmp_path / "r.md").read_text(), (tmp_path / "r-trials.svg").read_text()
     assert "](r-trials.svg)" in md and md.count("\n| ") >= len(after)
-    assert svg.startswith("<svg") and svg.count("<circle") == sum(t.score is not None and t.status != "final" for t in after)
+    dotted = [t for t in after if t.score is not None and t.status != "final"]  # measured and flagged: dots
+    kinds = {"flagged" if t.flagged else "measured" for t in dotted}  # each also has a dot in the legend
+    assert svg.startswith("<svg") and svg.count("<circle") == len(dotted) + len(kinds)
 
 
 def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):

@@ -430,3 +430,19 @@ def test_a_lead_within_the_noise_between_starts_is_topped_up_not_taken():
     from llm_tuner.core.tune.search import separated
 
     assert separated([1121.0], [829.0], 0.06) and not separated([962.0], [829.0], 0.06)
+
+
+def test_the_report_plot_is_an_svg_with_every_trial_marked():
+    import xml.etree.ElementTree as ET
+
+    from llm_tuner.core.tune import trial_plot_svg, tune_report_files
+
+    trials = [Trial(seq=1, status="measured", score=790.0), Trial(seq=2, knob="kv", status="failed", reason="q"),
+              Trial(seq=3, knob="ub", status="measured", score=843.0, flagged="busy"),
+              Trial(seq=4, knob="d", status="final", score=1146.9), Trial(seq=5, knob="c", status="pruned")]
+    root = ET.fromstring(trial_plot_svg(trials, "generation t/s <&>"))  # well-formed, the label escaped
+    ns = "{http://www.w3.org/2000/svg}"
+    assert len(root.findall(f"{ns}circle")) == 2 + 2  # two measured dots, and their two legend marks
+    assert "generation t/s <&>" in "".join(root.itertext())
+    files = tune_report_files(TuneResult(tune_id=3, trials=tuple(trials)), "tune-3", objective="gen")
+    assert set(files) == {"tune-3.md", "tune-3-trials.svg"} and "](tune-3-trials.svg)" in files["tune-3.md"]

@@ -64,15 +64,29 @@ def _ticks(lo: float, hi: float, n: int = 5) -> list[float]:
     return out or [lo]
 
 
-def trial_plot_svg(trials: list[Trial], y_label: str = "score", *, width: int = 720, height: int = 380) -> str:
-    """The plot as an SVG document (black on white, system sans-serif font)."""
+def _marker(kind: str, cx: float, cy: float) -> str:
+    """One trial's mark as SVG: a dot (hollow when flagged), a green square (the final's winner), a grey cross
+    (pruned), a red triangle (failed)."""
+    if kind in ("measured", "flagged"):
+        fill = MEASURED if kind == "measured" else "white"
+        return f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{fill}" stroke="{MEASURED}" stroke-width="1.5"/>'
+    if kind == "final":
+        return f'<rect x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10" fill="{FINAL}"/>'
+    if kind == "pruned":
+        return (f'<path d="M{cx - 5:.1f},{cy - 5:.1f} L{cx + 5:.1f},{cy + 5:.1f} M{cx - 5:.1f},{cy + 5:.1f} '
+                f'L{cx + 5:.1f},{cy - 5:.1f}" stroke="{PRUNED}" stroke-width="2"/>')
+    return f'<path d="M{cx:.1f},{cy - 6:.1f} L{cx + 6:.1f},{cy + 5:.1f} L{cx - 6:.1f},{cy + 5:.1f} Z" fill="{FAILED}"/>'
+
+
+def trial_plot_svg(trials: list[Trial], y_label: str = "score", *, width: int = 720, height: int = 410) -> str:
+    """The plot as an SVG document (black on white, system sans-serif font), its legend under the axis."""
     pts = trial_points(trials)
     ys = [y for kind in pts.kinds.values() for _, y in kind] + ([pts.baseline] if pts.baseline is not None else [])
     n = max(1, len(trials))
     lo, hi = (min(ys), max(ys)) if ys else (0.0, 1.0)
     pad = 0.08 * ((hi - lo) or abs(hi) or 1.0)
     lo, hi = lo - pad, hi + pad
-    left, right, top, bottom = 70, 20, 40, 50
+    left, right, top, bottom = 70, 20, 40, 84
     pw, ph = width - left - right, height - top - bottom
 
     def x(i: float) -> float:
@@ -92,7 +106,7 @@ def trial_plot_svg(trials: list[Trial], y_label: str = "score", *, width: int = 
     step = max(1, n // 10)
     for i in range(1, n + 1, step):
         o.append(f'<text x="{x(i):.1f}" y="{top + ph + 16}" text-anchor="middle">{i}</text>')
-    o.append(f'<text x="{left + pw / 2}" y="{height - 12}" text-anchor="middle">trial</text>')
+    o.append(f'<text x="{left + pw / 2}" y="{top + ph + 32}" text-anchor="middle">trial</text>')
     o.append(f'<text transform="translate(16 {top + ph / 2}) rotate(-90)" text-anchor="middle">'
              f'{escape(y_label)}</text>')
     if pts.baseline is not None:
@@ -102,26 +116,20 @@ def trial_plot_svg(trials: list[Trial], y_label: str = "score", *, width: int = 
         path = " ".join(f"{x(i):.1f},{y(v):.1f}" for i, v in pts.best_line)
         o.append(f'<polyline points="{path}" fill="none" stroke="{MEASURED}" stroke-dasharray="2 3"/>')
     for kind, points in pts.kinds.items():
-        for i, v in points:
-            cx, cy = x(i), y(v)
-            if kind in ("measured", "flagged"):
-                fill = MEASURED if kind == "measured" else "none"
-                o.append(f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="5" fill="{fill}" stroke="{MEASURED}" '
-                         f'stroke-width="1.5"/>')
-            elif kind == "final":
-                o.append(f'<rect x="{cx - 5:.1f}" y="{cy - 5:.1f}" width="10" height="10" fill="{FINAL}"/>')
-            elif kind == "pruned":
-                o.append(f'<path d="M{cx - 5:.1f},{cy - 5:.1f} L{cx + 5:.1f},{cy + 5:.1f} M{cx - 5:.1f},'
-                         f'{cy + 5:.1f} L{cx + 5:.1f},{cy - 5:.1f}" stroke="{PRUNED}" stroke-width="2"/>')
-            else:
-                o.append(f'<path d="M{cx:.1f},{cy - 6:.1f} L{cx + 6:.1f},{cy + 5:.1f} L{cx - 6:.1f},{cy + 5:.1f} Z" '
-                         f'fill="{FAILED}"/>')
-    legend = [(k, len(v)) for k, v in pts.kinds.items() if v]
-    for j, (kind, count) in enumerate(legend):
-        colour = {"measured": MEASURED, "flagged": MEASURED, "final": FINAL, "pruned": PRUNED,
-                  "failed": FAILED}[kind]
-        lx, ly = left + 10 + 110 * j, top + 16
-        o.append(f'<rect x="{lx}" y="{ly - 8}" width="9" height="9" fill="{colour}"/>'
-                 f'<text x="{lx + 14}" y="{ly}">{kind} ({count})</text>')
+        o += [_marker(kind, x(i), y(v)) for i, v in points]
+    items = [(f"{kind} ({len(points)})", kind) for kind, points in pts.kinds.items() if points]
+    items += [("baseline", (FINAL, "6 4")), ("best so far", (MEASURED, "2 3"))]
+    lx, ly = left, height - 30  # the legend under the axis: each mark as drawn, wrapped to a second row
+    for label, mark in items:
+        w = 30 + 6.5 * len(label)
+        if lx + w > width - right:
+            lx, ly = left, ly + 18
+        if isinstance(mark, str):
+            o.append(_marker(mark, lx + 6, ly - 4))
+        else:
+            o.append(f'<line x1="{lx - 4}" x2="{lx + 14}" y1="{ly - 4}" y2="{ly - 4}" stroke="{mark[0]}" '
+                     f'stroke-dasharray="{mark[1]}"/>')
+        o.append(f'<text x="{lx + 18}" y="{ly}">{escape(label)}</text>')
+        lx += w
     o.append("</svg>")
     return "\n".join(o)
