@@ -100,6 +100,8 @@ class TuneResultView(QWidget):
         lay.addLayout(name_row)
         lay.addLayout(actions)
         lay.addWidget(self.action_label)
+        self._filler = QWidget()  # takes the table's space while it is hidden: the lines stay together at the top
+        lay.addWidget(self._filler, 1)
         self._trials_for_plot: list = []
         self._y_label = "score"
         self._report_head = ("", "")
@@ -118,12 +120,14 @@ class TuneResultView(QWidget):
         if result is None:
             self.model.set_comparisons([])
             self.view.setVisible(False)
+            self._filler.setVisible(True)
             self.table_title.setText("")
             self.details_label.setText("")
             return
         self.verdict_label.setText(verdict_text(result))
         self.model.set_comparisons(list(result.comparisons))
         self.view.setVisible(bool(result.comparisons))
+        self._filler.setVisible(not result.comparisons)
         self.table_title.setText("Winner (B) against the baseline (A), fresh interleaved repetitions:"
                                  if result.comparisons else "No final A/B was run: the winner is the baseline.")
         # the runner's note only where it says more than the verdict above (cancelled, no time for the final, ...)
