@@ -123,16 +123,21 @@ def t_quantile(p: float, df: float) -> float:
         raise ValueError(p)
     if p < 0.5:
         return -t_quantile(1.0 - p, df)
-    lo, hi = 0.0, 1.0
+    hi = 1.0
     while t_cdf(hi, df) < p:
         hi *= 2.0
+    return _bisect(lambda t: t_cdf(t, df), p, 0.0, hi, 1e-10)
+
+
+def _bisect(f, target: float, lo: float, hi: float, tol: float) -> float:
+    """x in [lo, hi] with f(x) = target, for f increasing there (bisection to within tol)."""
     for _ in range(200):
         mid = (lo + hi) / 2.0
-        if t_cdf(mid, df) < p:
+        if f(mid) < target:
             lo = mid
         else:
             hi = mid
-        if hi - lo < 1e-10:
+        if hi - lo < tol:
             break
     return (lo + hi) / 2.0
 
@@ -253,14 +258,7 @@ def fit_constant_alpha(mean_tokens_per_step: float, k: int) -> float | None:
     (bisection; the model is increasing in α). None when k < 1 or the figure is outside [1, k+1]."""
     if k < 1 or not 1.0 <= mean_tokens_per_step <= k + 1 + 1e-9:
         return None
-    lo, hi = 0.0, 1.0
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if speculative_bound(mid, k) < mean_tokens_per_step:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    return _bisect(lambda a: speculative_bound(a, k), mean_tokens_per_step, 0.0, 1.0, 1e-15)
 
 
 def pooled_cv(groups: Sequence[Sequence[float]]) -> float | None:

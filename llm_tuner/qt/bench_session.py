@@ -29,6 +29,30 @@ INTRO_LINE = "── the benchmark starts its own llama-server; its output follo
 Work = Callable[[bench_service.BenchRunner, Callable, Callable[[], bool]], object]
 
 
+def inventory_devices(ctx: AppContext) -> list[dict]:
+    """The inventory's devices as a run records them (JSON), [] before the inventory is read."""
+    inv = ctx.state.inventory
+    if inv is None:
+        return []
+    return [d.model_dump(mode="json") if hasattr(d, "model_dump") else {"name": str(d)}
+            for d in getattr(inv, "devices", [])]
+
+
+def bench_runner_for(ctx: AppContext, repo: RunRepository, devices: list[dict],
+                     emit_lines: Callable[[list], None]) -> bench_service.BenchRunner:
+    """The benchmark engine the app's sessions (benchmarks, tunes) run: the user's settings, NVML/AMD telemetry
+    (probed here: build it on the job's thread) and the server's output as LogLine batches for the log dock."""
+    parser = LogParser()
+
+    def on_server_line(line: str) -> None:  # the runner's log-reader thread
+        lines = [ev for ev in parser.feed(line) if isinstance(ev, LogLine)]
+        if lines:
+            emit_lines(lines)
+
+    return bench_service.BenchRunner(repo, settings=ctx.settings, telemetry=bench_service.default_telemetry(),
+                                     devices=devices, on_server_line=on_server_line)
+
+
 def parse_sweep_values(raw: str) -> list[str]:
     """Sweep values as typed: comma-separated, or ';'-separated when a value itself contains commas."""
     return [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
@@ -104,24 +128,10 @@ class BenchSession(QObject):
             self._job.cancel()
 
     def _devices(self) -> list[dict]:
-        inv = self.ctx.state.inventory
-        if inv is None:
-            return []
-        return [d.model_dump(mode="json") if hasattr(d, "model_dump") else {"name": str(d)}
-                for d in getattr(inv, "devices", [])]
+        return inventory_devices(self.ctx)
 
     def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:
-        """Built on the job's thread: `default_telemetry()` probes NVML/AMD."""
-        parser = LogParser()
-
-        def on_server_line(line: str) -> None:  # the runner's log-reader thread
-            lines = [ev for ev in parser.feed(line) if isinstance(ev, LogLine)]
-            if lines:
-                self.server_log_lines.emit(lines)
-
-        return bench_service.BenchRunner(self.repo, settings=self.ctx.settings,
-                                         telemetry=bench_service.default_telemetry(), devices=devices,
-                                         on_server_line=on_server_line)
+        return bench_runner_for(self.ctx, self.repo, devices, self.server_log_lines.emit)
 
     def _on_job_progressed(self, fraction: float, text: str) -> None:
         self.progressed.emit(fraction, text)

@@ -21,12 +21,12 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.core import flags
 from llm_tuner.core.tune import Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
-from llm_tuner.qt.bench_session import RUNS_CHANGED_MS
+from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, bench_runner_for, inventory_devices
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
-from llm_tuner.services.logparse import LogLine, LogParser
+from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.tune import TuneRunner, default_knobs, make_plan_fn, save_winner
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
@@ -157,24 +157,13 @@ class TuneSession(QObject):
             self._job.cancel()
 
     def _devices(self) -> list[dict]:
-        inv = self.ctx.state.inventory
-        return [d.model_dump(mode="json") for d in getattr(inv, "devices", [])] if inv is not None else []
+        return inventory_devices(self.ctx)
 
     def _runner(self, devices: list[dict]) -> TuneRunner:
-        """Built on the job's thread (`default_telemetry()` probes NVML/AMD): the benchmark engine with the
-        log dock as its server-line sink, under the TuneRunner."""
-        parser = LogParser()
-
-        def on_server_line(line: str) -> None:  # the runner's log-reader thread
-            lines = [ev for ev in parser.feed(line) if isinstance(ev, LogLine)]
-            if lines:
-                self.server_log_lines.emit(lines)
-
-        engine = self.ctx.engine
-        bench = bench_service.BenchRunner(RunRepository(engine), settings=self.ctx.settings,
-                                          telemetry=bench_service.default_telemetry(), devices=devices,
-                                          on_server_line=on_server_line)
-        return TuneRunner(TuneRepository(engine), settings=self.ctx.settings, bench_runner=bench)
+        """Built on the job's thread: the app's benchmark engine (its server lines to the log dock) under the
+        TuneRunner."""
+        bench = bench_runner_for(self.ctx, RunRepository(self.ctx.engine), devices, self.server_log_lines.emit)
+        return TuneRunner(TuneRepository(self.ctx.engine), settings=self.ctx.settings, bench_runner=bench)
 
     def _on_trial_arrived(self, trial: Trial) -> None:
         self._pending.append(trial)
