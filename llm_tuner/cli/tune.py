@@ -54,7 +54,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-ppl-increase", type=float, default=1.0, metavar="PCT",
                    help="K/V types: largest perplexity increase accepted (1%%)")
     p.add_argument("--final-reps", type=int, default=5, metavar="N",
-                   help="final comparison: repetitions per side, fixed before it starts (5)")
+                   help="final comparison: repetitions per side at least, fixed before it starts; more "
+                        "(up to 4x) when the racing saw a spread that would hide the gain (5)")
     p.add_argument("--final-rounds", type=int, default=2, metavar="N",
                    help="final comparison: server starts per side, interleaved A B A B (2)")
     p.add_argument("--screen-reps", type=int, default=2, metavar="N", help="repetitions per racing round (2)")
