@@ -80,7 +80,38 @@ def run_notes(run: BenchRun) -> list[str]:
     return notes
 
 
-class BenchSession(QObject):
+class LongJobSession(QObject):
+    """One long job at a time on `long_pool()` (a benchmark, a tune): its state, Cancel, and how it is started.
+    Subclasses keep their own Signals; `_launch` wires the job's to them."""
+
+    def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.ctx = ctx
+        self._job: BackgroundJob | None = None
+
+    def is_running(self) -> bool:
+        return self._job is not None
+
+    def cancel(self) -> None:
+        """Ask the job to stop after the current request (its runner stops its server; what it stored is kept)."""
+        if self._job is not None:
+            self._job.cancel()
+
+    def _devices(self) -> list[dict]:
+        return inventory_devices(self.ctx)
+
+    def _launch(self, job: Callable, *, progressed, succeeded, failed, cancelled, finished) -> None:
+        """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread)."""
+        self._job = BackgroundJob(job)
+        self._job.progressed.connect(progressed)
+        self._job.succeeded.connect(succeeded)
+        self._job.failed.connect(failed)
+        self._job.cancelled.connect(cancelled)
+        self._job.finished.connect(finished)
+        self._job.start(long=True)
+
+
+class BenchSession(LongJobSession):
     """One benchmark (or sweep) at a time, run on `long_pool()`; Signals arrive on the GUI thread."""
 
     progressed = Signal(float, str)  # fraction (-1: unknown), text
@@ -91,17 +122,12 @@ class BenchSession(QObject):
     server_log_lines = Signal(list)  # logparse.LogLine of the server the benchmark starts
 
     def __init__(self, ctx: AppContext, repo: RunRepository | None = None, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
+        super().__init__(ctx, parent)
         self.repo = repo or RunRepository(ctx.engine)
-        self._job: BackgroundJob | None = None
         self._runs_changed = QTimer(self)  # coalesces "a repetition was stored" into a few reloads a second
         self._runs_changed.setSingleShot(True)
         self._runs_changed.setInterval(RUNS_CHANGED_MS)
         self._runs_changed.timeout.connect(ctx.state.bench_runs_changed)
-
-    def is_running(self) -> bool:
-        return self._job is not None
 
     def start(self, work: Work) -> bool:
         """Run `work(runner, progress, cancelled)` on the long-job pool; False when one is running already."""
@@ -113,22 +139,9 @@ class BenchSession(QObject):
         def job(ctl):
             return work(self._runner(devices), ctl.progress, ctl.cancelled)
 
-        self._job = BackgroundJob(job)
-        self._job.progressed.connect(self._on_job_progressed)
-        self._job.succeeded.connect(self.run_succeeded)
-        self._job.failed.connect(self.run_failed)
-        self._job.cancelled.connect(self.run_cancelled)
-        self._job.finished.connect(self._on_job_finished)
-        self._job.start(long=True)
+        self._launch(job, progressed=self._on_job_progressed, succeeded=self.run_succeeded, failed=self.run_failed,
+                     cancelled=self.run_cancelled, finished=self._on_job_finished)
         return True
-
-    def cancel(self) -> None:
-        """Ask the run to stop after the current request (the runner stops its server)."""
-        if self._job is not None:
-            self._job.cancel()
-
-    def _devices(self) -> list[dict]:
-        return inventory_devices(self.ctx)
 
     def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:
         return bench_runner_for(self.ctx, self.repo, devices, self.server_log_lines.emit)

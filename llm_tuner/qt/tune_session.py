@@ -21,9 +21,8 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.core import flags
 from llm_tuner.core.tune import Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
-from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, bench_runner_for, inventory_devices
+from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, LongJobSession, bench_runner_for
 from llm_tuner.qt.context import AppContext
-from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.logparse import LogLine
@@ -104,7 +103,7 @@ def save_result_profile(engine, name: str, result: TuneResult, catalog=None):
     return saved, before is None or saved.version_id != before.version_id
 
 
-class TuneSession(QObject):
+class TuneSession(LongJobSession):
     """One tune at a time, run on `long_pool()`; Signals arrive on the GUI thread."""
 
     progressed = Signal(float, str)  # fraction (-1: unknown), text with the time left
@@ -117,18 +116,13 @@ class TuneSession(QObject):
     _trial_arrived = Signal(object)  # from the runner's thread; queued to the GUI thread
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
-        super().__init__(parent)
-        self.ctx = ctx
-        self._job: BackgroundJob | None = None
+        super().__init__(ctx, parent)
         self._pending: list[Trial] = []
         self._flush = QTimer(self)
         self._flush.setSingleShot(True)
         self._flush.setInterval(TRIALS_MS)
         self._flush.timeout.connect(self._on_flush_timeout)
         self._trial_arrived.connect(self._on_trial_arrived)
-
-    def is_running(self) -> bool:
-        return self._job is not None
 
     def start(self, make_spec: SpecFn, resume_tune_id: int | None = None) -> bool:
         """Tune what `make_spec()` (called on the job's thread) returns; False when one is running already."""
@@ -142,22 +136,9 @@ class TuneSession(QObject):
             return self._runner(devices).run(spec, progress=ctl.progress, cancelled=ctl.cancelled,
                                              on_trial=self._trial_arrived.emit, resume_tune_id=resume_tune_id)
 
-        self._job = BackgroundJob(job)
-        self._job.progressed.connect(self.progressed)
-        self._job.succeeded.connect(self._on_job_succeeded)
-        self._job.failed.connect(self.tune_failed)
-        self._job.cancelled.connect(self.tune_cancelled)
-        self._job.finished.connect(self._on_job_finished)
-        self._job.start(long=True)
+        self._launch(job, progressed=self.progressed, succeeded=self._on_job_succeeded, failed=self.tune_failed,
+                     cancelled=self.tune_cancelled, finished=self._on_job_finished)
         return True
-
-    def cancel(self) -> None:
-        """Ask the tune to stop after the current request (the runner stops its server; trials are kept)."""
-        if self._job is not None:
-            self._job.cancel()
-
-    def _devices(self) -> list[dict]:
-        return inventory_devices(self.ctx)
 
     def _runner(self, devices: list[dict]) -> TuneRunner:
         """Built on the job's thread: the app's benchmark engine (its server lines to the log dock) under the

@@ -125,9 +125,9 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
     micro-batch larger than the batch is the batch (llama-context.cpp: n_ubatch = min(n_batch, n_ubatch)), and
     a knob's flag at llama.cpp's default (core.memory.llama_default: -b 2048, -ub 512, -ctk/-ctv f16,
     --spec-draft-n-max 3, …) is left out (unless `env` sets it: then the flag overrides the variable).
-    `defaults` are what this host's llama.cpp takes for an absent flag, learned from a server's log (threads:
-    `system_info: n_threads = N`): -t at that default is left out, and -tb equal to the threads in effect (its
-    documented default: "same as --threads")."""
+    `defaults` add what this host's llama.cpp takes for an absent flag, learned from a server's log (threads:
+    `llama threadpool init, n_threads = N`), to the same rule; -tb equal to the threads in effect is left out too
+    (its documented default: "same as --threads")."""
     argv = list(base_argv)
     for knob in knobs:
         if knob.key not in values:
@@ -137,12 +137,15 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
         parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
         for name, part in zip(names, parts, strict=False):
             argv = _set_one(argv, name, part if part != "" or value == "" else None)
-    env = env or {}
-    for key in {name for k in knobs for name in _keys(k.flag)} - {"batch_size", "ubatch_size"}:
-        if _is_key(key) and flags.value_of(argv, key) is not None and flags.value_of(argv, key) == llama_default(key) \
-                and flags.flag(key).env not in env:
+    env, defaults = env or {}, defaults or {}
+    # -b/-ub: clamped together below; -tb: its default follows -t (below), not a learned figure
+    for key in {name for k in knobs for name in _keys(k.flag)} - {"batch_size", "ubatch_size", "threads_batch"}:
+        if not _is_key(key) or flags.flag(key).env in env:
+            continue
+        value = flags.value_of(argv, key)
+        if value is not None and value == (defaults.get(key) or llama_default(key)):
             argv = flags.without(argv, key)  # what llama.cpp runs without the flag
-    return _normalize_threads(_normalize_batches(argv, env), env, defaults or {})
+    return _normalize_threads_batch(_normalize_batches(argv, env), env, defaults)
 
 
 def _int(v: str | None) -> int | None:
@@ -168,12 +171,9 @@ def _normalize_batches(argv: list[str], env: Mapping[str, str]) -> list[str]:
     return argv + flags.argv_for("ubatch_size", str(ub))
 
 
-def _normalize_threads(argv: list[str], env: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
-    """-t at the host's learned default and -tb equal to the threads in effect are left out (as absent)."""
+def _normalize_threads_batch(argv: list[str], env: Mapping[str, str], defaults: Mapping[str, str]) -> list[str]:
+    """-tb equal to the threads in effect (-t, its variable, or the learned default) is left out (as absent)."""
     t_env = flags.flag("threads").env
-    t = flags.value_of(argv, "threads")
-    if t is not None and t == defaults.get("threads") and t_env not in env:
-        argv = flags.without(argv, "threads")
     t_eff = flags.value_of(argv, "threads") or env.get(t_env or "") or defaults.get("threads")
     tb = flags.value_of(argv, "threads_batch")
     if tb is not None and tb == t_eff:
@@ -240,8 +240,8 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
 
     `noise()` is the relative SD of one server start's figure as measured so far (None: not yet; see
     confident_lead). While the leader's lead over the incumbent is not confident the incumbent stays in the race
-    (a noisy lead is topped up, not taken), for at most MAX_ROUNDS rounds. Returns the winner (None when every candidate is out) and the samples seen per
-    candidate key. When time runs out the best so far wins."""
+    (a noisy lead is topped up, not taken), for at most MAX_ROUNDS rounds. Returns the winner (None when every
+    candidate is out) and the samples seen per candidate key. When time runs out the best so far wins."""
     alive = list(candidates)
     samples: dict[tuple, list[float]] = {}
     want = max(1, reps)

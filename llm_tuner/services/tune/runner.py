@@ -140,6 +140,11 @@ class _Tune:
             return
         self.defaults = logparse.threads_in_effect(getattr(self.o.bench, "last_lines", ()))
 
+    @property
+    def threshold(self) -> float:
+        """The A/B threshold (%) from Settings: the search's zone, the final's verdict, the final's effect floor."""
+        return getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
+
     # -- time and progress -----------------------------------------------------------------------
     def elapsed(self) -> float:
         return self.o.clock() - self.t0
@@ -308,10 +313,9 @@ class _Tune:
         best = None
         try:
             # a gain under the A/B threshold can never pass the final: the search does not adopt one
-            threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
                                                   reps=self.spec.screen_reps, out_of_time=self.out_of_time,
-                                                  min_gain_pct=threshold, noise=self.noise)
+                                                  min_gain_pct=self.threshold, noise=self.noise)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
             if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
                 raise _Cancelled()
@@ -356,13 +360,12 @@ class _Tune:
             self.current = f"final comparison {i + 1}/{len(plan)}: winner"
             runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
-        threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
-        comps = compare_runs(pa, pb, threshold)
+        comps = compare_runs(pa, pb, self.threshold)
         metric = objective_metric(s.objective)
         main = next((c for c in comps if c.name == metric), None) if metric else None
         if main is None:
             main = compare("score", rep_scores(pa, s.objective), rep_scores(pb, s.objective),
-                           higher_is_better=True, threshold_pct=threshold, unit="score")
+                           higher_is_better=True, threshold_pct=self.threshold, unit="score")
             comps = [main, *comps]
         verdict = main.verdict or NOISE
         kept = winner if verdict == "better" else self.baseline_argv
@@ -395,12 +398,11 @@ class _Tune:
         through the spread the screening saw (core.stats.reps_to_detect), at least final_reps, at most 4× that,
         and no more than the budget left allows (the reserve covers final_reps). Returns (n, why, in words)."""
         s = self.spec
-        threshold = getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
         within = pooled_cv([t.samples for t in self.trials.values() if t.status in ("measured", "final")])
         cv = max((c for c in (within, self.noise()) if c is not None), default=None)  # repetitions or starts
         w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
         gain = (w.score / b.score - 1.0) if w and b and w.score and b.score and b.score > 0 else None
-        n = reps_to_detect(cv, gain, threshold, s.final_reps, 4 * s.final_reps)
+        n = reps_to_detect(cv, gain, self.threshold, s.final_reps, 4 * s.final_reps)
         while n > s.final_reps and self.elapsed() + self._final_cost(n) > s.budget_s:
             n -= 1
         if n == s.final_reps:
