@@ -102,9 +102,8 @@ def test_result_says_plainly_when_the_baseline_is_kept(qtbot):
     view.set_result(won, "demo tuned")
     assert "beats the baseline" in view.verdict_label.text()
     assert "Flags that changed: --ubatch-size: 512 → 256" in view.details_label.text()
-    noisy = won.model_copy(update={"note": "the winner beats the baseline in a fresh interleaved comparison (n = 9 "
-                                           "per side, chosen before the final: the screening's spread 6.0% against "
-                                           "a screened gain of +20.0%)"})
+    noisy = won.model_copy(update={"final_n_note": "n = 9 per side, chosen before the final: the screening's "
+                                                   "spread 6.0% against a screened gain of +20.0%"})
     view.set_result(noisy, "demo tuned")
     assert "(n = 9 per side, chosen before the final: the screening's spread 6.0%" in view.table_title.text()
     view.set_result(won.model_copy(update={"verdict": "within noise", "winner_argv": base}), "demo tuned")

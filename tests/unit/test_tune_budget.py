@@ -113,6 +113,7 @@ def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp
     assert per_side["final:baseline"] == per_side["final:winner"] > spec.final_reps
     assert len(finals) == 2 * spec.final_rounds  # more repetitions per start, not more starts
     assert "chosen before the final" in result.note and clock.t <= spec.budget_s
+    assert result.final_n_note.startswith(f"n = {per_side['final:winner']} per side, chosen before the final")
 
     tight = spec.model_copy(update={"budget_s": 45})  # search 20 s + a final of 2 per side (20 s) fits; 3 would not
     clock.t = 0.0

@@ -143,6 +143,7 @@ class TuneResult(BaseModel):
     objective_metric: str | None = None  # the metric id the verdict is read from (gen_tps@512, ...)
     final_run_ids: tuple[int, ...] = ()
     searched_winner_argv: tuple[str, ...] = ()  # what the search chose, before the final comparison
+    final_n_note: str = ""  # why the final ran more than final_reps per side ("" when it did not)
 
 
 class TuneRecord(BaseModel):

@@ -378,7 +378,8 @@ class _Tune:
                 f"{verdict}: no change better than noise; the baseline is kept") + f" ({why_n})"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
-                            bandwidth=self._bandwidth(kept, gen), note=note)
+                            bandwidth=self._bandwidth(kept, gen), note=note,
+                            final_n_note=why_n if n > s.final_reps else "")
 
     def noise(self) -> float | None:
         """The relative SD of one server start's figure: the spread of the per-run medians of trials measured in

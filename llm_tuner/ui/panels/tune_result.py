@@ -6,7 +6,6 @@ When nothing beats the baseline beyond noise it says so plainly and what is save
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from PySide6.QtCore import Qt, Signal
@@ -129,9 +128,8 @@ class TuneResultView(QWidget):
         self.model.set_comparisons(list(result.comparisons))
         self.view.setVisible(bool(result.comparisons))
         self._filler.setVisible(not result.comparisons)
-        n_why = re.search(r"\((n = \d+ per side, chosen before the final.*)\)$", result.note or "")
         self.table_title.setText(("Winner (B) against the baseline (A), fresh interleaved repetitions"
-                                  + (f" ({n_why.group(1)})" if n_why else "") + ":")
+                                  + (f" ({result.final_n_note})" if result.final_n_note else "") + ":")
                                  if result.comparisons else "No final A/B was run: the winner is the baseline.")
         # the runner's note only where it says more than the verdict above (cancelled, no time for the final, ...)
         said = bool(result.comparisons) or result.note.startswith("the search kept the baseline")
