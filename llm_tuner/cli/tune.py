@@ -6,10 +6,14 @@
                    [--budget 600] [--headroom 512] [--min-ctx N] [--max-ppl-increase 1] [--final-reps 5]
                    [--final-rounds 2]
                    [--screen-reps 2] [--devices CUDA0=16384,...] [--json-lines] [--resume ID]
-                   [--save-as NAME] [--report FILE.md]
+                   [--save-as NAME] [--report FILE.md] [--only placement,t] [--dry-run]
     llm-tuner tunes list [--json]
 
-Without --knob, the knobs are proposed from the model, the binary's --help and the devices. With --json-lines
+Without --knob, the knobs are proposed from the model, the binary's --help and the devices. Where the model does
+not fit its GPUs, one "placement" knob races the placements that fit each K/V type (the most layers, the FFN of
+the fewest blocks or the experts of the first blocks on the CPU, llama.cpp's own fit at the margin), each GPU
+keeping --headroom free; a placement that runs out of memory raises that margin for the rest. --dry-run lists
+the knobs, their values and the memory plan's verdict on each candidate without starting a server. With --json-lines
 every line on stdout is one JSON object: {"type": "progress"|"trial"|"result", ...}. Progress otherwise goes
 to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) from its trials.
 """
@@ -32,6 +36,7 @@ def _err(message: str) -> Exception:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `tune` and `tunes`."""
     from llm_tuner.core.tune import OBJECTIVE_KINDS
+    from llm_tuner.services.tune.placement import DEFAULT_MARGIN_MIB
 
     p = sub.add_parser("tune", help="search the fastest settings that fit (real server, stored trials, resumable)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,7 +54,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="a knob and its values (repeatable): ub=64,128 t=1,2 kv=f16,q8_0 custom:--alias=a,b; "
                         "'default' = flag absent")
     p.add_argument("--budget", type=float, default=600.0, metavar="S", help="time budget in seconds (600)")
-    p.add_argument("--headroom", type=int, default=512, metavar="MiB", help="free memory kept per device (512)")
+    p.add_argument("--headroom", type=int, default=DEFAULT_MARGIN_MIB, metavar="MiB",
+                   help=f"free memory kept per GPU ({DEFAULT_MARGIN_MIB}); a placement that runs out of memory "
+                        "raises it for the rest of the tune")
     p.add_argument("--min-ctx", type=int, default=None, metavar="N", help="candidates below this context are pruned")
     p.add_argument("--max-ppl-increase", type=float, default=1.0, metavar="PCT",
                    help="K/V types: largest perplexity increase accepted (1%%)")
@@ -66,6 +73,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--resume", type=int, default=None, metavar="ID", help="continue a stored tune")
     p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
     p.add_argument("--report", metavar="FILE.md", help="write the Markdown report, its plot FILE-trials.svg beside it")
+    p.add_argument("--only", metavar="KEY,...", help="of the proposed knobs, race only these (e.g. placement,t)")
+    p.add_argument("--dry-run", action="store_true", help="list the knobs and the plan's verdict on each candidate; "
+                   "start no server")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
     p.set_defaults(func=cmd_tune)
 
@@ -114,7 +124,23 @@ def _base(args) -> tuple[list[str], dict[str, str], str | None, str, int | None]
     return server_args, {}, binary, args.label or "command line", None
 
 
-def _spec(args):
+def _resolver(args, argv, env, binary):
+    """The placement frontier's resolver: on --devices (planned hardware) or the binary's devices. None when the
+    model cannot be placed (no -m, unreadable)."""
+    from llm_tuner.services.tune.placement import PlacementResolver
+
+    gpus = host = None
+    if args.devices:
+        from llm_tuner.cli.plan import parse_devices
+
+        gpus, host = parse_devices(args.devices)
+    try:
+        return PlacementResolver(argv, env, binary=binary, gpus=gpus, host=host, margin_mib=args.headroom)
+    except (ValueError, OSError) as exc:
+        raise _err(str(exc)) from None
+
+
+def _spec(args, resolver=None):
     from llm_tuner.core.tune import Objective, TuneSpec, parse_knob
     from llm_tuner.services.tune import default_knobs
 
@@ -127,7 +153,14 @@ def _spec(args):
         raise _err(str(exc)) from None
     if not knobs:
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
-                              settings=_settings())
+                              settings=_settings(), resolver=resolver)
+        if args.only:
+            keep = {k.strip() for k in args.only.split(",") if k.strip()}
+            unknown = keep - {k.key for k in knobs}
+            if unknown:
+                raise _err(f"--only {args.only}: not proposed for this base: {', '.join(sorted(unknown))} "
+                           f"(proposed: {', '.join(k.key for k in knobs)})")
+            knobs = [k for k in knobs if k.key in keep]
     if not knobs:
         raise _err("no knobs to tune: give --knob NAME=V1,V2 (the model could not be read to propose any)")
     return TuneSpec(base_argv=tuple(argv), base_env=env, binary=binary, label=label, profile_version_id=version_id,
@@ -157,6 +190,65 @@ def _emit(obj) -> None:
 
 
 def cmd_tune(args) -> int:
+    if args.dry_run:
+        return _dry_run(args)
+    return _tune(args)
+
+
+def _dry_run(args) -> int:
+    """The knobs, their values and the memory plan's verdict on each candidate (one value changed from the base),
+    placements resolved at the margin; no server is started."""
+    from llm_tuner.core.tune import PLACEMENT_KNOB, apply_values, describe_placement
+
+    if args.resume is not None:
+        raise _err("--dry-run plans a new tune; it does not take --resume")
+    argv, env, binary, _label, _v = _base(args)
+    resolver = _resolver(args, argv, env, binary)
+    spec = _spec(args, resolver)
+    plan_fn = _plan_fn(args, binary)
+    rows = []
+    for knob in spec.knobs:
+        for value in knob.values:
+            if knob.flag == PLACEMENT_KNOB and value is not None:
+                p = resolver.placement(value)
+                cand = apply_values(spec.base_argv, spec.knobs, {knob.key: value}, spec.base_env,
+                                    resolve=resolver.fragment)
+                fits, why = p.fits, p.reason
+                label = describe_placement(value)
+            else:
+                cand = apply_values(spec.base_argv, spec.knobs, {knob.key: value}, spec.base_env,
+                                    resolve=resolver.fragment)
+                fits, why = plan_fn(list(cand), dict(spec.base_env))
+                label = "default (flag absent)" if value is None else value
+            rows.append({"knob": knob.key, "value": value, "label": label, "fits": fits, "plan": why,
+                         "argv": list(cand[len(spec.base_argv):]) if list(cand[:len(spec.base_argv)]) ==
+                         list(spec.base_argv) else list(cand)})
+    gpus = [{"name": d.name, "budget_mib": d.free_mib if d.free_mib is not None else d.capacity_mib}
+            for d in resolver.gpus]
+    head = {"type": "dry_run", "margin_mib": resolver.margin_mib, "gpus": gpus,
+            "needs_placement": resolver.needs_placement(),
+            "knobs": [{"key": k.key, "flag": k.flag, "values": list(k.values), "reason": k.reason} for k in spec.knobs]}
+    if args.json_lines:
+        _emit(head)
+        for r in rows:
+            _emit({"type": "candidate", **r})
+        return 0
+    devs = ", ".join(f"{g['name']} {g['budget_mib']} MiB" for g in gpus) or "no GPU"
+    print(f"Devices: {devs}; each GPU keeps {resolver.margin_mib} MiB free (--headroom)")
+    if head["needs_placement"]:
+        print("The model does not fit the GPUs: placement and K/V type are raced together.")
+    for k in spec.knobs:
+        print(f"\n{k.key} ({k.reason})")
+        for r in (r for r in rows if r["knob"] == k.key):
+            verdict = "fits  " if r["fits"] else "pruned"
+            args_text = " ".join(r["argv"]) if r["argv"] else "(the base)"
+            print(f"  {verdict} {r['label']}: {args_text}")
+            if r["plan"]:
+                print(f"         {r['plan']}")
+    return 0
+
+
+def _tune(args) -> int:
     from llm_tuner.core.tune import result_json, trial_json, tune_report_files, tune_report_markdown
     from llm_tuner.services.bench import BenchRunner, default_telemetry
     from llm_tuner.services.tune import TuneRunner, save_winner
@@ -172,11 +264,14 @@ def cmd_tune(args) -> int:
         if rec is None or rec.spec is None:
             raise _err(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
         spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
+        resolver = None
     else:
-        spec = _spec(args)
+        argv, env, binary, _label, _v = _base(args)
+        resolver = _resolver(args, argv, env, binary) if args.devices else None
+        spec = _spec(args, resolver)
         binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
-    runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom),
+    runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom), resolver=resolver,
                         bench_runner=BenchRunner(RunRepository(engine), settings=settings,
                                                  telemetry=default_telemetry()))
     last = {"text": None}

@@ -2,14 +2,25 @@
 
 The package, by seam: `model` (Knob, Objective, TuneSpec, Trial, TuneResult, TuneRecord, score), `search`
 (argv of a choice of values, successive halving, coordinate descent: pure, the measuring is a callback),
-`knobs` (propose_knobs, the CLI's --knob syntax), `report` (memory-bandwidth figure, Markdown report and its
+`knobs` (propose_knobs, the CLI's --knob syntax), `frontier` (for a model bigger than its GPUs: the placements that
+fit, per K/V type, ranked by the bytes a token reads from host memory), `report` (memory-bandwidth figure, Markdown report and its
 files, JSON), `trial_plot` (the objective over trials: points for the view's chart, an SVG for the report).
 The runner that measures is services/tune; the store is store/tunes. Import from the package.
 """
 
 from __future__ import annotations
 
-from llm_tuner.core.tune.knobs import KV_PAIR, parse_knob, propose_knobs
+from llm_tuner.core.tune.frontier import (
+    Placement,
+    Planner,
+    describe_placement,
+    frontier,
+    is_out_of_memory,
+    needs_placement,
+    next_margin,
+    resolve_placement,
+)
+from llm_tuner.core.tune.knobs import KV_PAIR, PLACEMENT_KNOB, parse_knob, propose_knobs
 from llm_tuner.core.tune.model import (
     OBJECTIVE_KINDS,
     TRIAL_STATUSES,
@@ -42,6 +53,15 @@ from llm_tuner.core.tune.trial_plot import trial_plot_svg, trial_points
 
 __all__ = [
     "KV_PAIR",
+    "PLACEMENT_KNOB",
+    "Placement",
+    "Planner",
+    "describe_placement",
+    "frontier",
+    "is_out_of_memory",
+    "needs_placement",
+    "next_margin",
+    "resolve_placement",
     "OBJECTIVE_KINDS",
     "TRIAL_STATUSES",
     "Knob",

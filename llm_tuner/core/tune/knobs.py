@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory.overrides import rule_ffn_every_nth
+from llm_tuner.core.tune.frontier import Placement
 from llm_tuner.core.tune.model import Knob, Objective
 
 KV_PAIR = "cache_type_k+cache_type_v"
@@ -21,6 +22,8 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
 DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
 NGRAM_TYPES = ("ngram-map-k4v", "ngram-simple", "ngram-mod")
 ABSENT = ("default", "none()", "-")  # CLI words for "flag absent"
+PLACEMENT_KNOB = "placement"  # a knob whose values are core.tune.frontier's "<kv>:<style>" placements
+MAX_PLACEMENTS = 4
 
 
 def _known(catalog, key: str) -> bool:
@@ -29,7 +32,7 @@ def _known(catalog, key: str) -> bool:
     return any(catalog.lookup(n) is not None for n in flags.names(key))
 
 
-def _allowed(catalog, key: str) -> list[str]:
+def allowed_values(catalog, key: str) -> list[str]:
     """Values a flag's --help lists ("allowed values: a, b" or a comma list as its placeholder)."""
     if catalog is None:
         return []
@@ -50,19 +53,30 @@ def _int(v: str | None, default: int) -> int:
 
 def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[str], *,
                   objective: Objective | None = None, needs_offload: bool = False,
-                  cpu_threads: int | None = None) -> list[Knob]:
+                  cpu_threads: int | None = None, placement: Sequence[Placement] = ()) -> list[Knob]:
     """Knobs worth racing for this model, binary and devices (GPU devices: objects with `.name`).
 
-    `needs_offload`: the base does not fit on the devices (the plan says so) - placement knobs are proposed.
-    `cpu_threads`: the CPU cores threads may use (None: unknown, no thread knobs)."""
+    `placement`: the placement frontier (core.tune.frontier), given when the base computes weights on the CPU
+    beside GPUs: one knob races the placements that fit jointly with their K/V types (PLACEMENT_KNOB, the
+    fastest predicted first, at most MAX_PLACEMENTS), instead of separate K/V, -ngl and -ot knobs; threads
+    follow (the CPU computes). `needs_offload`: the base does not fit at all (the plan says so) - the older
+    per-flag placement knobs. `cpu_threads`: the CPU's physical cores (None: unknown, no thread knobs)."""
     argv = list(base_argv)
     gpus = list(devices)
     out: list[Knob] = []
     ngl = flags.value_of(argv, "gpu_layers")
-    cpu_computes = not gpus or (ngl is not None and _int(ngl, 999) == 0) or needs_offload
+    fitting = [p for p in placement if p.fits]
+    cpu_computes = not gpus or (ngl is not None and _int(ngl, 999) == 0) or needs_offload or bool(placement)
     n_layer = getattr(model_info, "block_count", None) or 0
+    if fitting and gpus:
+        top = fitting[:MAX_PLACEMENTS]
+        out.append(Knob(key=PLACEMENT_KNOB, flag=PLACEMENT_KNOB, values=(None, *(p.value for p in top)),
+                        reason="the model does not fit the GPUs: placement and K/V type together, "
+                               + (f"the {len(top)} of {len(fitting)}" if len(top) < len(fitting) else "those")
+                               + " that fit reading the fewest bytes from host memory per token (perplexity "
+                                 "checked for K/V types)"))
     # placement first: only when the base does not fit
-    if needs_offload and gpus and n_layer:
+    elif needs_offload and gpus and n_layer:
         steps = sorted({max(0, n_layer - d) for d in (0, 2, 4, 8, 16)} | {n_layer + 1}, reverse=True)
         out.append(Knob(key="ngl", flag="gpu_layers", values=tuple(str(s) for s in steps),
                         reason="the base does not fit: fewer layers on the GPUs"))
@@ -84,8 +98,8 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
                         reason="several devices: layer or row split"))
         out.append(Knob(key="mg", flag="main_gpu", values=tuple(str(i) for i in range(len(gpus))),
                         reason="several devices: which one holds the main work"))
-    if _known(catalog, "cache_type_k") and _known(catalog, "cache_type_v"):
-        allowed = _allowed(catalog, "cache_type_k") or list(KV_TYPES)
+    if not fitting and _known(catalog, "cache_type_k") and _known(catalog, "cache_type_v"):
+        allowed = allowed_values(catalog, "cache_type_k") or list(KV_TYPES)
         out.append(Knob(key="kv", flag=KV_PAIR, values=tuple(t for t in KV_TYPES if t in allowed),
                         reason="matched K/V types (mixed ones fall back to a slow kernel); quantized needs "
                                "flash attention; perplexity is checked"))
@@ -93,10 +107,11 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
         out.append(Knob(key="fa", flag="flash_attn", values=("on", "off"), reason="flash attention"))
     b_values = (512, 2048, 4096) if gpus else (256, 2048)
     ub_values = (256, 512, 1024, 2048) if gpus else (64, 128, 256, 512)
-    out.append(Knob(key="b", flag="batch_size", values=tuple(str(b) for b in b_values),
-                    reason="logical batch"))
-    out.append(Knob(key="ub", flag="ubatch_size", values=tuple(str(u) for u in ub_values if u <= max(b_values)),
-                    reason="physical batch (never above the batch: llama.cpp clamps it)"))
+    if not (fitting and objective is not None and objective.kind == "gen_tps"):  # batches shape prompts
+        out.append(Knob(key="b", flag="batch_size", values=tuple(str(b) for b in b_values),
+                        reason="logical batch"))
+        out.append(Knob(key="ub", flag="ubatch_size", values=tuple(str(u) for u in ub_values if u <= max(b_values)),
+                        reason="physical batch (never above the batch: llama.cpp clamps it)"))
     n_ctx_train = getattr(model_info, "context_length", None)
     if objective is not None and objective.kind == "max_context" and n_ctx_train:
         out.append(Knob(key="c", flag="ctx_size", values=tuple(str(n_ctx_train // d) for d in (8, 4, 2, 1)),
@@ -105,7 +120,7 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
         c = max(1, objective.clients)
         out.append(Knob(key="np", flag="parallel", values=tuple(str(n) for n in sorted({1, max(1, c // 2), c})),
                         reason="parallel slots for the clients"))
-    spec_types = _allowed(catalog, "spec_type") if _known(catalog, "spec_type") else []
+    spec_types = allowed_values(catalog, "spec_type") if _known(catalog, "spec_type") else []
     if spec_types:
         has_draft = flags.value_of(argv, "draft_model") is not None
         types: list[str | None] = [None]
@@ -121,9 +136,12 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
                 out.append(Knob(key="draft", flag="draft_n_max", values=("2", "3", "4"),
                                 reason="draft depth"))
     if cpu_computes and cpu_threads:
-        ts = sorted({max(1, cpu_threads // 2), cpu_threads} | ({cpu_threads - 1} if cpu_threads > 2 else set()))
-        out.append(Knob(key="t", flag="threads", values=tuple(str(t) for t in ts), reason="the CPU computes"))
-        if _known(catalog, "threads_batch"):
+        near = {cpu_threads - 1} if cpu_threads > 2 and not fitting else set()  # placement: starts are dear
+        ts = sorted({max(1, cpu_threads // 2), cpu_threads} | near)
+        out.append(Knob(key="t", flag="threads", values=tuple(str(t) for t in ts),
+                        reason=f"the CPU computes: around its {cpu_threads} physical cores"))
+        prompts = objective is None or objective.kind not in ("gen_tps",)
+        if _known(catalog, "threads_batch") and prompts:
             out.append(Knob(key="tb", flag="threads_batch", values=tuple(str(t) for t in ts),
                             reason="threads for prompt batches"))
     return out

@@ -18,6 +18,7 @@ OBJECTIVE_KINDS = ("gen_tps", "prefill_tps", "ttft", "throughput", "p99_latency"
 TRIAL_STATUSES = ("pruned", "failed", "measured", "final")
 TUNE_STATUSES = ("running", "complete", "cancelled", "interrupted", "failed")
 DEFAULT_CHAT_WEIGHTS = {"gen_tps": 1.0, "prefill_tps": 1.0}
+NOT_MEASURED = "not measured"  # the verdict when no candidate ran (the budget went to the baseline)
 
 
 class Knob(BaseModel):
@@ -76,7 +77,7 @@ class TuneSpec(BaseModel):
     objective: Objective = Objective()
     knobs: tuple[Knob, ...] = ()
     min_ctx: int | None = None
-    headroom_mib: int = 512
+    headroom_mib: int = 128
     budget_s: float = 600.0
     max_ppl_increase_pct: float = 1.0
     final_reps: int = 5  # repetitions per side in the final comparison, at least (n, fixed before it starts)

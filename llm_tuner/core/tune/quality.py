@@ -12,6 +12,7 @@ import re
 from collections.abc import Sequence
 
 from llm_tuner.core import flags
+from llm_tuner.core.memory import llama_default
 
 KV_KEYS = ("cache_type_k", "cache_type_v")
 SPEC_KEYS = ("spec_type", "draft_n_max", "draft_n_min", "draft_model")
@@ -28,7 +29,9 @@ def _differs(a: Sequence[str], b: Sequence[str], keys: Sequence[str]) -> bool:
 
 
 def changes_kv(candidate: Sequence[str], baseline: Sequence[str]) -> bool:
-    return _differs(candidate, baseline, KV_KEYS)
+    """Whether the K/V types differ (a type written at llama.cpp's default is the default: `-ctk f16` is none)."""
+    return any((flags.value_of(candidate, k) or llama_default(k)) != (flags.value_of(baseline, k) or llama_default(k))
+               for k in KV_KEYS)
 
 
 def changes_speculation(candidate: Sequence[str], baseline: Sequence[str]) -> bool:

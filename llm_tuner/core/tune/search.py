@@ -30,19 +30,20 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import set_flag
 from llm_tuner.core.memory import llama_default
 from llm_tuner.core.stats import median
+from llm_tuner.core.tune.frontier import strip_placement
 from llm_tuner.core.tune.model import Knob
 
 Values = dict[str, str | None]
 Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 
 # Placement and memory first, then batching, parallelism, speculation, threads; custom knobs last.
-KNOB_ORDER = ("gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
+KNOB_ORDER = ("placement", "gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
               "cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size",
               "ubatch_size", "batch_size", "parallel", "spec_type", "draft_n_max", "threads", "threads_batch")
 # Which knobs may interact (a later change re-opens an earlier decision): placement with everything (it decides
 # where every later figure is computed), memory knobs with each other (they share what fits), and the pairs
 # below; a custom knob's effect is unknown, so it interacts with everything.
-PLACEMENT = {"gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu"}
+PLACEMENT = {"placement", "gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu"}
 MEMORY = {"cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size", "ubatch_size",
           "batch_size", "parallel"}
 PAIRS = ({"spec_type", "draft_n_max"}, {"threads", "threads_batch"})
@@ -54,6 +55,8 @@ def interacts(a: Knob, b: Knob) -> bool:
     """Whether a change of knob `b` may change which value of knob `a` is best."""
     known = set(KNOB_ORDER)
     fa, fb = a.flag, b.flag
+    if {fa, fb} & {"placement"} and {fa, fb} & {"threads", "threads_batch", "spec_type", "draft_n_max"}:
+        return False  # what fits, and how many bytes a token reads from host memory, do not depend on these
     if fa not in known or fb not in known or fa in PLACEMENT or fb in PLACEMENT:
         return True
     return (fa in MEMORY and fb in MEMORY) or any(fa in p and fb in p for p in PAIRS)
@@ -83,7 +86,9 @@ def _is_key(name: str) -> bool:
 
 
 def current_value(argv: Sequence[str], knob: Knob) -> str | None:
-    """The knob's value in argv (None: absent; "" a switch present)."""
+    """The knob's value in argv (None: absent; "" a switch present; a placement knob: None, the base's own)."""
+    if knob.flag == "placement":
+        return None
     parts = []
     for name in _keys(knob.flag):
         if _is_key(name):
@@ -117,8 +122,12 @@ def _set_one(argv: list[str], name: str, value: str | None) -> list[str]:
     return rest + ([name] if value == "" else [name, value])
 
 
+Resolve = Callable[[str], Sequence[str]]
+
+
 def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mapping[str, str | None],
-                 env: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None) -> list[str]:
+                 env: Mapping[str, str] | None = None, defaults: Mapping[str, str] | None = None,
+                 resolve: Resolve | None = None) -> list[str]:
     """The base argv with each knob set to its value (a compound knob "a+b" takes "v" for both or "v1/v2").
 
     The result is normalized as llama.cpp reads it, so candidates that run the same are one argv: a
@@ -127,19 +136,29 @@ def apply_values(base_argv: Sequence[str], knobs: Sequence[Knob], values: Mappin
     --spec-draft-n-max 3, …) is left out (unless `env` sets it: then the flag overrides the variable).
     `defaults` add what this host's llama.cpp takes for an absent flag, learned from a server's log (threads:
     `llama threadpool init, n_threads = N`), to the same rule; -tb equal to the threads in effect is left out too
-    (its documented default: "same as --threads")."""
+    (its documented default: "same as --threads").
+
+    A placement knob (flag "placement", core.tune.frontier) has symbolic values ("q8_0:ffn"): `resolve` turns one
+    into its command-line fragment at the margin in force, which replaces the base's placement and K/V flags."""
     argv = list(base_argv)
     for knob in knobs:
         if knob.key not in values:
             continue
         value = values[knob.key]
+        if knob.flag == "placement":
+            if value is not None:
+                if resolve is None:
+                    raise ValueError("a placement knob's value needs the tune's placement resolver")
+                argv = [*strip_placement(argv), *resolve(value)]
+            continue
         names = _keys(knob.flag)
         parts = [value] * len(names) if value is None or "/" not in value else value.split("/")
         for name, part in zip(names, parts, strict=False):
             argv = _set_one(argv, name, part if part != "" or value == "" else None)
     env, defaults = env or {}, defaults or {}
     # -b/-ub: clamped together below; -tb: its default follows -t (below), not a learned figure
-    for key in {name for k in knobs for name in _keys(k.flag)} - {"batch_size", "ubatch_size", "threads_batch"}:
+    for key in {name for k in knobs for name in _keys(k.flag)} - {"batch_size", "ubatch_size", "threads_batch",
+                                                                   "placement"}:
         if not _is_key(key) or flags.flag(key).env in env:
             continue
         value = flags.value_of(argv, key)
@@ -198,12 +217,28 @@ def separated(better: Sequence[float], worse: Sequence[float], noise: float | No
 
 def confident_lead(lead: Sequence[float], incumbent: Sequence[float], noise: Noise | None) -> bool:
     """Whether a lead over the incumbent may be taken: beyond the noise between starts (see separated). With a
-    noise model whose noise is not measured yet (no setting started twice), no: the leader and the incumbent are
-    topped up (another start each), which measures it. Without a noise model, yes."""
+    noise model whose noise is not measured yet (no setting started twice), only a lead that is clearly ahead
+    (clearly_ahead); else the leader and the incumbent are topped up (another start each), which measures it.
+    Without a noise model, yes."""
     if noise is None:
         return True
     n = noise()
-    return n is not None and separated(lead, incumbent, n)
+    if n is None:  # not measured yet: only a lead far beyond any start-to-start noise seen on a GPU is taken
+        return clearly_ahead(lead, incumbent)
+    return separated(lead, incumbent, n)
+
+
+LARGE_LEAD = 0.25  # a median lead this large, with no sample overlapping, needs no noise measurement
+
+
+def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
+    """A lead of LARGE_LEAD or more with every sample above every one of the incumbent's: starts on the H200 differ
+    by 5.8 % (SD; benchmarks/results/gpu/h200-tune/noise.txt), so 25 % is over four of those and measuring the
+    noise first would only spend two server starts (a placement that halves host reads gains 1.5-2×)."""
+    if len(lead) < 2 or len(incumbent) < 2:
+        return False
+    b, w = median(list(lead)), median(list(incumbent))
+    return w > 0 and b >= w * (1 + LARGE_LEAD) and min(lead) > max(incumbent)
 
 
 def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,

@@ -26,17 +26,20 @@ SPEC_CHECK_TOKENS = 32
 
 
 def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
-    """Whether every device keeps `headroom_mib` free under the plan; the reason names the first that does not
-    ("CUDA0 needs 17.2 of 16.0 GiB" - what must be resident plus the headroom, of the budget)."""
+    """Whether every device keeps `headroom_mib` free under the plan, and the figures: the first device that does
+    not ("CUDA0 needs 17.2 of 16.0 GiB" - what must be resident plus the headroom, of the budget), else what each
+    device with a known budget holds ("CUDA0 2.31 of 2.50 GiB")."""
+    held = []
     for d in plan.devices:
         budget = d.budget_mib
         if budget is None:
             continue
         need = d.resident_mib + headroom_mib
         if need > budget:
-            return False, (f"{d.name} needs {need / 1024:.1f} of {budget / 1024:.1f} GiB "
+            return False, (f"{d.name} needs {need / 1024:.2f} of {budget / 1024:.2f} GiB "
                            f"({headroom_mib:.0f} MiB headroom included)")
-    return True, ""
+        held.append(f"{d.name} {d.resident_mib / 1024:.2f} of {budget / 1024:.2f} GiB")
+    return True, ", ".join(held)
 
 
 def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus: list | None = None,
@@ -45,7 +48,7 @@ def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus:
     PlanDevices), with the headroom. A plan that cannot be made prunes nothing (the launch will tell)."""
     def plan_fn(argv: list[str], env: dict[str, str]) -> tuple[bool, str]:
         try:
-            plan = memory_plan(list(argv), Path(binary) if binary else None, env, gpus=gpus, host=host)
+            plan = memory_plan(list(argv), Path(binary) if binary else binaries_server(), env, gpus=gpus, host=host)
         except Exception as exc:  # noqa: BLE001 - no plan: the candidate is launched and judged by llama.cpp
             log.info("no memory plan for a tune candidate: %s", exc)
             return True, ""

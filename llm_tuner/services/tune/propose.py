@@ -1,20 +1,30 @@
 """The knobs a tune proposes for a base command: core.tune.propose_knobs fed with the model's headers, the
-binary's --help, its devices, whether the base fits (the plan) and the host's cores."""
+binary's --help, its devices, the placement frontier where the model does not fit its GPUs (services.tune.
+placement), whether the base fits (the plan) and the host's physical cores."""
 
 from __future__ import annotations
 
-import os
+import logging
 from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.tune import Knob, Objective, propose_knobs
+from llm_tuner.core.tune.knobs import KV_TYPES, allowed_values
 from llm_tuner.services import binaries
+from llm_tuner.services.tune.placement import PlacementResolver, physical_cores, server_path
+
+log = logging.getLogger(__name__)
 
 
 def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, binary: str | None = None,
-                  objective: Objective | None = None, plan_fn=None, settings=None) -> list[Knob]:
-    """Knobs for this base (see core.tune.knobs for the rules); [] when the model cannot be read."""
+                  objective: Objective | None = None, plan_fn=None, settings=None,
+                  resolver: PlacementResolver | None = None, gpus=None, host=None,
+                  margin_mib: int | None = None) -> list[Knob]:
+    """Knobs for this base (see core.tune.knobs for the rules); [] when the model cannot be read.
+
+    `gpus`/`host`: planned devices (PlanDevice) instead of the binary's; `margin_mib`: the free memory each GPU
+    keeps under a placement candidate (the tune's headroom)."""
     from llm_tuner.services.library import read_model  # noqa: PLC0415
 
     argv = flags.effective_argv(list(base_argv), env or {})
@@ -24,7 +34,7 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
     model = read_model(model_path)
     if getattr(model, "error", None):
         return []
-    loc = Path(binary) if binary else (getattr(binaries.locate(binaries.SERVER, settings), "path", None))
+    loc = Path(binary) if binary else server_path()
     catalog, devices = None, []
     if loc is not None:
         try:
@@ -32,6 +42,21 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
             devices = binaries.list_devices(loc)
         except (binaries.BinaryError, OSError, ValueError):
             catalog = binaries.default_catalog()
+    if gpus is not None:
+        devices = list(gpus)
+    elif resolver is not None:
+        devices = list(resolver.gpus)
+    devices = [d for d in devices if getattr(d, "backend", "") != "CPU"]
+    placement = []
+    if devices:
+        try:
+            resolver = resolver or PlacementResolver(base_argv, env, binary=binary, gpus=gpus, host=host,
+                                                     **({"margin_mib": margin_mib} if margin_mib is not None else {}))
+            if resolver.needs_placement():
+                kv = [t for t in KV_TYPES if t in (allowed_values(catalog, "cache_type_k") or KV_TYPES)]
+                placement = resolver.frontier(kv)
+        except Exception as exc:  # noqa: BLE001 - no frontier: the per-flag knobs stand
+            log.info("no placement frontier: %s", exc)
     fits = plan_fn(argv, env or {})[0] if plan_fn is not None else True
     return propose_knobs(model, catalog, devices, argv, objective=objective, needs_offload=not fits,
-                         cpu_threads=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
+                         cpu_threads=physical_cores(), placement=placement)

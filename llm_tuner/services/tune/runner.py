@@ -17,6 +17,7 @@ repetitions could hide the screened gain (core.stats.reps_to_detect), as far as 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -24,25 +25,32 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
 from llm_tuner.core.stats import NOISE, compare, median, pooled_cv, reps_to_detect
 from llm_tuner.core.tune import (
+    PLACEMENT_KNOB,
     Trial,
     TuneResult,
     TuneSpec,
     apply_values,
     coordinate_descent,
     current_value,
+    is_out_of_memory,
     objective_metric,
     rep_scores,
 )
+from llm_tuner.core.tune.model import NOT_MEASURED
 from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
 from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget
 from llm_tuner.services.tune import checks
+from llm_tuner.services.tune.placement import PlacementResolver
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
 
 log = logging.getLogger(__name__)
 
 ProgressFn = Callable[[float | None, str], None]
+
+
+_MARGIN_RAISED = re.compile(r"margin raised to (\d+) MiB")
 
 
 class _Cancelled(Exception):
@@ -58,12 +66,14 @@ class TuneRunner:
     """Runs TuneSpecs: search, final interleaved comparison, quality checks, result; every trial stored."""
 
     def __init__(self, repo: TuneRepository, *, settings=None, bench_runner: BenchRunner | None = None,
-                 plan_fn: checks.PlanFn | None = None, clock: Callable[[], float] = time.monotonic) -> None:
+                 plan_fn: checks.PlanFn | None = None, clock: Callable[[], float] = time.monotonic,
+                 resolver: PlacementResolver | None = None) -> None:
         self.repo = repo
         self.settings = settings
         self.bench = bench_runner or BenchRunner(RunRepository(repo.engine), settings=settings)
         self.plan_fn = plan_fn
         self.clock = clock
+        self.resolver = resolver  # placement knobs: the frontier on planned devices (else the detected ones)
 
     @property
     def current_process(self):
@@ -102,6 +112,13 @@ class _Tune:
             self.spec, self.tune_id = spec, owner.repo.create(spec)
         self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
         s = self.spec
+        self.resolver = None
+        if any(k.flag == PLACEMENT_KNOB for k in s.knobs):
+            self.resolver = owner.resolver or PlacementResolver(s.base_argv, s.base_env, binary=s.binary,
+                                                                margin_mib=s.headroom_mib)
+            learned = [int(m.group(1)) for t in self.trials.values() if (m := _MARGIN_RAISED.search(t.reason or ""))]
+            if learned:  # resumed: the margin learned from placements that ran out of memory
+                self.resolver.margin_mib = max(self.resolver.margin_mib, *learned)
         self.base_values = {k.key: current_value(s.base_argv, k) for k in s.knobs}
         self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
         self.baseline_argv = self.argv_of(self.base_values)
@@ -127,7 +144,8 @@ class _Tune:
     def argv_of(self, values: dict) -> tuple[str, ...]:
         """The candidate's command line, normalized (core.tune.apply_values) with the defaults learned so far."""
         s = self.spec
-        return tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults))
+        resolve = self.resolver.fragment if self.resolver is not None else None
+        return tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults, resolve=resolve))
 
     def _learn_defaults(self, argv: tuple[str, ...]) -> None:
         """The threads llama.cpp picks on this host when -t/-tb are absent, from the server's log: -t at that
@@ -188,11 +206,41 @@ class _Tune:
             if self.trials and self.out_of_time():
                 return None
             t = self._new_trial(values, argv, knob, n)
+            t = self._placement_retry(values, t, knob, n)
         if t.status != "measured":
             return None
         if len(t.samples) < n and not self.out_of_time():
             t = self._top_up(t, n)
         return t.samples
+
+    def _placement(self, values: dict):
+        """The resolved placement of a candidate's placement value (None: the base's own)."""
+        value = next((values.get(k.key) for k in self.spec.knobs if k.flag == PLACEMENT_KNOB), None)
+        return self.resolver.placement(value) if value is not None and self.resolver is not None else None
+
+    def _placement_retry(self, values: dict, t: Trial, knob: str | None, n: int) -> Trial:
+        """A placement that ran out of memory (at load or at the first request) raises the margin every later
+        placement keeps (core.tune.next_margin) and is tried once more at the new margin, as a new trial."""
+        for _ in range(3):
+            p = self._placement(values)
+            if p is None or t.status != "failed":
+                return t
+            log_tail = "\n".join(list(getattr(self.o.bench, "last_lines", ()) or ())[-60:])
+            if not is_out_of_memory(f"{t.reason}\n{log_tail}") or self.out_of_time():
+                return t
+            old = self.resolver.margin_mib
+            new = self.resolver.learn_out_of_memory(p)
+            note = (f"out of memory with {old} MiB kept free per GPU (the plan left {p.min_headroom_mib:.0f}): "
+                    f"margin raised to {new} MiB for every later placement")
+            t = t.model_copy(update={"reason": f"{note}. {t.reason}"[:2000]})
+            self.o.repo.update_trial(t.id, reason=t.reason)
+            self.trials[tuple(t.argv)] = t
+            self.on_trial(t)
+            argv = self.argv_of(values)
+            if argv in self.trials:
+                return self.trials[argv]
+            t = self._new_trial(values, argv, knob, n)
+        return t
 
     def _new_trial(self, values: dict, argv: tuple[str, ...], knob: str | None, n: int) -> Trial:
         s = self.spec
@@ -200,6 +248,9 @@ class _Tune:
         base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq)
         changed = {k: v for k, v in values.items() if v != self.base_values.get(k)}
         self.current = f"trial {self.seq} " + (", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline")
+        placed = self._placement(values)
+        if placed is not None and not placed.fits:
+            return self._store(base.model_copy(update={"status": "pruned", "reason": placed.reason}))
         ctx = flags.value_of(argv, "ctx_size")
         if s.min_ctx and ctx is not None and ctx.isdigit() and 0 < int(ctx) < s.min_ctx:
             return self._store(base.model_copy(update={
@@ -346,8 +397,16 @@ class _Tune:
     def _final(self, winner: tuple[str, ...]) -> TuneResult:
         s = self.spec
         if winner == self.baseline_argv:
+            untried = self._untried()
+            if untried and not any(t.status in ("measured", "final") and tuple(t.argv) != self.baseline_argv
+                                   for t in self.trials.values()):
+                return self._result(winner, verdict=NOT_MEASURED, bandwidth=self._bandwidth(
+                    self.baseline_argv, self._trial_gen_tps()), note=(
+                    f"no candidate was measured: the budget was spent on the baseline ({untried} candidate"
+                    f"{'s' if untried != 1 else ''} left untried). Resume the tune, or give it a larger budget"))
             return self._result(winner, bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
-                                note="the search kept the baseline: nothing beat it, no final comparison needed")
+                                note="the search kept the baseline: nothing beat it, no final comparison needed"
+                                     + (f" ({untried} candidates left untried: the budget ran out)" if untried else ""))
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
@@ -380,6 +439,12 @@ class _Tune:
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note,
                             final_n_note=why_n if n > s.final_reps else "")
+
+    def _untried(self) -> int:
+        """Knob values never tried as a change from the baseline (0 when the search reached every knob)."""
+        tried = {(t.knob, t.values.get(t.knob)) for t in self.trials.values() if t.knob}
+        return sum(1 for k in self.spec.knobs for v in k.values
+                   if v != self.base_values.get(k.key) and (k.key, v) not in tried)
 
     def noise(self) -> float | None:
         """The relative SD of one server start's figure: the spread of the per-run medians of trials measured in

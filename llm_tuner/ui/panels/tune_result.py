@@ -32,7 +32,8 @@ def verdict_text(result: TuneResult) -> str:
         text = ("The winner beats the baseline beyond noise in a fresh interleaved A/B: save it as a new profile "
                 "version to keep it.")
     elif result.trials and not tried:
-        text = "No candidate was measured within the budget: the baseline is kept. Give the tune more time."
+        text = ("No candidate was measured within the budget: the baseline is kept. Resume the tune, or give it "
+                "more time.")
     elif not searched or searched == tuple(result.baseline_argv):
         text = "No candidate beat the baseline while racing: the baseline is kept."
     elif result.verdict == "worse":

@@ -1,0 +1,185 @@
+"""A model bigger than the GPU: the tune against a placement grid and llama.cpp's defaults (issue 21's goal).
+
+On a GPU host, for each free-memory size: a holder process takes all but N GiB of the GPU (PyTorch), so llama.cpp
+(`--list-devices` "MiB free", `--fit`) and the tune see a small card. Then
+- grid: every cell of K/V type {f16, q8_0, q4_0} × llama.cpp's fit margin -fitt {1024 (its default), 512, 256,
+  128} × threads {default, half the physical cores}: what a user would try by hand (a cell that fails at start or
+  at the first request is a failed cell), one server start per cell, `--grid-reps` repetitions;
+- tune: `llm-tuner tune --objective gen_tps --only placement,t` (its own proposals: the placement frontier of the
+  memory plan raced jointly with K/V types, then threads), final comparison included;
+- judge: llama.cpp's defaults (the base), the grid's best cell and the tune's pick (what the search chose) in
+  `--judge-rounds` interleaved rounds (A B C A B C …), a fresh server each, `--judge-reps` repetitions each.
+Server time = wall time of every llama-server the grid or the tune started, loads included. Goal: the tune's pick
+at least 90 % of the grid's best, better than the defaults wherever the grid is, in at most 40 % of the grid's
+server time.
+
+    python3 benchmarks/placement_vs_grid.py --server build/bin/llama-server --model m.gguf --free-gib 1.0,0.75
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from tune_vs_grid import ServerClock  # noqa: E402  (importing it times the runner's server starts)
+
+from llm_tuner.core import flags  # noqa: E402
+from llm_tuner.core.stats import compare, median  # noqa: E402
+from llm_tuner.core.tune import Objective, TuneSpec, rep_scores  # noqa: E402
+from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
+from llm_tuner.services.tune import TuneRunner, default_knobs  # noqa: E402
+from llm_tuner.services.tune.placement import PlacementResolver, physical_cores  # noqa: E402
+from llm_tuner.store.db import open_engine  # noqa: E402
+from llm_tuner.store.runs import RunRepository  # noqa: E402
+from llm_tuner.store.tunes import TuneRepository  # noqa: E402
+
+HOLD = ("import torch, time, sys; f, t = torch.cuda.mem_get_info(); "
+        "x = torch.empty(f - int(float(sys.argv[1]) * 2**30), dtype=torch.uint8, device='cuda'); "
+        "print('held', (f - x.numel()) // 2**20, 'MiB free', flush=True); time.sleep(10**6)")
+
+
+def hold_gpu(free_gib: float) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(free_gib)], stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    line = proc.stdout.readline().strip()
+    if not line.startswith("held"):
+        raise SystemExit(f"the GPU holder did not start: {line!r}")
+    print(f"# holder: {line}", flush=True)
+    return proc
+
+
+def gpu_free() -> str:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=memory.used,memory.free", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=20).stdout.strip()
+    except OSError as exc:
+        return str(exc)
+
+
+def score(run, objective) -> float | None:
+    return median(rep_scores(run, objective))
+
+
+def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine, objective) -> dict:
+    holder = hold_gpu(free_gib) if not args.no_hold else None
+    try:
+        print(f"\n## free {free_gib} GiB · nvidia-smi used/free: {gpu_free()}", flush=True)
+        spec_for = TuneSpec(base_argv=tuple(base), objective=objective)
+        half = max(1, (physical_cores() or 2) // 2)
+        # -- grid ------------------------------------------------------------------------------------
+        ServerClock.total_s, ServerClock.starts = 0.0, 0
+        grid = []
+        for kv, fitt, t in itertools.product(args.kv.split(","), args.fitt.split(","), (None, str(half))):
+            argv = [*base, *flags.argv_for("cache_type_k", kv), *flags.argv_for("cache_type_v", kv),
+                    *flags.argv_for("fit_target_mib", fitt), *(flags.argv_for("threads", t) if t else [])]
+            run = bench.run(ServerTarget(argv=argv, label="grid"), spec_for.bench_spec(args.grid_reps))
+            s = score(run, objective)
+            grid.append((s, f"-ctk {kv} -ctv {kv} -fitt {fitt}" + (f" -t {t}" if t else ""), argv, run))
+            print(f"grid {grid[-1][1]}: {'failed: ' + (run.error or '')[-160:].replace(chr(10), ' ') if s is None else round(s, 2)}",
+                  flush=True)
+        grid_s, grid_starts = ServerClock.total_s, ServerClock.starts
+        ok = [g for g in grid if g[0] is not None]
+        best_s, best_label, best_argv, _ = max(ok, key=lambda g: g[0])
+        print(f"grid: {len(grid)} cells ({len(ok)} ran) × {args.grid_reps} reps · {grid_starts} starts · server "
+              f"time {grid_s:.1f} s · best {best_label} = {best_s:.2f} t/s", flush=True)
+        # -- tune --------------------------------------------------------------------------------------
+        ServerClock.total_s, ServerClock.starts = 0.0, 0
+        t0 = time.monotonic()
+        resolver = PlacementResolver(base, {}, margin_mib=args.headroom)
+        knobs = [k for k in default_knobs(base, {}, objective=objective, resolver=resolver)
+                 if k.key in ("placement", "t")]
+        for k in knobs:
+            print(f"tune knob {k.key}: {k.values} · {k.reason}", flush=True)
+        for v in next((k.values for k in knobs if k.key == "placement"), ()):
+            if v:
+                print(f"  {resolver.placement(v).text()}", flush=True)
+        spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
+                        headroom_mib=args.headroom, final_reps=args.final_reps, final_rounds=2, label="tune")
+        result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver).run(
+            spec, progress=lambda f, t: None)
+        tune_s, tune_starts, tune_wall = ServerClock.total_s, ServerClock.starts, time.monotonic() - t0
+        trials = TuneRepository(engine).list_trials(result.tune_id)
+        for t in trials:
+            print(f"trial {t.seq} {t.knob or 'baseline'} {({k: v for k, v in t.values.items() if v}) or ''}: "
+                  f"{t.status}" + (f" {t.score:.2f} (n={len(t.samples)}, {len(t.run_ids)} start(s))"
+                                   if t.score is not None else "")
+                  + (f" · {t.reason.splitlines()[0][:200]}" if t.reason else ""), flush=True)
+        pick = list(result.searched_winner_argv)
+        print(f"tune: {len(trials)} trials · {tune_starts} starts · server time {tune_s:.1f} s = "
+              f"{100 * tune_s / grid_s:.0f}% of the grid's (wall {tune_wall:.0f} s, perplexity checks included) · "
+              f"verdict {result.verdict} · {result.note}", flush=True)
+        print(f"tune pick: {shlex.join(pick[len(base):]) or '(the base)'} · quality: {result.quality}", flush=True)
+        # -- judge ---------------------------------------------------------------------------------------
+        configs = {"defaults": base, "grid best": best_argv, "tune pick": pick}
+        runs: dict[str, list[float]] = {k: [] for k in configs}
+        for r in range(args.judge_rounds):
+            for name, argv in configs.items():
+                run = bench.run(ServerTarget(argv=list(argv), label=f"judge {name}"), spec_for.bench_spec(args.judge_reps))
+                runs[name] += rep_scores(run, objective)
+                print(f"judge round {r + 1} {name}: {score(run, objective)}", flush=True)
+        med = {k: median(v) for k, v in runs.items()}
+        print("judge medians (gen t/s): " + ", ".join(f"{k} {v:.2f}" if v else f"{k} -" for k, v in med.items()))
+        vs_best = compare("gen", runs["grid best"], runs["tune pick"], higher_is_better=True)
+        vs_def = compare("gen", runs["defaults"], runs["tune pick"], higher_is_better=True)
+        grid_vs_def = compare("gen", runs["defaults"], runs["grid best"], higher_is_better=True)
+        ratio = (med["tune pick"] or 0) / (med["grid best"] or 1)
+        print(f"tune pick vs grid best: {100 * ratio:.1f}% (Δ {vs_best.delta_pct:+.1f}%, {vs_best.verdict}) · vs "
+              f"defaults Δ {vs_def.delta_pct:+.1f}% ({vs_def.verdict}) · grid best vs defaults Δ "
+              f"{grid_vs_def.delta_pct:+.1f}% ({grid_vs_def.verdict})")
+        met = (ratio >= 0.9 and (grid_vs_def.verdict != "better" or vs_def.verdict == "better")
+               and tune_s <= 0.4 * grid_s)
+        print(f"goal (≥ 90% of the grid's best, beats the defaults where the grid does, ≤ 40% server time): "
+              f"{'met' if met else 'NOT met'}", flush=True)
+        return {"free_gib": free_gib, "ratio": ratio, "server_pct": 100 * tune_s / grid_s, "met": met}
+    finally:
+        if holder is not None:
+            holder.kill()
+            holder.wait()
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--server", required=True, help="llama-server (a GPU build)")
+    p.add_argument("--model", required=True)
+    p.add_argument("--free-gib", default="1.0", help="free GPU memory sizes to test, comma separated")
+    p.add_argument("--base", default="-c 8192", help="other llama-server arguments of every run")
+    p.add_argument("--kv", default="f16,q8_0,q4_0")
+    p.add_argument("--fitt", default="1024,512,256,128")
+    p.add_argument("--prompt-tokens", type=int, default=256)
+    p.add_argument("--gen-tokens", type=int, default=48)
+    p.add_argument("--grid-reps", type=int, default=2)
+    p.add_argument("--judge-rounds", type=int, default=3)
+    p.add_argument("--judge-reps", type=int, default=2)
+    p.add_argument("--final-reps", type=int, default=4)
+    p.add_argument("--headroom", type=int, default=128)
+    p.add_argument("--budget", type=float, default=240.0)
+    p.add_argument("--no-hold", action="store_true", help="hold no GPU memory (a smoke run of the script on CPU)")
+    args = p.parse_args()
+    os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
+    base = [*flags.argv_for("model", args.model), *shlex.split(args.base)]
+    objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
+    engine = open_engine(Path(tempfile.mkdtemp(prefix="placement-grid-")) / "h.sqlite")
+    bench = BenchRunner(RunRepository(engine), predict_memory=False)
+    print(f"# placement tune vs grid · {time.strftime('%Y-%m-%d %H:%M')} · {os.cpu_count()} CPUs · "
+          f"model {Path(args.model).name} ({Path(args.model).stat().st_size / 2**30:.2f} GiB) · base {args.base} · "
+          f"{objective.describe()}", flush=True)
+    out = [one_size(args, float(f), base, bench, engine, objective) for f in args.free_gib.split(",")]
+    for o in out:
+        print(f"summary free {o['free_gib']} GiB: tune pick {100 * o['ratio']:.0f}% of the grid's best at "
+              f"{o['server_pct']:.0f}% of its server time · {'met' if o['met'] else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
