@@ -21,6 +21,7 @@ to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) 
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 from pathlib import Path
 
@@ -220,7 +221,9 @@ def _dry_run(args) -> int:
                                     resolve=resolver.fragment)
                 fits, why = plan_fn(list(cand), dict(spec.base_env))
                 label = "default (flag absent)" if value is None else value
-            rows.append({"knob": knob.key, "value": value, "label": label, "fits": fits, "plan": why,
+            use = ([{"device": n, "resident_mib": r, "budget_mib": b} for n, r, b in p.gpu_use_mib]
+                   if knob.flag == PLACEMENT_KNOB and value is not None else None)
+            rows.append({"knob": knob.key, "value": value, "label": label, "fits": fits, "plan": why, "gpus": use,
                          "argv": list(cand[len(spec.base_argv):]) if list(cand[:len(spec.base_argv)]) ==
                          list(spec.base_argv) else list(cand)})
     gpus = [{"name": d.name, "budget_mib": d.free_mib if d.free_mib is not None else d.capacity_mib}
@@ -241,7 +244,7 @@ def _dry_run(args) -> int:
         print(f"\n{k.key} ({k.reason})")
         for r in (r for r in rows if r["knob"] == k.key):
             verdict = "fits  " if r["fits"] else "pruned"
-            args_text = " ".join(r["argv"]) if r["argv"] else "(the base)"
+            args_text = shlex.join(r["argv"]) if r["argv"] else "(the base)"
             print(f"  {verdict} {r['label']}: {args_text}")
             if r["plan"]:
                 print(f"         {r['plan']}")

@@ -43,6 +43,7 @@ from llm_tuner.core.tune.report import (
 )
 from llm_tuner.core.tune.search import (
     apply_values,
+    clearly_ahead,
     coordinate_descent,
     current_value,
     order_knobs,
@@ -72,6 +73,7 @@ __all__ = [
     "TuneSpec",
     "apply_values",
     "bandwidth_figure",
+    "clearly_ahead",
     "coordinate_descent",
     "current_value",
     "objective_metric",

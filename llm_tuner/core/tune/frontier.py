@@ -63,6 +63,7 @@ class Placement:
     n_layers: int = 0
     margin_mib: int = 0
     detail: str = ""
+    gpu_use_mib: tuple[tuple[str, float, float], ...] = ()  # (device, resident MiB, budget MiB) per GPU
 
     def text(self) -> str:
         """'q8_0 K/V, FFN of 9 of 36 blocks on the CPU: 0.41 GiB read from host per token; CUDA0 keeps 131 MiB'"""
@@ -216,14 +217,19 @@ def resolve_placement(planner: Planner, base_argv: Sequence[str], value: str, ma
              "experts": f"experts of the first {n} blocks on the CPU",
              "fit": f"llama.cpp's fit at -fitt {margin_mib}: {on_gpu} of {plan.n_layers_total} layers on the GPUs"
              }[style] if style in STYLE_WORDS else style
-    gpus = ", ".join(f"{d.name} {d.resident_mib:.0f} of {d.budget_mib:.0f} MiB" for d in plan.devices
-                     if d.name != "Host" and d.budget_mib is not None)
+    use = tuple((d.name, round(d.resident_mib, 1), round(d.budget_mib, 1)) for d in plan.devices
+                if d.name != "Host" and d.budget_mib is not None)
+    gpus = ", ".join(f"{name} {res:.0f} of {budget:.0f} MiB" for name, res, budget in use)
     if not good:
         return Placement(value, frag, False, f"does not fit with {margin_mib} MiB free per GPU even at its least "
-                         f"({where}; {gpus})", read, least, on_gpu, plan.n_layers_total, margin_mib, gpus)
-    reason = (f"{where}; {read / 1024:.2f} GiB read from host memory per token; {gpus}"
+                         f"({where}; {gpus})", read, least, on_gpu, plan.n_layers_total, margin_mib, gpus, use)
+    reason = (f"{where}; {_size(read)} read from host memory per token; {gpus}"
               + (f", {least:.0f} MiB left" if least is not None else ""))
-    return Placement(value, frag, True, reason, read, least, on_gpu, plan.n_layers_total, margin_mib, gpus)
+    return Placement(value, frag, True, reason, read, least, on_gpu, plan.n_layers_total, margin_mib, gpus, use)
+
+
+def _size(mib: float) -> str:
+    return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
 
 
 def _largest(ok, lo: int, hi: int) -> int:

@@ -16,8 +16,10 @@ from llm_tuner.core.memory import llama_default
 
 KV_KEYS = ("cache_type_k", "cache_type_v")
 SPEC_KEYS = ("spec_type", "draft_n_max", "draft_n_min", "draft_model")
-# Flags llama-perplexity shares with llama-server that change what or where it computes.
+# Flags llama-perplexity shares with llama-server that change what or where it computes (placement included: without
+# a candidate's --n-cpu-moe or fit settings the check loaded more onto the GPU than the candidate does, and failed).
 PERPLEXITY_KEYS = ("model", "cache_type_k", "cache_type_v", "flash_attn", "gpu_layers", "device", "tensor_split",
+                   "n_cpu_moe", "cpu_moe", "fit", "fit_target_mib",
                    "split_mode", "main_gpu", "override_tensor", "threads")
 _PPL = re.compile(r"Final estimate:\s*PPL\s*=\s*([0-9.]+)")
 _PPL_NOT_FINITE = re.compile(r"Final estimate:\s*PPL\s*=\s*[-+]?(inf|nan)", re.IGNORECASE)
@@ -45,6 +47,8 @@ def perplexity_argv(server_argv: Sequence[str], text_file: str, ctx: int = 128, 
         v = flags.value_of(server_argv, key)
         if v is not None:
             out += flags.argv_for(key, v)
+        elif flags.has(server_argv, key) and not flags.flag(key).takes_value:  # a switch (--cpu-moe)
+            out += flags.argv_for(key)
     return [*out, flags.PPL_FILE, text_file, *flags.argv_for("ctx_size", str(ctx)),
             *flags.argv_for("batch_size", str(ctx)), flags.PPL_CHUNKS, str(chunks)]
 

@@ -30,6 +30,7 @@ from llm_tuner.core.tune import (
     TuneResult,
     TuneSpec,
     apply_values,
+    clearly_ahead,
     coordinate_descent,
     current_value,
     is_out_of_memory,
@@ -412,6 +413,11 @@ class _Tune:
                                              "is kept (the search's pick is listed)")
         n, why_n = self._final_n(winner)
         plan = s.final_plan(n)
+        w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
+        if len(plan) > 1 and w is not None and b is not None and clearly_ahead(w.samples, b.samples):
+            plan = [n]  # a lead beyond any start-to-start noise: one fresh start per side calls it
+            why_n += ("; one start per side: the screened lead is far beyond the noise between server starts "
+                      "(core.tune.search.clearly_ahead)")
         runs_a, runs_b = [], []
         for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
             self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
@@ -438,7 +444,7 @@ class _Tune:
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note,
-                            final_n_note=why_n if n > s.final_reps else "")
+                            final_n_note=why_n if n > s.final_reps or len(plan) == 1 < s.final_rounds else "")
 
     def _untried(self) -> int:
         """Knob values never tried as a change from the baseline (0 when the search reached every knob)."""
