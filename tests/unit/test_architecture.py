@@ -63,6 +63,17 @@ def test_processes_are_started_only_in_services_process():
     assert spawns == [], spawns
 
 
+def test_no_silent_except_exception_in_services():
+    """A service that survives a failure on purpose logs it once per kind (services.failures.log_once) or keeps
+    it for the user; `except Exception: pass` loses it without a trace."""
+    import re
+
+    silent = re.compile(r"except (?:Exception|BaseException)\b[^\n]*:[^\n]*\n\s*pass\b")
+    found = [str(p.relative_to(PKG.parent)) for p in (PKG / "services").rglob("*.py")
+             if silent.search(p.read_text(encoding="utf-8"))]
+    assert found == [], found
+
+
 def test_one_importer_each_for_pynvml_and_pyamdgpuinfo():
     for mod, imports in _modules():
         if "pynvml" in imports:
