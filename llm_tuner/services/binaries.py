@@ -271,19 +271,40 @@ def read_help(path: Path) -> str:
     return text
 
 
-def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: float = 60) -> list[LlamaDevice]:
+# `--list-devices` answers are kept this long per binary (path + size + mtime) and `--rpc` workers: a tune prunes
+# each candidate and each benchmark predicts its memory with the device list, and every fresh one starts
+# llama-server (initialising each backend: seconds with a GPU).
+LIST_DEVICES_MAX_AGE_S = 30.0
+_devices_cache: dict[tuple, tuple[float, tuple[LlamaDevice, ...]]] = {}
+_devices_lock = threading.Lock()
+
+
+def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: float = 60,
+                 max_age_s: float = LIST_DEVICES_MAX_AGE_S) -> list[LlamaDevice]:
     """The devices llama-server sees, with the RPC workers `rpc` (`host:port`) registered: theirs come last,
     as `RPC0: host:port (... MiB, ... MiB free)`. BinaryError in plain words when a worker fails (connection
-    refused, version mismatch, a build without RPC)."""
+    refused, version mismatch, a build without RPC). An answer at most `max_age_s` old for the same binary file
+    and workers is reused (0: ask again)."""
     from llm_tuner.core.rpc import rpc_error  # noqa: PLC0415
 
+    fp = _fingerprint(Path(path))
+    key = (fp.path, fp.size, fp.mtime_ns, tuple(rpc)) if fp is not None else None
+    if key is not None and max_age_s > 0:
+        with _devices_lock:
+            hit = _devices_cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < max_age_s:
+            return list(hit[1])
     extra = flags.argv_for("rpc", ",".join(rpc)) if rpc else []
     # GGML_NO_BACKTRACE: a worker that refuses the connection aborts llama.cpp, which would attach gdb
     run = run_short([str(path), *extra, flags.spelling("list_devices")], timeout=timeout,
                     env={"GGML_NO_BACKTRACE": "1"} if rpc else None)
     if rpc and (err := rpc_error(run.stdout + "\n" + run.stderr)) is not None:
         raise BinaryError(err[1])
-    return parse_list_devices(run.stdout)
+    devices = parse_list_devices(run.stdout)
+    if key is not None:
+        with _devices_lock:
+            _devices_cache[key] = (time.monotonic(), tuple(devices))
+    return devices
 
 
 def backends_of(path: Path, devices: list[LlamaDevice]) -> tuple[str, ...]:

@@ -78,7 +78,7 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
     if (why := rpc_support_error(catalog)) is not None:
         raise WorkerError(why)
     try:
-        devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s)
+        devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s, max_age_s=0)  # asked now
     except binaries.BinaryError as exc:
         if "did not finish" in str(exc):  # connected, then no answer: the worker serves someone else
             raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not answer "
