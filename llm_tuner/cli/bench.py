@@ -64,6 +64,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llama-bench", action="store_true", help="also run llama-bench with the same settings")
     p.add_argument("--binary", metavar="PATH",
                    help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
+    p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+                   help="end the run when the server it started shows no progress (no tokens, no log line, no CPU "
+                        "time) for this long while a request waits (default 120)")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
 
 
@@ -196,10 +199,11 @@ def _progress(quiet: bool = False):
     return report
 
 
-def _runner():
+def _runner(args=None):
     from llm_tuner.services.bench import BenchRunner, default_telemetry
 
-    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry())
+    stall = {"stall_s": args.stall_after} if args is not None and args.stall_after else {}
+    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), **stall)
 
 
 def run_json(run) -> dict:
@@ -233,7 +237,7 @@ def cmd_bench(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
-    run = _runner().run(target, spec, progress=_progress())
+    run = _runner(args).run(target, spec, progress=_progress())
     if args.json:
         emit_json(run_json(run))
     else:
@@ -248,7 +252,7 @@ def _speculative_ab(target, spec, args) -> int:
     if target.attached_url:
         raise _err("--vs-no-draft restarts the server: give a profile or llama-server arguments")
     try:
-        runs = _runner().speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
+        runs = _runner(args).speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
     except BenchError as exc:
         raise _err(str(exc)) from exc
     ab = speculative_ab(runs)
@@ -273,7 +277,7 @@ def cmd_sweep(args) -> int:
         raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
-    group_id, runs = _runner().sweep(target, spec, param, [v for v in values if v], progress=_progress())
+    group_id, runs = _runner(args).sweep(target, spec, param, [v for v in values if v], progress=_progress())
     if args.json:
         emit_json({"group_id": group_id, "param": param, "values": values,
                    "runs": [run_json(r) for r in runs]})

@@ -4,7 +4,9 @@
 
 Events: {"event": "plan"} (the command and what the app adds), {"event": "state"}, {"event": "listening",
 "url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
-{"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"}.
+{"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"},
+{"event": "history", "ok", "unsaved", "lost", "error", "text"} (when writing the history fails, and when it
+catches up).
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
 With --attach, nothing answering within 5 s, or a server that stops answering (state "gone") for --gone-after
 seconds, ends the run with exit 1 and the reason.
@@ -57,6 +59,7 @@ def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
     lines), so a memory table also says what is unaccounted per physical GPU ("pools")."""
     from llm_tuner.services import logparse
     from llm_tuner.services.server import RequestFinished, ServerState, StateChanged
+    from llm_tuner.services.watch import HistoryStatus
 
     if isinstance(ev, StateChanged):
         d = ev.to_json()
@@ -76,6 +79,8 @@ def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
                 "pools": [p.to_json() for p in ev.pooled((pci or {}).get)]}
     if isinstance(ev, logparse.ServerError):
         return {"event": "log", "level": "error", "text": ev.text}
+    if isinstance(ev, HistoryStatus):
+        return {**ev.to_json(), "text": ev.text()}
     return None
 
 
@@ -190,4 +195,5 @@ def cmd_run(args) -> int:
     code = session.exit_code
     failed = getattr(session, "failure", None) is not None
     sys.stdout.flush()
-    return 1 if failed or (code not in (None, 0) and not stop.is_set()) else 0
+    lost = watched.history.lost > 0  # requests the history could not keep (said in a "history" event)
+    return 1 if failed or lost or (code not in (None, 0) and not stop.is_set()) else 0

@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = wsub.add_parser("stop", help="stop a local ggml-rpc-server of yours listening on host:port")
     q.add_argument("endpoint")
     q.set_defaults(func=cmd_stop)
-    q = wsub.add_parser("devices", help="the workers' devices as llama-server sees them (RPC0, RPC1, ...)")
+    q = wsub.add_parser("devices", help="the workers' devices as llama-server sees them (RPC0, RPC1, ...); a worker "
+                        "that does not answer is named with why (exit 1; 2 when none answers)")
     q.add_argument("endpoints", nargs="*", help="host:port ... (default: the workers in Settings)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_devices)
@@ -144,20 +145,21 @@ def cmd_stop(args) -> int:
 
 def cmd_devices(args) -> int:
     from llm_tuner.cli import CliError, emit_json
-    from llm_tuner.services.rpc import WorkerError, devices_json, worker_devices
+    from llm_tuner.services.rpc import devices_json, workers_devices
 
     settings = _settings()
     endpoints = [_check(e) for e in args.endpoints] or [w.endpoint for w in settings.rpc_workers]
     if not endpoints:
         raise CliError("no workers given and none in Settings")
-    try:
-        devices = worker_devices(endpoints, settings)
-    except WorkerError as exc:
-        raise CliError(str(exc)) from None
+    devices, errors = workers_devices(endpoints, settings)
+    if not devices and errors:
+        raise CliError("; ".join(f"{ep}: {why}" for ep, why in errors.items()))
     rows = devices_json(devices)
     if args.json:
-        emit_json(rows)
+        emit_json(rows + [{"endpoint": ep, "error": why} for ep, why in errors.items()])
     else:
         for r in rows:
             print(f"{r['name']}: {r['endpoint']} · {r['memory_total_mib']} MiB ({r['memory_free_mib']} MiB free)")
-    return 0
+        for ep, why in errors.items():
+            print(f"{ep}: no devices: {why}")
+    return 1 if errors else 0

@@ -1,7 +1,7 @@
 """Find llama.cpp's binaries and make short runs of them (--help, --version, --list-devices, ...).
 
-This module and services/server.py are the only places that start processes. Every run here gets an
-argument list (never a shell), a timeout, and closed stdin.
+Every run here goes through services.process (the one spawner: own process group, parent-death signal, stopped
+on timeout, cancel or Ctrl-C) with an argument list (never a shell), a timeout, and closed stdin.
 
 Search order for each binary: the path set in Settings, the environment variable
 (`LLM_TUNER_LLAMA_SERVER`, `LLM_TUNER_LLAMA_BENCH`, `LLM_TUNER_LLAMA_FIT_PARAMS`), PATH, then the
@@ -14,7 +14,8 @@ import json
 import os
 import re
 import shutil
-import subprocess
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -22,6 +23,8 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.settings import Settings
+from llm_tuner.services import process
+from llm_tuner.services.process import child_env  # noqa: F401 - re-exported: binaries.child_env
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
 RPC_SERVER = "ggml-rpc-server"  # the RPC worker (services/rpc.py runs it); located like the others, not probed
@@ -224,64 +227,20 @@ def _load_settings() -> Settings:
     return load_settings()
 
 
-def child_env(profile_env: dict[str, str] | None = None,
-              base_env: dict[str, str] | None = None) -> tuple[dict[str, str], dict[str, str]]:
-    """The environment of every llama.cpp process the app starts, and the inherited variables it drops.
-
-    Inherited LLAMA_ARG_* variables are dropped unless the profile sets them (they would change a launch
-    silently); the profile's own variables are added; CUDA_DEVICE_ORDER=PCI_BUS_ID unless set (so CUDA's
-    device numbering matches NVML's, which device labels depend on); NO_COLOR=1 (plain logs to parse).
-    """
-    profile_env = dict(profile_env or {})
-    base = dict(os.environ if base_env is None else base_env)
-    dropped = {k: v for k, v in base.items() if k.startswith(flags.ENV_PREFIX) and k not in profile_env}
-    env = {k: v for k, v in base.items() if k not in dropped}
-    env.update(profile_env)
-    env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
-    env.setdefault("NO_COLOR", "1")
-    return env, dropped
-
-
 def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | None = None,
               cancel_check=None) -> ShortRun:
-    """Run a llama.cpp binary briefly and capture its output. Raises BinaryError on start failure/timeout."""
-    kwargs = {}
-    if os.name != "nt":
-        kwargs["start_new_session"] = True
+    """Run a llama.cpp binary briefly and capture its output. Raises BinaryError on start failure, timeout or
+    cancel (the child is stopped then, and on Ctrl-C: services.process.run)."""
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                env=child_env(env)[0], text=True, errors="replace", **kwargs)
+        done = process.run(argv, timeout=timeout, env=child_env(env)[0], cancel_check=cancel_check)
     except OSError as exc:
         raise BinaryError(f"could not start {argv[0]}: {exc.strerror or exc}") from exc
-    try:
-        if cancel_check is None:
-            out, err = proc.communicate(timeout=timeout)
-        else:
-            import time  # noqa: PLC0415
-
-            deadline = time.monotonic() + timeout
-            while True:
-                try:
-                    out, err = proc.communicate(timeout=0.2)
-                    break
-                except subprocess.TimeoutExpired:
-                    if cancel_check() or time.monotonic() > deadline:
-                        raise
-    except subprocess.TimeoutExpired as exc:
-        _kill_group(proc)
-        proc.communicate()
-        raise BinaryError(f"{Path(argv[0]).name} {' '.join(argv[1:3])} did not finish within {timeout:.0f} s") from exc
-    return ShortRun(tuple(argv), proc.returncode, out, err)
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        if os.name != "nt":
-            os.killpg(proc.pid, 9)
-        else:
-            proc.kill()
-    except (ProcessLookupError, PermissionError):
-        pass
+    what = f"{Path(argv[0]).name} {' '.join(argv[1:3])}".strip()
+    if done.ended == "cancelled":
+        raise BinaryError(f"{what} was cancelled (stopped)")
+    if done.ended == "timeout":
+        raise BinaryError(f"{what} did not finish within {timeout:.0f} s")
+    return ShortRun(tuple(argv), done.returncode, done.stdout, done.stderr)
 
 
 # "version: 6432 (abc1234)" (release builds) or "version: 0.6.0-dev (build 0, commit unknown)"
@@ -312,19 +271,40 @@ def read_help(path: Path) -> str:
     return text
 
 
-def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: float = 60) -> list[LlamaDevice]:
+# `--list-devices` answers are kept this long per binary (path + size + mtime) and `--rpc` workers: a tune prunes
+# each candidate and each benchmark predicts its memory with the device list, and every fresh one starts
+# llama-server (initialising each backend: seconds with a GPU).
+LIST_DEVICES_MAX_AGE_S = 30.0
+_devices_cache: dict[tuple, tuple[float, tuple[LlamaDevice, ...]]] = {}
+_devices_lock = threading.Lock()
+
+
+def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: float = 60,
+                 max_age_s: float = LIST_DEVICES_MAX_AGE_S) -> list[LlamaDevice]:
     """The devices llama-server sees, with the RPC workers `rpc` (`host:port`) registered: theirs come last,
     as `RPC0: host:port (... MiB, ... MiB free)`. BinaryError in plain words when a worker fails (connection
-    refused, version mismatch, a build without RPC)."""
+    refused, version mismatch, a build without RPC). An answer at most `max_age_s` old for the same binary file
+    and workers is reused (0: ask again)."""
     from llm_tuner.core.rpc import rpc_error  # noqa: PLC0415
 
+    fp = _fingerprint(Path(path))
+    key = (fp.path, fp.size, fp.mtime_ns, tuple(rpc)) if fp is not None else None
+    if key is not None and max_age_s > 0:
+        with _devices_lock:
+            hit = _devices_cache.get(key)
+        if hit is not None and time.monotonic() - hit[0] < max_age_s:
+            return list(hit[1])
     extra = flags.argv_for("rpc", ",".join(rpc)) if rpc else []
     # GGML_NO_BACKTRACE: a worker that refuses the connection aborts llama.cpp, which would attach gdb
     run = run_short([str(path), *extra, flags.spelling("list_devices")], timeout=timeout,
                     env={"GGML_NO_BACKTRACE": "1"} if rpc else None)
     if rpc and (err := rpc_error(run.stdout + "\n" + run.stderr)) is not None:
         raise BinaryError(err[1])
-    return parse_list_devices(run.stdout)
+    devices = parse_list_devices(run.stdout)
+    if key is not None:
+        with _devices_lock:
+            _devices_cache[key] = (time.monotonic(), tuple(devices))
+    return devices
 
 
 def backends_of(path: Path, devices: list[LlamaDevice]) -> tuple[str, ...]:
@@ -408,28 +388,23 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
 
     Its log (stderr) holds every buffer it allocated and, after the stop, the memory breakdown
     table; parse it with core.memory_log.parse_memory_log. `--port`, `--host` and `-lv` given in
-    `argv` are replaced. The server gets SIGINT once loaded (or on timeout/cancel), then SIGKILL.
+    `argv` are replaced. The server gets SIGINT once loaded (or on timeout, cancel, Ctrl-C), then SIGTERM and
+    SIGKILL (services.process).
     """
-    import signal  # noqa: PLC0415
-    import threading  # noqa: PLC0415
-    import time  # noqa: PLC0415
-
     args = flags.without(list(argv), "port", "host", "verbosity", "verbose")
     full = [str(binary), *args, *flags.argv_for("verbosity", "4"), *flags.argv_for("port", "0"),
             *flags.argv_for("host", "127.0.0.1")]
-    kwargs = {"start_new_session": True} if os.name != "nt" else {}
     t0 = time.monotonic()
     try:
-        proc = subprocess.Popen(full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=child_env()[0], text=True, errors="replace", **kwargs)
+        child = process.spawn(full, env=child_env()[0])
     except OSError as exc:
         raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
     lines: list[str] = []
     loaded = threading.Event()
 
     def reader() -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+        assert child.popen.stdout is not None
+        for line in child.popen.stdout:
             lines.append(line)
             if "listening on" in line or "model loaded" in line:
                 loaded.set()
@@ -437,27 +412,18 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     th = threading.Thread(target=reader, name="llm-tuner-memory-probe", daemon=True)
     th.start()
     deadline = t0 + timeout
-    while proc.poll() is None and not loaded.is_set() and time.monotonic() < deadline:
-        if cancel_check is not None and cancel_check():
-            break
-        loaded.wait(0.1)
-    if proc.poll() is None:
-        try:
-            if os.name != "nt":
-                os.killpg(proc.pid, signal.SIGINT)
-            else:
-                proc.terminate()
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            proc.wait(timeout=5)
-        except ProcessLookupError:
-            pass
+    try:
+        while child.poll() is None and not loaded.is_set() and time.monotonic() < deadline:
+            if cancel_check is not None and cancel_check():
+                break
+            loaded.wait(0.1)
+    finally:  # loaded, timed out, cancelled or interrupted (Ctrl-C): the server goes; its breakdown table follows
+        child.stop(sigint_s=15.0, sigterm_s=2.0, sigkill_s=5.0)
     th.join(timeout=5)
     from llm_tuner.services.device_ids import remember_from_log  # noqa: PLC0415 - it calls back here
 
     remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
-    return ServerMemoryRun(tuple(full), proc.returncode, "".join(lines), loaded.is_set(), time.monotonic() - t0)
+    return ServerMemoryRun(tuple(full), child.poll(), "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 
 def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,

@@ -78,7 +78,7 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
     if (why := rpc_support_error(catalog)) is not None:
         raise WorkerError(why)
     try:
-        devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s)
+        devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s, max_age_s=0)  # asked now
     except binaries.BinaryError as exc:
         if "did not finish" in str(exc):  # connected, then no answer: the worker serves someone else
             raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not answer "
@@ -86,6 +86,20 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
                               "one using it (or wait), then ask again.") from exc
         raise WorkerError(str(exc)) from exc
     return [d for d in devices if is_rpc_device(d.name)]
+
+
+def workers_devices(endpoints: list[str], settings: Settings | None = None, *, server_binary: Path | None = None,
+                    timeout_s: float = 30.0) -> tuple[list[LlamaDevice], dict[str, str]]:
+    """The devices of the workers that answer (as `worker_devices` asks them, in `--rpc` order) and, for each
+    worker that does not, why ({endpoint: reason}): one dead worker does not hide the live ones."""
+    errors = {ep: why for ep in endpoints if (why := reachable(ep)) is not None}
+    live = [ep for ep in endpoints if ep not in errors]
+    if not live:
+        return [], errors
+    try:
+        return worker_devices(live, settings, server_binary=server_binary, timeout_s=timeout_s), errors
+    except WorkerError as exc:
+        return [], {ep: errors.get(ep, str(exc)) for ep in endpoints}
 
 
 def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list:
@@ -109,7 +123,7 @@ def devices_json(devices: list[LlamaDevice]) -> list[dict]:
 def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path | None) -> list[dict]:
     """The RPC devices of a run's arguments (`--rpc`, or LLAMA_ARG_RPC), for its record: name, endpoint, memory
     (`model` reads "RPC worker host:port" in reports). A worker that cannot be asked is recorded with its
-    endpoint and the error. [] without RPC."""
+    endpoint and the error (the others with their devices). [] without RPC."""
     from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
 
     try:
@@ -118,11 +132,10 @@ def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path
         return [{"name": "RPC", "error": str(exc)}]
     if not endpoints:
         return []
-    try:
-        rows = devices_json(worker_devices(endpoints, server_binary=server_binary, timeout_s=15))
-    except WorkerError as exc:
-        return [{"name": "RPC", "endpoint": ep, "model": f"RPC worker {ep}", "error": str(exc)} for ep in endpoints]
-    return [{**r, "model": f"RPC worker {r['endpoint']}"} for r in rows]
+    devices, errors = workers_devices(endpoints, server_binary=server_binary, timeout_s=15)
+    rows = [{**r, "model": f"RPC worker {r['endpoint']}"} for r in devices_json(devices)]
+    return rows + [{"name": "RPC", "endpoint": ep, "model": f"RPC worker {ep}", "error": why}
+                   for ep, why in errors.items()]
 
 
 @dataclass(frozen=True)

@@ -1,74 +1,27 @@
 """Start, stop and supervise the long-lived llama-server process.
 
-The only module (with services/binaries.py for short runs) that starts processes. The server gets
-an argument list (never a shell), its own process group, and on Linux a parent-death signal so it
-never outlives the app, also when the app is killed.
-
-PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. Thread-pool
-threads come and go, so every server is forked from one long-lived spawner thread owned here.
+Its processes start through services.process (the one spawner): an argument list (never a shell), its own
+process group, and on Linux a parent-death signal, so a server never outlives the app, also when the app is
+killed.
 """
 
 from __future__ import annotations
 
 import collections
-import ctypes
 import enum
-import os
-import queue
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from llm_tuner.core.session import RequestRecord
-from llm_tuner.services import device_ids, logparse
+from llm_tuner.services import device_ids, logparse, process
+from llm_tuner.services.failures import log_once
 from llm_tuner.services.launch import LaunchPlan, config_ini_paths, plan_from_profile, plan_launch  # noqa: F401
-
-
-def _linux_pdeathsig() -> None:  # pragma: no cover - runs in the child between fork and exec
-    libc = ctypes.CDLL("libc.so.6", use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
-
-
-class _Spawner:
-    """One daemon thread that performs every Popen for long-lived children (see module docstring)."""
-
-    def __init__(self) -> None:
-        self._q: queue.Queue = queue.Queue()
-        self._thread: threading.Thread | None = None
-        self._lock = threading.Lock()
-
-    def _loop(self) -> None:
-        while True:
-            fn, fut = self._q.get()
-            try:
-                fut.set_result(fn())
-            except BaseException as exc:  # noqa: BLE001 - handed back to the caller
-                fut.set_exception(exc)
-
-    def run(self, fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
-        with self._lock:
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(target=self._loop, name="llm-tuner-spawner", daemon=True)
-                self._thread.start()
-        fut: Future = Future()
-        self._q.put((fn, fut))
-        return fut.result()
-
-
-_spawner = _Spawner()
-
-
-@dataclass(frozen=True)
-class StopResult:
-    returncode: int | None
-    how: str  # "SIGINT", "SIGTERM", "SIGKILL", "already exited"
+from llm_tuner.services.process import StopResult
 
 
 class ServerProcess:
@@ -82,85 +35,59 @@ class ServerProcess:
         self.env = env
         self.on_line = on_line
         self.lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
-        self._proc: subprocess.Popen | None = None
+        self._child: process.Child | None = None
         self._reader: threading.Thread | None = None
 
     @property
     def pid(self) -> int | None:
-        return self._proc.pid if self._proc else None
+        return self._child.pid if self._child else None
+
+    @property
+    def _proc(self):
+        """The subprocess.Popen (tests send it signals)."""
+        return self._child.popen if self._child else None
 
     def start(self) -> None:
-        kwargs: dict = {}
-        if os.name != "nt":
-            kwargs.update(start_new_session=True, restore_signals=not self.ignore_sigpipe)
-            if sys.platform.startswith("linux"):
-                kwargs["preexec_fn"] = _linux_pdeathsig
-        else:  # pragma: no cover - Windows
-            kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
-
-        def spawn() -> subprocess.Popen:
-            return subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, env=self.env, text=True, errors="replace",
-                                    bufsize=1, **kwargs)
-
-        self._proc = _spawner.run(spawn)
-        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._proc.pid}", daemon=True)
+        self._child = process.spawn(self.argv, env=self.env, ignore_sigpipe=self.ignore_sigpipe, line_buffered=True)
+        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._child.pid}", daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self._proc is not None and self._proc.stdout is not None
-        for line in self._proc.stdout:
+        assert self._child is not None and self._child.popen.stdout is not None
+        for line in self._child.popen.stdout:
             line = line.rstrip("\n")
             self.lines.append(line)
             if self.on_line is not None:
                 try:
                     self.on_line(line)
-                except Exception:  # noqa: BLE001 - a consumer bug must not stop log reading
-                    pass
+                except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop log reading
+                    log_once("a reader of llama-server's log failed", exc)
 
     def poll(self) -> int | None:
-        return self._proc.poll() if self._proc else None
+        return self._child.poll() if self._child else None
 
     def alive(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
+        return self._child is not None and self._child.poll() is None
 
     def wait(self, timeout: float | None = None) -> int | None:
-        if self._proc is None:
-            return None
-        try:
-            return self._proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            return None
+        return self._child.wait(timeout) if self._child else None
 
     def join_reader(self, timeout: float = 5.0) -> None:
         if self._reader is not None:
             self._reader.join(timeout)
 
-    def _signal(self, sig: int) -> None:
-        assert self._proc is not None
-        try:
-            if os.name != "nt":
-                os.killpg(self._proc.pid, sig)
-            elif sig == signal.SIGINT:  # pragma: no cover - Windows
-                self._proc.send_signal(signal.CTRL_BREAK_EVENT)
-            else:  # pragma: no cover
-                self._proc.kill()
-        except (ProcessLookupError, PermissionError):
-            pass
+    def kill(self) -> None:
+        """SIGKILL to the process group at once (a stuck or stopped process; stop() asks politely first)."""
+        if self._child is not None:
+            self._child.signal(getattr(signal, "SIGKILL", signal.SIGTERM))
 
     def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> StopResult:
         """SIGINT, then SIGTERM, then SIGKILL to the process group, each with its timeout."""
-        if self._proc is None or self._proc.poll() is not None:
-            self.join_reader(1.0)
-            return StopResult(self._proc.returncode if self._proc else None, "already exited")
-        for sig, timeout, name in ((signal.SIGINT, sigint_s, "SIGINT"), (signal.SIGTERM, sigterm_s, "SIGTERM"),
-                                   (getattr(signal, "SIGKILL", signal.SIGTERM), sigkill_s, "SIGKILL")):
-            self._signal(sig)
-            code = self.wait(timeout)
-            if code is not None:
-                self.join_reader(2.0)
-                return StopResult(code, name)
-        return StopResult(self._proc.poll(), "SIGKILL")  # pragma: no cover - unkillable
+        if self._child is None:
+            return StopResult(None, "already exited")
+        result = self._child.stop(sigint_s, sigterm_s, sigkill_s)
+        self.join_reader(1.0 if result.how == "already exited" else 2.0)
+        return result
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -292,8 +219,8 @@ class ServerSession:
     def _emit(self, ev: object) -> None:
         try:
             self.on_event(ev)
-        except Exception:  # noqa: BLE001 - a consumer bug must not stop supervision
-            pass
+        except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop supervision
+            log_once("a consumer of a llama-server session's events failed", exc)
 
     def start(self) -> None:
         """Launch (non-blocking). A port already in use ends the session at once with a clear reason."""
@@ -390,7 +317,7 @@ class ServerSession:
 
     def _wait_loop(self) -> None:
         assert self._proc is not None
-        code = self._proc._proc.wait()
+        code = self._proc.wait()
         self._proc.join_reader(5.0)
         for ev in self._parser.flush():
             self._handle(ev)
@@ -473,8 +400,8 @@ class AttachedSession:
     def _emit(self, ev) -> None:
         try:
             self.on_event(ev)
-        except Exception:  # noqa: BLE001
-            pass
+        except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop watching
+            log_once("a consumer of an attached server's events failed", exc)
 
     def _set_state(self, state: ServerState, **kw) -> None:
         if self.state != state:
@@ -563,8 +490,8 @@ class AttachedSession:
                             approximate=True)
                         self.records.append(rec)
                         self._emit(RequestFinished(rec))
-                except Exception:  # noqa: BLE001 - /slots disabled or a transient error
-                    pass
+                except Exception as exc:  # noqa: BLE001 - /slots disabled or a transient error: the next poll asks again
+                    log_once(f"reading /slots of {self.url}", exc)
             if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)

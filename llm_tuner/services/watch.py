@@ -3,13 +3,25 @@
 Composition for the Live panel and `llm-tuner run`: events from the session go to the store (the
 session row, each request as it finishes, the exit and a telemetry summary) and then to `on_event`;
 samples go to ring buffers and to `on_samples`. Everything arrives on service threads.
+
+The store writes run on one writer thread (`llm-tuner:history`), so a locked database never holds up the
+server's log reader. A write that fails (another program holds the write lock past the busy timeout, a full
+disk) keeps its requests and is tried again; the user is told at once (a HistoryStatus event and an error log
+line: `run` prints them, Live's log shows the line) and again when the writes catch up or, at the end, how many
+requests could not be kept.
 """
 
 from __future__ import annotations
 
+import collections
+import logging
 import threading
+import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
+from llm_tuner.services import logparse
+from llm_tuner.services.failures import log_once
 from llm_tuner.services.server import (
     AttachedSession,
     RequestFinished,
@@ -18,6 +30,122 @@ from llm_tuner.services.server import (
     StateChanged,
 )
 from llm_tuner.services.telemetry.sampler import GpuReader, Sample, Telemetry
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class HistoryStatus:
+    """How the history keeps up with a watched session (an event, and `WatchedServer.history`).
+
+    `unsaved`: requests kept in memory because writing them failed (`error` says why; None once writes work
+    again); `lost`: requests given up on (the session ended and the database stayed unwritable)."""
+
+    unsaved: int = 0
+    error: str | None = None
+    lost: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None and self.lost == 0
+
+    def text(self) -> str:
+        if self.lost:
+            return (f"history: {self.lost} request(s) of this session could not be kept ({self.error}); the "
+                    "database stayed locked or unwritable")
+        if self.error and not self.unsaved:
+            return f"history: this session's record could not be written ({self.error})"
+        if self.error:
+            return (f"history: {self.unsaved} request(s) not written yet ({self.error}); kept in memory and "
+                    "tried again")
+        return "history: writes work again; every request so far is kept"
+
+    def to_json(self) -> dict:
+        return {"event": "history", "ok": self.ok, "unsaved": self.unsaved, "lost": self.lost, "error": self.error}
+
+
+def _short(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
+class _HistoryWriter:
+    """The one thread that writes a session's history, in order; a failed write is retried (see module doc).
+
+    Ops are (is_request, fn). `close(deadline_s)`: no more ops; the thread ends once all are written or, after
+    `deadline_s` of failures, gives up (the requests left count as lost)."""
+
+    MAX_UNSAVED = 50_000  # a database locked for hours at 15 requests/s: the oldest beyond this are lost
+    ONE_TRY_S = 10.0  # the longest one write takes to fail (store.db's busy timeout is 5 s), with a margin
+
+    def __init__(self, on_status: Callable[[HistoryStatus], None], *, retry_s: float = 1.0) -> None:
+        self.on_status = on_status
+        self.retry_s = retry_s
+        self.status = HistoryStatus()
+        self._ops: collections.deque[tuple[bool, Callable[[], object]]] = collections.deque()
+        self._cond = threading.Condition()
+        self._closing_until: float | None = None
+        self._dropped = 0
+        self._thread = threading.Thread(target=self._loop, name="llm-tuner:history", daemon=True)
+        self._thread.start()
+
+    def put(self, is_request: bool, fn: Callable[[], object]) -> None:
+        with self._cond:
+            self._ops.append((is_request, fn))
+            if len(self._ops) > self.MAX_UNSAVED and self._ops[0][0]:
+                self._ops.popleft()
+                self._dropped += 1
+            self._cond.notify()
+
+    def close(self, deadline_s: float) -> bool:
+        """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure after
+        `deadline_s` (a try under way then may take its busy timeout). True when it ended."""
+        with self._cond:
+            if self._closing_until is None:
+                self._closing_until = time.monotonic() + deadline_s
+            until = self._closing_until
+            self._cond.notify()
+        self._thread.join(max(0.0, until - time.monotonic()) + self.ONE_TRY_S + self.retry_s)
+        return not self._thread.is_alive()
+
+    def _unsaved(self) -> int:
+        return sum(1 for is_req, _fn in self._ops if is_req)
+
+    def _set(self, status: HistoryStatus) -> None:
+        if status != self.status:
+            self.status = status
+            self.on_status(status)
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._ops and self._closing_until is None:
+                    self._cond.wait()
+                if not self._ops:
+                    return
+                is_req, fn = self._ops[0]
+            try:
+                fn()
+            except Exception as exc:  # noqa: BLE001 - kept and retried; the user is told (HistoryStatus)
+                log_once("writing a session's history", exc, logger=log)
+                with self._cond:
+                    given_up = self._closing_until is not None and time.monotonic() >= self._closing_until
+                    if given_up:
+                        lost = self._unsaved()
+                        self._ops.clear()
+                    unsaved = self._unsaved()
+                if given_up:
+                    self._set(HistoryStatus(0, _short(exc), lost + self._dropped))
+                    return
+                self._set(HistoryStatus(unsaved, _short(exc), self._dropped))
+                with self._cond:
+                    self._cond.wait(self.retry_s)
+                continue
+            with self._cond:
+                self._ops.popleft()
+                unsaved = self._unsaved()
+            if self.status.error is not None and unsaved == 0:  # caught up
+                self._set(HistoryStatus(0, None, self._dropped))
 
 
 def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tuple[dict, list[str]]:
@@ -47,14 +175,20 @@ class WatchedServer:
     """Session + telemetry + store. `start()` returns at once; `stop()` stops (or detaches) and records.
 
     `agents`: the RPC workers (core.settings.RpcWorker) whose agent's GPU samples join the telemetry.
+    `history_retry_s`: the pause between tries of a failed history write; `history_give_up_s`: how long, once
+    the session ended, writes are still tried before the requests left are reported lost.
     """
 
     def __init__(self, session: ServerSession | AttachedSession, *, repo=None, profile_version_id: int | None = None,
                  on_event: Callable[[object], None] | None = None,
                  on_samples: Callable[[Sequence[Sample]], None] | None = None,
                  gpu_readers: dict | None = None, rates_s: dict[str, float] | None = None,
-                 capacity: int = 36_000, telemetry: bool = True, agents: Sequence[object] = ()) -> None:
+                 capacity: int = 36_000, telemetry: bool = True, agents: Sequence[object] = (),
+                 history_retry_s: float = 1.0, history_give_up_s: float = 15.0) -> None:
         self.session = session
+        self.history_retry_s = history_retry_s
+        self.history_give_up_s = history_give_up_s
+        self._writer: _HistoryWriter | None = None
         self.repo = repo
         self.profile_version_id = profile_version_id
         self.session_id: int | None = None
@@ -113,8 +247,6 @@ class WatchedServer:
         if self.repo is not None:
             argv = self.session.plan.argv if self.session.plan is not None else []
             mode = "attach" if isinstance(self.session, AttachedSession) else "launch"
-            import time
-
             try:
                 self.session_id = self.repo.begin(argv, started_unix=time.time(), mode=mode,
                                                   url=getattr(self.session, "url", None),
@@ -122,36 +254,52 @@ class WatchedServer:
             except Exception as exc:  # noqa: BLE001 - watching works without the history
                 self.notes.append(f"this session is not recorded in the history: {exc.__class__.__name__}: "
                                   f"{str(exc).splitlines()[0]}")
+            else:
+                self._writer = _HistoryWriter(self._on_history_status, retry_s=self.history_retry_s)
         self.telemetry.start()
         self.session.start()
+
+    @property
+    def history(self) -> HistoryStatus:
+        """Whether the history keeps up (see HistoryStatus); all clear when nothing is recorded."""
+        return self._writer.status if self._writer is not None else HistoryStatus()
 
     def stop(self) -> None:
         self.session.stop()
         self.session.wait(15.0)
-        self._ended.wait(5.0)
+        self._ended.wait(5.0 + self.history_give_up_s + _HistoryWriter.ONE_TRY_S)
+        if self._writer is not None:  # ended already (EXITED closed it); else a session that never ran
+            self._writer.close(0.0)
+
+    def _on_history_status(self, status: HistoryStatus) -> None:
+        try:
+            self._forward(status)
+            self._forward(logparse.LogLine("info" if status.ok else "error", status.text()))
+        except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop the history writer
+            log_once("a consumer of a session's history status failed", exc, logger=log)
+
+    def _forward(self, ev: object) -> None:
+        if self._user_on_event is not None:
+            self._user_on_event(ev)
 
     def wait(self, timeout: float | None = None) -> bool:
         return self._ended.wait(timeout)
 
     def _on_event(self, ev: object) -> None:
-        if self.repo is not None and self.session_id is not None:
-            try:
-                if isinstance(ev, RequestFinished):
-                    self.repo.add_request(self.session_id, ev.record)
-                elif isinstance(ev, StateChanged) and ev.state == ServerState.READY and ev.url:
-                    self.repo.set_url(self.session_id, ev.url)
-            except Exception:  # noqa: BLE001 - a locked database must not stop watching
-                pass
+        writer, sid = self._writer, self.session_id
+        if writer is not None and sid is not None:
+            if isinstance(ev, RequestFinished):
+                writer.put(True, lambda rec=ev.record: self.repo.add_request(sid, rec))
+            elif isinstance(ev, StateChanged) and ev.state == ServerState.READY and ev.url:
+                writer.put(False, lambda url=ev.url: self.repo.set_url(sid, url))
         if isinstance(ev, StateChanged) and ev.state == ServerState.EXITED:
             self.telemetry.stop()
-            if self.repo is not None and self.session_id is not None:
-                try:
-                    reason = ev.reason if ev.failure is None else f"{ev.reason} — {ev.failure.message}"
-                    self.repo.end(self.session_id, ended_unix=ev.t, exit_code=ev.code, exit_reason=reason,
-                                  telemetry_summary=self.telemetry.summary())
-                except Exception:  # noqa: BLE001
-                    pass
-        if self._user_on_event is not None:
-            self._user_on_event(ev)
+            if writer is not None and sid is not None:
+                reason = ev.reason if ev.failure is None else f"{ev.reason} — {ev.failure.message}"
+                summary = self.telemetry.summary()
+                writer.put(False, lambda: self.repo.end(sid, ended_unix=ev.t, exit_code=ev.code, exit_reason=reason,
+                                                        telemetry_summary=summary))
+                writer.close(self.history_give_up_s)  # recorded (or given up on, and said) before "exited"
+        self._forward(ev)
         if isinstance(ev, StateChanged) and ev.state == ServerState.EXITED:
             self._ended.set()

@@ -209,3 +209,22 @@ def test_estimate_plans_the_workers_memory_and_checks_each_rpc_device(workers, d
     assert set(checked) == {"Host", "RPC0", "RPC1"}
     for name in ("RPC0", "RPC1"):
         assert abs(checked[name]["diff_mib"]["model_mib"]) < 1 and abs(checked[name]["diff_mib"]["kv_mib"]) < 1
+
+
+def test_workers_devices_lists_the_live_worker_and_names_the_dead_one(workers, capsys):
+    """One worker down (a closed port) does not hide the other's devices: it is named with why (exit 1)."""
+    from llm_tuner.cli import main
+    from llm_tuner.services.server import free_port
+
+    _pool, started = workers
+    live, dead = started[0].endpoint, f"127.0.0.1:{free_port()}"
+    capsys.readouterr()
+    assert main(["workers", "devices", "--json", live, dead]) == 1
+    rows = json.loads(capsys.readouterr().out)
+    assert [(r.get("name"), r["endpoint"]) for r in rows] == [("RPC0", live), (None, dead)]
+    assert rows[0]["memory_total_mib"] > 0 and "connection refused" in rows[1]["error"]
+    assert main(["workers", "devices", dead, live]) == 1
+    text = capsys.readouterr().out
+    assert f"RPC0: {live}" in text and f"{dead}: no devices: connection refused" in text
+    assert main(["workers", "devices", dead]) == 2  # none answers: an error
+    assert "connection refused" in capsys.readouterr().err

@@ -26,7 +26,7 @@ PACKAGE_DIR = str(Path(__file__).resolve().parents[2] / "llm_tuner")
 THREAD_PREFIX = "llm-tuner"  # services name their threads "llm-tuner:..." (see services/telemetry/sampler.py)
 # Threads that live as long as the process by design, with why.
 APP_LIFETIME_THREADS = {
-    "llm-tuner-spawner": "services.server._Spawner: one thread performs every Popen, so that the children's "
+    "llm-tuner-spawner": "services.process._Spawner: one thread performs every Popen, so that the children's "
                          "PR_SET_PDEATHSIG (tied to the spawning thread) fires only when the app exits",
 }
 GRACE_S = 10.0  # a server asked to stop gets SIGINT, then SIGTERM after a few seconds

@@ -48,11 +48,30 @@ def test_qt_layer_uses_qtcore_only():
         assert not bad, f"{mod} imports {bad}: qt/ is QtCore only"
 
 
-def test_processes_are_started_only_in_binaries_and_server():
-    owners = {"llm_tuner.services.binaries", "llm_tuner.services.server"}
+def test_processes_are_started_only_in_services_process():
+    """One spawner (own process group, parent-death signal, stop escalation): no other module imports
+    subprocess or multiprocessing, and exactly one module calls Popen."""
+    owner = "llm_tuner.services.process"
     for mod, imports in _modules():
         if "subprocess" in imports or "multiprocessing" in imports:
-            assert mod in owners, f"{mod} imports subprocess: only {owners} start processes"
+            assert mod == owner, f"{mod} imports subprocess: only {owner} starts processes"
+    callers = sorted(path.relative_to(PKG.parent).as_posix() for path in PKG.rglob("*.py")
+                     if "Popen(" in path.read_text(encoding="utf-8"))
+    assert callers == ["llm_tuner/services/process.py"], callers
+    spawns = [p for p in PKG.rglob("*.py") for fn in ("os.fork(", "os.spawn", "os.system(", "os.exec", "pty.spawn(")
+              if fn in p.read_text(encoding="utf-8")]
+    assert spawns == [], spawns
+
+
+def test_no_silent_except_exception_in_services():
+    """A service that survives a failure on purpose logs it once per kind (services.failures.log_once) or keeps
+    it for the user; `except Exception: pass` loses it without a trace."""
+    import re
+
+    silent = re.compile(r"except (?:Exception|BaseException)\b[^\n]*:[^\n]*\n\s*pass\b")
+    found = [str(p.relative_to(PKG.parent)) for p in (PKG / "services").rglob("*.py")
+             if silent.search(p.read_text(encoding="utf-8"))]
+    assert found == [], found
 
 
 def test_one_importer_each_for_pynvml_and_pyamdgpuinfo():

@@ -115,3 +115,22 @@ def test_llama_bench_help_is_a_catalog_too():
     assert catalog.lookup("-lm").default == "auto"
     assert catalog.lookup("-r").default == "5"
     assert catalog.lookup("--spec-type") is None  # llama-bench has no speculative decoding
+
+
+@pytest.mark.server
+@pytest.mark.skipif(os.name == "nt", reason="a shell script as the binary")
+def test_list_devices_is_asked_once_per_binary_for_a_while(tmp_path, server_binary):
+    """A tune prunes each candidate with the device list: the binary (path + size + mtime) answers once per
+    LIST_DEVICES_MAX_AGE_S. Counted by a wrapper program that appends a line per start, then runs the real one."""
+    count = tmp_path / "starts"
+    wrapper = tmp_path / "llama-server"
+    wrapper.write_text(f"#!/bin/sh\necho start >> '{count}'\nexec '{server_binary}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    first = binaries.list_devices(wrapper)
+    assert binaries.list_devices(wrapper) == first
+    assert count.read_text().count("start") == 1
+    binaries.list_devices(wrapper, max_age_s=0)  # asked now: a fresh answer
+    assert count.read_text().count("start") == 2
+    os.utime(wrapper, ns=(wrapper.stat().st_atime_ns, wrapper.stat().st_mtime_ns + 10**9))  # rebuilt: asked again
+    binaries.list_devices(wrapper)
+    assert count.read_text().count("start") == 3

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -10,6 +11,9 @@ from pathlib import Path
 from typing import Protocol
 
 from llm_tuner.core.bench_spec import DevicePeak
+from llm_tuner.services.failures import log_once
+
+log = logging.getLogger(__name__)
 
 # -- telemetry (optional) -----------------------------------------------------------------------
 
@@ -76,8 +80,8 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
             src = nvml.NvmlSource()
             if getattr(src, "count", 0):
                 sources.append(("nvidia", src))
-    except Exception:  # noqa: BLE001 - telemetry is optional
-        pass
+    except Exception as exc:  # noqa: BLE001 - telemetry is optional: the benchmark runs without NVIDIA readings
+        log_once("NVIDIA readings for benchmarks", exc, logger=log)
     try:
         from llm_tuner.services.telemetry import amd  # noqa: PLC0415
 
@@ -85,8 +89,8 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
             src = amd.AmdSource()
             if getattr(src, "count", 0):
                 sources.append(("amd", src))
-    except Exception:  # noqa: BLE001
-        pass
+    except Exception as exc:  # noqa: BLE001 - telemetry is optional: the benchmark runs without AMD readings
+        log_once("AMD readings for benchmarks", exc, logger=log)
     if not sources:
         return None
     from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
@@ -129,8 +133,8 @@ class PeakTracker:
         try:
             if self.source is not None:
                 readings += list(self.source.read())
-        except Exception:  # noqa: BLE001 - a failing sensor must not fail the benchmark
-            pass
+        except Exception as exc:  # noqa: BLE001 - a failing sensor must not fail the benchmark (its peaks stay unknown)
+            log_once("reading GPU sensors during a benchmark", exc, logger=log)
         for r in readings:
             index = _attr(r, "index")
             dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -27,6 +28,7 @@ from llm_tuner.services.bench.llama_bench import (
 )
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
+from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess, free_port
@@ -138,8 +140,11 @@ class BenchRunner:
 
     def __init__(self, repo: RunRepository, *, settings=None, telemetry: TelemetrySource | None = None,
                  devices: list[dict] | None = None, ready_timeout_s: float = 300.0,
-                 predict_memory: bool = True, on_server_line: Callable[[str], None] | None = None) -> None:
+                 predict_memory: bool = True, on_server_line: Callable[[str], None] | None = None,
+                 stall_s: float = DEFAULT_STALL_S) -> None:
         self.repo = repo
+        self.stall_s = stall_s  # the server we started shows no progress this long while we wait on it: run ends
+        self._stall: StallWatch | None = None
         self.on_server_line = on_server_line  # each output line of the server a run starts (its thread)
         self.settings = settings
         self.telemetry = telemetry
@@ -190,9 +195,23 @@ class BenchRunner:
             argv += flags.argv_for("metrics")
         env, _dropped = binaries.child_env(target.env)
         argv, env = flags.secrets_to_env(argv, env)  # secrets in the environment, not in `ps`
-        proc = ServerProcess([str(binary), *argv], env, on_line=self.on_server_line)
+        proc = ServerProcess([str(binary), *argv], env, on_line=self._on_line)
         proc.start()
         return proc, f"http://127.0.0.1:{port}"
+
+    def _on_line(self, line: str) -> None:
+        if self._stall is not None:
+            self._stall.progress()
+        if self.on_server_line is not None:
+            self.on_server_line(line)
+
+    def _waiting(self):
+        """The context of a wait on the run's own server (its load, a request): the stall watch counts then."""
+        return self._stall.waiting() if self._stall is not None else contextlib.nullcontext()
+
+    def _progress(self) -> None:
+        if self._stall is not None:
+            self._stall.progress()
 
     def serve(self, target: ServerTarget) -> tuple[ServerProcess, str]:
         """Start the target's server the way a run does (its binary, flags respelled, secrets in the
@@ -248,18 +267,22 @@ class BenchRunner:
                 report(0.0, "starting llama-server…")
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
+                self._stall = StallWatch(proc.pid, proc.kill, self.stall_s).__enter__()
             with LlamaClient(url, api_key=_client_key(target)) as client:
-                health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
-                                           alive=(proc.alive if proc else (lambda: True)))
+                with self._waiting():
+                    health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
+                                               alive=(proc.alive if proc else (lambda: True)))
                 if not health.ready:
                     tail = "\n".join(list(proc.lines)[-15:]) if proc else ""
                     raise BenchError(f"llama-server did not become ready ({health.message}). "
                                      f"Check the profile's flags and the log:\n{tail}")
                 if probe is not None:
                     report(0.0, "checking the output…")
-                    self.last_probe = probe(client)
+                    with self._waiting():
+                        self.last_probe = probe(client)
                 report(0.0, "tokenizing prompt text…")
-                builder = PromptBuilder(client, prompt_texts(spec.prompt_file))
+                with self._waiting():
+                    builder = PromptBuilder(client, prompt_texts(spec.prompt_file))
                 status, error = self._measure(run_id, client, builder, spec, report, cancelled, measured_mib,
                                               proc)
         except BenchCancelled:
@@ -270,6 +293,12 @@ class BenchRunner:
             log.exception("benchmark run %s failed", run_id)
             status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
+            if self._stall is not None:
+                self._stall.__exit__(None, None, None)
+                if self._stall.reason is not None:  # the server was stuck: that is why the run ended
+                    status = "incomplete" if self.repo.get_run(run_id).reps else "failed"
+                    error = self._stall.reason
+                self._stall = None
             if proc is not None:
                 report(None, "stopping llama-server…")
                 proc.stop()
@@ -351,6 +380,11 @@ class BenchRunner:
         """One measured request (after priming the cache for warm/depth runs)."""
         started = _now()
         base = {"prompt_tokens": n, "depth": spec.depth, "rep": rep, "client": c, "started_at": started}
+        with self._waiting():
+            return self._request(client, builder, spec, n, offset, base, cancelled)
+
+    def _request(self, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec, n: int, offset: int,
+                 base: dict, cancelled) -> Repetition:
         try:
             prefix = builder.prompt(spec.depth, offset * 3 + 11) if spec.depth else []
             body = builder.prompt(n, offset) if not prefix else builder.prompt(n + len(builder.bos), offset)[
@@ -366,6 +400,7 @@ class BenchRunner:
             final = None
             for chunk in client.completion_stream(tokens, n_predict=spec.gen_tokens, ignore_eos=True,
                                                   cache_prompt=cache_prompt, seed=1234):
+                self._progress()
                 if ttft is None and (chunk.get("tokens") or chunk.get("content")):
                     ttft = (time.perf_counter() - t0) * 1000.0
                 if chunk.get("stop"):

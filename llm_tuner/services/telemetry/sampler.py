@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 
+from llm_tuner.services.failures import log_once
 from llm_tuner.services.telemetry.ring import SeriesRing
 
 
@@ -177,8 +178,8 @@ class Sampler:
             if samples:
                 try:
                     self.on_samples(samples)
-                except Exception:  # noqa: BLE001 - a consumer bug must not end watching
-                    pass
+                except Exception as exc:  # noqa: BLE001 - a consumer bug must not end watching
+                    log_once(f"a consumer of the {self.name} samples failed", exc)
         self.cpu_s += time.thread_time() - c0
         self.ticks += 1
 

@@ -1,0 +1,105 @@
+"""A benchmark's watch on its own llama-server: no progress within a bound ends the run, with the reason.
+
+A stopped (SIGSTOP) or hung server keeps its connections open and counts as alive, so a request would wait
+for the HTTP read timeout (minutes). While the runner waits on the server (its load, a request in flight),
+progress is any streamed byte, any log line, or any CPU time the server spends; none of them for `stall_s`
+seconds means the server is stuck: the watch kills it (SIGKILL reaches a stopped process too), which ends the
+waiting request at once, and keeps the reason for the run's record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable, Iterator
+
+import psutil
+
+# The default bound: far above llama.cpp's longest silence with CPU time standing still that we know of.
+DEFAULT_STALL_S = 120.0
+
+
+class StallWatch:
+    """Watches one server process (`pid`) on its own thread; `kill()` ends it when it is stuck.
+
+    `progress()` notes a sign of life (a streamed chunk, a log line); `waiting()` is the context in which the
+    runner waits on the server (outside it an idle server is no hang)."""
+
+    def __init__(self, pid: int, kill: Callable[[], None], stall_s: float = DEFAULT_STALL_S, *,
+                 poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic) -> None:
+        self.pid = pid
+        self.stall_s = stall_s
+        self.poll_s = min(poll_s, stall_s / 4)
+        self.clock = clock
+        self.reason: str | None = None  # set once the server was found stuck (and killed)
+        self._kill = kill
+        self._last = clock()
+        self._waiting = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        try:
+            self._proc: psutil.Process | None = psutil.Process(pid)
+        except psutil.Error:
+            self._proc = None
+        self._cpu = self._cpu_s()
+        self._thread = threading.Thread(target=self._loop, name=f"llm-tuner:stall-watch-{pid}", daemon=True)
+
+    def __enter__(self) -> StallWatch:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join(5.0)
+
+    def progress(self) -> None:
+        self._last = self.clock()
+
+    @contextlib.contextmanager
+    def waiting(self) -> Iterator[None]:
+        with self._lock:
+            if self._waiting == 0:
+                self._last = self.clock()
+            self._waiting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._waiting -= 1
+
+    def _cpu_s(self) -> float | None:
+        if self._proc is None:
+            return None
+        try:
+            t = self._proc.cpu_times()
+            return t.user + t.system
+        except psutil.Error:
+            return None
+
+    def check(self) -> bool:
+        """One look: True when the server was found stuck now (and killed)."""
+        cpu = self._cpu_s()
+        if cpu is not None and (self._cpu is None or cpu > self._cpu):
+            self._cpu = cpu
+            self.progress()
+        with self._lock:
+            stuck = self._waiting > 0 and self.reason is None and self.clock() - self._last >= self.stall_s
+            if stuck:
+                status = ""
+                try:
+                    if self._proc is not None and self._proc.status() == psutil.STATUS_STOPPED:
+                        status = " It is stopped (SIGSTOP or a debugger)."
+                except psutil.Error:
+                    pass
+                self.reason = (f"llama-server (pid {self.pid}) made no progress for {self.stall_s:g} s: no tokens, "
+                               f"no log line, no CPU time.{status} It was killed and the run ended; the "
+                               "repetitions finished before are kept.")
+        if stuck:
+            self._kill()
+        return stuck
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.poll_s):
+            if self.check():
+                return

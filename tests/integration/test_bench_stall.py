@@ -1,0 +1,49 @@
+"""A hung server (SIGSTOP on the real llama-server mid-request) ends the benchmark within the stall bound, with
+the reason in the run's record, instead of waiting for the HTTP read timeout (10 minutes)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import psutil
+import pytest
+
+from llm_tuner.core.bench_spec import BenchSpec
+from llm_tuner.services.bench import BenchRunner, demo_target
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+
+pytestmark = [pytest.mark.server, pytest.mark.skipif(os.name == "nt", reason="SIGSTOP")]
+
+
+def test_a_stopped_server_ends_the_run_with_the_reason(demo_model, tmp_path):
+    repo = RunRepository(open_engine(tmp_path / "db.sqlite"))
+    runner = BenchRunner(repo, predict_memory=False, stall_s=3.0)
+    stopped: list[int] = []
+
+    def stop_it(pid: int) -> None:
+        os.kill(pid, signal.SIGSTOP)
+        stopped.append(pid)
+
+    timers: list[threading.Timer] = []
+
+    def progress(_frac, text: str) -> None:
+        if "repetition 1/" in text and not timers:  # the first measured request is on its way
+            timers.append(threading.Timer(1.0, stop_it, (runner.current_process.pid,)))
+            timers[0].start()
+
+    t0 = time.monotonic()
+    run = runner.run(demo_target(demo_model, threads=1),
+                     BenchSpec(prompt_tokens=(32,), gen_tokens=3000, reps=2, warmup=0), progress=progress)
+    elapsed = time.monotonic() - t0
+    for t in timers:
+        t.join(5)
+    assert stopped, "the server was never stopped"
+    assert run.status in ("failed", "incomplete")
+    assert "made no progress for 3 s" in run.error and "stopped (SIGSTOP" in run.error, run.error
+    assert repo.get_run(run.id).error == run.error  # stored with that reason
+    assert elapsed < 60, elapsed  # 3000 tokens would take ~50 s; a stopped server, the 600 s read timeout
+    assert not psutil.pid_exists(stopped[0]) or psutil.Process(stopped[0]).status() == psutil.STATUS_ZOMBIE
