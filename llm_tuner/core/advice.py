@@ -99,8 +99,14 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             add("removed-flag", "error", f"{' '.join(r.tokens)} was removed: use {r.replacement}",
                 "llama-server stops at start-up with 'error: invalid argument' or 'the argument has been removed'.",
                 "common/arg.cpp (arg_removed, 4408-4445); --mlock/--no-mmap became -lm/--load-mode", "extra_args")
+        for bad in res.bad_values:
+            add("bad-value", "error", bad,
+                "llama-server stops at start-up with 'error while handling argument' for a value it cannot read.",
+                "common/arg.cpp (common_params_parse_ex)", "extra_args")
         if res.unknown:
-            add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}",
+            hints = [f"{t}: did you mean {s}?" for t in res.unknown if (s := catalog.suggest(t)) is not None]
+            add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}"
+                + (f" ({'; '.join(hints)})" if hints else ""),
                 "An unknown flag makes llama-server exit with 'error: invalid argument'. A fork's own flags need "
                 "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
 

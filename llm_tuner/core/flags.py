@@ -270,7 +270,9 @@ class Removed:
 
 
 REMOVED: dict[str, Removed] = {
-    "--mlock": Removed("--load-mode mlock (use mmap+mlock to keep mmap)", ("--load-mode", "mlock")),
+    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without mmap
+    "--mlock": Removed("--load-mode mmap+mlock (what --mlock did; mlock alone also turns mmap off)",
+                       ("--load-mode", "mmap+mlock")),
     "--no-mmap": Removed("--load-mode none", ("--load-mode", "none")),
     "--mmap": Removed("--load-mode mmap", ("--load-mode", "mmap")),
     "--direct-io": Removed("--load-mode dio", ("--load-mode", "dio")),

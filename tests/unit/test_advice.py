@@ -48,7 +48,7 @@ def test_removed_and_unknown_flags():
     r = import_command("./build/bin/llama-server -m m.gguf -c 262000 -tbq 4 --mtp-draft 3 --mlock", CATALOG)
     got = {a.id: a for a in advise(r.profile, CATALOG)}
     assert "-tbq 4 --mtp-draft 3" in got["unknown-flag"].message
-    assert "--load-mode mlock" in got["removed-flag"].message
+    assert "--load-mode mmap+mlock" in got["removed-flag"].message
 
 
 def test_model_facts_rules():
@@ -114,3 +114,35 @@ def test_gpu_layers_on_a_machine_without_a_gpu_is_an_info_not_silence():
     assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=99), None)  # not known yet
     assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=0), 0)
     assert "no-gpu-for-layers" not in ids(LaunchProfile(), 0)
+
+
+def _advice(text):
+    return {a.id: a.message for a in advise(import_command(text, CATALOG).profile, CATALOG)}
+
+
+def test_fa_with_a_wrong_value_says_what_it_takes_not_that_it_was_removed():
+    got = _advice("-m m.gguf -fa maybe")
+    assert got == {"bad-value": "-fa takes on|off|auto, got 'maybe'"}
+    assert "removed-flag" in _advice("-m m.gguf -fa -c 4096")  # the old switch form still is a removed flag
+
+
+def test_values_llama_server_refuses_are_errors():
+    got = [a for a in advise(import_command("-m m.gguf -c abc -t two", CATALOG).profile, CATALOG)]
+    assert [(a.id, a.severity, a.message) for a in got] == [
+        ("bad-value", "error", "-c needs a whole number, got 'abc'"),
+        ("bad-value", "error", "-t needs a whole number, got 'two'")]
+
+
+def test_a_typo_gets_a_did_you_mean():
+    assert "did you mean --ctx-size?" in _advice("-m m.gguf --ctx-sise 100")["unknown-flag"]
+
+
+def test_removed_flag_messages_say_use_once_and_mlock_fix_matches_its_message():
+    from llm_tuner.core.cmdline import apply_fix, validate
+
+    assert "use use" not in _advice("-m m.gguf --draft-max 4")["removed-flag"]
+    msg = _advice("-m m.gguf --mlock")["removed-flag"]
+    assert "--load-mode mmap+mlock" in msg
+    p = import_command("-m m.gguf --mlock", CATALOG).profile
+    (removed,) = validate(p, CATALOG).removed
+    assert apply_fix(p, removed, CATALOG).load_mode == "mmap+mlock"  # what the message says --mlock did

@@ -59,7 +59,8 @@ class ValidationResult(BaseModel):
 
     unknown: list[str] = []
     removed: list[RemovedFlag] = []
+    bad_values: list[str] = []  # "-c needs a whole number, got 'abc'": llama-server refuses such a value
 
     @property
     def ok(self) -> bool:
-        return not self.unknown and not self.removed
+        return not self.unknown and not self.removed and not self.bad_values
