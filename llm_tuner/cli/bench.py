@@ -64,6 +64,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--llama-bench", action="store_true", help="also run llama-bench with the same settings")
     p.add_argument("--binary", metavar="PATH",
                    help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
+    p.add_argument("--force", action="store_true",
+                   help="start the server even when the profile has advice errors (llama-server would refuse or "
+                   "fail; a fork may accept them). Without it such a run is refused (exit 2) before anything starts")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
 
 
@@ -173,6 +176,35 @@ def _with_binary(target, args):
     return target
 
 
+def _preflight(target, args) -> None:
+    """Refuse (exit 2, with the errors) a target whose advice has errors before any server starts, unless
+    --force: what would fail is not run only to read "ConnectError"."""
+    if target.attached_url or getattr(args, "force", False):
+        return
+    from llm_tuner.services.preflight import PreflightRefused, check_launch
+
+    try:
+        check_launch(argv=list(target.argv), env=dict(target.env), catalog=_catalog_for(target.binary))
+    except PreflightRefused as exc:
+        raise _err(str(exc)) from None
+
+
+def _catalog_for(binary: str | None):
+    """The flag catalog of the llama-server a run starts: `binary` (confirmed before this is called), else the
+    configured one; the tested build's when neither can be read (--force launches what it refuses)."""
+    from llm_tuner.services.binaries import SERVER, BinaryError, default_catalog, probe, read_help
+
+    if binary:
+        from llm_tuner.core.cmdline import parse_help
+
+        try:
+            return parse_help(read_help(Path(binary)))
+        except BinaryError:
+            return default_catalog()
+    info = probe(SERVER, _settings(), with_devices=False)
+    return info.catalog if info.ok and info.catalog is not None else default_catalog()
+
+
 def _spec(args):
     from llm_tuner.core.bench_spec import BenchSpec
 
@@ -231,6 +263,7 @@ def _print_run(run) -> None:
 
 def cmd_bench(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
+    _preflight(target, args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
     run = _runner().run(target, spec, progress=_progress())
@@ -257,20 +290,38 @@ def _speculative_ab(target, spec, args) -> int:
         emit_json({"runs": [run_json(r) for r in runs], "speculative_ab": ab,
                    "speculative": run_summary(drafted)["speculative"] if drafted else None})
     else:
-        from llm_tuner.core.bench_report import speculative_lines
-
-        for r in runs:
-            _print_run(r)
-        sp = run_summary(drafted)["speculative"] if drafted else None
-        for line in (speculative_lines(sp) if sp else []) + ([ab["text"]] if ab else []):
-            print("  " + line)
+        print_speculative_ab(runs, ab)
     return 0 if runs and all(r.status == "complete" for r in runs) else 1
+
+
+def print_speculative_ab(runs, ab) -> None:
+    """The A/B as text: each run (a `--spec-type none` run says it drafts nothing), then the drafting runs'
+    pooled acceptance under its own heading, so it never reads as the last run's (a none run's) figures."""
+    from llm_tuner.core import flags
+    from llm_tuner.core.bench_report import pooled, run_summary, speculative_lines
+
+    spec_type = flags.spelling("spec_type")
+    for r in runs:
+        _print_run(r)
+        if r.sweep_value == "none":
+            print(f"  no drafting ({spec_type} none): no acceptance figures")
+    drafting = [r for r in runs if r.sweep_value != "none"]
+    drafted = pooled(drafting)
+    sp = run_summary(drafted)["speculative"] if drafted else None
+    if sp:
+        print(f"Drafting runs {', '.join(str(r.id) for r in drafting)} pooled "
+              f"({spec_type} {drafting[0].sweep_value}):")
+        for line in speculative_lines(sp):
+            print("  " + line)
+    if ab:
+        print(ab["text"])
 
 
 def cmd_sweep(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if target.attached_url:
         raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
+    _preflight(target, args)
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
     group_id, runs = _runner().sweep(target, spec, param, [v for v in values if v], progress=_progress())
