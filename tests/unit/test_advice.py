@@ -35,7 +35,7 @@ def test_case_a_command_warns_about_mtp_on_a_layer_split_and_ignored_fit():
 
 
 def test_kv_mismatch_and_quantized_v_without_fa():
-    got = advise(LaunchProfile(cache_type_k="q8_0", cache_type_v="q4_0", flash_attn="off"), CATALOG)
+    got = advise(LaunchProfile(model="m.gguf", cache_type_k="q8_0", cache_type_v="q4_0", flash_attn="off"), CATALOG)
     assert [a.id for a in got] == ["quantized-v-needs-fa", "kv-type-mismatch"]  # errors first
     assert all(a.reason and a.source for a in got)
 
@@ -52,7 +52,7 @@ def test_removed_and_unknown_flags():
 
 
 def test_model_facts_rules():
-    p = LaunchProfile(spec_type=("draft-mtp",), ctx_size=65536)
+    p = LaunchProfile(model="m.gguf", spec_type=("draft-mtp",), ctx_size=65536)
     assert {"draft-mtp-without-mtp-layers", "ctx-over-trained"} <= ids(p, model=Facts(0, 32768))
     assert ids(p, model=Facts(1, 131072)) == set()
     assert "draft-mtp-without-mtp-layers" not in ids(p)  # unknown model: no claim
@@ -80,7 +80,7 @@ def test_more_traps():
 
 
 def test_multi_gpu_rules_use_the_machine_gpu_count_when_devices_are_left_default():
-    p = LaunchProfile(spec_type=("draft-mtp",), ubatch_size=2048)
+    p = LaunchProfile(model="m.gguf", spec_type=("draft-mtp",), ubatch_size=2048)
     assert ids(p) == set()  # one GPU, or unknown: quiet
     assert {"mtp-multi-gpu-prefill", "large-ubatch-multi-gpu"} <= {a.id for a in advise(p, CATALOG, n_gpus=2)}
     assert "mtp-multi-gpu-prefill" not in {a.id for a in advise(p.model_copy(update={"split_mode": "none"}),
