@@ -139,10 +139,12 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- GPUs ------------------------------------------------------------------------------------------
     ngl = str(p.gpu_layers).strip().lower() if p.gpu_layers is not None else None
-    if n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices:
-        add("no-gpu-for-layers", "info", f"no GPU on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
-            "llama-server only offloads to the GPU devices its build can see; with none, the setting has no effect "
-            "(it matters when this profile runs on a machine with a GPU).", "llama-server --list-devices",
+    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers there
+    if n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices and not p.rpc:
+        add("no-gpu-for-layers", "info",
+            f"no offload device on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
+            "llama-server only offloads to the devices its build can see (GPUs, RPC workers); with none, the setting "
+            "has no effect (it matters when this profile runs where there is one).", "llama-server --list-devices",
             "gpu_layers")
 
     # -- KV cache --------------------------------------------------------------------------------

@@ -146,3 +146,13 @@ def test_removed_flag_messages_say_use_once_and_mlock_fix_matches_its_message():
     p = import_command("-m m.gguf --mlock", CATALOG).profile
     (removed,) = validate(p, CATALOG).removed
     assert apply_fix(p, removed, CATALOG).load_mode == "mmap+mlock"  # what the message says --mlock did
+
+
+def test_rpc_workers_are_offload_devices_so_no_gpu_here_does_not_keep_layers_on_the_cpu():
+    """Issue 22 item 9: the plan put 19/19 layers on RPC0/RPC1 (CPU workers) while the advice said "no GPU:
+    layers stay on the CPU"."""
+    rpc = LaunchProfile(model="m.gguf", gpu_layers=99, rpc=("127.0.0.1:50052", "127.0.0.1:50053"))
+    assert "no-gpu-for-layers" not in ids(rpc, n_gpus=0)
+    [a] = [a for a in advise(LaunchProfile(model="m.gguf", gpu_layers=99), CATALOG, n_gpus=0)
+           if a.id == "no-gpu-for-layers"]
+    assert "GPU" not in a.message  # an offload device may be a CPU (an RPC worker)
