@@ -7,8 +7,9 @@
                     [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
     llm-tuner runs list --json
     llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
-    llm-tuner runs export ID --format md|csv|json --out DIR
-    llm-tuner runs delete ID
+                    [--format md|json --out DIR]        (a report of the comparison, both runs' hardware named)
+    llm-tuner runs export ID --format md|csv|json --out DIR [--json]
+    llm-tuner runs delete ID [--json]
     llm-tuner sweep --param FLAG --values V1,V2,... (same run options as bench)
 
 Without a profile or arguments, the demo model is benchmarked with default flags. Progress goes to
@@ -104,14 +105,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
     q.add_argument("--threshold", type=float, default=None, metavar="PCT",
                    help="practical threshold in %% (default: Settings.ab_threshold_pct, 2)")
+    q.add_argument("--format", choices=("md", "json"), default=None,
+                   help="with --out: write a report of the comparison (md: with both runs' hardware)")
+    q.add_argument("--out", metavar="DIR", help="folder for the report (compare-A-B.md or .json)")
     q.set_defaults(func=cmd_runs_compare)
-    q = rs.add_parser("export", help="a run as Markdown (with PNG plots), CSV or JSON")
+    q = rs.add_parser("export", help="a run as Markdown (with PNG plots and its hardware), CSV or JSON")
     q.add_argument("run_id", type=int)
     q.add_argument("--format", choices=("md", "csv", "json"), default="md")
     q.add_argument("--out", required=True, metavar="DIR")
+    q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=cmd_runs_export)
     q = rs.add_parser("delete", help="delete a run and its repetitions")
     q.add_argument("run_id", type=int)
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_runs_delete)
     runs.set_defaults(func=lambda a: (runs.print_help(), 2)[1])
 
@@ -231,7 +237,17 @@ def _progress(quiet: bool = False):
 def _runner():
     from llm_tuner.services.bench import BenchRunner, default_telemetry
 
-    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry())
+    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), devices=_gpu_records())
+
+
+def _gpu_records() -> list[dict]:
+    """This machine's GPUs (model, memory, driver) for each run's record, as the window records them."""
+    try:
+        from llm_tuner.services.telemetry.inventory import detect_inventory
+
+        return [d.model_dump(mode="json") for d in detect_inventory().devices]
+    except Exception:  # noqa: BLE001 - the run is measured without them; its report says "none recorded"
+        return []
 
 
 def run_json(run) -> dict:
@@ -404,22 +420,34 @@ def cmd_runs_compare(args) -> int:
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
     result = compare_json(a, b, threshold, repo.engine)
+    if args.format and not args.out:
+        raise _err("--format writes a report: give the folder with --out DIR")
+    if args.out:
+        from llm_tuner.services.bench_export import export_comparison
+
+        result["report"] = str(export_comparison(a, b, result, Path(args.out), args.format or "md"))
     if args.json:
         emit_json(result)
     else:
         from llm_tuner.core.bench_report import metric_label
 
+        def med(side) -> str:
+            return "–" if not side or side.get("median") is None else f"{side['median']:.2f}"
+
         print(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%")
-        print(f"  {'Metric':40s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
+        print(f"  {'Metric':40s} {'A median':>10s} {'B median':>10s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"
             ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
-            print(f"  {metric_label(m['name']):40s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
+            print(f"  {metric_label(m['name']):40s} {med(m['a']):>10s} {med(m['b']):>10s} {d:>8s} {ci:18s} "
+                  f"{m['verdict'] or 'no data'}")
         print("Flags that differ (A -> B):" if result["profile_diff"] else "Flags: the same in A and B.")
         for f in result["profile_diff"]:
             print(f"  {f['flag']}: {_flag_value(f['a'])} -> {_flag_value(f['b'])}")
         for w in result["warnings"]:
             print(f"Warning: {w}")
+        if "report" in result:
+            print(f"report: {result['report']}")
     return 0
 
 
@@ -430,7 +458,10 @@ def cmd_runs_export(args) -> int:
     from llm_tuner.services.bench_export import export_run
 
     path = export_run(run, Path(args.out), args.format, plots=_plot_renderer() if args.format == "md" else None)
-    emit_json({"run_id": run.id, "path": str(path)})
+    if args.json:
+        emit_json({"run_id": run.id, "path": str(path)})
+    else:
+        print(f"run {run.id} written to {path}")
     return 0
 
 
@@ -449,5 +480,8 @@ def cmd_runs_delete(args) -> int:
     if repo.get_run(args.run_id) is None:
         raise _err(f"no run {args.run_id}")
     repo.delete_run(args.run_id)
-    emit_json({"deleted": args.run_id})
+    if args.json:
+        emit_json({"deleted": args.run_id})
+    else:
+        print(f"run {args.run_id} deleted")
     return 0

@@ -80,3 +80,26 @@ def test_vs_no_draft_text_never_puts_the_drafting_acceptance_under_the_none_run(
         none_block.append(line)  # the lines that read as the none run's own
     assert not any("Draft acceptance" in line for line in none_block), none_block
     assert "Drafting runs 1, 3 pooled" in out and "Draft acceptance 62.5% overall" in out
+
+
+def test_runs_compare_text_shows_both_medians(capsys):
+    a, b = _store_runs()
+    assert main(["runs", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "A median" in out and "B median" in out
+    row = next(line for line in out.splitlines() if "Generation @ 128 tok (t/s)" in line)
+    assert "60.50" in row and "70.50" in row  # the medians of (60, 61) and (70, 71)
+
+
+def test_export_delete_and_database_print_text_or_json(capsys, tmp_path):
+    import json
+
+    (a,) = _store_runs(1)
+    assert main(["runs", "export", str(a), "--format", "csv", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith(f"run {a} written to ")
+    assert main(["runs", "export", str(a), "--format", "csv", "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == a
+    assert main(["database", "check", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main(["runs", "delete", str(a), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"deleted": a}
