@@ -156,6 +156,22 @@ def test_kill_9_mid_request_ends_with_a_clear_state_and_keeps_the_session(server
     assert not psutil.pid_exists(session.pid) or psutil.Process(session.pid).status() == "zombie"
 
 
+def test_a_segfault_is_a_crash_with_the_logs_last_lines_not_the_oom_killer(server_binary, demo_model):
+    """Issue 22 item 1: only SIGKILL may suggest the out-of-memory killer; SIGSEGV is llama.cpp's own crash."""
+    plan = plan_launch(server_binary, _demo_args(demo_model), watch=False)
+    events = Events()
+    session = ServerSession(plan, events)
+    session.start()
+    events.wait_for(_ready)
+    os.kill(session.pid, signal.SIGSEGV)
+    exited = events.wait_for(_exited, 30)
+    assert exited.code == -signal.SIGSEGV and exited.reason == "crashed (SIGSEGV)"
+    assert exited.failure.kind == "crashed"
+    msg = exited.failure.message
+    assert msg.startswith("llama-server crashed (SIGSEGV)") and "out-of-memory killer" not in msg
+    assert "Last log lines:" in msg and len(msg.split("Last log lines:")[1].strip()) > 0
+
+
 def test_a_server_that_fails_to_load_ends_with_the_reason(server_binary, tmp_path):
     plan = plan_launch(server_binary, ["-m", str(tmp_path / "missing.gguf")], watch=False)
     repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
