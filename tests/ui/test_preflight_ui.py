@@ -120,3 +120,20 @@ def test_after_a_failure_the_args_line_shows_the_failed_sessions_command(qtbot, 
     assert "did not start" in live.message_label.text()
     words = shlex.split(live.args_edit.text())
     assert str(first) in words and str(tmp_path / "second.gguf") not in words
+
+
+def test_the_profile_tab_says_a_folder_is_a_folder(qtbot, ctx, tmp_path):
+    """Issue 22 item 8 in the window: the background look at the model is the header reader's (one look)."""
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.ui.panels.profile_panel import ProfilePanel
+
+    folder = tmp_path / "x.gguf"
+    folder.mkdir()
+    panel = ProfilePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.set_profile(LaunchProfile(model=str(folder)))
+    qtbot.waitUntil(lambda: any(a.id == "model-file-unreadable" for a in panel.advice), timeout=10_000)
+    texts = [panel.advice_list.item(i).text() for i in range(panel.advice_list.count())]
+    assert f"ERROR: {folder} is a folder, not a model file" in texts
+    assert not any("does not exist" in t for t in texts)
+    assert [a.id for a in ctx.state.profile_errors] == ["model-file-unreadable"]  # Launch and Run refuse it
