@@ -334,3 +334,36 @@ def test_cli_attach_streams_approximate_requests_and_leaves_the_server_running(l
     assert req["approximate"] is True and req["predicted_n"] == 8
     assert lines[-1]["reason"] == "detached"
     assert llama_server.client.health().ready
+
+
+def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_binary, demo_model):
+    """Issue 22 item 10: without --metrics the generated count was the last poll's while the request ran (9 or 11
+    reported for 16); the idle slot still holds the finished task, which gives the count."""
+    from llm_tuner.services.client import LlamaClient
+    from llm_tuner.services.server import ServerProcess, free_port
+
+    port = free_port()
+    proc = ServerProcess([str(server_binary), "-m", str(demo_model), "--host", "127.0.0.1", "--port", str(port),
+                          "-c", "1024", "-np", "1", "-t", "2"])  # no --metrics: counts come from /slots only
+    proc.start()
+    url = f"http://127.0.0.1:{port}"
+    client = LlamaClient(url, timeout=60)
+    events = Events()
+    session = AttachedSession(url, events, poll_s=0.2)
+    try:
+        deadline = time.monotonic() + 90
+        while not client.health(timeout=1).ready and time.monotonic() < deadline:
+            time.sleep(0.2)
+        session.start()
+        events.wait_for(_ready, 20)
+        for i, n in enumerate((16, 40), start=1):
+            timings = client.completion("Once upon a time there was a", n_predict=n)["timings"]
+            deadline = time.monotonic() + 20
+            while sum(isinstance(e, RequestFinished) for e in events.items) < i and time.monotonic() < deadline:
+                time.sleep(0.1)
+            rec = [e for e in events.items if isinstance(e, RequestFinished)][-1].record
+            assert rec.approximate and rec.predicted_n == timings["predicted_n"] == n
+    finally:
+        session.stop()
+        client.close()
+        proc.stop()
