@@ -59,8 +59,8 @@ def hardware_lines(devices: Iterable[Mapping], binary_version: str | None = None
     lines.append("- GPUs: " + ("; ".join(_device_text(d) for d in gpus) if gpus else "none recorded"))
     if rpc:
         lines.append("- RPC devices: " + "; ".join(
-            f"{d.get('name')} ({d.get('model') or d.get('endpoint') or '?'}"
-            + (f", {_gib(d['memory_total_mib'])}" if d.get("memory_total_mib") else "") + ")" for d in rpc))
+            f"{d.get('name')} ({d.get('model') or d.get('endpoint') or '?'})"
+            + (f" {_gib(d['memory_total_mib'])}" if d.get("memory_total_mib") else "") for d in rpc))
     lines.append(f"- llama.cpp: {binary_version or 'version not known'}"
                  + (f" · backends: {', '.join(binary_backends)}" if binary_backends else ""))
     return [*lines, ""]

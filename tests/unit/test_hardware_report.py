@@ -22,7 +22,7 @@ def test_the_hardware_block_names_everything_a_reader_needs():
     assert "- CPU: AMD EPYC 9654 96-Core Processor (96 cores, 192 threads)" in text
     assert "- RAM: 1512.0 GiB" in text and "- OS: Linux-6.8.0" in text
     assert "- GPUs: NVIDIA H200 (CUDA0), 140.4 GiB, driver 570.86.15" in text
-    assert "- RPC devices: RPC0 (RPC worker 10.0.0.2:50052, 30.3 GiB)" in text
+    assert "- RPC devices: RPC0 (RPC worker 10.0.0.2:50052) 30.3 GiB" in text
     assert "- llama.cpp: version: 7400 (abc123) · backends: CUDA, CPU" in text
     old = "\n".join(hardware_lines([], None))  # a run stored before the machine was recorded says so
     assert "not recorded with this run" in old and "GPUs: none recorded" in old
