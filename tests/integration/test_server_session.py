@@ -304,8 +304,13 @@ def test_cli_run_with_a_profile_file_reports_a_failed_load(tmp_path):
     prof = tmp_path / "p.json"
     prof.write_text(LaunchProfile(model=str(tmp_path / "nope.gguf"), ctx_size=512).model_dump_json())
     env = {**os.environ, "LLM_TUNER_DATA_DIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--profile",
-                          str(prof)], capture_output=True, text=True, timeout=120, env=env)
+    run = [sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--profile", str(prof)]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env)
+    events = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.returncode == 1 and "nope.gguf" in events[0]["command"]
+    refused = events[-1]  # the advice knew: nothing was started (issue 22 item 15)
+    assert refused["event"] == "refused" and [e["id"] for e in refused["errors"]] == ["model-file-missing"]
+    out = subprocess.run([*run, "--force"], capture_output=True, text=True, timeout=120, env=env)
     events = [json.loads(x) for x in out.stdout.splitlines()]
     assert out.returncode == 1
     assert "nope.gguf" in events[0]["command"]
