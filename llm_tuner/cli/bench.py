@@ -7,8 +7,9 @@
                     [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
     llm-tuner runs list --json
     llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
-    llm-tuner runs export ID --format md|csv|json --out DIR
-    llm-tuner runs delete ID
+                    [--format md|json --out DIR]        (a report of the comparison, both runs' hardware named)
+    llm-tuner runs export ID --format md|csv|json --out DIR [--json]
+    llm-tuner runs delete ID [--json]
     llm-tuner sweep --param FLAG --values V1,V2,... (same run options as bench)
 
 Without a profile or arguments, the demo model is benchmarked with default flags. Progress goes to
@@ -67,6 +68,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
                    help="end the run when the server it started shows no progress (no tokens, no log line, no CPU "
                         "time) for this long while a request waits (default 120)")
+    p.add_argument("--force", action="store_true",
+                   help="start the server even when the profile has advice errors (llama-server would refuse or "
+                   "fail; a fork may accept them). Without it such a run is refused (exit 2) before anything starts")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
 
 
@@ -104,14 +108,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
     q.add_argument("--threshold", type=float, default=None, metavar="PCT",
                    help="practical threshold in %% (default: Settings.ab_threshold_pct, 2)")
+    q.add_argument("--format", choices=("md", "json"), default=None,
+                   help="with --out: write a report of the comparison (md: with both runs' hardware)")
+    q.add_argument("--out", metavar="DIR", help="folder for the report (compare-A-B.md or .json)")
     q.set_defaults(func=cmd_runs_compare)
-    q = rs.add_parser("export", help="a run as Markdown (with PNG plots), CSV or JSON")
+    q = rs.add_parser("export", help="a run as Markdown (with PNG plots and its hardware), CSV or JSON")
     q.add_argument("run_id", type=int)
     q.add_argument("--format", choices=("md", "csv", "json"), default="md")
     q.add_argument("--out", required=True, metavar="DIR")
+    q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=cmd_runs_export)
     q = rs.add_parser("delete", help="delete a run and its repetitions")
     q.add_argument("run_id", type=int)
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_runs_delete)
     runs.set_defaults(func=lambda a: (runs.print_help(), 2)[1])
 
@@ -176,6 +185,35 @@ def _with_binary(target, args):
     return target
 
 
+def _preflight(target, args) -> None:
+    """Refuse (exit 2, with the errors) a target whose advice has errors before any server starts, unless
+    --force: what would fail is not run only to read "ConnectError"."""
+    if target.attached_url or getattr(args, "force", False):
+        return
+    from llm_tuner.services.preflight import PreflightRefused, check_launch
+
+    try:
+        check_launch(argv=list(target.argv), env=dict(target.env), catalog=_catalog_for(target.binary))
+    except PreflightRefused as exc:
+        raise _err(str(exc)) from None
+
+
+def _catalog_for(binary: str | None):
+    """The flag catalog of the llama-server a run starts: `binary` (confirmed before this is called), else the
+    configured one; the tested build's when neither can be read (--force launches what it refuses)."""
+    from llm_tuner.services.binaries import SERVER, BinaryError, default_catalog, probe, read_help
+
+    if binary:
+        from llm_tuner.core.cmdline import parse_help
+
+        try:
+            return parse_help(read_help(Path(binary)))
+        except BinaryError:
+            return default_catalog()
+    info = probe(SERVER, _settings(), with_devices=False)
+    return info.catalog if info.ok and info.catalog is not None else default_catalog()
+
+
 def _spec(args):
     from llm_tuner.core.bench_spec import BenchSpec
 
@@ -203,7 +241,17 @@ def _runner(args=None):
     from llm_tuner.services.bench import BenchRunner, default_telemetry
 
     stall = {"stall_s": args.stall_after} if args is not None and args.stall_after else {}
-    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), **stall)
+    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), devices=_gpu_records(), **stall)
+
+
+def _gpu_records() -> list[dict]:
+    """This machine's GPUs (model, memory, driver) for each run's record, as the window records them."""
+    try:
+        from llm_tuner.services.telemetry.inventory import detect_inventory
+
+        return [d.model_dump(mode="json") for d in detect_inventory().devices]
+    except Exception:  # noqa: BLE001 - the run is measured without them; its report says "none recorded"
+        return []
 
 
 def run_json(run) -> dict:
@@ -235,6 +283,7 @@ def _print_run(run) -> None:
 
 def cmd_bench(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
+    _preflight(target, args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
     run = _runner(args).run(target, spec, progress=_progress())
@@ -261,20 +310,38 @@ def _speculative_ab(target, spec, args) -> int:
         emit_json({"runs": [run_json(r) for r in runs], "speculative_ab": ab,
                    "speculative": run_summary(drafted)["speculative"] if drafted else None})
     else:
-        from llm_tuner.core.bench_report import speculative_lines
-
-        for r in runs:
-            _print_run(r)
-        sp = run_summary(drafted)["speculative"] if drafted else None
-        for line in (speculative_lines(sp) if sp else []) + ([ab["text"]] if ab else []):
-            print("  " + line)
+        print_speculative_ab(runs, ab)
     return 0 if runs and all(r.status == "complete" for r in runs) else 1
+
+
+def print_speculative_ab(runs, ab) -> None:
+    """The A/B as text: each run (a `--spec-type none` run says it drafts nothing), then the drafting runs'
+    pooled acceptance under its own heading, so it never reads as the last run's (a none run's) figures."""
+    from llm_tuner.core import flags
+    from llm_tuner.core.bench_report import pooled, run_summary, speculative_lines
+
+    spec_type = flags.spelling("spec_type")
+    for r in runs:
+        _print_run(r)
+        if r.sweep_value == "none":
+            print(f"  no drafting ({spec_type} none): no acceptance figures")
+    drafting = [r for r in runs if r.sweep_value != "none"]
+    drafted = pooled(drafting)
+    sp = run_summary(drafted)["speculative"] if drafted else None
+    if sp:
+        print(f"Drafting runs {', '.join(str(r.id) for r in drafting)} pooled "
+              f"({spec_type} {drafting[0].sweep_value}):")
+        for line in speculative_lines(sp):
+            print("  " + line)
+    if ab:
+        print(ab["text"])
 
 
 def cmd_sweep(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if target.attached_url:
         raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
+    _preflight(target, args)
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
     group_id, runs = _runner(args).sweep(target, spec, param, [v for v in values if v], progress=_progress())
@@ -357,22 +424,34 @@ def cmd_runs_compare(args) -> int:
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
     result = compare_json(a, b, threshold, repo.engine)
+    if args.format and not args.out:
+        raise _err("--format writes a report: give the folder with --out DIR")
+    if args.out:
+        from llm_tuner.services.bench_export import export_comparison
+
+        result["report"] = str(export_comparison(a, b, result, Path(args.out), args.format or "md"))
     if args.json:
         emit_json(result)
     else:
         from llm_tuner.core.bench_report import metric_label
 
+        def med(side) -> str:
+            return "–" if not side or side.get("median") is None else f"{side['median']:.2f}"
+
         print(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%")
-        print(f"  {'Metric':40s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
+        print(f"  {'Metric':40s} {'A median':>10s} {'B median':>10s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"
             ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
-            print(f"  {metric_label(m['name']):40s} {d:>8s} {ci:18s} {m['verdict'] or 'no data'}")
+            print(f"  {metric_label(m['name']):40s} {med(m['a']):>10s} {med(m['b']):>10s} {d:>8s} {ci:18s} "
+                  f"{m['verdict'] or 'no data'}")
         print("Flags that differ (A -> B):" if result["profile_diff"] else "Flags: the same in A and B.")
         for f in result["profile_diff"]:
             print(f"  {f['flag']}: {_flag_value(f['a'])} -> {_flag_value(f['b'])}")
         for w in result["warnings"]:
             print(f"Warning: {w}")
+        if "report" in result:
+            print(f"report: {result['report']}")
     return 0
 
 
@@ -383,7 +462,10 @@ def cmd_runs_export(args) -> int:
     from llm_tuner.services.bench_export import export_run
 
     path = export_run(run, Path(args.out), args.format, plots=_plot_renderer() if args.format == "md" else None)
-    emit_json({"run_id": run.id, "path": str(path)})
+    if args.json:
+        emit_json({"run_id": run.id, "path": str(path)})
+    else:
+        print(f"run {run.id} written to {path}")
     return 0
 
 
@@ -402,5 +484,8 @@ def cmd_runs_delete(args) -> int:
     if repo.get_run(args.run_id) is None:
         raise _err(f"no run {args.run_id}")
     repo.delete_run(args.run_id)
-    emit_json({"deleted": args.run_id})
+    if args.json:
+        emit_json({"deleted": args.run_id})
+    else:
+        print(f"run {args.run_id} deleted")
     return 0

@@ -8,6 +8,8 @@ llama-server reads them.
 `--devices` plans for the devices given instead of the detected ones (backend from the name's
 prefix, capacity = the MiB given; `Host=MiB` sets host RAM). `--check` also starts the real
 llama-server once (`-lv 4 -fit off`), reads what it allocates, and adds it beside the estimate.
+Exit status: 0 when the plan fits, 1 when a device does not (the plan is printed either way), 2 when the
+arguments or the model cannot be read.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     p = sub.add_parser("estimate", help="memory per device for llama-server arguments (weights, KV, compute)",
-                       description=__doc__.split("\n\n")[0])
+                       description=__doc__.split("\n\n")[0] + " Exit status: 0 when the plan fits, 1 when it does "
+                       "not, 2 when the arguments or the model cannot be read.")
     p.add_argument("--json", action="store_true", help="print JSON (the default output is a short table)")
     p.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
                    "(e.g. CUDA0=16384,Vulkan1=24576; Host=65536 sets RAM)")
@@ -117,9 +120,10 @@ def _estimate(args: argparse.Namespace) -> int:
         out["llama_cpp"] = _check(server_args, plan, gpus)
     if args.check_fit:
         out["llama_fit_params"] = _check_fit(pargs, plan)
+    code = 0 if plan.fits else 1  # a plan that does not fit is not a success (scripts test the status)
     if args.json:
         emit_json(out)
-        return 0
+        return code
     # 'mapped': weights read from the file mapping (page cache, evictable); 'fits' compares what must be resident
     print(f"{'device':10} {'weights':>10} {'KV':>10} {'compute':>10} {'output':>8} {'overhead':>9} "
           f"{'total':>10} {'mapped':>8} {'capacity':>10}  fits")
@@ -129,9 +133,37 @@ def _estimate(args: argparse.Namespace) -> int:
               f"{d.capacity_mib if d.capacity_mib is not None else '?':>10}  {d.fits}")
     for w in plan.warnings:
         print(f"warning: {w}", file=sys.stderr)
-    if "llama_cpp" in out:
-        print("llama.cpp:", out["llama_cpp"])
-    return 0
+    if not plan.fits:
+        print("does NOT fit: " + ", ".join(d.name for d in plan.devices if d.fits is False), file=sys.stderr)
+    for line in check_text(out.get("llama_cpp")) + fit_params_text(out.get("llama_fit_params")):
+        print(line)
+    return code
+
+
+def check_text(check: dict | None) -> list[str]:
+    """`--check`'s answer as people read it: llama.cpp's MiB per device and kind beside the plan's difference."""
+    if check is None:
+        return []
+    if "error" in check:
+        return [f"llama.cpp check: {check['error']}"]
+    lines = [f"llama.cpp (a real load, {check.get('seconds', 0):g} s): MiB per device, plan minus llama.cpp in ()"]
+    for d in check.get("devices", []):
+        diff = d.get("diff_mib") or {}
+        parts = [f"{k.removesuffix('_mib')} {d[k]:.0f}" + (f" ({diff[k]:+.0f})" if k in diff else "")
+                 for k in ("model_mib", "kv_mib", "compute_mib", "output_mib") if k in d]
+        lines.append(f"  {d['name']:10} " + ", ".join(parts))
+    return lines
+
+
+def fit_params_text(fit: dict | None) -> list[str]:
+    """`--check-fit`'s answer as people read it: llama-fit-params' arguments beside what our emulation chose."""
+    if fit is None:
+        return []
+    if "error" in fit:
+        return [f"llama-fit-params: {fit['error']}"]
+    ours = fit.get("ours") or {}
+    return [f"llama-fit-params chooses: {' '.join(fit.get('args') or []) or '(nothing to change)'}",
+            f"  this plan: n_ctx {ours.get('ctx')}" + (f"; {'; '.join(ours['changes'])}" if ours.get("changes") else "")]
 
 
 def _profile_argv(ref: str) -> list[str]:

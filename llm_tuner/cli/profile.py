@@ -26,8 +26,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     imp = psub.add_parser("import", help="read a llama-server command line into a profile (never runs it)",
                           description="Give the command as one string with --command, or as arguments after --. "
-                          "Exits 1 when the advice holds an error (llama-server would refuse or fail), "
-                          "2 when the command cannot be read; the profile is printed (and saved) either way.")
+                          "Exits 1 when the advice holds an error (llama-server would refuse or fail; the profile "
+                          "is printed and saved), 2 when the command cannot be read or is not a llama-server "
+                          "command at all (no model, no flag it knows: nothing is saved).")
     imp.add_argument("--json", action="store_true", help="print JSON")
     imp.add_argument("--name", help="also save it as a new version of this named profile")
     imp.add_argument("--command", dest="command_text", metavar="STRING",
@@ -91,37 +92,12 @@ def _catalog(binary: str | None, profile=None, *, trust: bool = False):
         return default_catalog()
 
 
-def _machine() -> dict:
-    """The advice's facts about this machine: GPUs (the inventory `llm-tuner devices` lists, without running a
-    binary) and physical CPU cores; empty when unknown (advice without those rules is still useful)."""
-    try:
-        from llm_tuner.services.telemetry.inventory import detect_inventory
+def _advice(profile, catalog):
+    """Advice with this machine's facts (services.preflight: the model file as the header reader sees it, the
+    GPUs, the cores)."""
+    from llm_tuner.services.preflight import advice_here
 
-        inv = detect_inventory()
-        return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical}
-    except Exception:  # noqa: BLE001
-        return {}
-
-
-def _model_facts(profile):
-    """Model facts for advice when the profile's model file is readable here; else None."""
-    if not profile.model or not Path(profile.model).is_file():
-        return None
-    try:
-        from llm_tuner.services.library import read_model
-
-        info = read_model(profile.model)
-        return None if getattr(info, "error", None) else info
-    except Exception:  # noqa: BLE001 - advice without model facts is still useful
-        return None
-
-
-def _model_file_exists(profile) -> bool | None:
-    """Whether the effective model path (LLAMA_ARG_MODEL included) is a file here; None without a local path."""
-    from llm_tuner.core.cmdline import effective_profile
-
-    model = effective_profile(profile).model
-    return Path(model).is_file() if model else None
+    return advice_here(profile, catalog)
 
 
 def _load(target: str):
@@ -140,7 +116,6 @@ def _advice_json(advice) -> list[dict]:
 def cmd_import(args) -> int:
     from llm_tuner.cli import CliError, emit_json
     from llm_tuner.cli.profile_file import refuse_nul
-    from llm_tuner.core.advice import advise
     from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS, import_command, profile_to_argv, render_shell
 
     argv = list(args.argv or [])
@@ -156,10 +131,11 @@ def cmd_import(args) -> int:
                        f"(the limit is {PASTE_LIMIT_CHARS // 1024} KiB): is this the right text?")
     catalog = _catalog(args.binary)
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
+    if result.problem:  # a wrong paste: nothing is saved (exit 2, as --help says)
+        raise CliError(result.problem)
     profile = refuse_nul(result.profile, "the command")
     out_argv, env = profile_to_argv(profile)
-    advice = advise(profile, catalog, _model_facts(profile), **_machine(),
-                    model_file_exists=_model_file_exists(profile))
+    advice = _advice(profile, catalog)
     failed = 1 if any(a.severity == "error" for a in advice) else 0
     saved = _repo().save(args.name, profile, note="imported") if args.name else None
     if args.json:
@@ -202,11 +178,9 @@ def cmd_command(args) -> int:
 def cmd_check(args) -> int:
     """Exit 0 when nothing is at error level, 1 otherwise (llama-server would refuse or fail)."""
     from llm_tuner.cli import emit_json
-    from llm_tuner.core.advice import advise
 
     profile = _load(args.target)
-    advice = advise(profile, _catalog(args.binary, profile, trust=args.trust_binary), _model_facts(profile),
-                    **_machine(), model_file_exists=_model_file_exists(profile))
+    advice = _advice(profile, _catalog(args.binary, profile, trust=args.trust_binary))
     if args.json:
         emit_json({"advice": _advice_json(advice)})
     else:

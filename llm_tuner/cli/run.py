@@ -8,6 +8,8 @@ Events: {"event": "plan"} (the command and what the app adds), {"event": "state"
 {"event": "history", "ok", "unsaved", "lost", "error", "text"} (when writing the history fails, and when it
 catches up).
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
+A profile (or arguments) with advice errors (no model, a value llama-server refuses, a missing model file, ...)
+is refused before anything starts: {"event": "refused", "errors"}, exit 1; --force launches it anyway.
 With --attach, nothing answering within 5 s, or a server that stops answering (state "gone") for --gone-after
 seconds, ends the run with exit 1 and the reason.
 """
@@ -43,6 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, else the "
                    "configured or embedded one)")
     add_trust_argument(p)
+    p.add_argument("--force", action="store_true",
+                   help="launch even when the profile has advice errors (llama-server would refuse or fail; a fork "
+                   "may accept them). Without it such a launch is refused: event \"refused\", exit 1")
     p.add_argument("--no-watch-flags", action="store_true",
                    help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")
     p.add_argument("--no-samples", action="store_true", help="no telemetry samplers")
@@ -159,6 +164,16 @@ def cmd_run(args) -> int:
         session = ServerSession(plan, on_event)
         out({"event": "plan", "mode": "launch", "command": plan.command_line(),
              "watch_args": list(plan.watch_args), "notes": plan.notes()})
+        if not args.force:  # pre-flight: what the advice already knows fails is not started
+            from llm_tuner.services.binaries import default_catalog
+            from llm_tuner.services.preflight import preflight_errors, refusal_text
+
+            errors = preflight_errors(loaded.profile if loaded is not None else None, catalog or default_catalog(),
+                                      argv=server_args)
+            if errors:
+                out({"event": "refused", "errors": [a.to_json() for a in errors], "message": refusal_text(errors)})
+                print(f"llm-tuner: not started: {refusal_text(errors)}", file=sys.stderr)
+                return 1
 
     repo = None
     if not args.no_store:

@@ -18,6 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=("check", "move-aside"),
                    help="check: quick integrity and version check; move-aside: rename an unusable file "
                         "(never deleted) so the next start creates a fresh one")
+    p.add_argument("--json", action="store_true", help="print JSON (path, ok, error, moved_to); exit codes as without")
     p.set_defaults(func=cmd_database)
 
 
@@ -110,6 +111,7 @@ def cmd_binaries(args) -> int:
 
 
 def cmd_database(args) -> int:
+    from llm_tuner.cli import DATABASE_EXIT, emit_json
     from llm_tuner.services.paths import database_path
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.store.db import DatabaseError, move_aside, open_engine
@@ -117,11 +119,20 @@ def cmd_database(args) -> int:
     path = database_path(load_settings().data_dir)
     try:
         open_engine(path, migrate=False).dispose()
-    except DatabaseError:
+    except DatabaseError as exc:
         if args.action == "check":
-            raise
+            if not args.json:
+                raise
+            emit_json({"path": str(path), "ok": False, "error": str(exc), "moved_to": None})
+            return DATABASE_EXIT
         moved = move_aside(path)
-        print(f"moved {path} aside to {moved}; the next start creates a fresh database")
+        if args.json:
+            emit_json({"path": str(path), "ok": False, "error": str(exc), "moved_to": str(moved)})
+        else:
+            print(f"moved {path} aside to {moved}; the next start creates a fresh database")
         return 0
-    print(f"{path}: ok" + ("" if args.action == "check" else " (usable, not moved)"))
+    if args.json:
+        emit_json({"path": str(path), "ok": True, "error": None, "moved_to": None})
+    else:
+        print(f"{path}: ok" + ("" if args.action == "check" else " (usable, not moved)"))
     return 0

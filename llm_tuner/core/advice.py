@@ -77,7 +77,9 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
     Args:
         profile: the profile as edited (LLAMA_ARG_* variables in its env are taken into account).
         catalog: the chosen binary's flags; without it removed/unknown flags are not checked.
-        model: facts of the model file (`nextn_layers`, `context_length`), when known.
+        model: facts of the model file (`nextn_layers`, `context_length`), when known; a ModelInfo whose
+            `error` is set (the header reader could not read the file: a folder, a truncated download) is an
+            error finding itself.
         n_gpus: GPUs on this machine, used when the profile leaves the device list to llama-server.
         model_file_exists: whether the effective profile's model path is a file on this machine; None when
             not checked (core does no I/O: the caller looks, off the GUI thread).
@@ -99,14 +101,35 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
             add("removed-flag", "error", f"{' '.join(r.tokens)} was removed: use {r.replacement}",
                 "llama-server stops at start-up with 'error: invalid argument' or 'the argument has been removed'.",
                 "common/arg.cpp (arg_removed, 4408-4445); --mlock/--no-mmap became -lm/--load-mode", "extra_args")
+        for bad in res.bad_values:
+            add("bad-value", "error", bad,
+                "llama-server stops at start-up with 'error while handling argument' for a value it cannot read.",
+                "common/arg.cpp (common_params_parse_ex)", "extra_args")
         if res.unknown:
-            add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}",
+            hints = [f"{t}: did you mean {s}?" for t in res.unknown if (s := catalog.suggest(t)) is not None]
+            add("unknown-flag", "error", f"this llama-server does not know: {' '.join(res.unknown)}"
+                + (f" ({'; '.join(hints)})" if hints else ""),
                 "An unknown flag makes llama-server exit with 'error: invalid argument'. A fork's own flags need "
                 "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
 
     # -- the model file ------------------------------------------------------------------------------
     downloads = p.hf_repo is not None or flags.has(p.extra_args, "model_url")
-    if model_file_exists is False and p.model and not downloads:
+    router = flags.has(p.extra_args, "models_dir") or flags.has(p.extra_args, "models_preset")
+    if not p.model and not downloads and not router:
+        add("no-model", "error", "no model: give the model file (-m), or pick one in Models",
+            "Without -m (or -hf / --model-url) llama-server starts its router mode, a front for other servers with "
+            "no model loaded: it reports ready, and every request fails with 'model name is missing'. Router mode "
+            "is set up with --models-dir or --models-preset.", "tools/server/README.md (router mode)", "model")
+    model_error = getattr(model, "error", None) if model is not None else None
+    if model_error:
+        model = None  # its facts are unknown: no rule may read them
+    if model_error and p.model and not downloads:
+        what = (model_error.removeprefix("the file ") if model_error.startswith("the file is ")
+                else f"cannot be read as a GGUF model: {model_error}")
+        add("model-file-unreadable", "error", f"{p.model} {what}",
+            "llama-server stops at start-up with 'failed to open GGUF file' or 'failed to read' (a folder, a "
+            "truncated or damaged download, not a GGUF file).", "the GGUF header reader (core/gguf_info)", "model")
+    elif model_file_exists is False and p.model and not downloads:
         literal = p.model.startswith("~") or "$" in p.model
         add("model-file-missing", "error",
             f"the model file {p.model} does not exist: pick the file in Models or correct the path",
@@ -116,10 +139,12 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- GPUs ------------------------------------------------------------------------------------------
     ngl = str(p.gpu_layers).strip().lower() if p.gpu_layers is not None else None
-    if n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices:
-        add("no-gpu-for-layers", "info", f"no GPU on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
-            "llama-server only offloads to the GPU devices its build can see; with none, the setting has no effect "
-            "(it matters when this profile runs on a machine with a GPU).", "llama-server --list-devices",
+    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers there
+    if n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices and not p.rpc:
+        add("no-gpu-for-layers", "info",
+            f"no offload device on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
+            "llama-server only offloads to the devices its build can see (GPUs, RPC workers); with none, the setting "
+            "has no effect (it matters when this profile runs where there is one).", "llama-server --list-devices",
             "gpu_layers")
 
     # -- KV cache --------------------------------------------------------------------------------

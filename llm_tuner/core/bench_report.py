@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.stats import (
     Comparison,
@@ -403,10 +404,8 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
         for dev in list(pred) + [d for d in meas if d not in pred]:
             lines.append(f"| {dev} | {_fmt(pred.get(dev), 0)} | {_fmt(meas.get(dev), 0)} |")
         lines += ["", "Measured: VRAM used on the GPU (whole device), or the server's RSS for Host.", ""]
-    if run.devices:
-        lines += ["- Devices: " + "; ".join(str(d.get("name", d)) + (f" ({d.get('model')})" if d.get("model") else "")
-                                            for d in run.devices), ""]
-    lines += ["| Metric | Median | IQR | Stdev | n |", "|---|---:|---:|---:|---:|"]
+    lines += hardware_lines(run.devices, run.binary_version, run.binary_backends)
+    lines += ["## Results", "", "| Metric | Median | IQR | Stdev | n |", "|---|---:|---:|---:|---:|"]
     for name, m in s["metrics"].items():
         lines.append(f"| {metric_label(name)} | {_fmt(m.get('median'), 2)} | {_fmt(m.get('iqr'), 2)} | "
                      f"{_fmt(m.get('stdev'), 2)} | {m.get('n', 0)} |")
@@ -441,6 +440,43 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
                      f"{_fmt(r.predicted_n, 0)} | {_fmt(r.predicted_per_second)} | {_fmt(r.ttft_ms)} | {_fmt(r.latency_ms)} | "
                      f"{acc if r.error is None else 'error: ' + r.error} |")
     return "\n".join(lines) + "\n"
+
+
+def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict) -> str:
+    """A shareable Markdown report of B against A: `data` is the comparison as `runs compare --json` prints it
+    (metrics with both medians, Δ, the 95 % interval and the verdict; the flags that differ; warnings). The
+    hardware of each run is named (once when both ran on the same)."""
+    lines = [f"# Comparison: run {b.id} ({b.label}) against run {a.id} ({a.label})", "",
+             f"- A: run {a.id} `{a.label}`, {a.model_name}, {a.spec.describe()}, started {_when(a.started_at)}",
+             f"- B: run {b.id} `{b.label}`, {b.model_name}, {b.spec.describe()}, started {_when(b.started_at)}",
+             f"- Practical threshold: {data.get('threshold_pct', 2):g} % (smaller differences are within noise); "
+             "95 % interval of the ratio B/A", ""]
+    lines += [f"> Warning: {w}" for w in data.get("warnings", [])] + ([""] if data.get("warnings") else [])
+    lines += ["## Results", "", "| Metric | A median (n) | B median (n) | Δ B vs A | 95 % interval | Verdict |",
+              "|---|---:|---:|---:|---|---|"]
+    for m in data.get("metrics", []):
+        sa, sb = m.get("a") or {}, m.get("b") or {}
+        delta = "–" if m.get("delta_pct") is None else f"{m['delta_pct']:+.1f} %"
+        ci = "–" if m.get("ci_low_pct") is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
+        lines.append(f"| {metric_label(m['name'])} | {_fmt(sa.get('median'), 2)} ({sa.get('n', 0)}) | "
+                     f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {m.get('verdict') or 'no data'} |")
+    lines.append("")
+    diff = data.get("profile_diff") or []
+    lines += ["## Flags that differ (A → B)", ""]
+    lines += [f"- `{f['flag']}`: {_flag_text(f.get('a'))} → {_flag_text(f.get('b'))}" for f in diff] or \
+        ["- none: the same flags in A and B"]
+    lines.append("")
+    ha = hardware_lines(a.devices, a.binary_version, a.binary_backends, title="")
+    hb = hardware_lines(b.devices, b.binary_version, b.binary_backends, title="")
+    if ha == hb:
+        lines += ["## Hardware (A and B)", "", *ha]
+    else:
+        lines += ["## Hardware of A", "", *ha, "## Hardware of B", "", *hb]
+    return "\n".join(lines)
+
+
+def _flag_text(value: str | None) -> str:
+    return "(absent)" if value is None else (f"`{value}`" if value else "on")
 
 
 REP_CSV_FIELDS = ("run_id", "label", "seq", "prompt_tokens", "depth", "rep", "client", "cache_n", "prompt_n",

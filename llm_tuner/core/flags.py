@@ -186,6 +186,8 @@ _FIELDS: tuple[Flag, ...] = (
 _OTHERS: tuple[Flag, ...] = (
     _x("hf_token", "--hf-token -hft", env=HF_TOKEN_ENV, secret=True, serving=True),
     _x("model_url", "--model-url -mu"),
+    _x("models_dir", "--models-dir", env=_A + "MODELS_DIR"),  # router mode: a server of models, no -m
+    _x("models_preset", "--models-preset", env=_A + "MODELS_PRESET"),
     _x("hf_file", "--hf-file -hff"),
     _x("mmproj_url", "--mmproj-url"),
     _x("n_cpu_ffn", "--n-cpu-ffn -ncffn", "int"),
@@ -270,7 +272,9 @@ class Removed:
 
 
 REMOVED: dict[str, Removed] = {
-    "--mlock": Removed("--load-mode mlock (use mmap+mlock to keep mmap)", ("--load-mode", "mlock")),
+    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without mmap
+    "--mlock": Removed("--load-mode mmap+mlock (what --mlock did; mlock alone also turns mmap off)",
+                       ("--load-mode", "mmap+mlock")),
     "--no-mmap": Removed("--load-mode none", ("--load-mode", "none")),
     "--mmap": Removed("--load-mode mmap", ("--load-mode", "mmap")),
     "--direct-io": Removed("--load-mode dio", ("--load-mode", "dio")),

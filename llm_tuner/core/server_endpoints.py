@@ -91,6 +91,10 @@ class SlotState:
     n_remain: int | None = None  # tokens still allowed (next_token[0].n_remain; -1: no limit)
     n_prompt_processed: int | None = None  # n_prompt_tokens_processed
     n_prompt_cache: int | None = None  # n_prompt_tokens_cache: prompt tokens reused from the cache
+    # n_prompt_tokens: the tokens the slot holds. While it generates: the whole prompt + n_decoded; once idle, the
+    # last task's prompt + its generated tokens - 1 (the last one is never fed back), so the generated count of a
+    # finished task is (idle n_tokens) - (busy n_tokens - busy n_decoded) + 1 (checked on the real server)
+    n_tokens: int | None = None
 
 
 def _int(x) -> int | None:
@@ -110,5 +114,5 @@ def parse_slots(data: Iterable[Mapping] | None) -> list[SlotState]:
             id=_int(s.get("id")), task=_int(s.get("id_task")), is_processing=bool(s.get("is_processing")),
             n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")), n_remain=_int(nt.get("n_remain")),
             n_prompt_processed=_int(s.get("n_prompt_tokens_processed")),
-            n_prompt_cache=_int(s.get("n_prompt_tokens_cache"))))
+            n_prompt_cache=_int(s.get("n_prompt_tokens_cache")), n_tokens=_int(s.get("n_prompt_tokens"))))
     return out

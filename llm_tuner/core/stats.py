@@ -5,6 +5,12 @@ samples is badly anti-conservative (it calls a difference "real" far more often 
 while Welch's t interval with Satterthwaite's degrees of freedom stays honest for small n: with two
 repetitions per side the interval is wide and the verdict says "within noise", which is the truth.
 
+The interval of a change is taken on the ratio B/A (Welch's interval of the difference of log values,
+back-transformed): benchmark quantities are positive, a change of one is a factor, and on the log scale the
+interval can never reach −100 % the way an additive interval divided by A's mean did ("−41 % [−104, +75] %"
+for tokens per second). It is widened, when it has to be, to include the Δ shown beside it (a change of the
+medians: an outlier moves the means the interval is built on, never the Δ), so the two never contradict.
+
 A verdict of "better"/"worse" needs BOTH a 95% interval of the difference that excludes zero AND a
 difference larger than a practical threshold (default 2%, `Settings.ab_threshold_pct`), so an A/A
 comparison of the same settings does not come out "better" one time in three.
@@ -183,13 +189,37 @@ class Comparison:
                 "verdict": self.verdict, "note": self.note}
 
 
+def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct: float | None = None,
+                 confidence: float = 0.95) -> tuple[float, float] | None:
+    """The interval of the relative change B/A − 1, in %, that every view shows beside Δ (Compare, a tune's
+    final, reports): Welch's interval on the logs of positive values, back-transformed, so it stays above
+    −100 % and is symmetric as a factor (×0.8 … ×1.25). Values that are not all positive fall back to Welch's
+    interval of the difference of means divided by A's mean. The interval is widened to include `delta_pct`
+    (the Δ shown, from the medians) when given. None when a side has fewer than 2 values (or A's mean is 0)."""
+    xa, xb = _clean(a), _clean(b)
+    if len(xa) < 2 or len(xb) < 2:
+        return None
+    if min(xa) > 0 and min(xb) > 0:
+        ci = welch_ci([math.log(x) for x in xa], [math.log(x) for x in xb], confidence)
+        lo, hi = (100.0 * math.expm1(ci[0]), 100.0 * math.expm1(ci[1]))
+    else:
+        mean_a = sum(xa) / len(xa)
+        ci = welch_ci(xa, xb, confidence)
+        if ci is None or mean_a == 0:
+            return None
+        lo, hi = 100.0 * ci[0] / abs(mean_a), 100.0 * ci[1] / abs(mean_a)
+    if delta_pct is not None:
+        lo, hi = min(lo, delta_pct), max(hi, delta_pct)
+    return lo, hi
+
+
 def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, higher_is_better: bool,
             threshold_pct: float = 2.0, unit: str = "", confidence: float = 0.95) -> Comparison:
     """Compare samples B against A.
 
-    Δ% = (median B − median A) / median A. The 95% interval is Welch's interval of the difference
-    of means, divided by mean A. "better"/"worse" need the interval to exclude zero on the side of
-    Δ and |Δ| > `threshold_pct`; otherwise "within noise".
+    Δ% = (median B − median A) / median A. The 95% interval is `ratio_ci_pct` (on the ratio B/A, containing
+    Δ). "better"/"worse" need the interval to exclude zero on the side of Δ and |Δ| > `threshold_pct`;
+    otherwise "within noise".
     """
     xa, xb = _clean(a), _clean(b)
     sa, sb = summarize(xa), summarize(xb)
@@ -198,11 +228,11 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
     if sa.median == 0 or sa.mean == 0:
         return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, NOISE, "A is zero: no relative change")
     delta = 100.0 * (sb.median - sa.median) / abs(sa.median)
-    ci = welch_ci(xa, xb, confidence)
+    ci = ratio_ci_pct(xa, xb, delta, confidence)
     if ci is None:
         return Comparison(name, unit, higher_is_better, sa, sb, delta, None, None, NOISE,
                           "fewer than 2 repetitions on a side: no confidence interval")
-    lo, hi = 100.0 * ci[0] / abs(sa.mean), 100.0 * ci[1] / abs(sa.mean)
+    lo, hi = ci
     excludes_zero = (lo > 0 and delta > 0) or (hi < 0 and delta < 0)
     if excludes_zero and abs(delta) > threshold_pct:
         verdict = BETTER if (delta > 0) == higher_is_better else WORSE

@@ -33,6 +33,7 @@ class AppState(QObject):
         self.profile = None
         self.profile_name: str | None = None  # saved name of the edited profile (None = unsaved)
         self.profile_problem: str | None = None  # why the edited profile must not run now (an invalid field)
+        self.profile_errors: list = []  # the edited profile's advice errors (core.advice.Advice): launch refuses
 
     def set_binaries(self, binaries: dict[str, BinaryInfo]) -> None:
         self.binaries = binaries

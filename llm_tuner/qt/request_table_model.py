@@ -83,9 +83,13 @@ class RequestTableModel(QAbstractTableModel):
                 if not rec.draft_n:
                     return "—"
                 return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
-            return _fmt(getattr(rec, key))
+            text = _fmt(getattr(rec, key))
+            # attached without a log: every figure is inferred between two polls, so each says so, not only Time
+            return f"≈{text}" if rec.approximate and key not in (None, "slot") and text != "—" else text
         if role == Qt.ItemDataRole.ToolTipRole and rec.approximate:
-            return "Approximate: seen through /slots and /metrics (no log), not the server's own timings"
+            return ("Approximate (≈): seen through /slots and /metrics between two polls (no log), not the server's "
+                    "own timings. Token counts may be those of the last poll while the request ran, and requests "
+                    "that finished in one interval share the times. Give the server's log for exact figures.")
         if role == Qt.ItemDataRole.TextAlignmentRole and index.column() > 0:
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         if role == Qt.ItemDataRole.UserRole:

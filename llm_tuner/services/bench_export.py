@@ -47,3 +47,22 @@ def export_run(run: BenchRun, out_dir: Path, fmt: str, plots: PlotRenderer | Non
     else:
         raise ValueError(f"unknown export format {fmt!r}: use md, csv or json")
     return path
+
+
+def export_comparison(a: BenchRun, b: BenchRun, data: dict, out_dir: Path, fmt: str = "md") -> Path:
+    """Write the comparison of B against A (`data`: as `runs compare --json` prints it) to `out_dir` as
+    `compare-<a>-<b>.md` (core.bench_report.compare_report_markdown, the hardware included) or `.json`."""
+    from llm_tuner.core.bench_report import compare_report_markdown  # noqa: PLC0415
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = f"compare-{a.id}-{b.id}"
+    if fmt == "json":
+        path = out_dir / f"{stem}.json"
+        path.write_text(json.dumps(data, indent=2, default=str), encoding="utf-8")
+    elif fmt == "md":
+        path = out_dir / f"{stem}.md"
+        path.write_text(compare_report_markdown(a, b, data) + "\n", encoding="utf-8")
+    else:
+        raise ValueError(f"unknown comparison format {fmt!r}: use md or json")
+    return path

@@ -378,7 +378,7 @@ class Failure:
     """Why a server did not start, with what to do about it."""
 
     kind: str  # oom, unknown_flag, removed_flag, unknown_device, model_missing, model_unreadable,
-    #            quant_v_needs_fa, port_in_use, bad_value, load_failed, unknown
+    #            quant_v_needs_fa, port_in_use, bad_value, load_failed, killed, crashed, unknown
     message: str
     evidence: str  # the log line that decided it
     what: str | None = None  # for oom: "weights", "kv", "compute"
@@ -394,6 +394,38 @@ _UNABLE_BUF = re.compile(r"unable to allocate (\S+) buffer")
 # The server's device list at start: `- CUDA0   : NVIDIA H200 (143155 MiB, 142629 MiB free)` (common_param
 # device_info); the "using device" lines (llama_prepare_model_devices) are core.devices.parse_device_line's.
 _DEV_FREE = re.compile(r"- (\S+)\s+: .*\(\d+ MiB, (\d+) MiB free\)")
+
+
+# Signals that mean the program itself failed (llama.cpp, ggml or a GPU driver), not that someone ended it.
+CRASH_SIGNALS = frozenset({"SIGSEGV", "SIGABRT", "SIGBUS", "SIGILL", "SIGFPE", "SIGTRAP", "SIGSYS"})
+
+
+def _log_tail(lines: Iterable[str], n: int = 5) -> list[str]:
+    """The last `n` non-empty text lines of a log (parsed like any other, so JSONL lines read as text)."""
+    texts: list[str] = []
+    for raw in lines:
+        for ev in LogParser().feed(raw):
+            if isinstance(ev, LogLine) and ev.text.strip():
+                texts.append(ev.text.strip())
+    return texts[-n:]
+
+
+def signal_failure(sig: str, lines: Iterable[str]) -> Failure:
+    """Why a server that ended by signal `sig` (e.g. "SIGSEGV") ended. Only SIGKILL can be the out-of-memory
+    killer (it sends nothing else); SIGSEGV, SIGABRT and their kind are a crash of llama.cpp or the driver,
+    shown with the log's last lines; any other signal came from another program."""
+    tail = _log_tail(lines)
+    last = ("\nLast log lines:\n" + "\n".join(tail)) if tail else " The log has no lines."
+    evidence = tail[-1] if tail else f"killed by {sig}"
+    if sig == "SIGKILL":
+        return Failure("killed", f"llama-server was killed ({sig}): by the system's out-of-memory killer (`dmesg` or "
+                       "`journalctl -k` says so when it was) or by another program. Requests in flight are lost.",
+                       evidence)
+    if sig in CRASH_SIGNALS:
+        return Failure("crashed", f"llama-server crashed ({sig}): a fault in llama.cpp or the GPU driver, not a lack "
+                       "of memory. Requests in flight are lost; the log's last lines may say where." + last, evidence)
+    return Failure("killed", f"llama-server was ended by {sig} from another program. Requests in flight are lost.",
+                   evidence)
 
 
 def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Failure | None:

@@ -332,10 +332,10 @@ class ServerSession:
         if not self._stop_requested.is_set() and code != 0:
             self.failure = logparse.classify_failure(list(self._proc.lines), code)
             if (self.failure is None or self.failure.kind == "unknown") and signal_name(code):
-                self.failure = logparse.Failure(
-                    "killed", f"llama-server was killed ({signal_name(code)}) — by the system's out-of-memory "
-                    "killer or another program. Requests in flight are lost.", reason)
-            if self.failure is not None and self.failure.kind not in ("killed", "unknown"):
+                self.failure = logparse.signal_failure(signal_name(code), self._proc.lines)
+                if self.failure.kind == "crashed":
+                    reason = f"crashed ({signal_name(code)})"
+            if self.failure is not None and self.failure.kind not in ("killed", "crashed", "unknown"):
                 reason = f"{reason}: {self.failure.kind}"
         self._finish(code, reason)
 

@@ -156,6 +156,22 @@ def test_kill_9_mid_request_ends_with_a_clear_state_and_keeps_the_session(server
     assert not psutil.pid_exists(session.pid) or psutil.Process(session.pid).status() == "zombie"
 
 
+def test_a_segfault_is_a_crash_with_the_logs_last_lines_not_the_oom_killer(server_binary, demo_model):
+    """Issue 22 item 1: only SIGKILL may suggest the out-of-memory killer; SIGSEGV is llama.cpp's own crash."""
+    plan = plan_launch(server_binary, _demo_args(demo_model), watch=False)
+    events = Events()
+    session = ServerSession(plan, events)
+    session.start()
+    events.wait_for(_ready)
+    os.kill(session.pid, signal.SIGSEGV)
+    exited = events.wait_for(_exited, 30)
+    assert exited.code == -signal.SIGSEGV and exited.reason == "crashed (SIGSEGV)"
+    assert exited.failure.kind == "crashed"
+    msg = exited.failure.message
+    assert msg.startswith("llama-server crashed (SIGSEGV)") and "out-of-memory killer" not in msg
+    assert "Last log lines:" in msg and len(msg.split("Last log lines:")[1].strip()) > 0
+
+
 def test_a_server_that_fails_to_load_ends_with_the_reason(server_binary, tmp_path):
     plan = plan_launch(server_binary, ["-m", str(tmp_path / "missing.gguf")], watch=False)
     repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
@@ -288,8 +304,13 @@ def test_cli_run_with_a_profile_file_reports_a_failed_load(tmp_path):
     prof = tmp_path / "p.json"
     prof.write_text(LaunchProfile(model=str(tmp_path / "nope.gguf"), ctx_size=512).model_dump_json())
     env = {**os.environ, "LLM_TUNER_DATA_DIR": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--profile",
-                          str(prof)], capture_output=True, text=True, timeout=120, env=env)
+    run = [sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--profile", str(prof)]
+    out = subprocess.run(run, capture_output=True, text=True, timeout=120, env=env)
+    events = [json.loads(x) for x in out.stdout.splitlines()]
+    assert out.returncode == 1 and "nope.gguf" in events[0]["command"]
+    refused = events[-1]  # the advice knew: nothing was started (issue 22 item 15)
+    assert refused["event"] == "refused" and [e["id"] for e in refused["errors"]] == ["model-file-missing"]
+    out = subprocess.run([*run, "--force"], capture_output=True, text=True, timeout=120, env=env)
     events = [json.loads(x) for x in out.stdout.splitlines()]
     assert out.returncode == 1
     assert "nope.gguf" in events[0]["command"]
@@ -318,3 +339,36 @@ def test_cli_attach_streams_approximate_requests_and_leaves_the_server_running(l
     assert req["approximate"] is True and req["predicted_n"] == 8
     assert lines[-1]["reason"] == "detached"
     assert llama_server.client.health().ready
+
+
+def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_binary, demo_model):
+    """Issue 22 item 10: without --metrics the generated count was the last poll's while the request ran (9 or 11
+    reported for 16); the idle slot still holds the finished task, which gives the count."""
+    from llm_tuner.services.client import LlamaClient
+    from llm_tuner.services.server import ServerProcess, free_port
+
+    port = free_port()
+    proc = ServerProcess([str(server_binary), "-m", str(demo_model), "--host", "127.0.0.1", "--port", str(port),
+                          "-c", "1024", "-np", "1", "-t", "2"])  # no --metrics: counts come from /slots only
+    proc.start()
+    url = f"http://127.0.0.1:{port}"
+    client = LlamaClient(url, timeout=60)
+    events = Events()
+    session = AttachedSession(url, events, poll_s=0.2)
+    try:
+        deadline = time.monotonic() + 90
+        while not client.health(timeout=1).ready and time.monotonic() < deadline:
+            time.sleep(0.2)
+        session.start()
+        events.wait_for(_ready, 20)
+        for i, n in enumerate((16, 40), start=1):
+            timings = client.completion("Once upon a time there was a", n_predict=n)["timings"]
+            deadline = time.monotonic() + 20
+            while sum(isinstance(e, RequestFinished) for e in events.items) < i and time.monotonic() < deadline:
+                time.sleep(0.1)
+            rec = [e for e in events.items if isinstance(e, RequestFinished)][-1].record
+            assert rec.approximate and rec.predicted_n == timings["predicted_n"] == n
+    finally:
+        session.stop()
+        client.close()
+        proc.stop()

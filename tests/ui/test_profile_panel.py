@@ -71,14 +71,14 @@ def test_paste_import_fix_save_and_revert(panel, qtbot):
     qtbot.addWidget(dlg)
     with qtbot.waitSignal(dlg.read_finished, timeout=5000):
         dlg.set_text("./build/bin/llama-server -m q.gguf -c 262000 --mlock -tbq 4")
-    assert "-tbq 4" in dlg.report.text() and "--load-mode mlock" in dlg.report.text()
+    assert "-tbq 4" in dlg.report.text() and "--load-mode mmap+mlock" in dlg.report.text()
     panel.import_result(dlg.result)
     assert "--mlock" in preview_words(panel) and panel.fix_button.isEnabled()
     panel.save_as("fork")  # the store call runs off the GUI thread; the editor knows the name at once
     assert panel.current_name == "fork" and panel.names_list.currentItem().text() == "fork"
     qtbot.mouseClick(panel.fix_button, Qt.MouseButton.LeftButton)
     words = preview_words(panel)
-    assert "--mlock" not in words and words[words.index("--load-mode") + 1] == "mlock"
+    assert "--mlock" not in words and words[words.index("--load-mode") + 1] == "mmap+mlock"
     panel.save_as("fork")
     qtbot.waitUntil(lambda: not panel.store_busy, timeout=5000)
     assert [panel.versions_list.item(i).data(Qt.ItemDataRole.UserRole) for i in range(2)] == [2, 1]

@@ -76,6 +76,32 @@ def test_plan_puts_the_profiles_workers_first(qtbot, ctx, demo_model):
     assert panel.check_argv()[:2] == flags.argv_for("rpc", ",".join(w.endpoint for w in workers))
 
 
+def test_plan_and_advice_agree_on_cpu_workers(qtbot, ctx, demo_model):
+    """Issue 22 item 9: on a machine without a GPU, -ngl 99 with two CPU workers puts the layers on RPC0/RPC1:
+    the Plan names those devices (not "GPUs") and the advice does not say the layers stay on the CPU."""
+    from llm_tuner.core.devices import DeviceInventory
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.services.rpc import WorkerSpec
+    from llm_tuner.ui.panels.plan_panel import PlanPanel
+    from llm_tuner.ui.panels.profile_panel import ProfilePanel
+
+    workers = [ctx.workers.start(WorkerSpec(devices=("CPU",), threads=1)) for _ in range(2)]
+    ctx.state.set_inventory(DeviceInventory())  # no GPU here
+    profile_panel = ProfilePanel(ctx)
+    qtbot.addWidget(profile_panel)
+    panel = PlanPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    profile_panel.set_profile(LaunchProfile(model=str(demo_model), ctx_size=2048, gpu_layers=99,
+                                            rpc=tuple(w.endpoint for w in workers)))
+    qtbot.waitUntil(lambda: panel.model is not None and len(panel.rpc_devices) == 2, timeout=30_000)
+    plan = panel.recompute_now()
+    assert plan.n_gpu_layers > 0
+    text = panel.summary_label.text()
+    assert "GPUs" not in text and "layers offloaded (to RPC0, RPC1)" in text
+    assert "no-gpu-for-layers" not in {a.id for a in profile_panel.advice}
+
+
 def test_live_runs_over_two_workers_with_their_memory_and_an_agents_gpus(qtbot, ctx, demo_model):
     """The issue's flow in the window: two local workers, `-dev RPC0,RPC1 -ts 1,1`, a request; Live shows each
     RPC device's memory with its endpoint and plots the GPUs an agent serves beside the local ones."""

@@ -35,7 +35,7 @@ def test_case_a_command_warns_about_mtp_on_a_layer_split_and_ignored_fit():
 
 
 def test_kv_mismatch_and_quantized_v_without_fa():
-    got = advise(LaunchProfile(cache_type_k="q8_0", cache_type_v="q4_0", flash_attn="off"), CATALOG)
+    got = advise(LaunchProfile(model="m.gguf", cache_type_k="q8_0", cache_type_v="q4_0", flash_attn="off"), CATALOG)
     assert [a.id for a in got] == ["quantized-v-needs-fa", "kv-type-mismatch"]  # errors first
     assert all(a.reason and a.source for a in got)
 
@@ -48,11 +48,11 @@ def test_removed_and_unknown_flags():
     r = import_command("./build/bin/llama-server -m m.gguf -c 262000 -tbq 4 --mtp-draft 3 --mlock", CATALOG)
     got = {a.id: a for a in advise(r.profile, CATALOG)}
     assert "-tbq 4 --mtp-draft 3" in got["unknown-flag"].message
-    assert "--load-mode mlock" in got["removed-flag"].message
+    assert "--load-mode mmap+mlock" in got["removed-flag"].message
 
 
 def test_model_facts_rules():
-    p = LaunchProfile(spec_type=("draft-mtp",), ctx_size=65536)
+    p = LaunchProfile(model="m.gguf", spec_type=("draft-mtp",), ctx_size=65536)
     assert {"draft-mtp-without-mtp-layers", "ctx-over-trained"} <= ids(p, model=Facts(0, 32768))
     assert ids(p, model=Facts(1, 131072)) == set()
     assert "draft-mtp-without-mtp-layers" not in ids(p)  # unknown model: no claim
@@ -80,7 +80,7 @@ def test_more_traps():
 
 
 def test_multi_gpu_rules_use_the_machine_gpu_count_when_devices_are_left_default():
-    p = LaunchProfile(spec_type=("draft-mtp",), ubatch_size=2048)
+    p = LaunchProfile(model="m.gguf", spec_type=("draft-mtp",), ubatch_size=2048)
     assert ids(p) == set()  # one GPU, or unknown: quiet
     assert {"mtp-multi-gpu-prefill", "large-ubatch-multi-gpu"} <= {a.id for a in advise(p, CATALOG, n_gpus=2)}
     assert "mtp-multi-gpu-prefill" not in {a.id for a in advise(p.model_copy(update={"split_mode": "none"}),
@@ -114,3 +114,45 @@ def test_gpu_layers_on_a_machine_without_a_gpu_is_an_info_not_silence():
     assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=99), None)  # not known yet
     assert "no-gpu-for-layers" not in ids(LaunchProfile(gpu_layers=0), 0)
     assert "no-gpu-for-layers" not in ids(LaunchProfile(), 0)
+
+
+def _advice(text):
+    return {a.id: a.message for a in advise(import_command(text, CATALOG).profile, CATALOG)}
+
+
+def test_fa_with_a_wrong_value_says_what_it_takes_not_that_it_was_removed():
+    got = _advice("-m m.gguf -fa maybe")
+    assert got == {"bad-value": "-fa takes on|off|auto, got 'maybe'"}
+    assert "removed-flag" in _advice("-m m.gguf -fa -c 4096")  # the old switch form still is a removed flag
+
+
+def test_values_llama_server_refuses_are_errors():
+    got = [a for a in advise(import_command("-m m.gguf -c abc -t two", CATALOG).profile, CATALOG)]
+    assert [(a.id, a.severity, a.message) for a in got] == [
+        ("bad-value", "error", "-c needs a whole number, got 'abc'"),
+        ("bad-value", "error", "-t needs a whole number, got 'two'")]
+
+
+def test_a_typo_gets_a_did_you_mean():
+    assert "did you mean --ctx-size?" in _advice("-m m.gguf --ctx-sise 100")["unknown-flag"]
+
+
+def test_removed_flag_messages_say_use_once_and_mlock_fix_matches_its_message():
+    from llm_tuner.core.cmdline import apply_fix, validate
+
+    assert "use use" not in _advice("-m m.gguf --draft-max 4")["removed-flag"]
+    msg = _advice("-m m.gguf --mlock")["removed-flag"]
+    assert "--load-mode mmap+mlock" in msg
+    p = import_command("-m m.gguf --mlock", CATALOG).profile
+    (removed,) = validate(p, CATALOG).removed
+    assert apply_fix(p, removed, CATALOG).load_mode == "mmap+mlock"  # what the message says --mlock did
+
+
+def test_rpc_workers_are_offload_devices_so_no_gpu_here_does_not_keep_layers_on_the_cpu():
+    """Issue 22 item 9: the plan put 19/19 layers on RPC0/RPC1 (CPU workers) while the advice said "no GPU:
+    layers stay on the CPU"."""
+    rpc = LaunchProfile(model="m.gguf", gpu_layers=99, rpc=("127.0.0.1:50052", "127.0.0.1:50053"))
+    assert "no-gpu-for-layers" not in ids(rpc, n_gpus=0)
+    [a] = [a for a in advise(LaunchProfile(model="m.gguf", gpu_layers=99), CATALOG, n_gpus=0)
+           if a.id == "no-gpu-for-layers"]
+    assert "GPU" not in a.message  # an offload device may be a CPU (an RPC worker)

@@ -104,8 +104,8 @@ def test_trusted_program_is_what_check_and_run_execute_until_the_file_changes(ca
     assert mark.read_text().split() == [flags.spelling("help")]
     assert [t.path for t in load_settings().trusted_binaries] == [str(prog.resolve())]
     mark.unlink()
-    code, out, _err = cli(capsys, "run", "--json-lines", "--no-samples", "--no-store", "--duration", "60",
-                          "--profile", f)  # confirmed: no --trust-binary needed any more
+    code, out, _err = cli(capsys, "run", "--json-lines", "--no-samples", "--no-store", "--duration", "60", "--force",
+                          "--profile", f)  # confirmed: no --trust-binary needed any more (--force: m.gguf is absent)
     assert json.loads(out.splitlines()[0])["command"].startswith(str(prog))
     assert f"--model {tmp_path / 'm.gguf'}" in mark.read_text() and code == 1
     # the same path holding another file is not the program the user confirmed

@@ -54,3 +54,52 @@ def test_a_closed_stdout_ends_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) in (0, 141)
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_vs_no_draft_text_never_puts_the_drafting_acceptance_under_the_none_run(capsys):
+    """Issue 22 item 6: the interleaved A/B ends with a `--spec-type none` run; the pooled acceptance of the
+    drafting runs printed right after it, indented like its own lines, read as the none run's figures."""
+    from llm_tuner.cli.bench import print_speculative_ab
+    from llm_tuner.core.bench_report import speculative_ab
+
+    def run(i, value, drafted):
+        rep = Repetition(prompt_tokens=64, predicted_n=64, predicted_per_second=30.0 if drafted else 20.0,
+                         draft_n=40 if drafted else None, draft_n_accepted=25 if drafted else None)
+        argv = ("-m", "x.gguf", "--spec-type", value, "--spec-draft-n-max", "3")
+        return BenchRun(id=i, label=f"p {value}", status="complete", reps=(rep,), sweep_value=value, server_argv=argv)
+
+    runs = [run(1, "draft-simple", True), run(2, "none", False), run(3, "draft-simple", True), run(4, "none", False)]
+    print_speculative_ab(runs, speculative_ab(runs))
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("run 4 "))
+    none_block = [lines[start]]
+    for line in lines[start + 1:]:
+        if not line.startswith("  "):
+            break
+        none_block.append(line)  # the lines that read as the none run's own
+    assert not any("Draft acceptance" in line for line in none_block), none_block
+    assert "Drafting runs 1, 3 pooled" in out and "Draft acceptance 62.5% overall" in out
+
+
+def test_runs_compare_text_shows_both_medians(capsys):
+    a, b = _store_runs()
+    assert main(["runs", "compare", str(a), str(b)]) == 0
+    out = capsys.readouterr().out
+    assert "A median" in out and "B median" in out
+    row = next(line for line in out.splitlines() if "Generation @ 128 tok (t/s)" in line)
+    assert "60.50" in row and "70.50" in row  # the medians of (60, 61) and (70, 71)
+
+
+def test_export_delete_and_database_print_text_or_json(capsys, tmp_path):
+    import json
+
+    (a,) = _store_runs(1)
+    assert main(["runs", "export", str(a), "--format", "csv", "--out", str(tmp_path)]) == 0
+    assert capsys.readouterr().out.startswith(f"run {a} written to ")
+    assert main(["runs", "export", str(a), "--format", "csv", "--out", str(tmp_path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["run_id"] == a
+    assert main(["database", "check", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["ok"] is True
+    assert main(["runs", "delete", str(a), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"deleted": a}

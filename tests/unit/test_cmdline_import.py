@@ -75,10 +75,10 @@ def test_case_b_removed_flag_kept_and_flagged_env_kept():
     assert (p.draft_cache_type_k, p.draft_cache_type_v, p.threads, p.threads_batch) == ("q8_0", "q8_0", 8, 16)
     assert p.fit is False and p.chat_template_kwargs == '{"reasoning_effort": "medium"}'
     assert [x.flag for x in r.removed] == ["--mlock"]
-    assert r.removed[0].fix == ("--load-mode", "mlock")
+    assert r.removed[0].fix == ("--load-mode", "mmap+mlock")
     assert p.extra_args == ("--mlock",) and p.load_mode is None  # never rewritten silently
     fixed = apply_fix(p, r.removed[0], CATALOG)
-    assert fixed.extra_args == () and fixed.load_mode == "mlock"
+    assert fixed.extra_args == () and fixed.load_mode == "mmap+mlock"
     assert validate(fixed, CATALOG).ok
 
 

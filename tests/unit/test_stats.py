@@ -66,3 +66,31 @@ def test_aa_false_positive_rate_is_low(n):
 def test_speculative_bound_matches_field_notes():
     assert speculative_bound(0.73, 3) == pytest.approx(2.652, abs=1e-3)
     assert speculative_bound(0.0, 3) == 1.0
+
+
+# Recorded-like samples of issue 22: a run with one slow repetition (generation t/s), and a TTFT baseline with
+# one cold start. The old interval (Welch of the difference of means / mean A) read "−41 % [−141, +61] %" and
+# "TTFT −61 % [−176, +29] %": below −100 % for a positive quantity, and the second not even centred on Δ.
+GEN_A, GEN_B = [40.1, 41.0, 39.5], [23.5, 40.8, 8.0]
+TTFT_A, TTFT_B = [300.0, 320.0, 310.0, 900.0], [120.0, 130.0, 125.0, 115.0]
+
+
+@pytest.mark.parametrize(("a", "b", "hib"), [(GEN_A, GEN_B, True), (TTFT_A, TTFT_B, False)])
+def test_interval_of_a_positive_quantity_stays_above_minus_100_and_holds_delta(a, b, hib):
+    from llm_tuner.core.stats import welch_ci
+
+    old_low = 100.0 * welch_ci(a, b)[0] / (sum(a) / len(a))
+    assert old_low < -100  # what the old interval showed
+    c = compare("m", a, b, higher_is_better=hib)
+    assert -100 < c.ci_low_pct <= c.delta_pct <= c.ci_high_pct
+
+
+def test_ratio_interval_is_symmetric_as_a_factor_and_handles_non_positive_values():
+    from llm_tuner.core.stats import ratio_ci_pct
+
+    lo, hi = ratio_ci_pct([100.0, 110.0, 90.0], [50.0, 55.0, 45.0])
+    assert (1 + lo / 100) * (1 + hi / 100) == pytest.approx(0.25, rel=1e-2)  # centred on ×0.5 as a factor
+    assert ratio_ci_pct([0.0, 1.0], [1.0, 2.0]) is not None  # zeros: the additive interval, still an answer
+    assert ratio_ci_pct([1.0], [1.0, 2.0]) is None
+    lo, hi = ratio_ci_pct([10.0, 10.1], [10.0, 10.1], delta_pct=50.0)
+    assert hi == 50.0  # widened to hold the Δ shown

@@ -204,9 +204,10 @@ def _value_arity(spec: FlagSpec) -> int:
 
 
 def _removed_from_catalog(spec: FlagSpec | None) -> str | None:
+    """What --help says replaces a removed flag, without its leading "use" (every message says "use ..." once)."""
     if spec is None:
         return None
-    m = re.match(r"the argument has been removed\.?\s*(.*)", spec.help)
+    m = re.match(r"the argument has been removed\.?\s*(?:use\s+)?(.*)", spec.help, re.I)
     return m.group(1).strip() if m else None
 
 
@@ -247,29 +248,33 @@ class _Parsed:
         self.spellings: dict[str, str] = {}  # field -> the spelling the user wrote (not the long one)
 
 
-def parse_field_value(ff: FieldFlag, raw: str, current: object) -> object:
-    """Convert one flag value; raises ValueError when it is not valid for the field."""
+def parse_field_value(ff: FieldFlag, raw: str, current: object, name: str | None = None) -> object:
+    """Convert one flag value; raises ValueError when it is not valid for the field (llama-server refuses it
+    too). `name`: the flag as the user wrote it (`-c`), for the message; default the field's long flag."""
     k = ff.kind
+    flag = name or ff.flag
     if k == "int":
         if not _INT_RE.match(raw):
-            raise ValueError(f"{ff.flag} needs a whole number, got {raw!r}")
+            raise ValueError(f"{flag} needs a whole number, got {raw!r}")
         return int(raw)
     if k == "float":
         if not _FLOAT_RE.match(raw):
-            raise ValueError(f"{ff.flag} needs a number, got {raw!r}")
+            raise ValueError(f"{flag} needs a number, got {raw!r}")
         return float(raw)
     if k == "layers":
         if raw in ("auto", "all"):
             return raw
         if not _INT_RE.match(raw):
-            raise ValueError(f"{ff.flag} needs a number, 'auto' or 'all', got {raw!r}")
+            raise ValueError(f"{flag} needs a number, 'auto' or 'all', got {raw!r}")
         return int(raw)
     if k == "onoff":
         if raw in _TRUE:
             return True
         if raw in _FALSE:
             return False
-        raise ValueError(f"{ff.flag} needs on or off, got {raw!r}")
+        raise ValueError(f"{flag} needs on or off, got {raw!r}")
+    if k == "fa" and raw not in _FA_VALUES:
+        raise ValueError(f"{flag} takes on|off|auto, got {raw!r}")
     if k == "list":
         if ff.field == "rpc":  # each a worker's host:port (ValueError in plain words)
             from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
@@ -321,14 +326,14 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             toks = list(argv[i:i + 1 + _value_arity(spec)])
             out.removed.append(RemovedFlag(tokens=tuple(toks), flag=tok, replacement=removed_help))
             out.extra += toks
-            out.notes.append(f"{tok} was removed from llama-server: {removed_help}")
+            out.notes.append(f"{tok} was removed from llama-server: use {removed_help}")
             i += len(toks)
             continue
         # 2. modelled flags
         hit = _lookup_field(tok, catalog) if tok.startswith("-") else None
         if hit is not None:
             ff, positive = hit
-            if ff.kind == "fa" and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
+            if ff.kind == "fa" and (i + 1 >= n or not _looks_like_value(argv[i + 1])):
                 # old builds: -fa was a switch. This build needs a value: keep it as written, flag it.
                 out.removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
                                                fix=(flags.spelling("flash_attn"), "on")))
@@ -351,7 +356,7 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
                 continue
             raw = argv[i + 1]
             try:
-                value = parse_field_value(ff, raw, out.values.get(ff.field))
+                value = parse_field_value(ff, raw, out.values.get(ff.field), tok)
             except ValueError as exc:
                 out.extra += [tok, raw]
                 out.unknown += [tok, raw]
@@ -470,6 +475,7 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
         argv, env = list(target), {}
     unknown: list[str] = []
     removed: list[RemovedFlag] = []
+    bad_values: list[str] = []
     i, n = 0, len(argv)
     while i < n:
         tok = argv[i]
@@ -484,7 +490,7 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
             continue
         if spec is not None:
             arity = _value_arity(spec)
-            if _is_flash_attn(tok) and (i + 1 >= n or argv[i + 1] not in _FA_VALUES):
+            if _is_flash_attn(tok) and (i + 1 >= n or not _looks_like_value(argv[i + 1])):
                 removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
                                            fix=(flags.spelling("flash_attn"), "on")))
                 i += 1
@@ -492,6 +498,13 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
             toks = tuple(argv[i:i + 1 + arity])
             if removed_help is not None:
                 removed.append(RemovedFlag(tokens=toks, flag=tok, replacement=removed_help))
+            elif arity == 1 and len(toks) == 2:
+                hit = _lookup_field(tok, catalog)
+                if hit is not None and hit[0].kind not in ("switch", "toggle"):
+                    try:
+                        parse_field_value(hit[0], toks[1], None, tok)
+                    except ValueError as exc:  # llama-server exits: "error while handling argument"
+                        bad_values.append(str(exc))
             i += len(toks)
             continue
         toks = [tok]
@@ -507,7 +520,7 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
         rem = _removed_from_catalog(spec)
         if rem is not None:
             removed.append(RemovedFlag(tokens=(f"{name}={env[name]}",), flag=name, replacement=rem))
-    return ValidationResult(unknown=unknown, removed=removed)
+    return ValidationResult(unknown=unknown, removed=removed, bad_values=bad_values)
 
 
 def apply_fix(profile: LaunchProfile, removed: RemovedFlag, catalog: FlagCatalog | None = None) -> LaunchProfile:

@@ -53,13 +53,28 @@ class ImportResult(BaseModel):
     notes: list[str] = []
     binary: str | None = None  # the program as written in the pasted text
 
+    @property
+    def problem(self) -> str | None:
+        """Why the text is not a llama-server command at all (nothing in it is a model, a flag or a LLAMA_ARG_*
+        variable: a wrong paste), or None. Such a text is refused, never saved as an empty profile."""
+        p = self.profile
+        fields = p.model_fields_set - {"extra_args", "env", "binary", "spellings"}
+        known_extra = len(p.extra_args) > len(self.unknown)
+        if fields or known_extra or self.removed or any(flags.is_llama_env(n) for n in p.env):
+            return None
+        if not self.unknown:
+            return "nothing to import: the text holds no llama-server arguments"
+        shown = " ".join(self.unknown[:6]) + (" …" if len(self.unknown) > 6 else "")
+        return f"not a llama-server command: no model and no flag it knows (read: {shown})"
+
 
 class ValidationResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     unknown: list[str] = []
     removed: list[RemovedFlag] = []
+    bad_values: list[str] = []  # "-c needs a whole number, got 'abc'": llama-server refuses such a value
 
     @property
     def ok(self) -> bool:
-        return not self.unknown and not self.removed
+        return not self.unknown and not self.removed and not self.bad_values

@@ -47,6 +47,18 @@ class FlagCatalog(BaseModel):
             self.__dict__["_idx"] = cached
         return cached
 
+    def suggest(self, name: str) -> str | None:
+        """The known spelling closest to a mistyped flag (`--ctx-sise` -> `--ctx-size`), or None. Long names
+        are matched against long names only, so a short typo does not suggest an unrelated long flag."""
+        import difflib  # noqa: PLC0415 - only for a typo
+
+        if not name.startswith("-") or len(name) < 3:
+            return None
+        name = name.split("=", 1)[0]
+        pool = [n for n in self._index() if n.startswith("--") == name.startswith("--")]
+        hits = difflib.get_close_matches(name, pool, n=1, cutoff=0.8)
+        return hits[0] if hits else None
+
     def by_env(self, env: str) -> FlagSpec | None:
         for f in self.flags:
             if f.env == env:

@@ -148,7 +148,8 @@ class BenchRunner:
         self.on_server_line = on_server_line  # each output line of the server a run starts (its thread)
         self.settings = settings
         self.telemetry = telemetry
-        self.devices = devices or []
+        self.devices = devices or []  # the inventory's GPUs (JSON); the machine's own entry is added to each run
+        self._machine: list[dict] | None = None
         self.ready_timeout_s = ready_timeout_s
         self.predict_memory = predict_memory
         self._binary_cache: dict[str, tuple] = {}
@@ -156,6 +157,17 @@ class BenchRunner:
         self.current_process: ServerProcess | None = None  # the server of the run in progress
         self.last_lines: list[str] = []  # the output of the last run's server (after it stopped)
         self.last_probe = None  # what the last run's probe returned (see run)
+
+    def _machine_entry(self) -> list[dict]:
+        """This machine (CPU, RAM, OS) for each run's record, read once (core.hardware: reports name it)."""
+        if self._machine is None:
+            try:
+                from llm_tuner.services.telemetry.host import machine_record  # noqa: PLC0415
+
+                self._machine = [machine_record()]
+            except Exception:  # noqa: BLE001 - a run is measured without it; its report says "not recorded"
+                self._machine = []
+        return list(self._machine)
 
     # -- server lifecycle ------------------------------------------------------------------------
     def _binary(self, override: str | None = None) -> tuple[Path, str | None, tuple[str, ...]]:
@@ -244,7 +256,8 @@ class BenchRunner:
                        server_argv=tuple(flags.strip_secrets(target.argv, target.env)[0]),
                        server_env=flags.strip_secrets(target.argv, target.env)[1],
                        attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
-                       binary_version=version, binary_backends=tuple(backends), devices=self.devices + rpc_devices, spec=spec,
+                       binary_version=version, binary_backends=tuple(backends),
+                       devices=self._machine_entry() + self.devices + rpc_devices, spec=spec,
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
                        memory_predicted_mib=target.memory_predicted_mib, **ident)
         run_id = self.repo.create_run(run)

@@ -42,6 +42,18 @@ def host_info() -> HostInfo:
     )
 
 
+def machine_record() -> dict:
+    """This machine as a run records it (core.hardware.host_entry): CPU model, cores, RAM and the OS."""
+    from llm_tuner.core.hardware import host_entry  # noqa: PLC0415
+
+    h = host_info()
+    try:
+        os_name = platform.platform(terse=False)
+    except Exception:  # noqa: BLE001 - a report without the OS line is still a report
+        os_name = None
+    return host_entry(h.cpu_model, h.cores_physical, h.cores_logical, h.memory_total_mib, os_name)
+
+
 class HostReader:
     """Host CPU and RAM, and the watched server's RSS and CPU (psutil). Callable: one HostSample."""
 

@@ -98,6 +98,17 @@ class ApproxRequest:
         return None
 
 
+def _generated_when_idle(busy: SlotState, idle: SlotState) -> int | None:
+    """The tokens a finished task generated, from the slot seen busy (prompt + n_decoded tokens held) and then
+    idle with the same task (prompt + generated - 1 held); None when the slot was not seen both ways."""
+    if idle is busy or idle.is_processing or idle.task != busy.task:
+        return None
+    if busy.n_tokens is None or busy.n_decoded is None or idle.n_tokens is None:
+        return None
+    generated = idle.n_tokens - (busy.n_tokens - busy.n_decoded) + 1
+    return generated if generated >= busy.n_decoded else None
+
+
 class SlotWatcher:
     """Feed it each (slots, metrics) poll; it returns the requests that finished since the previous poll.
 
@@ -143,7 +154,10 @@ class SlotWatcher:
             dm = {k: metrics.get(k, 0) - m0.get(k, 0) for k in metrics} if metrics and m0 else {}
             prompt_n = biggest(was.n_prompt_processed, s.n_prompt_processed)
             cache_n = biggest(was.n_prompt_cache, s.n_prompt_cache)
-            predicted_n = biggest(was.n_decoded, s.n_decoded)
+            predicted_n = biggest(was.n_decoded, s.n_decoded)  # at the last poll that saw it busy: a lower bound
+            final = _generated_when_idle(was, s)
+            if final is not None:  # the idle slot still holds the whole task: its generated count, exactly
+                predicted_n = final
             if share == 1 and dm:  # one request in the interval: the counters are exact
                 prompt_n = int(dm.get("prompt_tokens_total", prompt_n or 0))
                 predicted_n = int(dm.get("tokens_predicted_total", predicted_n or 0))

@@ -157,6 +157,11 @@ class BenchPanel(QWidget):
         self.spec_ab_button.setToolTip("The profile as it is and with --spec-type none, interleaved over two rounds: "
                                        "speculative decoding's measured speed-up beside its ceiling")
         self.spec_ab_button.clicked.connect(self._on_spec_ab_clicked)
+        self.anyway_button = QPushButton("Run anyway")  # shown when Run was refused for the profile's advice errors
+        self.anyway_button.setToolTip("Start the server despite the errors (a fork may accept what this build refuses)")
+        self.anyway_button.hide()
+        self.anyway_button.clicked.connect(self._on_anyway_clicked)
+        self._force = False
         self.cancel_button = QPushButton("Cancel")
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
@@ -165,7 +170,7 @@ class BenchPanel(QWidget):
         self.status_label = QLabel("Set the benchmark and press Run. Every run is kept in the History.")
         self.status_label.setWordWrap(True)
         buttons = QHBoxLayout()
-        for b in (self.run_button, self.sweep_button, self.spec_ab_button, self.cancel_button):
+        for b in (self.run_button, self.anyway_button, self.sweep_button, self.spec_ab_button, self.cancel_button):
             buttons.addWidget(b)
         buttons.addWidget(self.progress, 1)
 
@@ -266,6 +271,12 @@ class BenchPanel(QWidget):
         problem = self.ctx.state.profile_problem
         if profile is not None and problem:
             raise bench_service.BenchError(problem)
+        errors = self.ctx.state.profile_errors if profile is not None and not self._force else []
+        self.anyway_button.setVisible(bool(errors))
+        if errors:  # what would fail is not started only to read "ConnectError"
+            from llm_tuner.services.preflight import refusal_text  # noqa: PLC0415
+
+            raise bench_service.BenchError(refusal_text(errors, "Run anyway"))
         if profile is not None:
             name = getattr(self.ctx.state, "profile_name", None)
             target = bench_service.target_from_profile(profile, label=label or name or "unsaved profile")
@@ -363,6 +374,15 @@ class BenchPanel(QWidget):
         self._set_running(False)
         if action is not None:
             action()
+
+    def _on_anyway_clicked(self) -> None:
+        """Run the benchmark the advice errors stopped (a fork's flags, a check that is wrong here)."""
+        self._force = True
+        try:
+            self._on_run_clicked()
+        finally:
+            self._force = False
+        self.anyway_button.hide()
 
     def _on_run_clicked(self) -> None:
         if self.session.is_running() or self._after_profile_store_settles(self._on_run_clicked):

@@ -88,6 +88,9 @@ class LivePanel(QWidget):
         self.start_button = QPushButton("Start")
         self.start_button.setToolTip("Launch llama-server with these arguments (a running server keeps running: "
                                      "a new one starts beside it)")
+        self.anyway_button = QPushButton("Launch anyway")  # shown when Start was refused for advice errors
+        self.anyway_button.setToolTip("Start despite the errors above (a fork may accept what this build refuses)")
+        self.anyway_button.hide()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the selected server (SIGINT, then SIGTERM, then SIGKILL)")
         self.restart_button = QPushButton("Restart")
@@ -115,7 +118,7 @@ class LivePanel(QWidget):
         row1.addWidget(self.args_edit, 1)
         row1.addWidget(self.watch_check)
         row2 = QHBoxLayout()
-        for b in (self.start_button, self.stop_button, self.restart_button, self.attach_button, self.test_button,
+        for b in (self.start_button, self.anyway_button, self.stop_button, self.restart_button, self.attach_button, self.test_button,
                   self.copy_button):
             row2.addWidget(b)
         row2.addSpacing(12)
@@ -150,6 +153,7 @@ class LivePanel(QWidget):
 
         # -- wiring ----------------------------------------------------------------------------
         self.start_button.clicked.connect(self._on_start_clicked)
+        self.anyway_button.clicked.connect(lambda: self.start(force=True))
         self.stop_button.clicked.connect(self._on_stop_clicked)
         self.restart_button.clicked.connect(self._on_restart_clicked)
         self.attach_button.clicked.connect(self._on_attach_clicked)
@@ -213,6 +217,8 @@ class LivePanel(QWidget):
         self.device_plots._versions.clear()
         self.memory_bars.set_segments([])
         self.notes_label.setText(slot.notes)
+        if slot.state == "exited" and slot.message_error and slot.plan is not None:
+            self.args_edit.setText(shlex.join(slot.plan.user_args))  # what failed, with its message
         self._show_message(slot.message, error=slot.message_error)
         self._set_state_display(slot.state, slot.url)
 
@@ -324,8 +330,20 @@ class LivePanel(QWidget):
         return f"server {len(self.slots)}"
 
     # -- actions ------------------------------------------------------------------------------------
-    def start(self) -> bool:
-        """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot."""
+    def _preflight_errors(self) -> list:
+        """The advice errors of what Start would launch: the edited profile's (the Profile tab found them, the
+        model file included), else those of the typed arguments (core rules only: no file I/O here)."""
+        if self._args_from_editor():
+            return list(self.ctx.state.profile_errors)
+        from llm_tuner.services.preflight import ModelLook, preflight_errors  # noqa: PLC0415
+
+        return preflight_errors(argv=shlex.split(self.args_edit.text()), catalog=self._binary()[1],
+                                look=ModelLook(None))
+
+    def start(self, force: bool = False) -> bool:
+        """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot.
+        Arguments with advice errors (no model, a value llama-server refuses...) are refused unless `force`
+        (the "Launch anyway" button that the refusal shows)."""
         problem = self.ctx.state.profile_problem
         if problem and self._args_from_editor():
             self._show_message(problem, error=True)
@@ -334,6 +352,13 @@ class LivePanel(QWidget):
             plan = self._build_plan()
         except ValueError as exc:
             self._show_message(str(exc), error=True)
+            return False
+        errors = [] if force else self._preflight_errors()
+        self.anyway_button.setVisible(bool(errors))
+        if errors:
+            from llm_tuner.services.preflight import refusal_text  # noqa: PLC0415
+
+            self._show_message("Not started: " + refusal_text(errors, "Launch anyway"), error=True)
             return False
         busy = [s for s in self.slots if s.running and s.url and s.url.endswith(f":{plan.port}")]
         if busy:  # refused before anything starts: the slot keeps what it showed (no second entry "exited")
@@ -498,6 +523,8 @@ class LivePanel(QWidget):
                 # a server that never got ready (port taken, model missing, out of memory) did not start
                 what = "stopped" if was_ready else "did not start"
                 self._show_message(f"The server {what}: {ev.failure.message}", error=True, slot=slot)
+                if slot is self.slot and slot.plan is not None:  # the failed session's own command, not the
+                    self.args_edit.setText(shlex.join(slot.plan.user_args))  # profile edited since
             else:
                 self._show_message(f"The server {ev.reason or 'exited'} (exit code {ev.code}). "
                                    f"{slot.n_requests} requests kept in the history.", slot=slot)

@@ -553,11 +553,13 @@ class PlanPanel(QWidget):
                                 calibration=cal, draft_model=draft)
         p = self.plan
         host = p.device("Host")
+        holders = [d.name for d in p.devices if d.name != "Host" and d.model_mib > 0]  # GPUs, RPC devices (CPUs too)
         self.bars.set_devices(p.devices)
         self.summary_label.setText(
             f"n_ctx {p.n_ctx} ({p.n_seq_max} slot{'s' if p.n_seq_max > 1 else ''}, "
             f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
-            f"{p.n_gpu_layers}/{p.n_layers_total} layers on GPUs. "
+            f"{p.n_gpu_layers}/{p.n_layers_total} layers offloaded"
+            + (f" (to {', '.join(holders)}). " if holders and p.n_gpu_layers else ". ")
             + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
                ("Draft model not read yet. " if self.args.draft_model else ""))
             + ("Fits." if p.fits else "Does NOT fit.")

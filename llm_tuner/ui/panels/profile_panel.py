@@ -259,12 +259,10 @@ class ProfilePanel(ProfileLibrary, QWidget):
             return
 
         def work(_ctl):
-            from llm_tuner.services.library import read_model
+            from llm_tuner.services.preflight import look_at_model  # one look for the CLI and the window
 
-            if not Path(model).is_file():
-                return False, None
-            info = read_model(model)
-            return True, (None if getattr(info, "error", None) else info)
+            look = look_at_model(model)  # a folder or a truncated file comes back with its reason
+            return look.exists, look.info
 
         job = BackgroundJob(work, self)
         job.succeeded.connect(lambda result, m=model: self._on_facts_read(m, *result))
@@ -390,6 +388,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         cores = inventory.host.cores_physical if inventory is not None else None
         self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists,
                              physical_cores=cores)
+        self.ctx.state.profile_errors = [a for a in self.advice if a.severity == "error"]  # Launch/Run refuse them
         self.advice_list.clear()
         for a in self.advice:
             item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
