@@ -146,10 +146,18 @@ class PlanPanel(QWidget):
         form.addRow("Parallel slots (-np)", self.np_spin)
         form.addRow("Flash attention (-fa)", self.fa_combo)
         form.addRow("Micro-batch (-ub)", self.ub_combo)
-        for w in (self.ctx_spin, self.ngl_spin, self.np_spin):
-            w.valueChanged.connect(self._on_controls_changed)
-        for w in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.ub_combo):
-            w.currentTextChanged.connect(self._on_controls_changed)
+        # each control writes only its own flag: a value another control cannot show is never rewritten
+        for w, key in ((self.ctx_spin, "ctx"), (self.ngl_spin, "ngl"), (self.np_spin, "np")):
+            w.valueChanged.connect(lambda _v, k=key: self._on_control_changed(k))
+        for w, key in ((self.ctk_combo, "ctk"), (self.ctv_combo, "ctv"), (self.fa_combo, "fa"),
+                       (self.ub_combo, "ub")):
+            w.currentTextChanged.connect(lambda _t, k=key: self._on_control_changed(k))
+        self._unshown: dict[str, str] = {}  # control key -> why it cannot show the profile's value
+        self.controls_note = QLabel()  # says which profile values the controls above cannot show, and why
+        self.controls_note.setWordWrap(True)
+        self.controls_note.setStyleSheet("color: #b15d00")
+        self.controls_note.hide()
+        form.addRow(self.controls_note)
         grid.addWidget(box, 0, 0)
 
         # devices and fit
@@ -180,6 +188,14 @@ class PlanPanel(QWidget):
         addrow2.addWidget(self.use_workers_button)
         addrow2.addStretch(1)
         dl.addLayout(addrow2)
+        # devices the profile names (-dev) that this machine does not have: no size, so no fit verdict
+        self.add_unknown_button = QPushButton()
+        self.add_unknown_button.setToolTip("Plan the devices the profile names but this machine does not have, "
+                                           "with the size set above (as 'Add planned device' does)")
+        self.add_unknown_button.clicked.connect(self._on_add_unknown_clicked)
+        self.add_unknown_button.hide()
+        self.planned_mib.valueChanged.connect(self._update_unknown_button)
+        dl.addWidget(self.add_unknown_button)
         self.split_bar = SplitBarWidget()
         self.split_bar.split_edited.connect(self._on_split_edited)
         self.split_label = QLabel("Tensor split (-ts): drag a boundary to move layers between devices")
@@ -219,6 +235,7 @@ class PlanPanel(QWidget):
         cbox.calibration_learnt.connect(self._on_check_calibration_learnt)
         self.check_button, self.check_label, self.check_table = cbox.check_button, cbox.check_label, cbox.check_table
         grid.addWidget(cbox, 1, 1)
+        self._marked: dict[QWidget, str] = {}  # controls marked by _show_unshown -> their own tooltip
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
         lay.addStretch(1)
@@ -302,7 +319,11 @@ class PlanPanel(QWidget):
         self.solve_label.clear()  # "Select a model first." or an answer about the previous model
         self.check_table.setRowCount(0)
         self._syncing = True
-        self.ngl_spin.setToolTip(f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
+        tip = f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs"
+        if self.ngl_spin in self._marked:  # it says why it cannot show the profile's -ngl: its own tip comes after
+            self._marked[self.ngl_spin] = tip
+        else:
+            self.ngl_spin.setToolTip(tip)
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
         self.ot_box.set_block_count(info.block_count or 1)
         self._syncing = False
@@ -332,39 +353,91 @@ class PlanPanel(QWidget):
                 return
         self._schedule()
 
+    def _control_widgets(self) -> dict[str, QWidget]:
+        return {"ctx": self.ctx_spin, "ngl": self.ngl_spin, "ctk": self.ctk_combo, "ctv": self.ctv_combo,
+                "np": self.np_spin, "fa": self.fa_combo, "ub": self.ub_combo, "fitt": self.margin_spin}
+
     def _sync_controls(self) -> None:
+        """Show the profile's values in the controls. A value a control cannot show (beyond a spin box's range,
+        not among a list's choices) is left as it is in the profile: the control is marked and says why."""
         a = self.args
         self._syncing = True
+        self._unshown = {}
         try:
-            self.ctx_spin.setValue(a.ctx or 0)
-            self.ngl_spin.setValue(-1 if a.ngl is None or a.ngl < 0 else a.ngl)
-            self.ctk_combo.setCurrentText(a.cache_type_k)
-            self.ctv_combo.setCurrentText(a.cache_type_v)
-            self.np_spin.setValue(0 if a.n_parallel in (-1, None) else a.n_parallel)
-            self.fa_combo.setCurrentText(a.flash_attn)
-            self.ub_combo.setCurrentText(str(a.n_ubatch))
+            self._show("ctx", "ctx_size", a.ctx or 0)
+            self._show("ngl", "gpu_layers", -1 if a.ngl is None or a.ngl == -1 else a.ngl, {-2: "all"}.get(a.ngl))
+            self._show("ctk", "cache_type_k", a.cache_type_k)
+            self._show("ctv", "cache_type_v", a.cache_type_v)
+            self._show("np", "parallel", 0 if a.n_parallel in (-1, None) else a.n_parallel)
+            self._show("fa", "flash_attn", a.flash_attn)
+            self._show("ub", "ubatch_size", str(a.n_ubatch))
             if a.fit_target_mib:
-                self.margin_spin.setValue(a.fit_target_mib[0])
+                self._show("fitt", "fit_target_mib", a.fit_target_mib[0])
         finally:
             self._syncing = False
+        self._show_unshown()
 
-    def _on_controls_changed(self, *_a) -> None:
+    def _show(self, key: str, flag_key: str, value, written: str | None = None) -> None:
+        """Set control `key` to `value`, or note why it cannot show it (`written`: the value as the flag reads)."""
+        w = self._control_widgets()[key]
+        flag = min(flags.names(flag_key), key=len)  # as the labels name it: -c, -ngl, ...
+        if isinstance(w, QSpinBox):
+            if w.minimum() <= value <= w.maximum():
+                w.setValue(value)
+                return
+            why = f"{flag} {written or value} is beyond what this box holds ({w.minimum()} to {w.maximum()})"
+        else:
+            i = w.findText(str(value))
+            if i >= 0:
+                w.setCurrentIndex(i)
+                return
+            why = f"{flag} {value} is not among this list's choices"
+        self._unshown[key] = why
+
+    def _show_unshown(self) -> None:
+        """Mark the controls that cannot show the profile's value (tooltip and frame) and say so under them."""
+        for key, w in self._control_widgets().items():
+            why = self._unshown.get(key)
+            if why:
+                self._marked.setdefault(w, w.toolTip())
+                w.setStyleSheet("border: 1px solid #b15d00")
+                w.setToolTip(f"{why}: the profile keeps it; set a value here to replace it")
+            elif w in self._marked:
+                w.setStyleSheet("")
+                w.setToolTip(self._marked.pop(w))
+        self.controls_note.setText("" if not self._unshown else (
+            "The profile's " + "; ".join(self._unshown.values()) + ". Kept as it is: the box shows another value "
+            "until you set one here (or edit it in the Profile tab)."))
+        self.controls_note.setVisible(bool(self._unshown))
+
+    def _on_control_changed(self, key: str) -> None:
+        """One control was changed by the user: its flag (only it) goes into the args and the profile."""
         if self._syncing:
             return
-        ctx = self.ctx_spin.value()
-        ngl = self.ngl_spin.value()
-        np_ = self.np_spin.value()
-        self.args = self.args.with_(
-            ctx=ctx if ctx > 0 else (0 if self.args.ctx is not None else None),
-            ngl=None if ngl < 0 else ngl, cache_type_k=self.ctk_combo.currentText(),
-            cache_type_v=self.ctv_combo.currentText(), n_parallel=-1 if np_ == 0 else np_,
-            flash_attn=self.fa_combo.currentText(), n_ubatch=int(self.ub_combo.currentText()))
-        self._write_profile(ctx_size=ctx if ctx > 0 else None, gpu_layers=None if ngl < 0 else ngl,
-                            cache_type_k=self._or_none(self.ctk_combo.currentText(), "f16"),
-                            cache_type_v=self._or_none(self.ctv_combo.currentText(), "f16"),
-                            parallel=None if np_ == 0 else np_,
-                            flash_attn=self._or_none(self.fa_combo.currentText(), "auto"),
-                            ubatch_size=self._or_none(int(self.ub_combo.currentText()), 512))
+        if key == "ctx":
+            ctx = self.ctx_spin.value()
+            args = {"ctx": ctx if ctx > 0 else (0 if self.args.ctx is not None else None)}
+            changes = {"ctx_size": ctx if ctx > 0 else None}
+        elif key == "ngl":
+            ngl = self.ngl_spin.value()
+            args, changes = {"ngl": None if ngl < 0 else ngl}, {"gpu_layers": None if ngl < 0 else ngl}
+        elif key in ("ctk", "ctv"):
+            text = (self.ctk_combo if key == "ctk" else self.ctv_combo).currentText()
+            field = "cache_type_k" if key == "ctk" else "cache_type_v"
+            args, changes = {field: text}, {field: self._or_none(text, "f16")}
+        elif key == "np":
+            np_ = self.np_spin.value()
+            args, changes = {"n_parallel": -1 if np_ == 0 else np_}, {"parallel": None if np_ == 0 else np_}
+        elif key == "fa":
+            text = self.fa_combo.currentText()
+            args, changes = {"flash_attn": text}, {"flash_attn": self._or_none(text, "auto")}
+        else:
+            ub = int(self.ub_combo.currentText())
+            args, changes = {"n_ubatch": ub}, {"ubatch_size": self._or_none(ub, 512)}
+        self.args = self.args.with_(**args)
+        if self._unshown.pop(key, None) is not None:
+            self._show_unshown()
+        self._write_profile(**changes)
         self._schedule()
 
     @staticmethod
@@ -385,6 +458,8 @@ class PlanPanel(QWidget):
     def _on_margin_changed(self, value: int) -> None:
         if self._syncing:
             return
+        if self._unshown.pop("fitt", None) is not None:
+            self._show_unshown()
         self.args = self.args.with_(fit_target_mib=(value,))
         self._write_profile(fit_target_mib=(value,) if value != 1024 else ())
         self._schedule()
@@ -455,6 +530,22 @@ class PlanPanel(QWidget):
         endpoints = tuple(w.endpoint for w in self.ctx.settings.rpc_workers)
         self._write_profile(rpc=endpoints)
         self._read_rpc_devices(endpoints)
+
+    def unknown_devices(self) -> list[str]:
+        """The plan's devices without a size (named by -dev, not on this machine nor planned)."""
+        p = self.plan
+        return [d.name for d in p.devices if d.name != "Host" and d.capacity_mib is None] if p is not None else []
+
+    def _update_unknown_button(self) -> None:
+        names = self.unknown_devices()
+        self.add_unknown_button.setVisible(bool(names))
+        if names:
+            self.add_unknown_button.setText(f"Add {', '.join(names)} as planned device{'s' if len(names) > 1 else ''} "
+                                            f"({format_mib(self.planned_mib.value())}{' each' if len(names) > 1 else ''})")
+
+    def _on_add_unknown_clicked(self) -> None:
+        for name in self.unknown_devices():
+            self.add_planned_device(name, backend_of(name), self.planned_mib.value())
 
     def _on_clear_planned_clicked(self) -> None:
         self.planned = []
@@ -560,7 +651,7 @@ class PlanPanel(QWidget):
             f"{p.n_gpu_layers}/{p.n_layers_total} layers on GPUs. "
             + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
                ("Draft model not read yet. " if self.args.draft_model else ""))
-            + ("Fits." if p.fits else "Does NOT fit.")
+            + self._verdict(p)
             + (f" Host: {format_mib(host.resident_mib)} must stay resident; {format_mib(host.mapped_mib)} of "
                f"weights are mapped from the file (-lm {self.args.load_mode}: the page cache may evict them, "
                "-lm mmap+mlock would pin them)." if host is not None and host.mapped_mib else "")
@@ -583,4 +674,16 @@ class PlanPanel(QWidget):
             if len(ts) < len(names) or not any(ts):
                 ts = [float(d.layers) for d in p.devices if d.name != "Host"]
             self.split_bar.set_split(names, ts)
+        self._update_unknown_button()
         self.ot_box.refresh()  # the preview depends on the devices and the rules set: never stale
+
+    def _verdict(self, p: MemoryPlan) -> str:
+        """'Fits.', 'Does NOT fit.', or why there is no verdict (a device's size is unknown: MemoryPlan.fits)."""
+        if p.fits is not None:
+            return "Fits." if p.fits else "Does NOT fit."
+        unknown = self.unknown_devices()
+        host = p.device("Host")
+        return "No fit verdict: " + "; ".join(
+            ([f"the size of {', '.join(unknown)} is unknown (not on this machine): add "
+              f"{'them' if len(unknown) > 1 else 'it'} as planned (below) to see whether it fits"] if unknown else [])
+            + (["this machine's memory is not read yet"] if host is not None and host.budget_mib is None else [])) + "."
