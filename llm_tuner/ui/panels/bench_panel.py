@@ -326,6 +326,8 @@ class BenchPanel(QWidget):
         if not self.session.start(work):
             self.status_label.setText(f"{what} not started: a benchmark is running; cancel it or let it finish.")
             return
+        self.progress.setValue(0)
+        self.progress.setFormat("%p%")
         self._set_running(True)
         self.status_label.setText(f"{what}: starting…")
 
@@ -451,6 +453,7 @@ class BenchPanel(QWidget):
         self.status_label.setText(f"The benchmark failed: {exc}. Check the flags and the log, then try again.")
 
     def _on_session_run_cancelled(self) -> None:
+        self.progress.setFormat("cancelled at %p%")  # where it stopped (the session drops the runner's last 100 %)
         self.status_label.setText("Cancelled. Finished repetitions are kept in the History.")
 
     def _on_session_run_finished(self) -> None:

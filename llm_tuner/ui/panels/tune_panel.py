@@ -278,6 +278,7 @@ class TunePanel(QWidget):
         self.result_view.set_result(None)
         self.right_tabs.setCurrentIndex(0)
         self.progress.setValue(0)
+        self.progress.setFormat("%p%")
         self._set_running(True)
         self.status_label.setText(f"{what}: starting…")
 
@@ -327,6 +328,7 @@ class TunePanel(QWidget):
                                   "Run again.")
 
     def _on_session_tune_cancelled(self) -> None:
+        self.progress.setFormat("cancelled at %p%")  # where it stopped (the session drops the runner's last 100 %)
         self.status_label.setText("Cancelled. The trials are kept: Resume continues this tune.")
 
     def _on_session_tune_finished(self) -> None:
