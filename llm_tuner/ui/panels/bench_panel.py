@@ -493,6 +493,7 @@ class BenchPanel(QWidget):
                 s = m.get(n)
                 text = "–" if not s or "median" not in s else f"{s['median']:.1f} (IQR {s['iqr']:.1f}, n={s['n']})"
                 self.sweep_table.setItem(i, j + 1, QTableWidgetItem(text))
+        self.sweep_table.resizeColumnsToContents()  # whole metric names in the headers (the table scrolls sideways)
 
     def _on_chart_combo_changed(self, index: int) -> None:
         groups = getattr(self, "_chart_groups", [])

@@ -127,6 +127,7 @@ class TunePanel(QWidget):
         inputs.addWidget(scroll)
         inputs.addWidget(self.form.knobs_box)
         inputs.setSizes([420, 260])
+        inputs.setCollapsible(1, False)  # the knob table keeps its minimum (three rows): the form above scrolls
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
