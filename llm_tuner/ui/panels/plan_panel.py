@@ -125,6 +125,7 @@ class PlanPanel(QWidget):
         # settings
         box = QGroupBox("Settings (written into the profile being edited)")
         form = QFormLayout(box)
+        self._settings_form = form
         self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
                                  specialValueText="trained context (-c 0)")
         self.ngl_spin = QSpinBox(minimum=-1, maximum=999, specialValueText="auto (all)")  # 99 stays 99
@@ -202,7 +203,8 @@ class PlanPanel(QWidget):
         dl.addWidget(self.split_label)
         dl.addWidget(self.split_bar)
         frow = QHBoxLayout()
-        frow.addWidget(QLabel("Keep free per device (-fitt)"))
+        self.margin_label = QLabel("Keep free per device (-fitt)")
+        frow.addWidget(self.margin_label)
         self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
         self.margin_spin.valueChanged.connect(self._on_margin_changed)
         frow.addWidget(self.margin_spin)
@@ -235,7 +237,7 @@ class PlanPanel(QWidget):
         cbox.calibration_learnt.connect(self._on_check_calibration_learnt)
         self.check_button, self.check_label, self.check_table = cbox.check_button, cbox.check_label, cbox.check_table
         grid.addWidget(cbox, 1, 1)
-        self._marked: dict[QWidget, str] = {}  # controls marked by _show_unshown -> their own tooltip
+        self._marked: dict[QWidget, tuple[str, str]] = {}  # controls marked by _show_unshown -> (tooltip, label)
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
         lay.addStretch(1)
@@ -321,7 +323,7 @@ class PlanPanel(QWidget):
         self._syncing = True
         tip = f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs"
         if self.ngl_spin in self._marked:  # it says why it cannot show the profile's -ngl: its own tip comes after
-            self._marked[self.ngl_spin] = tip
+            self._marked[self.ngl_spin] = (tip, self._marked[self.ngl_spin][1])
         else:
             self.ngl_spin.setToolTip(tip)
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
@@ -385,7 +387,8 @@ class PlanPanel(QWidget):
             if w.minimum() <= value <= w.maximum():
                 w.setValue(value)
                 return
-            why = f"{flag} {written or value} is beyond what this box holds ({w.minimum()} to {w.maximum()})"
+            why = (f"{flag} {written} is not a value this box offers" if written else
+                   f"{flag} {value} is beyond what this box holds ({w.minimum()} to {w.maximum()})")
         else:
             i = w.findText(str(value))
             if i >= 0:
@@ -398,13 +401,18 @@ class PlanPanel(QWidget):
         """Mark the controls that cannot show the profile's value (tooltip and frame) and say so under them."""
         for key, w in self._control_widgets().items():
             why = self._unshown.get(key)
+            label = self.margin_label if key == "fitt" else self._settings_form.labelForField(w)
             if why:
-                self._marked.setdefault(w, w.toolTip())
-                w.setStyleSheet("border: 1px solid #b15d00")
+                if w not in self._marked:
+                    self._marked[w] = (w.toolTip(), label.text())
+                    label.setText(f"⚠ {label.text()}")
+                    label.setStyleSheet("color: #b15d00")
                 w.setToolTip(f"{why}: the profile keeps it; set a value here to replace it")
             elif w in self._marked:
-                w.setStyleSheet("")
-                w.setToolTip(self._marked.pop(w))
+                tip, text = self._marked.pop(w)
+                w.setToolTip(tip)
+                label.setText(text)
+                label.setStyleSheet("")
         self.controls_note.setText("" if not self._unshown else (
             "The profile's " + "; ".join(self._unshown.values()) + ". Kept as it is: the box shows another value "
             "until you set one here (or edit it in the Profile tab)."))
