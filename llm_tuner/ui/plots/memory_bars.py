@@ -101,6 +101,7 @@ class MemoryBarsWidget(QWidget):
             p.drawRect(QRectF(bar_x, y, bar_w, 28))
             x = float(bar_x)
             colors = dict(PARTS)
+            p.setOpacity(1.0 if budget else 0.35)  # no size: the parts only, faint (a full bar would read "full")
             for label, v in segments(d):
                 if v <= 0:
                     continue
@@ -109,6 +110,7 @@ class MemoryBarsWidget(QWidget):
                 p.setBrush(QColor(colors[label]))
                 p.drawRect(QRectF(x, y + 1, seg, 26))
                 x += seg
+            p.setOpacity(1.0)
             if budget:
                 bx = bar_x + bar_w * budget / scale_mib
                 p.setPen(QPen(QColor("#D62728") if d.fits is False else text, 2))
