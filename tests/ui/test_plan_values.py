@@ -84,7 +84,7 @@ def test_a_context_beyond_the_spin_box_is_kept_said_and_planned(qtbot, ctx, pane
     panel.ctx_spin.setValue(8192)  # the user sets it here: now it is replaced, and the note goes
     assert ctx.state.profile.ctx_size == 8192 and not panel.controls_note.isVisible()
     assert "99999999999" not in panel.ctx_spin.toolTip()
-    assert panel._settings_form.labelForField(panel.ctx_spin).text() == "Context (-c)"  # the ⚠ goes with it
+    assert panel.settings_box.label_of("ctx").text() == "Context (-c)"  # the ⚠ goes with it
 
 
 def test_changing_the_k_cache_writes_only_the_k_cache(qtbot, ctx, panel, model):
@@ -102,7 +102,7 @@ def test_changing_the_k_cache_writes_only_the_k_cache(qtbot, ctx, panel, model):
         panel.ctv_combo.setCurrentText("q4_0" if panel.ctv_combo.currentText() != "q4_0" else "q8_0")
         assert ctx.state.profile.gpu_layers == layers
         assert f"-ngl {layers}" in panel.controls_note.text()
-        assert panel._settings_form.labelForField(panel.ngl_spin).text().startswith("⚠")
+        assert panel.settings_box.label_of("ngl").text().startswith("⚠")
 
 
 def test_out_of_range_numbers_are_advice_errors():

@@ -14,7 +14,6 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QFormLayout,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -48,10 +47,10 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
+from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
-CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 
 
@@ -122,43 +121,13 @@ class PlanPanel(QWidget):
         lay.addLayout(grid)
         self._grid = grid
 
-        # settings
-        box = QGroupBox("Settings (written into the profile being edited)")
-        form = QFormLayout(box)
-        self._settings_form = form
-        self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
-                                 specialValueText="trained context (-c 0)")
-        self.ngl_spin = QSpinBox(minimum=-1, maximum=999, specialValueText="auto (all)")  # 99 stays 99
-        self.ngl_spin.setValue(-1)
-        self.ctk_combo = QComboBox()
-        self.ctk_combo.addItems(CACHE_TYPES)
-        self.ctv_combo = QComboBox()
-        self.ctv_combo.addItems(CACHE_TYPES)
-        self.np_spin = QSpinBox(minimum=0, maximum=256, specialValueText="auto (4, unified KV)")
-        self.fa_combo = QComboBox()
-        self.fa_combo.addItems(["auto", "on", "off"])
-        self.ub_combo = QComboBox()
-        self.ub_combo.addItems(["64", "128", "256", "512", "1024", "2048", "4096"])
-        self.ub_combo.setCurrentText("512")
-        form.addRow("Context (-c)", self.ctx_spin)
-        form.addRow("GPU layers (-ngl)", self.ngl_spin)
-        form.addRow("K cache (-ctk)", self.ctk_combo)
-        form.addRow("V cache (-ctv)", self.ctv_combo)
-        form.addRow("Parallel slots (-np)", self.np_spin)
-        form.addRow("Flash attention (-fa)", self.fa_combo)
-        form.addRow("Micro-batch (-ub)", self.ub_combo)
-        # each control writes only its own flag: a value another control cannot show is never rewritten
-        for w, key in ((self.ctx_spin, "ctx"), (self.ngl_spin, "ngl"), (self.np_spin, "np")):
-            w.valueChanged.connect(lambda _v, k=key: self._on_control_changed(k))
-        for w, key in ((self.ctk_combo, "ctk"), (self.ctv_combo, "ctv"), (self.fa_combo, "fa"),
-                       (self.ub_combo, "ub")):
-            w.currentTextChanged.connect(lambda _t, k=key: self._on_control_changed(k))
-        self._unshown: dict[str, str] = {}  # control key -> why it cannot show the profile's value
-        self.controls_note = QLabel()  # says which profile values the controls above cannot show, and why
-        self.controls_note.setWordWrap(True)
-        self.controls_note.setStyleSheet("color: #b15d00")
-        self.controls_note.hide()
-        form.addRow(self.controls_note)
+        # settings (plan_settings: the profile's values in controls; one it cannot show is kept and said)
+        box = PlanSettingsBox()
+        self.settings_box = box
+        for name in ("ctx_spin", "ngl_spin", "ctk_combo", "ctv_combo", "np_spin", "fa_combo", "ub_combo",
+                     "controls_note"):
+            setattr(self, name, getattr(box, name))
+        box.control_changed.connect(self._on_control_changed)
         grid.addWidget(box, 0, 0)
 
         # devices and fit
@@ -206,7 +175,7 @@ class PlanPanel(QWidget):
         self.margin_label = QLabel("Keep free per device (-fitt)")
         frow.addWidget(self.margin_label)
         self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
-        self.margin_spin.valueChanged.connect(self._on_margin_changed)
+        box.watch("fitt", self.margin_spin, self.margin_label, "fit_target_mib")
         frow.addWidget(self.margin_spin)
         dl.addLayout(frow)
         srow = QHBoxLayout()
@@ -237,7 +206,6 @@ class PlanPanel(QWidget):
         cbox.calibration_learnt.connect(self._on_check_calibration_learnt)
         self.check_button, self.check_label, self.check_table = cbox.check_button, cbox.check_label, cbox.check_table
         grid.addWidget(cbox, 1, 1)
-        self._marked: dict[QWidget, tuple[str, str]] = {}  # controls marked by _show_unshown -> (tooltip, label)
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
         lay.addStretch(1)
@@ -321,11 +289,7 @@ class PlanPanel(QWidget):
         self.solve_label.clear()  # "Select a model first." or an answer about the previous model
         self.check_table.setRowCount(0)
         self._syncing = True
-        tip = f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs"
-        if self.ngl_spin in self._marked:  # it says why it cannot show the profile's -ngl: its own tip comes after
-            self._marked[self.ngl_spin] = (tip, self._marked[self.ngl_spin][1])
-        else:
-            self.ngl_spin.setToolTip(tip)
+        self.settings_box.set_tooltip("ngl", f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
         self.ot_box.set_block_count(info.block_count or 1)
         self._syncing = False
@@ -355,72 +319,20 @@ class PlanPanel(QWidget):
                 return
         self._schedule()
 
-    def _control_widgets(self) -> dict[str, QWidget]:
-        return {"ctx": self.ctx_spin, "ngl": self.ngl_spin, "ctk": self.ctk_combo, "ctv": self.ctv_combo,
-                "np": self.np_spin, "fa": self.fa_combo, "ub": self.ub_combo, "fitt": self.margin_spin}
-
     def _sync_controls(self) -> None:
-        """Show the profile's values in the controls. A value a control cannot show (beyond a spin box's range,
-        not among a list's choices) is left as it is in the profile: the control is marked and says why."""
-        a = self.args
+        """Show the profile's values in the controls (a value one cannot show is kept and said: plan_settings)."""
         self._syncing = True
-        self._unshown = {}
         try:
-            self._show("ctx", "ctx_size", a.ctx or 0)
-            self._show("ngl", "gpu_layers", -1 if a.ngl is None or a.ngl == -1 else a.ngl, {-2: "all"}.get(a.ngl))
-            self._show("ctk", "cache_type_k", a.cache_type_k)
-            self._show("ctv", "cache_type_v", a.cache_type_v)
-            self._show("np", "parallel", 0 if a.n_parallel in (-1, None) else a.n_parallel)
-            self._show("fa", "flash_attn", a.flash_attn)
-            self._show("ub", "ubatch_size", str(a.n_ubatch))
-            if a.fit_target_mib:
-                self._show("fitt", "fit_target_mib", a.fit_target_mib[0])
+            self.settings_box.show_args(self.args)
         finally:
             self._syncing = False
-        self._show_unshown()
-
-    def _show(self, key: str, flag_key: str, value, written: str | None = None) -> None:
-        """Set control `key` to `value`, or note why it cannot show it (`written`: the value as the flag reads)."""
-        w = self._control_widgets()[key]
-        flag = min(flags.names(flag_key), key=len)  # as the labels name it: -c, -ngl, ...
-        if isinstance(w, QSpinBox):
-            if w.minimum() <= value <= w.maximum():
-                w.setValue(value)
-                return
-            why = (f"{flag} {written} is not a value this box offers" if written else
-                   f"{flag} {value} is beyond what this box holds ({w.minimum()} to {w.maximum()})")
-        else:
-            i = w.findText(str(value))
-            if i >= 0:
-                w.setCurrentIndex(i)
-                return
-            why = f"{flag} {value} is not among this list's choices"
-        self._unshown[key] = why
-
-    def _show_unshown(self) -> None:
-        """Mark the controls that cannot show the profile's value (tooltip and frame) and say so under them."""
-        for key, w in self._control_widgets().items():
-            why = self._unshown.get(key)
-            label = self.margin_label if key == "fitt" else self._settings_form.labelForField(w)
-            if why:
-                if w not in self._marked:
-                    self._marked[w] = (w.toolTip(), label.text())
-                    label.setText(f"⚠ {label.text()}")
-                    label.setStyleSheet("color: #b15d00")
-                w.setToolTip(f"{why}: the profile keeps it; set a value here to replace it")
-            elif w in self._marked:
-                tip, text = self._marked.pop(w)
-                w.setToolTip(tip)
-                label.setText(text)
-                label.setStyleSheet("")
-        self.controls_note.setText("" if not self._unshown else (
-            "The profile's " + "; ".join(self._unshown.values()) + ". Kept as it is: the box shows another value "
-            "until you set one here (or edit it in the Profile tab)."))
-        self.controls_note.setVisible(bool(self._unshown))
 
     def _on_control_changed(self, key: str) -> None:
         """One control was changed by the user: its flag (only it) goes into the args and the profile."""
         if self._syncing:
+            return
+        if key == "fitt":
+            self._on_margin_changed(self.margin_spin.value())
             return
         if key == "ctx":
             ctx = self.ctx_spin.value()
@@ -443,8 +355,6 @@ class PlanPanel(QWidget):
             ub = int(self.ub_combo.currentText())
             args, changes = {"n_ubatch": ub}, {"ubatch_size": self._or_none(ub, 512)}
         self.args = self.args.with_(**args)
-        if self._unshown.pop(key, None) is not None:
-            self._show_unshown()
         self._write_profile(**changes)
         self._schedule()
 
@@ -464,10 +374,6 @@ class PlanPanel(QWidget):
             self._syncing = False
 
     def _on_margin_changed(self, value: int) -> None:
-        if self._syncing:
-            return
-        if self._unshown.pop("fitt", None) is not None:
-            self._show_unshown()
         self.args = self.args.with_(fit_target_mib=(value,))
         self._write_profile(fit_target_mib=(value,) if value != 1024 else ())
         self._schedule()
