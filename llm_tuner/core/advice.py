@@ -112,6 +112,14 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
                 "An unknown flag makes llama-server exit with 'error: invalid argument'. A fork's own flags need "
                 "that fork's binary (choose it as the profile's binary).", "common/arg.cpp:830", "extra_args")
 
+    # -- numbers out of range (llama-server reads them with std::stoi: 32-bit) ----------------------------
+    for ff in flags.FIELD_FLAGS:
+        n = getattr(p, ff.field, None) if ff.field and ff.key != "seed" else None  # --seed: std::stoul
+        if type(n) is int and not -2**31 <= n < 2**31:
+            add("value-out-of-range", "error", f"{ff.flag} {n} is beyond the numbers llama-server reads "
+                f"({-2**31} to {2**31 - 1})", "llama-server stops at start-up with 'error while handling argument' "
+                "(std::stoi: out of range).", "common/arg.cpp (common_params_parse_ex)", ff.field)
+
     # -- the model file ------------------------------------------------------------------------------
     downloads = p.hf_repo is not None or flags.has(p.extra_args, "model_url")
     router = flags.has(p.extra_args, "models_dir") or flags.has(p.extra_args, "models_preset")

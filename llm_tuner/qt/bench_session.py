@@ -88,6 +88,7 @@ class LongJobSession(QObject):
         super().__init__(parent)
         self.ctx = ctx
         self._job: BackgroundJob | None = None
+        self._progressed: Callable[[float, str], None] = lambda _f, _t: None  # the running job's progress slot
 
     def is_running(self) -> bool:
         return self._job is not None
@@ -101,14 +102,22 @@ class LongJobSession(QObject):
         return inventory_devices(self.ctx)
 
     def _launch(self, job: Callable, *, progressed, succeeded, failed, cancelled, finished) -> None:
-        """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread)."""
+        """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread).
+
+        After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report 1.0 as
+        they wind up, and the bar must stay where the work stopped."""
         self._job = BackgroundJob(job)
-        self._job.progressed.connect(progressed)
+        self._progressed = getattr(progressed, "emit", progressed)  # a slot, or a Signal to pass it on
+        self._job.progressed.connect(self._on_long_job_progressed)
         self._job.succeeded.connect(succeeded)
         self._job.failed.connect(failed)
         self._job.cancelled.connect(cancelled)
         self._job.finished.connect(finished)
         self._job.start(long=True)
+
+    def _on_long_job_progressed(self, fraction: float, text: str) -> None:
+        cancelled = self._job is not None and self._job.control.cancelled()
+        self._progressed(-1.0 if cancelled else fraction, text)
 
 
 class BenchSession(LongJobSession):

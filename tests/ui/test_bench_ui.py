@@ -184,3 +184,26 @@ def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(
     qtbot.waitUntil(lambda: "print_timing" in window.log_console.shown_text(), timeout=10_000)
     log = window.log_console.shown_text()
     assert log.index("benchmark starts its own llama-server") < log.index("print_timing")
+
+
+def test_cancel_leaves_the_bar_where_the_run_stopped_and_says_cancelled(qtbot, demo_model):
+    """Issue 22 item 21: after Cancel the bar read 100 % (the runner reports 1.0 as it winds up)."""
+    from llm_tuner.app import build_window
+
+    _app, _ctx, window = build_window()
+    qtbot.addWidget(window)
+    bench = window.bench_panel
+    window.tabs.setCurrentWidget(bench)
+    _short_spec(bench, "cancelled", "-c 512")
+    bench.reps_spin.setValue(50)
+    qtbot.mouseClick(bench.run_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: bench.progress.value() > 0, timeout=120_000)  # measuring: a repetition is done
+    qtbot.mouseClick(bench.cancel_button, Qt.MouseButton.LeftButton)
+    qtbot.waitUntil(lambda: not bench.is_running(), timeout=60_000)
+    assert 0 < bench.progress.value() < 1000 and bench.progress.text().startswith("cancelled at")
+    assert "Cancelled" in bench.status_label.text()
+    _short_spec(bench, "again", "-c 512")  # the next run starts from 0 %, without the word
+    qtbot.mouseClick(bench.run_button, Qt.MouseButton.LeftButton)
+    assert bench.progress.value() == 0 and bench.progress.text() == "0%"
+    qtbot.waitUntil(lambda: not bench.is_running(), timeout=120_000)
+    assert bench.progress.value() == 1000

@@ -19,6 +19,8 @@ def ctx(tmp_path):
 
 @pytest.fixture
 def panel(qtbot, ctx):
+    # this machine as the app's probe reads it (a CPU-only host): without the host's memory there is no verdict
+    ctx.state.set_inventory(DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000)))
     w = PlanPanel(ctx)
     qtbot.addWidget(w)
     w.resize(1100, 900)

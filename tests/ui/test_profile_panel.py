@@ -345,3 +345,26 @@ def test_editor_refuses_a_nul_byte(panel, qtbot):
     ed.textEdited.emit(ed.text())
     assert "NUL" in panel.error_label.text() and "\0" not in panel.profile.to_json()
     assert panel.ctx.state.profile_problem is not None
+
+
+def test_the_users_flag_spellings_survive_fix_and_every_edit(panel, qtbot):
+    """Issue 22 item 13: `--cache-type-k-draft` (an older build's and a fork's spelling) came back as
+    `--spec-draft-type-k` after "Fix removed flags" or any edit in the editor (profile.spellings was dropped)."""
+    from llm_tuner.core.cmdline import apply_fix, validate
+
+    imported = import_command("llama-server -m q.gguf --cache-type-k-draft q8_0 --cache-type-v-draft q8_0 --mlock",
+                              default_catalog())
+    mine = {"draft_cache_type_k": "--cache-type-k-draft", "draft_cache_type_v": "--cache-type-v-draft"}
+    assert imported.profile.spellings == mine
+    fixed = apply_fix(imported.profile, validate(imported.profile, default_catalog()).removed[0], default_catalog())
+    assert fixed.load_mode and fixed.spellings == mine  # the core function the Fix button uses
+
+    panel.import_result(imported)
+    qtbot.mouseClick(panel.fix_button, Qt.MouseButton.LeftButton)
+    words = preview_words(panel)
+    assert "--mlock" not in words and "--cache-type-k-draft" in words and "--cache-type-v-draft" in words
+    ctx_edit = panel.editors["ctx_size"].widget
+    qtbot.keyClicks(ctx_edit, "8192")  # any edit re-reads the fields
+    words = preview_words(panel)
+    assert words[words.index("--cache-type-k-draft") + 1] == "q8_0" and "--spec-draft-type-k" not in words
+    assert panel.ctx.state.profile.spellings == mine

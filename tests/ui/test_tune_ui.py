@@ -107,6 +107,7 @@ def test_cancel_keeps_the_trials_and_resume_continues_without_measuring_them_aga
     qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=60_000)
     assert panel.result is None and "Resume continues" in panel.status_label.text()
+    assert panel.progress.value() < 1000 and panel.progress.text().startswith("cancelled at")  # issue 22 item 21
     qtbot.waitUntil(lambda: panel.resume_combo.count() == 1, timeout=10_000)
     tune = panel.resume_combo.currentData()
     assert tune.status == "cancelled" and panel.resume_button.isEnabled()

@@ -538,8 +538,9 @@ def apply_fix(profile: LaunchProfile, removed: RemovedFlag, catalog: FlagCatalog
             del extra[i:i + k]
             fixed = import_command(list(removed.fix), catalog)
             update = {f: getattr(fixed.profile, f) for f in fixed.profile.model_fields_set
-                      if f not in ("extra_args", "env", "binary")}
-            return profile.model_copy(update={**update, "extra_args": tuple(extra + list(fixed.profile.extra_args))})
+                      if f not in ("extra_args", "env", "binary", "spellings")}
+            return profile.model_copy(update={**update, "extra_args": tuple(extra + list(fixed.profile.extra_args)),
+                                              "spellings": {**profile.spellings, **fixed.profile.spellings}})
     return profile
 
 

@@ -159,8 +159,11 @@ class MemoryPlan:
     pools: tuple[SharedPool, ...] = ()  # devices that share one card's memory (two backends on one GPU)
 
     @property
-    def fits(self) -> bool:
-        return all(d.fits is not False for d in self.devices) and all(p.fits is not False for p in self.pools)
+    def fits(self) -> bool | None:
+        """False when a device or shared pool is short; None (no verdict) when none is but a device's size is
+        unknown (a -dev name not on this machine, a host not yet read); else True."""
+        verdicts = [d.fits for d in self.devices] + [p.fits for p in self.pools]
+        return False if False in verdicts else (None if None in verdicts else True)
 
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.name == name), None)

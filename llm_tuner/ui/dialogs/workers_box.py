@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtWidgets import (
     QGroupBox,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
     QLineEdit,
     QPushButton,
@@ -39,7 +40,10 @@ class WorkersBox(QGroupBox):
         v = QVBoxLayout(self)
         self.table = QTableWidget(0, len(_COLUMNS))
         self.table.setHorizontalHeaderLabels(_COLUMNS)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        for c in range(len(_COLUMNS) - 1):  # whole headers and addresses; the status takes the rest
+            header.setSectionResizeMode(c, QHeaderView.ResizeMode.ResizeToContents)
+        header.setStretchLastSection(True)
         self.table.setMinimumHeight(90)
         v.addWidget(self.table)
         for w in settings.rpc_workers:

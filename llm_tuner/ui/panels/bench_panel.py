@@ -337,6 +337,8 @@ class BenchPanel(QWidget):
         if not self.session.start(work):
             self.status_label.setText(f"{what} not started: a benchmark is running; cancel it or let it finish.")
             return
+        self.progress.setValue(0)
+        self.progress.setFormat("%p%")
         self._set_running(True)
         self.status_label.setText(f"{what}: starting…")
 
@@ -471,6 +473,7 @@ class BenchPanel(QWidget):
         self.status_label.setText(f"The benchmark failed: {exc}. Check the flags and the log, then try again.")
 
     def _on_session_run_cancelled(self) -> None:
+        self.progress.setFormat("cancelled at %p%")  # where it stopped (the session drops the runner's last 100 %)
         self.status_label.setText("Cancelled. Finished repetitions are kept in the History.")
 
     def _on_session_run_finished(self) -> None:
@@ -510,6 +513,7 @@ class BenchPanel(QWidget):
                 s = m.get(n)
                 text = "–" if not s or "median" not in s else f"{s['median']:.1f} (IQR {s['iqr']:.1f}, n={s['n']})"
                 self.sweep_table.setItem(i, j + 1, QTableWidgetItem(text))
+        self.sweep_table.resizeColumnsToContents()  # whole metric names in the headers (the table scrolls sideways)
 
     def _on_chart_combo_changed(self, index: int) -> None:
         groups = getattr(self, "_chart_groups", [])

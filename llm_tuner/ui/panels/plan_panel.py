@@ -14,7 +14,6 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import (
     QComboBox,
     QFileDialog,
-    QFormLayout,
     QGridLayout,
     QGroupBox,
     QHBoxLayout,
@@ -48,10 +47,10 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
+from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
-CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 BACKENDS = ("CUDA", "ROCm", "Vulkan", "Metal", "SYCL", "MUSA")
 
 
@@ -122,34 +121,13 @@ class PlanPanel(QWidget):
         lay.addLayout(grid)
         self._grid = grid
 
-        # settings
-        box = QGroupBox("Settings (written into the profile being edited)")
-        form = QFormLayout(box)
-        self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
-                                 specialValueText="trained context (-c 0)")
-        self.ngl_spin = QSpinBox(minimum=-1, maximum=999, specialValueText="auto (all)")  # 99 stays 99
-        self.ngl_spin.setValue(-1)
-        self.ctk_combo = QComboBox()
-        self.ctk_combo.addItems(CACHE_TYPES)
-        self.ctv_combo = QComboBox()
-        self.ctv_combo.addItems(CACHE_TYPES)
-        self.np_spin = QSpinBox(minimum=0, maximum=256, specialValueText="auto (4, unified KV)")
-        self.fa_combo = QComboBox()
-        self.fa_combo.addItems(["auto", "on", "off"])
-        self.ub_combo = QComboBox()
-        self.ub_combo.addItems(["64", "128", "256", "512", "1024", "2048", "4096"])
-        self.ub_combo.setCurrentText("512")
-        form.addRow("Context (-c)", self.ctx_spin)
-        form.addRow("GPU layers (-ngl)", self.ngl_spin)
-        form.addRow("K cache (-ctk)", self.ctk_combo)
-        form.addRow("V cache (-ctv)", self.ctv_combo)
-        form.addRow("Parallel slots (-np)", self.np_spin)
-        form.addRow("Flash attention (-fa)", self.fa_combo)
-        form.addRow("Micro-batch (-ub)", self.ub_combo)
-        for w in (self.ctx_spin, self.ngl_spin, self.np_spin):
-            w.valueChanged.connect(self._on_controls_changed)
-        for w in (self.ctk_combo, self.ctv_combo, self.fa_combo, self.ub_combo):
-            w.currentTextChanged.connect(self._on_controls_changed)
+        # settings (plan_settings: the profile's values in controls; one it cannot show is kept and said)
+        box = PlanSettingsBox()
+        self.settings_box = box
+        for name in ("ctx_spin", "ngl_spin", "ctk_combo", "ctv_combo", "np_spin", "fa_combo", "ub_combo",
+                     "controls_note"):
+            setattr(self, name, getattr(box, name))
+        box.control_changed.connect(self._on_control_changed)
         grid.addWidget(box, 0, 0)
 
         # devices and fit
@@ -180,15 +158,24 @@ class PlanPanel(QWidget):
         addrow2.addWidget(self.use_workers_button)
         addrow2.addStretch(1)
         dl.addLayout(addrow2)
+        # devices the profile names (-dev) that this machine does not have: no size, so no fit verdict
+        self.add_unknown_button = QPushButton()
+        self.add_unknown_button.setToolTip("Plan the devices the profile names but this machine does not have, "
+                                           "with the size set above (as 'Add planned device' does)")
+        self.add_unknown_button.clicked.connect(self._on_add_unknown_clicked)
+        self.add_unknown_button.hide()
+        self.planned_mib.valueChanged.connect(self._update_unknown_button)
+        dl.addWidget(self.add_unknown_button)
         self.split_bar = SplitBarWidget()
         self.split_bar.split_edited.connect(self._on_split_edited)
         self.split_label = QLabel("Tensor split (-ts): drag a boundary to move layers between devices")
         dl.addWidget(self.split_label)
         dl.addWidget(self.split_bar)
         frow = QHBoxLayout()
-        frow.addWidget(QLabel("Keep free per device (-fitt)"))
+        self.margin_label = QLabel("Keep free per device (-fitt)")
+        frow.addWidget(self.margin_label)
         self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
-        self.margin_spin.valueChanged.connect(self._on_margin_changed)
+        box.watch("fitt", self.margin_spin, self.margin_label, "fit_target_mib")
         frow.addWidget(self.margin_spin)
         dl.addLayout(frow)
         srow = QHBoxLayout()
@@ -302,7 +289,7 @@ class PlanPanel(QWidget):
         self.solve_label.clear()  # "Select a model first." or an answer about the previous model
         self.check_table.setRowCount(0)
         self._syncing = True
-        self.ngl_spin.setToolTip(f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
+        self.settings_box.set_tooltip("ngl", f"{(info.block_count or 0) + 1} or more = every layer of this model on GPUs")
         self.ctx_spin.setMaximum(max(self.ctx_spin.maximum(), (info.context_length or 0) * 4))
         self.ot_box.set_block_count(info.block_count or 1)
         self._syncing = False
@@ -333,38 +320,42 @@ class PlanPanel(QWidget):
         self._schedule()
 
     def _sync_controls(self) -> None:
-        a = self.args
+        """Show the profile's values in the controls (a value one cannot show is kept and said: plan_settings)."""
         self._syncing = True
         try:
-            self.ctx_spin.setValue(a.ctx or 0)
-            self.ngl_spin.setValue(-1 if a.ngl is None or a.ngl < 0 else a.ngl)
-            self.ctk_combo.setCurrentText(a.cache_type_k)
-            self.ctv_combo.setCurrentText(a.cache_type_v)
-            self.np_spin.setValue(0 if a.n_parallel in (-1, None) else a.n_parallel)
-            self.fa_combo.setCurrentText(a.flash_attn)
-            self.ub_combo.setCurrentText(str(a.n_ubatch))
-            if a.fit_target_mib:
-                self.margin_spin.setValue(a.fit_target_mib[0])
+            self.settings_box.show_args(self.args)
         finally:
             self._syncing = False
 
-    def _on_controls_changed(self, *_a) -> None:
+    def _on_control_changed(self, key: str) -> None:
+        """One control was changed by the user: its flag (only it) goes into the args and the profile."""
         if self._syncing:
             return
-        ctx = self.ctx_spin.value()
-        ngl = self.ngl_spin.value()
-        np_ = self.np_spin.value()
-        self.args = self.args.with_(
-            ctx=ctx if ctx > 0 else (0 if self.args.ctx is not None else None),
-            ngl=None if ngl < 0 else ngl, cache_type_k=self.ctk_combo.currentText(),
-            cache_type_v=self.ctv_combo.currentText(), n_parallel=-1 if np_ == 0 else np_,
-            flash_attn=self.fa_combo.currentText(), n_ubatch=int(self.ub_combo.currentText()))
-        self._write_profile(ctx_size=ctx if ctx > 0 else None, gpu_layers=None if ngl < 0 else ngl,
-                            cache_type_k=self._or_none(self.ctk_combo.currentText(), "f16"),
-                            cache_type_v=self._or_none(self.ctv_combo.currentText(), "f16"),
-                            parallel=None if np_ == 0 else np_,
-                            flash_attn=self._or_none(self.fa_combo.currentText(), "auto"),
-                            ubatch_size=self._or_none(int(self.ub_combo.currentText()), 512))
+        if key == "fitt":
+            self._on_margin_changed(self.margin_spin.value())
+            return
+        if key == "ctx":
+            ctx = self.ctx_spin.value()
+            args = {"ctx": ctx if ctx > 0 else (0 if self.args.ctx is not None else None)}
+            changes = {"ctx_size": ctx if ctx > 0 else None}
+        elif key == "ngl":
+            ngl = self.ngl_spin.value()
+            args, changes = {"ngl": None if ngl < 0 else ngl}, {"gpu_layers": None if ngl < 0 else ngl}
+        elif key in ("ctk", "ctv"):
+            text = (self.ctk_combo if key == "ctk" else self.ctv_combo).currentText()
+            field = "cache_type_k" if key == "ctk" else "cache_type_v"
+            args, changes = {field: text}, {field: self._or_none(text, "f16")}
+        elif key == "np":
+            np_ = self.np_spin.value()
+            args, changes = {"n_parallel": -1 if np_ == 0 else np_}, {"parallel": None if np_ == 0 else np_}
+        elif key == "fa":
+            text = self.fa_combo.currentText()
+            args, changes = {"flash_attn": text}, {"flash_attn": self._or_none(text, "auto")}
+        else:
+            ub = int(self.ub_combo.currentText())
+            args, changes = {"n_ubatch": ub}, {"ubatch_size": self._or_none(ub, 512)}
+        self.args = self.args.with_(**args)
+        self._write_profile(**changes)
         self._schedule()
 
     @staticmethod
@@ -383,8 +374,6 @@ class PlanPanel(QWidget):
             self._syncing = False
 
     def _on_margin_changed(self, value: int) -> None:
-        if self._syncing:
-            return
         self.args = self.args.with_(fit_target_mib=(value,))
         self._write_profile(fit_target_mib=(value,) if value != 1024 else ())
         self._schedule()
@@ -455,6 +444,22 @@ class PlanPanel(QWidget):
         endpoints = tuple(w.endpoint for w in self.ctx.settings.rpc_workers)
         self._write_profile(rpc=endpoints)
         self._read_rpc_devices(endpoints)
+
+    def unknown_devices(self) -> list[str]:
+        """The plan's devices without a size (named by -dev, not on this machine nor planned)."""
+        p = self.plan
+        return [d.name for d in p.devices if d.name != "Host" and d.capacity_mib is None] if p is not None else []
+
+    def _update_unknown_button(self) -> None:
+        names = self.unknown_devices()
+        self.add_unknown_button.setVisible(bool(names))
+        if names:
+            self.add_unknown_button.setText(f"Add {', '.join(names)} as planned device{'s' if len(names) > 1 else ''} "
+                                            f"({format_mib(self.planned_mib.value())}{' each' if len(names) > 1 else ''})")
+
+    def _on_add_unknown_clicked(self) -> None:
+        for name in self.unknown_devices():
+            self.add_planned_device(name, backend_of(name), self.planned_mib.value())
 
     def _on_clear_planned_clicked(self) -> None:
         self.planned = []
@@ -562,7 +567,7 @@ class PlanPanel(QWidget):
             + (f" (to {', '.join(holders)}). " if holders and p.n_gpu_layers else ". ")
             + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
                ("Draft model not read yet. " if self.args.draft_model else ""))
-            + ("Fits." if p.fits else "Does NOT fit.")
+            + self._verdict(p)
             + (f" Host: {format_mib(host.resident_mib)} must stay resident; {format_mib(host.mapped_mib)} of "
                f"weights are mapped from the file (-lm {self.args.load_mode}: the page cache may evict them, "
                "-lm mmap+mlock would pin them)." if host is not None and host.mapped_mib else "")
@@ -585,4 +590,16 @@ class PlanPanel(QWidget):
             if len(ts) < len(names) or not any(ts):
                 ts = [float(d.layers) for d in p.devices if d.name != "Host"]
             self.split_bar.set_split(names, ts)
+        self._update_unknown_button()
         self.ot_box.refresh()  # the preview depends on the devices and the rules set: never stale
+
+    def _verdict(self, p: MemoryPlan) -> str:
+        """'Fits.', 'Does NOT fit.', or why there is no verdict (a device's size is unknown: MemoryPlan.fits)."""
+        if p.fits is not None:
+            return "Fits." if p.fits else "Does NOT fit."
+        unknown = self.unknown_devices()
+        host = p.device("Host")
+        return "No fit verdict: " + "; ".join(
+            ([f"the size of {', '.join(unknown)} is unknown (not on this machine): add "
+              f"{'them' if len(unknown) > 1 else 'it'} as planned (below) to see whether it fits"] if unknown else [])
+            + (["this machine's memory is not read yet"] if host is not None and host.budget_mib is None else [])) + "."

@@ -308,7 +308,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         if errors:
             return None, errors
         values = {k: v for k, v in values.items() if v is not None}
-        return LaunchProfile(binary=self.profile.binary, env=env, extra_args=extra, **values), []
+        spellings = {f: t for f, t in self.profile.spellings.items() if f in values}  # the user's own flag names
+        return LaunchProfile(binary=self.profile.binary, env=env, extra_args=extra, spellings=spellings, **values), []
 
     def _on_field_edited(self, *_args) -> None:
         profile, errors = self._read_widgets()

@@ -164,9 +164,12 @@ class TuneForm(QWidget):
         header = self.knob_table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
-        self.knob_table.setColumnWidth(1, 170)  # room for a few values; the reasons take the rest
+        self.knob_table.setColumnWidth(1, 130)  # room for a few values (a cell scrolls while edited); reasons: the rest
         header.setStretchLastSection(True)
-        self.knob_table.setMinimumHeight(100)
+        # three rows stay in sight however short the window (1366x768 showed one and a half); a reason wraps to
+        # two lines in its row, the tooltip has it whole
+        row = self.knob_table.verticalHeader().defaultSectionSize()
+        self.knob_table.setMinimumHeight(header.sizeHint().height() + 3 * row + 2 * self.knob_table.frameWidth() + 2)
         self.knobs_hint = QLabel("Choose a base profile: the app proposes knobs from its model, the binary and "
                                  "the devices.")
         self.knobs_hint.setWordWrap(True)

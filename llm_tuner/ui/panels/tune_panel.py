@@ -127,6 +127,7 @@ class TunePanel(QWidget):
         inputs.addWidget(scroll)
         inputs.addWidget(self.form.knobs_box)
         inputs.setSizes([420, 260])
+        inputs.setCollapsible(1, False)  # the knob table keeps its minimum (three rows): the form above scrolls
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
@@ -137,8 +138,9 @@ class TunePanel(QWidget):
         split = QSplitter()
         split.addWidget(left)
         split.addWidget(self.right_tabs)
+        split.setStretchFactor(0, 1)  # the form and its knob table widen with the window too (the reasons wrap)
         split.setStretchFactor(1, 1)
-        split.setSizes([520, 480])
+        split.setSizes([560, 440])
         lay = QVBoxLayout(self)
         lay.setContentsMargins(6, 6, 6, 6)
         lay.addWidget(split)
@@ -278,6 +280,7 @@ class TunePanel(QWidget):
         self.result_view.set_result(None)
         self.right_tabs.setCurrentIndex(0)
         self.progress.setValue(0)
+        self.progress.setFormat("%p%")
         self._set_running(True)
         self.status_label.setText(f"{what}: starting…")
 
@@ -327,6 +330,7 @@ class TunePanel(QWidget):
                                   "Run again.")
 
     def _on_session_tune_cancelled(self) -> None:
+        self.progress.setFormat("cancelled at %p%")  # where it stopped (the session drops the runner's last 100 %)
         self.status_label.setText("Cancelled. The trials are kept: Resume continues this tune.")
 
     def _on_session_tune_finished(self) -> None:

@@ -1,4 +1,4 @@
-"""Live plots for the Live panel: per-device telemetry, memory breakdown bars, request throughput.
+"""Live plots for the Live panel: per-device telemetry, request throughput (memory by owner: live_memory.py).
 
 Few plots (one per metric, one curve per device) on a shared time axis; data comes from ring buffers
 and is pushed with setData only when a ring changed; clipToView + peak downsampling keep hours of
@@ -14,14 +14,11 @@ import warnings
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QFrame, QScrollArea, QVBoxLayout, QWidget
 
-from llm_tuner.services.telemetry.breakdown import MemorySegments
 from llm_tuner.ui.plots.request_bins import RequestBins
 
 PALETTE = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf"]
-SEGMENT_COLOURS = {"weights": "#1f77b4", "KV cache": "#2ca02c", "compute": "#ff7f0e", "rest of server": "#9467bd",
-                   "other processes": "#7f7f7f", "free": "#b0b0b0"}
 
 # (title, unit, gpu field(s), host field(s)) - host fields are drawn when there is no GPU (CPU-only).
 METRICS = (
@@ -253,49 +250,6 @@ class DevicePlots(QWidget):
         if cur is None or lo < cur[0] or hi > cur[1] or (cur[1] - cur[0]) > 3 * (hi - lo):
             self._y_ranges[title] = (lo, hi)
             self.plots[title].setYRange(lo, hi, padding=0)
-
-
-class MemoryBars(QWidget):
-    """Stacked horizontal bars per device: weights, KV, compute, rest of server, other processes, free."""
-
-    def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(parent)
-        self.view = pg.PlotWidget()
-        self.view.setMenuEnabled(False)
-        self.view.setTitle("Memory by owner (MiB, against capacity)", size="9pt")
-        self.view.getAxis("left").setWidth(80)
-        self.legend = QLabel("  ".join(f"<span style='color:{c}'>■</span> {n}" for n, c in SEGMENT_COLOURS.items()))
-        self.legend.setTextFormat(Qt.TextFormat.RichText)
-        lay = QVBoxLayout(self)
-        lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.legend)
-        lay.addWidget(self.view)
-        self._items: list = []
-        self.last: list[MemorySegments] = []
-        self.setMinimumHeight(90)
-
-    def set_segments(self, segments: list[MemorySegments]) -> None:
-        if segments == self.last:
-            return
-        self.last = list(segments)
-        for item in self._items:
-            self.view.removeItem(item)
-        self._items.clear()
-        names = [s.device for s in segments]
-        left = np.zeros(len(segments))
-        for name in SEGMENT_COLOURS:
-            widths = np.array([dict(s.stacked()).get(name, 0.0) for s in segments])
-            if not widths.any():
-                continue
-            brush = pg.mkBrush(SEGMENT_COLOURS[name])
-            if name == "free":  # see-through: light on a light palette, dim on a dark one
-                brush.setColor(pg.mkColor(SEGMENT_COLOURS[name][:7] + "60"))
-            bar = pg.BarGraphItem(x0=left, y=np.arange(len(segments)), height=0.6, width=widths, brush=brush)
-            self.view.addItem(bar)
-            self._items.append(bar)
-            left = left + widths
-        ticks = [(i, n) for i, n in enumerate(names)]
-        self.view.getAxis("left").setTicks([ticks])
 
 
 class ThroughputPlots(QWidget):

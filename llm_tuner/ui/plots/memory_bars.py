@@ -5,9 +5,9 @@ QPainter only (no pyqtgraph): a handful of rectangles repainted when the plan ch
 
 from __future__ import annotations
 
-from PySide6.QtCore import QPointF, QRectF, QSize, Qt, Signal
+from PySide6.QtCore import QEvent, QPointF, QRectF, QSize, Qt, Signal
 from PySide6.QtGui import QColor, QFont, QPainter, QPen
-from PySide6.QtWidgets import QSizePolicy, QWidget
+from PySide6.QtWidgets import QSizePolicy, QToolTip, QWidget
 
 from llm_tuner.core.memory import DeviceMemory
 from llm_tuner.core.units import format_mib
@@ -53,6 +53,32 @@ class MemoryBarsWidget(QWidget):
     def devices(self) -> tuple[DeviceMemory, ...]:
         return self._devices
 
+    @staticmethod
+    def _name(d: DeviceMemory) -> str:
+        return d.name + (" *" if d.hypothetical else "")
+
+    def columns(self) -> tuple[int, int, int, int]:
+        """(name width, bar x, bar width, figure width): the name and the figure beside the bars as wide as their
+        longest text, the figure never wider than half the widget (then elided: the tooltip has it whole)."""
+        fm = self.fontMetrics()
+        label_w = max([90, *(fm.horizontalAdvance(self._name(d)) + 6 for d in self._devices)])
+        text_w = min(max([200, *(fm.horizontalAdvance(bar_text(d)) + 6 for d in self._devices)]),
+                     max(200, self.width() // 2))
+        bar_x = label_w + 8
+        bar_w = max(50, self.width() - bar_x - text_w - 8)
+        return label_w, bar_x, bar_w, max(40, self.width() - bar_x - bar_w - 8)
+
+    def drawn_texts(self) -> list[str]:
+        """The figure beside each bar as drawn (elided when the widget is too narrow for it)."""
+        text_w = self.columns()[3]
+        return [self.fontMetrics().elidedText(bar_text(d), Qt.TextElideMode.ElideRight, text_w) for d in self._devices]
+
+    def event(self, ev) -> bool:  # noqa: D401 - Qt override: every device's figure, whole, on hover
+        if ev.type() == QEvent.Type.ToolTip and self._devices:
+            QToolTip.showText(ev.globalPos(), "\n".join(f"{self._name(d)}: {bar_text(d)}" for d in self._devices), self)
+            return True
+        return super().event(ev)
+
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(520, 30 + 46 * max(1, len(self._devices)))
 
@@ -61,24 +87,21 @@ class MemoryBarsWidget(QWidget):
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()
         text = pal.windowText().color()
-        w = self.width()
-        label_w = 90
-        bar_x = label_w + 8
-        bar_w = max(50, w - bar_x - 260)
+        p.setFont(QFont(self.font()))
+        label_w, bar_x, bar_w, text_w = self.columns()
         y = 6
-        font = QFont(self.font())
-        p.setFont(font)
-        for d in self._devices:
+        for d, figure in zip(self._devices, self.drawn_texts(), strict=True):
             budget = d.budget_mib or 0
             scale_mib = max(budget, d.total_mib, 1.0)
             p.setPen(text)
             p.drawText(QRectF(0, y, label_w, 28), Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
-                       d.name + (" *" if d.hypothetical else ""))
+                       self._name(d))
             p.setPen(QPen(pal.mid().color()))
             p.setBrush(pal.base())
             p.drawRect(QRectF(bar_x, y, bar_w, 28))
             x = float(bar_x)
             colors = dict(PARTS)
+            p.setOpacity(1.0 if budget else 0.35)  # no size: the parts only, faint (a full bar would read "full")
             for label, v in segments(d):
                 if v <= 0:
                     continue
@@ -87,12 +110,13 @@ class MemoryBarsWidget(QWidget):
                 p.setBrush(QColor(colors[label]))
                 p.drawRect(QRectF(x, y + 1, seg, 26))
                 x += seg
+            p.setOpacity(1.0)
             if budget:
                 bx = bar_x + bar_w * budget / scale_mib
                 p.setPen(QPen(QColor("#D62728") if d.fits is False else text, 2))
                 p.drawLine(QPointF(bx, y - 2), QPointF(bx, y + 30))
             p.setPen(QColor("#D62728") if d.fits is False else text)
-            p.drawText(QRectF(bar_x + bar_w + 8, y, 260, 28), Qt.AlignmentFlag.AlignVCenter, bar_text(d))
+            p.drawText(QRectF(bar_x + bar_w + 8, y, text_w, 28), Qt.AlignmentFlag.AlignVCenter, figure)
             y += 46
         if not self._devices:
             p.setPen(pal.mid().color())
