@@ -21,7 +21,6 @@ to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) 
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 
@@ -199,33 +198,14 @@ def cmd_tune(args) -> int:
 def _dry_run(args) -> int:
     """The knobs, their values and the memory plan's verdict on each candidate (one value changed from the base),
     placements resolved at the margin; no server is started."""
-    from llm_tuner.core.tune import PLACEMENT_KNOB, apply_values, describe_placement
+    from llm_tuner.services.tune.preview import preview_candidates
 
     if args.resume is not None:
         raise _err("--dry-run plans a new tune; it does not take --resume")
     argv, env, binary, _label, _v = _base(args)
     resolver = _resolver(args, argv, env, binary)
     spec = _spec(args, resolver)
-    plan_fn = _plan_fn(args, binary)
-    rows = []
-    for knob in spec.knobs:
-        for value in knob.values:
-            if knob.flag == PLACEMENT_KNOB and value is not None:
-                p = resolver.placement(value)
-                cand = apply_values(spec.base_argv, spec.knobs, {knob.key: value}, spec.base_env,
-                                    resolve=resolver.fragment)
-                fits, why = p.fits, p.reason
-                label = describe_placement(value)
-            else:
-                cand = apply_values(spec.base_argv, spec.knobs, {knob.key: value}, spec.base_env,
-                                    resolve=resolver.fragment)
-                fits, why = plan_fn(list(cand), dict(spec.base_env))
-                label = "default (flag absent)" if value is None else value
-            use = ([{"device": n, "resident_mib": r, "budget_mib": b} for n, r, b in p.gpu_use_mib]
-                   if knob.flag == PLACEMENT_KNOB and value is not None else None)
-            rows.append({"knob": knob.key, "value": value, "label": label, "fits": fits, "plan": why, "gpus": use,
-                         "argv": list(cand[len(spec.base_argv):]) if list(cand[:len(spec.base_argv)]) ==
-                         list(spec.base_argv) else list(cand)})
+    cands = preview_candidates(spec.base_argv, spec.base_env, spec.knobs, resolver, _plan_fn(args, binary))
     gpus = [{"name": d.name, "budget_mib": d.free_mib if d.free_mib is not None else d.capacity_mib}
             for d in resolver.gpus]
     head = {"type": "dry_run", "margin_mib": resolver.margin_mib, "gpus": gpus,
@@ -233,8 +213,8 @@ def _dry_run(args) -> int:
             "knobs": [{"key": k.key, "flag": k.flag, "values": list(k.values), "reason": k.reason} for k in spec.knobs]}
     if args.json_lines:
         _emit(head)
-        for r in rows:
-            _emit({"type": "candidate", **r})
+        for c in cands:
+            _emit({"type": "candidate", **c.to_json()})
         return 0
     devs = ", ".join(f"{g['name']} {g['budget_mib']} MiB" for g in gpus) or "no GPU"
     print(f"Devices: {devs}; each GPU keeps {resolver.margin_mib} MiB free (--headroom)")
@@ -242,12 +222,10 @@ def _dry_run(args) -> int:
         print("The model does not fit the GPUs: placement and K/V type are raced together.")
     for k in spec.knobs:
         print(f"\n{k.key} ({k.reason})")
-        for r in (r for r in rows if r["knob"] == k.key):
-            verdict = "fits  " if r["fits"] else "pruned"
-            args_text = shlex.join(r["argv"]) if r["argv"] else "(the base)"
-            print(f"  {verdict} {r['label']}: {args_text}")
-            if r["plan"]:
-                print(f"         {r['plan']}")
+        for c in (c for c in cands if c.knob == k.key):
+            print(f"  {'fits  ' if c.fits else 'pruned'} {c.label}: {c.args_text}")
+            if c.plan:
+                print(f"         {c.plan}")
     return 0
 
 

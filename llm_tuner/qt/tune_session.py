@@ -20,13 +20,20 @@ from dataclasses import dataclass, field
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.core import flags
-from llm_tuner.core.tune import Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
+from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
 from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, LongJobSession, bench_runner_for
 from llm_tuner.qt.context import AppContext
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.tune import TuneRunner, default_knobs, make_plan_fn, save_winner
+from llm_tuner.services.tune import (
+    PlacementResolver,
+    TuneRunner,
+    default_knobs,
+    make_plan_fn,
+    preview_candidates,
+    save_winner,
+)
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
@@ -89,6 +96,17 @@ def proposed_knobs(ctx: AppContext, target: bench_service.ServerTarget, objectiv
     plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
     return default_knobs(list(target.argv), dict(target.env), binary=target.binary, objective=objective,
                          plan_fn=plan_fn, settings=ctx.settings)
+
+
+def candidate_preview(target: bench_service.ServerTarget, knobs, headroom_mib: int) -> list:
+    """Each knob value as a candidate with the memory plan's verdict, placements resolved at the headroom
+    (services.tune.preview, the list `tune --dry-run` prints); a job: it reads the model and lists the devices."""
+    resolver = None
+    if any(k.flag == PLACEMENT_KNOB for k in knobs):
+        resolver = PlacementResolver(list(target.argv), dict(target.env), binary=target.binary,
+                                     margin_mib=headroom_mib)
+    plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
+    return preview_candidates(list(target.argv), dict(target.env), list(knobs), resolver, plan_fn)
 
 
 def save_result_profile(engine, name: str, result: TuneResult, catalog=None):

@@ -21,7 +21,10 @@ pytestmark = [pytest.mark.server, pytest.mark.skipif(not sys.platform.startswith
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _find_child(parent: int, program: str, needle: str | None, timeout: float) -> psutil.Process | None:
+def _find_child(parent: int, program: str, needle: str | None, timeout: float,
+                skip: frozenset[int] = frozenset()) -> psutil.Process | None:
+    """A child (any depth) of `parent` running `program` with `needle` in its arguments, not one of `skip` (servers
+    that were there before: the session's shared llama-server is a child of the test process too)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -33,7 +36,8 @@ def _find_child(parent: int, program: str, needle: str | None, timeout: float) -
                 cmd = kid.cmdline()
             except psutil.Error:
                 continue
-            if cmd and Path(cmd[0]).name == program and (needle is None or any(needle in c for c in cmd)):
+            if (kid.pid not in skip and cmd and Path(cmd[0]).name == program
+                    and (needle is None or any(needle in c for c in cmd))):
                 return kid
         time.sleep(0.02)
     return None
@@ -101,8 +105,10 @@ def test_ctrl_c_during_a_model_load_stops_it(server_binary, demo_model):
     found: list[psutil.Process] = []
     main = threading.main_thread().ident
 
+    before = frozenset(p.pid for p in psutil.Process().children(recursive=True))
+
     def interrupt_when_started() -> None:
-        kid = _find_child(os.getpid(), "llama-server", str(demo_model), 60)
+        kid = _find_child(os.getpid(), "llama-server", str(demo_model), 60, skip=before)
         if kid is not None:
             found.append(kid)
         signal.pthread_kill(main, signal.SIGINT)  # a terminal's Ctrl-C

@@ -25,6 +25,7 @@ from llm_tuner.core.tune import (
     next_margin,
     propose_knobs,
     resolve_placement,
+    tune_report_markdown,
 )
 from llm_tuner.core.tune.frontier import spread_blocks, strip_placement
 from llm_tuner.core.tune.search import interacts
@@ -273,6 +274,8 @@ def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_
               if (r.sweep_value or "").startswith("final")]
     assert result.verdict == "better" and len(finals) == 2 and all(len(r.reps) == 4 for r in finals)
     assert "one start per side" in result.final_n_note
+    report = tune_report_markdown(result, objective="generation t/s")
+    assert "## Hardware" in report and "CPU, RAM, OS: not recorded with this run" in report  # a scripted run
     # a budget the baseline uses up: "not measured", with the candidates left, never "within noise"
     clock.t = 0.0
     tight = spec.model_copy(update={"budget_s": 5})

@@ -145,6 +145,7 @@ class TuneResult(BaseModel):
     final_run_ids: tuple[int, ...] = ()
     searched_winner_argv: tuple[str, ...] = ()  # what the search chose, before the final comparison
     final_n_note: str = ""  # why the final ran more than final_reps per side ("" when it did not)
+    hardware: tuple[str, ...] = ()  # the machine the baseline ran on, as Markdown lines (core.hardware)
 
 
 class TuneRecord(BaseModel):

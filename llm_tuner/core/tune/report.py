@@ -105,6 +105,8 @@ def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), 
     if result.note:
         lines += ["", result.note]
     lines += ["", "Baseline:", "", "    " + render_shell(list(result.baseline_argv)), ""]
+    if result.hardware:
+        lines += list(result.hardware)
     if not kept:
         lines += ["Winner:", "", "    " + render_shell(list(result.winner_argv)), ""]
     if result.changed_flags:

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
+from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.stats import NOISE, compare, median, pooled_cv, reps_to_detect
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
@@ -388,7 +389,16 @@ class _Tune:
         self.progress(1.0, f"tune {self.tune_id} {status}: {result.verdict}")
         return result
 
+    def _hardware(self) -> tuple[str, ...]:
+        """The machine the baseline ran on (its stored run's record), as the report's hardware block."""
+        t = self.trials.get(self.baseline_argv)
+        run = self.o.bench.repo.get_run(t.run_ids[0]) if t is not None and t.run_ids else None
+        if run is None:
+            return ()
+        return tuple(hardware_lines(run.devices, run.binary_version, run.binary_backends))
+
     def _result(self, searched: tuple[str, ...], **kw) -> TuneResult:
+        kw.setdefault("hardware", self._hardware())
         return TuneResult(tune_id=self.tune_id, baseline_argv=self.baseline_argv,
                           winner_argv=kw.pop("winner", self.baseline_argv), searched_winner_argv=searched,
                           changed_flags=tuple(argv_diff(self.baseline_argv, searched)), quality=dict(self.quality),

@@ -33,6 +33,7 @@ from llm_tuner.qt.tune_session import (
     EDITED,
     TuneSession,
     base_target,
+    candidate_preview,
     load_choices,
     proposed_knobs,
     save_result_profile,
@@ -40,6 +41,7 @@ from llm_tuner.qt.tune_session import (
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import binaries
 from llm_tuner.ui.panels.bench_tables import make_table
+from llm_tuner.ui.panels.tune_candidates import CandidateView
 from llm_tuner.ui.panels.tune_form import OBJECTIVES, TuneForm
 from llm_tuner.ui.panels.tune_result import TuneResultView
 from llm_tuner.ui.plots.bench_plots import HintStack
@@ -61,6 +63,7 @@ class TunePanel(QWidget):
         self.result: TuneResult | None = None
         self._base = None  # (choice, extra) -> the resolved ServerTarget, for the result's profile name
         self._proposal_seq = 0  # only the newest proposal fills the knobs
+        self._candidates_seq = 0  # only the newest candidate plan fills the Candidates tab
         self._save_name = ""  # the profile name "Save as new profile version" suggests for the running tune
         self._objective_text = ""  # the running tune's objective, for the report
         self.session = TuneSession(ctx, self)
@@ -106,9 +109,12 @@ class TunePanel(QWidget):
         trials = QSplitter(Qt.Orientation.Vertical)
         trials.addWidget(self.trial_view)
         trials.addWidget(self.chart_stack)
+        self.candidates = CandidateView()
+        self.candidates.check_requested.connect(self._on_candidates_check_requested)
         self.right_tabs = QTabWidget()
         self.right_tabs.addTab(trials, "Trials")
         self.right_tabs.addTab(self.result_view, "Result")
+        self.right_tabs.addTab(self.candidates, "Candidates")
 
         scroll = QScrollArea()
         scroll.setWidgetResizable(True)
@@ -205,6 +211,24 @@ class TunePanel(QWidget):
             return
         self._base = (args, target)
         self.form.set_proposed_knobs(knobs)
+        self._on_candidates_check_requested()
+
+    def _on_candidates_check_requested(self) -> None:
+        """The knobs as the form has them now, each value planned against the devices (a job: no server)."""
+        if self._base is None:
+            self.candidates.set_message("Choose a base profile: its candidates show here before you run the tune.")
+            return
+        target, knobs, headroom = self._base[1], self.form.knobs(), self.form.headroom_spin.value()
+        self._candidates_seq += 1
+        seq = self._candidates_seq
+        self.candidates.set_message("Planning the candidates…")
+        self._job(lambda _ctl: (seq, candidate_preview(target, knobs, headroom)), self._on_candidates_ready,
+                  lambda exc: self.candidates.set_message(f"The candidates could not be planned: {exc}"))
+
+    def _on_candidates_ready(self, loaded) -> None:
+        seq, cands = loaded
+        if seq == self._candidates_seq:
+            self.candidates.set_candidates(cands)
 
     def _on_proposal_failed(self, exc) -> None:
         self.form.knobs_hint.setText(f"No knobs proposed: {exc}")
