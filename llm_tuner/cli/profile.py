@@ -139,7 +139,7 @@ def _advice_json(advice) -> list[dict]:
 
 def cmd_import(args) -> int:
     from llm_tuner.cli import CliError, emit_json
-    from llm_tuner.cli.profile_file import refuse_nul
+    from llm_tuner.cli.profile_file import refuse_unusable
     from llm_tuner.core.advice import advise
     from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS, import_command, profile_to_argv, render_shell
 
@@ -156,7 +156,7 @@ def cmd_import(args) -> int:
                        f"(the limit is {PASTE_LIMIT_CHARS // 1024} KiB): is this the right text?")
     catalog = _catalog(args.binary)
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
-    profile = refuse_nul(result.profile, "the command")
+    profile = refuse_unusable(result.profile, "the command")
     out_argv, env = profile_to_argv(profile)
     advice = advise(profile, catalog, _model_facts(profile), **_machine(),
                     model_file_exists=_model_file_exists(profile))
@@ -219,6 +219,7 @@ def cmd_check(args) -> int:
 
 def cmd_list(args) -> int:
     from llm_tuner.cli import emit_json
+    from llm_tuner.core.units import printable
 
     repo = _repo()
     rows = []
@@ -230,7 +231,7 @@ def cmd_list(args) -> int:
         emit_json({"profiles": rows})
     else:
         for r in rows:
-            print(f"{r['name']}  v{r['version']}  ({r['created_at']})")
+            print(printable(f"{r['name']}  v{r['version']}  ({r['created_at']})"))
         if not rows:
             print("no saved profiles: import one with `llm-tuner profile import --name NAME --command '...'`")
     return 0
