@@ -234,7 +234,12 @@ def cmd_bench(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
-    run = _runner().run(target, spec, progress=_progress())
+    from llm_tuner.services.bench import BenchError
+
+    try:
+        run = _runner().run(target, spec, progress=_progress())
+    except BenchError as exc:  # before the run could start (no llama-server found, an unconfirmed program)
+        raise _err(str(exc)) from None
     if args.json:
         emit_json(run_json(run))
     else:
