@@ -34,7 +34,7 @@ from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess, free_port
 from llm_tuner.store.db import StorageFullError
-from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.runs import RunDeleted, RunRepository
 
 log = logging.getLogger(__name__)
 
@@ -272,13 +272,15 @@ class BenchRunner:
         except StorageFullError:
             full = True
             raise  # nothing more can be stored: the caller says so in one line (finish_run below still tries)
+        except RunDeleted as exc:  # another process deleted it: the caller gets a failed run that says so
+            status, error = "failed", str(exc)
         except (BenchError, binaries.BinaryError, ServerError, OSError, httpx.HTTPError) as exc:
             said = f"the server's answer could not be read ({type(exc).__name__}: {exc})" if isinstance(
                 exc, httpx.HTTPError) else str(exc)
-            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), said
+            status, error = ("incomplete" if self._has_reps(run_id) else "failed"), said
         except Exception as exc:  # noqa: BLE001 - stored, then re-raised for the log
             log.exception("benchmark run %s failed", run_id)
-            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), f"{type(exc).__name__}: {exc}"
+            status, error = ("incomplete" if self._has_reps(run_id) else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
             if proc is not None:
                 report(None, "stopping llama-server…")
@@ -292,7 +294,15 @@ class BenchRunner:
                 if not full:  # the first sign of a full disk; else the one already on its way
                     raise
         report(1.0, f"run {run_id} {status}")
-        return self.repo.get_run(run_id)
+        stored = self.repo.get_run(run_id)
+        if stored is None:  # deleted meanwhile: what was measured is gone, the caller still learns how it ended
+            return run.model_copy(update={"id": run_id, "status": "failed", "finished_at": _now(),
+                                          "error": error if status == "failed" else str(RunDeleted(run_id))})
+        return stored
+
+    def _has_reps(self, run_id: int) -> bool:
+        stored = self.repo.get_run(run_id)
+        return bool(stored and stored.reps)
 
     def _measure(self, run_id: int, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec,
                  report, cancelled, measured_mib: dict, proc: ServerProcess | None) -> tuple[str, str | None]:
