@@ -9,7 +9,6 @@ figures within core.session's MAX_* (negative, NaN, ±Inf, 1e300 refused); `--js
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import subprocess
 import sys
@@ -174,13 +173,3 @@ def test_attach_json_lines_stay_json_and_requests_with_absurd_figures_are_kept(i
         assert con.execute("SELECT count(*) FROM session_requests").fetchone()[0] == 1  # kept, not lost
     finally:
         con.close()
-
-
-def test_bench_with_a_full_stop_of_the_server_process_is_not_left(isolated_data_dir):
-    """No process of ours is left after a lying server's bench (the CLI's children)."""
-    with FakeLlama(timings={"predicted_ms": -1.0}) as fake:
-        proc = subprocess.Popen([*CLI, "bench", "--json", "--url", fake.url, "--prompt-tokens", "16", "--gen-tokens",
-                                 "2", "--reps", "1", "--warmup", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-        proc.communicate(timeout=90)
-    assert not [p for p in psutil.process_iter(["ppid"]) if p.info["ppid"] == proc.pid]
-    assert os.environ.get("LLM_TUNER_DATA_DIR") == str(isolated_data_dir)
