@@ -77,6 +77,14 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
 
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the terminal."""
+        import sys  # noqa: PLC0415
+
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
 
 def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
     """This machine's GPU readers (the local sampler's), named by llama.cpp where a llama-server says."""

@@ -4,7 +4,7 @@ Thin and synchronous (httpx); callers run it off the GUI thread.
 
 Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
 memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
-a second is cut off at the deadline, not each second's read), be at most MAX_BODY_BYTES (a streamed event at most
+a second is cut off at the deadline, not each second's read; SHORT_CALL_S for all but /completion), be at most MAX_BODY_BYTES (a streamed event at most
 MAX_EVENT_BYTES, each within the timeout), and be JSON of the shape llama-server sends; anything else is a
 BadAnswer (a ServerError) that says what was wrong.
 """
@@ -23,6 +23,7 @@ import httpx
 
 MAX_BODY_BYTES = 8 * 2**20  # llama-server's answers are KiB (/props with a long chat template: ~100 KiB)
 MAX_EVENT_BYTES = 2 * 2**20  # one streamed /completion event (a token or a few, with probabilities if asked)
+SHORT_CALL_S = 60.0  # the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
 
 
 class ServerError(Exception):
@@ -227,24 +228,28 @@ class LlamaClient:
             h = self.health()
         return h
 
+    def _short(self) -> float:
+        return min(self.timeout, SHORT_CALL_S)
+
     def props(self) -> dict:
-        return self._json("GET", "/props", dict)
+        return self._json("GET", "/props", dict, timeout=self._short())
 
     def slots(self) -> list[dict]:
-        return [s for s in self._json("GET", "/slots", list) if isinstance(s, dict)]
+        return [s for s in self._json("GET", "/slots", list, timeout=self._short()) if isinstance(s, dict)]
 
     def metrics_text(self) -> str:
-        return self._check(self._fetch("GET", "/metrics"), "/metrics").text
+        return self._check(self._fetch("GET", "/metrics", timeout=self._short()), "/metrics").text
 
     def tokenize(self, text: str, add_special: bool = False) -> list[int]:
-        data = self._json("POST", "/tokenize", dict, json={"content": text, "add_special": add_special})
+        data = self._json("POST", "/tokenize", dict, json={"content": text, "add_special": add_special},
+                          timeout=self._short())
         tokens = data.get("tokens")
         if not isinstance(tokens, list) or not all(type(t) is int and 0 <= t < 2**31 for t in tokens):
             raise BadAnswer(200, "/tokenize", "no list of token ids in 'tokens'")
         return tokens
 
     def detokenize(self, tokens: list[int]) -> str:
-        data = self._json("POST", "/detokenize", dict, json={"tokens": tokens})
+        data = self._json("POST", "/detokenize", dict, json={"tokens": tokens}, timeout=self._short())
         if not isinstance(data.get("content"), str):
             raise BadAnswer(200, "/detokenize", "no text in 'content'")
         return data["content"]
