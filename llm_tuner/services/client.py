@@ -205,8 +205,8 @@ class LlamaClient:
         """/health within `timeout` (all of it: connect, headers, body). Never raises."""
         try:
             r = self._fetch("GET", "/health", timeout=timeout)
-        except BadAnswer as exc:
-            return Health(exc.status, False, exc.message)
+        except BadAnswer as exc:  # no llama-server answers there: as unreachable, so an attach ends saying why
+            return Health(None, False, exc.message)
         except httpx.TimeoutException as exc:
             return Health(None, False, f"no whole answer within {timeout:g} s ({exc.__class__.__name__})")
         except httpx.HTTPError as exc:

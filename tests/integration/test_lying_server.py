@@ -136,8 +136,10 @@ def test_an_endless_streamed_event_is_cut():
 
 # -- attach ---------------------------------------------------------------------------------------
 
-def test_attach_to_a_health_that_trickles_forever_ends_as_unreachable():
-    with FakeLlama(routes={"/health": trickle(b"", 1.0, forever=True)}) as fake:
+@pytest.mark.parametrize("health", [trickle(b"", 1.0, forever=True), huge(50 * 2**20), huge(0, endless=True)],
+                         ids=["trickles forever", "50 MB", "endless"])
+def test_attach_to_a_health_that_trickles_forever_ends_as_unreachable(health):
+    with FakeLlama(routes={"/health": health}) as fake:
         t0 = time.monotonic()
         out = cli("run", "--json-lines", "--no-samples", "--attach", fake.url, timeout=60)
     assert time.monotonic() - t0 < 30
