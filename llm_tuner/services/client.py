@@ -4,9 +4,9 @@ Thin and synchronous (httpx); callers run it off the GUI thread.
 
 Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
 memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
-a second is cut off at the deadline, not each second's read; SHORT_CALL_S for all but /completion), be at most MAX_BODY_BYTES (a streamed event at most
-MAX_EVENT_BYTES, each within the timeout), and be JSON of the shape llama-server sends; anything else is a
-BadAnswer (a ServerError) that says what was wrong.
+a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but /completion),
+be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout), and be JSON of
+the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was wrong.
 """
 
 from __future__ import annotations
@@ -111,8 +111,8 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 def _transport() -> httpx.HTTPTransport:
     transport = httpx.HTTPTransport()
     limits = httpx.Limits()
-    transport._pool = httpcore.ConnectionPool(  # httpx's own defaults, over the deadline-aware sockets
-        ssl_context=httpx.create_ssl_context(), max_connections=limits.max_connections,
+    transport._pool = httpcore.ConnectionPool(  # httpx's own limits (TLS: httpcore's default context), over
+        max_connections=limits.max_connections,  # the deadline-aware sockets
         max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
         network_backend=_DeadlineBackend())
     return transport
