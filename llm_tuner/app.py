@@ -27,6 +27,10 @@ class _PrivateLogHandler(logging.handlers.RotatingFileHandler):
         os.chmod(self.baseFilename, 0o600)
         return stream
 
+    def handleError(self, record) -> None:  # noqa: N802 - logging's name
+        """A line the log cannot take (its disk is full): lost quietly, never a traceback on the user's terminal;
+        the command's own error line says what is wrong."""
+
 
 def setup_logging() -> None:
     from llm_tuner.services.paths import log_dir
@@ -194,7 +198,10 @@ def _check_file_modes_for_cli() -> None:
     finally:
         for h in [h for h in root.handlers if getattr(h, "_llm_tuner", False)]:
             root.removeHandler(h)
-            h.close()
+            try:
+                h.close()
+            except OSError:  # the last lines did not fit (a full disk): the command goes on and says what is wrong
+                pass
         root.setLevel(level)
     return None
 

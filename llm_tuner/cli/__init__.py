@@ -7,7 +7,9 @@ function takes the parsed args and returns the process exit code.
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import math
 import os
 import sys
 
@@ -15,7 +17,7 @@ from llm_tuner import __version__
 from llm_tuner.cli import agent, bench, models, plan, profile, run, system, tune, workers
 
 _MODULES = (system, workers, agent, profile, models, plan, run, bench, tune)
-DATABASE_EXIT = 4  # the history database is damaged or from a newer version (see store.db.DatabaseError)
+DATABASE_EXIT = 4  # the history database is damaged, from a newer version, or its disk is full (see store.db)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -30,9 +32,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def emit_json(obj) -> None:
-    """Print one JSON document (or line) and flush, so pipes see it at once."""
-    sys.stdout.write(json.dumps(obj, default=str) + "\n")
+    """Print one JSON document (or line) and flush, so pipes see it at once.
+
+    Always JSON: a float that is not finite (a lying server's figure, a rate over zero seconds) is written as
+    null, never as Python's `Infinity`/`NaN`, which JSON readers refuse."""
+    sys.stdout.write(json.dumps(_finite(obj), default=str, allow_nan=False) + "\n")
     sys.stdout.flush()
+
+
+def _finite(obj):
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [_finite(v) for v in obj]
+    return obj
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -53,6 +68,9 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return _stdout_closed()
     except Exception as exc:
+        if _is_storage_full(exc):
+            print(f"llm-tuner: error: {_storage_full_text(exc)}", file=sys.stderr)
+            return DATABASE_EXIT
         if not _is_database_error(exc):
             raise
         print(f"llm-tuner: error: {exc}\n  To start with a fresh database: llm-tuner database move-aside",
@@ -64,6 +82,21 @@ def _is_database_error(exc: BaseException) -> bool:
     """Without importing the store (SQLAlchemy, Alembic) for commands that never open it."""
     db = sys.modules.get("llm_tuner.store.db")
     return db is not None and isinstance(exc, db.DatabaseError)
+
+
+def _is_storage_full(exc: BaseException) -> bool:
+    """The history's disk is full (store.db.StorageFullError) or a file could not be written for want of space."""
+    db = sys.modules.get("llm_tuner.store.db")
+    if db is not None and isinstance(exc, db.StorageFullError):
+        return True
+    return isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def _storage_full_text(exc: BaseException) -> str:
+    if isinstance(exc, OSError):
+        where = f" for {exc.filename}" if exc.filename else ""
+        return f"no space left on the disk{where}: nothing more could be written. Free space on that disk and try again"
+    return str(exc)
 
 
 def _stdout_closed() -> int:

@@ -10,7 +10,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default loopback; anything else requires the token it prints)")
     p.add_argument("--port", type=int, default=None, help="port (default 50100; 0: a free one)")
-    p.add_argument("--token", default=None, help="the token clients must send (default: generated when not loopback)")
+    p.add_argument("--token", default=None,
+                   help="the token clients must send (default: $LLM_TUNER_AGENT_TOKEN, which `ps` does not show; "
+                        "else generated when not loopback)")
+    p.add_argument("--token-file", metavar="FILE", default=None,
+                   help="read the token from the first line of FILE ('-': stdin) instead of the command line")
     p.add_argument("--json", action="store_true", help="print the start line as JSON")
     p.set_defaults(func=cmd_agent)
 
@@ -22,11 +26,16 @@ def cmd_agent(args) -> int:
     import sys
     import time
 
-    from llm_tuner.services.agent import DEFAULT_PORT, AgentServer
+    from llm_tuner.services.agent import DEFAULT_PORT, AgentServer, read_token
 
     port = DEFAULT_PORT if args.port is None else args.port
     try:
-        agent = AgentServer(args.host, port, token=args.token)
+        token = read_token(args.token, args.token_file)
+    except ValueError as exc:
+        print(f"llm-tuner: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        agent = AgentServer(args.host, port, token=token)
     except OSError as exc:
         print(f"llm-tuner: error: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=sys.stderr)
         return 2

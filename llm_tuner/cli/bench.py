@@ -262,9 +262,10 @@ def run_json(run) -> dict:
 
 def _print_run(run) -> None:
     from llm_tuner.core.bench_report import metric_label, run_summary
+    from llm_tuner.core.units import printable
 
     s = run_summary(run)
-    print(f"run {run.id} ({run.label}): {run.status}" + (f" - {run.error}" if run.error else ""))
+    print(printable(f"run {run.id} ({run.label}): {run.status}" + (f" - {run.error}" if run.error else "")))
     for name, m in s["metrics"].items():
         print(f"  {metric_label(name):40s} median {m.get('median', 0):10.2f}  IQR {m.get('iqr', 0):8.2f}  "
               f"n={m.get('n', 0)}")
@@ -286,7 +287,12 @@ def cmd_bench(args) -> int:
     _preflight(target, args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
-    run = _runner(args).run(target, spec, progress=_progress())
+    from llm_tuner.services.bench import BenchError
+
+    try:
+        run = _runner(args).run(target, spec, progress=_progress())
+    except BenchError as exc:  # before the run could start (no llama-server found, an unconfirmed program)
+        raise _err(str(exc)) from None
     if args.json:
         emit_json(run_json(run))
     else:
@@ -355,6 +361,8 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_runs_list(args) -> int:
+    from llm_tuner.core.units import printable
+
     runs = _repo().list_runs(model=args.model, label=args.profile)
     rows = []
     for r in runs:
@@ -367,8 +375,8 @@ def cmd_runs_list(args) -> int:
         emit_json(rows)
     else:
         for row in rows:
-            print(f"{row['run_id']:5d}  {row['started'] or '':19.19s}  {row['status']:10s}  {row['profile']:30.30s}  "
-                  f"{Path(row['model'] or '').name}  ({row['spec']})")
+            print(printable(f"{row['run_id']:5d}  {row['started'] or '':19.19s}  {row['status']:10s}  "
+                            f"{row['profile']:30.30s}  {Path(row['model'] or '').name}  ({row['spec']})"))
         if not rows:
             print("no runs yet: llm-tuner bench --prompt-tokens 512 --gen-tokens 128 -- -m MODEL.gguf")
     return 0
@@ -434,11 +442,12 @@ def cmd_runs_compare(args) -> int:
         emit_json(result)
     else:
         from llm_tuner.core.bench_report import metric_label
+        from llm_tuner.core.units import printable
 
         def med(side) -> str:
             return "–" if not side or side.get("median") is None else f"{side['median']:.2f}"
 
-        print(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%")
+        print(printable(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%"))
         print(f"  {'Metric':40s} {'A median':>10s} {'B median':>10s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"

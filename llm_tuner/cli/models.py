@@ -47,26 +47,33 @@ def _fmt_gib(n: int | None) -> str:
     return "?" if n is None else f"{n / 1024**3:.2f} GiB"
 
 
+def _say(line: str) -> None:
+    """One line of text output: a GGUF's strings (name, architecture, tensor names) never act on the terminal."""
+    from llm_tuner.core.units import printable
+
+    print(printable(line))
+
+
 def _print_info(info) -> None:
     if info.error:
-        print(f"{info.path}: error: {info.error}")
+        _say(f"{info.path}: error: {info.error}")
         return
     params = f"{info.n_params / 1e9:.2f} B" if info.n_params else "?"
-    print(f"{info.display_name()}  [{info.architecture}, {info.file_type}, {params} params, "
-          f"{_fmt_gib(info.size_bytes)}]")
-    print(f"  path: {info.path}" + (f" ({info.split_count} parts)" if info.split_count > 1 else ""))
-    print(f"  layers: {info.block_count}" + (f" (+{info.nextn_layers} MTP)" if info.nextn_layers else "")
+    _say(f"{info.display_name()}  [{info.architecture}, {info.file_type}, {params} params, "
+         f"{_fmt_gib(info.size_bytes)}]")
+    _say(f"  path: {info.path}" + (f" ({info.split_count} parts)" if info.split_count > 1 else ""))
+    _say(f"  layers: {info.block_count}" + (f" (+{info.nextn_layers} MTP)" if info.nextn_layers else "")
           + f" · context: {info.context_length} · embedding: {info.embedding_length}")
-    print(f"  heads: {info.head_count} · kv heads: {info.head_count_kv} · head dims: "
-          f"{info.key_length}/{info.value_length}")
+    _say(f"  heads: {info.head_count} · kv heads: {info.head_count_kv} · head dims: "
+         f"{info.key_length}/{info.value_length}")
     if info.expert_count:
-        print(f"  experts: {info.expert_used_count} of {info.expert_count}"
-              + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else ""))
+        _say(f"  experts: {info.expert_used_count} of {info.expert_count}"
+             + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else ""))
     if info.sliding_window:
         pattern = f" · pattern: {info.sliding_window_pattern}" if info.sliding_window_pattern else ""
-        print(f"  sliding window: {info.sliding_window}{pattern}")
-    print(f"  vocab: {info.vocab_size} ({info.tokenizer_model}) · chat template: "
-          f"{'yes' if info.chat_template else 'no'} · tensors: {info.n_tensors}")
+        _say(f"  sliding window: {info.sliding_window}{pattern}")
+    _say(f"  vocab: {info.vocab_size} ({info.tokenizer_model}) · chat template: "
+         f"{'yes' if info.chat_template else 'no'} · tensors: {info.n_tensors}")
 
 
 def cmd_model_info(args) -> int:
@@ -97,13 +104,14 @@ def cmd_model_info(args) -> int:
         _print_info(info)
         if args.tensors and not info.error:
             for t in info.tensors:
-                print(f"  {t.name:40s} {str(list(t.shape)):24s} {t.type_name:6s} "
-                      f"{t.n_bytes / 2**20:9.2f} MiB  {t.role}")
+                _say(f"  {t.name:40s} {str(list(t.shape)):24s} {t.type_name:6s} "
+                     f"{t.n_bytes / 2**20:9.2f} MiB  {t.role}")
     return 1 if info.error else 0
 
 
 def cmd_models_scan(args) -> int:
     from llm_tuner.cli import emit_json
+    from llm_tuner.core.units import printable
     from llm_tuner.services.library import find_models, scan
     from llm_tuner.services.paths import database_path
     from llm_tuner.services.settings_store import load_settings
@@ -116,12 +124,12 @@ def cmd_models_scan(args) -> int:
         cache = ModelCacheRepo(open_engine(database_path(load_settings().data_dir)))
     missing = [d for d in args.dirs if not __import__("os").path.exists(d)]
     for d in missing:
-        print(f"llm-tuner: warning: {d} does not exist", file=sys.stderr)
+        print(printable(f"llm-tuner: warning: {d} does not exist"), file=sys.stderr)
     skipped: list[dict] = []
 
     def on_skipped(path: str, reason: str) -> None:
         skipped.append({"path": path, "reason": reason})
-        print(f"llm-tuner: warning: skipped {path}: {reason}", file=sys.stderr)
+        print(printable(f"llm-tuner: warning: skipped {path}: {reason}"), file=sys.stderr)
 
     entries = find_models(args.dirs, on_skipped=on_skipped)
     infos = scan(entries, cache=cache)

@@ -115,7 +115,7 @@ def _advice_json(advice) -> list[dict]:
 
 def cmd_import(args) -> int:
     from llm_tuner.cli import CliError, emit_json
-    from llm_tuner.cli.profile_file import refuse_nul
+    from llm_tuner.cli.profile_file import refuse_unusable
     from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS, import_command, profile_to_argv, render_shell
 
     argv = list(args.argv or [])
@@ -133,7 +133,7 @@ def cmd_import(args) -> int:
     result = import_command(args.command_text if args.command_text is not None else argv, catalog)
     if result.problem:  # a wrong paste: nothing is saved (exit 2, as --help says)
         raise CliError(result.problem)
-    profile = refuse_nul(result.profile, "the command")
+    profile = refuse_unusable(result.profile, "the command")
     out_argv, env = profile_to_argv(profile)
     advice = _advice(profile, catalog)
     failed = 1 if any(a.severity == "error" for a in advice) else 0
@@ -193,6 +193,7 @@ def cmd_check(args) -> int:
 
 def cmd_list(args) -> int:
     from llm_tuner.cli import emit_json
+    from llm_tuner.core.units import printable
 
     repo = _repo()
     rows = []
@@ -204,7 +205,7 @@ def cmd_list(args) -> int:
         emit_json({"profiles": rows})
     else:
         for r in rows:
-            print(f"{r['name']}  v{r['version']}  ({r['created_at']})")
+            print(printable(f"{r['name']}  v{r['version']}  ({r['created_at']})"))
         if not rows:
             print("no saved profiles: import one with `llm-tuner profile import --name NAME --command '...'`")
     return 0

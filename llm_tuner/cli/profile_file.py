@@ -5,7 +5,8 @@ FILE is a profile JSON file (a bare profile object, or what `llm-tuner profile i
 version of a named profile. A file is read strictly: a key a profile does not have, or a value of the wrong
 type, is an error naming the key and the file, so a typo never launches a server without the setting the
 user meant. (Stored history keeps loading old versions leniently: strictness lives here, not in the model.)
-A NUL byte in any field is refused too, naming the field (no program can take one).
+A NUL byte in any field is refused too, naming the field (no program can take one), and so is an environment
+variable whose name is not a name (`A=1 $(touch X) B`: a copied shell line would run it).
 
 A profile's own program (`binary`) runs only once the user confirmed it (services.binaries' trust):
 `profile_binary` is the one check for every command, `--trust-binary` (add_trust_argument) confirms it.
@@ -34,7 +35,7 @@ def load_profile(ref: str) -> LoadedProfile:
 
     path = Path(ref).expanduser()
     if path.is_file():
-        return LoadedProfile(refuse_nul(profile_from_file(path), str(path)), path.stem)
+        return LoadedProfile(refuse_unusable(profile_from_file(path), str(path)), path.stem)
     from llm_tuner.services.paths import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
@@ -43,19 +44,24 @@ def load_profile(ref: str) -> LoadedProfile:
     if saved is None:
         raise CliError(f"no saved profile named {ref!r} and no such file. List names with `llm-tuner profile "
                        "list`, or pass a profile JSON file (what `llm-tuner profile import --json` prints).")
-    refuse_nul(saved.profile, f"saved profile {saved.name!r} (version {saved.version})")
+    refuse_unusable(saved.profile, f"saved profile {saved.name!r} (version {saved.version})")
     return LoadedProfile(saved.profile, saved.name, saved.version_id)
 
 
-def refuse_nul(profile, where: str):
+def refuse_unusable(profile, where: str):
+    """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no name."""
     from llm_tuner.cli import CliError
-    from llm_tuner.core.profile import nul_fields
+    from llm_tuner.core.profile import bad_env_names, nul_fields
 
     bad = nul_fields(profile)
     if bad:
         many = len(bad) > 1
         raise CliError(f"{where}: {'keys' if many else 'key'} {', '.join(repr(b) for b in bad)} "
                        f"{'hold' if many else 'holds'} a NUL byte (\\0), which no program can take: remove it and try again")
+    names = bad_env_names(profile)
+    if names:
+        raise CliError(f"{where}: {names[0]!r} is not an environment variable name (letters, digits and _, not "
+                       "starting with a digit): rename or remove it in 'env' and try again")
     return profile
 
 

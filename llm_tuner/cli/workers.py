@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     q = wsub.add_parser("add", help="add a worker (host:port) to Settings")
     q.add_argument("endpoint", help="host:port of its ggml-rpc-server")
     q.add_argument("--agent", metavar="URL", help="the llm-tuner agent on that machine (its GPU telemetry)")
-    q.add_argument("--agent-token", metavar="TOKEN", help="the token the agent printed at start")
+    q.add_argument("--agent-token", metavar="TOKEN",
+                   help="the token the agent printed at start (default: $LLM_TUNER_AGENT_TOKEN, which `ps` does not show)")
+    q.add_argument("--agent-token-file", metavar="FILE", help="read the agent's token from FILE ('-': stdin)")
     q.set_defaults(func=cmd_add)
     q = wsub.add_parser("remove", help="remove a worker from Settings")
     q.add_argument("endpoint")
@@ -72,13 +74,20 @@ def cmd_list(args) -> int:
 
 
 def cmd_add(args) -> int:
+    from llm_tuner.cli import CliError
     from llm_tuner.core.settings import RpcWorker
+    from llm_tuner.services.agent import read_token
     from llm_tuner.services.settings_store import save_settings
 
     endpoint = _check(args.endpoint)
+    try:
+        given = args.agent or args.agent_token or args.agent_token_file
+        token = read_token(args.agent_token, args.agent_token_file) if given else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     s = _settings()
     s.rpc_workers = [w for w in s.rpc_workers if w.endpoint != endpoint] + [
-        RpcWorker(endpoint=endpoint, agent_url=args.agent, agent_token=args.agent_token)]
+        RpcWorker(endpoint=endpoint, agent_url=args.agent, agent_token=token)]
     save_settings(s)
     print(f"added {endpoint}")
     return 0

@@ -14,6 +14,7 @@ The API key is a secret: masked in repr, and masked in JSON only when the caller
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
@@ -207,6 +208,19 @@ def nul_fields(profile: LaunchProfile) -> list[str]:
             value = [str(v) for v in value]
         walk(name, value)
     return list(dict.fromkeys(found))
+
+
+# A name a POSIX shell takes in `NAME=value` (and every program's environment): letters, digits, "_", not a digit first
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def bad_env_names(profile: LaunchProfile) -> list[str]:
+    """The profile's environment variable names that are not names (`A=1 $(touch X) B`, `-x`, ``).
+
+    Such a name cannot be set as written (`os.environ` refuses "=" and NUL), and shown in a copied shell line
+    it would run as a command: the file loader refuses the profile, naming the variable.
+    """
+    return [n for n in profile.env if not ENV_NAME.fullmatch(n)]
 
 
 @runtime_checkable

@@ -12,6 +12,7 @@ labelled() reads one family back.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -98,7 +99,10 @@ class SlotState:
 
 
 def _int(x) -> int | None:
-    return int(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    """A whole number a database can keep (|x| < 2**63), else None: a lying server's 1e300 or NaN is no count."""
+    if not isinstance(x, int | float) or isinstance(x, bool) or not math.isfinite(x) or abs(x) >= 2**63:
+        return None
+    return int(x)
 
 
 def parse_slots(data: Iterable[Mapping] | None) -> list[SlotState]:

@@ -6,7 +6,44 @@ rounded to 2 decimals) or from /slots + /metrics deltas in attach mode (`approxi
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+
+# What one request's figures can be. Beyond these a server (or something posing as one) lies: the figure is not
+# kept as a measurement (a benchmark repetition with one is a failed request, saying which; a watched request
+# keeps its other figures and names the dropped one). 2**31 tokens is far past any context llama.cpp takes.
+MAX_TOKENS = 2**31
+MAX_MS = 7 * 24 * 3600 * 1000.0  # a week for one request
+MAX_TOKENS_PER_S = 1e8
+COUNT_KEYS = ("cache_n", "prompt_n", "predicted_n", "draft_n", "draft_n_accepted")
+MS_KEYS = ("prompt_ms", "predicted_ms", "ttft_ms", "latency_ms")
+RATE_KEYS = ("prompt_per_second", "predicted_per_second")
+
+
+def implausible(key: str, value) -> str | None:
+    """Why `value` cannot be the server's `key` of one request (None: it can, or it is absent)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return f"{key} is {str(value)[:40]!r}, not a number"
+    if not math.isfinite(value):
+        return f"{key} is {value}"
+    if value < 0:
+        return f"{key} is negative ({value:g})"
+    limit = MAX_TOKENS if key in COUNT_KEYS else MAX_MS if key in MS_KEYS else MAX_TOKENS_PER_S
+    if value > limit:
+        return f"{key} is {value:.3g}, beyond any real request (at most {limit:.3g})"
+    if key in COUNT_KEYS and value != int(value):
+        return f"{key} is {value:g}, not a whole count"
+    return None
+
+
+def implausible_timings(timings: Mapping) -> list[str]:
+    """What is wrong with a server's `timings` object for one request (empty: nothing found)."""
+    if not isinstance(timings, Mapping):
+        return [f"timings is {type(timings).__name__}, not an object"]
+    return [p for k in COUNT_KEYS + MS_KEYS + RATE_KEYS if (p := implausible(k, timings.get(k))) is not None]
 
 
 @dataclass(frozen=True)
@@ -28,6 +65,24 @@ class RequestRecord:
     ttft_ms: float | None = None
     latency_ms: float | None = None
     approximate: bool = False  # from /slots and /metrics deltas, not from the log
+    # figures the server gave that no real request has (see implausible): dropped to None, named here
+    implausible: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        dropped = []
+        for key in COUNT_KEYS + MS_KEYS + RATE_KEYS:
+            problem = implausible(key, getattr(self, key))
+            if problem is not None:
+                dropped.append(problem)
+                object.__setattr__(self, key, None)
+            elif key in COUNT_KEYS and getattr(self, key) is not None:
+                object.__setattr__(self, key, int(getattr(self, key)))
+        for key in ("slot", "task"):  # ids: anything that does not fit a database integer is no id
+            v = getattr(self, key)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, int) or not -(2**63) <= v < 2**63):
+                object.__setattr__(self, key, None)
+        if dropped:
+            object.__setattr__(self, "implausible", tuple(self.implausible) + tuple(dropped))
 
     @property
     def draft_acceptance(self) -> float | None:
@@ -39,7 +94,7 @@ class RequestRecord:
                 "predicted_n": self.predicted_n, "predicted_ms": self.predicted_ms,
                 "predicted_per_second": self.predicted_per_second, "draft_n": self.draft_n,
                 "draft_n_accepted": self.draft_n_accepted, "ttft_ms": self.ttft_ms, "latency_ms": self.latency_ms,
-                "approximate": self.approximate}
+                "approximate": self.approximate, **({"implausible": list(self.implausible)} if self.implausible else {})}
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 MIB = 1024 * 1024
 
@@ -33,3 +34,17 @@ def format_params(n: int | None) -> str:
     if not n:
         return ""
     return f"{n / 1e9:.2f} B" if n >= 1e9 else f"{n / 1e6:.0f} M"
+
+
+# C0/C1 control characters and the bidirectional overrides (they reorder what follows on screen)
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: object) -> str:
+    """`text` safe to print on a terminal: control characters (ESC starting a sequence that retitles or clears the
+    terminal, BEL, CR, newlines, C1, bidi overrides) shown as escapes (`\\x1b`, `\\n`, `\\u202e`), the rest as is.
+
+    For text output of strings that come from files or servers (a GGUF's `general.name`, a run's label): one
+    such string must never act on the user's terminal. JSON output needs none of this (json.dumps escapes them).
+    """
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))

@@ -5,6 +5,12 @@ Headless: no Qt (import-linter: services never touch Qt; tests/unit/test_agent.p
 and checks). The samples come from the same readers as the local sampler (services.telemetry: NVML, AMD),
 read on request (at most every `min_interval_s`). Bound to loopback by default; bound anywhere else it
 requires a token (generated and printed at start unless given), sent as `Authorization: Bearer <token>`.
+The token can come from $LLM_TUNER_AGENT_TOKEN or a file (read_token), so `ps` never shows it.
+
+Hostile clients: a request must arrive whole (headers included) within REQUEST_TIMEOUT_S or its connection is
+closed (a thread each would otherwise be held); the listen backlog is LISTEN_BACKLOG; on loopback a request
+whose Host header is not a loopback name is refused (403), so a web page cannot reach the agent through a
+DNS name rebound to 127.0.0.1.
 
     GET /v1/gpus  ->  {"host": "<hostname>", "samples": [GpuSample as JSON, ...], "errors": {...}}
 """
@@ -27,7 +33,57 @@ from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
 
 DEFAULT_PORT = 50100
 PATH = "/v1/gpus"
+TOKEN_ENV = "LLM_TUNER_AGENT_TOKEN"  # the agent's token, and the one `workers add` gives a worker, off the command line
+REQUEST_TIMEOUT_S = 10.0  # a whole request (headers and all): a client that sends nothing more is cut off
+LISTEN_BACKLOG = 128  # connections waiting to be accepted (socketserver's default is 5)
 _GPU_KEYS = {f.name for f in fields(GpuSample)}
+
+
+def read_token(value: str | None = None, path: str | None = None) -> str | None:
+    """The token given: from a file (`path`, first line; "-" is stdin), else `value`, else $LLM_TUNER_AGENT_TOKEN.
+
+    Raises:
+        ValueError: the file cannot be read or holds no token (the message names it).
+    """
+    import os  # noqa: PLC0415
+    import sys  # noqa: PLC0415
+
+    if path:
+        try:
+            text = sys.stdin.readline() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ValueError(f"cannot read the token file {path}: {exc}") from None
+        token = (text.strip().splitlines() or [""])[0].strip()
+        if not token:
+            raise ValueError(f"the token file {path} is empty")
+        return token
+    return value or os.environ.get(TOKEN_ENV) or None
+
+
+def _loopback_host_header(value: str | None) -> bool:
+    """Whether a Host header names this machine's loopback (`localhost`, `127.0.0.1`, `[::1]`, with a port)."""
+    if not value:
+        return False
+    host = value.strip()
+    if host.startswith("["):
+        host = host[1:host.find("]")] if "]" in host else host
+    elif host.count(":") == 1:
+        host = host.split(":")[0]
+    host = host.rstrip(".").lower()
+    return host == "localhost" or host.endswith(".localhost") or is_loopback(host)
+
+
+class _Server(ThreadingHTTPServer):
+    request_queue_size = LISTEN_BACKLOG
+    daemon_threads = True
+
+    def handle_error(self, request, client_address) -> None:
+        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the terminal."""
+        import sys  # noqa: PLC0415
+
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
 
 
 def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
@@ -45,7 +101,8 @@ class AgentServer:
                  readers: dict[str, Callable[[], Sequence[GpuSample]]] | None = None,
                  min_interval_s: float = 0.2) -> None:
         self.host = host
-        self.token = token if token or is_loopback(host) else secrets.token_urlsafe(24)
+        self.loopback = is_loopback(host)
+        self.token = token if token or self.loopback else secrets.token_urlsafe(24)
         self.notes: list[str] = []
         if readers is None:
             readers, self.notes = default_readers()
@@ -53,8 +110,7 @@ class AgentServer:
         self.min_interval_s = min_interval_s
         self._lock = threading.Lock()
         self._last: tuple[float, dict] | None = None
-        self._httpd = ThreadingHTTPServer((host, port), self._handler())
-        self._httpd.daemon_threads = True
+        self._httpd = _Server((host, port), self._handler())
         self.port = self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
 
@@ -83,8 +139,27 @@ class AgentServer:
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
+            timeout = REQUEST_TIMEOUT_S  # each read; the whole request's bound is the timer in setup()
+
             def log_message(self, *_a) -> None:  # quiet: one line per request would flood a terminal
                 pass
+
+            def setup(self) -> None:
+                super().setup()
+                self._cut = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
+                self._cut.name = f"{THREAD_PREFIX}agent-request-timeout"
+                self._cut.daemon = True
+                self._cut.start()
+
+            def _cut_off(self) -> None:  # a request that trickles in: its connection ends, its thread with it
+                try:
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+            def finish(self) -> None:
+                self._cut.cancel()
+                super().finish()
 
             def _send(self, code: int, body: dict) -> None:
                 data = json.dumps(body).encode()
@@ -95,6 +170,10 @@ class AgentServer:
                 self.wfile.write(data)
 
             def do_GET(self) -> None:  # noqa: N802 - http.server's name
+                self._cut.cancel()  # the request is in; the answer is ours to send
+                if agent.loopback and not _loopback_host_header(self.headers.get("Host")):
+                    return self._send(403, {"error": "this agent answers loopback names only (Host: 127.0.0.1 "
+                                            "or localhost); bind it elsewhere with a token to reach it by name"})
                 if agent.token is not None:
                     given = self.headers.get("Authorization", "").removeprefix("Bearer ").strip()
                     if not hmac.compare_digest(given.encode(), agent.token.encode()):

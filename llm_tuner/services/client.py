@@ -1,16 +1,29 @@
 """HTTP client for llama-server: /health /props /slots /metrics /completion /tokenize.
 
 Thin and synchronous (httpx); callers run it off the GUI thread.
+
+Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
+memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
+a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but /completion),
+be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout), and be JSON of
+the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was wrong.
 """
 
 from __future__ import annotations
 
 import json
+import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
+import httpcore
 import httpx
+
+MAX_BODY_BYTES = 8 * 2**20  # llama-server's answers are KiB (/props with a long chat template: ~100 KiB)
+MAX_EVENT_BYTES = 2 * 2**20  # one streamed /completion event (a token or a few, with probabilities if asked)
+SHORT_CALL_S = 60.0  # the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
 
 
 class ServerError(Exception):
@@ -23,6 +36,88 @@ class ServerError(Exception):
         self.kind = kind
 
 
+class BadAnswer(ServerError):
+    """The server's answer is not what llama-server sends: too big, too slow to arrive whole, not JSON, or JSON
+    of another shape. `message` says which, for the user."""
+
+    def __init__(self, status: int, path: str, what: str) -> None:
+        super().__init__(status, f"the answer to {path} is not llama-server's: {what}", "bad_answer")
+
+
+# -- deadlines: a bound on a whole answer, not on each read -------------------------------------------
+
+_deadline = threading.local()  # .at: the monotonic time by which the current call's reads must be done
+
+
+def _bounded(timeout: float | None) -> float | None:
+    at = getattr(_deadline, "at", None)
+    if at is None:
+        return timeout
+    left = at - time.monotonic()
+    if left <= 0:
+        raise httpcore.ReadTimeout("the answer did not arrive whole in time")
+    return left if timeout is None else min(timeout, left)
+
+
+@contextmanager
+def _within(seconds: float | None):
+    """Reads and writes on this thread end by `seconds` from now (nested calls keep the earlier end)."""
+    prev = getattr(_deadline, "at", None)
+    if seconds is not None:
+        end = time.monotonic() + seconds
+        _deadline.at = end if prev is None else min(prev, end)
+    try:
+        yield
+    finally:
+        _deadline.at = prev
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, _bounded(timeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _bounded(timeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _bounded(timeout)))
+
+    def get_extra_info(self, info: str):
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's own sockets, each read and write given at most the time left to the call (see _within)."""
+
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DeadlineStream(self._backend.connect_tcp(host, port, _bounded(timeout), local_address, socket_options))
+
+    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+        return _DeadlineStream(self._backend.connect_unix_socket(path, _bounded(timeout), socket_options))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+def _transport() -> httpx.HTTPTransport:
+    transport = httpx.HTTPTransport()
+    limits = httpx.Limits()
+    transport._pool = httpcore.ConnectionPool(  # httpx's own limits (TLS: httpcore's default context), over
+        max_connections=limits.max_connections,  # the deadline-aware sockets
+        max_keepalive_connections=limits.max_keepalive_connections, keepalive_expiry=limits.keepalive_expiry,
+        network_backend=_DeadlineBackend())
+    return transport
+
+
 @dataclass(frozen=True)
 class Health:
     status_code: int | None  # None: nothing listening
@@ -30,11 +125,32 @@ class Health:
     message: str
 
 
+@dataclass(frozen=True)
+class _Answer:
+    status_code: int
+    content: bytes
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", errors="replace")
+
+
+def _error_message(data, fallback: str) -> tuple[str, str | None]:
+    """llama-server's `{"error": {"message", "type"}}` (or a bare string), else the start of the body."""
+    err = data.get("error") if isinstance(data, dict) else None
+    if isinstance(err, dict) and isinstance(err.get("message"), str):
+        return err["message"][:500], err.get("type") if isinstance(err.get("type"), str) else None
+    if isinstance(err, str):
+        return err[:500], None
+    return fallback[:200], None
+
+
 class LlamaClient:
     def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 600.0) -> None:
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(base_url=self.base_url, headers=headers,
+        self.timeout = timeout  # the longest a whole answer (or one streamed event) may take
+        self._http = httpx.Client(base_url=self.base_url, headers=headers, transport=_transport(),
                                   timeout=httpx.Timeout(timeout, connect=5.0))
 
     def close(self) -> None:
@@ -47,28 +163,61 @@ class LlamaClient:
         self.close()
 
     # -- helpers --------------------------------------------------------------------------------
-    def _check(self, r: httpx.Response) -> httpx.Response:
+    def _fetch(self, method: str, path: str, *, timeout: float | None = None, **kw) -> _Answer:
+        """One whole answer, bounded in size (MAX_BODY_BYTES) and in time (`timeout`, else the client's)."""
+        limit = self.timeout if timeout is None else timeout
+        with _within(limit), self._http.stream(method, path, timeout=limit, **kw) as r:
+            declared = r.headers.get("content-length", "")
+            if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+                raise BadAnswer(r.status_code, path, f"{int(declared):,} bytes announced, more than the "
+                                f"{MAX_BODY_BYTES // 2**20} MiB any of its answers takes")
+            body = bytearray()
+            for chunk in r.iter_bytes():
+                body += chunk
+                if len(body) > MAX_BODY_BYTES:
+                    raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any of its "
+                                    "answers takes")
+            return _Answer(r.status_code, bytes(body))
+
+    def _check(self, r: _Answer, path: str = "") -> _Answer:
         if r.status_code >= 400:
             try:
-                err = r.json().get("error", {})
-                raise ServerError(r.status_code, err.get("message", r.text[:200]), err.get("type"))
+                data = json.loads(r.content)
             except ValueError:
-                raise ServerError(r.status_code, r.text[:200]) from None
+                data = None
+            message, kind = _error_message(data, r.text)
+            raise ServerError(r.status_code, message, kind)
         return r
+
+    def _json(self, method: str, path: str, shape: type | tuple[type, ...], **kw):
+        """The answer's JSON, checked to be of `shape` (dict or list)."""
+        r = self._check(self._fetch(method, path, **kw), path)
+        try:
+            data = json.loads(r.content)
+        except ValueError:
+            raise BadAnswer(r.status_code, path, f"not JSON ({r.text[:60]!r})") from None
+        if not isinstance(data, shape):
+            raise BadAnswer(r.status_code, path, f"JSON {type(data).__name__}, not an object of its fields")
+        return data
 
     # -- endpoints ------------------------------------------------------------------------------
     def health(self, timeout: float = 2.0) -> Health:
+        """/health within `timeout` (all of it: connect, headers, body). Never raises."""
         try:
-            r = self._http.get("/health", timeout=timeout)
+            r = self._fetch("GET", "/health", timeout=timeout)
+        except BadAnswer as exc:  # no llama-server answers there: as unreachable, so an attach ends saying why
+            return Health(None, False, exc.message)
+        except httpx.TimeoutException as exc:
+            return Health(None, False, f"no whole answer within {timeout:g} s ({exc.__class__.__name__})")
         except httpx.HTTPError as exc:
             return Health(None, False, f"not reachable: {exc.__class__.__name__}")
         if r.status_code == 200:
             return Health(200, True, "ok")
         try:
-            message = r.json().get("error", {}).get("message", r.text[:100])
+            data = json.loads(r.content)
         except ValueError:
-            message = r.text[:100]
-        return Health(r.status_code, False, message)
+            data = None
+        return Health(r.status_code, False, _error_message(data, r.text)[0][:100])
 
     def wait_ready(self, timeout: float = 120.0, poll_s: float = 0.2, alive=lambda: True) -> Health:
         """Poll /health until 200, the timeout, or `alive()` turning False (the process died)."""
@@ -79,36 +228,93 @@ class LlamaClient:
             h = self.health()
         return h
 
+    def _short(self) -> float:
+        return min(self.timeout, SHORT_CALL_S)
+
     def props(self) -> dict:
-        return self._check(self._http.get("/props")).json()
+        return self._json("GET", "/props", dict, timeout=self._short())
 
     def slots(self) -> list[dict]:
-        return self._check(self._http.get("/slots")).json()
+        return [s for s in self._json("GET", "/slots", list, timeout=self._short()) if isinstance(s, dict)]
 
     def metrics_text(self) -> str:
-        return self._check(self._http.get("/metrics")).text
+        return self._check(self._fetch("GET", "/metrics", timeout=self._short()), "/metrics").text
 
     def tokenize(self, text: str, add_special: bool = False) -> list[int]:
-        r = self._check(self._http.post("/tokenize", json={"content": text, "add_special": add_special}))
-        return list(r.json()["tokens"])
+        data = self._json("POST", "/tokenize", dict, json={"content": text, "add_special": add_special},
+                          timeout=self._short())
+        tokens = data.get("tokens")
+        if not isinstance(tokens, list) or not all(type(t) is int and 0 <= t < 2**31 for t in tokens):
+            raise BadAnswer(200, "/tokenize", "no list of token ids in 'tokens'")
+        return tokens
 
     def detokenize(self, tokens: list[int]) -> str:
-        return self._check(self._http.post("/detokenize", json={"tokens": tokens})).json()["content"]
+        data = self._json("POST", "/detokenize", dict, json={"tokens": tokens}, timeout=self._short())
+        if not isinstance(data.get("content"), str):
+            raise BadAnswer(200, "/detokenize", "no text in 'content'")
+        return data["content"]
 
     def completion(self, prompt, n_predict: int = 16, **params) -> dict:
         """Non-streaming /completion; returns the server's JSON (with its `timings`)."""
         body = {"prompt": prompt, "n_predict": n_predict, "stream": False, **params}
-        return self._check(self._http.post("/completion", json=body)).json()
+        return self._json("POST", "/completion", dict, json=body)
 
     def completion_stream(self, prompt, n_predict: int = 16, **params) -> Iterator[dict]:
-        """Streaming /completion: yields each server-sent JSON chunk (the last has `timings`)."""
+        """Streaming /completion: yields each server-sent JSON chunk (the last has `timings`).
+
+        Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time the
+        caller spends between events is not counted."""
         body = {"prompt": prompt, "n_predict": n_predict, "stream": True, **params}
-        with self._http.stream("POST", "/completion", json=body) as r:
+        path = "/completion"
+        with _within(self.timeout):
+            cm = self._http.stream("POST", path, json=body)
+            r = cm.__enter__()
+        try:
             if r.status_code >= 400:
-                r.read()
-                self._check(r)
-            for line in r.iter_lines():
-                if line.startswith("data: "):
-                    payload = line[6:].strip()
-                    if payload and payload != "[DONE]":
-                        yield json.loads(payload)
+                with _within(self.timeout):
+                    content = bytearray()
+                    for chunk in r.iter_bytes():
+                        content += chunk
+                        if len(content) > MAX_BODY_BYTES:
+                            break
+                self._check(_Answer(r.status_code, bytes(content[:MAX_BODY_BYTES])), path)
+            chunks, buf, ended = r.iter_bytes(), b"", False
+            while True:
+                with _within(self.timeout):  # one whole event (or the end) within the timeout
+                    while b"\n" not in buf and not ended:
+                        chunk = next(chunks, None)
+                        if chunk is None:
+                            ended = True
+                        else:
+                            buf += chunk
+                            if len(buf) > MAX_EVENT_BYTES and b"\n" not in buf:
+                                raise BadAnswer(r.status_code, path, "a streamed event longer than "
+                                                f"{MAX_EVENT_BYTES // 2**20} MiB")
+                if b"\n" in buf:
+                    raw, buf = buf.split(b"\n", 1)
+                else:
+                    raw, buf = buf, b""
+                event = self._event(raw, r.status_code, path)
+                if event is not None:
+                    yield event
+                if ended and not buf:
+                    return
+        finally:
+            cm.__exit__(None, None, None)
+
+    @staticmethod
+    def _event(raw: bytes, status: int, path: str) -> dict | None:
+        """One server-sent line -> its JSON object (None for other lines, `[DONE]`)."""
+        text = raw.decode("utf-8", errors="replace").strip()
+        if not text.startswith("data: "):
+            return None
+        payload = text[6:].strip()
+        if not payload or payload == "[DONE]":
+            return None
+        try:
+            event = json.loads(payload)
+        except ValueError:
+            raise BadAnswer(status, path, f"a streamed event is not JSON ({payload[:60]!r})") from None
+        if not isinstance(event, dict):
+            raise BadAnswer(status, path, "a streamed event is not a JSON object")
+        return event

@@ -14,6 +14,35 @@ NAMING = {
 }
 
 
+def process_started_unix(pid: int) -> float | None:
+    """When process `pid` started (None when there is no such process): with the pid, names one process."""
+    import psutil  # noqa: PLC0415
+
+    try:
+        return psutil.Process(pid).create_time()
+    except (psutil.Error, OSError):
+        return None
+
+
+def owner_started_now() -> float | None:
+    """This process's start time: what a row it owns records beside its pid."""
+    import os  # noqa: PLC0415
+
+    return process_started_unix(os.getpid())
+
+
+def owner_alive(pid: int | None, started_unix: float | None) -> bool:
+    """Whether the process that wrote an owner (pid, start time) still runs. A pid alive under another start time
+    was reused by an unrelated process: the owner is gone. Rows written before start times were kept
+    (`started_unix` None) count the pid alone."""
+    if not pid:
+        return False
+    now_started = process_started_unix(pid)
+    if now_started is None:
+        return False
+    return started_unix is None or abs(now_started - started_unix) < 1.0
+
+
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING)
 

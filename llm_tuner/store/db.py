@@ -6,6 +6,7 @@ return frozen core models.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import time
@@ -56,6 +57,48 @@ class DatabaseError(Exception):
         super().__init__(f"{what}. To fix: {todo}.")
 
 
+class StorageFullError(Exception):
+    """The disk (or quota) holding the history database is full: nothing new can be saved there.
+
+    SQLite rolls the failed write back, so what was saved before stays intact. `str()` is the one line users see
+    (the CLI's error line, the window's message): what happened, where, what to do.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        super().__init__(f"the disk holding the history database {path} is full: nothing new could be saved "
+                         "(what was saved before is intact). To fix: free space on that disk, or set "
+                         "LLM_TUNER_DATA_DIR to a folder on a disk with room, then try again")
+
+
+_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+_SQLITE_FULL, _SQLITE_IOERR = 13, 10  # SQLite's primary result codes
+FULL_BELOW_BYTES = 256 * 1024  # an I/O error with less free space than this is a full disk (a WAL page is 4 KiB)
+
+
+def disk_full(path: Path, exc: BaseException | None) -> bool:
+    """Whether `exc` (raised writing the database at `path`, or its SQLAlchemy wrapper) means its disk is full.
+
+    SQLite says "database or disk is full" when a write comes up short, but "disk I/O error" when it cannot even
+    grow its WAL index (-shm) on a full disk: that one counts when the folder has (almost) no space left.
+    """
+    exc = getattr(exc, "orig", None) or exc
+    if isinstance(exc, OSError):
+        return exc.errno in _FULL_ERRNOS
+    if not isinstance(exc, sqlite3.Error):
+        return False
+    code = getattr(exc, "sqlite_errorcode", None)
+    if code is not None and code & 0xFF == _SQLITE_FULL or "disk is full" in str(exc):
+        return True
+    if (code is not None and code & 0xFF == _SQLITE_IOERR) or "disk I/O error" in str(exc):
+        try:
+            st = os.statvfs(Path(path).parent)
+        except OSError:
+            return False
+        return st.f_bavail * st.f_frsize < FULL_BELOW_BYTES
+    return False
+
+
 def _stamp(path: Path) -> str:
     """Size and mtime of the file and its WAL: what a successful check is remembered by."""
     parts = []
@@ -90,11 +133,11 @@ def _quick_check(path: Path) -> None:
     try:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=10)
     except sqlite3.Error as exc:
-        raise DatabaseError(path, "damaged", str(exc)) from None
+        raise (StorageFullError(path) if disk_full(path, exc) else DatabaseError(path, "damaged", str(exc))) from None
     try:
         rows = con.execute("PRAGMA quick_check").fetchall()
-    except sqlite3.DatabaseError as exc:
-        raise DatabaseError(path, "damaged", str(exc)) from None
+    except sqlite3.DatabaseError as exc:  # a read-only open of a WAL file still writes its -shm
+        raise (StorageFullError(path) if disk_full(path, exc) else DatabaseError(path, "damaged", str(exc))) from None
     finally:
         con.close()
     problems = [r[0] for r in rows if r[0] != "ok"]
@@ -137,19 +180,29 @@ def open_engine(path: Path | str, *, migrate: bool = True) -> Engine:
     created = not path.exists()
     engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 10})
     event.listen(engine, "connect", _on_connect)
+
+    @event.listens_for(engine, "handle_error")
+    def _on_error(context) -> None:  # every statement and commit: a full disk is said in one line, not SQL
+        if disk_full(path, context.original_exception):
+            raise StorageFullError(path) from context.original_exception
+
     try:
         _check_revision(engine, path)
         if migrate:
             command.upgrade(alembic_config(engine), "head")
-    except DatabaseError:
+    except (DatabaseError, StorageFullError):
         engine.dispose()
         raise
     except sqlite3.DatabaseError as exc:  # a page the quick check did not reach
         engine.dispose()
+        if disk_full(path, exc):
+            raise StorageFullError(path) from None
         raise DatabaseError(path, "damaged", str(exc)) from None
     except Exception as exc:
         engine.dispose()
         orig = getattr(exc, "orig", None)
+        if disk_full(path, exc):
+            raise StorageFullError(path) from None
         if isinstance(orig, sqlite3.DatabaseError) and not isinstance(orig, sqlite3.OperationalError):
             raise DatabaseError(path, "damaged", str(orig)) from None
         raise

@@ -22,7 +22,7 @@ from llm_tuner.core.bench_spec import (
     Repetition,
     RunGroup,
 )
-from llm_tuner.store.base import Base, ServerTimingsColumns
+from llm_tuner.store.base import Base, ServerTimingsColumns, owner_alive, owner_started_now
 from llm_tuner.store.db import session_scope
 
 
@@ -45,6 +45,7 @@ class BenchGroupRow(Base):
     result_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
 
 
 class BenchRunRow(Base):
@@ -79,6 +80,7 @@ class BenchRunRow(Base):
     llama_bench_skipped: Mapped[list] = mapped_column(JSON, default=list)
     llama_bench_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
 
 
 class BenchRepRow(ServerTimingsColumns, Base):
@@ -126,16 +128,13 @@ def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
         reps=tuple(_rep_model(r) for r in sorted(reps, key=lambda r: r.seq)), **data)
 
 
-def _pid_alive(pid: int | None) -> bool:
-    if not pid:
-        return False
-    if pid == os.getpid():
-        return True
-    try:
-        os.kill(pid, 0)
-    except (ProcessLookupError, PermissionError, OSError):
-        return False
-    return True
+class RunDeleted(Exception):  # noqa: N818 - a state, as the user reads it
+    """The run being measured was deleted (another window, `llm-tuner runs delete`): nothing more is stored in it."""
+
+    def __init__(self, run_id: int) -> None:
+        self.run_id = run_id
+        super().__init__(f"run {run_id} was deleted while it was being measured (by another window or "
+                         "`llm-tuner runs delete`); its repetitions are gone")
 
 
 class RunRepository:
@@ -165,7 +164,7 @@ class RunRepository:
             row = BenchRunRow(
                 server_argv=list(run.server_argv), server_env=dict(run.server_env),
                 binary_backends=list(run.binary_backends), devices=list(run.devices),
-                spec=run.spec.model_dump(mode="json"), owner_pid=os.getpid(),
+                spec=run.spec.model_dump(mode="json"), owner_pid=os.getpid(), owner_started_unix=owner_started_now(),
                 llama_bench=[r.model_dump(mode="json") for r in run.llama_bench],
                 llama_bench_skipped=list(run.llama_bench_skipped),
                 **{f: getattr(run, f) for f in _RUN_FIELDS})
@@ -176,8 +175,14 @@ class RunRepository:
             return row.id
 
     def add_rep(self, run_id: int, rep: Repetition) -> None:
-        """Store one finished repetition at once (its own transaction)."""
+        """Store one finished repetition at once (its own transaction).
+
+        Raises:
+            RunDeleted: the run is gone (deleted by another process while it was measured).
+        """
         with session_scope(self.engine) as s:
+            if s.get(BenchRunRow, run_id) is None:
+                raise RunDeleted(run_id)
             s.add(BenchRepRow(run_id=run_id, peaks=[p.model_dump(mode="json") for p in rep.peaks],
                               draft_accepted_per_pos=list(rep.draft_accepted_per_pos) or None, ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
 
@@ -191,7 +196,7 @@ class RunRepository:
             row.status = status
             row.error = error
             row.finished_at = _now()
-            row.owner_pid = None
+            row.owner_pid = row.owner_started_unix = None
             for key, value in extra.items():
                 if key == "llama_bench":
                     value = [r.model_dump(mode="json") for r in value]
@@ -226,11 +231,11 @@ class RunRepository:
         n = 0
         with session_scope(self.engine) as s:
             for row in s.scalars(select(BenchRunRow).where(BenchRunRow.status == "running")):
-                if not _pid_alive(row.owner_pid):
+                if not owner_alive(row.owner_pid, row.owner_started_unix):
                     row.status = "incomplete"
                     row.error = row.error or "the run was interrupted (app closed or crashed); finished repetitions kept"
                     row.finished_at = row.finished_at or _now()
-                    row.owner_pid = None
+                    row.owner_pid = row.owner_started_unix = None
                     n += 1
         return n
 

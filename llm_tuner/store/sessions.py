@@ -15,7 +15,7 @@ from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, delete
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.session import RequestRecord, SessionInfo
-from llm_tuner.store.base import Base, ServerTimingsColumns
+from llm_tuner.store.base import Base, ServerTimingsColumns, owner_alive, process_started_unix
 from llm_tuner.store.db import session_scope
 
 
@@ -53,23 +53,6 @@ _REQ_FIELDS = ("time_unix", "slot", "task", "cache_n", "prompt_n", "prompt_ms", 
 
 
 INTERRUPTED = "interrupted (the app was killed or crashed before the session ended)"
-
-
-def process_started_unix(pid: int) -> float | None:
-    """When process `pid` started (None when there is no such process): with the pid, names one process."""
-    import psutil
-
-    try:
-        return psutil.Process(pid).create_time()
-    except (psutil.Error, OSError):
-        return None
-
-
-def _owner_alive(pid: int, started_unix: float | None) -> bool:
-    now_started = process_started_unix(pid)
-    if now_started is None:
-        return False
-    return started_unix is None or abs(now_started - started_unix) < 1.0  # else the pid was reused
 
 
 def _nan_to_none(v):
@@ -125,7 +108,7 @@ class SessionRepository:
             rows = s.scalars(select(ServerSessionRow).where(ServerSessionRow.ended_unix.is_(None),
                                                             ServerSessionRow.owner_pid.is_not(None)))
             for row in rows:
-                if _owner_alive(row.owner_pid, row.owner_started_unix):
+                if owner_alive(row.owner_pid, row.owner_started_unix):
                     continue
                 last = s.scalar(select(func.max(SessionRequestRow.time_unix))
                                 .where(SessionRequestRow.session_id == row.id))

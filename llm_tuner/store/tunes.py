@@ -16,9 +16,9 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core import flags
 from llm_tuner.core.tune import Trial, TuneRecord, TuneResult, TuneSpec
-from llm_tuner.store.base import Base
+from llm_tuner.store.base import Base, owner_alive, owner_started_now
 from llm_tuner.store.db import session_scope
-from llm_tuner.store.runs import BenchGroupRow, _pid_alive
+from llm_tuner.store.runs import BenchGroupRow
 
 KIND = "tune"
 
@@ -55,10 +55,26 @@ def _trial(row: TuneTrialRow) -> Trial:
                  **{f: getattr(row, f) for f in _TRIAL_FIELDS})
 
 
+# beside the stored spec (TuneSpec ignores it): the variables of the secrets left out, so a resume asks for them
+_LEFT_OUT = "secrets_left_out"
+
+
+class TuneBusy(ValueError):
+    """The tune is running in another live process: a second one would write the same tune's trials."""
+
+
+class TuneNeedsSecret(ValueError):
+    """The tune's servers ran with a secret (the API key) the history does not keep, and none was given."""
+
+
 def _spec_json(spec: TuneSpec) -> dict:
-    """The spec as stored: secrets out of argv and environment (as run records keep them)."""
+    """The spec as stored: secrets out of argv and environment (as run records keep them), the names of the
+    variables they travel in (LLAMA_API_KEY) kept so that a resume starts its servers with them again."""
     argv, env = flags.strip_secrets(list(spec.base_argv), dict(spec.base_env))
-    return spec.model_copy(update={"base_argv": tuple(argv), "base_env": env}).model_dump(mode="json")
+    _rest, with_secrets = flags.secrets_to_env(list(spec.base_argv), dict(spec.base_env))
+    left_out = sorted(k for k in with_secrets if k not in env and with_secrets[k])
+    data = spec.model_copy(update={"base_argv": tuple(argv), "base_env": env}).model_dump(mode="json")
+    return {**data, _LEFT_OUT: left_out} if left_out else data
 
 
 def _record(row: BenchGroupRow, n_trials: int) -> TuneRecord:
@@ -80,7 +96,7 @@ class TuneRepository:
             row = BenchGroupRow(kind=KIND, param="tune", values_json=[k.key for k in spec.knobs], label=spec.label,
                                 created_at=_now(), spec_json=_spec_json(spec),
                                 knobs_json=[k.model_dump(mode="json") for k in spec.knobs], status="running",
-                                owner_pid=os.getpid())
+                                owner_pid=os.getpid(), owner_started_unix=owner_started_now())
             s.add(row)
             s.flush()
             return row.id
@@ -90,7 +106,38 @@ class TuneRepository:
             row = s.get(BenchGroupRow, tune_id)
             if row is not None:
                 row.status = status
-                row.owner_pid = os.getpid() if status == "running" else None
+                running = status == "running"
+                row.owner_pid, row.owner_started_unix = (os.getpid(), owner_started_now()) if running else (None, None)
+
+    def resume(self, tune_id: int, environ=None) -> TuneRecord | None:
+        """Take a stored tune over to continue it: its record (None when there is none), now "running" and owned
+        by this process, its spec's secrets (the API key its servers ran with) from the environment again.
+
+        Raises:
+            TuneBusy: it runs in another live process (pid and start time): two would write one tune's trials.
+            TuneNeedsSecret: its servers ran with an API key the history does not keep and $LLAMA_API_KEY is
+                unset (asked again rather than stored in plain text, as runs leave it out too).
+        """
+        environ = os.environ if environ is None else environ
+        with session_scope(self.engine) as s:
+            row = s.get(BenchGroupRow, tune_id)
+            if row is None or row.kind != KIND or not row.spec_json:
+                return None
+            mine = row.owner_pid == os.getpid() and owner_alive(row.owner_pid, row.owner_started_unix)
+            if row.status == "running" and not mine and owner_alive(row.owner_pid, row.owner_started_unix):
+                raise TuneBusy(f"tune {tune_id} is running in another process (pid {row.owner_pid}): wait for it "
+                               "to finish, or stop it, then resume")
+            missing = [k for k in row.spec_json.get(_LEFT_OUT, []) if not environ.get(k)]
+            if missing:
+                raise TuneNeedsSecret(f"tune {tune_id}'s servers ran with {', '.join(missing)}, which the history "
+                                      f"does not keep: set {missing[0]} in the environment (`ps` does not show it) "
+                                      "and resume again")
+            row.status, row.owner_pid, row.owner_started_unix = "running", os.getpid(), owner_started_now()
+            s.flush()
+            n = s.scalar(select(func.count()).select_from(TuneTrialRow).where(TuneTrialRow.group_id == tune_id))
+            rec = _record(row, n or 0)
+        env = {**rec.spec.base_env, **{k: environ[k] for k in row.spec_json.get(_LEFT_OUT, [])}}
+        return rec.model_copy(update={"spec": rec.spec.model_copy(update={"base_env": env})})
 
     def add_trial(self, trial: Trial) -> int:
         """Store one decided trial at once (its own transaction); returns its id."""
@@ -123,7 +170,7 @@ class TuneRepository:
             if row is None:
                 return
             row.status = status
-            row.owner_pid = None
+            row.owner_pid = row.owner_started_unix = None
             if result is not None:
                 row.result_json = result.model_copy(update={"trials": ()}).model_dump(mode="json")
 
@@ -133,8 +180,8 @@ class TuneRepository:
         with session_scope(self.engine) as s:
             q = select(BenchGroupRow).where(BenchGroupRow.kind == KIND, BenchGroupRow.status == "running")
             for row in s.scalars(q):
-                if not _pid_alive(row.owner_pid):
-                    row.status, row.owner_pid = "interrupted", None
+                if not owner_alive(row.owner_pid, row.owner_started_unix):
+                    row.status, row.owner_pid, row.owner_started_unix = "interrupted", None, None
                     n += 1
         return n
 

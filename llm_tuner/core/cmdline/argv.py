@@ -30,7 +30,7 @@ from llm_tuner.core.cmdline.fields import (
 )
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec
 from llm_tuner.core.cmdline.paste import _is_server_program, split_command_text
-from llm_tuner.core.profile import LaunchProfile, OverrideRule
+from llm_tuner.core.profile import ENV_NAME, LaunchProfile, OverrideRule
 
 # -- value formatting ---------------------------------------------------------------------------
 
@@ -183,7 +183,9 @@ def render_shell(argv: Sequence[str], env: Mapping[str, str] | None = None, bina
     env = dict(env or {})
     if mask_secrets:
         argv, env = flags.mask_argv(argv), flags.mask_env(env)
-    words: list[list[str]] = [[f"{name}={shlex.quote(value)}"] for name, value in env.items()]
+    # a name that is no name (core.profile.bad_env_names) is quoted with its value: one inert word, never code
+    words: list[list[str]] = [[f"{name}={shlex.quote(value)}" if ENV_NAME.fullmatch(name)
+                               else shlex.quote(f"{name}={value}")] for name, value in env.items()]
     words.append([shlex.quote(binary or "llama-server")])
     for tok in argv:
         q = shlex.quote(tok)

@@ -12,11 +12,14 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+import httpx
+
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.core.cmdline import parse_help, respell
 from llm_tuner.core.server_endpoints import parse_metrics
+from llm_tuner.core.session import implausible_timings
 from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.llama_bench import (
@@ -32,7 +35,8 @@ from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess, free_port
-from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.db import StorageFullError
+from llm_tuner.store.runs import RunDeleted, RunRepository
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +271,7 @@ class BenchRunner:
                 self.repo.update_run(run_id, memory_predicted_mib=predicted)
         proc: ServerProcess | None = None
         status, error = "complete", None
+        full = False
         measured_mib: dict[str, float] = {}
         extra: dict = {}
         try:
@@ -300,11 +305,18 @@ class BenchRunner:
                                               proc)
         except BenchCancelled:
             status, error = "cancelled", "cancelled by the user; finished repetitions kept"
-        except (BenchError, binaries.BinaryError, ServerError, OSError) as exc:
-            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), str(exc)
+        except StorageFullError:
+            full = True
+            raise  # nothing more can be stored: the caller says so in one line (finish_run below still tries)
+        except RunDeleted as exc:  # another process deleted it: the caller gets a failed run that says so
+            status, error = "failed", str(exc)
+        except (BenchError, binaries.BinaryError, ServerError, OSError, httpx.HTTPError) as exc:
+            said = f"the server's answer could not be read ({type(exc).__name__}: {exc})" if isinstance(
+                exc, httpx.HTTPError) else str(exc)
+            status, error = ("incomplete" if self._has_reps(run_id) else "failed"), said
         except Exception as exc:  # noqa: BLE001 - stored, then re-raised for the log
             log.exception("benchmark run %s failed", run_id)
-            status, error = ("incomplete" if self.repo.get_run(run_id).reps else "failed"), f"{type(exc).__name__}: {exc}"
+            status, error = ("incomplete" if self._has_reps(run_id) else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
             if self._stall is not None:
                 self._stall.__exit__(None, None, None)
@@ -318,9 +330,21 @@ class BenchRunner:
                 self.last_lines = list(proc.lines)
                 device_ids.remember_from_log(binary_path, self.last_lines)  # PCI addresses for the inventory
                 self.current_process = None
-            self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
+            try:
+                self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
+            except StorageFullError:
+                if not full:  # the first sign of a full disk; else the one already on its way
+                    raise
         report(1.0, f"run {run_id} {status}")
-        return self.repo.get_run(run_id)
+        stored = self.repo.get_run(run_id)
+        if stored is None:  # deleted meanwhile: what was measured is gone, the caller still learns how it ended
+            return run.model_copy(update={"id": run_id, "status": "failed", "finished_at": _now(),
+                                          "error": error if status == "failed" else str(RunDeleted(run_id))})
+        return stored
+
+    def _has_reps(self, run_id: int) -> bool:
+        stored = self.repo.get_run(run_id)
+        return bool(stored and stored.reps)
 
     def _measure(self, run_id: int, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec,
                  report, cancelled, measured_mib: dict, proc: ServerProcess | None) -> tuple[str, str | None]:
@@ -425,6 +449,9 @@ class BenchRunner:
             if final is None or "timings" not in final:
                 return Repetition(**base, error="the server's stream ended without timings")
             t = final["timings"]
+            problems = implausible_timings(t)
+            if problems:  # kept as a failed request that says why, never as a measurement
+                return Repetition(**base, error="the server's timings are not plausible: " + "; ".join(problems[:3]))
             return Repetition(**base, cache_n=t.get("cache_n"), prompt_n=t.get("prompt_n"),
                               prompt_ms=t.get("prompt_ms"), prompt_per_second=t.get("prompt_per_second"),
                               predicted_n=t.get("predicted_n"), predicted_ms=t.get("predicted_ms"),

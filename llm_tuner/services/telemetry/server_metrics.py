@@ -7,6 +7,7 @@ records are marked `approximate` (several requests finishing between two polls s
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -109,6 +110,11 @@ def _generated_when_idle(busy: SlotState, idle: SlotState) -> int | None:
     return generated if generated >= busy.n_decoded else None
 
 
+def _count(x: float) -> int | None:
+    """A counter delta as a count; None for what no counter gives (NaN, ±Inf, a count no database keeps)."""
+    return int(x) if math.isfinite(x) and abs(x) < 2**63 else None
+
+
 class SlotWatcher:
     """Feed it each (slots, metrics) poll; it returns the requests that finished since the previous poll.
 
@@ -159,10 +165,10 @@ class SlotWatcher:
             if final is not None:  # the idle slot still holds the whole task: its generated count, exactly
                 predicted_n = final
             if share == 1 and dm:  # one request in the interval: the counters are exact
-                prompt_n = int(dm.get("prompt_tokens_total", prompt_n or 0))
-                predicted_n = int(dm.get("tokens_predicted_total", predicted_n or 0))
+                prompt_n = _count(dm.get("prompt_tokens_total", prompt_n or 0))
+                predicted_n = _count(dm.get("tokens_predicted_total", predicted_n or 0))
                 if "prompt_tokens_cached_total" in dm:
-                    cache_n = int(dm["prompt_tokens_cached_total"])
+                    cache_n = _count(dm["prompt_tokens_cached_total"])
             done.append(ApproxRequest(
                 slot=was.id, task=was.task, cache_n=cache_n, prompt_n=prompt_n,
                 predicted_n=predicted_n,

@@ -100,14 +100,13 @@ class _Tune:
         self.trials: dict[tuple[str, ...], Trial] = {}
         self.seq = 0
         if resume_tune_id is not None:
-            rec = owner.repo.get(resume_tune_id)
+            rec = owner.repo.resume(resume_tune_id)  # refused while it runs elsewhere; its API key from $ENV
             if rec is None or rec.spec is None:
                 raise ValueError(f"no tune {resume_tune_id} to resume")
             self.spec, self.tune_id = rec.spec, rec.id
             for t in owner.repo.list_trials(rec.id):
                 self.trials[tuple(t.argv)] = t
                 self.seq = max(self.seq, t.seq)
-            owner.repo.set_status(rec.id, "running")
         else:
             if spec is None:
                 raise ValueError("give a TuneSpec or a tune id to resume")
