@@ -53,7 +53,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--knob", action="append", default=[], metavar="NAME=V1,V2",
                    help="a knob and its values (repeatable): ub=64,128 t=1,2 kv=f16,q8_0 custom:--alias=a,b; "
                         "'default' = flag absent")
-    p.add_argument("--budget", type=float, default=600.0, metavar="S", help="time budget in seconds (600)")
+    p.add_argument("--budget", type=float, default=None, metavar="S",
+                   help="time budget in seconds (600; with --resume: for what is left, default the tune's own)")
     p.add_argument("--headroom", type=int, default=DEFAULT_MARGIN_MIB, metavar="MiB",
                    help=f"free memory kept per GPU ({DEFAULT_MARGIN_MIB}); a placement that runs out of memory "
                         "raises it for the rest of the tune")
@@ -165,7 +166,7 @@ def _spec(args, resolver=None):
         raise _err("no knobs to tune: give --knob NAME=V1,V2 (the model could not be read to propose any)")
     return TuneSpec(base_argv=tuple(argv), base_env=env, binary=binary, label=label, profile_version_id=version_id,
                     objective=objective, knobs=tuple(knobs), min_ctx=args.min_ctx, headroom_mib=args.headroom,
-                    budget_s=args.budget, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
+                    budget_s=args.budget or 600.0, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
                     final_rounds=args.final_rounds,
                     screen_reps=args.screen_reps, warmup=args.warmup)
 
@@ -245,6 +246,8 @@ def _tune(args) -> int:
         if rec is None or rec.spec is None:
             raise _err(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
         spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
+        if args.budget:  # a new budget for what is left (the tune's own ran out)
+            spec = rec.spec.model_copy(update={"budget_s": args.budget})
         resolver = None
     else:
         argv, env, binary, _label, _v = _base(args)

@@ -21,6 +21,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.core import flags
 from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, Trial, TuneRecord, TuneResult, TuneSpec
+from llm_tuner.core.tune.model import NOT_MEASURED
 from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, LongJobSession, bench_runner_for
 from llm_tuner.qt.context import AppContext
 from llm_tuner.services import bench as bench_service
@@ -53,7 +54,7 @@ class Choices:
     """What the Tune view offers: saved profile names and tunes that can be resumed."""
 
     profiles: list[str] = field(default_factory=list)
-    resumable: list[TuneRecord] = field(default_factory=list)  # tunes left unfinished
+    resumable: list[TuneRecord] = field(default_factory=list)  # tunes left unfinished, or with no candidate measured
 
 
 def load_choices(engine) -> Choices:
@@ -62,7 +63,8 @@ def load_choices(engine) -> Choices:
     tunes = TuneRepository(engine)
     tunes.mark_interrupted()
     return Choices(ProfileRepository(engine).names(),
-                   [t for t in tunes.list_tunes() if t.status in RESUMABLE])
+                   [t for t in tunes.list_tunes() if t.status in RESUMABLE
+                    or (t.result is not None and t.result.verdict == NOT_MEASURED)])  # the budget ran out first
 
 
 def base_target(engine, choice: str, state_profile, state_name: str | None, extra: str) -> bench_service.ServerTarget:

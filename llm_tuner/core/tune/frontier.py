@@ -80,7 +80,7 @@ def describe_placement(value: str | None) -> str:
     if value is None:
         return "the base's placement and K/V type"
     kv, style = split_value(value)
-    short = {"layers": "-ngl", "ffn": "FFN blocks on the CPU", "experts": "experts on the CPU",
+    short = {"layers": "most layers on the GPU", "ffn": "FFN blocks on the CPU", "experts": "experts on the CPU",
              "fit": "llama.cpp fit"}.get(style, style)
     return f"{kv} K/V · {short}"
 

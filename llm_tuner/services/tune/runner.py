@@ -86,7 +86,7 @@ class TuneRunner:
             cancelled: Callable[[], bool] | None = None, on_trial: Callable[[Trial], None] | None = None,
             resume_tune_id: int | None = None) -> TuneResult:
         """Tune `spec` (or resume a stored tune: its stored spec and trials; the budget starts again for what is
-        left). Returns the result, also stored with the tune."""
+        left, `spec`'s budget when one is given). Returns the result, also stored with the tune."""
         return _Tune(self, spec, progress or (lambda f, t: None), cancelled or (lambda: False),
                      on_trial or (lambda t: None), resume_tune_id).run()
 
@@ -104,6 +104,8 @@ class _Tune:
             if rec is None or rec.spec is None:
                 raise ValueError(f"no tune {resume_tune_id} to resume")
             self.spec, self.tune_id = rec.spec, rec.id
+            if spec is not None:  # a resume may come with a new time budget for what is left (a spent one)
+                self.spec = self.spec.model_copy(update={"budget_s": spec.budget_s})
             for t in owner.repo.list_trials(rec.id):
                 self.trials[tuple(t.argv)] = t
                 self.seq = max(self.seq, t.seq)
@@ -413,7 +415,8 @@ class _Tune:
                 return self._result(winner, verdict=NOT_MEASURED, bandwidth=self._bandwidth(
                     self.baseline_argv, self._trial_gen_tps()), note=(
                     f"no candidate was measured: the budget was spent on the baseline ({untried} candidate"
-                    f"{'s' if untried != 1 else ''} left untried). Resume the tune, or give it a larger budget"))
+                    f"{'s' if untried != 1 else ''} left untried). Resume it (Resume in the Tune view, or `llm-tuner tune "
+                    f"--resume {self.tune_id}`): the baseline is not measured again"))
             return self._result(winner, bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
                                 note="the search kept the baseline: nothing beat it, no final comparison needed"
                                      + (f" ({untried} candidates left untried: the budget ran out)" if untried else ""))

@@ -91,7 +91,8 @@ class TunePanel(QWidget):
         self.cancel_button.setEnabled(False)
         self.cancel_button.clicked.connect(self._on_cancel_clicked)
         self.resume_combo = QComboBox()
-        self.resume_combo.setToolTip("Tunes interrupted by Cancel, a quit or a crash keep their trials")
+        self.resume_combo.setToolTip("Tunes interrupted by Cancel, a quit or a crash keep their trials; so do tunes "
+                                     "whose budget ran out before any candidate was measured")
         self.resume_button = QPushButton("Resume")
         self.resume_button.clicked.connect(self._on_resume_clicked)
         self.progress = QProgressBar()
@@ -180,7 +181,8 @@ class TunePanel(QWidget):
                                    keep=self._user_chose_base)
         self.resume_combo.clear()
         for t in choices.resumable:
-            self.resume_combo.addItem(f"tune #{t.id} {t.label} ({t.status}, {t.n_trials} trials)", t)
+            why = "no candidate measured" if t.status == "complete" else t.status
+            self.resume_combo.addItem(f"tune #{t.id} {t.label} ({why}, {t.n_trials} trials)", t)
         self.resume_button.setEnabled(self.resume_combo.count() > 0 and not self.session.is_running())
 
     def _base_args(self):
@@ -289,7 +291,7 @@ class TunePanel(QWidget):
         if tune.spec is None:
             self.status_label.setText(f"Tune #{tune.id} has no stored spec: it cannot be resumed.")
             return
-        spec = tune.spec
+        spec = tune.spec.model_copy(update={"budget_s": float(self.form.budget_spin.value())})  # for what is left
         self._save_name = spec.label  # a saved profile's tune is labelled with its name
         self._objective_text = spec.objective.describe()
         self._start(lambda: spec, tune.id, f"Resuming tune #{tune.id}")
