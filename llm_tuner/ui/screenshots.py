@@ -134,6 +134,10 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
         tune = window.tune_panel
         window.tabs.setCurrentWidget(tune)
         _short_tune(tune)
+        tune.candidates.check_button.click()  # the knobs as set: each value planned before the tune starts
+        _wait_until(lambda: tune.candidates.table.rowCount() > 0, 60)
+        tune.right_tabs.setCurrentWidget(tune.candidates)
+        shot("tune-candidates", tune)
         tune.run_button.click()
         _wait_until(lambda: not tune.is_running(), 300)
         tune.right_tabs.setCurrentIndex(0)

@@ -224,20 +224,32 @@ class Clock:
         return self.t
 
 
+class PlacedTune:
+    """A tune of the placement knob on a small planned card (70 % of what the layers need), measured by PlacedBench."""
+
+    def __init__(self, dense, tmp_path, kv: tuple[str, ...], n: int, needs_free_mib: float, final_reps: int):
+        path, model = dense
+        self.base = ("-m", path, "-c", "8192")
+        self.gpu = _small_gpu(model, list(self.base), 0.7)
+        self.resolver = PlacementResolver(self.base, {}, gpus=[self.gpu], host=HOST, margin_mib=32)
+        values = tuple(p.value for p in self.resolver.frontier(kv) if p.fits)[:n]
+        knob = Knob(key="placement", flag="placement", values=(None, *values))
+        self.engine = open_engine(tmp_path / "h.sqlite")
+        self.clock = Clock()
+        self.bench = PlacedBench(RunRepository(self.engine), self.resolver.planner, needs_free_mib, self.clock)
+        self.spec = TuneSpec(base_argv=self.base, objective=Objective(prompt_tokens=16, gen_tokens=8), knobs=(knob,),
+                             budget_s=600, screen_reps=2, final_reps=final_reps, final_rounds=2, warmup=0,
+                             headroom_mib=32)
+
+    def runner(self, resolver=None) -> TuneRunner:
+        return TuneRunner(TuneRepository(self.engine), bench_runner=self.bench, resolver=resolver or self.resolver,
+                          clock=self.clock, plan_fn=lambda a, e: (True, ""))
+
+
 def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dense, tmp_path):
-    path, model = dense
-    base = ("-m", path, "-c", "8192")
-    gpu = _small_gpu(model, list(base), 0.7)
-    resolver = PlacementResolver(base, {}, gpus=[gpu], host=HOST, margin_mib=32)
-    values = tuple(p.value for p in resolver.frontier(("f16", "q4_0")) if p.fits)[:3]
-    knob = Knob(key="placement", flag="placement", values=(None, *values))
-    engine = open_engine(tmp_path / "h.sqlite")
-    clock = Clock()
-    bench = PlacedBench(RunRepository(engine), resolver.planner, needs_free_mib=100, clock=clock)
-    spec = TuneSpec(base_argv=base, objective=Objective(prompt_tokens=16, gen_tokens=8), knobs=(knob,),
-                    budget_s=600, screen_reps=2, final_reps=2, final_rounds=2, warmup=0, headroom_mib=32)
-    result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver, clock=clock,
-                        plan_fn=lambda a, e: (True, "")).run(spec)
+    tune = PlacedTune(dense, tmp_path, ("f16", "q4_0"), 3, needs_free_mib=100, final_reps=2)
+    resolver = tune.resolver
+    result = tune.runner().run(tune.spec)
     trials = result.trials
     failed = [t for t in trials if t.status == "failed"]
     assert failed and "margin raised to 128 MiB" in failed[0].reason and "out of memory" in failed[0].reason
@@ -250,26 +262,15 @@ def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dens
             assert resolver.planner.headroom(t.argv)[0] >= 100
     assert result.verdict == "better" and result.winner_argv != result.baseline_argv
     # resumed, the margin is learned again from the stored trials
-    again = PlacementResolver(base, {}, gpus=[gpu], host=HOST, margin_mib=32)
-    runner = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=again, clock=clock,
-                        plan_fn=lambda a, e: (True, ""))
-    runner.run(resume_tune_id=result.tune_id)
+    again = PlacementResolver(tune.base, {}, gpus=[tune.gpu], host=HOST, margin_mib=32)
+    tune.runner(again).run(resume_tune_id=result.tune_id)
     assert again.margin_mib == 128
 
 
 def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_said(dense, tmp_path):
-    path, model = dense
-    base = ("-m", path, "-c", "8192")
-    resolver = PlacementResolver(base, {}, gpus=[_small_gpu(model, list(base), 0.7)], host=HOST, margin_mib=32)
-    values = tuple(p.value for p in resolver.frontier(("q4_0",)) if p.fits)[:1]
-    knob = Knob(key="placement", flag="placement", values=(None, *values))
-    engine = open_engine(tmp_path / "h.sqlite")
-    clock = Clock()
-    bench = PlacedBench(RunRepository(engine), resolver.planner, needs_free_mib=0, clock=clock)
-    spec = TuneSpec(base_argv=base, objective=Objective(prompt_tokens=16, gen_tokens=8), knobs=(knob,),
-                    budget_s=600, screen_reps=2, final_reps=4, final_rounds=2, warmup=0, headroom_mib=32)
-    result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver, clock=clock,
-                        plan_fn=lambda a, e: (True, "")).run(spec)
+    t = PlacedTune(dense, tmp_path, ("q4_0",), 1, needs_free_mib=0, final_reps=4)
+    engine, clock, bench, spec = t.engine, t.clock, t.bench, t.spec
+    result = t.runner().run(spec)
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
               if (r.sweep_value or "").startswith("final")]
     assert result.verdict == "better" and len(finals) == 2 and all(len(r.reps) == 4 for r in finals)
@@ -279,8 +280,7 @@ def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_
     # a budget the baseline uses up: "not measured", with the candidates left, never "within noise"
     clock.t = 0.0
     tight = spec.model_copy(update={"budget_s": 5})
-    result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver, clock=clock,
-                        plan_fn=lambda a, e: (True, "")).run(tight)
+    result = t.runner().run(tight)
     assert result.verdict == "not measured" and "1 candidate left untried" in result.note
     assert result.winner_argv == result.baseline_argv
     # offered for Resume, which continues with a new budget and does not measure the baseline again
@@ -288,6 +288,5 @@ def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_
 
     assert result.tune_id in [t.id for t in load_choices(engine).resumable]
     starts = len(bench.started)
-    resumed = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver, clock=clock,
-                         plan_fn=lambda a, e: (True, "")).run(spec, resume_tune_id=result.tune_id)
+    resumed = t.runner().run(spec, resume_tune_id=result.tune_id)
     assert resumed.verdict == "better" and bench.started[starts] != resumed.baseline_argv
