@@ -186,6 +186,7 @@ def synthetic(args) -> int:
     from llm_tuner.core.settings import Settings
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.gui_gc import GuiThreadCollector
+    from llm_tuner.qt.server_bridge import FRAME_MS
     from llm_tuner.services.logparse import LogLine
     from llm_tuner.store.db import open_engine
     from llm_tuner.ui.panels.live_panel import LivePanel
@@ -233,7 +234,7 @@ def synthetic(args) -> int:
 
     timers = [QTimer(), QTimer()]
     timers[0].timeout.connect(feed)
-    timers[0].start(100)  # the bridge's batches: ten a second
+    timers[0].start(FRAME_MS)  # the bridge's batches
     timers[1].timeout.connect(cycle)
     timers[1].start(int(args.tab_cycle_s * 1000))
     lag.start()
@@ -425,7 +426,7 @@ def main() -> int:
             row = {"phase": k + 1, "kind": kind, "rate": load["answered"] / load["seconds"], **load, **cpu}
             if kind == "watched":
                 answered_app += load["answered"]
-                time.sleep(0.3)  # the last batch of rows lands (100 ms batches)
+                time.sleep(0.6)  # the last batch of rows lands (lines every FRAME_MS, rows with them or 2 x FRAME_MS)
                 row.update(ask("report"))
             rows.append(row)
             print(_phase_line(row), flush=True)

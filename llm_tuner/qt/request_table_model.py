@@ -1,7 +1,7 @@
 """RequestTableModel: the Live panel's per-request table (one row per finished request).
 
 A bounded ring of the newest `max_rows` requests (the store keeps every one); rows arrive in batches
-(`extend`, about ten times a second from the panel), so a busy server costs one insert per batch, not one
+(`extend`, at most four times a second from the panel), so a busy server costs one insert per batch, not one
 per request.
 """
 

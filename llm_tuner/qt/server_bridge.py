@@ -2,8 +2,10 @@
 
 The session, its samplers and the store writes live on service threads (services/watch.py); their
 callbacks land here and are re-emitted as queued signals on the GUI thread. Log lines are batched
-(they can come by the thousand at -lv 4) and flushed ten times a second. Samples are not signalled:
-they go to ring buffers that the panel's redraw timer reads.
+(they can come by the thousand at -lv 4) and flushed every FRAME_MS (four times a second: each flush repaints the
+log view, and with it the Live panel inserts the request rows that came since, in the same paint; painting, not
+the Python work, was most of the app's CPU under a busy server, benchmarks/results/live_load_profile.txt).
+Samples are not signalled: they go to ring buffers that the panel's redraw timer reads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from llm_tuner.services.server import (
     StateChanged,
 )
 from llm_tuner.services.watch import WatchedServer
+
+FRAME_MS = 250  # how often new log lines (and with them new request rows) reach the views
 
 
 class ServerBridge(QObject):
@@ -48,7 +52,7 @@ class ServerBridge(QObject):
         self._known_devices: tuple[str, ...] = ()
         self._event_posted.connect(self._on_service_event)
         self._flush_timer = QTimer(self)
-        self._flush_timer.setInterval(100)
+        self._flush_timer.setInterval(FRAME_MS)
         self._flush_timer.timeout.connect(self._on_flush_timer_timeout)
         self._flush_timer.start()
 

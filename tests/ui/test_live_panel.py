@@ -413,3 +413,54 @@ def test_a_profile_program_launches_only_once_confirmed(qtbot, ctx, tmp_path):
     trust_binary(prog, ctx.settings, save=False)
     assert panel._build_plan().binary == str(prog)
     assert not mark.exists()  # planning runs nothing
+
+
+def test_request_rows_land_with_the_log_lines_that_finished_them(qtbot, ctx):
+    """Issue 26: a request's row is inserted in the same batch as its log lines (one paint of both views per
+    batch, not one for the lines and another for the rows a timer later)."""
+    from llm_tuner.services.logparse import LogLine
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.tabs.setCurrentWidget(panel.requests)
+    for i in range(3):
+        panel._on_bridge_request_finished(panel.slot, _record(i))
+    assert panel.request_model.rowCount() == 0  # queued, not inserted per request
+    panel._on_bridge_log_lines_received(panel.slot, [LogLine("info", f"slot print_timing: task {i}") for i in range(3)])
+    assert panel.request_model.rowCount() == 3  # with the lines, no timer of its own in between
+    assert panel.log_console.model.rowCount() == 3
+
+
+def test_the_bridge_hands_log_lines_over_a_few_times_a_second(qtbot):
+    """Issue 26: each batch of log lines repaints the log view (the most of the app's CPU under a busy server),
+    so a server writing lines all the time gets them shown every FRAME_MS (4 Hz), all of them, in order."""
+    import threading
+
+    from llm_tuner.qt.server_bridge import FRAME_MS, ServerBridge
+    from llm_tuner.services.logparse import LogLine
+
+    bridge = ServerBridge()
+    batches: list[list] = []
+    bridge.log_lines_received.connect(batches.append)
+    stop = threading.Event()
+
+    def write() -> None:  # a busy server's log reader: a line every 5 ms
+        i = 0
+        while not stop.is_set():
+            bridge._post(LogLine("info", f"line {i}"))
+            i += 1
+            time.sleep(0.005)
+
+    t = threading.Thread(target=write)
+    t0 = time.monotonic()
+    t.start()
+    qtbot.wait(2000)
+    stop.set()
+    t.join()
+    qtbot.wait(2 * FRAME_MS)
+    elapsed = time.monotonic() - t0
+    assert 2 <= len(batches) <= elapsed / 0.25 + 1  # at most four a second (ten before)
+    lines = [x.text for b in batches for x in b]
+    assert lines == [f"line {i}" for i in range(len(lines))] and len(lines) > 100

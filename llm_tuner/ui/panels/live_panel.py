@@ -6,8 +6,9 @@ is a *server slot* (its own ServerBridge, requests and log); the Server selector
 port and state, and the views show the selected one. Starting while the selected server runs opens a new
 slot; a port already taken is refused by the launcher with a clear message.
 
-One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines and the
-Requests tab batches rows (live_requests.py); per request the GUI thread does O(1) work, and keeps the newest
+One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines (every
+FRAME_MS) and the Requests tab batches rows (live_requests.py), inserted with the lines that came with them, so
+both views repaint once per batch; per request the GUI thread does O(1) work, and keeps the newest
 requests only (the store keeps all). Nothing here waits on the server, a process, NVML or SQL.
 """
 
@@ -545,6 +546,7 @@ class LivePanel(QWidget):
         slot.log_lines.extend(lines)
         if slot is self.slot:
             self.log_console.append_lines(lines)
+            self.requests.flush()  # the rows of the requests these lines finished: one paint for both views
 
     def _on_bridge_request_finished(self, slot: ServerSlot, rec) -> None:
         """O(1) per request: the table takes rows in batches, the plots draw only while their tab shows."""

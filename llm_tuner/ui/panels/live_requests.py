@@ -1,7 +1,9 @@
 """The Live panel's Requests tab: one row per finished request, cheap under a busy server.
 
 A server answering 15 requests a second must not cost the GUI thread per request: `add` only queues the
-record, and a 100 ms timer inserts the queued rows as one batch. Column widths are fitted once (when the
+record, and the queued rows are inserted as one batch with the next log lines (the panel calls `flush` when the
+bridge's batch lands, so rows and lines share one paint) or, without lines (attached without a log), by a
+2 x FRAME_MS timer, long enough for the lines to come first. Column widths are fitted once (when the
 first rows are shown) and when the user asks ("Fit columns", or a double-click on a column's edge), never
 per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds of ms once the table
 is long. The table keeps the newest `max_rows` requests; past that a note says so, and "Show all" reads the
@@ -14,6 +16,7 @@ from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableView, QVBoxLayout, QWidget
 
 from llm_tuner.qt.request_table_model import RequestTableModel
+from llm_tuner.qt.server_bridge import FRAME_MS
 from llm_tuner.qt.workers import BackgroundJob
 
 FIT_ROWS = 200  # rows measured when fitting the columns (Qt's default is 1,000: up to ~0.4 s)
@@ -24,7 +27,7 @@ class RequestsView(QWidget):
 
     all_requested = Signal()  # the user asked for every request of the session (read from the history)
 
-    def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000, batch_ms: int = 100) -> None:
+    def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000, batch_ms: int = 2 * FRAME_MS) -> None:
         super().__init__(parent)
         self.ring_rows = max_rows
         self.model = RequestTableModel(self, max_rows=max_rows)

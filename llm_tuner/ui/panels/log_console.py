@@ -153,7 +153,7 @@ class LogConsole(QWidget):
         return not needle or needle.lower() in line.text.lower()
 
     def append_lines(self, lines: list) -> None:
-        """A batch of new lines (the bridge sends them ten times a second)."""
+        """A batch of new lines (the bridge sends them every FRAME_MS: four times a second)."""
         self.lines.extend(lines)
         shown = [x for x in lines if self._visible(x)]
         if shown:
