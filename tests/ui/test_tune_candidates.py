@@ -26,10 +26,14 @@ def test_placement_candidates_show_with_their_verdicts_and_figures(qtbot, tmp_pa
     view.set_candidates(cands)
     rows = view.rows()
     assert len(rows) == sum(len(k.values) for k in knobs)
-    placed = [r for r in rows if r[0] == "placement" and r[3] != "(the base)"]
+    placed = [r for r in rows if r[0] == "placement" and r[4] != "(the base)"]
     assert placed and all(r[2] == "fits" for r in placed)
-    assert any("--n-gpu-layers" in r[3] and "q4_0" in r[3] for r in placed)
-    assert all("MiB left" in r[4] for r in placed)  # the plan's figure beside each
+    assert any("--n-gpu-layers" in r[4] and "q4_0" in r[4] for r in placed)
+    assert all("MiB left" in r[3] for r in placed)  # the plan's figure beside each
+    # a value that replaces the base's flag shows only what changes, never the whole command line
+    t1 = next(c for c in preview_candidates([*base, "-t", "2"], {}, knobs, resolver,
+                                            make_plan_fn(128, gpus=[gpu], host=host)) if c.knob == "t")
+    assert str(model) not in t1.args_text and "--threads" in t1.args_text
     assert "does not fit the GPUs" in view.summary.text()
     seen = []
     view.check_requested.connect(lambda: seen.append(True))

@@ -8,6 +8,7 @@ import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from llm_tuner.core.bench_report import argv_diff
 from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, apply_values, describe_placement
 from llm_tuner.services.tune.checks import PlanFn
 from llm_tuner.services.tune.placement import PlacementResolver
@@ -35,6 +36,22 @@ class Candidate:
                                                  for n, r, b in self.gpus] or None}
 
 
+def _changes(base: list[str], cand: list[str]) -> tuple[str, ...]:
+    """What a candidate's command line sets that the base's does not (a flag the candidate leaves out: `-flag` with
+    no value is never written, so it reads "(flag absent)")."""
+    if cand[:len(base)] == base:
+        return tuple(cand[len(base):])
+    out: list[str] = []
+    for d in argv_diff(base, cand):
+        if d["b"] is None:
+            out.append(f"(no {d['flag']})")
+        elif d["b"] == "":
+            out.append(d["flag"])
+        else:
+            out += [d["flag"], str(d["b"])]
+    return tuple(out)
+
+
 def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Sequence[Knob],
                        resolver: PlacementResolver | None, plan_fn: PlanFn) -> list[Candidate]:
     """Every knob value as a candidate with the plan's verdict (see the module's docstring)."""
@@ -51,6 +68,5 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
                 cand = apply_values(base, knobs, {knob.key: value}, env, resolve=resolve)
                 fits, why = plan_fn(list(cand), dict(env))
                 label, gpus = ("default (flag absent)" if value is None else value), ()
-            changed = tuple(cand[len(base):]) if cand[:len(base)] == base else tuple(cand)
-            out.append(Candidate(knob.key, value, label, fits, why, changed, gpus))
+            out.append(Candidate(knob.key, value, label, fits, why, _changes(base, cand), gpus))
     return out

@@ -18,7 +18,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-COLUMNS = ("Knob", "Value", "Plan", "Arguments", "Memory")
+COLUMNS = ("Knob", "Value", "Plan", "Memory", "Arguments")
+MEMORY_COLUMN_PX = 300  # the plan's figures: elided, whole in the tooltip
 
 
 class CandidateView(QWidget):
@@ -40,8 +41,10 @@ class CandidateView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        for i in range(len(COLUMNS) - 1):
+        for i in range(3):
             header.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
+        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Interactive)
+        self.table.setColumnWidth(3, MEMORY_COLUMN_PX)
         header.setStretchLastSection(True)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
@@ -67,7 +70,7 @@ class CandidateView(QWidget):
         for c in cands:
             row = self.table.rowCount()
             self.table.insertRow(row)
-            cells = (c.knob, c.label, "fits" if c.fits else "pruned", c.args_text, c.plan)
+            cells = (c.knob, c.label, "fits" if c.fits else "pruned", c.plan, c.args_text)
             for col, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setToolTip(f"{c.args_text}\n{c.plan}" if c.plan else c.args_text)
