@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 COLUMNS = ("Knob", "Value", "Plan", "Memory", "Arguments")
-MEMORY_COLUMN_PX = 300  # the plan's figures: elided, whole in the tooltip
+MEMORY_COLUMN_PX = 320  # no column wider: the plan's figures elide, whole in the tooltip
 
 
 class CandidateView(QWidget):
@@ -41,10 +41,9 @@ class CandidateView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        for i in range(3):
+        for i in range(4):
             header.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
-        header.setSectionResizeMode(3, QHeaderView.ResizeMode.Interactive)
-        self.table.setColumnWidth(3, MEMORY_COLUMN_PX)
+        header.setMaximumSectionSize(MEMORY_COLUMN_PX)  # a long plan figure is elided (whole in the tooltip)
         header.setStretchLastSection(True)
         top = QHBoxLayout()
         top.addWidget(self.summary, 1)
