@@ -49,14 +49,23 @@ def child_env(profile_env: dict[str, str] | None = None,
     return env, dropped
 
 
+# libc's prctl, looked up once here in the parent. The child must not load it between fork and exec: dlopen there
+# waits on the dynamic loader's lock, and when another thread of the app held it at the fork (a job thread importing
+# an extension module, Qt loading a plugin) the child hung before exec, and the spawner with it (seen in a full test
+# run: every later start waited forever).
+_PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl if _LINUX else None
+_PR_SET_PDEATHSIG = 1
+
+
 def _pdeathsig(parent_pid: int) -> Callable[[], None]:
     """The child's first act between fork and exec (Linux): die with SIGKILL when the spawner thread ends.
 
-    When the parent died before prctl ran, the signal would never come: the child then exits at once."""
+    When the parent died before prctl ran, the signal would never come: the child then exits at once. Only
+    async-signal-safe work here (a call through the prctl pointer resolved in the parent, getppid, _exit)."""
+    prctl, sigkill = _PRCTL, int(signal.SIGKILL)
 
     def set_it() -> None:  # pragma: no cover - runs in the child
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG = 1
+        prctl(_PR_SET_PDEATHSIG, sigkill)
         if os.getppid() != parent_pid:
             os._exit(1)
 
