@@ -36,10 +36,6 @@ KV_STYLES_MOE = ("experts", "layers", "fit")
 # Flags a placement value sets; the base's own values of these are replaced (K/V types are chosen with it).
 PLACEMENT_KEYS = ("gpu_layers", "override_tensor", "cpu_moe", "n_cpu_moe", "n_cpu_ffn", "fit", "fit_target_mib",
                   "cache_type_k", "cache_type_v")
-STYLE_WORDS = {"layers": "the most layers on the GPUs (-ngl)",
-               "ffn": "every layer on the GPUs, the FFN of the fewest blocks on the CPU (-ot)",
-               "experts": "every layer on the GPUs, the experts of the first blocks on the CPU (--n-cpu-moe)",
-               "fit": "llama.cpp's fit at the margin (-fitt)"}
 OOM_WORDS = ("out of memory", "failed to allocate", "cudamalloc failed", "erroroutofdevicememory",
              "unable to allocate", "failed to create context", "outofdevicememory")
 MAX_MARGIN_MIB = 4096
@@ -62,7 +58,6 @@ class Placement:
     gpu_layers: int = 0
     n_layers: int = 0
     margin_mib: int = 0
-    detail: str = ""
     gpu_use_mib: tuple[tuple[str, float, float], ...] = ()  # (device, resident MiB, budget MiB) per GPU
 
     def text(self) -> str:
@@ -216,16 +211,16 @@ def resolve_placement(planner: Planner, base_argv: Sequence[str], value: str, ma
              "ffn": f"FFN of {n} of {n_layer} blocks on the CPU",
              "experts": f"experts of the first {n} blocks on the CPU",
              "fit": f"llama.cpp's fit at -fitt {margin_mib}: {on_gpu} of {plan.n_layers_total} layers on the GPUs"
-             }[style] if style in STYLE_WORDS else style
+             }.get(style, style)
     use = tuple((d.name, round(d.resident_mib, 1), round(d.budget_mib, 1)) for d in plan.devices
                 if d.name != "Host" and d.budget_mib is not None)
     gpus = ", ".join(f"{name} {res:.0f} of {budget:.0f} MiB" for name, res, budget in use)
     if not good:
         return Placement(value, frag, False, f"does not fit with {margin_mib} MiB free per GPU even at its least "
-                         f"({where}; {gpus})", read, least, on_gpu, plan.n_layers_total, margin_mib, gpus, use)
+                         f"({where}; {gpus})", read, least, on_gpu, plan.n_layers_total, margin_mib, use)
     reason = (f"{where}; {_size(read)} read from host memory per token; {gpus}"
               + (f", {least:.0f} MiB left" if least is not None else ""))
-    return Placement(value, frag, True, reason, read, least, on_gpu, plan.n_layers_total, margin_mib, gpus, use)
+    return Placement(value, frag, True, reason, read, least, on_gpu, plan.n_layers_total, margin_mib, use)
 
 
 def _size(mib: float) -> str:
