@@ -351,6 +351,42 @@ def test_a_close_race_beyond_the_threshold_is_still_topped_up():
     assert winner == {"x": "a"} and fake.measured == 10  # 3 × 2, then a and b topped up to 4
 
 
+def test_an_improvement_race_ranks_near_ties_by_their_medians():
+    """The MoE placements on the H200 at 1.75 GiB free: every candidate doubles the baseline, three run within 10 %
+    of each other. Ranking those by more starts would gain less than a start's noise: one round settles it."""
+    fake = SeriesScorer("p", {None: [73.0, 73.1], "q4": [154.0, 154.2], "q8": [151.0, 151.3], "f16": [167.0, 167.1],
+                              "layers": [117.0, 117.2]})
+    cands = [{"p": p} for p in (None, "q4", "q8", "f16", "layers")]
+    winner, seen = successive_halving(cands, fake, reps=2, incumbent={"p": None}, zone_pct=2.0, noise=lambda: None)
+    assert winner == {"p": "f16"} and fake.measured == 10  # one start each, no top-up
+
+
+def test_near_ties_of_placements_go_to_the_one_the_plan_ranks_first():
+    """The MoE at 2.5 GiB free on the H200: the least-layers placement (listed last: it reads the most from host
+    memory) measured 7 % ahead on one start, and ran 10 % behind the grid's best in the judge. Among near ties the
+    plan's order decides."""
+    series = {None: [141.0, 141.0], "q4:experts": [231.0, 231.1], "q8:experts": [224.5, 224.5],
+              "f16:experts": [228.2, 228.1], "q4:layers": [246.6, 246.7]}
+    cands = [{"p": p} for p in series]
+    ranked, _ = successive_halving(cands, SeriesScorer("p", series), reps=2, incumbent={"p": None}, zone_pct=2.0,
+                                   noise=lambda: None, ranked=True)
+    by_median, _ = successive_halving(cands, SeriesScorer("p", series), reps=2, incumbent={"p": None}, zone_pct=2.0,
+                                      noise=lambda: None)
+    assert ranked == {"p": "q4:experts"} and by_median == {"p": "q4:layers"}
+
+
+def test_an_improvement_race_tops_up_only_its_two_best_once():
+    """A rival 13 % behind whose samples overlap the leader's (c) is neither a near tie nor clearly worse: the two
+    best get one more start each (not the best half), then the median leader stands."""
+    fake = SeriesScorer("p", {None: [50.0, 50.0, 50.0, 50.0], "a": [100.0, 80.0, 100.0, 100.0],
+                              "b": [88.0, 88.0, 87.0, 87.0], "c": [70.0, 86.0, 70.0, 70.0], "d": [60.0] * 4})
+    cands = [{"p": p} for p in (None, "a", "b", "c", "d")]
+    winner, seen = successive_halving(cands, fake, reps=2, incumbent={"p": None}, zone_pct=2.0, noise=lambda: None)
+    assert winner == {"p": "a"}
+    counts = {dict(k)["p"]: len(v) for k, v in seen.items()}
+    assert counts == {None: 2, "a": 4, "b": 4, "c": 2, "d": 2} and fake.measured == 14
+
+
 def test_threads_at_the_learned_default_run_as_the_baseline():
     base = ["-m", "x.gguf"]
     t = Knob(key="t", flag="threads", values=("1", "2"))

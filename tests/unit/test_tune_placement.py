@@ -28,6 +28,7 @@ from llm_tuner.core.tune import (
     tune_report_markdown,
 )
 from llm_tuner.core.tune.frontier import spread_blocks, strip_placement
+from llm_tuner.core.tune.knobs import MAX_PLACEMENTS
 from llm_tuner.core.tune.search import interacts
 from llm_tuner.services.binaries import default_catalog
 from llm_tuner.services.library import read_model
@@ -146,7 +147,8 @@ def test_no_placement_knob_when_the_model_fits_and_a_joint_one_when_it_does_not(
     keys = [k.key for k in knobs]
     assert keys[0] == "placement" and "kv" not in keys and "ngl" not in keys and "ot" not in keys
     placement = knobs[0]
-    assert placement.values[0] is None and list(placement.values[1:]) == [p.value for p in placements if p.fits][:4]
+    assert placement.values[0] is None and list(placement.values[1:]) == [p.value for p in placements if p.fits][:MAX_PLACEMENTS]
+    assert placement.ranked  # near ties go to the plan's order
     t = next(k for k in knobs if k.key == "t")
     assert t.values == ("8", "16")  # from the physical cores: llama.cpp's default and half of it
     assert "b" not in keys and "ub" not in keys and "tb" not in keys  # generation: batches do not matter

@@ -23,7 +23,9 @@ DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspa
 NGRAM_TYPES = ("ngram-map-k4v", "ngram-simple", "ngram-mod")
 ABSENT = ("default", "none()", "-")  # CLI words for "flag absent"
 PLACEMENT_KNOB = "placement"  # a knob whose values are core.tune.frontier's "<kv>:<style>" placements
-MAX_PLACEMENTS = 4
+# Placements raced (the plan's fastest first). In 9 tunes on the H200 (benchmarks/results/gpu/h200-placement) the
+# 4th never won beyond one start's noise; each start of a model bigger than the GPU is a full load.
+MAX_PLACEMENTS = 3
 
 
 def _known(catalog, key: str) -> bool:
@@ -70,7 +72,7 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
     n_layer = getattr(model_info, "block_count", None) or 0
     if fitting and gpus:
         top = fitting[:MAX_PLACEMENTS]
-        out.append(Knob(key=PLACEMENT_KNOB, flag=PLACEMENT_KNOB, values=(None, *(p.value for p in top)),
+        out.append(Knob(key=PLACEMENT_KNOB, flag=PLACEMENT_KNOB, values=(None, *(p.value for p in top)), ranked=True,
                         reason="the model does not fit the GPUs: placement and K/V type together, "
                                + (f"the {len(top)} of {len(fitting)}" if len(top) < len(fitting) else "those")
                                + " that fit reading the fewest bytes from host memory per token (perplexity "

@@ -35,6 +35,9 @@ class Knob(BaseModel):
     flag: str
     values: tuple[str | None, ...]
     reason: str = ""
+    # The values are listed fastest first by a model (the placement frontier's plan): where measurements cannot
+    # tell candidates apart (near ties of an improvement race), the earliest listed wins.
+    ranked: bool = False
 
 
 class Objective(BaseModel):

@@ -19,6 +19,12 @@ on quality). The search itself has no I/O, so it is tested with a fake scorer.
   figure, measured by the runner from settings started twice), a lead over the incumbent must also clear the
   noise (`confident_lead`): the incumbent stays in the race and a noisy lead is topped up, not taken; the first
   such lead, before any setting was started twice, is what measures the noise.
+  A race whose leader is clearly ahead of the incumbent (an improvement race: the change is decided, only which
+  one is left) settles its near ties (within NEAR_TIE_PCT of the leader) without more starts and tops up only
+  its two best, once: telling near ties apart would need several starts each (starts differ by about 6 % on a
+  GPU) to gain less than that, so the race costs at most its candidates plus two starts. Near ties go to the
+  highest median, or, for a knob whose values a model lists fastest first (`Knob.ranked`: the placement
+  frontier, by bytes read from host memory), to the earliest listed: one start cannot rank them, the plan can.
 """
 
 from __future__ import annotations
@@ -241,23 +247,40 @@ def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
     return w > 0 and b >= w * (1 + LARGE_LEAD) and min(lead) > max(incumbent)
 
 
+NEAR_TIE_PCT = 10.0  # in an improvement race, candidates this close to the leader are ranked by their medians
+
+
+def improving(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None) -> bool:
+    """Whether the race's leader (`alive` sorted best first) is clearly ahead of the incumbent (see clearly_ahead):
+    the change is decided, the race only ranks improvements."""
+    lead = values_key(alive[0])
+    return inc is not None and lead != inc and inc in samples and clearly_ahead(samples[lead], samples[inc])
+
+
 def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
-             zone_pct: float, noise: Noise | None = None) -> Values | None:
+             zone_pct: float, noise: Noise | None = None, order: Mapping[tuple, int] | None = None,
+             ) -> Values | None:
     """The race's winner when more samples cannot change what the search does with it, else None.
 
     `alive` is sorted best first. Each other candidate is either clearly worse (with 2+ samples each, its best
     sample under the leader's worst, and beyond the noise: see separated) or within `zone_pct` of the leader's
     median (a difference the search would not act on: see gains_enough). Then the incumbent wins when it is
     within the zone (nothing beats it by enough), else the leader. Topping up such a race would restart servers
-    only to rank candidates that run alike."""
+    only to rank candidates that run alike. With `order` (the candidates' listed order, fastest first by a model)
+    the near ties of an improvement race go to the earliest listed."""
     lead = samples[values_key(alive[0])]
     floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
+    near = median(lead) - abs(median(lead)) * max(zone_pct, NEAR_TIE_PCT) / 100.0
     known = noise() if noise is not None else None
+    ranked = improving(alive, samples, inc)
     for c in alive[1:]:
         s = samples[values_key(c)]
         worse = want >= 2 and max(s) < min(lead) and separated(lead, s, known)
-        if not (worse or (zone_pct > 0 and median(s) >= floor)):
+        if not (worse or (zone_pct > 0 and median(s) >= floor) or (ranked and median(s) >= near)):
             return None
+    if ranked and order is not None:
+        ties = [c for c in alive if values_key(c) != inc and median(samples[values_key(c)]) >= near]
+        return min(ties, key=lambda c: order[values_key(c)])
     for c in alive:
         if values_key(c) == inc and median(samples[inc]) >= floor:
             return c
@@ -268,7 +291,7 @@ def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple 
 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
                        incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
-                       zone_pct: float = 0.0, noise: Noise | None = None,
+                       zone_pct: float = 0.0, noise: Noise | None = None, ranked: bool = False,
                        ) -> tuple[Values | None, dict[tuple, list[float]]]:
     """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat; stop as soon
     as the race is settled (see _settled: the rest clearly worse or within `zone_pct` of the leader).
@@ -276,11 +299,14 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
     `noise()` is the relative SD of one server start's figure as measured so far (None: not yet; see
     confident_lead). While the leader's lead over the incumbent is not confident the incumbent stays in the race
     (a noisy lead is topped up, not taken), for at most MAX_ROUNDS rounds. Returns the winner (None when every
-    candidate is out) and the samples seen per candidate key. When time runs out the best so far wins."""
+    candidate is out) and the samples seen per candidate key. When time runs out the best so far wins. `ranked`:
+    the candidates are listed fastest first by a model (see _settled)."""
     alive = list(candidates)
     samples: dict[tuple, list[float]] = {}
     want = max(1, reps)
     inc = values_key(incumbent) if incumbent is not None else None
+    topped_up = False
+    order = {values_key(c): i for i, c in enumerate(candidates)} if ranked else None
     for _round in range(max(MAX_ROUNDS, math.ceil(math.log2(max(1, len(alive)))) + 1)):
         still = []
         for c in alive:
@@ -296,9 +322,15 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
-        settled = _settled(alive, samples, inc, want, zone_pct, noise)
+        settled = _settled(alive, samples, inc, want, zone_pct, noise, order)
         if settled is not None:
             return settled, samples
+        if improving(alive, samples, inc):
+            if topped_up:  # the two best were topped up once: the median leader stands
+                return alive[0], samples
+            alive, topped_up = alive[:2], True
+            want += max(1, reps)
+            continue
         keep = alive[:math.ceil(len(alive) / 2)]
         held = [c for c in alive if values_key(c) == inc and c not in keep
                 and not confident_lead(samples[values_key(alive[0])], samples[inc], noise)]
@@ -346,7 +378,8 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
         winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
-                                          out_of_time=out_of_time, zone_pct=min_gain_pct, noise=noise)
+                                          out_of_time=out_of_time, zone_pct=min_gain_pct, noise=noise,
+                                          ranked=knob.ranked)
         decided_at[knob.key] = step
         inc_samples = seen.get(values_key(best))
         if (winner is not None and winner[knob.key] != best[knob.key] and inc_samples
