@@ -57,7 +57,7 @@ def test_the_plan_panel_plans_the_variable_too(qtbot, tmp_path, demo_model):
     panel = PlanPanel(ctx)
     qtbot.addWidget(panel)
     ctx.state.set_profile(_profile(demo_model))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     assert panel.recompute_now().n_ctx == 4096
 
 

@@ -32,7 +32,7 @@ def test_start_test_prompt_request_row_log_and_stop(qtbot, ctx, demo_model):
     panel.show()
     panel.args_edit.setText(f"-m {demo_model} -c 1024 -np 1 -t 2")
     assert panel.start()
-    assert "--log-jsonl" not in panel._last_plan.command_line()
+    assert "--log-jsonl" not in panel.slot.plan.command_line()
     qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
     assert panel.url_label.text().startswith("http://127.0.0.1:")
     assert panel.test_button.isEnabled()
@@ -406,12 +406,12 @@ def test_a_profile_program_launches_only_once_confirmed(qtbot, ctx, tmp_path):
     panel = LivePanel(ctx)
     qtbot.addWidget(panel)
     ctx.state.set_profile(LaunchProfile(binary=str(prog), model=str(tmp_path / "m.gguf")))
-    qtbot.waitUntil(lambda: panel._args_from_editor(), timeout=5000)
+    qtbot.waitUntil(lambda: panel.fleet.from_editor, timeout=5000)
     with pytest.raises(ValueError, match="not been confirmed"):
-        panel._build_plan()
+        panel.fleet.build_plan(panel.start_facts())
     assert not panel.start() and not mark.exists()
     trust_binary(prog, ctx.settings, save=False)
-    assert panel._build_plan().binary == str(prog)
+    assert panel.fleet.build_plan(panel.start_facts()).binary == str(prog)
     assert not mark.exists()  # planning runs nothing
 
 

@@ -30,7 +30,7 @@ def panel(qtbot, ctx):
 
 def _load(qtbot, panel, path):
     panel.ctx.state.select_model(path)
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     return panel.recompute_now()
 
 
@@ -61,7 +61,7 @@ def test_profile_round_trip(qtbot, ctx, panel, demo_model):
 
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=8192, cache_type_k="q8_0",
                                         cache_type_v="q8_0", flash_attn="on"))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     assert panel.ctx_spin.value() == 8192 and panel.ctk_combo.currentText() == "q8_0"
     panel.ctx_spin.setValue(16384)
     assert ctx.state.profile.ctx_size == 16384  # written back into the profile being edited
@@ -73,13 +73,13 @@ def test_a_profile_whose_model_is_missing_gets_no_plan_of_another_model(qtbot, c
     from llm_tuner.core.profile import LaunchProfile
 
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, gpu_layers=99))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     panel.recompute_now()
     assert "Fits" in panel.summary_label.text()
     assert panel.ngl_spin.value() == 99  # shown as written, not clamped to the layer count
     missing = tmp_path / "typo.gguf"
     ctx.state.set_profile(LaunchProfile(model=str(missing), ctx_size=4096))
-    assert panel.model is None and panel.recompute_now() is None
+    assert panel.plan_state.model is None and panel.recompute_now() is None
     assert f"{missing} does not exist" in panel.model_label.text()
     assert panel.summary_label.text() == "" and panel.bars.devices() == ()
     assert panel.ot_matches.count() == 0 and "Select a model" in panel.ot_preview_label.text()  # no stale tensors
@@ -96,7 +96,7 @@ def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):
                                                                        memory_total_mib=16384,
                                                                        memory_free_mib=15000),)))
     _load(qtbot, panel, path)
-    panel.add_planned_device("Vulkan1", "Vulkan", 24576)
+    panel.plan_state.add_planned_device("Vulkan1", "Vulkan", 24576)
     plan = panel.recompute_now()
     assert [d.name for d in plan.devices] == ["CUDA0", "Vulkan1", "Host"]
     assert panel.split_bar.isVisible()
@@ -107,7 +107,7 @@ def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):
     qtbot.mousePress(panel.split_bar, Qt.MouseButton.LeftButton, pos=QPoint(bx, y))
     qtbot.mouseMove(panel.split_bar, QPoint(int(panel.split_bar.width() * 0.85), y))
     qtbot.mouseRelease(panel.split_bar, Qt.MouseButton.LeftButton, pos=QPoint(int(panel.split_bar.width() * 0.85), y))
-    assert panel.args.tensor_split[0] > panel.args.tensor_split[1]
+    assert panel.plan_state.args.tensor_split[0] > panel.plan_state.args.tensor_split[1]
     after = panel.recompute_now().device("CUDA0").layers
     assert after > before
     panel.margin_spin.setValue(2048)
@@ -120,11 +120,11 @@ def test_override_builder_previews_and_writes_the_rule(qtbot, ctx, panel, demo_m
     from llm_tuner.core.profile import LaunchProfile
 
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     panel.ot_mode.setCurrentIndex(0)
     panel.ot_a.setValue(6)
     panel.ot_b.setValue(0)
-    assert panel.current_rule() == r"blk\.(0|6|12)\.ffn_.*=CPU"
+    assert panel.ot_box.current_rule() == r"blk\.(0|6|12)\.ffn_.*=CPU"
     assert "matches 12 tensors" in panel.ot_preview_label.text()  # ffn_norm, gate, up, down x 3 blocks
     assert panel.ot_matches.count() == 12
     panel.ot_add_button.click()
@@ -198,11 +198,11 @@ def test_one_card_under_two_backends_is_planned_as_llama_cpp_uses_it(qtbot, ctx,
     path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=2,
                              head_dim=64, n_ctx_train=32768, weight_type="Q4_0")
     ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     assert [d.name for d in panel.recompute_now().devices] == ["CUDA0", "Host"]
     ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096, devices=("CUDA0", "Vulkan0"),
                                         tensor_split=(40.0, 60.0)))
-    qtbot.waitUntil(lambda: panel.args.devices == ("CUDA0", "Vulkan0"), timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.args.devices == ("CUDA0", "Vulkan0"), timeout=10_000)
     plan = panel.recompute_now()
     assert [d.name for d in plan.devices] == ["CUDA0", "Vulkan0", "Host"]
     assert "CUDA0 + Vulkan0 share one NVIDIA H200: " in panel.warnings_label.text()

@@ -12,11 +12,11 @@ from tests.ui.test_plan_panel import ctx, panel  # noqa: F401 - the Plan panel's
 
 def test_the_profiles_draft_model_is_in_the_plan(qtbot, ctx, panel, demo_model):
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     alone = panel.recompute_now().device("Host")
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1,
                                         spec_type=("draft-simple",), draft_model=str(demo_model)))
-    qtbot.waitUntil(lambda: panel.draft_model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.draft_model is not None, timeout=10_000)
     both = panel.recompute_now().device("Host")
     # the demo model as its own draft: its weights (mapped again), KV and compute come on top
     assert both.model_mib == pytest.approx(2 * alone.model_mib, rel=0.01)
@@ -43,15 +43,15 @@ def test_the_moe_solvers_placement_is_written_into_the_profile_and_launches(qtbo
 
     path = write_qwen3_moe(tmp_path / "moe.gguf", n_layer=8, n_embd=256, n_ff_exp=512, n_expert=16, n_ctx_train=4096)
     ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096, threads=2))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
-    panel.add_planned_device("CUDA0", "CUDA", 1285)  # room for the layers and the experts of 4 of 8 blocks
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
+    panel.plan_state.add_planned_device("CUDA0", "CUDA", 1285)  # room for the layers and the experts of 4 of 8 blocks
     panel.margin_spin.setValue(0)
     panel.solve_layers_button.click()
     assert "--n-cpu-moe 4" in panel.solve_label.text()
     profile = ctx.state.profile
     assert profile.gpu_layers == 9 and profile.n_cpu_moe == 4 and not profile.override_tensor
     # the profile as written plans exactly as the solver's answer, and fits
-    written = plan_memory(panel.model, args_from_profile(profile), panel.gpus(), panel.host(), apply_fit=False)
+    written = plan_memory(panel.plan_state.model, args_from_profile(profile), panel.plan_state.gpus(), panel.plan_state.host(), apply_fit=False)
     assert written.fits and written.device("CUDA0").total_mib == pytest.approx(panel.recompute_now().device("CUDA0").total_mib)
     assert "Fits." in panel.summary_label.text()
     # and the real server takes it: it loads, and its loader reports the expert overrides it was given
@@ -70,16 +70,16 @@ def test_the_ot_preview_says_mib_off_each_device_and_follows_devices_and_rules(q
     path = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=2,
                              head_dim=64, n_ctx_train=4096, weight_type="Q8_0")
     ctx.state.set_profile(LaunchProfile(model=str(path), ctx_size=4096, gpu_layers=99))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     panel.recompute_now()
     panel.ot_mode.setCurrentIndex(0)
     panel.ot_a.setValue(1)  # the FFN of every block
     assert "moves nothing" in panel.ot_preview_label.text()  # no GPU: everything is on the host already
-    panel.add_planned_device("CUDA0", "CUDA", 24576)
+    panel.plan_state.add_planned_device("CUDA0", "CUDA", 24576)
     panel.recompute_now()
     text = panel.ot_preview_label.text()
     assert "MiB off CUDA0" in text and "to Host" in text  # refreshed for the new device, not left stale
-    panel.add_planned_device("Vulkan1", "Vulkan", 24576)
+    panel.plan_state.add_planned_device("Vulkan1", "Vulkan", 24576)
     panel.recompute_now()
     text = panel.ot_preview_label.text()
     assert "MiB off CUDA0" in text and "MiB off Vulkan1" in text
@@ -87,7 +87,7 @@ def test_the_ot_preview_says_mib_off_each_device_and_follows_devices_and_rules(q
     panel.ot_add_button.click()
     panel.recompute_now()
     assert "moves nothing" in panel.ot_preview_label.text()
-    assert [str(r) for r in ctx.state.profile.override_tensor] == [panel.current_rule()]
+    assert [str(r) for r in ctx.state.profile.override_tensor] == [panel.ot_box.current_rule()]
 
 
 def test_preview_rule_per_device_figures():

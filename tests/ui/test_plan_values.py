@@ -42,7 +42,7 @@ def panel(qtbot, ctx):
 
 def _plan(qtbot, ctx, panel, profile: LaunchProfile):
     ctx.state.set_profile(profile)
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     return panel.recompute_now()
 
 

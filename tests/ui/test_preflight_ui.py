@@ -50,7 +50,7 @@ def test_live_refuses_a_profile_with_advice_errors_and_offers_launch_anyway(qtbo
     qtbot.addWidget(live)
     live.show()
     profile_panel.set_profile(import_command(f"-m {tmp_path / 'm.gguf'} -c abc", default_catalog()).profile)
-    assert live._args_from_editor() and live.anyway_button.isHidden()
+    assert live.fleet.from_editor and live.anyway_button.isHidden()
     assert not live.start()
     text = live.message_label.text()
     assert text.startswith("Not started:") and "-c needs a whole number, got 'abc'" in text and "Launch anyway" in text

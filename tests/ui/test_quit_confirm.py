@@ -41,7 +41,7 @@ def _window_with_a_ready_server(qtbot, tmp_path):
     assert live.quit_question() is None
     live.args_edit.setText(f"-m {tmp_path / 'chat.gguf'} --port 8123")
     slot = live.slot
-    slot.plan = live._build_plan()
+    slot.plan = live.fleet.build_plan(live.start_facts())
     slot.name, slot.state, slot.url = "chat", "ready", slot.plan.url
     return window, live
 

@@ -63,17 +63,17 @@ def test_plan_puts_the_profiles_workers_first(qtbot, ctx, demo_model):
     qtbot.addWidget(panel)
     panel.show()
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=2048))
-    qtbot.waitUntil(lambda: panel.model is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     panel.use_workers_button.click()
     assert ctx.state.profile.rpc == tuple(w.endpoint for w in workers)
-    qtbot.waitUntil(lambda: len(panel.rpc_devices) == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: len(panel.plan_state.rpc_devices) == 2, timeout=30_000)
     plan = panel.recompute_now()
     names = [d.name for d in plan.devices if d.name != "Host"]
     assert names == ["RPC0", "RPC1", "Vulkan0"]
     assert all(plan.device(n).model_mib > 0 for n in names)
     assert panel.split_bar.isVisible()
     assert f"RPC1 is the worker {workers[1].endpoint}" in panel.devices_label.text()
-    assert panel.check_argv()[:2] == flags.argv_for("rpc", ",".join(w.endpoint for w in workers))
+    assert panel.plan_state.check_argv()[:2] == flags.argv_for("rpc", ",".join(w.endpoint for w in workers))
 
 
 def test_plan_and_advice_agree_on_cpu_workers(qtbot, ctx, demo_model):
@@ -94,7 +94,7 @@ def test_plan_and_advice_agree_on_cpu_workers(qtbot, ctx, demo_model):
     panel.show()
     profile_panel.set_profile(LaunchProfile(model=str(demo_model), ctx_size=2048, gpu_layers=99,
                                             rpc=tuple(w.endpoint for w in workers)))
-    qtbot.waitUntil(lambda: panel.model is not None and len(panel.rpc_devices) == 2, timeout=30_000)
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None and len(panel.plan_state.rpc_devices) == 2, timeout=30_000)
     plan = panel.recompute_now()
     assert plan.n_gpu_layers > 0
     text = panel.summary_label.text()

@@ -1,10 +1,9 @@
 """Live panel: start/stop/restart or attach, state and URL, device plots, memory by owner, throughput,
 the request table, the log console and the session history.
 
-Several servers can run at once (e.g. a chat model and a code model on two ports): each launch or attach
-is a *server slot* (its own ServerBridge, requests and log); the Server selector shows each one's name,
-port and state, and the views show the selected one. Starting while the selected server runs opens a new
-slot; a port already taken is refused by the launcher with a clear message.
+The fleet (the server slots, the one shown, where a Start goes, port clashes, the binary a launch runs and
+its trust) is llm_tuner.state.live.LiveFleet, Qt-free; this panel binds its widgets to it and runs each slot's
+server through its own ServerBridge. The Server selector shows each slot's name, port and state.
 
 One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines (every
 FRAME_MS) and the Requests tab batches rows (live_requests.py), inserted with the lines that came with them, so
@@ -14,7 +13,6 @@ requests only (the store keeps all). Nothing here waits on the server, a process
 
 from __future__ import annotations
 
-import shlex
 import time
 from functools import partial
 
@@ -33,17 +31,16 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core import flags
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.server import RECENT_RECORDS, plan_launch
+from llm_tuner.services.server import RECENT_RECORDS
 from llm_tuner.services.telemetry.breakdown import live_segments
+from llm_tuner.state.live import LiveFleet, ServerSlot, StartFacts
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_requests import RequestsView
-from llm_tuner.ui.panels.live_slots import ServerSlot
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import ThroughputPlots
 
@@ -66,9 +63,8 @@ class LivePanel(QWidget):
         except Exception:  # noqa: BLE001 - the panel works without a history
             repo = None
         self.repo = repo
-        self.slots: list[ServerSlot] = []
-        self._profile_args: tuple[str, dict] | None = None  # the edited profile's command line and env
-        self.slot: ServerSlot | None = None
+        self.fleet = LiveFleet()  # the slots, the shown one, the command Start launches: the state this view binds
+        self._bridges: dict[ServerSlot, ServerBridge] = {}  # each slot's server, run through Qt
         self._memory_refreshed = 0.0
 
         # -- controls --------------------------------------------------------------------------
@@ -153,6 +149,8 @@ class LivePanel(QWidget):
         lay.addWidget(self.tabs, 1)
 
         # -- wiring ----------------------------------------------------------------------------
+        self.args_edit.textChanged.connect(self._on_args_edit_text_changed)
+        self.watch_check.toggled.connect(self._on_watch_check_toggled)
         self.start_button.clicked.connect(self._on_start_clicked)
         self.anyway_button.clicked.connect(lambda: self.start(force=True))
         self.stop_button.clicked.connect(self._on_stop_clicked)
@@ -174,37 +172,76 @@ class LivePanel(QWidget):
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
-        self._select_slot(self._new_slot(bridge))
-        self._prefill_args()
+        self.fleet.add_callback(self._on_fleet_changed)
+        self._add_bridge(self.fleet.selected, bridge)  # the fleet's first slot exists already
+        self._show_slot(self.fleet.selected)
+        self.fleet.prefill(ctx.state.model_path)
 
-    # -- server slots -------------------------------------------------------------------------------
+    # -- the fleet: slots and what they show ------------------------------------------------------------
+    @property
+    def slot(self) -> ServerSlot:
+        """The selected server slot."""
+        return self.fleet.selected
+
+    @property
+    def slots(self) -> list[ServerSlot]:
+        return self.fleet.slots
+
     @property
     def bridge(self) -> ServerBridge:
         """The selected server's bridge."""
-        return self.slot.bridge
+        return self._bridges[self.fleet.selected]
 
-    @property
-    def _last_plan(self):
-        return self.slot.plan if self.slot else None
+    def servers(self) -> list[ServerSlot]:
+        """Every server slot (for the status bar and tests)."""
+        return list(self.fleet.slots)
 
-    def _new_slot(self, bridge: ServerBridge | None = None) -> ServerSlot:
+    def quit_question(self) -> str | None:
+        return self.fleet.quit_question()
+
+    def start_facts(self) -> StartFacts:
+        """What a Start reads from the app now: settings, probed binaries, the edited profile as published."""
+        st = self.ctx.state
+        return StartFacts(settings=self.ctx.settings, binaries=st.binaries or {}, profile=st.profile,
+                          profile_name=st.profile_name, profile_problem=st.profile_problem,
+                          profile_errors=tuple(st.profile_errors))
+
+    def _on_fleet_changed(self, what: str, *details) -> None:
+        fleet = self.fleet
+        if what == "added":
+            self._add_bridge(details[0])
+        elif what == "selected":
+            self._show_slot(details[0])
+        elif what == "titles":
+            for i, slot in enumerate(fleet.slots):
+                self.server_combo.setItemText(i, slot.title())
+            self.server_status_changed.emit()
+        elif what == "message" and details[0] is fleet.selected:
+            self._show_message(details[0])
+        elif what == "state" and details[0] is fleet.selected:
+            self._set_state_display(details[0])
+        elif what == "command" and self.args_edit.text() != fleet.command:
+            self.args_edit.setText(fleet.command)
+        elif what == "note":
+            self.notes_label.setText(details[0])
+        elif what == "refusal":
+            self.anyway_button.setVisible(fleet.refused_for_advice)
+
+    def _add_bridge(self, slot: ServerSlot, bridge: ServerBridge | None = None) -> None:
+        """A new slot's server bridge and its entry in the Server list."""
         bridge = bridge or ServerBridge(self, repo=self.repo, agents=lambda: self.ctx.settings.rpc_workers)
-        slot = ServerSlot(bridge, name=f"server {len(self.slots) + 1}",
-                          message="Start a server to watch it: health, device plots and every request.")
         bridge.state_changed.connect(partial(self._on_bridge_state_changed, slot))
         bridge.log_lines_received.connect(partial(self._on_bridge_log_lines_received, slot))
         bridge.request_finished.connect(partial(self._on_bridge_request_finished, slot))
         bridge.sampler_failed.connect(partial(self._on_bridge_sampler_failed, slot))
-        self.slots.append(slot)
+        self._bridges[slot] = bridge
         self.server_combo.blockSignals(True)
         self.server_combo.addItem(slot.title())
         self.server_combo.blockSignals(False)
-        return slot
 
-    def _select_slot(self, slot: ServerSlot) -> None:
+    def _show_slot(self, slot: ServerSlot) -> None:
         """Show `slot` in every view (its requests, log, state, message)."""
-        self.slot = slot
-        i = self.slots.index(slot)
+        i = self.fleet.slots.index(slot)
         if self.server_combo.currentIndex() != i:
             self.server_combo.blockSignals(True)
             self.server_combo.setCurrentIndex(i)
@@ -218,164 +255,34 @@ class LivePanel(QWidget):
         self.device_plots._versions.clear()
         self.memory_bars.set_segments([])
         self.notes_label.setText(slot.notes)
-        if slot.state == "exited" and slot.message_error and slot.plan is not None:
-            self.args_edit.setText(shlex.join(slot.plan.user_args))  # what failed, with its message
-        self._show_message(slot.message, error=slot.message_error)
-        self._set_state_display(slot.state, slot.url)
+        self._show_message(slot)
+        self._set_state_display(slot)
 
-    def _refresh_slot_titles(self) -> None:
-        for i, slot in enumerate(self.slots):
-            self.server_combo.setItemText(i, slot.title())
-        self.server_status_changed.emit()
+    def _show_message(self, slot: ServerSlot) -> None:
+        self.message_label.setStyleSheet("color: #c62828" if slot.message_error else "")
+        self.message_label.setText(slot.message)
 
-    def _slot_for_start(self) -> ServerSlot:
-        """The selected slot when it is free, else a free one, else a new one (servers keep running)."""
-        if not self.slot.running and self.slot.state != "stopping":
-            return self.slot
-        for s in self.slots:
-            if not s.running and s.state != "stopping":
-                return s
-        return self._new_slot()
-
-    def servers(self) -> list[ServerSlot]:
-        """Every server slot (for the status bar and tests)."""
-        return list(self.slots)
-
-    def quit_question(self) -> str | None:
-        """The question to ask before quitting while servers this app launched run (quitting stops them), or
-        None. Attached servers are only watched and keep running; one already stopping needs no answer."""
-        running = [s for s in self.slots if s.plan is not None and s.state in ("starting", "loading", "ready")]
-        if not running:
-            return None
-        # host:port without "http://": a dialog would break the line after the slashes
-        names = "; ".join(f"{s.name}, {s.url.split('//')[-1].rstrip('/')}" if s.url else s.name for s in running)
-        if len(running) == 1:
-            return f"A server is running ({names}).\nStop it and quit?"
-        return f"{len(running)} servers are running ({names}).\nStop them and quit?"
-
-    # -- helpers ------------------------------------------------------------------------------------
-    def _prefill_args(self) -> None:
-        if self.args_edit.text().strip():
-            return
-        model = self.ctx.state.model_path
-        if model is None:
-            try:
-                from llm_tuner.services.demo_model import find_demo_model
-
-                model = find_demo_model()
-            except Exception:  # noqa: BLE001
-                model = None
-        if model is not None:
-            self.args_edit.setText(shlex.join(flags.argv_for("model", str(model))))
-
-    def _binary(self):
-        info = self.ctx.state.binaries.get("llama-server") if self.ctx.state.binaries else None
-        if info is not None and info.ok:
-            return str(info.path), info.catalog
-        from llm_tuner.services.binaries import SERVER, locate
-
-        loc = locate(SERVER, self.ctx.settings)
-        return (str(loc.path), None) if loc else (None, None)
-
-    def _set_state_display(self, state: str, url: str | None) -> None:
+    def _set_state_display(self, slot: ServerSlot) -> None:
+        state = slot.state
         colour = STATE_COLOURS.get(state, "#777")
         self.state_label.setText(f"<b style='color:{colour}'>● {state}</b>")
-        self.url_label.setText(url or "")
+        self.url_label.setText(slot.url or "")
         running = state in ("starting", "loading", "ready")
         self.start_button.setEnabled(state != "stopping")
         self.attach_button.setEnabled(state != "stopping")
         self.stop_button.setEnabled(running)
-        self.restart_button.setEnabled(running and self._last_plan is not None)
+        self.restart_button.setEnabled(running and slot.plan is not None)
         self.test_button.setEnabled(state == "ready")
         self.new_server_button.setEnabled(running)
 
-    def _build_plan(self):
-        binary, catalog = self._binary()
-        if binary is None:
-            raise ValueError("No llama-server found: set its path in Settings (or install the `server` extra).")
-        try:
-            args = shlex.split(self.args_edit.text())
-        except ValueError as exc:
-            raise ValueError(f"The arguments cannot be read ({exc}): check the quotes.") from exc
-        if not args:
-            raise ValueError("Give llama-server arguments (at least -m MODEL), or pick a model in the Models list.")
-        env = self._profile_args[1] if self._args_from_editor() else {}
-        own = getattr(self.ctx.state.profile, "binary", None) if self._args_from_editor() else None
-        if own:  # the profile's own program (a fork, another build) runs only once the user confirmed it
-            from llm_tuner.services.binaries import BinaryError, require_trusted  # noqa: PLC0415
-
-            try:
-                require_trusted(own, self.ctx.settings)
-            except BinaryError as exc:
-                raise ValueError(f"Not started: {exc}") from None
-            binary, catalog = own, None  # its --help is not read on the GUI thread: only --metrics is added
-        return plan_launch(binary, args, env, catalog=catalog, watch=self.watch_check.isChecked())
-
-    def _args_from_editor(self) -> bool:
-        """The command line is the edited profile's as published (not typed over by the user)."""
-        return self._profile_args is not None and self._profile_args[0] == self.args_edit.text()
-
-    def _server_name(self, args: list[str]) -> str:
-        """The profile's name when the command is the edited profile's, else the model file's stem (marked
-        "unsaved" for the edited profile before it has a name: it is not the saved profile of that name)."""
-        from_editor = self._args_from_editor()
-        if from_editor:
-            name = self.ctx.state.profile_name
-            if name:
-                return name
-        model = flags.value_of(args, "model")
-        if model:
-            from pathlib import Path
-
-            return Path(model).stem + (" (unsaved)" if from_editor else "")
-        return f"server {len(self.slots)}"
-
     # -- actions ------------------------------------------------------------------------------------
-    def _preflight_errors(self) -> list:
-        """The advice errors of what Start would launch: the edited profile's (the Profile tab found them, the
-        model file included), else those of the typed arguments (core rules only: no file I/O here)."""
-        if self._args_from_editor():
-            return list(self.ctx.state.profile_errors)
-        from llm_tuner.services.preflight import ModelLook, preflight_errors  # noqa: PLC0415
-
-        return preflight_errors(argv=shlex.split(self.args_edit.text()), catalog=self._binary()[1],
-                                look=ModelLook(None))
-
     def start(self, force: bool = False) -> bool:
-        """Launch the arguments in the edit; a running server keeps running and the new one gets its own slot.
-        Arguments with advice errors (no model, a value llama-server refuses...) are refused unless `force`
-        (the "Launch anyway" button that the refusal shows)."""
-        problem = self.ctx.state.profile_problem
-        if problem and self._args_from_editor():
-            self._show_message(problem, error=True)
+        """Launch the arguments in the edit where the fleet's start policy puts it (a running server keeps
+        running). Refused with a message (advice errors unless `force`, a port in use, no binary...): False."""
+        slot = self.fleet.start(self.start_facts(), force=force)
+        if slot is None:
             return False
-        try:
-            plan = self._build_plan()
-        except ValueError as exc:
-            self._show_message(str(exc), error=True)
-            return False
-        errors = [] if force else self._preflight_errors()
-        self.anyway_button.setVisible(bool(errors))
-        if errors:
-            from llm_tuner.services.preflight import refusal_text  # noqa: PLC0415
-
-            self._show_message("Not started: " + refusal_text(errors, "Launch anyway"), error=True)
-            return False
-        busy = [s for s in self.slots if s.running and s.url and s.url.endswith(f":{plan.port}")]
-        if busy:  # refused before anything starts: the slot keeps what it showed (no second entry "exited")
-            self._show_message(f"Port {plan.port} is already used by “{busy[0].name}” in this app: give this "
-                               "profile another --port (or leave it out and a free port is chosen).", error=True)
-            return False
-        slot = self._slot_for_start()
-        slot.clear()
-        slot.plan, slot.attach = plan, None
-        slot.name = self._server_name(list(plan.user_args))
-        slot.notes = "<br>".join(plan.notes())
-        slot.state, slot.url, slot.never_ready = "starting", plan.url, False
-        self._select_slot(slot)
-        self._show_message(f"Starting: {plan.command_line()}")
-        self.bridge.launch(plan)
-        self._refresh_slot_titles()
+        self._bridges[slot].launch(slot.plan)
         return True
 
     # names the main window and scripts use (menu actions, screenshots)
@@ -396,38 +303,28 @@ class LivePanel(QWidget):
     def copy_command(self) -> None:
         self._on_copy_clicked()
 
-    def _show_message(self, text: str, *, error: bool = False, slot: ServerSlot | None = None) -> None:
-        slot = slot or self.slot
-        if slot is not None:
-            slot.message, slot.message_error = text, error
-        if slot is self.slot:
-            self.message_label.setStyleSheet("color: #c62828" if error else "")
-            self.message_label.setText(text)
+    def _on_args_edit_text_changed(self, text: str) -> None:
+        self.fleet.command = text
+
+    def _on_watch_check_toggled(self, checked: bool) -> None:
+        self.fleet.watch = checked
 
     def _on_start_clicked(self) -> None:
         self.start()
 
     def _on_stop_clicked(self) -> None:
         self.bridge.stop()
-        self.slot.state = "stopping"
-        self._set_state_display("stopping", self.url_label.text())
-        self._refresh_slot_titles()
+        self.fleet.stopping()
 
     def _on_restart_clicked(self) -> None:
-        self.slot.restart_pending = True
-        self._on_stop_clicked()
+        self.bridge.stop()
+        self.fleet.stopping(restart=True)  # launched again once it exited (server_state_changed says when)
 
     def _on_new_server_clicked(self) -> None:
-        slot = self._new_slot()
-        self._select_slot(slot)
-        self._show_message("A new server: pick a profile or model (or edit the arguments) and press Start. "
-                           "The other servers keep running; choose them in the Server list.")
-        self._refresh_slot_titles()
+        self.fleet.new_server()
 
     def _on_server_combo_changed(self, index: int) -> None:
-        if 0 <= index < len(self.slots) and self.slots[index] is not self.slot:
-            self._select_slot(self.slots[index])
-            self.server_status_changed.emit()
+        self.fleet.select_index(index)
 
     def _on_attach_clicked(self) -> None:
         url, ok = QInputDialog.getText(self, "Attach to a server", "URL of a running llama-server:",
@@ -439,16 +336,8 @@ class LivePanel(QWidget):
         self.attach(url.strip(), log.strip() or None)
 
     def attach(self, url: str, log_path: str | None = None) -> None:
-        slot = self._slot_for_start()
-        slot.clear()
-        slot.plan, slot.attach = None, (url, log_path)
-        slot.name = f"attached {url.split('//')[-1]}"
-        slot.notes = ("" if log_path else "No log file: request records come from /slots and /metrics "
-                      "and are approximate (marked ≈).")
-        slot.state, slot.url = "starting", url
-        self._select_slot(slot)
-        slot.bridge.attach(url, log_path)
-        self._refresh_slot_titles()
+        slot = self.fleet.attach(url, log_path)
+        self._bridges[slot].attach(url, log_path)
 
     def _on_test_clicked(self) -> None:
         session = self.bridge.session
@@ -467,36 +356,33 @@ class LivePanel(QWidget):
         job.succeeded.connect(partial(self._on_test_job_succeeded, slot))
         job.failed.connect(partial(self._on_test_job_failed, slot))
         self.test_button.setEnabled(False)
-        self._show_message("Sending a test prompt…")
+        self.fleet.show_message("Sending a test prompt…")
         job.finished.connect(lambda: self.test_button.setEnabled(self.slot.state == "ready"))
         job.start()
 
     def _on_test_job_succeeded(self, slot: ServerSlot, result: dict) -> None:
         t = result.get("timings", {})
         text = (result.get("content") or "").strip().replace("\n", " ")
-        self._show_message(f"Test prompt answered: {t.get('predicted_n', '?')} tokens at "
-                           f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”. "
-                           "See it in the Requests tab.", slot=slot)
+        self.fleet.show_message(f"Test prompt answered: {t.get('predicted_n', '?')} tokens at "
+                                f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”. "
+                                "See it in the Requests tab.", slot=slot)
 
     def _on_test_job_failed(self, slot: ServerSlot, exc: object) -> None:
-        self._show_message(f"The test prompt failed: {exc}. Check the log.", error=True, slot=slot)
+        self.fleet.show_message(f"The test prompt failed: {exc}. Check the log.", error=True, slot=slot)
 
     def _on_copy_clicked(self) -> None:
-        if self._last_plan is None or not self.slot.running:
-            try:
-                plan = self._build_plan()
-            except ValueError as exc:
-                self._show_message(str(exc), error=True)
-                return
-        else:
-            plan = self._last_plan
+        try:
+            plan = self.fleet.copy_plan(self.start_facts())
+        except ValueError as exc:
+            self.fleet.show_message(str(exc), error=True)
+            return
         QGuiApplication.clipboard().setText(plan.command_line())
-        self._show_message("Command copied (without the watch flags; secrets masked).")
+        self.fleet.show_message("Command copied (without the watch flags; secrets masked).")
 
     def shutdown(self) -> None:
         """At application quit: stop every server this panel started."""
-        for slot in self.slots:
-            slot.bridge.shutdown()
+        for bridge in self._bridges.values():
+            bridge.shutdown()
 
     def take_log_console(self) -> LogConsole:
         """Hand the log console to the main window (a bottom dock visible from every tab)."""
@@ -507,57 +393,27 @@ class LivePanel(QWidget):
 
     # -- bridge slots -------------------------------------------------------------------------------
     def _on_bridge_state_changed(self, slot: ServerSlot, ev) -> None:
-        state = str(ev.state)
-        was_ready = slot.state == "ready"
-        slot.state = state
-        if state == "starting":
-            slot.never_ready = False
-        elif state == "exited":
-            slot.never_ready = not was_ready and ev.failure is not None
-        slot.url = ev.url or slot.url
-        if state == "ready":
-            self._show_message(f"Ready at {ev.url}. Requests from any client appear in the Requests tab.", slot=slot)
-        elif state == "loading":
-            self._show_message("Loading the model…", slot=slot)
-        elif state == "exited":
-            if ev.failure is not None:
-                # a server that never got ready (port taken, model missing, out of memory) did not start
-                what = "stopped" if was_ready else "did not start"
-                self._show_message(f"The server {what}: {ev.failure.message}", error=True, slot=slot)
-                if slot is self.slot and slot.plan is not None:  # the failed session's own command, not the
-                    self.args_edit.setText(shlex.join(slot.plan.user_args))  # profile edited since
-            else:
-                self._show_message(f"The server {ev.reason or 'exited'} (exit code {ev.code}). "
-                                   f"{slot.n_requests} requests kept in the history.", slot=slot)
+        restart = self.fleet.server_state_changed(slot, ev)
+        if str(ev.state) == "exited":
             self._load_history()
-            if slot.restart_pending:
-                slot.restart_pending = False
-                if slot.plan is not None:
-                    slot.clear()
-                    slot.state = "starting"
-                    if slot is self.slot:
-                        self._select_slot(slot)
-                    slot.bridge.launch(slot.plan)
-        if slot is self.slot:
-            self._set_state_display(slot.state, slot.url)
-        self._refresh_slot_titles()
+        if restart:
+            self._bridges[slot].launch(slot.plan)
 
     def _on_bridge_log_lines_received(self, slot: ServerSlot, lines: list) -> None:
-        slot.log_lines.extend(lines)
+        self.fleet.log_lines(slot, lines)
         if slot is self.slot:
             self.log_console.append_lines(lines)
             self.requests.flush()  # the rows of the requests these lines finished: one paint for both views
 
     def _on_bridge_request_finished(self, slot: ServerSlot, rec) -> None:
         """O(1) per request: the table takes rows in batches, the plots draw only while their tab shows."""
-        slot.records.append(rec)
-        slot.n_requests += 1
+        self.fleet.request_finished(slot, rec)
         if slot is self.slot:
             self.requests.add(rec)
             self.throughput.add(rec)
 
     def _on_requests_all_requested(self) -> None:
-        slot, watched = self.slot, self.slot.bridge.watched
+        slot, watched = self.slot, self.bridge.watched
         self.requests.read_all(self.repo, watched.session_id if watched is not None else None,
                                lambda: (slot.n_requests, slot.records) if slot is self.slot else None)
 
@@ -565,26 +421,11 @@ class LivePanel(QWidget):
         self._on_bridge_log_lines_received(slot, [LogLine("warn", f"telemetry {name}: {message}")])
 
     def _on_state_profile_changed(self, profile) -> None:
-        """The profile being edited becomes the command Start launches next (its env travels with it); a
-        running server keeps its own command (Copy command copies that one while it runs)."""
-        if profile is None:
-            return
-        try:
-            from llm_tuner.core.cmdline import profile_to_argv
-
-            argv, env = profile_to_argv(profile)
-        except Exception as exc:  # noqa: BLE001 - an incomplete profile: keep the current command
-            self.notes_label.setText(f"The profile cannot be turned into a command yet: {exc}")
-            return
-        text = shlex.join(argv)
-        self._profile_args = (text, dict(env))
-        self.args_edit.setText(text)
+        """The profile being edited becomes the command Start launches next (LiveFleet.use_profile)."""
+        self.fleet.use_profile(profile)
 
     def _on_state_model_selected(self, path) -> None:
-        """Without a profile panel publishing, a picked model becomes `-m PATH`; with one, the profile's
-        whole command (which now has this model) already arrived through profile_changed."""
-        if path is not None and self.ctx.state.profile is None:
-            self.args_edit.setText(shlex.join(flags.argv_for("model", str(path))))
+        self.fleet.use_model(path, profile_shown=self.ctx.state.profile is not None)
 
     def _on_state_inventory_detected(self, inventory) -> None:
         self.devices.set_inventory(inventory)
@@ -625,6 +466,6 @@ class LivePanel(QWidget):
         job.start()
 
     def _on_history_job_succeeded(self, sessions) -> None:
-        ours = {s.bridge.watched.session_id for s in self.slots if s.running and s.bridge.watched is not None}
+        ours = {b.watched.session_id for b in self._bridges.values() if b.running and b.watched is not None}
         self.history_table.show_sessions(sessions, ours)
 

@@ -1,11 +1,13 @@
-"""The Plan panel's "Check with llama.cpp" box: runs the real server once for the panel's settings and
-shows its buffers beside the estimate. The comparison and the compute calibration are core.memory_check;
-this box only starts the run (a BackgroundJob) and fills its widgets.
+"""The Plan panel's "Check with llama.cpp" box: runs the real server once for the Plan's settings and
+shows its buffers beside the estimate. What it runs, the comparison and the calibration it teaches are
+PlanState's (state/plan.py, over core.memory_check); this box only starts the run (a BackgroundJob) and fills
+its widgets.
 """
 
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from collections.abc import Callable
+
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QGroupBox,
@@ -15,19 +17,21 @@ from PySide6.QtWidgets import (
     QTableWidget,
     QTableWidgetItem,
     QVBoxLayout,
+    QWidget,
 )
 
+from llm_tuner.core.settings import Settings
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.state.plan import PlanState
 
 
 class LlamaCheckBox(QGroupBox):
-    """Asks its panel (PlanPanel) for the model, plan, devices and arguments; emits what it learnt."""
+    """Reads the Plan's state (its model, arguments and plan); hands the run's log back to it to learn from."""
 
-    calibration_learnt = Signal(str, object)  # model path, core.memory.Calibration
-
-    def __init__(self, panel) -> None:
-        super().__init__("Check with llama.cpp", panel)
-        self.panel = panel
+    def __init__(self, state: PlanState, settings: Callable[[], Settings], parent: QWidget | None = None) -> None:
+        super().__init__("Check with llama.cpp", parent)
+        self.state = state
+        self.settings = settings
         self._job: BackgroundJob | None = None
         cl = QVBoxLayout(self)
         crow = QHBoxLayout()
@@ -51,17 +55,16 @@ class LlamaCheckBox(QGroupBox):
         cl.addWidget(self.check_table)
 
     def _on_check_clicked(self) -> None:
-        panel = self.panel
-        if panel.model is None:
+        if self.state.model is None:
             self.check_label.setText("Select a model first.")
             return
         from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
 
-        loc = locate(SERVER, panel.ctx.settings)
+        loc = locate(SERVER, self.settings())
         if loc is None:
             self.check_label.setText("llama-server not found: set its path in Settings.")
             return
-        argv = panel.check_argv()
+        argv = self.state.check_argv()
         self.check_label.setText("Starting llama-server to read its buffers …")
         self.check_button.setEnabled(False)
         self.check_cancel_button.setEnabled(True)
@@ -82,22 +85,15 @@ class LlamaCheckBox(QGroupBox):
         self.check_cancel_button.setEnabled(False)
 
     def _on_job_succeeded(self, run) -> None:
-        from llm_tuner.core.memory_check import calibrate, compare  # noqa: PLC0415
-        from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
-
         if not run.loaded:
             tail = (run.log.strip().splitlines() or ["(no output)"])[-1]
             self.check_label.setText(f"llama-server did not load: {tail[:300]}")
             return
-        panel = self.panel
-        rows = compare(parse_memory_log(run.log), panel.plan, panel.gpus())
+        rows = self.state.learn_from_check(run.log)  # and this model's compute calibration
         self.check_table.setRowCount(len(rows))
         for i, r in enumerate(rows):
             est = "—" if r.estimate_mib is None else f"{r.estimate_mib:.1f} MiB"
             for j, text in enumerate((r.device, r.label, est, f"{r.measured_mib:.1f} MiB", r.diff_text())):
                 self.check_table.setItem(i, j, QTableWidgetItem(text))
-        if panel.model is not None:
-            path = str(panel.model.path)
-            self.calibration_learnt.emit(path, calibrate(panel.plan, rows, panel.calibration(path)))
         self.check_label.setText(f"llama.cpp allocated these buffers ({run.seconds:.1f} s, -fit off). "
                                  "Compute estimates for this model are now calibrated from it.")

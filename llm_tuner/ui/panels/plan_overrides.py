@@ -1,8 +1,9 @@
 """The Plan panel's "Override tensors (-ot)" box: builds a rule, previews which tensors it matches and the MiB
-it moves off each device (core.memory.preview_rule), and adds it to the panel's arguments.
+it moves off each device (core.memory.preview_rule), and adds it to the Plan's arguments.
 
-The preview depends on the model, the devices and the rules already set, so the panel refreshes it on every
-recompute (a change of devices or rules re-reads it), not only when the rule is edited.
+The preview depends on the model, the devices and the rules already set (the Plan's state, state/plan.py), so
+the panel refreshes it on every recompute (a change of devices or rules re-reads it), not only when the rule is
+edited.
 """
 
 from __future__ import annotations
@@ -18,18 +19,20 @@ from PySide6.QtWidgets import (
     QPushButton,
     QSpinBox,
     QVBoxLayout,
+    QWidget,
 )
 
 from llm_tuner.core.memory import preview_rule, rule_experts_blocks, rule_ffn_every_nth
+from llm_tuner.state.plan import PlanState
 
 
 class OverrideBuilderBox(QGroupBox):
-    """Asks its panel (PlanPanel) for the model, arguments, devices and CPU flags; changes the panel's rules
-    through `panel.set_overrides`."""
+    """Reads the Plan's state (model, arguments, devices, CPU flags); changes its rules through
+    `state.set_overrides`."""
 
-    def __init__(self, panel) -> None:
-        super().__init__("Override tensors (-ot)", panel)
-        self.panel = panel
+    def __init__(self, state: PlanState, parent: QWidget | None = None) -> None:
+        super().__init__("Override tensors (-ot)", parent)
+        self.state = state
         self._syncing = False
         ol = QVBoxLayout(self)
         orow = QHBoxLayout()
@@ -74,7 +77,7 @@ class OverrideBuilderBox(QGroupBox):
 
     def current_rule(self) -> str:
         mode = self.ot_mode.currentIndex()
-        model = self.panel.model
+        model = self.state.model
         n_layer = (model.n_layer if model is not None else None) or 0
         if mode == 0:
             return rule_ffn_every_nth(self.ot_a.value() or 1, self.ot_b.value(), n_layer)
@@ -89,11 +92,11 @@ class OverrideBuilderBox(QGroupBox):
 
     def refresh(self, *_a) -> None:
         """Recompute the preview for the current rule, model, devices and rules already set."""
-        panel = self.panel
+        st = self.state
         self.ot_regex.setEnabled(self.ot_mode.currentIndex() == 2)
         self.ot_rules_label.setText(
-            "Rules: " + (", ".join(f"{a}={b}" for a, b in panel.args.overrides) if panel.args.overrides else "none"))
-        if panel.model is None:
+            "Rules: " + (", ".join(f"{a}={b}" for a, b in st.args.overrides) if st.args.overrides else "none"))
+        if st.model is None:
             self.ot_preview_label.setText("Select a model to preview which tensors a rule moves.")
             self.ot_matches.clear()
             return
@@ -102,7 +105,7 @@ class OverrideBuilderBox(QGroupBox):
             self._syncing = True
             self.ot_regex.setText(rule)
             self._syncing = False
-        prev = preview_rule(panel.model, panel.args, rule, panel.gpus(), panel.cpu_flags())
+        prev = preview_rule(st.model, st.args, rule, st.gpus(), st.cpu_flags())
         self.ot_matches.clear()
         if prev.error:
             self.ot_preview_label.setText(prev.error)
@@ -116,7 +119,7 @@ class OverrideBuilderBox(QGroupBox):
             self.ot_preview_label.setText("A rule is <regex>=<buffer>, e.g. blk\\.1\\.ffn_.*=CPU")
             return
         pat, buf = rule.rsplit("=", 1)
-        self.panel.set_overrides((*self.panel.args.overrides, (pat, buf)))
+        self.state.set_overrides((*self.state.args.overrides, (pat, buf)))
 
     def _on_clear_clicked(self) -> None:
-        self.panel.set_overrides(())
+        self.state.set_overrides(())

@@ -1,0 +1,18 @@
+"""Qt-free state of the views: what a view shows and what a user's action does, as plain objects.
+
+glue's viewer-state pattern (glue/viewers/*/state.py, bound to widgets by glue_qt): a model here holds the
+view's state and its rules and calls back when it changes; a panel in `ui/` binds its widgets to it and runs
+what needs Qt (threads, the server bridges). A contract in pyproject checks that nothing here imports Qt, so
+tests drive the models as a panel would, without a widget (tests/unit/test_live_state.py, test_plan_state.py).
+
+live.py  LiveFleet: the servers the Live view watches (slots), which one is shown, where a Start goes, port
+         clashes, the llama-server a launch runs and whether it is trusted
+plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
+         solver's answer, a rule) as the changes it makes to the profile being edited
+"""
+
+from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.live import LiveFleet, ServerSlot, StartFacts
+from llm_tuner.state.plan import PlanState
+
+__all__ = ["LiveFleet", "Observable", "PlanState", "Run", "ServerSlot", "StartFacts", "run_now"]

@@ -1,0 +1,420 @@
+"""The Plan view's state: the model, its arguments (PlacementArgs), the devices planned, the compute
+calibrations learnt from llama.cpp checks, and every change (a control, the solver's answer, an override rule,
+the RPC workers) as the change it makes to the profile being edited.
+
+The plan itself is core.memory.plan_memory (pure, a few ms): `recompute` makes it from this state. The slow
+reads (a model header, a draft model, RPC workers' devices) go through the `Run` given (callbacks.py).
+PlanPanel binds its widgets to a PlanState; the override and check boxes read it, never the panel.
+
+Listeners get `notify(what, *details)` with `what` one of: "model" (the model, or why there is none, changed),
+"note" (what the model line says meanwhile: reading, unreadable), "args" (the arguments changed other than by a
+control: the controls show them), "inputs" (anything the plan reads changed: recompute), "overrides" (the -ot
+rules changed), "profile" (profile: the edited profile as changed here, to publish).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from llm_tuner.core import flags
+from llm_tuner.core.cmdline import effective_profile
+from llm_tuner.core.devices import DeviceInventory, backend_of
+from llm_tuner.core.memory import (
+    Calibration,
+    MemoryPlan,
+    PlacementArgs,
+    PlanDevice,
+    args_from_profile,
+    listed_device,
+    overrides_as_profile,
+    placement_argv,
+    plan_gpus,
+    plan_memory,
+    solve,
+)
+from llm_tuner.core.memory_check import CheckRow, calibrate, compare
+from llm_tuner.core.memory_log import parse_memory_log
+from llm_tuner.core.profile import LaunchProfile, OverrideRule
+from llm_tuner.core.rpc import default_device_order
+from llm_tuner.core.settings import Settings
+from llm_tuner.core.units import format_mib
+from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import worker_devices
+from llm_tuner.state.callbacks import Observable, Run, run_now
+
+NO_MODEL = ("No model selected. Choose one in the Models view, or open a GGUF file here, to see what fits on "
+            "each device.")
+DEFAULT_MARGIN_MIB = PlacementArgs().fit_target_mib[0]  # -fitt when the profile sets none
+PLANNED_PREFIX = {"Metal": "MTL"}  # a planned device's name prefix where llama.cpp's differs from the backend's
+
+
+def _or_none(value: Any, default: Any) -> Any:
+    """A control's value as the profile keeps it: llama-server's default is no flag at all."""
+    return None if value == default else value
+
+
+class PlanState(Observable):
+    """What the Plan view plans for, and how each change reaches the profile being edited."""
+
+    def __init__(self, *, inventory: Callable[[], DeviceInventory | None] = lambda: None,
+                 settings: Callable[[], Settings] = Settings, run: Run = run_now) -> None:
+        super().__init__()
+        self.inventory = inventory  # this machine's devices as the app last read them
+        self.settings = settings
+        self.run = run
+        self.profile: LaunchProfile | None = None  # the profile being edited (None: this state's args only)
+        self.model = None  # core.gguf_info.ModelInfo
+        self.draft_model = None  # the profile's -md draft (ModelInfo), planned beside the model once read
+        self.args = PlacementArgs()
+        self.plan: MemoryPlan | None = None
+        self.planned: list[PlanDevice] = []  # devices this machine lacks, planned by hand
+        self.rpc_devices: list = []  # the profile's RPC workers' devices (core.devices.LlamaDevice), once read
+        self.rpc_error: str | None = None
+        self.rpc_endpoints: tuple[str, ...] = ()  # the workers rpc_devices belong to
+        self.calibrations: dict[str, Calibration] = {}  # per model path, learnt from "Check with llama.cpp"
+        self.no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
+        self.note: str | None = None  # what the model line says instead of the model (reading, unreadable)
+        self._writing = False
+
+    # -- the model ------------------------------------------------------------------------------------
+    def select_model(self, path: str | Path | None) -> None:
+        """A model chosen elsewhere (the Models view, Open GGUF): read it, or none."""
+        if not path:
+            self.model, self.note = None, None
+            self.notify("model")
+            self.notify("inputs")
+            return
+        self.load_model(Path(path))
+
+    def load_model(self, path: Path) -> None:
+        """Read the model header (through `run`: off the GUI thread), then plan."""
+        self._set_note(f"Reading {path.name} …")
+        self.run(lambda: read_model(path), self._on_model_read,
+                 lambda exc: self._set_note(f"Could not read {path.name}: {exc}"))
+
+    def _set_note(self, text: str | None) -> None:
+        self.note = text
+        self.notify("note")
+
+    def _on_model_read(self, info) -> None:
+        if info.error:
+            self._set_note(f"{Path(info.path).name}: {info.error}. Choose another file.")
+            return
+        self.set_model(info)
+
+    def set_model(self, info) -> None:
+        self.model, self.no_model_reason, self.note = info, None, None
+        self.notify("model")
+        self.notify("inputs")
+
+    def model_line(self) -> str:
+        """The line above the bars: the model, or what is being done about one, or why there is none."""
+        if self.note:
+            return self.note
+        info = self.model
+        if info is None:
+            return self.no_model_reason or NO_MODEL
+        return (f"<b>{info.display_name()}</b> — {info.architecture}, {info.file_type or ''}, "
+                f"{info.block_count} blocks, trained context {info.context_length}, "
+                f"{format_mib(info.size_bytes / 1048576)}")
+
+    def _load_draft(self, path: str | None) -> None:
+        """Read the profile's draft model (-md); the plan counts it once read."""
+        if not path:
+            self.draft_model = None
+            return
+        if self.draft_model is not None and str(self.draft_model.path) == str(Path(path).expanduser()):
+            return
+        self.draft_model = None
+        self.run(lambda: read_model(Path(path).expanduser()), self._on_draft_read, lambda _exc: None)
+
+    def _on_draft_read(self, info) -> None:
+        if info.error or str(info.path) != str(Path(self.args.draft_model or "").expanduser()):
+            return  # unreadable, or the profile has another draft by now (the plan warns about neither)
+        self.draft_model = info
+        self.notify("inputs")
+
+    # -- the profile in, changes out ------------------------------------------------------------------
+    def use_profile(self, profile: LaunchProfile | None) -> None:
+        """The profile being edited (published elsewhere): its effective arguments (LLAMA_ARG_* count, as for
+        the server), its draft model, its RPC workers, and its model (never a plan for another model)."""
+        if self._writing:  # our own change coming back
+            return
+        self.profile = profile
+        if profile is None:
+            return
+        self.args = args_from_profile(profile)
+        self.notify("args")
+        self._load_draft(self.args.draft_model)
+        self.read_rpc_devices(tuple(effective_profile(profile).rpc))
+        model_path = self.args.model
+        if model_path and (self.model is None or str(self.model.path) != str(model_path)):
+            if Path(model_path).expanduser().is_file():
+                self.load_model(Path(model_path).expanduser())
+            else:
+                self.model, self.plan, self.note = None, None, None
+                self.no_model_reason = (f"The profile's model file {model_path} does not exist. Pick the model "
+                                        "in the Models list, or correct the path in the Profile tab.")
+                self.notify("model")
+        self.notify("inputs")
+
+    def _write(self, **changes: Any) -> None:
+        """Write `changes` into the profile being edited (if there is one) and hand it to the listeners."""
+        if self.profile is None:
+            return
+        self.profile = self.profile.model_copy(update=changes)
+        self._writing = True
+        try:
+            self.notify("profile", self.profile)
+        finally:
+            self._writing = False
+
+    def _change(self, args: dict[str, Any], profile: dict[str, Any]) -> None:
+        self.args = self.args.with_(**args)
+        self._write(**profile)
+        self.notify("inputs")
+
+    def set_value(self, key: str, value: Any) -> None:
+        """One settings control changed by the user: its flag (only it) goes into the args and the profile.
+        `key`: ctx, ngl, ctk, ctv, np, fa, ub (the control's value) or fitt (the margin in MiB)."""
+        if key == "fitt":
+            self.set_margin(int(value))
+        elif key == "ctx":
+            ctx = int(value)
+            self._change({"ctx": ctx if ctx > 0 else (0 if self.args.ctx is not None else None)},
+                         {"ctx_size": ctx if ctx > 0 else None})
+        elif key == "ngl":
+            ngl = int(value)
+            self._change({"ngl": None if ngl < 0 else ngl}, {"gpu_layers": None if ngl < 0 else ngl})
+        elif key in ("ctk", "ctv"):
+            field = "cache_type_k" if key == "ctk" else "cache_type_v"
+            self._change({field: value}, {field: _or_none(value, "f16")})
+        elif key == "np":
+            np_ = int(value)
+            self._change({"n_parallel": -1 if np_ == 0 else np_}, {"parallel": None if np_ == 0 else np_})
+        elif key == "fa":
+            self._change({"flash_attn": value}, {"flash_attn": _or_none(value, "auto")})
+        elif key == "ub":
+            ub = int(value)
+            self._change({"n_ubatch": ub}, {"ubatch_size": _or_none(ub, 512)})
+        else:
+            raise ValueError(f"no Plan control {key!r}")
+
+    @property
+    def margin_mib(self) -> int:
+        """What the fit keeps free per device (-fitt)."""
+        return self.args.fit_target_mib[0] if self.args.fit_target_mib else DEFAULT_MARGIN_MIB
+
+    def set_margin(self, mib: int) -> None:
+        self._change({"fit_target_mib": (mib,)}, {"fit_target_mib": (mib,) if mib != DEFAULT_MARGIN_MIB else ()})
+
+    def set_split(self, shares) -> None:
+        """A dragged tensor split (-ts), in whole layers."""
+        ts = tuple(float(round(float(s))) for s in shares)
+        self._change({"tensor_split": ts}, {"tensor_split": ts})
+
+    def set_overrides(self, overrides: tuple[tuple[str, str], ...]) -> None:
+        """Replace the tensor overrides (the builder's Add / Remove all) and write them into the profile."""
+        self.args = self.args.with_(overrides=tuple(overrides))
+        self._write(**self._overrides_in_profile())
+        self.notify("overrides")
+        self.notify("inputs")
+
+    def _overrides_in_profile(self) -> dict[str, Any]:
+        """The -ot rules as the profile keeps them (--cpu-moe, --n-cpu-moe N, the other rules)."""
+        cpu_moe, n_cpu_moe, rest = overrides_as_profile(self.args.overrides)
+        return {"override_tensor": tuple(OverrideRule(pattern=p, buffer=b) for p, b in rest),
+                "cpu_moe": cpu_moe, "n_cpu_moe": n_cpu_moe}
+
+    # -- the solver -----------------------------------------------------------------------------------
+    def solve(self, goal: str) -> str:
+        """Ask the fit solver (goal: context, layers or split) with the margin in force and apply its answer
+        to the args and the profile. Returns its answer in words."""
+        if self.model is None:
+            return "Select a model first."
+        gpus = self.gpus()
+        targets = {d.name: self.margin_mib for d in gpus}
+        targets["Host"] = 0
+        ans = solve(self.model, self.args, gpus, self.host(), goal=goal, targets_mib=targets,
+                    cpu_flags=self.cpu_flags())
+        if ans.args is None:
+            return ans.reason
+        if goal == "context":
+            self.args = self.args.with_(ctx=ans.value)
+            self._write(ctx_size=ans.value)
+        elif goal == "layers":
+            # the whole placement (-ngl and, for MoE, --n-cpu-moe) goes into the profile: it is what launches
+            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides)
+            self._write(gpu_layers=ans.args.ngl, **self._overrides_in_profile())
+        else:
+            self.args = self.args.with_(tensor_split=ans.args.tensor_split)
+            self._write(tensor_split=ans.args.tensor_split)
+        self.notify("args")
+        self.notify("inputs")
+        return ans.reason
+
+    # -- devices --------------------------------------------------------------------------------------
+    def gpus(self) -> list[PlanDevice]:
+        """The devices llama.cpp would use without -dev, in its order: the RPC workers' first, then local ones."""
+        out = [d for d in plan_gpus(self.inventory()) if d.backend != "RPC"]  # CUDA0 and Vulkan0 share a card
+        out += [listed_device(d) for d in self.rpc_devices]
+        names = {d.name for d in out}
+        out.extend(d for d in self.planned if d.name not in names)
+        return default_device_order(out)
+
+    def host(self) -> PlanDevice:
+        inv = self.inventory()
+        if inv is not None and inv.host.memory_total_mib:
+            return PlanDevice("Host", "CPU", inv.host.memory_total_mib, inv.host.memory_available_mib,
+                              inv.host.cpu_model or "")
+        return PlanDevice("Host", "CPU", None)
+
+    def cpu_flags(self) -> tuple[str, ...]:
+        inv = self.inventory()
+        return tuple(inv.host.cpu_flags) if inv is not None else ()
+
+    def add_planned_device(self, name: str, backend: str, mib: int) -> None:
+        """Plan a device this machine lacks (or replace the one of that name)."""
+        backend = backend or backend_of(name)
+        self.planned = [d for d in self.planned if d.name != name]
+        self.planned.append(PlanDevice(name, backend, mib, None, "planned", True))
+        self.notify("inputs")
+
+    def next_device_name(self, backend: str) -> str:
+        """The first name llama.cpp would give another device of `backend` that the plan does not use yet."""
+        prefix = PLANNED_PREFIX.get(backend, backend)
+        used = {d.name for d in self.gpus()}
+        i = 0
+        while f"{prefix}{i}" in used:
+            i += 1
+        return f"{prefix}{i}"
+
+    def clear_planned(self) -> None:
+        self.planned = []
+        self.notify("inputs")
+
+    def unknown_devices(self) -> list[str]:
+        """The plan's devices without a size (named by -dev, not on this machine nor planned)."""
+        p = self.plan
+        return [d.name for d in p.devices if d.name != "Host" and d.capacity_mib is None] if p is not None else []
+
+    def plan_unknown_devices(self, mib: int) -> None:
+        for name in self.unknown_devices():
+            self.add_planned_device(name, backend_of(name), mib)
+
+    def use_workers(self, endpoints: tuple[str, ...]) -> None:
+        """Settings' RPC workers into the profile's --rpc; their devices join the plan once read."""
+        self._write(rpc=endpoints)
+        self.read_rpc_devices(endpoints)
+
+    def read_rpc_devices(self, endpoints: tuple[str, ...]) -> None:
+        """Ask llama-server for the RPC workers' devices (through `run`) when the workers changed."""
+        if endpoints == self.rpc_endpoints:
+            return
+        self.rpc_endpoints, self.rpc_devices, self.rpc_error = endpoints, [], None
+        if not endpoints:
+            return
+        settings = self.settings()
+        self.run(lambda: worker_devices(list(endpoints), settings, timeout_s=15),
+                 lambda devs: self._on_rpc_read(endpoints, list(devs), None),
+                 lambda exc: self._on_rpc_read(endpoints, [], str(exc)))
+
+    def _on_rpc_read(self, endpoints: tuple[str, ...], devices: list, error: str | None) -> None:
+        if endpoints == self.rpc_endpoints:  # else the profile has other workers by now
+            self.rpc_devices, self.rpc_error = devices, error
+            self.notify("inputs")
+
+    # -- check with llama.cpp -------------------------------------------------------------------------
+    def check_argv(self) -> list[str]:
+        """llama-server arguments for the current settings (what the check runs), -fit off."""
+        argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
+        rpc = flags.argv_for("rpc", ",".join(self.rpc_endpoints)) if self.rpc_endpoints else []  # before -dev
+        return [*rpc, *argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
+
+    def calibration(self, model_path: str) -> Calibration | None:
+        """The compute calibration learnt for a model by a llama.cpp check (None: not checked)."""
+        return self.calibrations.get(model_path)
+
+    def learn_from_check(self, log: str) -> list[CheckRow]:
+        """A llama.cpp check's log beside the plan: the rows to show, and this model's compute calibration."""
+        rows = compare(parse_memory_log(log), self.plan, self.gpus())
+        if self.model is not None:
+            path = str(self.model.path)
+            self.calibrations[path] = calibrate(self.plan, rows, self.calibrations.get(path))
+            self.notify("inputs")
+        return rows
+
+    # -- the plan -------------------------------------------------------------------------------------
+    def recompute(self) -> MemoryPlan | None:
+        if self.model is None:
+            self.plan = None
+            return None
+        self.plan = plan_memory(self.model, self.args, self.gpus(), self.host(), cpu_flags=self.cpu_flags(),
+                                calibration=self.calibrations.get(str(self.model.path)), draft_model=self._draft())
+        return self.plan
+
+    def _draft(self):
+        return self.draft_model if self.args.draft_model else None
+
+    def summary(self) -> str:
+        """The plan in one paragraph: context and slots, layers offloaded, the verdict, the host's share."""
+        p = self.plan
+        if p is None:
+            return ""
+        host = p.device("Host")
+        draft = self._draft()
+        cal = self.calibrations.get(str(self.model.path)) if self.model is not None else None
+        holders = [d.name for d in p.devices if d.name != "Host" and d.model_mib > 0]  # GPUs, RPC devices, CPUs
+        return (
+            f"n_ctx {p.n_ctx} ({p.n_seq_max} slot{'s' if p.n_seq_max > 1 else ''}, "
+            f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
+            f"{p.n_gpu_layers}/{p.n_layers_total} layers offloaded"
+            + (f" (to {', '.join(holders)}). " if holders and p.n_gpu_layers else ". ")
+            + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
+               ("Draft model not read yet. " if self.args.draft_model else ""))
+            + self.verdict()
+            + (f" Host: {format_mib(host.resident_mib)} must stay resident; {format_mib(host.mapped_mib)} of "
+               f"weights are mapped from the file (-lm {self.args.load_mode}: the page cache may evict them, "
+               "-lm mmap+mlock would pin them)." if host is not None and host.mapped_mib else "")
+            + (" Compute calibrated from a llama.cpp check (" + ", ".join(
+                f"{b} ×{v:.2f}" for b, v in cal.compute_scale.items()) + ")." if cal and cal.compute_scale else ""))
+
+    def verdict(self) -> str:
+        """'Fits.', 'Does NOT fit.', or why there is no verdict (a device's size is unknown: MemoryPlan.fits)."""
+        p = self.plan
+        if p is None:
+            return ""
+        if p.fits is not None:
+            return "Fits." if p.fits else "Does NOT fit."
+        unknown = self.unknown_devices()
+        host = p.device("Host")
+        return "No fit verdict: " + "; ".join(
+            ([f"the size of {', '.join(unknown)} is unknown (not on this machine): add "
+              f"{'them' if len(unknown) > 1 else 'it'} as planned (below) to see whether it fits"] if unknown else [])
+            + (["this machine's memory is not read yet"] if host is not None and host.budget_mib is None else [])) + "."
+
+    def devices_line(self) -> str:
+        """The devices planned, the host's memory and what the RPC workers are."""
+        p = self.plan
+        if p is None:
+            return ""
+        host = self.host()
+        return ("Devices: " + (", ".join(f"{d.name} ({format_mib(d.capacity_mib)}{', planned' if d.hypothetical else ''})"
+                                         for d in p.devices if d.name != "Host") or "none (CPU only)")
+                + f"; host RAM {format_mib(host.capacity_mib)} total, {format_mib(host.free_mib)} free"
+                + (f". RPC workers: {self.rpc_error}" if self.rpc_error else "")
+                + "".join(f". {d.name} is the worker {d.description}" for d in self.rpc_devices))
+
+    def split(self) -> tuple[list[str], list[float]] | None:
+        """The tensor split to show for two or more devices: their names and shares (the args' -ts, else the
+        layers the plan gives each); None with one device."""
+        p = self.plan
+        names = [d.name for d in p.devices if d.name != "Host"] if p is not None else []
+        if len(names) < 2:
+            return None
+        ts = list(self.args.tensor_split[:len(names)])
+        if len(ts) < len(names) or not any(ts):
+            ts = [float(d.layers) for d in p.devices if d.name != "Host"]
+        return names, ts
