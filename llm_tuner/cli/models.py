@@ -113,8 +113,7 @@ def cmd_models_scan(args) -> int:
     from llm_tuner.cli import emit_json
     from llm_tuner.core.units import printable
     from llm_tuner.services.library import find_models, scan
-    from llm_tuner.services.paths import database_path
-    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.settings_store import database_path, load_settings
 
     cache = None
     if not args.no_cache:

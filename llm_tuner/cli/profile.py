@@ -60,7 +60,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- helpers ------------------------------------------------------------------------------------
 
 def _repo():
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 

@@ -36,7 +36,7 @@ def load_profile(ref: str) -> LoadedProfile:
     path = Path(ref).expanduser()
     if path.is_file():
         return LoadedProfile(refuse_unusable(profile_from_file(path), str(path)), path.stem)
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 

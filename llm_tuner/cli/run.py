@@ -178,7 +178,7 @@ def cmd_run(args) -> int:
     repo = None
     if not args.no_store:
         try:
-            from llm_tuner.services.paths import database_path
+            from llm_tuner.services.settings_store import database_path
             from llm_tuner.store.db import open_engine
             from llm_tuner.store.sessions import SessionRepository
 

@@ -112,8 +112,7 @@ def cmd_binaries(args) -> int:
 
 def cmd_database(args) -> int:
     from llm_tuner.cli import DATABASE_EXIT, emit_json
-    from llm_tuner.services.paths import database_path
-    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.settings_store import database_path, load_settings
     from llm_tuner.store.db import DatabaseError, move_aside, open_engine
 
     path = database_path(load_settings().data_dir)

@@ -89,7 +89,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _engine():
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
 
     return open_engine(database_path())

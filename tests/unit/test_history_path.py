@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from llm_tuner.core.settings import Settings
-from llm_tuner.services.paths import database_path
+from llm_tuner.services.settings_store import database_path
 from llm_tuner.services.settings_store import save_settings
 
 
