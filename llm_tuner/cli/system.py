@@ -35,10 +35,9 @@ def cmd_devices(args) -> int:
     from llm_tuner.core.rpc import split_endpoints
     from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate
     from llm_tuner.services.demo_model import find_demo_model
-    from llm_tuner.services.device_ids import inventory_for
     from llm_tuner.services.rpc import devices_json
     from llm_tuner.services.settings_store import load_settings
-    from llm_tuner.services.telemetry.inventory import detect_inventory
+    from llm_tuner.services.telemetry.inventory import detect_inventory, inventory_for
 
     try:
         rpc = split_endpoints(args.rpc)

@@ -23,7 +23,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.settings import Settings
-from llm_tuner.services import process
+from llm_tuner.services import device_ids, process
 from llm_tuner.services.process import child_env  # noqa: F401 - re-exported: binaries.child_env
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
@@ -420,9 +420,7 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     finally:  # loaded, timed out, cancelled or interrupted (Ctrl-C): the server goes; its breakdown table follows
         child.stop(sigint_s=15.0, sigterm_s=2.0, sigkill_s=5.0)
     th.join(timeout=5)
-    from llm_tuner.services.device_ids import remember_from_log  # noqa: PLC0415 - it calls back here
-
-    remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
+    device_ids.remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
     return ServerMemoryRun(tuple(full), child.poll(), "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 

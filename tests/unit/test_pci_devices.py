@@ -267,7 +267,7 @@ exec sleep 30
     binary.chmod(0o755)
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
-    (card,) = device_ids.inventory_for(binary, learn_with=model).devices
+    (card,) = inventory.inventory_for(binary, learn_with=model).devices
     assert card.llama_names == ("CUDA0", "Vulkan0") and card.guessed_names == () and card.pool == PCI
-    assert device_ids.inventory_for(binary, learn_with=model).devices == (card,)
+    assert inventory.inventory_for(binary, learn_with=model).devices == (card,)
     assert loads.read_text().count("load") == 1  # the second inventory came from the cache
