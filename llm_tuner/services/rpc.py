@@ -34,7 +34,9 @@ from llm_tuner.core.rpc import (
 )
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
-from llm_tuner.services.server import ServerProcess, StopResult, free_port
+from llm_tuner.services.launch import free_port
+from llm_tuner.services.process import StopResult
+from llm_tuner.services.server import ServerProcess
 from llm_tuner.services.telemetry.inventory import inventory_for
 
 

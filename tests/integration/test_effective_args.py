@@ -14,7 +14,9 @@ import pytest
 
 from llm_tuner.cli import main as cli_main
 from llm_tuner.core.profile import LaunchProfile
-from llm_tuner.services.server import ServerSession, ServerState, StateChanged, plan_from_profile
+from llm_tuner.services.launch import plan_from_profile
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import ServerState, StateChanged
 
 
 def _profile(demo_model) -> LaunchProfile:

@@ -6,8 +6,10 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from llm_tuner.qt.server_bridge import ServerBridge
-from llm_tuner.services.server import RECENT_RECORDS
 
+# The newest request records a slot keeps in memory (a busy server answers ~15/s for hours); the store keeps
+# them all and the Requests tab reads them back on demand.
+RECENT_RECORDS = 10_000
 LOG_LINES = 20_000  # the newest server log lines a slot keeps (the log view keeps as many)
 
 
