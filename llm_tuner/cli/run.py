@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument, load_profile, profile_binary
 from llm_tuner.core import flags
 
@@ -97,7 +98,6 @@ def _load_profile_plan(loaded, binary: str, catalog, watch: bool):
 
 
 def cmd_run(args) -> int:
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.core.devices import DeviceIdLine
     from llm_tuner.services.attach import AttachedSession
     from llm_tuner.services.binaries import SERVER, probe
