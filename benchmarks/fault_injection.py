@@ -145,7 +145,7 @@ def odd_files(tmp: Path) -> None:
 # -- attach ----------------------------------------------------------------------------------------
 
 def attach_dead(tmp: Path) -> None:
-    from llm_tuner.services.server import free_port
+    from llm_tuner.services.launch import free_port
 
     data = Path(tempfile.mkdtemp(dir=tmp))
     t = time.monotonic()

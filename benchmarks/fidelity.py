@@ -44,7 +44,8 @@ from llm_tuner.services import binaries  # noqa: E402
 from llm_tuner.services.bench import BenchRunner, ServerTarget, scrape_metrics  # noqa: E402
 from llm_tuner.services.client import LlamaClient  # noqa: E402
 from llm_tuner.services.demo_model import find_demo_model  # noqa: E402
-from llm_tuner.services.server import ServerProcess, free_port  # noqa: E402
+from llm_tuner.services.launch import free_port  # noqa: E402
+from llm_tuner.services.server import ServerProcess  # noqa: E402
 from llm_tuner.store.db import open_engine  # noqa: E402
 from llm_tuner.store.runs import RunRepository  # noqa: E402
 

@@ -360,7 +360,8 @@ def main() -> int:
     from llm_tuner.services.binaries import SERVER, locate
     from llm_tuner.services.client import LlamaClient
     from llm_tuner.services.demo_model import find_demo_model
-    from llm_tuner.services.server import ServerProcess, plan_launch
+    from llm_tuner.services.launch import plan_launch
+    from llm_tuner.services.server import ServerProcess
 
     model = str(find_demo_model())
     user = ["-m", model, "-np", "4", "-c", "4096", "-t", args.threads, *shlex.split(args.extra_args)]

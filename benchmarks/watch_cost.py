@@ -40,11 +40,12 @@ def main() -> int:
     from llm_tuner.services.binaries import SERVER, locate
     from llm_tuner.services.client import LlamaClient
     from llm_tuner.services.demo_model import find_demo_model
-    from llm_tuner.services.server import ServerProcess, plan_launch
+    from llm_tuner.services.launch import plan_launch
+    from llm_tuner.services.server import ServerProcess
     from llm_tuner.services.telemetry.host import HostReader
+    from llm_tuner.services.telemetry.readers import default_gpu_readers
     from llm_tuner.services.telemetry.sampler import DEFAULT_RATES_S, Telemetry
     from llm_tuner.services.telemetry.server_metrics import ServerReader
-    from llm_tuner.services.watch import default_gpu_readers
 
     server = args.server or str(locate(SERVER).path)
     model = args.model or str(find_demo_model())

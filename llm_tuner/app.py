@@ -115,8 +115,7 @@ def build_window(smoke_test: bool = False):
 
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.probes import start_probes
-    from llm_tuner.services.paths import database_path
-    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.settings_store import database_path, load_settings
     from llm_tuner.ui.main_window import MainWindow
 
     QCoreApplication.setOrganizationName("llm-tuner")

@@ -86,7 +86,8 @@ def start_server(server_binary: Path, model: Path, *extra: str, ctx: int = 2048,
                  timeout: float = 120.0) -> RunningServer:
     """Start a real llama-server (helper for fixtures and tests that need their own flags)."""
     from llm_tuner.services.client import LlamaClient
-    from llm_tuner.services.server import ServerProcess, free_port
+    from llm_tuner.services.launch import free_port
+    from llm_tuner.services.server import ServerProcess
 
     port = free_port()
     argv = [str(server_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port),

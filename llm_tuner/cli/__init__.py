@@ -8,16 +8,14 @@ from __future__ import annotations
 
 import argparse
 import errno
-import json
-import math
 import os
 import sys
 
 from llm_tuner import __version__
 from llm_tuner.cli import agent, bench, models, plan, profile, run, system, tune, workers
+from llm_tuner.cli.output import DATABASE_EXIT, CliError
 
 _MODULES = (system, workers, agent, profile, models, plan, run, bench, tune)
-DATABASE_EXIT = 4  # the history database is damaged, from a newer version, or its disk is full (see store.db)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -29,25 +27,6 @@ def build_parser() -> argparse.ArgumentParser:
     for module in _MODULES:
         module.register(sub)
     return parser
-
-
-def emit_json(obj) -> None:
-    """Print one JSON document (or line) and flush, so pipes see it at once.
-
-    Always JSON: a float that is not finite (a lying server's figure, a rate over zero seconds) is written as
-    null, never as Python's `Infinity`/`NaN`, which JSON readers refuse."""
-    sys.stdout.write(json.dumps(_finite(obj), default=str, allow_nan=False) + "\n")
-    sys.stdout.flush()
-
-
-def _finite(obj):
-    if isinstance(obj, float):
-        return obj if math.isfinite(obj) else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, list | tuple):
-        return [_finite(v) for v in obj]
-    return obj
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -110,7 +89,3 @@ def _stdout_closed() -> int:
     except (OSError, ValueError):
         pass
     return 141
-
-
-class CliError(Exception):
-    """A user-facing error: printed as one line, exit code 2."""

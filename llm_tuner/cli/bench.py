@@ -22,20 +22,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
-
-
-def _err(message: str) -> Exception:
-    """llm_tuner.cli.CliError (imported late: the cli package imports this module)."""
-    from llm_tuner.cli import CliError
-
-    return CliError(message)
-
-
-def emit_json(obj) -> None:
-    from llm_tuner.cli import emit_json as emit
-
-    emit(obj)
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -128,7 +116,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- helpers -------------------------------------------------------------------------------------
 
 def _repo():
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.runs import RunRepository
 
@@ -168,7 +156,7 @@ def resolve_target(args):
 
     model = find_demo_model()
     if model is None:
-        raise _err("nothing to benchmark: give --profile, --url or `-- -m MODEL ...` "
+        raise CliError("nothing to benchmark: give --profile, --url or `-- -m MODEL ...` "
                        "(the demo model is not assembled: python -m llm_tuner.services.demo_model)")
     target = bench.demo_target(model)
     if args.label:
@@ -180,7 +168,7 @@ def _with_binary(target, args):
     """--binary: the run starts that llama-server (the user named it on the command line)."""
     if getattr(args, "binary", None):
         if target.attached_url:
-            raise _err("--binary starts a server: not with --url")
+            raise CliError("--binary starts a server: not with --url")
         target.binary = str(Path(args.binary).expanduser())
     return target
 
@@ -195,7 +183,7 @@ def _preflight(target, args) -> None:
     try:
         check_launch(argv=list(target.argv), env=dict(target.env), catalog=_catalog_for(target.binary))
     except PreflightRefused as exc:
-        raise _err(str(exc)) from None
+        raise CliError(str(exc)) from None
 
 
 def _catalog_for(binary: str | None):
@@ -222,7 +210,7 @@ def _spec(args):
                          warmup=args.warmup, warm_cache=args.warm_cache, depth=args.depth, clients=args.clients,
                          prompt_file=args.prompt_file, llama_bench=args.llama_bench)
     except ValueError as exc:
-        raise _err(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
+        raise CliError(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
 
 
 def _progress(quiet: bool = False):
@@ -292,7 +280,7 @@ def cmd_bench(args) -> int:
     try:
         run = _runner(args).run(target, spec, progress=_progress())
     except BenchError as exc:  # before the run could start (no llama-server found, an unconfirmed program)
-        raise _err(str(exc)) from None
+        raise CliError(str(exc)) from None
     if args.json:
         emit_json(run_json(run))
     else:
@@ -305,11 +293,11 @@ def _speculative_ab(target, spec, args) -> int:
     from llm_tuner.services.bench import BenchError
 
     if target.attached_url:
-        raise _err("--vs-no-draft restarts the server: give a profile or llama-server arguments")
+        raise CliError("--vs-no-draft restarts the server: give a profile or llama-server arguments")
     try:
         runs = _runner(args).speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
     except BenchError as exc:
-        raise _err(str(exc)) from exc
+        raise CliError(str(exc)) from exc
     ab = speculative_ab(runs)
     drafted = pooled([r for r in runs if r.sweep_value != "none"])
     if args.json:
@@ -346,7 +334,7 @@ def print_speculative_ab(runs, ab) -> None:
 def cmd_sweep(args) -> int:
     target, spec = _with_binary(resolve_target(args), args), _spec(args)
     if target.attached_url:
-        raise _err("a sweep restarts the server for each value: give a profile or llama-server arguments")
+        raise CliError("a sweep restarts the server for each value: give a profile or llama-server arguments")
     _preflight(target, args)
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
@@ -385,7 +373,7 @@ def cmd_runs_list(args) -> int:
 def cmd_runs_show(args) -> int:
     run = _repo().get_run(args.run_id)
     if run is None:
-        raise _err(f"no run {args.run_id}: see `llm-tuner runs list`")
+        raise CliError(f"no run {args.run_id}: see `llm-tuner runs list`")
     if args.json:
         emit_json(run_json(run))
     else:
@@ -421,19 +409,19 @@ def cmd_runs_compare(args) -> int:
         a, b = repo.latest_run(args.a), repo.latest_run(args.b)
         missing = [n for n, r in ((args.a, a), (args.b, b)) if r is None]
         if missing:
-            raise _err(f"no finished run of profile(s) {', '.join(missing)}; labels: {', '.join(repo.labels())}")
+            raise CliError(f"no finished run of profile(s) {', '.join(missing)}; labels: {', '.join(repo.labels())}")
     else:
         try:
             a, b = repo.get_run(int(args.a)), repo.get_run(int(args.b))
         except ValueError as exc:
-            raise _err("run ids are numbers (use --profiles to name profiles)") from exc
+            raise CliError("run ids are numbers (use --profiles to name profiles)") from exc
         if a is None or b is None:
-            raise _err(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
+            raise CliError(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
     result = compare_json(a, b, threshold, repo.engine)
     if args.format and not args.out:
-        raise _err("--format writes a report: give the folder with --out DIR")
+        raise CliError("--format writes a report: give the folder with --out DIR")
     if args.out:
         from llm_tuner.services.bench_export import export_comparison
 
@@ -467,7 +455,7 @@ def cmd_runs_compare(args) -> int:
 def cmd_runs_export(args) -> int:
     run = _repo().get_run(args.run_id)
     if run is None:
-        raise _err(f"no run {args.run_id}: see `llm-tuner runs list`")
+        raise CliError(f"no run {args.run_id}: see `llm-tuner runs list`")
     from llm_tuner.services.bench_export import export_run
 
     path = export_run(run, Path(args.out), args.format, plots=_plot_renderer() if args.format == "md" else None)
@@ -491,7 +479,7 @@ def _plot_renderer():
 def cmd_runs_delete(args) -> int:
     repo = _repo()
     if repo.get_run(args.run_id) is None:
-        raise _err(f"no run {args.run_id}")
+        raise CliError(f"no run {args.run_id}")
     repo.delete_run(args.run_id)
     if args.json:
         emit_json({"deleted": args.run_id})

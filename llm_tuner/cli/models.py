@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from llm_tuner.cli.output import CliError, emit_json
+
 #: The keys of `model info --json`, in order (issue 4).
 INFO_KEYS = ("architecture", "name", "file_type", "size_bytes", "n_params", "block_count", "nextn_layers",
              "context_length", "embedding_length", "head_count", "head_count_kv", "expert_count",
@@ -79,7 +81,6 @@ def _print_info(info) -> None:
 def cmd_model_info(args) -> int:
     from pathlib import Path
 
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.services.library import not_a_file_reason, read_model
 
     path = Path(args.path).expanduser()
@@ -110,11 +111,9 @@ def cmd_model_info(args) -> int:
 
 
 def cmd_models_scan(args) -> int:
-    from llm_tuner.cli import emit_json
     from llm_tuner.core.units import printable
     from llm_tuner.services.library import find_models, scan
-    from llm_tuner.services.paths import database_path
-    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.settings_store import database_path, load_settings
 
     cache = None
     if not args.no_cache:

@@ -18,6 +18,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.core import flags
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
@@ -43,8 +44,6 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
     """`CUDA0=16384,Vulkan1=24576,Host=65536` -> planned GPUs and (optionally) host."""
-    from llm_tuner.cli import CliError  # noqa: PLC0415
-
     gpus: list[PlanDevice] = []
     host = None
     for part in (x.strip() for x in text.split(",") if x.strip()):
@@ -82,7 +81,6 @@ def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevic
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from llm_tuner.cli import CliError, emit_json  # noqa: PLC0415
     from llm_tuner.services.library import read_model  # noqa: PLC0415
 
     server_args = list(args.server_args)

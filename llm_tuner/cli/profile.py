@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
 
 
@@ -60,7 +61,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 # -- helpers ------------------------------------------------------------------------------------
 
 def _repo():
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 
@@ -70,7 +71,6 @@ def _repo():
 def _catalog(binary: str | None, profile=None, *, trust: bool = False):
     """The chosen binary's catalog: --binary, else the profile's own program once confirmed (never run before:
     a note says so), else the tested build's. `trust` confirms the profile's program first (--trust-binary)."""
-    from llm_tuner.cli import CliError
     from llm_tuner.cli.profile_file import profile_binary
     from llm_tuner.core.cmdline import parse_help
     from llm_tuner.services.binaries import BinaryError, check_executable, default_catalog, read_help
@@ -114,7 +114,6 @@ def _advice_json(advice) -> list[dict]:
 # -- commands -------------------------------------------------------------------------------------
 
 def cmd_import(args) -> int:
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.cli.profile_file import refuse_unusable
     from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS, import_command, profile_to_argv, render_shell
 
@@ -158,7 +157,6 @@ def cmd_import(args) -> int:
 
 
 def cmd_command(args) -> int:
-    from llm_tuner.cli import CliError
     from llm_tuner.cli.profile_file import profile_binary
     from llm_tuner.core.cmdline import parse_help, profile_to_argv, render_shell
     from llm_tuner.services.binaries import BinaryError, read_help
@@ -177,8 +175,6 @@ def cmd_command(args) -> int:
 
 def cmd_check(args) -> int:
     """Exit 0 when nothing is at error level, 1 otherwise (llama-server would refuse or fail)."""
-    from llm_tuner.cli import emit_json
-
     profile = _load(args.target)
     advice = _advice(profile, _catalog(args.binary, profile, trust=args.trust_binary))
     if args.json:
@@ -192,7 +188,6 @@ def cmd_check(args) -> int:
 
 
 def cmd_list(args) -> int:
-    from llm_tuner.cli import emit_json
     from llm_tuner.core.units import printable
 
     repo = _repo()

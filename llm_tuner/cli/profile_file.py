@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError
+
 # keys of `profile import --json` beside its `profile` object
 _IMPORT_OUTPUT_KEYS = frozenset({"profile", "argv", "env", "unknown", "advice", "removed", "notes", "saved"})
 
@@ -31,12 +33,10 @@ class LoadedProfile:
 
 def load_profile(ref: str) -> LoadedProfile:
     """NAME or FILE -> the profile (CliError with a message that says what to do when it cannot)."""
-    from llm_tuner.cli import CliError
-
     path = Path(ref).expanduser()
     if path.is_file():
         return LoadedProfile(refuse_unusable(profile_from_file(path), str(path)), path.stem)
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 
@@ -50,7 +50,6 @@ def load_profile(ref: str) -> LoadedProfile:
 
 def refuse_unusable(profile, where: str):
     """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no name."""
-    from llm_tuner.cli import CliError
     from llm_tuner.core.profile import bad_env_names, nul_fields
 
     bad = nul_fields(profile)
@@ -76,7 +75,6 @@ def add_trust_argument(parser) -> None:
 def profile_binary(profile, trust: bool = False) -> str | None:
     """The profile's own program when it may run (confirming it first when `trust`), or None when the profile
     names none (the configured llama-server runs). CliError, with what to do, when it may not run."""
-    from llm_tuner.cli import CliError
     from llm_tuner.services.binaries import BinaryError, require_trusted, trust_binary
 
     if not profile.binary:
@@ -92,7 +90,6 @@ def profile_binary(profile, trust: bool = False) -> str | None:
 
 def profile_from_file(path: Path):
     """A profile JSON file (strict) or a command-line text file -> LaunchProfile."""
-    from llm_tuner.cli import CliError
     from llm_tuner.core.cmdline import import_command
     from llm_tuner.core.profile import LaunchProfile
 

@@ -24,6 +24,7 @@ import threading
 import time
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument, load_profile, profile_binary
 from llm_tuner.core import flags
 
@@ -63,7 +64,7 @@ def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
     """One event as JSON. `pci`: the devices' PCI addresses known so far (cached, and this log's "using device"
     lines), so a memory table also says what is unaccounted per physical GPU ("pools")."""
     from llm_tuner.services import logparse
-    from llm_tuner.services.server import RequestFinished, ServerState, StateChanged
+    from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged
     from llm_tuner.services.watch import HistoryStatus
 
     if isinstance(ev, StateChanged):
@@ -91,17 +92,18 @@ def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
 
 def _load_profile_plan(loaded, binary: str, catalog, watch: bool):
     """(plan, profile version id) for a profile the one loader read (cli.profile_file)."""
-    from llm_tuner.services.server import plan_from_profile
+    from llm_tuner.services.launch import plan_from_profile
 
     return plan_from_profile(binary, loaded.profile, catalog=catalog, watch=watch), loaded.version_id
 
 
 def cmd_run(args) -> int:
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.core.devices import DeviceIdLine
+    from llm_tuner.services.attach import AttachedSession
     from llm_tuner.services.binaries import SERVER, probe
     from llm_tuner.services.device_ids import cached_ids
-    from llm_tuner.services.server import AttachedSession, ServerSession, plan_launch
+    from llm_tuner.services.launch import plan_launch
+    from llm_tuner.services.server import ServerSession
     from llm_tuner.services.settings_store import load_settings
     from llm_tuner.services.telemetry.sampler import sample_to_json
     from llm_tuner.services.watch import WatchedServer
@@ -178,7 +180,7 @@ def cmd_run(args) -> int:
     repo = None
     if not args.no_store:
         try:
-            from llm_tuner.services.paths import database_path
+            from llm_tuner.services.settings_store import database_path
             from llm_tuner.store.db import open_engine
             from llm_tuner.store.sessions import SessionRepository
 
@@ -208,7 +210,7 @@ def cmd_run(args) -> int:
         signal.signal(signal.SIGINT, previous)
         signal.signal(signal.SIGTERM, prev_term)
     code = session.exit_code
-    failed = getattr(session, "failure", None) is not None
+    failed = session.failure is not None
     sys.stdout.flush()
     lost = watched.history.lost > 0  # requests the history could not keep (said in a "history" event)
     return 1 if failed or lost or (code not in (None, 0) and not stop.is_set()) else 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from llm_tuner.cli.output import DATABASE_EXIT, CliError, emit_json
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("devices", help="list the host and GPUs (llama.cpp names where a binary says)")
@@ -31,14 +33,12 @@ def _probe_all():
 
 
 def cmd_devices(args) -> int:
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.core.rpc import split_endpoints
     from llm_tuner.services.binaries import SERVER, BinaryError, list_devices, locate
     from llm_tuner.services.demo_model import find_demo_model
-    from llm_tuner.services.device_ids import inventory_for
     from llm_tuner.services.rpc import devices_json
     from llm_tuner.services.settings_store import load_settings
-    from llm_tuner.services.telemetry.inventory import detect_inventory
+    from llm_tuner.services.telemetry.inventory import detect_inventory, inventory_for
 
     try:
         rpc = split_endpoints(args.rpc)
@@ -89,7 +89,6 @@ def devices_text(data: dict) -> list[str]:
 
 
 def cmd_binaries(args) -> int:
-    from llm_tuner.cli import emit_json
     from llm_tuner.services.binaries import RPC_SERVER, locate
     from llm_tuner.services.settings_store import load_settings
 
@@ -111,9 +110,7 @@ def cmd_binaries(args) -> int:
 
 
 def cmd_database(args) -> int:
-    from llm_tuner.cli import DATABASE_EXIT, emit_json
-    from llm_tuner.services.paths import database_path
-    from llm_tuner.services.settings_store import load_settings
+    from llm_tuner.services.settings_store import database_path, load_settings
     from llm_tuner.store.db import DatabaseError, move_aside, open_engine
 
     path = database_path(load_settings().data_dir)

@@ -24,13 +24,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
-
-
-def _err(message: str) -> Exception:
-    from llm_tuner.cli import CliError
-
-    return CliError(message)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -89,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _engine():
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
 
     return open_engine(database_path())
@@ -112,7 +107,7 @@ def _base(args) -> tuple[list[str], dict[str, str], str | None, str, int | None]
     binary = str(Path(args.binary).expanduser()) if args.binary else None
     if args.profile:
         if server_args:
-            raise _err("give either --profile or llama-server arguments after --, not both")
+            raise CliError("give either --profile or llama-server arguments after --, not both")
         from llm_tuner.cli.profile_file import load_profile, profile_binary
         from llm_tuner.core.cmdline import profile_to_argv
 
@@ -121,7 +116,7 @@ def _base(args) -> tuple[list[str], dict[str, str], str | None, str, int | None]
         argv, env = profile_to_argv(loaded.profile)
         return list(argv), dict(env or {}), binary or own, args.label or loaded.label, loaded.version_id
     if not server_args:
-        raise _err("nothing to tune: give --profile NAME|FILE, or llama-server arguments after -- (with -m MODEL)")
+        raise CliError("nothing to tune: give --profile NAME|FILE, or llama-server arguments after -- (with -m MODEL)")
     return server_args, {}, binary, args.label or "command line", None
 
 
@@ -138,7 +133,7 @@ def _resolver(args, argv, env, binary):
     try:
         return PlacementResolver(argv, env, binary=binary, gpus=gpus, host=host, margin_mib=args.headroom)
     except (ValueError, OSError) as exc:
-        raise _err(str(exc)) from None
+        raise CliError(str(exc)) from None
 
 
 def _spec(args, resolver=None):
@@ -151,7 +146,7 @@ def _spec(args, resolver=None):
     try:
         knobs = [parse_knob(k) for k in args.knob]
     except ValueError as exc:
-        raise _err(str(exc)) from None
+        raise CliError(str(exc)) from None
     if not knobs:
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
                               settings=_settings(), resolver=resolver)
@@ -159,11 +154,11 @@ def _spec(args, resolver=None):
             keep = {k.strip() for k in args.only.split(",") if k.strip()}
             unknown = keep - {k.key for k in knobs}
             if unknown:
-                raise _err(f"--only {args.only}: not proposed for this base: {', '.join(sorted(unknown))} "
+                raise CliError(f"--only {args.only}: not proposed for this base: {', '.join(sorted(unknown))} "
                            f"(proposed: {', '.join(k.key for k in knobs)})")
             knobs = [k for k in knobs if k.key in keep]
     if not knobs:
-        raise _err("no knobs to tune: give --knob NAME=V1,V2 (the model could not be read to propose any)")
+        raise CliError("no knobs to tune: give --knob NAME=V1,V2 (the model could not be read to propose any)")
     return TuneSpec(base_argv=tuple(argv), base_env=env, binary=binary, label=label, profile_version_id=version_id,
                     objective=objective, knobs=tuple(knobs), min_ctx=args.min_ctx, headroom_mib=args.headroom,
                     budget_s=args.budget or 600.0, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
@@ -185,8 +180,6 @@ def _plan_fn(args, binary, headroom_mib: int | None = None):
 
 
 def _emit(obj) -> None:
-    from llm_tuner.cli import emit_json
-
     emit_json(obj)
 
 
@@ -202,7 +195,7 @@ def _dry_run(args) -> int:
     from llm_tuner.services.tune.preview import preview_candidates
 
     if args.resume is not None:
-        raise _err("--dry-run plans a new tune; it does not take --resume")
+        raise CliError("--dry-run plans a new tune; it does not take --resume")
     argv, env, binary, _label, _v = _base(args)
     resolver = _resolver(args, argv, env, binary)
     spec = _spec(args, resolver)
@@ -244,7 +237,7 @@ def _tune(args) -> int:
     if args.resume is not None:
         rec = repo.get(args.resume)
         if rec is None or rec.spec is None:
-            raise _err(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
+            raise CliError(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
         spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
         if args.budget:  # a new budget for what is left (the tune's own ran out)
             spec = rec.spec.model_copy(update={"budget_s": args.budget})
@@ -280,7 +273,7 @@ def _tune(args) -> int:
     try:
         result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=args.resume)
     except ValueError as exc:
-        raise _err(str(exc)) from None
+        raise CliError(str(exc)) from None
     rec = repo.get(result.tune_id)
     if args.save_as:
         saved = save_winner(engine, args.save_as, result, rec.spec)
@@ -295,7 +288,7 @@ def _tune(args) -> int:
             for name, text in files.items():
                 (report.parent / name).write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise _err(f"the report could not be written: {exc}") from None
+            raise CliError(f"the report could not be written: {exc}") from None
     if args.json_lines:
         _emit(result_json(result))
     else:

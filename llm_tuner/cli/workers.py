@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from llm_tuner.cli.output import CliError, emit_json
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("workers", help="llama.cpp RPC workers (ggml-rpc-server): list, add, start, devices")
@@ -48,7 +50,6 @@ def _settings():
 
 
 def _check(endpoint: str) -> str:
-    from llm_tuner.cli import CliError
     from llm_tuner.core.rpc import parse_endpoint
 
     try:
@@ -59,7 +60,6 @@ def _check(endpoint: str) -> str:
 
 
 def cmd_list(args) -> int:
-    from llm_tuner.cli import emit_json
     from llm_tuner.services.rpc import reachable
 
     rows = [{**w.model_dump(exclude={"agent_token"}), "error": reachable(w.endpoint)} for w in _settings().rpc_workers]
@@ -74,7 +74,6 @@ def cmd_list(args) -> int:
 
 
 def cmd_add(args) -> int:
-    from llm_tuner.cli import CliError
     from llm_tuner.core.settings import RpcWorker
     from llm_tuner.services.agent import read_token
     from llm_tuner.services.settings_store import save_settings
@@ -94,7 +93,6 @@ def cmd_add(args) -> int:
 
 
 def cmd_remove(args) -> int:
-    from llm_tuner.cli import CliError
     from llm_tuner.services.settings_store import save_settings
 
     s = _settings()
@@ -111,7 +109,6 @@ def cmd_start(args) -> int:
     import sys
     import time
 
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.core.settings import RpcWorker
     from llm_tuner.services.rpc import WorkerError, WorkerPool, WorkerSpec
     from llm_tuner.services.settings_store import save_settings
@@ -142,7 +139,6 @@ def cmd_start(args) -> int:
 
 
 def cmd_stop(args) -> int:
-    from llm_tuner.cli import CliError
     from llm_tuner.services.rpc import stop_local_worker
 
     pid = stop_local_worker(_check(args.endpoint))
@@ -153,7 +149,6 @@ def cmd_stop(args) -> int:
 
 
 def cmd_devices(args) -> int:
-    from llm_tuner.cli import CliError, emit_json
     from llm_tuner.services.rpc import devices_json, workers_devices
 
     settings = _settings()

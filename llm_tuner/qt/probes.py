@@ -8,8 +8,7 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import KINDS, SERVER, probe
 from llm_tuner.services.demo_model import find_demo_model
-from llm_tuner.services.device_ids import inventory_for
-from llm_tuner.services.telemetry.inventory import detect_inventory
+from llm_tuner.services.telemetry.inventory import detect_inventory, inventory_for
 
 log = logging.getLogger(__name__)
 

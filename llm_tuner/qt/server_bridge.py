@@ -5,36 +5,44 @@ callbacks land here and are re-emitted as queued signals on the GUI thread. Log 
 (they can come by the thousand at -lv 4) and flushed every FRAME_MS (four times a second: each flush repaints the
 log view, and with it the Live panel inserts the request rows that came since, in the same paint; painting, not
 the Python work, was most of the app's CPU under a busy server, benchmarks/results/live_load_profile.txt).
-Samples are not signalled: they go to ring buffers that the panel's redraw timer reads.
+Samples are not signalled: they go to ring buffers that the panel's redraw timer reads. What the server said about
+its memory arrives as frozen snapshots (memory_changed; the latest is `memory`), for Live's memory bars.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.services import logparse
-from llm_tuner.services.server import (
-    AttachedSession,
-    LaunchPlan,
+from llm_tuner.services.attach import AttachedSession
+from llm_tuner.services.launch import LaunchPlan
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import (
+    MemorySnapshot,
     RequestFinished,
-    ServerSession,
     ServerState,
     StateChanged,
+    SupervisedSession,
 )
 from llm_tuner.services.watch import WatchedServer
 
 FRAME_MS = 250  # how often new log lines (and with them new request rows) reach the views
 
 
+@dataclass(frozen=True)
+class _SamplerFailed:
+    name: str
+    message: str
+
+
 class ServerBridge(QObject):
     state_changed = Signal(object)  # StateChanged
     log_lines_received = Signal(list)  # list[LogLine]
     request_finished = Signal(object)  # RequestRecord
-    memory_breakdown_received = Signal(object)  # MemoryBreakdown
-    buffer_sizes_received = Signal(object)  # list[BufferSize]
-    devices_changed = Signal(list)  # list[str] device names with a ring
+    memory_changed = Signal(object)  # MemorySnapshot
     sampler_failed = Signal(str, str)  # sampler name, message
     _event_posted = Signal(object)
 
@@ -47,9 +55,9 @@ class ServerBridge(QObject):
         self.agents = agents  # () -> the RPC workers whose agents' GPUs Live plots (read at each launch)
         self.capacity = capacity
         self.watched: WatchedServer | None = None
+        self.memory = MemorySnapshot()  # the watched server's latest, as memory_changed brought it (GUI thread)
         self._pending_lines: list[logparse.LogLine] = []
         self._lock = threading.Lock()
-        self._known_devices: tuple[str, ...] = ()
         self._event_posted.connect(self._on_service_event)
         self._flush_timer = QTimer(self)
         self._flush_timer.setInterval(FRAME_MS)
@@ -58,7 +66,7 @@ class ServerBridge(QObject):
 
     # -- control (GUI thread; never blocks) -------------------------------------------------------
     @property
-    def session(self):
+    def session(self) -> SupervisedSession | None:
         return self.watched.session if self.watched else None
 
     @property
@@ -76,14 +84,14 @@ class ServerBridge(QObject):
     def attach(self, url: str, log_path: str | None = None, api_key: str | None = None) -> None:
         self._begin(AttachedSession(url, self._post, log_path=log_path, api_key=api_key), None)
 
-    def _begin(self, session, profile_version_id) -> None:
+    def _begin(self, session: SupervisedSession, profile_version_id) -> None:
         if self.running:
             raise RuntimeError("a server is already running: stop it first")
-        self._known_devices = ()
+        self.memory = MemorySnapshot()
         self.watched = WatchedServer(session, repo=self.repo, profile_version_id=profile_version_id,
                                      on_event=self._post, gpu_readers=self.gpu_readers, rates_s=self.rates_s,
-                                     capacity=self.capacity, agents=self.agents() if self.agents else ())
-        self.watched.telemetry._on_error = lambda name, msg: self._post(("sampler_error", name, msg))
+                                     capacity=self.capacity, agents=self.agents() if self.agents else (),
+                                     on_sampler_error=lambda name, msg: self._post(_SamplerFailed(name, msg)))
         for note in self.watched.notes:
             self._post(logparse.LogLine("info", note))
         threading.Thread(target=self.watched.start, name="server-start", daemon=True).start()
@@ -111,7 +119,7 @@ class ServerBridge(QObject):
             with self._lock:
                 self._pending_lines.append(ev)
             return
-        if isinstance(ev, (StateChanged, RequestFinished, logparse.MemoryBreakdown, logparse.BufferSize, tuple)):
+        if isinstance(ev, (StateChanged, RequestFinished, MemorySnapshot, _SamplerFailed)):
             self._event_posted.emit(ev)
 
     def _on_service_event(self, ev: object) -> None:
@@ -120,21 +128,14 @@ class ServerBridge(QObject):
             self.state_changed.emit(ev)
         elif isinstance(ev, RequestFinished):
             self.request_finished.emit(ev.record)
-        elif isinstance(ev, logparse.MemoryBreakdown):
-            self.memory_breakdown_received.emit(ev)
-        elif isinstance(ev, logparse.BufferSize):
-            self.buffer_sizes_received.emit(list(self.session.buffers) if hasattr(self.session, "buffers") else [ev])
-        elif isinstance(ev, tuple) and ev and ev[0] == "sampler_error":
-            self.sampler_failed.emit(ev[1], ev[2])
+        elif isinstance(ev, MemorySnapshot):
+            self.memory = ev
+            self.memory_changed.emit(ev)
+        elif isinstance(ev, _SamplerFailed):
+            self.sampler_failed.emit(ev.name, ev.message)
 
     def _on_flush_timer_timeout(self) -> None:
         with self._lock:
             lines, self._pending_lines = self._pending_lines, []
         if lines:
             self.log_lines_received.emit(lines)
-        tel = self.telemetry
-        if tel is not None:
-            devices = tuple(sorted(tel.rings))
-            if devices != self._known_devices:
-                self._known_devices = devices
-                self.devices_changed.emit(list(devices))

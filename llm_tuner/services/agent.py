@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from llm_tuner.core.rpc import is_loopback
+from llm_tuner.services.telemetry.inventory import gpu_labels
+from llm_tuner.services.telemetry.readers import default_gpu_readers
 from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
 
 DEFAULT_PORT = 50100
@@ -88,9 +90,6 @@ class _Server(ThreadingHTTPServer):
 
 def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
     """This machine's GPU readers (the local sampler's), named by llama.cpp where a llama-server says."""
-    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
-    from llm_tuner.services.watch import default_gpu_readers  # noqa: PLC0415
-
     return default_gpu_readers(frozenset, gpu_labels)
 
 

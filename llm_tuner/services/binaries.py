@@ -23,7 +23,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.settings import Settings
-from llm_tuner.services import process
+from llm_tuner.services import device_ids, logparse, process
 from llm_tuner.services.process import child_env  # noqa: F401 - re-exported: binaries.child_env
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
@@ -378,7 +378,7 @@ class ServerMemoryRun:
     argv: tuple[str, ...]
     returncode: int | None
     log: str
-    loaded: bool  # reached "listening on" (everything allocated)
+    loaded: bool  # its log said the model is loaded or it listens (everything allocated)
     seconds: float
 
 
@@ -401,12 +401,13 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
         raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
     lines: list[str] = []
     loaded = threading.Event()
+    parser = logparse.LogParser()  # readiness as every server watcher reads it: its Loaded / Listening events
 
     def reader() -> None:
         assert child.popen.stdout is not None
         for line in child.popen.stdout:
             lines.append(line)
-            if "listening on" in line or "model loaded" in line:
+            if any(isinstance(ev, (logparse.Loaded, logparse.Listening)) for ev in parser.feed(line.rstrip("\n"))):
                 loaded.set()
 
     th = threading.Thread(target=reader, name="llm-tuner-memory-probe", daemon=True)
@@ -420,9 +421,7 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     finally:  # loaded, timed out, cancelled or interrupted (Ctrl-C): the server goes; its breakdown table follows
         child.stop(sigint_s=15.0, sigterm_s=2.0, sigkill_s=5.0)
     th.join(timeout=5)
-    from llm_tuner.services.device_ids import remember_from_log  # noqa: PLC0415 - it calls back here
-
-    remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
+    device_ids.remember_from_log(binary, lines)  # the devices' PCI addresses this load logged, for the inventory
     return ServerMemoryRun(tuple(full), child.poll(), "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 

@@ -6,7 +6,10 @@
 Live launch, a benchmark run, the plan's measure/check) goes through `remember_from_log`; the addresses are
 kept in `device_ids.json` in the data folder, keyed by the binary's path, size and mtime (a rebuilt binary
 learns again). When a binary lists more GPU devices than there are physical GPUs and nothing is cached,
-`inventory_for(..., learn_with=model)` loads a model once (`-ngl 0`, a small context) to read them.
+`telemetry.inventory.inventory_for(..., learn_with=model)` loads a model once (`-ngl 0`, a small context) to read
+them.
+
+A leaf: it imports no other service but the folders (paths), so every process runner may write to it.
 """
 
 from __future__ import annotations
@@ -16,8 +19,7 @@ import logging
 import threading
 from pathlib import Path
 
-from llm_tuner.core import flags
-from llm_tuner.core.devices import DeviceInventory, LlamaDevice, pci_ids_from_log, with_pci_ids
+from llm_tuner.core.devices import LlamaDevice, pci_ids_from_log
 from llm_tuner.services.paths import data_dir, private_file
 
 log = logging.getLogger(__name__)
@@ -87,33 +89,3 @@ def needs_learning(llama: list[LlamaDevice] | tuple[LlamaDevice, ...], n_physica
     gpu_devs = [d for d in llama if d.backend not in ("CPU", "RPC")]
     return 0 < n_physical < len(gpu_devs) and any(d.pci_bus_id is None for d in gpu_devs)
 
-
-def learn(binary: str | Path, model: str | Path, *, timeout: float = 120.0) -> dict[str, str]:
-    """Load `model` once with `binary` (no layers on a GPU, a small context) to read the devices' addresses;
-    they are kept (see remember_from_log). A short run of llama-server: call it off the GUI thread."""
-    from llm_tuner.services.binaries import measure_server_memory  # noqa: PLC0415 - binaries calls back here
-
-    argv = [*flags.argv_for("model", str(model)), *flags.argv_for("gpu_layers", "0"),
-            *flags.argv_for("ctx_size", "256"), *flags.argv_for("parallel", "1")]
-    run = measure_server_memory(Path(binary), argv, timeout=timeout)
-    return pci_ids_from_log(run.log)
-
-
-def inventory_for(binary: str | Path, *, learn_with: str | Path | None = None,
-                  devices: list[LlamaDevice] | None = None) -> DeviceInventory:
-    """The device inventory with `binary`'s llama.cpp names and their PCI addresses (cached, or learned once
-    with the model `learn_with` when a card is listed under two backends). `devices`: its --list-devices when
-    already read. Never raises for a failed learning run: the mapping then falls back to name + memory."""
-    from llm_tuner.services import binaries  # noqa: PLC0415
-    from llm_tuner.services.telemetry.amd import amd_gpus  # noqa: PLC0415
-    from llm_tuner.services.telemetry.inventory import detect_inventory  # noqa: PLC0415
-    from llm_tuner.services.telemetry.nvml import nvidia_gpus  # noqa: PLC0415
-
-    llama = list(devices) if devices is not None else binaries.list_devices(Path(binary))
-    llama = with_pci_ids(llama, cached_ids(binary))
-    if learn_with is not None and needs_learning(llama, len(nvidia_gpus()[0]) + len(amd_gpus()[0])):
-        try:
-            llama = with_pci_ids(llama, learn(binary, learn_with))
-        except Exception as exc:  # noqa: BLE001 - a guess by name and memory is the fallback
-            log.info("could not learn the devices' PCI addresses with %s: %s", learn_with, exc)
-    return detect_inventory(llama)

@@ -1,18 +1,34 @@
 """What a launch of llama-server will run: the user's flags, the app's watch flags, the environment.
 
 A LaunchPlan is built before anything starts, so the Live panel and the CLI can show the exact command
-(secrets masked) and what the app adds or drops; services.server runs it.
+(secrets masked) and what the app adds or drops; services.server runs it. The ports a launch takes are chosen and
+checked here too (free_port, port_in_use).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import render_shell, respell
-from llm_tuner.services.binaries import child_env
+from llm_tuner.services.process import child_env
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on `host`."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def port_in_use(host: str, port: int) -> bool:
+    """True when something already listens on host:port (checked before a launch)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.settimeout(0.3)
+        return s.connect_ex((host if host not in ("0.0.0.0", "") else "127.0.0.1", port)) == 0
 
 
 def config_ini_paths(env: dict[str, str] | None = None) -> list[Path]:
@@ -97,7 +113,7 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     * With no --port, a free port is chosen and added to the user's flags (it is part of the command).
     * Secrets (`--api-key`, `--hf-token`) stay out of the process's argv (visible to every user in `ps`)
       and go in its environment (owner-only); `command_line()` still shows them, masked unless asked.
-    * The environment is the one child environment of every llama.cpp process (services.binaries.child_env).
+    * The environment is the one child environment of every llama.cpp process (services.process.child_env).
     """
     profile_env = dict(profile_env or {})
     env, dropped = child_env(profile_env, base_env)
@@ -107,8 +123,6 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     host = flags.value_of(effective, "host") or "127.0.0.1"
     port_s = flags.value_of(effective, "port")
     if port_s is None:
-        from llm_tuner.services.server import free_port  # noqa: PLC0415 - server imports this module
-
         port_s = str(port or free_port())
         args += flags.argv_for("port", port_s)
     watch_args: list[str] = []

@@ -79,16 +79,3 @@ def cache_dir() -> Path:
     """Shared cache (the assembled demo model). Not moved by `LLM_TUNER_DATA_DIR`: it is large and immutable."""
     return _ensure(Path(platformdirs.user_cache_dir(APP_NAME)))
 
-
-def database_path(configured_dir: str | None = None) -> Path:
-    """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the app
-    use one history), unless LLM_TUNER_DATA_DIR overrides."""
-    if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
-        from llm_tuner.services.settings_store import load_settings  # noqa: PLC0415 - settings_store imports paths
-
-        configured_dir = load_settings().data_dir
-    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):  # the user's folder: created, never changed
-        folder = Path(configured_dir).expanduser()
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / "llm-tuner.sqlite"
-    return data_dir() / "llm-tuner.sqlite"

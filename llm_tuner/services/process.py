@@ -178,6 +178,16 @@ def spawn(argv: list[str], *, env: dict[str, str] | None = None, merge_stderr: b
     return Child(_spawner.run(start))
 
 
+def signal_name(code: int | None) -> str | None:
+    """SIGKILL for an exit code of -9 (a process killed by a signal); None for an ordinary exit."""
+    if code is not None and code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return None
+
+
 @dataclass(frozen=True)
 class Completed:
     """What a short run gave: `ended` is "exited", "timeout" or "cancelled" (then the child was stopped)."""

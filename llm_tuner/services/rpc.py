@@ -34,7 +34,10 @@ from llm_tuner.core.rpc import (
 )
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
-from llm_tuner.services.server import ServerProcess, StopResult, free_port
+from llm_tuner.services.launch import free_port
+from llm_tuner.services.process import StopResult
+from llm_tuner.services.server import ServerProcess
+from llm_tuner.services.telemetry.inventory import inventory_for
 
 
 class WorkerError(Exception):
@@ -107,11 +110,10 @@ def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = Non
     under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first, as
     llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark prediction."""
     from llm_tuner.core.memory import plan_gpus  # noqa: PLC0415
-    from llm_tuner.services import device_ids  # noqa: PLC0415
 
     rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
     listed = binaries.list_devices(binary, rpc) if rpc else None
-    return default_device_order(plan_gpus(device_ids.inventory_for(binary, devices=listed)))
+    return default_device_order(plan_gpus(inventory_for(binary, devices=listed)))
 
 
 def devices_json(devices: list[LlamaDevice]) -> list[dict]:

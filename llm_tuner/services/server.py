@@ -1,27 +1,25 @@
-"""Start, stop and supervise the long-lived llama-server process.
+"""Start, stop and supervise a long-lived llama-server process: ServerProcess (the child and its log lines) and
+ServerSession (a launch as a services.supervised.SupervisedSession).
 
 Its processes start through services.process (the one spawner): an argument list (never a shell), its own
 process group, and on Linux a parent-death signal, so a server never outlives the app, also when the app is
-killed.
+killed. A session is ready when its log says it listens (logparse.Listening) or /health answers ready.
 """
 
 from __future__ import annotations
 
 import collections
-import enum
 import signal
-import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from pathlib import Path
 
-from llm_tuner.core.session import RequestRecord
 from llm_tuner.services import device_ids, logparse, process
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
-from llm_tuner.services.launch import LaunchPlan, config_ini_paths, plan_from_profile, plan_launch  # noqa: F401
-from llm_tuner.services.process import StopResult
+from llm_tuner.services.launch import LaunchPlan, port_in_use
+from llm_tuner.services.process import StopResult, signal_name
+from llm_tuner.services.supervised import ServerState, SupervisedSession
 
 
 class ServerProcess:
@@ -90,138 +88,51 @@ class ServerProcess:
         return result
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free right now on `host`."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
-
-
-def port_in_use(host: str, port: int) -> bool:
-    """True when something already listens on host:port (checked before a launch)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.settimeout(0.3)
-        return s.connect_ex((host if host not in ("0.0.0.0", "") else "127.0.0.1", port)) == 0
-
-
-# ================================================================================================
-# Supervised sessions: states, health, log events, watch flags, environment hygiene.
-# ================================================================================================
-
-
-# The newest request records a session keeps in memory (a busy server answers ~15/s for hours); every
-# record also goes out as RequestFinished, and the store keeps them all.
-RECENT_RECORDS = 10_000
-
-
-class ServerState(enum.StrEnum):
-    IDLE = "idle"
-    STARTING = "starting"  # process started, nothing listening yet
-    LOADING = "loading"  # /health answers 503 while the model loads
-    READY = "ready"
-    STOPPING = "stopping"
-    EXITED = "exited"
-    GONE = "gone"  # attach: a server that answered stopped answering (EXITED follows after a grace period)
-
-
-@dataclass(frozen=True)
-class StateChanged:
-    """The session moved to `state`. For EXITED: the exit code, a reason and (if it failed) a Failure."""
-
-    state: ServerState
-    url: str | None = None
-    code: int | None = None
-    reason: str | None = None
-    failure: logparse.Failure | None = None
-    t: float = field(default_factory=time.time)
-
-    def to_json(self) -> dict:
-        d = {"event": "state", "state": str(self.state), "url": self.url}
-        if self.state == ServerState.EXITED:
-            d.update(code=self.code, reason=self.reason)
-            if self.failure is not None:
-                d.update(failure=self.failure.kind, message=self.failure.message)
-        return d
-
-
-@dataclass(frozen=True)
-class RequestFinished:
-    record: RequestRecord
-
-
-def signal_name(code: int | None) -> str | None:
-    """SIGKILL for an exit code of -9 (a process killed by a signal); None for an ordinary exit."""
-    if code is not None and code < 0:
-        try:
-            return signal.Signals(-code).name
-        except ValueError:
-            return f"signal {-code}"
-    return None
-
-
-class ServerSession:
+class ServerSession(SupervisedSession):
     """One supervised llama-server launch: states, health, parsed log events, request records.
 
     Everything it learns goes to `on_event` from its own threads (log reader, health poller, exit
-    waiter): StateChanged, logparse events (LogLine, Listening, MemoryBreakdown, ...) and
-    RequestFinished. The consumer (a Qt bridge, the CLI) must be quick and thread-safe.
+    waiter): the events of services.supervised. The consumer (a Qt bridge, the CLI) must be quick and thread-safe.
     """
+
+    kind = "launch"
 
     def __init__(self, plan: LaunchPlan, on_event: Callable[[object], None], *, health_poll_s: float = 0.25,
                  client_factory=None) -> None:
-        self.plan = plan
-        self.on_event = on_event
+        super().__init__(on_event)
+        self._plan = plan
         self.health_poll_s = health_poll_s
-        self.state = ServerState.IDLE
-        self.url: str | None = None
-        self.exit_code: int | None = None
-        self.exit_reason: str | None = None
-        self.failure: logparse.Failure | None = None
-        self.records: collections.deque[RequestRecord] = collections.deque(maxlen=RECENT_RECORDS)  # all in the store
-        self.memory: logparse.MemoryBreakdown | None = None
-        self.buffers: list[logparse.BufferSize] = []
-        self.devices: list = []  # llama.cpp's device list as the server logged it (RPC endpoints; -lv 4)
-        self.started_unix: float | None = None
-        self.ended_unix: float | None = None
         self._parser = logparse.LogParser()
         self._proc: ServerProcess | None = None
         self._stop_requested = threading.Event()
+        self._stop_how = "SIGINT"
         self._launched = threading.Event()  # start() has returned: a process exists, or the session ended
         self._done = threading.Event()
-        self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
-        if client_factory is None:
-            from llm_tuner.services.client import LlamaClient
-
-            client_factory = LlamaClient
-        self._client_factory = client_factory
+        self._client_factory = client_factory or LlamaClient
 
     # -- properties -----------------------------------------------------------------------------
     @property
+    def plan(self) -> LaunchPlan:
+        return self._plan
+
+    @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    @property
+    def api_key(self) -> str | None:
+        return self._plan.api_key
 
     def alive(self) -> bool:
         return self._proc is not None and self._proc.alive()
 
     @property
     def lines(self):
+        """The newest lines of the server's output (a failed start's evidence)."""
         return self._proc.lines if self._proc else collections.deque()
 
     # -- lifecycle ------------------------------------------------------------------------------
-    def _set_state(self, state: ServerState, **kw) -> None:
-        with self._lock:
-            if self.state == state or self.state == ServerState.EXITED:
-                return
-            self.state = state
-        self._emit(StateChanged(state, url=self.url, **kw))
-
-    def _emit(self, ev: object) -> None:
-        try:
-            self.on_event(ev)
-        except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop supervision
-            log_once("a consumer of a llama-server session's events failed", exc)
-
     def start(self) -> None:
         """Launch (non-blocking). A port already in use ends the session at once with a clear reason."""
         try:
@@ -285,21 +196,9 @@ class ServerSession:
             return
         if isinstance(ev, logparse.Loading):
             self._set_state(ServerState.LOADING)
-        elif isinstance(ev, logparse.MemoryBreakdown):
-            self.memory = ev
-        elif isinstance(ev, logparse.BufferSize):
-            self.buffers.append(ev)
-        elif isinstance(ev, logparse.DeviceListed):
-            self.devices.append(ev.device)
         elif isinstance(ev, logparse.DeviceIdLine) and ev.pci_bus_id:  # kept for the inventory (device_ids)
             device_ids.remember(self.plan.binary, {ev.name: ev.pci_bus_id})
-        elif isinstance(ev, logparse.RequestTimings):
-            rec = record_from_timings(ev)
-            self.records.append(rec)
-            self._emit(ev)
-            self._emit(RequestFinished(rec))
-            return
-        self._emit(ev)
+        self._on_log_event(ev)
 
     def _health_loop(self) -> None:
         client = self._client_factory(self.plan.url, timeout=5.0)
@@ -322,7 +221,7 @@ class ServerSession:
         for ev in self._parser.flush():
             self._handle(ev)
         if self._stop_requested.is_set():
-            reason = f"stopped ({getattr(self, '_stop_how', 'SIGINT')})"
+            reason = f"stopped ({self._stop_how})"
         elif (sig := signal_name(code)) is not None:
             reason = f"killed by {sig}"
         elif code == 0:
@@ -340,188 +239,5 @@ class ServerSession:
         self._finish(code, reason)
 
     def _finish(self, code: int | None, reason: str) -> None:
-        self.exit_code = code
-        self.exit_reason = reason
-        self.ended_unix = time.time()
-        with self._lock:
-            self.state = ServerState.EXITED
-        self._emit(StateChanged(ServerState.EXITED, url=self.url, code=code, reason=reason, failure=self.failure))
+        self._mark_exited(code, reason, self.failure)
         self._done.set()
-
-
-def record_from_timings(t: logparse.RequestTimings, time_unix: float | None = None) -> RequestRecord:
-    return RequestRecord(time_unix=time_unix or time.time(), slot=t.slot, task=t.task, cache_n=t.cache_n,
-                         prompt_n=t.prompt_n, prompt_ms=t.prompt_ms, prompt_per_second=t.prompt_per_second,
-                         predicted_n=t.predicted_n, predicted_ms=t.predicted_ms,
-                         predicted_per_second=t.predicted_per_second, draft_n=t.draft_n,
-                         draft_n_accepted=t.draft_n_accepted, ttft_ms=t.ttft_ms, latency_ms=t.latency_ms)
-
-
-class AttachedSession:
-    """Watch a llama-server someone else started, by URL, without owning it (stop = detach).
-
-    With `log_path` the log file is followed from its end and parsed like a launched server's output
-    (precise per-request records). Without it, finished requests are inferred from `/slots` and the
-    `/metrics` deltas and marked approximate.
-    """
-
-    def __init__(self, url: str, on_event: Callable[[object], None], *, log_path: str | Path | None = None,
-                 api_key: str | None = None, poll_s: float = 0.5, client_factory=None,
-                 connect_timeout_s: float = 5.0, gone_grace_s: float = 10.0) -> None:
-        self.url = url.rstrip("/")
-        self.connect_timeout_s = connect_timeout_s  # nothing answers at all: the attach fails
-        self.gone_grace_s = gone_grace_s  # state GONE this long, then the session ends as failed
-        self.on_event = on_event
-        self.log_path = Path(log_path) if log_path else None
-        self.api_key = api_key
-        self.poll_s = poll_s
-        self.state = ServerState.IDLE
-        self.records: collections.deque[RequestRecord] = collections.deque(maxlen=RECENT_RECORDS)  # all in the store
-        self.memory: logparse.MemoryBreakdown | None = None
-        self.exit_code: int | None = None
-        self.exit_reason: str | None = None
-        self.failure = None
-        self.started_unix: float | None = None
-        self.ended_unix: float | None = None
-        self.plan = None
-        self.pid = None
-        self._stop = threading.Event()
-        self._done = threading.Event()
-        self._parser = logparse.LogParser()
-        self._finish_lock = threading.Lock()
-        if client_factory is None:
-            from llm_tuner.services.client import LlamaClient
-
-            client_factory = LlamaClient
-        self._client = client_factory(self.url, api_key=api_key, timeout=5.0) if api_key else \
-            client_factory(self.url, timeout=5.0)
-        self._threads: list[threading.Thread] = []
-
-    def _emit(self, ev) -> None:
-        try:
-            self.on_event(ev)
-        except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop watching
-            log_once("a consumer of an attached server's events failed", exc)
-
-    def _set_state(self, state: ServerState, **kw) -> None:
-        if self.state != state:
-            self.state = state
-            self._emit(StateChanged(state, url=self.url, **kw))
-
-    def start(self) -> None:
-        self.started_unix = time.time()
-        self._set_state(ServerState.STARTING)
-        targets = [self._poll_loop] + ([self._tail_loop] if self.log_path else [])
-        for fn in targets:
-            t = threading.Thread(target=fn, name=f"attach-{fn.__name__}", daemon=True)
-            self._threads.append(t)
-            t.start()
-
-    def stop(self, *_a, **_kw) -> None:
-        if self._done.is_set():
-            return
-        self._stop.set()
-        self._set_state(ServerState.STOPPING)
-        for t in self._threads:
-            if t is not threading.current_thread():
-                t.join(5.0)
-        self._finish("detached", None)
-
-    def _finish(self, reason: str, failure) -> None:
-        with self._finish_lock:
-            if self._done.is_set():
-                return
-            self.exit_reason, self.failure = reason, failure
-            self.ended_unix = time.time()
-            self.state = ServerState.EXITED
-            self._emit(StateChanged(ServerState.EXITED, url=self.url, code=None, reason=reason, failure=failure))
-            self._client.close()
-            self._done.set()
-
-    def _give_up(self, kind: str, message: str) -> None:
-        """The poll loop ends the session: nothing answered, or a server stopped answering for the grace period."""
-        self._stop.set()
-        self._emit(logparse.LogLine("error", message))
-        self._finish(kind, logparse.Failure(kind=kind, message=message, evidence=""))
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._done.wait(timeout)
-
-    def alive(self) -> bool:
-        return self.state in (ServerState.READY, ServerState.LOADING)
-
-    def _poll_loop(self) -> None:
-        from llm_tuner.services.telemetry.server_metrics import SlotWatcher, parse_metrics
-
-        watcher = SlotWatcher()
-        was_reachable = None
-        ever_reachable = False
-        since = time.monotonic()  # of the attach, then of the last answer
-        while not self._stop.is_set():
-            h = self._client.health(timeout=2.0)
-            if h.status_code is not None:
-                ever_reachable, since = True, time.monotonic()
-            elif not ever_reachable and time.monotonic() - since >= self.connect_timeout_s:
-                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the server "
-                                     "running, and is the URL (host and port) right?")
-            elif ever_reachable and time.monotonic() - since >= self.gone_grace_s:
-                return self._give_up("gone", f"the server at {self.url} stopped answering {self.gone_grace_s:g} s "
-                                     f"ago ({h.message}); it was stopped or crashed")
-            if h.status_code == 503:
-                self._set_state(ServerState.LOADING)
-            if (h.status_code is not None) != was_reachable:
-                was_reachable = h.status_code is not None
-                if not was_reachable:
-                    self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
-                    self._set_state(ServerState.GONE if ever_reachable else ServerState.STARTING)
-            if h.ready and self.log_path is None:
-                try:
-                    slots = self._client.slots()
-                    try:
-                        metrics = parse_metrics(self._client.metrics_text())
-                    except Exception:  # noqa: BLE001 - no --metrics: counts only
-                        metrics = {}
-                    for a in watcher.update(slots, metrics):
-                        rec = RequestRecord(
-                            time_unix=time.time(), slot=a.slot, task=a.task, cache_n=a.cache_n, prompt_n=a.prompt_n,
-                            prompt_ms=a.prompt_ms, prompt_per_second=a.prompt_per_second, predicted_n=a.predicted_n,
-                            predicted_ms=a.predicted_ms, predicted_per_second=a.predicted_per_second,
-                            ttft_ms=a.prompt_ms, latency_ms=(a.prompt_ms or 0) + (a.predicted_ms or 0) or None,
-                            approximate=True)
-                        self.records.append(rec)
-                        self._emit(RequestFinished(rec))
-                except Exception as exc:  # noqa: BLE001 - /slots disabled or a transient error: the next poll asks again
-                    log_once(f"reading /slots of {self.url}", exc)
-            if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
-                self._set_state(ServerState.READY)
-            self._stop.wait(self.poll_s)
-
-    def _tail_loop(self) -> None:
-        assert self.log_path is not None
-        pos = self.log_path.stat().st_size if self.log_path.exists() else 0
-        buf = ""
-        while not self._stop.is_set():
-            try:
-                size = self.log_path.stat().st_size
-                if size < pos:  # rotated or truncated: start over
-                    pos = 0
-                if size > pos:
-                    with open(self.log_path, encoding="utf-8", errors="replace") as f:
-                        f.seek(pos)
-                        buf += f.read()
-                        pos = f.tell()
-                    *lines, buf = buf.split("\n")
-                    for line in lines:
-                        for ev in self._parser.feed(line):
-                            if isinstance(ev, logparse.RequestTimings):
-                                rec = record_from_timings(ev)
-                                self.records.append(rec)
-                                self._emit(ev)
-                                self._emit(RequestFinished(rec))
-                            else:
-                                if isinstance(ev, logparse.MemoryBreakdown):
-                                    self.memory = ev
-                                self._emit(ev)
-            except OSError:
-                pass
-            self._stop.wait(0.25)

@@ -1,4 +1,7 @@
-"""Load and save `Settings` as JSON in the config folder. A broken file is kept aside, never lost."""
+"""Load and save `Settings` as JSON in the config folder. A broken file is kept aside, never lost.
+
+The history database's path lives here too: it depends on a setting (the data folder), and paths.py stays a leaf.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ import os
 from pathlib import Path
 
 from llm_tuner.core.settings import Settings
-from llm_tuner.services.paths import config_dir
+from llm_tuner.services.paths import config_dir, data_dir
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +46,15 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
         f.write(settings.model_dump_json(indent=2))
     os.chmod(tmp, 0o600)  # an older tmp file kept its mode
     tmp.replace(path)
+
+
+def database_path(configured_dir: str | None = None) -> Path:
+    """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the app
+    use one history), unless LLM_TUNER_DATA_DIR overrides."""
+    if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
+        configured_dir = load_settings().data_dir
+    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):  # the user's folder: created, never changed
+        folder = Path(configured_dir).expanduser()
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder / "llm-tuner.sqlite"
+    return data_dir() / "llm-tuner.sqlite"

@@ -21,15 +21,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llm_tuner.services import logparse
+from llm_tuner.services.agent import agent_readers
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
-from llm_tuner.services.server import (
-    AttachedSession,
-    RequestFinished,
-    ServerSession,
-    ServerState,
-    StateChanged,
-)
-from llm_tuner.services.telemetry.sampler import GpuReader, Sample, Telemetry
+from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged, SupervisedSession
+from llm_tuner.services.telemetry.host import HostReader
+from llm_tuner.services.telemetry.inventory import gpu_labels
+from llm_tuner.services.telemetry.readers import default_gpu_readers
+from llm_tuner.services.telemetry.sampler import Sample, Telemetry
+from llm_tuner.services.telemetry.server_metrics import ServerReader
 
 log = logging.getLogger(__name__)
 
@@ -148,29 +148,6 @@ class _HistoryWriter:
                 self._set(HistoryStatus(0, None, self._dropped))
 
 
-def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tuple[dict, list[str]]:
-    """GPU readers for the vendors present here, and notes for those that are not.
-
-    `labels` names the samples ({"nvidia:0": "CUDA0"} or a callable giving it; see GpuReader).
-    """
-    from llm_tuner.services.telemetry.amd import AmdSource
-    from llm_tuner.services.telemetry.nvml import THROTTLE_MASK, NvmlSource
-
-    readers: dict = {}
-    notes: list[str] = []
-    nv = NvmlSource()
-    if nv.count:
-        readers["gpu:nvidia"] = GpuReader(nv, "nvidia", pids, THROTTLE_MASK, labels=labels)
-    elif nv.reason:
-        notes.append(nv.reason)
-    amd = AmdSource()
-    if amd.count:
-        readers["gpu:amd"] = GpuReader(amd, "amd", labels=labels)
-    elif amd.reason:
-        notes.append(amd.reason)
-    return readers, notes
-
-
 class WatchedServer:
     """Session + telemetry + store. `start()` returns at once; `stop()` stops (or detaches) and records.
 
@@ -179,12 +156,13 @@ class WatchedServer:
     the session ended, writes are still tried before the requests left are reported lost.
     """
 
-    def __init__(self, session: ServerSession | AttachedSession, *, repo=None, profile_version_id: int | None = None,
+    def __init__(self, session: SupervisedSession, *, repo=None, profile_version_id: int | None = None,
                  on_event: Callable[[object], None] | None = None,
                  on_samples: Callable[[Sequence[Sample]], None] | None = None,
                  gpu_readers: dict | None = None, rates_s: dict[str, float] | None = None,
                  capacity: int = 36_000, telemetry: bool = True, agents: Sequence[object] = (),
-                 history_retry_s: float = 1.0, history_give_up_s: float = 15.0) -> None:
+                 history_retry_s: float = 1.0, history_give_up_s: float = 15.0,
+                 on_sampler_error: Callable[[str, str], None] | None = None) -> None:
         self.session = session
         self.history_retry_s = history_retry_s
         self.history_give_up_s = history_give_up_s
@@ -200,35 +178,23 @@ class WatchedServer:
             if gpu_readers is None:
                 gpu_readers, self.notes = default_gpu_readers(self._pids, self._gpu_labels)
             readers.update(gpu_readers)
-            from llm_tuner.services.agent import agent_readers
-
             readers.update(agent_readers(agents))  # RPC workers' GPUs, from their `llm-tuner agent`
-            from llm_tuner.services.telemetry.host import HostReader
-
             readers["host"] = HostReader(lambda: session.pid)
             readers["server"] = self._server_reader()
-        self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples)
+        self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples,
+                                   on_error=on_sampler_error)
         self._ended = threading.Event()
 
     def _gpu_labels(self) -> dict[str, str]:
         """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""
-        from llm_tuner.services.telemetry.inventory import gpu_labels
-
-        plan = getattr(self.session, "plan", None)
+        plan = self.session.plan
         return gpu_labels(plan.binary if plan is not None else None)
-
-    def _api_key(self) -> str | None:
-        plan = getattr(self.session, "plan", None)
-        return plan.api_key if plan is not None else getattr(self.session, "api_key", None)
 
     def _pids(self) -> frozenset[int]:
         pid = self.session.pid
         return frozenset({pid}) if pid else frozenset()
 
     def _server_reader(self):
-        from llm_tuner.services.client import LlamaClient
-        from llm_tuner.services.telemetry.server_metrics import ServerReader
-
         holder: dict = {}
 
         def read():
@@ -238,7 +204,7 @@ class WatchedServer:
             if reader is None:
                 holder.clear()
                 reader = holder[self.session.url] = ServerReader(
-                    LlamaClient(self.session.url, api_key=self._api_key(), timeout=2.0))
+                    LlamaClient(self.session.url, api_key=self.session.api_key, timeout=2.0))
             return reader()
 
         return read
@@ -246,10 +212,9 @@ class WatchedServer:
     def start(self) -> None:
         if self.repo is not None:
             argv = self.session.plan.argv if self.session.plan is not None else []
-            mode = "attach" if isinstance(self.session, AttachedSession) else "launch"
             try:
-                self.session_id = self.repo.begin(argv, started_unix=time.time(), mode=mode,
-                                                  url=getattr(self.session, "url", None),
+                self.session_id = self.repo.begin(argv, started_unix=time.time(), mode=self.session.kind,
+                                                  url=self.session.url,
                                                   profile_version_id=self.profile_version_id)
             except Exception as exc:  # noqa: BLE001 - watching works without the history
                 self.notes.append(f"this session is not recorded in the history: {exc.__class__.__name__}: "

@@ -31,9 +31,12 @@ from llm_tuner.services import preflight
 from llm_tuner.services.binaries import SERVER, BinaryError, BinaryInfo, locate, require_trusted
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.launch import LaunchPlan, plan_launch
-from llm_tuner.services.server import RECENT_RECORDS, StateChanged
+from llm_tuner.services.supervised import StateChanged
 from llm_tuner.state.callbacks import Observable
 
+# The newest request records a slot keeps in memory (a busy server answers ~15/s for hours); the store keeps
+# them all and the Requests tab reads them back on demand.
+RECENT_RECORDS = 10_000
 LOG_LINES = 20_000  # the newest server log lines a slot keeps (the log view keeps as many)
 RUNNING = ("starting", "loading", "ready")  # a launched server in these states is stopped by quitting
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")  # an attached URL's host that is this machine

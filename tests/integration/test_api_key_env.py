@@ -16,7 +16,9 @@ import pytest
 
 from llm_tuner.core.flags import MASK, secrets_to_env
 from llm_tuner.services.bench import ServerTarget, _client_key
-from llm_tuner.services.server import ServerSession, ServerState, StateChanged, plan_launch
+from llm_tuner.services.launch import plan_launch
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import ServerState, StateChanged
 from llm_tuner.services.telemetry.sampler import ServerSample
 from llm_tuner.services.watch import WatchedServer
 from llm_tuner.store.db import open_engine

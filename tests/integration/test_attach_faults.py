@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 
-from llm_tuner.services.server import free_port
+from llm_tuner.services.launch import free_port
 from tests.conftest import start_server
 
 

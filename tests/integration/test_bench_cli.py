@@ -65,7 +65,7 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     assert p["label"] == "small-ub" and "--ubatch-size" in p["server_argv"] and p["status"] == "complete"
 
     # A profile saved by name (store.profiles): the run points at its version.
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 

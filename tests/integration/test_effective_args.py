@@ -14,7 +14,9 @@ import pytest
 
 from llm_tuner.cli import main as cli_main
 from llm_tuner.core.profile import LaunchProfile
-from llm_tuner.services.server import ServerSession, ServerState, StateChanged, plan_from_profile
+from llm_tuner.services.launch import plan_from_profile
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import ServerState, StateChanged
 
 
 def _profile(demo_model) -> LaunchProfile:
@@ -27,7 +29,7 @@ def test_estimate_plans_a_profile_file_with_its_environment(tmp_path, demo_model
     assert cli_main(["estimate", "--json", "--profile", str(path)]) == 0
     assert json.loads(capsys.readouterr().out)["n_ctx"] == 4096
     # the same profile saved under a name
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
 

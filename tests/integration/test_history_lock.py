@@ -11,7 +11,8 @@ import httpx
 import pytest
 
 from llm_tuner.services import logparse
-from llm_tuner.services.server import AttachedSession, RequestFinished, ServerState, StateChanged
+from llm_tuner.services.attach import AttachedSession
+from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged
 from llm_tuner.services.watch import HistoryStatus, WatchedServer
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.sessions import SessionRepository

@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from llm_tuner.services.paths import database_path
+from llm_tuner.services.settings_store import database_path
 from llm_tuner.store.db import open_engine, session_scope
 from llm_tuner.store.sessions import INTERRUPTED, ServerSessionRow, SessionRepository
 

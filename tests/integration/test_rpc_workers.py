@@ -17,9 +17,11 @@ from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.memory_check import compare
 from llm_tuner.core.memory_log import parse_memory_log
 from llm_tuner.services.binaries import measure_server_memory
+from llm_tuner.services.launch import plan_launch
 from llm_tuner.services.library import read_model
 from llm_tuner.services.rpc import WorkerError, WorkerPool, WorkerSpec, reachable, worker_devices
-from llm_tuner.services.server import RequestFinished, ServerSession, ServerState, plan_launch
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import RequestFinished, ServerState
 from llm_tuner.services.watch import WatchedServer
 
 pytestmark = pytest.mark.server
@@ -106,7 +108,8 @@ def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers,
         assert rec.predicted_n == r.json()["timings"]["predicted_n"]
         with pytest.raises(WorkerError, match="busy"):  # one client at a time: this llama-server holds them
             worker_devices([started[0].endpoint], timeout_s=2)
-        segs = live_segments({}, breakdown=None, buffers=watched.session.buffers, devices=watched.session.devices)
+        segs = live_segments({}, breakdown=None, buffers=watched.session.memory.buffers,
+                              devices=watched.session.memory.devices)
         names = [s.device for s in segs]
         assert names == [f"RPC0 ({started[0].endpoint})", f"RPC1 ({started[1].endpoint})"]
         assert all(s.weights_mib > 10 and s.kv_mib > 0 and s.compute_mib > 0 for s in segs)
@@ -214,7 +217,7 @@ def test_estimate_plans_the_workers_memory_and_checks_each_rpc_device(workers, d
 def test_workers_devices_lists_the_live_worker_and_names_the_dead_one(workers, capsys):
     """One worker down (a closed port) does not hide the other's devices: it is named with why (exit 1)."""
     from llm_tuner.cli import main
-    from llm_tuner.services.server import free_port
+    from llm_tuner.services.launch import free_port
 
     _pool, started = workers
     live, dead = started[0].endpoint, f"127.0.0.1:{free_port()}"

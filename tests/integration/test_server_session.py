@@ -15,14 +15,10 @@ import httpx
 import psutil
 import pytest
 
-from llm_tuner.services.server import (
-    AttachedSession,
-    RequestFinished,
-    ServerSession,
-    ServerState,
-    StateChanged,
-    plan_launch,
-)
+from llm_tuner.services.attach import AttachedSession
+from llm_tuner.services.launch import plan_launch
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged
 from llm_tuner.services.watch import WatchedServer
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.sessions import SessionRepository
@@ -223,7 +219,8 @@ def test_the_server_dies_with_the_app_even_on_kill_9(server_binary):
     # and is then killed with SIGKILL: the parent-death signal must take the server with it.
     code = textwrap.dedent(f"""
         import sys, time
-        from llm_tuner.services.server import ServerProcess, free_port
+        from llm_tuner.services.launch import free_port
+        from llm_tuner.services.server import ServerProcess
         p = ServerProcess([{str(server_binary)!r}, "--port", str(free_port())])
         p.start()
         print(p.pid, flush=True)
@@ -345,7 +342,8 @@ def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_bi
     """Issue 22 item 10: without --metrics the generated count was the last poll's while the request ran (9 or 11
     reported for 16); the idle slot still holds the finished task, which gives the count."""
     from llm_tuner.services.client import LlamaClient
-    from llm_tuner.services.server import ServerProcess, free_port
+    from llm_tuner.services.launch import free_port
+    from llm_tuner.services.server import ServerProcess
 
     port = free_port()
     proc = ServerProcess([str(server_binary), "-m", str(demo_model), "--host", "127.0.0.1", "--port", str(port),

@@ -102,7 +102,7 @@ def _cli(*args, **kw):
 
 
 def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
 
     base = ["-m", str(demo_model), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2")]
     proc = _cli("tune", "--json-lines", "--prompt-tokens", "16", "--gen-tokens", "8", "--warmup", "0",

@@ -22,7 +22,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec
 from llm_tuner.core.tune import Knob, Objective, TuneSpec
 from llm_tuner.services.bench import BenchRunner, ServerTarget
-from llm_tuner.services.paths import database_path
+from llm_tuner.services.settings_store import database_path
 from llm_tuner.store.base import process_started_unix
 from llm_tuner.store.db import open_engine, session_scope
 from llm_tuner.store.runs import BenchGroupRow, BenchRunRow, RunRepository

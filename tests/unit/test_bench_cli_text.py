@@ -10,7 +10,7 @@ from llm_tuner.core.bench_spec import BenchRun, Repetition
 
 
 def _store_runs(count: int = 2, model: str = "/m/x.gguf") -> list[int]:
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.runs import RunRepository
 

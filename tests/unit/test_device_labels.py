@@ -145,7 +145,7 @@ class _OneNvmlGpu(ScriptedNvml):
 def test_a_watched_server_names_its_gpu_samples_from_the_apps_inventory(monkeypatch):
     # The Live panel's bridge and `llm-tuner run` build WatchedServer without GPU readers: the default
     # readers take their names from the latest inventory (the app probes it at start).
-    from llm_tuner.services.server import AttachedSession
+    from llm_tuner.services.attach import AttachedSession
     from llm_tuner.services.telemetry import nvml
     from llm_tuner.services.watch import WatchedServer
 

@@ -53,7 +53,7 @@ def _store(repo, label, gen, devices):
 
 
 def test_runs_compare_writes_a_report_with_medians_and_hardware(capsys, tmp_path):
-    from llm_tuner.services.paths import database_path
+    from llm_tuner.services.settings_store import database_path
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.runs import RunRepository
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from llm_tuner.core.settings import Settings
-from llm_tuner.services.paths import database_path
-from llm_tuner.services.settings_store import save_settings
+from llm_tuner.services.settings_store import database_path, save_settings
 
 
 def test_database_path_follows_the_settings_data_folder(tmp_path, monkeypatch):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from llm_tuner.core.cmdline import parse_help
-from llm_tuner.services.server import plan_launch
+from llm_tuner.services.launch import plan_launch
 
 HELP = (Path(__file__).parents[1] / "data" / "binary" / "llama-server-help.txt").read_text()
 

@@ -222,7 +222,8 @@ def test_device_plots_name_one_card_with_all_its_names(qtbot):
 def test_a_launched_servers_log_teaches_the_inventory_its_cards(tmp_path, monkeypatch):
     # The Live launch path: ServerSession reads each log line through the one parser and keeps the addresses
     # for its binary, so the next inventory knows Vulkan0 is CUDA0's card without a learning run.
-    from llm_tuner.services.server import ServerSession, plan_launch
+    from llm_tuner.services.launch import plan_launch
+    from llm_tuner.services.server import ServerSession
 
     monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path / "data"))
     binary = tmp_path / "llama-server"
@@ -267,7 +268,7 @@ exec sleep 30
     binary.chmod(0o755)
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
-    (card,) = device_ids.inventory_for(binary, learn_with=model).devices
+    (card,) = inventory.inventory_for(binary, learn_with=model).devices
     assert card.llama_names == ("CUDA0", "Vulkan0") and card.guessed_names == () and card.pool == PCI
-    assert device_ids.inventory_for(binary, learn_with=model).devices == (card,)
+    assert inventory.inventory_for(binary, learn_with=model).devices == (card,)
     assert loads.read_text().count("load") == 1  # the second inventory came from the cache

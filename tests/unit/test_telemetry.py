@@ -233,8 +233,9 @@ def test_slot_watcher_infers_a_finished_request_from_slots_and_metric_deltas():
 def test_attach_reports_ready_only_after_the_first_slots_and_metrics_poll():
     """A client that sends a request the moment it sees "ready" must find the counters' baseline taken,
     or its record gets no /metrics deltas (a flake seen in CI: predicted_n 0 instead of 8)."""
+    from llm_tuner.services.attach import AttachedSession
     from llm_tuner.services.client import Health
-    from llm_tuner.services.server import AttachedSession, ServerState, StateChanged
+    from llm_tuner.services.supervised import ServerState, StateChanged
 
     calls: list[str] = []
 

@@ -33,8 +33,9 @@ from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, Telemetr
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.client import LlamaClient, ServerError
+from llm_tuner.services.launch import free_port
 from llm_tuner.services.rpc import run_devices
-from llm_tuner.services.server import ServerProcess, free_port
+from llm_tuner.services.server import ServerProcess
 from llm_tuner.store.db import StorageFullError
 from llm_tuner.store.runs import RunDeleted, RunRepository
 

@@ -4,17 +4,31 @@ Telemetry samples, benchmark peaks and the memory plan use one name per GPU: lla
 when a binary's `--list-devices` maps it to the card, else the vendor library's (`nvidia:0`).
 `sample_labels(inventory)` gives that mapping; `gpu_labels()` finds it for a sampler: from the app's
 latest detection when there is one, else by listing the devices of a llama-server binary.
+`inventory_for(binary)` is the inventory with a binary's PCI addresses (services.device_ids keeps them; a card
+under two backends is learned here once, with a model load).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from pathlib import Path
 
-from llm_tuner.core.devices import DeviceInventory, GpuInfo, LlamaDevice, map_llama_devices, with_pci_ids
+from llm_tuner.core import flags
+from llm_tuner.core.devices import (
+    DeviceInventory,
+    GpuInfo,
+    LlamaDevice,
+    map_llama_devices,
+    pci_ids_from_log,
+    with_pci_ids,
+)
+from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.telemetry.amd import amd_gpus
 from llm_tuner.services.telemetry.host import host_info
 from llm_tuner.services.telemetry.nvml import nvidia_gpus
+
+log = logging.getLogger(__name__)
 
 _latest_lock = threading.Lock()
 _latest: DeviceInventory | None = None
@@ -87,8 +101,6 @@ def gpu_labels(binary: str | Path | None = None) -> dict[str, str]:
     inv = latest_inventory()
     if inv is not None:
         return sample_labels(inv)
-    from llm_tuner.services import binaries  # noqa: PLC0415
-
     if binary is None:
         loc = binaries.locate(binaries.SERVER)
         if loc is None:
@@ -102,13 +114,35 @@ def gpu_labels(binary: str | Path | None = None) -> dict[str, str]:
     gpus = nvidia_gpus()[0] + amd_gpus()[0]
     labels: dict[str, str] = {}
     if gpus:
-        from llm_tuner.services.device_ids import cached_ids  # noqa: PLC0415
-
         try:
-            devices = with_pci_ids(binaries.list_devices(Path(binary)), cached_ids(binary))
+            devices = with_pci_ids(binaries.list_devices(Path(binary)), device_ids.cached_ids(binary))
         except Exception:  # noqa: BLE001 - an unusable binary: keep the vendor names
             devices = []
         labels = sample_labels(DeviceInventory(devices=tuple(map_llama_devices(gpus, devices))))
     with _latest_lock:
         _labels_by_binary[key] = labels
     return dict(labels)
+
+
+def learn(binary: str | Path, model: str | Path, *, timeout: float = 120.0) -> dict[str, str]:
+    """Load `model` once with `binary` (no layers on a GPU, a small context) to read the devices' addresses;
+    they are kept (see remember_from_log). A short run of llama-server: call it off the GUI thread."""
+    argv = [*flags.argv_for("model", str(model)), *flags.argv_for("gpu_layers", "0"),
+            *flags.argv_for("ctx_size", "256"), *flags.argv_for("parallel", "1")]
+    run = binaries.measure_server_memory(Path(binary), argv, timeout=timeout)
+    return pci_ids_from_log(run.log)
+
+
+def inventory_for(binary: str | Path, *, learn_with: str | Path | None = None,
+                  devices: list[LlamaDevice] | None = None) -> DeviceInventory:
+    """The device inventory with `binary`'s llama.cpp names and their PCI addresses (cached, or learned once
+    with the model `learn_with` when a card is listed under two backends). `devices`: its --list-devices when
+    already read. Never raises for a failed learning run: the mapping then falls back to name + memory."""
+    llama = list(devices) if devices is not None else binaries.list_devices(Path(binary))
+    llama = with_pci_ids(llama, device_ids.cached_ids(binary))
+    if learn_with is not None and device_ids.needs_learning(llama, len(nvidia_gpus()[0]) + len(amd_gpus()[0])):
+        try:
+            llama = with_pci_ids(llama, learn(binary, learn_with))
+        except Exception as exc:  # noqa: BLE001 - a guess by name and memory is the fallback
+            log.info("could not learn the devices' PCI addresses with %s: %s", learn_with, exc)
+    return detect_inventory(llama)

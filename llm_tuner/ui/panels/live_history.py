@@ -7,7 +7,7 @@ import time
 
 from PySide6.QtWidgets import QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
-from llm_tuner.services.server import signal_name
+from llm_tuner.services.process import signal_name
 
 
 class HistoryTable(QTableWidget):

@@ -35,9 +35,8 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.logparse import LogLine
-from llm_tuner.services.server import RECENT_RECORDS
 from llm_tuner.services.telemetry.breakdown import live_segments
-from llm_tuner.state.live import LiveFleet, ServerSlot, StartFacts
+from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFacts
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_requests import RequestsView
@@ -234,6 +233,7 @@ class LivePanel(QWidget):
         bridge.log_lines_received.connect(partial(self._on_bridge_log_lines_received, slot))
         bridge.request_finished.connect(partial(self._on_bridge_request_finished, slot))
         bridge.sampler_failed.connect(partial(self._on_bridge_sampler_failed, slot))
+        bridge.memory_changed.connect(partial(self._on_bridge_memory_changed, slot))
         self._bridges[slot] = bridge
         self.server_combo.blockSignals(True)
         self.server_combo.addItem(slot.title())
@@ -448,14 +448,18 @@ class LivePanel(QWidget):
         elif current == 1:
             self.throughput.refresh()
 
+    def _on_bridge_memory_changed(self, slot: ServerSlot, _snapshot) -> None:
+        if slot is self.slot:
+            self._memory_refreshed = 0.0  # the bars take it at the next redraw
+
     def _refresh_memory_bars(self, tel) -> None:
-        session = self.bridge.session
-        if session is None:
+        if self.bridge.session is None:
             return
+        memory = self.bridge.memory  # the server's own memory lines, as its latest snapshot brought them
         latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}
         self.memory_bars.set_segments(live_segments(
-            latest, breakdown=getattr(session, "memory", None), buffers=getattr(session, "buffers", None),
-            inventory=self.ctx.state.inventory, devices=getattr(session, "devices", ())))
+            latest, breakdown=memory.breakdown, buffers=memory.buffers, inventory=self.ctx.state.inventory,
+            devices=memory.devices))
 
     def _load_history(self) -> None:
         if self.repo is None:
