@@ -104,7 +104,7 @@ def _split_names_and_value(head: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(names), (" ".join(value_parts) or None)
 
 
-_FLAG_TOKEN = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
+_FLAG_TOKEN = re.compile(r"^--?[A-Za-z][A-Za-z0-9_.-]*$")  # '.': --fim-qwen-1.5b-default
 _GAP = re.compile(r"(?<![,\s])\s{2,}")  # the gap before help text: 2+ spaces not after a comma
 
 
