@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import profile as prof
-from llm_tuner.core.cmdline import FieldFlag, FlagCatalog, field_tokens, parse_field_value
+from llm_tuner.core.cmdline import FieldFlag, FlagCatalog, field_tokens, help_tooltip, parse_field_value
 from llm_tuner.core.profile import LaunchProfile
 
 _CHOICES = {
@@ -129,10 +129,7 @@ def _tooltip(ff: FieldFlag, catalog: FlagCatalog | None) -> str:
     names = ", ".join([*ff.names, *ff.neg])
     if spec is None:
         return f"{names}\n(not listed by this llama-server's --help)"
-    lines = [", ".join(spec.names) + (f" {spec.value}" if spec.value else ""), "", spec.help]
-    if spec.env:
-        lines.append(f"env: {spec.env}")
-    return "\n".join(lines)
+    return help_tooltip(spec)
 
 
 class ProgramRow(QWidget):
