@@ -136,8 +136,10 @@ def test_writing_keeps_the_users_spelling_and_place_and_the_last_value_counts():
 def test_a_forks_help_gets_its_own_fields():
     """A flag only a fork's --help lists is a generated field there; the same flag is unlisted for upstream."""
     fork = parse_help("----- common params -----\n\n--mtp-draft N                 MTP draft tokens (default: 3)\n"
-                      "--fast-mode, --no-fast-mode   whether to go fast (default: enabled)\n")
+                      "--fast-mode, --no-fast-mode   whether to go fast (default: enabled)\n"
+                      "--no-checks                   skip the checks\n")
     gen = _by_flag(fork)
     assert gen["--mtp-draft"].kind == "number" and gen["--mtp-draft"].integer and gen["--fast-mode"].kind == "toggle"
+    assert gen["--no-checks"].kind == "switch" and write_value((), gen["--no-checks"], "on", fork) == ("--no-checks",)
     assert write_value((), gen["--mtp-draft"], "4", fork) == ("--mtp-draft", "4")
     assert unlisted_flags(("--mtp-draft", "4"), default_catalog()) == ["--mtp-draft 4"]

@@ -158,7 +158,8 @@ def _is_integer(spec: FlagSpec) -> bool:
 def _generated(spec: FlagSpec) -> GeneratedField:
     value = spec.value
     if value is None:
-        return GeneratedField(spec=spec, kind="toggle" if _negative_spelling(spec) else "switch")
+        both = _negative_spelling(spec) is not None and any(not _is_negative(n) for n in spec.names)
+        return GeneratedField(spec=spec, kind="toggle" if both else "switch")  # a lone --no-x is a switch
     if any(flags.is_secret_flag(n) for n in spec.names):
         return GeneratedField(spec=spec, kind="secret")
     if _RANGE.match(value):
