@@ -5,7 +5,8 @@ The fields are views of the profile's Extra arguments (where such flags live ver
 flag there (core.cmdline.write_value) and the panel reads the arguments back as if typed, so a pasted command
 line keeps its order and spellings. The section is collapsed at first and its ~170 fields are built the
 first time it is opened (and again when another binary's `--help` is read), not with the window, and in
-slices between which the window answers (about 0.2-0.4 s in all on two busy cores; `build_ms`).
+slices between which the window answers (0.1-0.5 s in all on two busy cores, the longest pause ~50-110 ms:
+benchmarks/all_flags_build.py).
 """
 
 from __future__ import annotations
@@ -263,7 +264,6 @@ class AllFlagsSection(QWidget):
         if title not in self._forms:
             box = QGroupBox(title.replace("&", "&&"))
             form = QFormLayout(box)
-            form.setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
             box.hide()  # shown when its last row is in: one layout per group, not one per slice
             self._groups_layout.addWidget(box)
             self._forms[title] = (box, form)
