@@ -72,7 +72,8 @@ def main() -> int:
         panel.close()
         panel.deleteLater()
         app.processEvents()
-    lines = [f"# {time.strftime('%Y-%m-%d %H:%M')} {platform.node()} {os.cpu_count()} cores, "
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")  # shared machines: say how busy
+    lines = [f"# {time.strftime('%Y-%m-%d %H:%M')} {platform.node()} {os.cpu_count()} cores (load {load:.1f}), "
              f"{os.environ['QT_QPA_PLATFORM']}, {args.runs} runs, {rows[0][3]} generated fields",
              "build_ms  longest_slice_ms  longest_gap_ms"]
     lines += [f"{b:8.0f}  {s:16.0f}  {g:14.0f}" for b, s, g, _n in rows]

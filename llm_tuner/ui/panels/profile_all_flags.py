@@ -11,6 +11,7 @@ benchmarks/all_flags_build.py).
 
 from __future__ import annotations
 
+import html
 import time
 from collections.abc import Sequence
 
@@ -43,6 +44,22 @@ from llm_tuner.ui.wheel_guard import guard_wheel
 
 _DEFAULT = "(default)"
 _SLICE_MS = 25  # the longest one slice of the build may keep the window from answering
+
+
+class _Row:
+    """One listed flag: its group, the widgets of its row, and the text the search looks in."""
+
+    def __init__(self, box: QGroupBox, flag: str, words: list[str], where: tuple[QFormLayout, int] | QWidget) -> None:
+        self.box, self.flag, self._where = box, flag, where  # a form's row, or a widget of its own
+        self.haystack = " ".join(words).lower()
+        self.visible = True
+
+    def set_visible(self, visible: bool) -> None:
+        self.visible = visible
+        if isinstance(self._where, QWidget):
+            self._where.setVisible(visible)
+        else:
+            self._where[0].setRowVisible(self._where[1], visible)
 
 
 def _group_of(entry: GeneratedField | TextOnly) -> str:
@@ -146,7 +163,7 @@ class AllFlagsSection(QWidget):
         self._args: tuple[str, ...] = ()
         self._built_for: FlagCatalog | None = None
         self.editors: dict[str, _GeneratedEditor] = {}  # by the flag's written spelling
-        self._rows: list[tuple[QGroupBox, QFormLayout, int, str]] = []  # group, form, row, text searched
+        self._rows: list[_Row] = []
         self.build_ms: float | None = None  # how long the last build of the fields took, start to end
         self.build_slice_ms = 0.0  # its longest slice: the longest the window did not answer
         self._pending: list[GeneratedField | TextOnly] = []
@@ -224,11 +241,11 @@ class AllFlagsSection(QWidget):
             self.toggle_button.setText("All flags")
             return
         sorted_flags = classify(self._catalog)
-        self.toggle_button.setText(
-            f"All flags: {len(sorted_flags.generated)} more from this llama-server's --help"
-            + (f", {len(sorted_flags.text_only)} as text only" if sorted_flags.text_only else ""))
-        self.toggle_button.setToolTip("Every flag without a field above, grouped as llama-server's --help groups "
-                                      "them; what you set here is written in Extra arguments")
+        self.toggle_button.setText(  # short: the editor column is narrow on a 1366 px screen
+            f"All flags: {len(sorted_flags.generated)} more"
+            + (f", {len(sorted_flags.text_only)} text only" if sorted_flags.text_only else ""))
+        self.toggle_button.setToolTip("Every flag of this llama-server's --help without a field above, grouped as "
+                                      "--help groups them; what you set here is written in Extra arguments")
 
     def _on_toggle_toggled(self, opened: bool) -> None:
         self.toggle_button.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
@@ -254,16 +271,16 @@ class AllFlagsSection(QWidget):
         old.deleteLater()
         self.editors.clear()
         self._rows.clear()
-        self._forms: dict[str, tuple[QGroupBox, QFormLayout]] = {}
+        self._forms: dict[str, tuple[QGroupBox, QFormLayout | QVBoxLayout]] = {}
         sorted_flags = classify(catalog)
         self._pending = [*sorted_flags.generated, *sorted_flags.text_only]
         self.building_label.show()
         self._build_timer.start()
 
-    def _form_for(self, title: str) -> tuple[QGroupBox, QFormLayout]:
+    def _form_for(self, title: str, *, text_only: bool = False) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
         if title not in self._forms:
             box = QGroupBox(title.replace("&", "&&"))
-            form = QFormLayout(box)
+            form = QVBoxLayout(box) if text_only else QFormLayout(box)  # a form row clips a wrapped reason
             box.hide()  # shown when its last row is in: one layout per group, not one per slice
             self._groups_layout.addWidget(box)
             self._forms[title] = (box, form)
@@ -298,17 +315,15 @@ class AllFlagsSection(QWidget):
             label.setToolTip(ed.help_tip)
             label.setBuddy(ed.widget)
             form.addRow(label, ed.row)
-            self._rows.append((box, form, form.rowCount() - 1, " ".join([*entry.spec.names, entry.spec.help]).lower()))
+            self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help], (form, form.rowCount() - 1)))
             return box
         spec = entry.spec
-        box, form = self._form_for(_group_of(entry))
-        name = QLabel(", ".join(spec.names))
-        why = QLabel(entry.reason)
-        why.setWordWrap(True)
-        for w in (name, why):
-            w.setToolTip(help_tooltip(spec))
-        form.addRow(name, why)
-        self._rows.append((box, form, form.rowCount() - 1, " ".join([*spec.names, spec.help, entry.reason]).lower()))
+        box, layout = self._form_for(_group_of(entry), text_only=True)
+        line = QLabel(f"<b>{html.escape(', '.join(spec.names))}</b>: {html.escape(entry.reason)}")
+        line.setWordWrap(True)
+        line.setToolTip(help_tooltip(spec))
+        layout.addWidget(line)
+        self._rows.append(_Row(box, spec.canonical, [*spec.names, spec.help, entry.reason], line))
         return box
 
     # -- editing and search ----------------------------------------------------------------------------
@@ -325,10 +340,14 @@ class AllFlagsSection(QWidget):
     def _on_search_changed(self, text: str) -> None:
         words = text.lower().split()
         shown: dict[QGroupBox, bool] = {}
-        for box, form, row, haystack in self._rows:
-            hit = all(w in haystack for w in words)
-            form.setRowVisible(row, hit)
-            shown[box] = shown.get(box, False) or hit
+        for row in self._rows:
+            hit = all(w in row.haystack for w in words)
+            row.set_visible(hit)
+            shown[row.box] = shown.get(row.box, False) or hit
         for box, any_hit in shown.items():
             box.setVisible(any_hit)
         self.no_match_label.setVisible(bool(self._rows) and not any(shown.values()))
+
+    def shown_flags(self) -> list[str]:
+        """The flags the search leaves listed, in order (the written spelling of each)."""
+        return [row.flag for row in self._rows if row.visible]
