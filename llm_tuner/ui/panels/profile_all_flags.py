@@ -44,6 +44,7 @@ from llm_tuner.ui.wheel_guard import guard_wheel
 
 _DEFAULT = "(default)"
 _SLICE_MS = 25  # the longest one slice of the build may keep the window from answering
+_CHUNK_ROWS = 20  # rows laid out and styled at once, when their chunk is shown
 
 
 class _Row:
@@ -55,6 +56,8 @@ class _Row:
         self.visible = True
 
     def set_visible(self, visible: bool) -> None:
+        if visible == self.visible:
+            return  # a row shown again costs a layout pass; most rows stay as they are
         self.visible = visible
         if isinstance(self._where, QWidget):
             self._where.setVisible(visible)
@@ -136,6 +139,8 @@ class _GeneratedEditor:
         self.mark_invalid(None)
 
     def mark_invalid(self, message: str | None) -> None:
+        if message == self.invalid:
+            return  # a style sheet set again re-styles the widget: 170 of them are felt
         self.invalid = message
         self.widget.setStyleSheet("border: 1px solid #c62828;" if message else "")
         self.widget.setToolTip(f"{message}\n\n{self.help_tip}" if message else self.help_tip)
@@ -271,28 +276,54 @@ class AllFlagsSection(QWidget):
         old.deleteLater()
         self.editors.clear()
         self._rows.clear()
-        self._forms: dict[str, tuple[QGroupBox, QFormLayout | QVBoxLayout]] = {}
+        self._groups: dict[str, QGroupBox] = {}
+        self._chunk: tuple[QWidget, QFormLayout | QVBoxLayout] | None = None
         sorted_flags = classify(catalog)
         self._pending = [*sorted_flags.generated, *sorted_flags.text_only]
+        longest = max((gf.flag for gf in sorted_flags.generated), key=len, default="")
+        self._label_width = self.fontMetrics().horizontalAdvance(longest + "  ")  # chunks' columns line up
         self.building_label.show()
         self._build_timer.start()
 
-    def _form_for(self, title: str, *, text_only: bool = False) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
-        if title not in self._forms:
-            box = QGroupBox(title.replace("&", "&&"))
-            form = QVBoxLayout(box) if text_only else QFormLayout(box)  # a form row clips a wrapped reason
-            box.hide()  # shown when its last row is in: one layout per group, not one per slice
+    def _layout_for(self, entry: GeneratedField | TextOnly) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
+        """The chunk of rows `entry` goes in: a group per `--help` section, split in chunks of `_CHUNK_ROWS`
+        rows, each shown once full (showing a widget lays out and styles all it holds, at once)."""
+        title = _group_of(entry)
+        box = self._groups.get(title)
+        if box is None:
+            self._show_chunk()
+            box = self._groups[title] = QGroupBox(title.replace("&", "&&"))
+            QVBoxLayout(box).setSpacing(0)
+            box.hide()
             self._groups_layout.addWidget(box)
-            self._forms[title] = (box, form)
-        return self._forms[title]
+        if self._chunk is None:
+            chunk = QWidget()
+            layout: QFormLayout | QVBoxLayout = QVBoxLayout(chunk) if isinstance(entry, TextOnly) else QFormLayout(chunk)
+            layout.setContentsMargins(0, 0, 0, 0)  # a wrapped reason in a form row is clipped: text-only is a list
+            chunk.hide()
+            box.layout().addWidget(chunk)
+            self._chunk = (chunk, layout)
+        return box, self._chunk[1]
+
+    def _show_chunk(self) -> bool:
+        """Show the chunk being filled (and its group); False when there was none."""
+        if self._chunk is None:
+            return False
+        chunk, _layout = self._chunk
+        chunk.show()
+        chunk.parentWidget().show()
+        self._chunk = None
+        return True
 
     def _build_step(self) -> None:
         start = time.perf_counter()
         while self._pending and (time.perf_counter() - start) * 1000 < _SLICE_MS:
             entry = self._pending.pop(0)
-            box = self._add_row(entry)
-            if not self._pending or _group_of(self._pending[0]) != _group_of(entry):
-                box.show()
+            self._add_row(entry)
+            full = self._chunk is not None and self._chunk[1].count() >= _CHUNK_ROWS * (
+                1 if isinstance(entry, TextOnly) else 2)
+            if full or not self._pending or _group_of(self._pending[0]) != _group_of(entry):
+                self._show_chunk()
                 break  # its layout is this slice's work
         self.build_slice_ms = max(self.build_slice_ms, (time.perf_counter() - start) * 1000)
         if self._pending:
@@ -305,26 +336,26 @@ class AllFlagsSection(QWidget):
         self.build_ms = (time.perf_counter() - self._build_started) * 1000
         self.built.emit()
 
-    def _add_row(self, entry: GeneratedField | TextOnly) -> QGroupBox:
+    def _add_row(self, entry: GeneratedField | TextOnly) -> None:
+        box, layout = self._layout_for(entry)
         if isinstance(entry, GeneratedField):
             ed = _GeneratedEditor(entry)
             ed.connect(lambda *_a, e=ed: self._on_editor_edited(e))
             self.editors[entry.flag] = ed
-            box, form = self._form_for(_group_of(entry))
             label = QLabel(entry.flag)
+            label.setMinimumWidth(self._label_width)
             label.setToolTip(ed.help_tip)
             label.setBuddy(ed.widget)
-            form.addRow(label, ed.row)
-            self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help], (form, form.rowCount() - 1)))
-            return box
+            assert isinstance(layout, QFormLayout)
+            layout.addRow(label, ed.row)
+            self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help], (layout, layout.rowCount() - 1)))
+            return
         spec = entry.spec
-        box, layout = self._form_for(_group_of(entry), text_only=True)
         line = QLabel(f"<b>{html.escape(', '.join(spec.names))}</b>: {html.escape(entry.reason)}")
         line.setWordWrap(True)
         line.setToolTip(help_tooltip(spec))
         layout.addWidget(line)
         self._rows.append(_Row(box, spec.canonical, [*spec.names, spec.help, entry.reason], line))
-        return box
 
     # -- editing and search ----------------------------------------------------------------------------
     def _on_editor_edited(self, ed: _GeneratedEditor) -> None:
@@ -345,7 +376,8 @@ class AllFlagsSection(QWidget):
             row.set_visible(hit)
             shown[row.box] = shown.get(row.box, False) or hit
         for box, any_hit in shown.items():
-            box.setVisible(any_hit)
+            if box.isHidden() == any_hit:
+                box.setVisible(any_hit)
         self.no_match_label.setVisible(bool(self._rows) and not any(shown.values()))
 
     def shown_flags(self) -> list[str]:
