@@ -4,15 +4,16 @@ edited with real widgets; each edit shows in the command line, and a pasted comm
 from __future__ import annotations
 
 import shlex
+from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
 from PySide6.QtWidgets import QStyle
 
-from llm_tuner.core.cmdline import import_command
+from llm_tuner.core.cmdline import FlagCatalog, import_command, parse_help
 from llm_tuner.core.settings import Settings
 from llm_tuner.qt.context import AppContext
-from llm_tuner.services.binaries import default_catalog
+from llm_tuner.services.binaries import SERVER, BinaryInfo, default_catalog
 from llm_tuner.store.db import open_engine
 from llm_tuner.ui.panels.profile_panel import ProfilePanel
 
@@ -134,3 +135,23 @@ def test_search_narrows_the_list_to_matching_flags(panel, qtbot):
     assert section.shown_flags() == ["--control-vector-layer-range"]
     section.search_edit.clear()
     assert len(section.shown_flags()) == 164 + 14
+
+
+def test_a_forks_help_read_later_gives_its_flags_fields(panel, qtbot):
+    """The chosen binary's --help is read after the window opens: the open section is rebuilt from it, and the
+    fork's own flag, kept as text until then, gets a field."""
+    panel.set_profile(import_command(PASTED, default_catalog()).profile)
+    open_all_flags(panel, qtbot)
+    assert "--mtp-draft" not in panel.all_flags.editors
+    fork_help = FlagCatalog(flags=(*default_catalog().flags,
+                                   *parse_help("--mtp-draft N    MTP draft tokens (default: 3)\n").flags))
+    info = BinaryInfo(kind=SERVER, path=Path("/opt/fork/llama-server"), source="settings", catalog=fork_help)
+    with qtbot.waitSignal(panel.all_flags.built, timeout=20000):
+        panel.ctx.state.set_binaries({SERVER: info})
+    mtp = panel.all_flags.editors["--mtp-draft"]
+    assert mtp.widget.text() == "3" and mtp.gf.kind == "number"
+    assert "--mtp-draft" not in panel.all_flags.unlisted_label.text()
+    assert "-tbq 4" in panel.all_flags.unlisted_label.text()  # still no flag of this build
+    mtp.widget.selectAll()
+    qtbot.keyClicks(mtp.widget, "5")
+    assert words(panel)[-2:] == ["--mtp-draft", "5"] and "-tbq" in words(panel)
