@@ -33,7 +33,6 @@ _NUMBER_WORDS = frozenset({"N", "P", "L", "SEED", "INDEX", "PORT", "SECONDS", "S
 _PATH_WORDS = frozenset({"FNAME", "FILE", "PATH", "JINJA_TEMPLATE_FILE"})
 _LEADING_NUMBER = re.compile(r"\s*([+-]?\d+(?:\.\d+)?)(?![\w.])")
 _PRINTS = re.compile(r"^(print|show)\b", re.I)  # --help, --version, --list-devices, --cache-list, ...
-_REMOVED = re.compile(r"the argument has been removed", re.I)
 
 
 class GeneratedField(BaseModel):
@@ -128,12 +127,6 @@ def _repeats(spec: FlagSpec) -> bool:
     return False
 
 
-def _value_count(spec: FlagSpec) -> int:
-    if spec.value is None:
-        return 0
-    return 2 if re.fullmatch(r"[A-Z_]+ [A-Z_]+", spec.value) else 1
-
-
 def _choices(spec: FlagSpec) -> tuple[str, ...]:
     value = spec.value or ""
     m = _CHOICE_BRACES.match(value)
@@ -178,11 +171,11 @@ def _generated(spec: FlagSpec) -> GeneratedField:
 
 
 def _text_only_reason(spec: FlagSpec) -> str | None:
-    if _REMOVED.search(spec.help):
-        return "removed from llama-server: " + spec.help
+    if spec.removed is not None:
+        return f"removed from llama-server: use {spec.removed}"
     if _PRINTS.match(spec.help):
         return "prints information and exits instead of serving: run it in a terminal"
-    if _value_count(spec) == 2:
+    if spec.arity == 2:
         return f"takes two values ({spec.value}): write it in Extra arguments"
     if _repeats(spec):
         return "each use adds one more value (give it several times): write it in Extra arguments"
@@ -221,7 +214,7 @@ def _spans(args: Sequence[str], catalog: FlagCatalog) -> list[tuple[int, int, Fl
             continue
         spec = catalog.lookup(tok)
         if spec is not None:
-            n = _value_count(spec)
+            n = spec.arity
         else:
             n = 1 if i + 1 < len(args) and flags.looks_like_value(args[i + 1]) else 0
         end = min(len(args), i + 1 + n)

@@ -40,6 +40,7 @@ from llm_tuner.core.cmdline import (
     unlisted_flags,
     write_value,
 )
+from llm_tuner.ui.panels.profile_fields import connect_edited
 from llm_tuner.ui.wheel_guard import guard_wheel
 
 _DEFAULT = "(default)"
@@ -108,13 +109,7 @@ class _GeneratedEditor:
             h.addWidget(browse)
 
     def connect(self, slot) -> None:
-        w = self.widget
-        if isinstance(w, QCheckBox):
-            w.toggled.connect(slot)
-        elif isinstance(w, QComboBox):
-            w.currentTextChanged.connect(slot)
-        else:
-            w.textEdited.connect(slot)
+        connect_edited(self.widget, slot)
 
     def text(self) -> str | None:
         """The value to write: None for the default (the flag left out)."""

@@ -31,6 +31,19 @@ _CHOICES = {
 _DEFAULT = "(default)"
 
 
+def connect_edited(w: QWidget, slot) -> None:
+    """Call `slot` when the user changes a field's value (a line edit's own edits only: text set by code is
+    not an edit)."""
+    if isinstance(w, QCheckBox):
+        w.toggled.connect(slot)
+    elif isinstance(w, QComboBox):
+        w.currentTextChanged.connect(slot)
+    elif isinstance(w, QPlainTextEdit):
+        w.textChanged.connect(slot)
+    else:
+        w.textEdited.connect(slot)
+
+
 class _FieldEditor:
     """One widget bound to one profile field: reads a value (raising ValueError) and shows one."""
 
@@ -59,15 +72,7 @@ class _FieldEditor:
         self.widget.setObjectName(f"field_{ff.field}")
 
     def connect(self, slot) -> None:
-        w = self.widget
-        if isinstance(w, QCheckBox):
-            w.toggled.connect(slot)
-        elif isinstance(w, QComboBox):
-            w.currentTextChanged.connect(slot)
-        elif isinstance(w, QPlainTextEdit):
-            w.textChanged.connect(slot)
-        else:
-            w.textEdited.connect(slot)
+        connect_edited(self.widget, slot)
 
     def text(self) -> str:
         w = self.widget
