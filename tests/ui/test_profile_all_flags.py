@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from PySide6.QtCore import QPoint, Qt
-from PySide6.QtWidgets import QStyle
+from PySide6.QtWidgets import QLabel, QStyle
 
 from llm_tuner.core.cmdline import FlagCatalog, import_command, parse_help
 from llm_tuner.core.settings import Settings
@@ -133,8 +133,22 @@ def test_search_narrows_the_list_to_matching_flags(panel, qtbot):
     assert section.no_match_label.isVisible() and section.shown_flags() == []
     section.search_edit.setText("two values")  # a text-only entry is found by its reason
     assert section.shown_flags() == ["--control-vector-layer-range"]
+    section.search_edit.setText("ctx-size")  # a flag with a hand-made field is found, with a way to it
+    shown = section.shown_flags()
+    assert "--ctx-size" in shown and "--override-tensor" not in shown
     section.search_edit.clear()
-    assert len(section.shown_flags()) == 164 + 14
+    assert len(section.shown_flags()) == 164 + 14  # those with a field above are listed only in a search
+
+
+def test_a_flag_with_a_hand_made_field_leads_to_it(panel, qtbot):
+    section = panel.all_flags
+    open_all_flags(panel, qtbot)
+    section.search_edit.setText("n-gpu-layers")
+    assert section.shown_flags() == ["--gpu-layers", "--spec-draft-ngl"]  # the draft model's too
+    link = next(w for w in section.findChildren(QLabel) if "href='gpu_layers'" in w.text())
+    assert link.isVisible() and "GPU layers, in GPU offload" in link.text()
+    link.linkActivated.emit("gpu_layers")  # what a click on the link sends
+    assert panel.editors["gpu_layers"].widget.hasFocus()
 
 
 def test_a_forks_help_read_later_gives_its_flags_fields(panel, qtbot):

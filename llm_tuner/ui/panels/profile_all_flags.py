@@ -1,5 +1,6 @@
 """The Profile editor's "All flags" section: a field for every flag of the chosen llama-server's `--help` that has
-no hand-made field, grouped by the help's own sections, with a search box.
+no hand-made field, grouped by the help's own sections, with a search box (which also finds the flags that
+have a hand-made field, with a link to it, and lists the text-only ones with why).
 
 The fields are views of the profile's Extra arguments (where such flags live verbatim): editing one sets its
 flag there (core.cmdline.write_value) and the panel reads the arguments back as if typed, so a pasted command
@@ -31,7 +32,9 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core.cmdline import (
+    FIELD_BY_NAME,
     FlagCatalog,
+    FlagSpec,
     GeneratedField,
     TextOnly,
     classify,
@@ -51,8 +54,10 @@ _CHUNK_ROWS = 20  # rows laid out and styled at once, when their chunk is shown
 class _Row:
     """One listed flag: its group, the widgets of its row, and the text the search looks in."""
 
-    def __init__(self, box: QGroupBox, flag: str, words: list[str], where: tuple[QFormLayout, int] | QWidget) -> None:
+    def __init__(self, box: QGroupBox, flag: str, words: list[str], where: tuple[QFormLayout, int] | QWidget, *,
+                 hand_made: bool = False) -> None:
         self.box, self.flag, self._where = box, flag, where  # a form's row, or a widget of its own
+        self.hand_made = hand_made  # listed only while searching: its field is above
         self.haystack = " ".join(words).lower()
         self.visible = True
 
@@ -66,8 +71,22 @@ class _Row:
             self._where[0].setRowVisible(self._where[1], visible)
 
 
-def _group_of(entry: GeneratedField | TextOnly) -> str:
-    """The group a row is shown in: its `--help` section ('Sampling params'), or the text-only list."""
+_HAND_MADE = "With a field above (click one to go to it)"  # listed only while searching
+
+
+class _HandMade:
+    """A flag of `--help` with a hand-made field: listed so that a search for it finds where it is."""
+
+    def __init__(self, spec: FlagSpec, field: str) -> None:
+        self.spec, self.field = spec, field
+        self.ff = FIELD_BY_NAME[field]
+
+
+def _group_of(entry: GeneratedField | TextOnly | _HandMade) -> str:
+    """The group a row is shown in: its `--help` section ('Sampling params'), the text-only list, or the
+    flags with a field above."""
+    if isinstance(entry, _HandMade):
+        return _HAND_MADE
     if isinstance(entry, TextOnly):
         return "Text only: write these in Extra arguments"
     return entry.section[:1].upper() + entry.section[1:]
@@ -154,6 +173,7 @@ class AllFlagsSection(QWidget):
     """Collapsible: a header button, then a search box and one group of fields per `--help` section."""
 
     built = Signal()  # the fields of the current catalog are all there
+    field_requested = Signal(str)  # a hand-made field's name: the user asked to go to it
     args_edited = Signal(object)  # tuple[str, ...]: the Extra arguments with the edited flag set
     problems_changed = Signal()  # a field's text became (in)valid
 
@@ -274,13 +294,14 @@ class AllFlagsSection(QWidget):
         self._groups: dict[str, QGroupBox] = {}
         self._chunk: tuple[QWidget, QFormLayout | QVBoxLayout] | None = None
         sorted_flags = classify(catalog)
-        self._pending = [*sorted_flags.generated, *sorted_flags.text_only]
+        self._pending = [*sorted_flags.generated, *sorted_flags.text_only,
+                         *(_HandMade(spec, field) for spec, field in sorted_flags.hand_made)]
         longest = max((gf.flag for gf in sorted_flags.generated), key=len, default="")
         self._label_width = self.fontMetrics().horizontalAdvance(longest + "  ")  # chunks' columns line up
         self.building_label.show()
         self._build_timer.start()
 
-    def _layout_for(self, entry: GeneratedField | TextOnly) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
+    def _layout_for(self, entry: GeneratedField | TextOnly | _HandMade) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
         """The chunk of rows `entry` goes in: a group per `--help` section, split in chunks of `_CHUNK_ROWS`
         rows, each shown once full (showing a widget lays out and styles all it holds, at once)."""
         title = _group_of(entry)
@@ -293,7 +314,8 @@ class AllFlagsSection(QWidget):
             self._groups_layout.addWidget(box)
         if self._chunk is None:
             chunk = QWidget()
-            layout: QFormLayout | QVBoxLayout = QVBoxLayout(chunk) if isinstance(entry, TextOnly) else QFormLayout(chunk)
+            listed = not isinstance(entry, GeneratedField)
+            layout: QFormLayout | QVBoxLayout = QVBoxLayout(chunk) if listed else QFormLayout(chunk)
             layout.setContentsMargins(0, 0, 0, 0)  # a wrapped reason in a form row is clipped: text-only is a list
             chunk.hide()
             box.layout().addWidget(chunk)
@@ -306,7 +328,8 @@ class AllFlagsSection(QWidget):
             return False
         chunk, _layout = self._chunk
         chunk.show()
-        chunk.parentWidget().show()
+        if chunk.parentWidget() is not self._groups.get(_HAND_MADE):  # that one waits for a search
+            chunk.parentWidget().show()
         self._chunk = None
         return True
 
@@ -316,7 +339,7 @@ class AllFlagsSection(QWidget):
             entry = self._pending.pop(0)
             self._add_row(entry)
             full = self._chunk is not None and self._chunk[1].count() >= _CHUNK_ROWS * (
-                1 if isinstance(entry, TextOnly) else 2)
+                2 if isinstance(entry, GeneratedField) else 1)
             if full or not self._pending or _group_of(self._pending[0]) != _group_of(entry):
                 self._show_chunk()
                 break  # its layout is this slice's work
@@ -331,7 +354,7 @@ class AllFlagsSection(QWidget):
         self.build_ms = (time.perf_counter() - self._build_started) * 1000
         self.built.emit()
 
-    def _add_row(self, entry: GeneratedField | TextOnly) -> None:
+    def _add_row(self, entry: GeneratedField | TextOnly | _HandMade) -> None:
         box, layout = self._layout_for(entry)
         if isinstance(entry, GeneratedField):
             ed = _GeneratedEditor(entry)
@@ -346,6 +369,17 @@ class AllFlagsSection(QWidget):
             self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help], (layout, layout.rowCount() - 1)))
             return
         spec = entry.spec
+        if isinstance(entry, _HandMade):
+            where = f"{entry.ff.label}, in {entry.ff.section}"
+            line = QLabel(f"<a href='{entry.field}'>{html.escape(', '.join(spec.names))}</a>: {html.escape(where)}")
+            line.setToolTip(help_tooltip(spec))
+            line.linkActivated.connect(self.field_requested.emit)
+            line.hide()
+            layout.addWidget(line)
+            row = _Row(box, spec.canonical, [*spec.names, spec.help, where], line, hand_made=True)
+            row.visible = False
+            self._rows.append(row)
+            return
         line = QLabel(f"<b>{html.escape(', '.join(spec.names))}</b>: {html.escape(entry.reason)}")
         line.setWordWrap(True)
         line.setToolTip(help_tooltip(spec))
@@ -367,7 +401,7 @@ class AllFlagsSection(QWidget):
         words = text.lower().split()
         shown: dict[QGroupBox, bool] = {}
         for row in self._rows:
-            hit = all(w in row.haystack for w in words)
+            hit = all(w in row.haystack for w in words) and (bool(words) or not row.hand_made)
             row.set_visible(hit)
             shown[row.box] = shown.get(row.box, False) or hit
         for box, any_hit in shown.items():

@@ -165,6 +165,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.all_flags = AllFlagsSection()  # every other flag of the binary's --help, built when opened
         self.all_flags.args_edited.connect(self._on_all_flags_args_edited)
         self.all_flags.problems_changed.connect(self._on_field_edited)
+        self.all_flags.field_requested.connect(self._on_all_flags_field_requested)
         ev.addWidget(self.all_flags)
         box = QGroupBox("Environment")
         bv = QVBoxLayout(box)
@@ -187,7 +188,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         bv.addWidget(self.extra_edit)
         ev.addWidget(box)
         ev.addStretch(1)
-        scroll = QScrollArea()
+        scroll = self._editor_scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(editor)
         split.addWidget(scroll)
@@ -335,6 +336,11 @@ class ProfilePanel(ProfileLibrary, QWidget):
         """A field of All flags set its flag in the Extra arguments: read them back as if typed there."""
         self.extra_edit.setText(shlex.join(args))
         self._on_field_edited()
+
+    def _on_all_flags_field_requested(self, field: str) -> None:
+        widget = self.editors[field].widget
+        self._editor_scroll.ensureWidgetVisible(widget)
+        widget.setFocus()
 
     def _publish_problem(self) -> None:
         """Launch and Run refuse the edited profile while a field holds text that is not a value."""
