@@ -6,8 +6,8 @@ The fields are views of the profile's Extra arguments (where such flags live ver
 flag there (core.cmdline.write_value) and the panel reads the arguments back as if typed, so a pasted command
 line keeps its order and spellings. The section is collapsed at first and its ~170 fields are built the
 first time it is opened (and again when another binary's `--help` is read), not with the window, and in
-slices between which the window answers, each help section shown in chunks (0.3-1 s in all on two cores
-at load 12, the longest pause 125-170 ms there: benchmarks/all_flags_build.py).
+slices between which the window answers, each help section shown in chunks (on two cores at load 12-13:
+0.3-1.5 s in all, the longest pause 120-260 ms; benchmarks/all_flags_build.py).
 """
 
 from __future__ import annotations
