@@ -41,7 +41,7 @@ class Flag:
     variable llama-server reads for it. `bench` is llama-bench's spelling (None: llama-bench has no such
     setting) and `bench_sep` the separator llama-bench wants inside a list value ('/' for `-ts`, since it
     uses ',' between configurations). `serving` flags only concern serving (network, UI, logging) and
-    have no effect on speed.
+    have no effect on speed. `repeats`: llama-server adds each use's value to a list.
     """
 
     key: str
@@ -56,6 +56,7 @@ class Flag:
     bench: str | None = None
     bench_sep: str | None = None
     serving: bool = False
+    repeats: bool = False  # each use adds a value (-r A -r B): no single field can hold it
 
     @property
     def flag(self) -> str:
@@ -74,9 +75,9 @@ class Flag:
 
 
 def _f(key, names, kind="str", section="", env=None, neg="", label="", *, modelled=True, secret=False,
-       bench=None, bench_sep=None, serving=False) -> Flag:
+       bench=None, bench_sep=None, serving=False, repeats=False) -> Flag:
     return Flag(key, tuple(names.split()), kind, section, env, tuple(neg.split()), label or key.replace("_", " "),
-                key if modelled else None, secret, bench, bench_sep, serving)
+                key if modelled else None, secret, bench, bench_sep, serving, repeats)
 
 
 def _x(key, names, kind="str", **kw) -> Flag:
@@ -240,6 +241,10 @@ _OTHERS: tuple[Flag, ...] = (
     _x("special", "--special -sp", "switch"),
     _x("reasoning_budget_message", "--reasoning-budget-message"),
     _x("ctx_checkpoints", "--ctx-checkpoints -ctxcp", "int"),
+    # each use adds one more (common/arg.cpp push_back): a stop word, a token bias, a DRY sequence breaker
+    _x("reverse_prompt", "--reverse-prompt -r", repeats=True),
+    _x("logit_bias", "--logit-bias -l", repeats=True),
+    _x("dry_sequence_breaker", "--dry-sequence-breaker", repeats=True),
     _x("fit_print", "--fit-print -fitp", "onoff"),
     # what the app runs a binary with to learn about it
     _x("help", "--help -h", "switch"),

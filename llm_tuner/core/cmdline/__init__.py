@@ -5,7 +5,7 @@ understood and removed flags are caught.
 
 The package, by seam: `help` (FlagSpec, FlagCatalog, parse_help), `fields` (FieldFlag, FIELD_FLAGS,
 lookup tables, secrets, removed flags, result models), `argv` (profile <-> argv/env, import, validate,
-fix), `paste` (the tokenizer for pasted command text). Import from the package: every public name is here.
+fix), `generated` (fields from --help for the flags without a hand-made one), `paste` (the tokenizer for pasted command text). Import from the package: every public name is here.
 """
 
 from __future__ import annotations
@@ -39,6 +39,16 @@ from llm_tuner.core.cmdline.fields import (
     RemovedFlag,
     ValidationResult,
 )
+from llm_tuner.core.cmdline.generated import (
+    FlagFields,
+    GeneratedField,
+    TextOnly,
+    classify,
+    help_tooltip,
+    read_value,
+    unlisted_flags,
+    write_value,
+)
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec, parse_help
 from llm_tuner.core.cmdline.paste import PASTE_LIMIT_CHARS, SplitCommand, posix_split, split_command_text
 
@@ -47,7 +57,9 @@ __all__ = [
     "FIELD_FLAGS",
     "FieldFlag",
     "FlagCatalog",
+    "FlagFields",
     "FlagSpec",
+    "GeneratedField",
     "ImportResult",
     "Kind",
     "MASK",
@@ -57,22 +69,28 @@ __all__ = [
     "SECRET_ENV_WORDS",
     "SECTIONS",
     "SplitCommand",
+    "TextOnly",
     "ValidationResult",
     "apply_fix",
+    "classify",
     "describe_env",
     "effective_profile",
     "field_tokens",
     "field_value_text",
     "format_number",
+    "help_tooltip",
     "import_command",
     "parse_field_value",
     "parse_help",
     "posix_split",
     "profile_diff",
     "profile_to_argv",
+    "read_value",
     "respell",
     "set_flag",
     "render_shell",
     "split_command_text",
+    "unlisted_flags",
     "validate",
+    "write_value",
 ]

@@ -199,18 +199,8 @@ def render_shell(argv: Sequence[str], env: Mapping[str, str] | None = None, bina
 
 # -- reading argv -------------------------------------------------------------------------------
 
-def _value_arity(spec: FlagSpec) -> int:
-    if spec.value is None:
-        return 0
-    return 2 if re.fullmatch(r"[A-Z_]+ [A-Z_]+", spec.value) else 1
-
-
 def _removed_from_catalog(spec: FlagSpec | None) -> str | None:
-    """What --help says replaces a removed flag, without its leading "use" (every message says "use ..." once)."""
-    if spec is None:
-        return None
-    m = re.match(r"the argument has been removed\.?\s*(?:use\s+)?(.*)", spec.help, re.I)
-    return m.group(1).strip() if m else None
+    return None if spec is None else spec.removed
 
 
 def _looks_like_value(tok: str) -> bool:
@@ -325,7 +315,7 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             i += len(toks)
             continue
         if removed_help is not None:
-            toks = list(argv[i:i + 1 + _value_arity(spec)])
+            toks = list(argv[i:i + 1 + spec.arity])
             out.removed.append(RemovedFlag(tokens=tuple(toks), flag=tok, replacement=removed_help))
             out.extra += toks
             out.notes.append(f"{tok} was removed from llama-server: use {removed_help}")
@@ -382,7 +372,7 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             continue
         # 3. flags the binary knows but the profile does not model: kept verbatim
         if spec is not None:
-            toks = list(argv[i:i + 1 + _value_arity(spec)])
+            toks = list(argv[i:i + 1 + spec.arity])
             out.extra += toks
             if "=" in tok and tok.startswith("--"):
                 pass
@@ -491,7 +481,7 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
             i += len(toks)
             continue
         if spec is not None:
-            arity = _value_arity(spec)
+            arity = spec.arity
             if _is_flash_attn(tok) and (i + 1 >= n or not _looks_like_value(argv[i + 1])):
                 removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
                                            fix=(flags.spelling("flash_attn"), "on")))

@@ -20,6 +20,19 @@ class FlagSpec(BaseModel):
     section: str = ""
 
     @property
+    def arity(self) -> int:
+        """How many words its value takes: 0 (a switch), 1, or 2 ('START END')."""
+        if self.value is None:
+            return 0
+        return 2 if re.fullmatch(r"[A-Z_]+ [A-Z_]+", self.value) else 1
+
+    @property
+    def removed(self) -> str | None:
+        """What `--help` says replaces a removed flag, without its leading "use"; None for a flag in use."""
+        m = re.match(r"the argument has been removed\.?\s*(?:use\s+)?(.*)", self.help, re.I)
+        return m.group(1).strip() if m else None
+
+    @property
     def canonical(self) -> str:
         """The long spelling where one exists ('--ctx-size'), else the first."""
         longs = [n for n in self.names if n.startswith("--")]
@@ -104,7 +117,7 @@ def _split_names_and_value(head: str) -> tuple[tuple[str, ...], str | None]:
     return tuple(names), (" ".join(value_parts) or None)
 
 
-_FLAG_TOKEN = re.compile(r"^--?[A-Za-z][A-Za-z0-9_-]*$")
+_FLAG_TOKEN = re.compile(r"^--?[A-Za-z][A-Za-z0-9_.-]*$")  # '.': --fim-qwen-1.5b-default
 _GAP = re.compile(r"(?<![,\s])\s{2,}")  # the gap before help text: 2+ spaces not after a comma
 
 

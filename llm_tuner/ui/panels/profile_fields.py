@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import profile as prof
-from llm_tuner.core.cmdline import FieldFlag, FlagCatalog, field_tokens, parse_field_value
+from llm_tuner.core.cmdline import FieldFlag, FlagCatalog, field_tokens, help_tooltip, parse_field_value
 from llm_tuner.core.profile import LaunchProfile
 
 _CHOICES = {
@@ -29,6 +29,19 @@ _CHOICES = {
     "reasoning_format": prof.REASONING_FORMATS, "reasoning": prof.ON_OFF_AUTO,
 }
 _DEFAULT = "(default)"
+
+
+def connect_edited(w: QWidget, slot) -> None:
+    """Call `slot` when the user changes a field's value (a line edit's own edits only: text set by code is
+    not an edit)."""
+    if isinstance(w, QCheckBox):
+        w.toggled.connect(slot)
+    elif isinstance(w, QComboBox):
+        w.currentTextChanged.connect(slot)
+    elif isinstance(w, QPlainTextEdit):
+        w.textChanged.connect(slot)
+    else:
+        w.textEdited.connect(slot)
 
 
 class _FieldEditor:
@@ -59,15 +72,7 @@ class _FieldEditor:
         self.widget.setObjectName(f"field_{ff.field}")
 
     def connect(self, slot) -> None:
-        w = self.widget
-        if isinstance(w, QCheckBox):
-            w.toggled.connect(slot)
-        elif isinstance(w, QComboBox):
-            w.currentTextChanged.connect(slot)
-        elif isinstance(w, QPlainTextEdit):
-            w.textChanged.connect(slot)
-        else:
-            w.textEdited.connect(slot)
+        connect_edited(self.widget, slot)
 
     def text(self) -> str:
         w = self.widget
@@ -129,10 +134,7 @@ def _tooltip(ff: FieldFlag, catalog: FlagCatalog | None) -> str:
     names = ", ".join([*ff.names, *ff.neg])
     if spec is None:
         return f"{names}\n(not listed by this llama-server's --help)"
-    lines = [", ".join(spec.names) + (f" {spec.value}" if spec.value else ""), "", spec.help]
-    if spec.env:
-        lines.append(f"env: {spec.env}")
-    return "\n".join(lines)
+    return help_tooltip(spec)
 
 
 class ProgramRow(QWidget):

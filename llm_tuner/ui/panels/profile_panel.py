@@ -47,6 +47,7 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
+from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
 from llm_tuner.ui.panels.profile_fields import ProgramRow, _FieldEditor, _tooltip
 from llm_tuner.ui.panels.profile_library import ProfileLibrary
 from llm_tuner.ui.wheel_guard import guard_wheel
@@ -161,6 +162,11 @@ class ProfilePanel(ProfileLibrary, QWidget):
             label = QLabel(ff.label)
             label.setBuddy(ed.widget)
             forms[ff.section].addRow(label, ed.widget)
+        self.all_flags = AllFlagsSection()  # every other flag of the binary's --help, built when opened
+        self.all_flags.args_edited.connect(self._on_all_flags_args_edited)
+        self.all_flags.problems_changed.connect(self._on_field_edited)
+        self.all_flags.field_requested.connect(self._on_all_flags_field_requested)
+        ev.addWidget(self.all_flags)
         box = QGroupBox("Environment")
         bv = QVBoxLayout(box)
         self.env_edit = QPlainTextEdit()
@@ -182,7 +188,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         bv.addWidget(self.extra_edit)
         ev.addWidget(box)
         ev.addStretch(1)
-        scroll = QScrollArea()
+        scroll = self._editor_scroll = QScrollArea()
         scroll.setWidgetResizable(True)
         scroll.setWidget(editor)
         split.addWidget(scroll)
@@ -231,6 +237,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
 
     def _refresh_tooltips(self) -> None:
         cat = self.catalog()
+        self.all_flags.set_catalog(cat)
+        self.all_flags.show_args(self.profile.extra_args)
         for ed in self.editors.values():
             ed.help_tip = _tooltip(ed.ff, cat)
             if not ed.widget.styleSheet():  # a field marked invalid keeps its message on top
@@ -305,6 +313,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         except ValueError as exc:
             errors.append(("extra arguments", f"{exc} (close the quote)"))
             extra = self.profile.extra_args
+        errors += self.all_flags.problems()
         if errors:
             return None, errors
         values = {k: v for k, v in values.items() if v is not None}
@@ -320,7 +329,18 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self._show_preview()
             return
         self.profile = profile
+        self.all_flags.show_args(profile.extra_args)
         self._recompute(publish=True)
+
+    def _on_all_flags_args_edited(self, args) -> None:
+        """A field of All flags set its flag in the Extra arguments: read them back as if typed there."""
+        self.extra_edit.setText(shlex.join(args))
+        self._on_field_edited()
+
+    def _on_all_flags_field_requested(self, field: str) -> None:
+        widget = self.editors[field].widget
+        self._editor_scroll.ensureWidgetVisible(widget)
+        widget.setFocus()
 
     def _publish_problem(self) -> None:
         """Launch and Run refuse the edited profile while a field holds text that is not a value."""
@@ -361,6 +381,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.env_edit.setPlainText("\n".join(f"{k}={v}" for k, v in profile.env.items()))
         self.env_edit.blockSignals(False)
         self.extra_edit.setText(shlex.join(profile.extra_args))
+        self.all_flags.show_args(profile.extra_args, force=True)
         self.error_label.setText("")
         self._invalid_fields = []
         self._publish_problem()
