@@ -35,6 +35,7 @@ from llm_tuner.core.memory import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    host_device,
     listed_device,
     overrides_as_profile,
     plan_gpus,
@@ -411,11 +412,7 @@ class PlanPanel(QWidget):
             self._schedule()
 
     def host(self) -> PlanDevice:
-        inv = self.ctx.state.inventory
-        if inv is not None and inv.host.memory_total_mib:
-            return PlanDevice("Host", "CPU", inv.host.memory_total_mib, inv.host.memory_available_mib,
-                              inv.host.cpu_model or "")
-        return PlanDevice("Host", "CPU", None)
+        return host_device(self.ctx.state.inventory)
 
     def cpu_flags(self) -> tuple[str, ...]:
         inv = self.ctx.state.inventory
