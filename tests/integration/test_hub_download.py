@@ -22,11 +22,10 @@ from llm_tuner.services.hub import (
     search_models,
 )
 from llm_tuner.services.library import find_models, read_model, scan
-from tests.support.fake_hub import HubFile, HubRepo, HubServer, sha256_of
+from tests.support.fake_hub import DEMO_FILE, DEMO_REPO, HubFile, HubRepo, serve_demo, sha256_of
 from tests.support.random_gguf import write_qwen3_dense
 
-REPO = "ggml-demo/gemma-3-270m-it-GGUF"
-DEMO_NAME = "gemma-3-270m-it-Q4_K_M.gguf"
+REPO, DEMO_NAME = DEMO_REPO, DEMO_FILE
 MIB = 1024 * 1024
 
 
@@ -38,14 +37,9 @@ def demo_sha(demo_model):
 @pytest.fixture
 def hub(demo_model, demo_sha, tmp_path, monkeypatch):
     tiny = write_qwen3_dense(tmp_path / "src" / "tiny.gguf", n_layer=2, n_embd=64, n_ff=128, head_dim=32)
-    server = HubServer()
-    server.add(HubRepo(REPO, [HubFile(DEMO_NAME, demo_model, demo_sha, demo_model.stat().st_size)]))
+    server = serve_demo(demo_model, demo_sha, monkeypatch)
     server.add(HubRepo("someone/Tiny-Qwen3-GGUF", [HubFile("Q8_0/tiny-Q8_0.gguf", tiny, sha256_of(tiny),
                                                             tiny.stat().st_size)], downloads=5))
-    server.start()
-    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
     yield server
     server.stop()
 

@@ -250,3 +250,19 @@ def _handler(hub: HubServer, role: str):
                         hold = None
 
     return Handler
+
+
+DEMO_REPO = "ggml-demo/gemma-3-270m-it-GGUF"
+DEMO_FILE = "gemma-3-270m-it-Q4_K_M.gguf"
+
+
+def serve_demo(demo_model: Path, demo_sha: str, monkeypatch) -> HubServer:
+    """A started hub holding the demo model as `DEMO_REPO/DEMO_FILE`, and the environment pointing at it
+    (HF_ENDPOINT; no token, none read from the machine). Stop it with `stop()`."""
+    server = HubServer()
+    server.add(HubRepo(DEMO_REPO, [HubFile(DEMO_FILE, demo_model, demo_sha, demo_model.stat().st_size)]))
+    server.start()
+    monkeypatch.setenv("HF_ENDPOINT", server.endpoint)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.setenv("HF_HUB_DISABLE_IMPLICIT_TOKEN", "1")
+    return server
