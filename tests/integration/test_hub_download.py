@@ -15,6 +15,7 @@ from llm_tuner.services.hub import (
     DownloadCancelled,
     Hub,
     default_plan,
+    describe_error,
     download_model,
     list_gguf_models,
     partial_path,
@@ -169,3 +170,17 @@ def test_split_sets_are_one_model_and_download_whole(hub, tmp_path):
     assert info.error is None and info.split_count == len(parts)
     path = download_model(h, model, tmp_path / "models")
     assert read_model(path).n_tensors == info.n_tensors
+
+
+def test_errors_say_what_went_wrong_and_what_to_do(hub, tmp_path):
+    h = Hub.from_env()
+    with pytest.raises(Exception) as raised:
+        list_gguf_models(h, "nobody/nothing")
+    assert describe_error(raised.value, h) == "repository not found (a private one needs HF_TOKEN)"
+    (model,) = list_gguf_models(h, REPO)
+    hub.repos[REPO].files[0].path = "renamed.gguf"  # the file went away after the listing
+    info = read_remote_model(h, model)
+    assert info.error and "404" in info.error and "\n" not in info.error
+    with pytest.raises(Exception, match="404"):
+        download_model(h, model, tmp_path / "models")
+    assert not (tmp_path / "models" / DEMO_NAME).exists()

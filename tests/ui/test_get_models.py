@@ -95,3 +95,16 @@ def test_search_plan_download_cancel_resume_and_the_model_in_models(qtbot, tmp_p
     qtbot.waitUntil(lambda: not panel.scanner.running, timeout=30_000)
     assert panel.summary_label.text().startswith("1 model")
     dlg.close()
+
+
+def test_a_repository_that_is_not_there_is_said_in_plain_words(qtbot, tmp_path, hub):
+    from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
+
+    ctx = AppContext(settings=Settings(model_folders=[]), engine=open_engine(tmp_path / "db.sqlite"))
+    dlg = GetModelsDialog(ctx)
+    qtbot.addWidget(dlg)
+    dlg.list_repo("nobody/nothing")
+    qtbot.waitUntil(lambda: "could not list" in dlg.files_label.text(), timeout=15_000)
+    assert "repository not found" in dlg.status_label.text()
+    assert dlg.file_table.rowCount() == 0 and not dlg.download_button.isEnabled()
+    assert dlg.folder_combo.currentText().endswith("models")  # no model folder yet: the app's own

@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+import httpx2
 from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoFile as HubFile
 from huggingface_hub.utils import build_hf_headers
 
@@ -105,3 +107,18 @@ def locate(hub: Hub, model: RemoteModel, part: RemoteFile) -> FileLocation:
     meta = get_hf_file_metadata(url, token=hub.token, endpoint=hub.endpoint, timeout=METADATA_TIMEOUT_S)
     where = meta.location or url
     return FileLocation(where, meta.size, meta.etag, hub.headers(auth=hub.on_hub(where)))
+
+
+def describe_error(exc: BaseException, hub: Hub) -> str:
+    """One line for the user on what went wrong talking to the hub and what to do; never the token (the
+    library's messages carry the URL and the server's words, not headers)."""
+    if isinstance(exc, GatedRepoError):
+        return "this repository is gated: accept its terms on the hub's page, then set HF_TOKEN"
+    if isinstance(exc, RepositoryNotFoundError):
+        return "repository not found (a private one needs HF_TOKEN)"
+    if isinstance(exc, HFValidationError):
+        return "not a repository name (owner/name)"
+    if isinstance(exc, (httpx2.ConnectError, httpx2.TimeoutException)):
+        return f"cannot reach {hub.endpoint} ({exc}); check the network, or HF_ENDPOINT for a mirror"
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -163,6 +164,10 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
         resume = part_file.stat().st_size if same else 0
         if resume > size:
             resume = 0
+    free = shutil.disk_usage(dest.parent).free
+    if free < size - resume:
+        raise OSError(f"not enough free space in {dest.parent}: {name} needs {format_bytes(size - resume)} more, "
+                      f"{format_bytes(free)} is free")
     sidecar.write_text(json.dumps(state))
     if resume:
         log.info("resuming %s at %d of %d bytes", name, resume, size)

@@ -17,7 +17,7 @@ from huggingface_hub.utils import get_session
 from llm_tuner.core.gguf_info import GGUFError, ModelInfo, error_info, model_info_from_headers, parse_header
 from llm_tuner.core.hub_files import RemoteModel
 from llm_tuner.core.memory import MemoryPlan, PlacementArgs, host_device, plan_gpus, plan_memory
-from llm_tuner.services.hub.client import Hub, locate
+from llm_tuner.services.hub.client import Hub, describe_error, locate
 
 #: More than any real header (the largest vocabularies are ~10 MiB); a hostile one stops here.
 MAX_HEADER_BYTES = 128 * 1024 * 1024
@@ -114,13 +114,7 @@ def read_remote_model(hub: Hub, model: RemoteModel) -> ModelInfo:
                     raise GGUFError(f"{part.path}: {exc}" if len(model.files) > 1 else str(exc)) from None
         return model_info_from_headers(path, files, headers, sizes)
     except Exception as exc:  # noqa: BLE001 - one file's failure is that row's reason, not the listing's
-        return error_info(path, files, sum(sizes), _reason(exc))
-
-
-def _reason(exc: Exception) -> str:
-    """One line for the user: the library's HTTP errors carry the URL and server message (never the token)."""
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
+        return error_info(path, files, sum(sizes), describe_error(exc, hub))
 
 
 def default_plan(info: ModelInfo, inventory: Any) -> MemoryPlan:

@@ -37,7 +37,7 @@ from llm_tuner.core.units import format_bytes, format_mib, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.hub_jobs import RemotePlans, download_job
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.hub import DownloadCancelled, Hub, list_gguf_models, search_models
+from llm_tuner.services.hub import DownloadCancelled, Hub, describe_error, list_gguf_models, search_models
 from llm_tuner.services.paths import data_dir
 
 FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits")
@@ -142,7 +142,8 @@ class GetModelsDialog(QDialog):
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self.download)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the download; what was downloaded is kept, and Download goes on from there")
+        self.cancel_button.setToolTip("Stop the download (closing this window does too); what was downloaded is "
+                                      "kept, and Download goes on from there")
         self.cancel_button.clicked.connect(self.cancel_download)
         dest.addWidget(self.folder_combo, 1)
         dest.addWidget(self.choose_button)
@@ -322,8 +323,8 @@ class GetModelsDialog(QDialog):
 
     def _say_failure(self, what: str, exc: BaseException) -> None:
         self.search_button.setEnabled(True)
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        self.status_label.setText(f"<span style='color:#c0392b'>{html.escape(what)}: {html.escape(first)}</span>")
+        why = describe_error(exc, self.hub)
+        self.status_label.setText(f"<span style='color:#c0392b'>{html.escape(what)}: {html.escape(why)}</span>")
 
     def _update_buttons(self) -> None:
         model = self.selected_model()
