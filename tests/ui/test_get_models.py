@@ -108,3 +108,31 @@ def test_a_repository_that_is_not_there_is_said_in_plain_words(qtbot, tmp_path, 
     assert "repository not found" in dlg.status_label.text()
     assert dlg.file_table.rowCount() == 0 and not dlg.download_button.isEnabled()
     assert dlg.folder_combo.currentText().endswith("models")  # no model folder yet: the app's own
+
+
+def test_a_download_into_a_new_folder_adds_that_folder_to_models(qtbot, tmp_path, monkeypatch, hub):
+    from tests.support.fake_hub import HubFile, HubRepo
+    from tests.support.random_gguf import write_qwen3_dense
+
+    tiny = write_qwen3_dense(tmp_path / "src" / "tiny.gguf", n_layer=2, n_embd=64, n_ff=128, head_dim=32)
+    hub.add(HubRepo("someone/Tiny-GGUF", [HubFile("tiny-Q8_0.gguf", tiny, sha256_of(tiny), tiny.stat().st_size)]))
+    monkeypatch.setenv("LLM_TUNER_DEMO_MODEL", str(tmp_path / "no-demo.gguf"))
+    first = tmp_path / "models"
+    first.mkdir()
+    ctx = AppContext(settings=Settings(model_folders=[str(first)]), engine=open_engine(tmp_path / "db.sqlite"))
+    panel = ModelsPanel(ctx)
+    qtbot.addWidget(panel)
+    qtbot.waitUntil(lambda: not panel.scanner.running, timeout=30_000)
+    dlg = panel.open_get_models()
+    dlg.list_repo("someone/Tiny-GGUF")
+    qtbot.waitUntil(lambda: dlg.file_table.rowCount() == 1 and dlg.download_button.isEnabled(), timeout=15_000)
+    other = tmp_path / "elsewhere"
+    dlg.choose_folder(str(other))
+    qtbot.mouseClick(dlg.download_button, Qt.MouseButton.LeftButton)
+    target = str(other / "tiny-Q8_0.gguf")
+    qtbot.waitUntil(lambda: panel.model.row_of(target) is not None, timeout=30_000)
+    assert ctx.settings.model_folders == [str(first), str(other)]
+    qtbot.waitUntil(lambda: ctx.state.model_path is not None, timeout=30_000)
+    assert str(ctx.state.model_path) == target
+    qtbot.waitUntil(lambda: not panel.scanner.running, timeout=30_000)
+    dlg.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QColor
@@ -45,7 +46,9 @@ from llm_tuner.qt.model_table import (
 )
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.settings_store import save_settings
-from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
+
+if TYPE_CHECKING:
+    from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
 
 EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
               "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
@@ -223,6 +226,9 @@ class ModelsPanel(QWidget):
     def open_get_models(self) -> GetModelsDialog:
         """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and selected."""
         if self.get_models_dialog is None:
+            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for it
+            from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog  # noqa: PLC0415
+
             self.get_models_dialog = GetModelsDialog(self.ctx, self)
             self.get_models_dialog.model_downloaded.connect(self._on_get_models_downloaded)
         self.get_models_dialog.show()
