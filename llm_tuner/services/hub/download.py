@@ -78,12 +78,12 @@ def destination(model: RemoteModel, folder: Path | str) -> Path:
 class _Sink:
     """The file `http_get` writes to: counts bytes for the progress and stops at a cancel (between chunks)."""
 
-    def __init__(self, fh, on_bytes: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
-        self._fh, self._on_bytes, self._cancelled = fh, on_bytes, cancelled
+    def __init__(self, fh, on_written: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
+        self._fh, self._on_written, self._cancelled = fh, on_written, cancelled
 
     def write(self, data: bytes) -> int:
         n = self._fh.write(data)
-        self._on_bytes(len(data))
+        self._on_written(self._fh.tell())
         if self._cancelled():
             raise DownloadCancelled()
         return n
@@ -96,7 +96,7 @@ class _Sink:
 
     def truncate(self, *args) -> int:
         n = self._fh.truncate(*args)
-        self._on_bytes(0)
+        self._on_written(self._fh.tell())
         return n
 
 
@@ -144,10 +144,14 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
 def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, done_before: int, total: int,
                    report: Callable[[DownloadProgress], None], cancelled: Callable[[], bool]) -> None:
     name = dest.name
-    if dest.exists():
+
+    def on_hashed(n: int) -> None:
+        report(DownloadProgress(done_before + n, total, name, "verify"))
+
+    if dest.exists():  # downloaded before (another part's failure, or the same model again): keep it if it is this
         if dest.stat().st_size == part.size_bytes and (part.sha256 is None or
-                                                       _sha256(dest, lambda _n: None, cancelled) == part.sha256):
-            report(DownloadProgress(done_before + part.size_bytes, total, name, "verify"))
+                                                       _sha256(dest, on_hashed, cancelled) == part.sha256):
+            on_hashed(part.size_bytes)
             return
         raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another folder")
     where = locate(hub, model, part)
@@ -171,25 +175,20 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
     sidecar.write_text(json.dumps(state))
     if resume:
         log.info("resuming %s at %d of %d bytes", name, resume, size)
-    got = [resume]
 
-    def on_bytes(n: int) -> None:
-        got[0] = fh.tell()
-        report(DownloadProgress(done_before + got[0], total, name, "download", resume))
+    def on_written(position: int) -> None:
+        report(DownloadProgress(done_before + position, total, name, "download", resume))
 
     with open(part_file, "r+b" if resume else "wb") as fh:
         fh.seek(resume)
         fh.truncate()
         report(DownloadProgress(done_before + resume, total, name, "download", resume))
         if resume < size:
-            http_get(where.url, _Sink(fh, on_bytes, cancelled), resume_size=resume, headers=where.headers,
+            http_get(where.url, _Sink(fh, on_written, cancelled), resume_size=resume, headers=where.headers,
                      expected_size=size, displayed_filename=name, tqdm_class=_NoBar)
         fh.flush()
         os.fsync(fh.fileno())
     if expected_sha is not None:
-        def on_hashed(n: int) -> None:
-            report(DownloadProgress(done_before + n, total, name, "verify"))
-
         digest = _sha256(part_file, on_hashed, cancelled)
         if digest != expected_sha:
             part_file.unlink(missing_ok=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QCoreApplication, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -81,6 +81,9 @@ class GetModelsDialog(QDialog):
         self.plans_reader = RemotePlans(self)
         self.plans_reader.model_read.connect(self._on_plans_reader_model_read)
         self._build()
+        app = QCoreApplication.instance()
+        if app is not None:
+            app.aboutToQuit.connect(self.shutdown)  # a download in progress stops (and resumes next time)
 
     # -- construction ---------------------------------------------------------------------------
     def _build(self) -> None:
@@ -334,8 +337,12 @@ class GetModelsDialog(QDialog):
         self.folder_combo.setEnabled(not busy)
         self.choose_button.setEnabled(not busy)
 
-    def done(self, result: int) -> None:  # noqa: D401 - Qt override: closing stops the work (a download resumes)
+    def shutdown(self) -> None:
+        """Stop the header reads and a download (its partial file stays for the next Download)."""
         self.plans_reader.cancel()
         for job in list(self._jobs):
             job.cancel()
+
+    def done(self, result: int) -> None:  # noqa: D401 - Qt override: closing stops the work (a download resumes)
+        self.shutdown()
         super().done(result)
