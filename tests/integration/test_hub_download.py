@@ -9,15 +9,17 @@ import logging
 
 import pytest
 
-from llm_tuner.core.gguf_info import split_parts
+from llm_tuner.core.gguf_info import GGUFError, parse_header, split_parts
 from llm_tuner.services.hub import (
     ChecksumError,
     DownloadCancelled,
     Hub,
+    RangeFile,
     default_plan,
     describe_error,
     download_model,
     list_gguf_models,
+    locate,
     partial_path,
     read_remote_model,
     search_models,
@@ -184,3 +186,18 @@ def test_errors_say_what_went_wrong_and_what_to_do(hub, tmp_path):
     with pytest.raises(Exception, match="404"):
         download_model(h, model, tmp_path / "models")
     assert not (tmp_path / "models" / DEMO_NAME).exists()
+
+
+def test_a_header_read_over_the_network_is_bounded(hub, demo_model, demo_sha):
+    h = Hub.from_env()
+    (model,) = list_gguf_models(h, REPO)
+    where = locate(h, model, model.files[0])
+    assert where.url.startswith(hub.cdn) and "authorization" not in {k.lower() for k in where.headers}
+    with RangeFile(where.url, where.size_bytes, where.headers, max_bytes=2 * MIB) as fh, \
+            pytest.raises(GGUFError, match="more than 2 MiB"):
+        parse_header(fh, size=where.size_bytes)  # the vocabulary alone is more than 2 MiB
+    assert hub.served[demo_sha] <= 2 * MIB
+    with RangeFile(where.url, where.size_bytes, where.headers) as fh:
+        header = parse_header(fh, size=where.size_bytes)
+        assert fh.requests < 20 and fh.fetched_bytes < 12 * MIB
+    assert len(header.tensors) == read_model(demo_model).n_tensors
