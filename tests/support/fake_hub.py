@@ -236,7 +236,11 @@ def _handler(hub: HubServer, role: str):
                         n = hold[1] - sent
                     if n > 0:
                         chunk = fh.read(n)
-                        self.wfile.write(chunk)
+                        try:
+                            self.wfile.write(chunk)
+                        except (BrokenPipeError, ConnectionResetError):  # the client cancelled
+                            self.close_connection = True
+                            return
                         hub.served[f.sha256] = hub.served.get(f.sha256, 0) + len(chunk)
                         sent += len(chunk)
                         left -= len(chunk)
