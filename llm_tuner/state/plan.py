@@ -27,6 +27,7 @@ from llm_tuner.core.memory import (
     PlacementArgs,
     PlanDevice,
     args_from_profile,
+    host_device,
     listed_device,
     overrides_as_profile,
     placement_argv,
@@ -265,11 +266,7 @@ class PlanState(Observable):
         return default_device_order(out)
 
     def host(self) -> PlanDevice:
-        inv = self.inventory()
-        if inv is not None and inv.host.memory_total_mib:
-            return PlanDevice("Host", "CPU", inv.host.memory_total_mib, inv.host.memory_available_mib,
-                              inv.host.cpu_model or "")
-        return PlanDevice("Host", "CPU", None)
+        return host_device(self.inventory())
 
     def cpu_flags(self) -> tuple[str, ...]:
         inv = self.inventory()

@@ -52,6 +52,15 @@ def plan_gpus(inventory: Any) -> list[PlanDevice]:
     return [listed_device(d, inventory.pool_of(d.name)) for d in inventory.llama_devices if d.backend != "CPU"]
 
 
+def host_device(inventory: Any) -> PlanDevice:
+    """The host (RAM) to plan for from a core.devices.DeviceInventory: its total and available memory; unknown
+    without an inventory."""
+    if inventory is not None and inventory.host.memory_total_mib:
+        return PlanDevice("Host", "CPU", inventory.host.memory_total_mib, inventory.host.memory_available_mib,
+                          inventory.host.cpu_model or "")
+    return PlanDevice("Host", "CPU", None)
+
+
 @dataclass(frozen=True)
 class PlacementArgs:
     """The llama-server settings that decide memory, with llama.cpp's defaults when not given.

@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QColor
@@ -46,6 +47,9 @@ from llm_tuner.qt.model_table import (
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.settings_store import save_settings
 
+if TYPE_CHECKING:
+    from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
+
 EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
               "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
               "once installed: <code>python -m llm_tuner.services.demo_model</code>.</p>")
@@ -66,6 +70,8 @@ class ModelsPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.skipped_paths: list[tuple[str, str]] = []  # paths the last scan could not use, and why
+        self.get_models_dialog: GetModelsDialog | None = None
+        self._select_after_scan: str | None = None  # a downloaded model, selected once the rescan lists it
         self.scanner = LibraryScan(ctx.engine, self)
         self.model = ModelTableModel(self)
         self.proxy = _ModelProxy(self)
@@ -105,7 +111,11 @@ class ModelsPanel(QWidget):
         self.rescan_button = QPushButton("Rescan")
         self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the cache)")
         self.rescan_button.clicked.connect(self.rescan)
+        self.get_models_button = QPushButton("Get models…")
+        self.get_models_button.setToolTip("Search a model hub, see each file's memory plan here, download it")
+        self.get_models_button.clicked.connect(self.open_get_models)
         top.addWidget(self.search_edit, 1)
+        top.addWidget(self.get_models_button)
         top.addWidget(self.add_folder_button)
         top.addWidget(self.rescan_button)
         layout.addLayout(top)
@@ -213,6 +223,25 @@ class ModelsPanel(QWidget):
         self.ctx.settings = settings
         self.ctx.state.settings_changed.emit(settings)  # rescans through _on_state_settings_changed
 
+    def open_get_models(self) -> GetModelsDialog:
+        """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and selected."""
+        if self.get_models_dialog is None:
+            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for it
+            from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog  # noqa: PLC0415
+
+            self.get_models_dialog = GetModelsDialog(self.ctx, self)
+            self.get_models_dialog.model_downloaded.connect(self._on_get_models_downloaded)
+        self.get_models_dialog.show()
+        self.get_models_dialog.raise_()
+        return self.get_models_dialog
+
+    def _on_get_models_downloaded(self, path: str, folder: str) -> None:
+        self._select_after_scan = os.path.realpath(path)
+        if str(Path(folder).expanduser()) in self._folders:
+            self.rescan()
+        else:
+            self.add_folder(folder)
+
     def select_path(self, path: str) -> bool:
         row = self.model.row_of(path)
         if row is None:
@@ -240,7 +269,10 @@ class ModelsPanel(QWidget):
         self.model.set_entries(entries)
         self.list_stack.setCurrentWidget(self.table if entries else self.empty_label)
         self._update_summary()
-        if current:
+        pending, self._select_after_scan = self._select_after_scan, None
+        if pending and self.select_path(pending):  # a model just downloaded
+            pass
+        elif current:
             self.select_path(current)
         elif entries and self.ctx.state.model_path is not None:
             self.select_path(str(self.ctx.state.model_path))

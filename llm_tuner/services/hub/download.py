@@ -1,0 +1,212 @@
+"""Download a model's files into a models folder: progress, cancel, resume, checksum.
+
+The bytes come through the library's own `http_get` (its headers, its retries: a connection dropped midway
+is resumed with a range request within the same call). What it does not keep across calls we keep: each
+file grows as `<name>.part` beside its final name, with `<name>.part.json` saying which version of the file
+it is (the hub's ETag), so a download cancelled, or cut by a crash or a closed laptop, goes on from where it
+stopped the next time (a changed file on the hub starts over). When the repository gives a sha256 (the hub
+does for every LFS file) the finished file is checked against it before it takes its name; a mismatch is
+removed, never listed. Only complete, checked files ever carry a `.gguf` name, so the library never lists
+half a model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from huggingface_hub.file_download import http_get
+
+from llm_tuner.core.hub_files import RemoteFile, RemoteModel
+from llm_tuner.core.units import format_bytes
+from llm_tuner.services.hub.client import Hub, locate
+
+log = logging.getLogger(__name__)
+
+_SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
+_HASH_CHUNK = 8 * 1024 * 1024
+
+
+class DownloadCancelled(Exception):
+    """The user cancelled; what was downloaded is kept for the next try."""
+
+
+class ChecksumError(Exception):
+    """The downloaded bytes are not the file the repository describes (removed)."""
+
+
+@dataclass(frozen=True)
+class DownloadProgress:
+    """Where a download is: bytes of the whole model (every part), and what it is doing now."""
+
+    done_bytes: int
+    total_bytes: int
+    file_name: str
+    phase: str  # 'download' | 'verify'
+    resumed_from: int = 0  # bytes of this file already there when it (re)started
+
+    @property
+    def fraction(self) -> float:
+        return self.done_bytes / self.total_bytes if self.total_bytes else 0.0
+
+    def text(self) -> str:
+        what = "Checking" if self.phase == "verify" else "Downloading"
+        resumed = f", resumed at {format_bytes(self.resumed_from)}" if self.resumed_from else ""
+        return f"{what} {self.file_name}: {format_bytes(self.done_bytes)} of {format_bytes(self.total_bytes)}{resumed}"
+
+
+def partial_path(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".part")
+
+
+def _sidecar(dest: Path) -> Path:
+    return dest.with_name(dest.name + ".part.json")
+
+
+def destination(model: RemoteModel, folder: Path | str) -> Path:
+    """Where the model's first file lands: the folder, the repository's file name (its sub-folders dropped)."""
+    return Path(folder).expanduser() / model.file_name
+
+
+class _Sink:
+    """The file `http_get` writes to: counts bytes for the progress and stops at a cancel (between chunks)."""
+
+    def __init__(self, fh, on_written: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
+        self._fh, self._on_written, self._cancelled = fh, on_written, cancelled
+
+    def write(self, data: bytes) -> int:
+        n = self._fh.write(data)
+        self._on_written(self._fh.tell())
+        if self._cancelled():
+            raise DownloadCancelled()
+        return n
+
+    def seek(self, *args) -> int:  # the library rewinds when a server ignores its range request
+        return self._fh.seek(*args)
+
+    def tell(self) -> int:
+        return self._fh.tell()
+
+    def truncate(self, *args) -> int:
+        n = self._fh.truncate(*args)
+        self._on_written(self._fh.tell())
+        return n
+
+
+class _NoBar:
+    """The library draws a terminal progress bar unless given another class: the dialog shows ours."""
+
+    def __init__(self, **_kwargs) -> None:
+        pass
+
+    def __enter__(self) -> _NoBar:
+        return self
+
+    def __exit__(self, *_exc) -> None:
+        return None
+
+    def update(self, _n: int = 1) -> None:
+        pass
+
+
+def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
+                   progress: Callable[[DownloadProgress], None] | None = None,
+                   cancelled: Callable[[], bool] = lambda: False) -> Path:
+    """Download every file of `model` into `folder`; return the first file's path (what `-m` takes).
+
+    Raises:
+        DownloadCancelled: `cancelled()` turned true; the partial file stays for the next call.
+        ChecksumError: a file's sha256 is not the repository's (the bad file is removed).
+        FileExistsError: a different file already has that name in the folder.
+        OSError, huggingface_hub errors: the network or the disk, with the library's message.
+    """
+    if not model.complete:
+        raise ValueError("the repository lacks parts of this split set")
+    folder = Path(folder).expanduser()
+    folder.mkdir(parents=True, exist_ok=True)
+    report = progress or (lambda _p: None)
+    total = model.size_bytes
+    done_before = 0
+    for part in model.files:
+        dest = folder / part.path.rsplit("/", 1)[-1]
+        _download_part(hub, model, part, dest, done_before, total, report, cancelled)
+        done_before += part.size_bytes
+    return destination(model, folder)
+
+
+def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, done_before: int, total: int,
+                   report: Callable[[DownloadProgress], None], cancelled: Callable[[], bool]) -> None:
+    name = dest.name
+
+    def on_hashed(n: int) -> None:
+        report(DownloadProgress(done_before + n, total, name, "verify"))
+
+    if dest.exists():  # downloaded before (another part's failure, or the same model again): keep it if it is this
+        if dest.stat().st_size == part.size_bytes and (part.sha256 is None or
+                                                       _sha256(dest, on_hashed, cancelled) == part.sha256):
+            on_hashed(part.size_bytes)
+            return
+        raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another folder")
+    where = locate(hub, model, part)
+    size = where.size_bytes if where.size_bytes is not None else part.size_bytes
+    expected_sha = part.sha256 or (where.etag if where.etag and _SHA256_RE.match(where.etag) else None)
+    part_file, sidecar = partial_path(dest), _sidecar(dest)
+    state = {"repo": model.repo_id, "file": part.path, "etag": where.etag, "size": size}
+    resume = 0
+    if part_file.exists():
+        try:
+            same = json.loads(sidecar.read_text()) == state
+        except (OSError, ValueError):
+            same = False
+        resume = part_file.stat().st_size if same else 0
+        if resume > size:
+            resume = 0
+    free = shutil.disk_usage(dest.parent).free
+    if free < size - resume:
+        raise OSError(f"not enough free space in {dest.parent}: {name} needs {format_bytes(size - resume)} more, "
+                      f"{format_bytes(free)} is free")
+    sidecar.write_text(json.dumps(state))
+    if resume:
+        log.info("resuming %s at %d of %d bytes", name, resume, size)
+
+    def on_written(position: int) -> None:
+        report(DownloadProgress(done_before + position, total, name, "download", resume))
+
+    with open(part_file, "r+b" if resume else "wb") as fh:
+        fh.seek(resume)
+        fh.truncate()
+        report(DownloadProgress(done_before + resume, total, name, "download", resume))
+        if resume < size:
+            http_get(where.url, _Sink(fh, on_written, cancelled), resume_size=resume, headers=where.headers,
+                     expected_size=size, displayed_filename=name, tqdm_class=_NoBar)
+        fh.flush()
+        os.fsync(fh.fileno())
+    if expected_sha is not None:
+        digest = _sha256(part_file, on_hashed, cancelled)
+        if digest != expected_sha:
+            part_file.unlink(missing_ok=True)
+            sidecar.unlink(missing_ok=True)
+            raise ChecksumError(f"{name}: the downloaded file's sha256 ({digest[:12]}…) is not the repository's "
+                                f"({expected_sha[:12]}…); it was removed. Download it again.")
+    os.replace(part_file, dest)
+    sidecar.unlink(missing_ok=True)
+
+
+def _sha256(path: Path, on_hashed: Callable[[int], None], cancelled: Callable[[], bool]) -> str:
+    h = hashlib.sha256()
+    done = 0
+    with open(path, "rb") as fh:
+        while chunk := fh.read(_HASH_CHUNK):
+            h.update(chunk)
+            done += len(chunk)
+            on_hashed(done)
+            if cancelled():
+                raise DownloadCancelled()
+    return h.hexdigest()
