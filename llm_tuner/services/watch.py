@@ -217,7 +217,8 @@ class WatchedServer:
         plan = getattr(self.session, "plan", None)
         return gpu_labels(plan.binary if plan is not None else None)
 
-    def _api_key(self) -> str | None:
+    def api_key(self) -> str | None:
+        """The key a client of this server sends (the launch's, or the one given when attaching), or None."""
         plan = getattr(self.session, "plan", None)
         return plan.api_key if plan is not None else getattr(self.session, "api_key", None)
 
@@ -238,7 +239,7 @@ class WatchedServer:
             if reader is None:
                 holder.clear()
                 reader = holder[self.session.url] = ServerReader(
-                    LlamaClient(self.session.url, api_key=self._api_key(), timeout=2.0))
+                    LlamaClient(self.session.url, api_key=self.api_key(), timeout=2.0))
             return reader()
 
         return read
