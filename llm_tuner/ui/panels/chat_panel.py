@@ -91,8 +91,8 @@ class ChatPanel(QWidget):
         self.template_label.setStyleSheet("color: #b8860b")
         self.template_label.hide()
         self.system_edit = QPlainTextEdit()
-        self.system_edit.setPlaceholderText("System prompt (optional): instructions sent before the conversation, "
-                                            "e.g. “Answer in one sentence.”")
+        self.system_edit.setPlaceholderText("Optional: instructions sent before the conversation, e.g. “Answer in "
+                                            "one sentence.” (the model's chat template decides how it reads them)")
         self.system_edit.setMaximumHeight(self.fontMetrics().lineSpacing() * 3 + 12)
         self.system_edit.setTabChangesFocus(True)
         self.transcript = QTextBrowser()
@@ -128,7 +128,12 @@ class ChatPanel(QWidget):
         lay.addLayout(top)
         lay.addWidget(self.sampling_label)
         lay.addWidget(self.template_label)
-        lay.addWidget(self.system_edit)
+        system_row = QHBoxLayout()
+        system_caption = QLabel("System prompt:")
+        system_caption.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        system_row.addWidget(system_caption)
+        system_row.addWidget(self.system_edit, 1)
+        lay.addLayout(system_row)
         lay.addWidget(self.transcript, 1)
         lay.addWidget(self.message_label)
         lay.addLayout(bottom)
@@ -233,7 +238,7 @@ class ChatPanel(QWidget):
         else:
             self._append_note("The server sent no timings for this reply.")
         if reply.finish_reason == "length":
-            self._show_message("The reply stopped at the server's token limit (its max tokens setting).")
+            self._show_message("The reply stopped at the server's limit on generated tokens (set in its profile).")
         self._update_controls()
 
     def _on_session_reply_failed(self, message: str) -> None:
