@@ -126,10 +126,17 @@ def sampling_summary(props: Mapping) -> str:
     return " · ".join(parts)
 
 
-def web_ui_enabled(props: Mapping) -> bool | None:
-    """Whether the server serves its own web page (/props `ui`, `webui` in older builds); None: it does not say."""
+def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
+    """Why "Open web UI" cannot work on this server, or "" (it can, or nothing says otherwise). `props` is its
+    /props (`ui`, `webui` in older builds: switched off); `page_found` whether "/" answered (a build made without
+    its web page, as the embedded one, answers 404 there while /props still says the UI is on)."""
     value = props.get("ui", props.get("webui"))
-    return value if isinstance(value, bool) else None
+    if value is False:
+        return "This server runs without its own web page (its web UI is switched off in the profile)."
+    if page_found is False:
+        return ("This llama-server build has no web page (it was built without its web UI): use the Chat here, "
+                "or a llama-server built with it.")
+    return ""
 
 
 GENERIC_TEMPLATE_MARK = "<|im_start|>"  # ChatML: what llama-server falls back to for a model without a template

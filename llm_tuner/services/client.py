@@ -265,6 +265,10 @@ class LlamaClient:
     def _short(self) -> float:
         return min(self.timeout, SHORT_CALL_S)
 
+    def serves_web_page(self) -> bool:
+        """Whether the server's own web page is there (a build without its web UI answers 404 at "/")."""
+        return self._fetch("HEAD", "/", timeout=self._short()).status_code == 200
+
     def props(self) -> dict:
         return self._json("GET", "/props", dict, timeout=self._short())
 

@@ -105,15 +105,8 @@ def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, demo_m
         ("Stopped.", "Stopped before the first word."))
     assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
 
-    # Open web UI: the server's own page, the key never in the address; the tooltip says the page asks for it.
-    browser = _Browser()
-    QDesktopServices.setUrlHandler("http", browser, "open")
-    try:
-        chat.web_button.click()
-    finally:
-        QDesktopServices.unsetUrlHandler("http")
-    assert browser.opened == [live.slot.url + "/"] and key not in browser.opened[0]
-    assert "asks for it" in chat.web_button.toolTip() and key not in chat.web_button.toolTip()
+    # Open web UI: this build has no web page ("/" answers 404, though /props says the UI is on): the button says so.
+    assert not chat.web_button.isEnabled() and "has no web page" in chat.web_button.toolTip()
 
     chat.clear_button.click()
     assert chat.transcript.toPlainText() == "" and chat.session.messages == [] and not chat.copy_button.isEnabled()
@@ -152,3 +145,31 @@ def test_a_server_that_refuses_says_so_and_the_question_can_be_asked_again(qtbot
         qtbot.waitUntil(lambda: "did not say" in chat.sampling_label.text(), timeout=20_000)
     assert "needs an API key" in chat.message_label.text() and chat.session.messages == []
     assert chat.transcript.toPlainText().rstrip().endswith("No reply.") and chat.send_button.isEnabled()
+
+
+def test_open_web_ui_opens_the_address_only_and_says_the_page_asks_for_the_key(qtbot):
+    from llm_tuner.ui.panels.chat_panel import ChatPanel
+    from tests.support.fake_llama import FakeLlama
+
+    def page(h, _body):  # llama-server with its web page: "/" answers (HEAD here)
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    key = "sk-web-ui-secret"
+    with FakeLlama(routes={"/": page}) as fake:
+        chat = ChatPanel()
+        qtbot.addWidget(chat)
+        chat.set_server("fake", fake.url, key)
+        qtbot.waitUntil(lambda: "Sampling" in chat.sampling_label.text() and "asking" not in
+                        chat.sampling_label.text(), timeout=20_000)
+    assert chat.web_button.isEnabled()
+    assert "asks for it" in chat.web_button.toolTip() and key not in chat.web_button.toolTip()
+    browser = _Browser()
+    QDesktopServices.setUrlHandler("http", browser, "open")
+    try:
+        chat.web_button.click()
+    finally:
+        QDesktopServices.unsetUrlHandler("http")
+    assert browser.opened == [fake.url + "/"] and key not in browser.opened[0]

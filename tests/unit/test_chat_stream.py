@@ -20,7 +20,7 @@ from llm_tuner.services.chat import (
     sampling_summary,
     stream_reply,
     template_note,
-    web_ui_enabled,
+    web_ui_problem,
 )
 from llm_tuner.services.client import BadAnswer, LlamaClient, ServerError, StreamCancelled, sse_events
 from tests.support.fake_llama import FakeLlama, send, trickle
@@ -66,7 +66,9 @@ def test_recorded_drafted_stream_gives_the_draft_acceptance():
 def test_recorded_props_give_the_sampling_the_server_uses():
     props = json.loads(recorded("gemma3-270m-props.json"))
     assert sampling_summary(props).startswith("temperature 0.3 · top-k 20 · top-p 0.9 · min-p 0.05 · repeat penalty 1")
-    assert web_ui_enabled(props) is True
+    assert web_ui_problem(props, page_found=True) == ""
+    assert "has no web page" in web_ui_problem(props, page_found=False)  # the embedded build: /props says on, "/" 404
+    assert "switched off" in web_ui_problem({**props, "ui": False}, page_found=None)
 
 
 def test_a_model_without_a_chat_template_is_said(demo_model, tmp_path):

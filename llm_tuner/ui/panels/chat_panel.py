@@ -29,7 +29,7 @@ from llm_tuner.core.session import RequestRecord
 from llm_tuner.qt.chat_session import ChatSession
 from llm_tuner.qt.request_table_model import draft_text
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_enabled
+from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
 
@@ -72,7 +72,7 @@ class ChatPanel(QWidget):
         self.server_name = ""
         self.url: str | None = None
         self._has_key = False
-        self._web_ui: bool | None = None  # whether the server serves its own page (None: not known yet)
+        self._web_problem = ""  # why the server's own page cannot open ("" : it can, or not known yet)
         self._props_job: BackgroundJob | None = None
         self._talked_to: str | None = None  # the URL the transcript's last reply came from
         self.last_reply: ChatReply | None = None
@@ -167,7 +167,7 @@ class ChatPanel(QWidget):
         else:
             self.server_label.setText(f"Chat with {name} · {url}")
             if changed:
-                self._web_ui = None
+                self._web_problem = ""
                 self.template_label.hide()
                 self.sampling_label.setText("Sampling: asking the server…")
                 self._read_props(url, api_key)
@@ -253,7 +253,11 @@ class ChatPanel(QWidget):
 
             with LlamaClient(url, api_key=api_key, timeout=10.0) as client:
                 props = client.props()
-            return url, props, template_note(props)
+                try:
+                    page = client.serves_web_page()
+                except Exception:  # noqa: BLE001 - unknown: the button stays, the browser will say
+                    page = None
+            return url, props, template_note(props), web_ui_problem(props, page)
 
         job = self._props_job = BackgroundJob(run, self)
         job.succeeded.connect(self._on_props_job_succeeded)
@@ -261,7 +265,7 @@ class ChatPanel(QWidget):
         job.start()
 
     def _on_props_job_succeeded(self, result) -> None:
-        url, props, note = result
+        url, props, note, web_problem = result
         if url != self.url:
             return
         summary = sampling_summary(props)
@@ -269,7 +273,7 @@ class ChatPanel(QWidget):
                                     else "Sampling: the server's own defaults (it does not list them).")
         self.template_label.setText(note)
         self.template_label.setVisible(bool(note))
-        self._web_ui = web_ui_enabled(props)
+        self._web_problem = web_problem
         self._update_controls()
 
     def _on_props_job_failed(self, url: str) -> None:
@@ -283,15 +287,15 @@ class ChatPanel(QWidget):
         self.stop_button.setEnabled(busy)
         self.copy_button.setEnabled(self.last_reply is not None and bool(self.last_reply.text))
         self.clear_button.setEnabled(not self.transcript.document().isEmpty() or busy)
-        self.web_button.setEnabled(ready and self._web_ui is not False)
+        self.web_button.setEnabled(ready and not self._web_problem)
         tip = "Open llama-server's own chat page in your browser."
         if self._has_key:
             tip += (" This server needs its API key: the page asks for it (the key is never put in the address, "
                     "where the browser's history would keep it).")
         if not ready:
             tip = "Start a server in the Live tab first."
-        elif self._web_ui is False:
-            tip = "This server runs without its own web page (its web UI is switched off in the profile)."
+        elif self._web_problem:
+            tip = self._web_problem
         self.web_button.setToolTip(tip)
 
     def _show_message(self, text: str, *, error: bool = False) -> None:
