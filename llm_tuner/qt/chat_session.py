@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from PySide6.QtCore import QObject, Signal
+from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.chat import ChatReply, failure_text, stream_reply
@@ -35,6 +35,8 @@ class ChatSession(QObject):
         self._pending: list[tuple[str, str]] = []
         self._posted = False
         self._text_posted.connect(self._on_self_text_posted)
+        if (app := QCoreApplication.instance()) is not None:  # a reply under way ends with the app (an attached
+            app.aboutToQuit.connect(self.stop)  # server keeps running and would keep streaming to no one)
 
     @property
     def busy(self) -> bool:
