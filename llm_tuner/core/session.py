@@ -19,6 +19,16 @@ MAX_TOKENS_PER_S = 1e8
 COUNT_KEYS = ("cache_n", "prompt_n", "predicted_n", "draft_n", "draft_n_accepted")
 MS_KEYS = ("prompt_ms", "predicted_ms", "ttft_ms", "latency_ms")
 RATE_KEYS = ("prompt_per_second", "predicted_per_second")
+# What a request keeps of the server's own `timings` object (a /completion answer's, or the last event of a streamed
+# reply, /v1/chat/completions included), under the server's names; draft_* are there only when it drafted.
+TIMINGS_KEYS = ("cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
+                "predicted_per_second", "draft_n", "draft_n_accepted")
+
+
+def server_timings(timings: Mapping) -> dict:
+    """The figures a request keeps from the server's `timings` object, by their own names (absent: None).
+    The one reading of that object: benchmark repetitions and chat replies both take their figures here."""
+    return {key: timings.get(key) for key in TIMINGS_KEYS}
 
 
 def implausible(key: str, value) -> str | None:
@@ -83,6 +93,18 @@ class RequestRecord:
                 object.__setattr__(self, key, None)
         if dropped:
             object.__setattr__(self, "implausible", tuple(self.implausible) + tuple(dropped))
+
+    @classmethod
+    def from_timings(cls, timings: Mapping, time_unix: float) -> RequestRecord:
+        """One reply's record from the server's own `timings` (see server_timings): the figures the Requests table
+        shows for the same request from the server's log. TTFT is the server's prompt time and latency its prompt
+        plus generation time, as the log's record has them (services.logparse.RequestTimings); a figure no real
+        request has is dropped and named (see implausible)."""
+        figures = server_timings(timings)
+        prompt_ms, predicted_ms = figures["prompt_ms"], figures["predicted_ms"]
+        both = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (prompt_ms, predicted_ms))
+        return cls(time_unix=time_unix, slot=None, task=None, **figures, ttft_ms=prompt_ms,
+                   latency_ms=prompt_ms + predicted_ms if both else None)
 
     @property
     def draft_acceptance(self) -> float | None:

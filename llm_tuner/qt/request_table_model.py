@@ -53,6 +53,13 @@ def _fmt(value) -> str:
     return str(value)
 
 
+def draft_text(rec: RequestRecord) -> str:
+    """The drafted tokens the server accepted, as the Draft accepted column (and the Chat's speed row) shows them."""
+    if not rec.draft_n:
+        return "—"
+    return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
+
+
 class RequestTableModel(QAbstractTableModel):
     def __init__(self, parent=None, max_rows: int = 10_000) -> None:
         super().__init__(parent)
@@ -80,9 +87,7 @@ class RequestTableModel(QAbstractTableModel):
             if title == "Time":
                 return time.strftime("%H:%M:%S", time.localtime(rec.time_unix)) + (" ≈" if rec.approximate else "")
             if title == "Draft accepted":
-                if not rec.draft_n:
-                    return "—"
-                return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
+                return draft_text(rec)
             text = _fmt(getattr(rec, key))
             # attached without a log: every figure is inferred between two polls, so each says so, not only Time
             return f"≈{text}" if rec.approximate and key not in (None, "slot") and text != "—" else text

@@ -1,6 +1,7 @@
-"""HTTP client for llama-server: /health /props /slots /metrics /completion /tokenize.
+"""HTTP client for llama-server: /health /props /slots /metrics /completion /v1/chat/completions /tokenize.
 
-Thin and synchronous (httpx); callers run it off the GUI thread.
+Thin and synchronous (httpx); callers run it off the GUI thread. Streamed answers (server-sent events) are read
+by sse_events and can be cancelled from another thread (a threading.Event, seen within CANCEL_POLL_S).
 
 Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
 memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
@@ -14,7 +15,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -72,12 +73,45 @@ def _within(seconds: float | None):
         _deadline.at = prev
 
 
+# -- cancel: a stream the user stops ends within CANCEL_POLL_S, while waiting for headers or the next event --------
+
+CANCEL_POLL_S = 0.2
+_cancel = threading.local()  # .event: the threading.Event that cancels the current call's reads on this thread
+
+
+@contextmanager
+def _cancellable(event: threading.Event | None):
+    """Reads on this thread wait in slices of CANCEL_POLL_S and end with StreamCancelled once `event` is set."""
+    prev = getattr(_cancel, "event", None)
+    _cancel.event = event
+    try:
+        yield
+    finally:
+        _cancel.event = prev
+
+
+def _read(stream: httpcore.NetworkStream, max_bytes: int, timeout: float | None) -> bytes:
+    event = getattr(_cancel, "event", None)
+    if event is None:
+        return stream.read(max_bytes, _bounded(timeout))
+    while True:  # a socket read that timed out took nothing: the next slice reads on where it left off
+        if event.is_set():
+            raise StreamCancelled()
+        left = _bounded(timeout)
+        if left is not None and left <= CANCEL_POLL_S:
+            return stream.read(max_bytes, left)
+        try:
+            return stream.read(max_bytes, CANCEL_POLL_S)
+        except httpcore.ReadTimeout:
+            continue
+
+
 class _DeadlineStream(httpcore.NetworkStream):
     def __init__(self, stream: httpcore.NetworkStream) -> None:
         self._stream = stream
 
     def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        return self._stream.read(max_bytes, _bounded(timeout))
+        return _read(self._stream, max_bytes, timeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
         self._stream.write(buffer, _bounded(timeout))
@@ -231,6 +265,10 @@ class LlamaClient:
     def _short(self) -> float:
         return min(self.timeout, SHORT_CALL_S)
 
+    def serves_web_page(self) -> bool:
+        """Whether the server's own web page is there (a build without its web UI answers 404 at "/")."""
+        return self._fetch("HEAD", "/", timeout=self._short()).status_code == 200
+
     def props(self) -> dict:
         return self._json("GET", "/props", dict, timeout=self._short())
 
@@ -259,62 +297,127 @@ class LlamaClient:
         body = {"prompt": prompt, "n_predict": n_predict, "stream": False, **params}
         return self._json("POST", "/completion", dict, json=body)
 
-    def completion_stream(self, prompt, n_predict: int = 16, **params) -> Iterator[dict]:
-        """Streaming /completion: yields each server-sent JSON chunk (the last has `timings`).
+    def completion_stream(self, prompt, n_predict: int = 16, *, cancel: threading.Event | None = None,
+                          **params) -> Iterator[dict]:
+        """Streaming /completion: yields each server-sent JSON chunk (the last has `timings`); see stream."""
+        body = {"prompt": prompt, "n_predict": n_predict, "stream": True, **params}
+        return self.stream("/completion", body, cancel=cancel)
+
+    def chat_stream(self, messages: list[dict], *, cancel: threading.Event | None = None,
+                    **params) -> Iterator[dict]:
+        """Streaming /v1/chat/completions (OpenAI's shape): yields each chunk, `choices[0].delta` holding the new
+        text; the last chunk has `finish_reason` and the server's `timings`. Sampling not given in `params` is the
+        server's own default (what its command line set). See stream."""
+        return self.stream("/v1/chat/completions", {"messages": messages, "stream": True, **params}, cancel=cancel)
+
+    def stream(self, path: str, body: dict, *, cancel: threading.Event | None = None) -> Iterator[dict]:
+        """POST `body` and yield each server-sent event's JSON object (see sse_events).
 
         Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time the
-        caller spends between events is not counted."""
-        body = {"prompt": prompt, "n_predict": n_predict, "stream": True, **params}
-        path = "/completion"
-        with _within(self.timeout):
-            cm = self._http.stream("POST", path, json=body)
-            r = cm.__enter__()
+        caller spends between events is not counted. Setting `cancel` (from any thread) ends the wait for the
+        answer or the next event within CANCEL_POLL_S with StreamCancelled, and closing the connection tells the
+        server to stop generating. A streamed error (`{"error": …}`) is a ServerError."""
+        return self._stream(path, body, cancel)
+
+    def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
+        with _cancellable(cancel):
+            with _within(self.timeout):
+                cm = self._http.stream("POST", path, json=body)
+                r = cm.__enter__()
         try:
             if r.status_code >= 400:
-                with _within(self.timeout):
+                with _cancellable(cancel), _within(self.timeout):
                     content = bytearray()
                     for chunk in r.iter_bytes():
                         content += chunk
                         if len(content) > MAX_BODY_BYTES:
                             break
                 self._check(_Answer(r.status_code, bytes(content[:MAX_BODY_BYTES])), path)
-            chunks, buf, ended = r.iter_bytes(), b"", False
+            events = sse_events(r.iter_bytes(), r.status_code, path)
             while True:
-                with _within(self.timeout):  # one whole event (or the end) within the timeout
-                    while b"\n" not in buf and not ended:
-                        chunk = next(chunks, None)
-                        if chunk is None:
-                            ended = True
-                        else:
-                            buf += chunk
-                            if len(buf) > MAX_EVENT_BYTES and b"\n" not in buf:
-                                raise BadAnswer(r.status_code, path, "a streamed event longer than "
-                                                f"{MAX_EVENT_BYTES // 2**20} MiB")
-                if b"\n" in buf:
-                    raw, buf = buf.split(b"\n", 1)
-                else:
-                    raw, buf = buf, b""
-                event = self._event(raw, r.status_code, path)
-                if event is not None:
-                    yield event
-                if ended and not buf:
+                with _cancellable(cancel), _within(self.timeout):  # one whole event (or the end) within the timeout
+                    event = next(events, None)
+                if event is None:
                     return
+                yield event
+                if cancel is not None and cancel.is_set():
+                    raise StreamCancelled()
         finally:
             cm.__exit__(None, None, None)
 
-    @staticmethod
-    def _event(raw: bytes, status: int, path: str) -> dict | None:
-        """One server-sent line -> its JSON object (None for other lines, `[DONE]`)."""
-        text = raw.decode("utf-8", errors="replace").strip()
-        if not text.startswith("data: "):
-            return None
-        payload = text[6:].strip()
-        if not payload or payload == "[DONE]":
-            return None
-        try:
-            event = json.loads(payload)
-        except ValueError:
-            raise BadAnswer(status, path, f"a streamed event is not JSON ({payload[:60]!r})") from None
-        if not isinstance(event, dict):
-            raise BadAnswer(status, path, "a streamed event is not a JSON object")
-        return event
+
+class StreamCancelled(Exception):
+    """The caller cancelled a stream (LlamaClient.stream's `cancel` was set)."""
+
+
+def _error_event(payload: str, status: int, path: str) -> ServerError:
+    try:
+        data = json.loads(payload)
+    except ValueError:
+        data = None
+    data = data if isinstance(data, dict) and "error" in data else {"error": data}
+    message, kind = _error_message(data, payload)
+    code = data["error"].get("code") if isinstance(data["error"], dict) else None
+    return ServerError(code if type(code) is int and 400 <= code < 600 else status, message, kind)
+
+
+def sse_events(chunks: Iterable[bytes], status: int = 200, path: str = "") -> Iterator[dict]:
+    """Server-sent events (the bytes as they arrive, cut anywhere) -> each event's JSON object.
+
+    llama-server sends `data: <json>` lines, each event ended by a blank line; `:` lines are keep-alive comments;
+    `data: [DONE]` ends an OpenAI-style stream; a failure inside a stream arrives as `data: {"error": …}` (or, from
+    some builds, an `error: <json>` line): a ServerError. An event longer than MAX_EVENT_BYTES, or one that is not
+    a JSON object, is a BadAnswer."""
+    buf, data = b"", []
+    chunks = iter(chunks)
+    ended = False
+    while True:
+        while b"\n" not in buf and not ended:
+            chunk = next(chunks, None)
+            if chunk is None:
+                ended = True
+            else:
+                buf += chunk
+                if len(buf) > MAX_EVENT_BYTES and b"\n" not in buf:
+                    raise BadAnswer(status, path, f"a streamed event longer than {MAX_EVENT_BYTES // 2**20} MiB")
+        if b"\n" in buf:
+            raw, buf = buf.split(b"\n", 1)
+        elif buf:
+            raw, buf = buf, b""
+        else:
+            raw = None  # the end of the stream: what was gathered is the last event
+        line = None if raw is None else raw.decode("utf-8", errors="replace").rstrip("\r")
+        if line:
+            field, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if field == "data":
+                data.append(value)
+                if sum(len(d) for d in data) > MAX_EVENT_BYTES:
+                    raise BadAnswer(status, path, f"a streamed event longer than {MAX_EVENT_BYTES // 2**20} MiB")
+                if value.strip() != "[DONE]":
+                    continue
+            elif field == "error":
+                raise _error_event(value, status, path)
+            else:
+                continue  # a comment (keep-alive) or a field llama-server does not send (event, id, retry)
+        if data:  # a blank line (or the end, or [DONE]) ends an event
+            payload = "\n".join(data).strip()
+            data = []
+            if payload == "[DONE]":
+                return
+            if payload:
+                yield _event(payload, status, path)
+        if raw is None:
+            return
+
+
+def _event(payload: str, status: int, path: str) -> dict:
+    try:
+        event = json.loads(payload)
+    except ValueError:
+        raise BadAnswer(status, path, f"a streamed event is not JSON ({payload[:60]!r})") from None
+    if not isinstance(event, dict):
+        raise BadAnswer(status, path, "a streamed event is not a JSON object")
+    if "error" in event and not event.get("choices") and "content" not in event:
+        raise _error_event(payload, status, path)
+    return event

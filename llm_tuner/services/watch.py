@@ -190,6 +190,10 @@ class WatchedServer:
         plan = self.session.plan
         return gpu_labels(plan.binary if plan is not None else None)
 
+    def api_key(self) -> str | None:
+        """The key a client of this server sends (the launch's, or the one given when attaching), or None."""
+        return self.session.api_key
+
     def _pids(self) -> frozenset[int]:
         pid = self.session.pid
         return frozenset({pid}) if pid else frozenset()

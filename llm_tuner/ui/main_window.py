@@ -18,6 +18,7 @@ from llm_tuner.services.settings_store import save_settings
 from llm_tuner.ui.dialogs.about_dialog import AboutDialog
 from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
 from llm_tuner.ui.panels.bench_panel import BenchPanel
+from llm_tuner.ui.panels.chat_panel import ChatPanel
 from llm_tuner.ui.panels.compare_panel import ComparePanel
 from llm_tuner.ui.panels.live_panel import LivePanel
 from llm_tuner.ui.panels.models_panel import ModelsPanel
@@ -55,6 +56,7 @@ class MainWindow(QMainWindow):
         self.profile_panel = ProfilePanel(ctx)
         self.plan_panel = PlanPanel(ctx)
         self.live_panel = LivePanel(ctx)
+        self.chat_panel = ChatPanel()  # follows the Live tab's selected server (_on_live_server_status_changed)
         if (app := QCoreApplication.instance()) is not None:  # after the live servers (connected just before)
             app.aboutToQuit.connect(ctx.workers.stop_all)
         self.bench_panel = BenchPanel(ctx)
@@ -66,7 +68,7 @@ class MainWindow(QMainWindow):
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
         for panel, title in ((self.profile_panel, "Profile"), (self.plan_panel, "Plan"), (self.live_panel, "Live"),
-                             (self.bench_panel, "Benchmarks"), (self.compare_panel, "Compare"),
+                             (self.chat_panel, "Chat"), (self.bench_panel, "Benchmarks"), (self.compare_panel, "Compare"),
                              (self.tune_panel, "Tune")):
             self.tabs.addTab(panel, title)
         self.quick_start = QuickStartBar(self)
@@ -217,6 +219,7 @@ class MainWindow(QMainWindow):
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
         slot = self.live_panel.slot
+        self.chat_panel.show_server(slot, self.live_panel.api_key())
         running = [s for s in slots if s.state in ("starting", "loading", "ready", "gone")]
         if slot is None or (slot.state in ("idle", "exited") and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or

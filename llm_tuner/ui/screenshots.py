@@ -2,7 +2,7 @@
 
 The walk is the quick start a new user follows: pick the demo model, save it as a profile, launch it and
 send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two, then
-tune the profile over two of the knobs the app proposes (a three-minute budget).
+tune the profile over two of the knobs the app proposes (a three-minute budget), then launch it again and chat.
 """
 
 from __future__ import annotations
@@ -64,6 +64,25 @@ def _short_tune(tune) -> None:
     form.budget_spin.setValue(180)
     form.screen_reps_spin.setValue(2)
     form.final_reps_spin.setValue(3)
+
+
+def chat_with(window, live) -> None:
+    """Launch the edited profile again and ask the Chat one question (the shot after the tune's: the others keep
+    their numbers)."""
+    chat = window.chat_panel
+    window.tabs.setCurrentWidget(chat)
+    live.start()
+    _wait_until(live.is_ready, 120)
+    _wait_until(lambda: "temperature" in chat.sampling_label.text(), 30)
+    chat.system_edit.setPlainText("You are a helpful assistant. Answer briefly.")
+    done = []
+    chat.session.reply_finished.connect(done.append)
+    chat.send("Name three colours of the rainbow.")
+    _wait_until(lambda: bool(done), 120)
+    if not done:  # a model that rambles on: the shot shows what came, stopped
+        chat.stop_button.click()
+        _wait_until(lambda: bool(done), 10)
+    chat.input_edit.setPlainText("And one more?")
 
 
 def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> list[Path]:
@@ -144,6 +163,10 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
         shot("tune-trials", tune)
         tune.right_tabs.setCurrentWidget(tune.result_view)
         shot("tune-result", tune)
+        chat_with(window, live)
+        shot("chat", window.chat_panel)
+        live.stop_server()
+        _wait_until(lambda: not live.slot.running, 30)
     else:
         shot("live", live)
         shot("benchmarks", window.bench_panel)

@@ -135,7 +135,7 @@ class FakeLlama:
                     return send(self, 404, {"error": {"code": 404, "message": "File Not Found", "type": "not_found"}})
                 route(self, body)
 
-            do_GET = do_POST = _route  # noqa: N815 - http.server's names
+            do_GET = do_POST = do_HEAD = _route  # noqa: N815 - http.server's names
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True

@@ -14,7 +14,7 @@ def test_window_shows_areas_and_the_server_found(qtbot):
     with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
         pass
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
-    assert tabs == ["Profile", "Plan", "Live", "Benchmarks", "Compare", "Tune"]
+    assert tabs == ["Profile", "Plan", "Live", "Chat", "Benchmarks", "Compare", "Tune"]
     assert window.models_dock.windowTitle() == "Models"
     assert window.server_label.text().startswith("llama-server ")
     assert "CPU" in window.server_label.text()

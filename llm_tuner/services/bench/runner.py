@@ -19,7 +19,7 @@ from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.core.cmdline import parse_help, respell
 from llm_tuner.core.server_endpoints import parse_metrics
-from llm_tuner.core.session import implausible_timings
+from llm_tuner.core.session import implausible_timings, server_timings
 from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.llama_bench import (
@@ -453,11 +453,7 @@ class BenchRunner:
             problems = implausible_timings(t)
             if problems:  # kept as a failed request that says why, never as a measurement
                 return Repetition(**base, error="the server's timings are not plausible: " + "; ".join(problems[:3]))
-            return Repetition(**base, cache_n=t.get("cache_n"), prompt_n=t.get("prompt_n"),
-                              prompt_ms=t.get("prompt_ms"), prompt_per_second=t.get("prompt_per_second"),
-                              predicted_n=t.get("predicted_n"), predicted_ms=t.get("predicted_ms"),
-                              predicted_per_second=t.get("predicted_per_second"), draft_n=t.get("draft_n"),
-                              draft_n_accepted=t.get("draft_n_accepted"), ttft_ms=ttft, latency_ms=latency)
+            return Repetition(**base, **server_timings(t), ttft_ms=ttft, latency_ms=latency)
         except BenchCancelled:
             raise
         except ServerError as exc:

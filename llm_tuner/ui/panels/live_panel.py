@@ -191,6 +191,11 @@ class LivePanel(QWidget):
         """The selected server's bridge."""
         return self._bridges[self.fleet.selected]
 
+    def api_key(self) -> str | None:
+        """The key a client of the selected server sends (a launch's or an attach's), or None (for Chat)."""
+        watched = self._bridges[self.fleet.selected].watched if self.fleet.selected in self._bridges else None
+        return watched.api_key() if watched is not None else None
+
     def servers(self) -> list[ServerSlot]:
         """Every server slot (for the status bar and tests)."""
         return list(self.fleet.slots)

@@ -1,0 +1,112 @@
+"""ChatSession: a conversation with one server, its replies streamed on a worker thread and handed to the GUI.
+
+The reply runs as a BackgroundJob on the long-job pool (a reply can take minutes; short queries never queue
+behind it). Text pieces arrive on the worker thread; they are gathered under a lock and the GUI is told once
+per batch (`text_received` carries everything since the last one), so a fast server costs one repaint per
+event-loop turn, not one per token. `stop()` cancels the stream: the connection closes and the server stops
+generating.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from PySide6.QtCore import QCoreApplication, QObject, Signal
+
+from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.chat import ChatReply, failure_text, stream_reply
+
+
+class ChatSession(QObject):
+    text_received = Signal(str, str)  # the reply's new text and reasoning since the last signal
+    reply_finished = Signal(object)  # ChatReply (cancelled=True when stopped)
+    reply_failed = Signal(str)  # what went wrong, in words
+    _text_posted = Signal()
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.url: str | None = None
+        self.api_key: str | None = None
+        self.system_prompt = ""
+        self.messages: list[dict] = []  # the user and assistant turns so far (the system prompt is added per reply)
+        self._job: BackgroundJob | None = None
+        self._cancel = threading.Event()
+        self._lock = threading.Lock()
+        self._pending: list[tuple[str, str]] = []
+        self._posted = False
+        self._text_posted.connect(self._on_self_text_posted)
+        if (app := QCoreApplication.instance()) is not None:  # a reply under way ends with the app (an attached
+            app.aboutToQuit.connect(self.stop)  # server keeps running and would keep streaming to no one)
+
+    @property
+    def busy(self) -> bool:
+        return self._job is not None
+
+    def set_server(self, url: str | None, api_key: str | None) -> None:
+        """The server the next question goes to (a reply under way keeps its own)."""
+        self.url, self.api_key = url, api_key
+
+    def ask(self, question: str) -> bool:
+        """Send `question` after the turns so far; False when no server is set or a reply is under way."""
+        if self.url is None or self._job is not None:
+            return False
+        self.messages.append({"role": "user", "content": question})
+        system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
+        messages, url, key = system + list(self.messages), self.url, self.api_key
+        cancel = self._cancel = threading.Event()
+
+        def run(_ctl) -> ChatReply:
+            return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text)
+
+        job = self._job = BackgroundJob(run, self)
+        job.succeeded.connect(self._on_job_succeeded)
+        job.failed.connect(self._on_job_failed)
+        job.start(long=True)
+        return True
+
+    def stop(self) -> None:
+        """Cancel the reply under way (it ends as a stopped reply with the text so far)."""
+        self._cancel.set()
+
+    def clear(self) -> None:
+        """Forget the conversation (a reply under way is stopped first)."""
+        self.stop()
+        self.messages = []
+
+    # -- worker thread -> GUI -------------------------------------------------------------------------
+    def _on_worker_text(self, text: str, reasoning: str) -> None:
+        with self._lock:
+            self._pending.append((text, reasoning))
+            post, self._posted = not self._posted, True
+        if post:
+            try:
+                self._text_posted.emit()
+            except RuntimeError:  # the session was deleted while the reply ran: no one to tell
+                pass
+
+    def _take_pending(self) -> tuple[str, str]:
+        with self._lock:
+            pending, self._pending, self._posted = self._pending, [], False
+        return "".join(t for t, _ in pending), "".join(r for _, r in pending)
+
+    def _on_self_text_posted(self) -> None:
+        text, reasoning = self._take_pending()
+        if text or reasoning:
+            self.text_received.emit(text, reasoning)
+
+    def _on_job_succeeded(self, reply: ChatReply) -> None:
+        self._on_self_text_posted()  # what arrived after the last batch comes before the end
+        self._job = None
+        if reply.text or reply.reasoning or not reply.cancelled:
+            self.messages.append({"role": "assistant", "content": reply.text})
+        else:  # stopped before a word: the question goes unanswered, so it leaves the history
+            self.messages.pop()
+        self.reply_finished.emit(reply)
+
+    def _on_job_failed(self, exc: object) -> None:
+        self._on_self_text_posted()
+        self._job = None
+        if self.messages and self.messages[-1]["role"] == "user":
+            self.messages.pop()  # unanswered: asking again sends it once
+        self.reply_failed.emit(failure_text(exc))
+

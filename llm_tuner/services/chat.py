@@ -1,0 +1,175 @@
+"""A chat with a running llama-server: one streamed reply at a time over its OpenAI-compatible endpoint.
+
+The conversation (system prompt, then user and assistant turns) is sent whole with each question, as OpenAI's
+API wants; llama-server reuses the cached prefix, so only the new turn is processed (its `cache_n` says so).
+Sampling is left to the server: its defaults are what its command line (the profile's sampling fields) set,
+and `sampling_summary` shows them from /props. Each reply's figures are the server's own `timings` of that
+request (core.session.RequestRecord.from_timings), the same the Requests table shows from the log.
+
+No Qt here: qt.chat_session runs `stream_reply` on a worker thread and hands the text to the view.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from llm_tuner.core.session import RequestRecord
+from llm_tuner.services.client import LlamaClient, ServerError, StreamCancelled
+
+REPLY_TIMEOUT_S = 600.0  # the longest the server may take for the first event (a long prompt) or between two
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """One finished (or stopped) reply."""
+
+    text: str
+    reasoning: str = ""  # the model's thinking, when the server separates it (reasoning_content)
+    finish_reason: str | None = None  # "stop" (the model ended), "length" (the token limit); None when stopped
+    record: RequestRecord | None = None  # the server's own figures of this request; None when it sent none
+    cancelled: bool = False  # the user stopped it (the text is what arrived until then)
+    model: str | None = None
+
+
+class ReplyAccumulator:
+    """Gathers one streamed reply from its chunks: the text, the reasoning, and the last chunk's `timings`."""
+
+    def __init__(self) -> None:
+        self.text: list[str] = []
+        self.reasoning: list[str] = []
+        self.finish_reason: str | None = None
+        self.timings: Mapping | None = None
+        self.model: str | None = None
+
+    def feed(self, chunk: Mapping) -> tuple[str, str]:
+        """Take one chunk; returns the new (text, reasoning) it carried."""
+        text = reasoning = ""
+        if isinstance(chunk.get("model"), str):
+            self.model = chunk["model"]
+        choices = chunk.get("choices")
+        if isinstance(choices, list) and choices and isinstance(choices[0], Mapping):
+            choice = choices[0]
+            delta = choice.get("delta")
+            if isinstance(delta, Mapping):
+                text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+                r = delta.get("reasoning_content")
+                reasoning = r if isinstance(r, str) else ""
+            if isinstance(choice.get("finish_reason"), str):
+                self.finish_reason = choice["finish_reason"]
+        if isinstance(chunk.get("timings"), Mapping):  # on the last chunk (on every one with timings_per_token)
+            self.timings = chunk["timings"]
+        if text:
+            self.text.append(text)
+        if reasoning:
+            self.reasoning.append(reasoning)
+        return text, reasoning
+
+    def reply(self, *, cancelled: bool = False, time_unix: float | None = None) -> ChatReply:
+        record = None
+        if self.timings is not None and not cancelled:
+            record = RequestRecord.from_timings(self.timings, time.time() if time_unix is None else time_unix)
+        return ChatReply("".join(self.text), "".join(self.reasoning), None if cancelled else self.finish_reason,
+                         record, cancelled, self.model)
+
+
+def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | None = None) -> ChatReply:
+    """A whole reply from its chunks (as LlamaClient.chat_stream yields them), `on_text(text, reasoning)` for each
+    piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so far."""
+    acc = ReplyAccumulator()
+    try:
+        for chunk in chunks:
+            text, reasoning = acc.feed(chunk)
+            if on_text is not None and (text or reasoning):
+                on_text(text, reasoning)
+    except StreamCancelled:
+        return acc.reply(cancelled=True)
+    return acc.reply()
+
+
+def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel: threading.Event,
+                 on_text: Callable[[str, str], None] | None = None, timeout: float = REPLY_TIMEOUT_S,
+                 **params) -> ChatReply:
+    """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed.
+
+    Setting `cancel` stops it within a fraction of a second (the connection closes, so the server stops
+    generating too). Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the
+    context), httpx errors when nothing answers."""
+    with LlamaClient(url, api_key=api_key, timeout=timeout) as client:
+        if cancel.is_set():
+            return ChatReply("", cancelled=True)
+        return read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text)
+
+
+# /props default_generation_settings.params -> how the chat view names it (the profile's sampling fields). Its
+# n_predict is not the server's token limit (it reads -1 with a limit set), so it is not shown.
+SAMPLING_NAMES = (("temperature", "temperature"), ("top_k", "top-k"), ("top_p", "top-p"), ("min_p", "min-p"),
+                  ("repeat_penalty", "repeat penalty"), ("presence_penalty", "presence penalty"),
+                  ("frequency_penalty", "frequency penalty"))
+
+
+def sampling_summary(props: Mapping) -> str:
+    """The server's default sampling (what a reply uses: its command line's values) as one line, from /props."""
+    settings = props.get("default_generation_settings")
+    params = settings.get("params") if isinstance(settings, Mapping) else None
+    if not isinstance(params, Mapping):
+        return ""
+    parts = []
+    for key, name in SAMPLING_NAMES:
+        value = params.get(key)
+        if not isinstance(value, bool) and isinstance(value, int | float):
+            parts.append(f"{name} {value:.3g}")
+    return " · ".join(parts)
+
+
+def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
+    """Why "Open web UI" cannot work on this server, or "" (it can, or nothing says otherwise). `props` is its
+    /props (`ui`, `webui` in older builds: switched off); `page_found` whether "/" answered (a build made without
+    its web page, as the embedded one, answers 404 there while /props still says the UI is on)."""
+    value = props.get("ui", props.get("webui"))
+    if value is False:
+        return "This server runs without its own web page (its web UI is switched off in the profile)."
+    if page_found is False:
+        return ("This llama-server build has no web page (it was built without its web UI): use the Chat here, "
+                "or a llama-server built with it.")
+    return ""
+
+
+GENERIC_TEMPLATE_MARK = "<|im_start|>"  # ChatML: what llama-server falls back to for a model without a template
+
+
+def template_note(props: Mapping) -> str:
+    """A warning when the server chats through its generic template because the model file has none (the demo model
+    is one): such a model was not trained on it and its replies can be nonsense. Reads the model's header (a
+    worker thread's job); empty when the model has its own template, the profile set one, or the file is not here."""
+    path, template = props.get("model_path"), props.get("chat_template")
+    if not isinstance(path, str) or not isinstance(template, str) or GENERIC_TEMPLATE_MARK not in template:
+        return ""
+    from llm_tuner.services.library import read_model  # noqa: PLC0415 - only when the server's template is generic
+
+    info = read_model(path)
+    if info.error or info.chat_template:
+        return ""
+    return ("This model file has no chat template of its own, so the server uses a generic one (ChatML) that the "
+            "model may not know: its replies can be nonsense. Give the profile a chat template made for this model "
+            "(the Profile tab's chat fields).")
+
+
+def failure_text(exc: object) -> str:
+    """Why a reply failed, in words, with what to do."""
+    if isinstance(exc, ServerError):
+        if exc.status == 401:
+            return ("The server refused the request: it needs an API key, or not this one (HTTP 401). A server "
+                    "launched here sends its profile's key; a server attached by URL is asked without one.")
+        if exc.status == 503:
+            return "The server is still loading the model (HTTP 503): ask again in a moment."
+        return f"The server answered with an error: {exc}"
+    if isinstance(exc, httpx.TimeoutException):
+        return "The server did not answer in time: is it busy with other requests? See the Live tab."
+    if isinstance(exc, httpx.HTTPError):
+        return f"The server cannot be reached ({type(exc).__name__}): has it stopped? See the Live tab."
+    return f"The reply failed: {type(exc).__name__}: {exc}"

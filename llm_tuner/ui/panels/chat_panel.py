@@ -1,0 +1,345 @@
+"""Chat: talk to the server selected in the Live tab, its replies streamed, each with its speed row.
+
+The speed row is the server's own figures for that reply (prompt and generation speed, TTFT, draft acceptance):
+the same numbers the Requests table shows for the request. Sampling is the server's own defaults, which its
+command line (the profile's sampling fields) set; the line under the header shows them as the server reports.
+"Open web UI" opens llama-server's own page in the browser; an API key never goes into its address (the page
+asks for it).
+
+The main window calls `show_server(slot)` whenever the Live tab's selected server or its state changes: that is
+the whole hook. Nothing here waits on the network: the reply streams on a worker thread (qt.chat_session), /props
+is read by a BackgroundJob.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QEvent, Qt, QUrl
+from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication, QTextCharFormat, QTextCursor
+from PySide6.QtWidgets import (
+    QHBoxLayout,
+    QLabel,
+    QPlainTextEdit,
+    QPushButton,
+    QTextBrowser,
+    QVBoxLayout,
+    QWidget,
+)
+
+from llm_tuner.core.session import RequestRecord
+from llm_tuner.qt.chat_session import ChatSession
+from llm_tuner.qt.request_table_model import draft_text
+from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
+
+NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
+
+
+def speed_text(rec: RequestRecord) -> str:
+    """One reply's figures as the speed row under it (the Requests table's, in words)."""
+
+    def rate(value: float | None) -> str:
+        return "—" if value is None else f"{value:.2f} t/s"
+
+    cached = f" (+{rec.cache_n} cached)" if rec.cache_n else ""
+    parts = [f"prompt {rec.prompt_n if rec.prompt_n is not None else '—'} tokens{cached} at {rate(rec.prompt_per_second)}",
+             f"generation {rec.predicted_n if rec.predicted_n is not None else '—'} tokens at "
+             f"{rate(rec.predicted_per_second)}",
+             f"TTFT {'—' if rec.ttft_ms is None else f'{rec.ttft_ms:.0f} ms'}"]
+    if rec.draft_n:
+        parts.append(f"draft accepted {draft_text(rec)}")
+    return " · ".join(parts)
+
+
+def _server_of(slot, key: str | None) -> tuple[str, str | None, str | None, str]:
+    """The Live slot's name, URL when it takes requests (ready), API key, and what to say while it does not."""
+    if slot is None or slot.state == "idle":
+        return "", None, None, NO_SERVER
+    if slot.state == "ready":
+        return slot.name, slot.url, key, ""
+    if slot.state in ("starting", "loading"):
+        return slot.name, None, key, f"{slot.name} is starting: chat with it once it is ready."
+    if slot.state == "stopping":
+        return slot.name, None, key, f"{slot.name} is stopping."
+    return slot.name, None, key, f"{slot.name} is not running ({slot.display_state}). Start it in the Live tab (F5)."
+
+
+class ChatPanel(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = ChatSession(self)
+        self.server_name = ""
+        self.url: str | None = None
+        self._has_key = False
+        self._web_problem = ""  # why the server's own page cannot open ("" : it can, or not known yet)
+        self._props_job: BackgroundJob | None = None
+        self._talked_to: str | None = None  # the URL the transcript's last reply came from
+        self.last_reply: ChatReply | None = None
+
+        self.server_label = QLabel(NO_SERVER)
+        self.server_label.setTextFormat(Qt.TextFormat.PlainText)
+        self.web_button = QPushButton("Open web UI")
+        self.sampling_label = QLabel()
+        self.sampling_label.setWordWrap(True)
+        self.sampling_label.setStyleSheet("color: palette(placeholder-text)")
+        self.sampling_label.setToolTip("What each reply uses: the server's own defaults, which its command line set "
+                                       "(the profile's sampling fields). Change them in the Profile tab and restart "
+                                       "the server.")
+        self.template_label = QLabel()  # the model has no chat template: why replies may be nonsense
+        self.template_label.setWordWrap(True)
+        self.template_label.setStyleSheet("color: #b8860b")
+        self.template_label.hide()
+        self.system_edit = QPlainTextEdit()
+        self.system_edit.setPlaceholderText("Optional: instructions sent before the conversation, e.g. “Answer in "
+                                            "one sentence.” (the model's chat template decides how it reads them)")
+        self.system_edit.setMaximumHeight(self.fontMetrics().lineSpacing() * 3 + 12)
+        self.system_edit.setTabChangesFocus(True)
+        self.transcript = QTextBrowser()
+        self.transcript.setOpenLinks(False)
+        self.transcript.setPlaceholderText("The conversation appears here.")
+        self.input_edit = QPlainTextEdit()
+        self.input_edit.setPlaceholderText("Message (Enter sends, Shift+Enter starts a new line)")
+        self.input_edit.setMaximumHeight(self.fontMetrics().lineSpacing() * 4 + 12)
+        self.input_edit.setTabChangesFocus(True)
+        self.input_edit.installEventFilter(self)
+        self.send_button = QPushButton("Send")
+        self.send_button.setToolTip("Send the message with the conversation so far (Enter)")
+        self.stop_button = QPushButton("Stop")
+        self.stop_button.setToolTip("Stop the reply (the server stops generating); what arrived stays")
+        self.copy_button = QPushButton("Copy")
+        self.copy_button.setToolTip("Copy the last reply's text")
+        self.clear_button = QPushButton("Clear")
+        self.clear_button.setToolTip("Start a new conversation (the system prompt stays)")
+        self.message_label = QLabel()
+        self.message_label.setWordWrap(True)
+
+        top = QHBoxLayout()
+        top.addWidget(self.server_label, 1)
+        top.addWidget(self.web_button)
+        buttons = QVBoxLayout()
+        for b in (self.send_button, self.stop_button, self.copy_button, self.clear_button):
+            buttons.addWidget(b)
+        buttons.addStretch(1)
+        bottom = QHBoxLayout()
+        bottom.addWidget(self.input_edit, 1)
+        bottom.addLayout(buttons)
+        lay = QVBoxLayout(self)
+        lay.addLayout(top)
+        lay.addWidget(self.sampling_label)
+        lay.addWidget(self.template_label)
+        system_row = QHBoxLayout()
+        system_caption = QLabel("System prompt:")
+        system_caption.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        system_row.addWidget(system_caption)
+        system_row.addWidget(self.system_edit, 1)
+        lay.addLayout(system_row)
+        lay.addWidget(self.transcript, 1)
+        lay.addWidget(self.message_label)
+        lay.addLayout(bottom)
+
+        self.send_button.clicked.connect(self._on_send_clicked)
+        self.stop_button.clicked.connect(self.session.stop)
+        self.copy_button.clicked.connect(self._on_copy_clicked)
+        self.clear_button.clicked.connect(self._on_clear_clicked)
+        self.web_button.clicked.connect(self._on_web_clicked)
+        self.session.text_received.connect(self._on_session_text_received)
+        self.session.reply_finished.connect(self._on_session_reply_finished)
+        self.session.reply_failed.connect(self._on_session_reply_failed)
+        self._update_controls()
+
+    # -- the hook -----------------------------------------------------------------------------------
+    def show_server(self, slot, api_key: str | None = None) -> None:
+        """Follow the Live tab's selected server slot (called on every change of it or its state); `api_key` is
+        the key its clients send (LivePanel.api_key)."""
+        name, url, key, waiting = _server_of(slot, api_key)
+        self.set_server(name, url, key, waiting=waiting)
+
+    def set_server(self, name: str, url: str | None, api_key: str | None, *, waiting: str = NO_SERVER) -> None:
+        """Chat with the server at `url` (None: none takes requests now, and `waiting` says why); `api_key` goes
+        only in request headers."""
+        changed = url != self.url
+        self.server_name, self.url, self._has_key = name, url, bool(api_key)
+        self.session.set_server(url, api_key)
+        if url is None:
+            self.server_label.setText(waiting)
+            self.sampling_label.clear()
+            self.template_label.hide()
+        else:
+            self.server_label.setText(f"Chat with {name} · {url}")
+            if changed:
+                self._web_problem = ""
+                self.template_label.hide()
+                self.sampling_label.setText("Sampling: asking the server…")
+                self._read_props(url, api_key)
+        self._update_controls()
+
+    # -- actions ------------------------------------------------------------------------------------
+    def send(self, text: str | None = None) -> bool:
+        """Send `text` (else the input's) as the next message; False when it cannot go now."""
+        question = (self.input_edit.toPlainText() if text is None else text).strip()
+        if not question or self.url is None or self.session.busy:
+            return False
+        self.session.system_prompt = self.system_edit.toPlainText()
+        if not self.session.ask(question):
+            return False
+        if self._talked_to is not None and self._talked_to != self.url:
+            self._append_note(f"Now chatting with {self.server_name} ({self.url}); the conversation so far goes along.")
+        self._talked_to = self.url
+        self.input_edit.clear()
+        self._append_turn("You", question)
+        self._append_turn(self.server_name or "Model", "")
+        self._show_message("")
+        self._update_controls()
+        return True
+
+    def _on_send_clicked(self) -> None:
+        self.send()
+
+    def _on_copy_clicked(self) -> None:
+        if self.last_reply is not None and self.last_reply.text:
+            QGuiApplication.clipboard().setText(self.last_reply.text)
+            self._show_message("The last reply is copied.")
+
+    def _on_clear_clicked(self) -> None:
+        self.session.clear()
+        self.transcript.clear()
+        self.last_reply, self._talked_to = None, None
+        self._show_message("")
+        self._update_controls()
+
+    def _on_web_clicked(self) -> None:
+        if self.url is not None:  # the address alone: a key in a URL lands in the browser's history and logs
+            QDesktopServices.openUrl(QUrl(self.url + "/"))
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        if (obj is self.input_edit and event.type() == QEvent.Type.KeyPress
+                and event.key() in (Qt.Key.Key_Return, Qt.Key.Key_Enter)
+                and not event.modifiers() & Qt.KeyboardModifier.ShiftModifier):
+            self.send()
+            return True
+        return super().eventFilter(obj, event)
+
+    # -- session -> view ----------------------------------------------------------------------------
+    def _on_session_text_received(self, text: str, reasoning: str) -> None:
+        if reasoning:
+            self._insert(reasoning, italic=True, muted=True)
+        if text:
+            self._insert(text)
+
+    def _on_session_reply_finished(self, reply: ChatReply) -> None:
+        self.last_reply = reply
+        if reply.cancelled:
+            self._append_note("Stopped." if reply.text or reply.reasoning else "Stopped before the first word.")
+        elif reply.record is not None:
+            self._append_note(speed_text(reply.record))
+            if reply.record.implausible:
+                self._show_message("Figures the server sent that no real request has were left out: "
+                                   + "; ".join(reply.record.implausible), error=True)
+        else:
+            self._append_note("The server sent no timings for this reply.")
+        if reply.finish_reason == "length":
+            self._show_message("The reply stopped at the server's limit on generated tokens (set in its profile).")
+        self._update_controls()
+
+    def _on_session_reply_failed(self, message: str) -> None:
+        self._append_note("No reply.")
+        self._show_message(message, error=True)
+        self._update_controls()
+
+    # -- helpers ------------------------------------------------------------------------------------
+    def _read_props(self, url: str, api_key: str | None) -> None:
+        def run(_ctl):
+            from llm_tuner.services.client import LlamaClient
+
+            with LlamaClient(url, api_key=api_key, timeout=10.0) as client:
+                props = client.props()
+                try:
+                    page = client.serves_web_page()
+                except Exception:  # noqa: BLE001 - unknown: the button stays, the browser will say
+                    page = None
+            return url, props, template_note(props), web_ui_problem(props, page)
+
+        job = self._props_job = BackgroundJob(run, self)
+        job.succeeded.connect(self._on_props_job_succeeded)
+        job.failed.connect(lambda _exc, u=url: self._on_props_job_failed(u))
+        job.start()
+
+    def _on_props_job_succeeded(self, result) -> None:
+        url, props, note, web_problem = result
+        if url != self.url:
+            return
+        summary = sampling_summary(props)
+        self.sampling_label.setText(f"Sampling (the server's defaults, from its profile): {summary}" if summary
+                                    else "Sampling: the server's own defaults (it does not list them).")
+        self.template_label.setText(note)
+        self.template_label.setVisible(bool(note))
+        self._web_problem = web_problem
+        self._update_controls()
+
+    def _on_props_job_failed(self, url: str) -> None:
+        if url == self.url:
+            self.sampling_label.setText("Sampling: the server's own defaults (it did not say which).")
+
+    def _update_controls(self) -> None:
+        ready, busy = self.url is not None, self.session.busy
+        self.send_button.setEnabled(ready and not busy)
+        self.input_edit.setReadOnly(busy)
+        self.stop_button.setEnabled(busy)
+        self.copy_button.setEnabled(self.last_reply is not None and bool(self.last_reply.text))
+        self.clear_button.setEnabled(not self.transcript.document().isEmpty() or busy)
+        self.web_button.setEnabled(ready and not self._web_problem)
+        tip = "Open llama-server's own chat page in your browser."
+        if self._has_key:
+            tip += (" This server needs its API key: the page asks for it (the key is never put in the address, "
+                    "where the browser's history would keep it).")
+        if not ready:
+            tip = "Start a server in the Live tab first."
+        elif self._web_problem:
+            tip = self._web_problem
+        self.web_button.setToolTip(tip)
+
+    def _show_message(self, text: str, *, error: bool = False) -> None:
+        self.message_label.setStyleSheet("color: #c62828" if error else "")
+        self.message_label.setText(text)
+
+    def _cursor_at_end(self) -> tuple[QTextCursor, bool]:
+        bar = self.transcript.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 4
+        cursor = QTextCursor(self.transcript.document())  # not the view's own: a selection the user made stays
+        cursor.movePosition(QTextCursor.MoveOperation.End)
+        return cursor, at_bottom
+
+    def _follow(self, at_bottom: bool) -> None:
+        if at_bottom:
+            bar = self.transcript.verticalScrollBar()
+            bar.setValue(bar.maximum())
+
+    def _insert(self, text: str, *, italic: bool = False, muted: bool = False) -> None:
+        cursor, at_bottom = self._cursor_at_end()
+        fmt = QTextCharFormat()
+        fmt.setFontItalic(italic)
+        if muted:
+            fmt.setForeground(self.palette().placeholderText())
+        cursor.insertText(text, fmt)
+        self._follow(at_bottom)
+
+    def _append_turn(self, who: str, text: str) -> None:
+        cursor, at_bottom = self._cursor_at_end()
+        if not self.transcript.document().isEmpty():
+            cursor.insertBlock()
+            cursor.insertBlock()
+        bold = QTextCharFormat()
+        bold.setFontWeight(QFont.Weight.Bold)
+        cursor.insertText(who, bold)
+        cursor.insertBlock()
+        cursor.insertText(text, QTextCharFormat())
+        self._follow(at_bottom)
+
+    def _append_note(self, text: str) -> None:
+        """A small grey line under the reply (its speed row, or what happened)."""
+        cursor, at_bottom = self._cursor_at_end()
+        cursor.insertBlock()
+        fmt = QTextCharFormat()
+        fmt.setForeground(self.palette().placeholderText())
+        fmt.setFontPointSize(max(self.font().pointSizeF() - 1, 7))
+        cursor.insertText(text, fmt)
+        self._follow(at_bottom)

@@ -1,0 +1,175 @@
+"""The Chat tab on the real llama-server with the demo model: streamed replies, their speed rows (the same figures
+the Requests table shows), several turns, Stop, Copy, Clear, the web UI's address, and what it says without a
+server."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from PySide6.QtCore import QObject, QUrl, Slot
+from PySide6.QtGui import QDesktopServices, QGuiApplication
+
+
+class _Browser(QObject):
+    """Stands where the desktop's browser would: QDesktopServices hands it the URLs "Open web UI" opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.opened: list[str] = []
+
+    @Slot(QUrl)
+    def open(self, url: QUrl) -> None:
+        self.opened.append(url.toString())
+
+
+@pytest.fixture
+def window(qtbot):
+    from llm_tuner.app import build_window
+
+    _app, ctx, win = build_window()
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
+        pass
+    yield win
+    if win.live_panel.slot.running:
+        win.live_panel.stop_server()
+        qtbot.waitUntil(lambda: not win.live_panel.slot.running, timeout=30_000)
+
+
+def _reply(qtbot, chat, text: str, timeout: int = 240_000):
+    batches = []
+    chat.session.text_received.connect(lambda t, _r: batches.append(t))
+    with qtbot.waitSignal(chat.session.reply_finished, timeout=timeout) as done:
+        chat.input_edit.setPlainText(text)
+        chat.send_button.click()
+        assert chat.stop_button.isEnabled() and not chat.send_button.isEnabled()
+    return done.args[0], batches
+
+
+@pytest.mark.server
+def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, demo_model):
+    live, chat = window.live_panel, window.chat_panel
+    assert window.tabs.tabText(window.tabs.indexOf(chat)) == "Chat"
+    assert chat.server_label.text().startswith("No server is running") and not chat.send_button.isEnabled()
+
+    key = "chat-test-key-9f3a"
+    live.args_edit.setText(f"-m {demo_model} -c 2048 -np 1 -t 2 -n 24 --temp 0.5 --api-key {key}")
+    assert live.start()
+    qtbot.waitUntil(live.is_ready, timeout=120_000)
+    window.tabs.setCurrentWidget(chat)
+    assert chat.url == live.slot.url and chat.send_button.isEnabled()
+    qtbot.waitUntil(lambda: "temperature" in chat.sampling_label.text(), timeout=20_000)
+    assert "temperature 0.5 ·" in chat.sampling_label.text()  # the server's defaults: its command line's
+    assert "no chat template" in chat.template_label.text()  # the demo model has none: why its replies are odd
+
+    # One reply: streamed in pieces, the speed row under it is the server's own timings of the request.
+    chat.system_edit.setPlainText("You are a helpful assistant. Answer briefly.")
+    reply, batches = _reply(qtbot, chat, "Name three colours of the rainbow.")
+    assert not reply.cancelled and reply.text.strip() and reply.record is not None
+    assert len(batches) >= 2 and "".join(batches) == reply.text  # it arrived piece by piece, all of it
+    transcript = chat.transcript.toPlainText()
+    assert "Name three colours of the rainbow." in transcript and reply.text.strip()[:20] in transcript
+    rec = reply.record
+    row = re.search(r"prompt (\d+) tokens at ([\d.]+) t/s · generation (\d+) tokens at ([\d.]+) t/s · TTFT (\d+) ms",
+                    transcript)
+    assert row, transcript
+    assert (int(row[1]), int(row[3])) == (rec.prompt_n, rec.predicted_n) and rec.predicted_n > 1
+    assert row[4] == f"{rec.predicted_per_second:.2f}"
+
+    # The Requests table has the same request from the server's log, with the same figures.
+    qtbot.waitUntil(lambda: live.request_model.rowCount() == 1, timeout=20_000)
+    logged = live.request_model.records[0]
+    assert (logged.prompt_n, logged.predicted_n) == (rec.prompt_n, rec.predicted_n)
+    assert f"{logged.predicted_per_second:.2f}" == f"{rec.predicted_per_second:.2f}"
+    assert f"{logged.ttft_ms:.0f}" == f"{rec.ttft_ms:.0f}"
+
+    # A second turn goes with the first: the server reuses the conversation's cached prefix.
+    reply2, _ = _reply(qtbot, chat, "And one more?")
+    assert [m["role"] for m in chat.session.messages] == ["user", "assistant", "user", "assistant"]
+    assert reply2.record.cache_n and reply2.record.cache_n > rec.prompt_n // 2
+    assert "cached)" in chat.transcript.toPlainText()
+
+    chat.copy_button.click()
+    assert QGuiApplication.clipboard().text() == reply2.text
+
+    # Stop: the reply ends at once with what arrived; the server is free for the next request.
+    first: list[str] = []
+    chat.session.text_received.connect(lambda t, _r: first.append(t))
+    chat.input_edit.setPlainText("Tell me a long story about the sea.")
+    with qtbot.waitSignal(chat.session.reply_finished, timeout=60_000) as stopped:
+        chat.send_button.click()
+        qtbot.waitUntil(lambda: bool(first), timeout=60_000)
+        chat.stop_button.click()
+    assert stopped.args[0].cancelled and chat.transcript.toPlainText().rstrip().endswith(
+        ("Stopped.", "Stopped before the first word."))
+    assert chat.send_button.isEnabled() and not chat.stop_button.isEnabled()
+
+    # Open web UI: this build has no web page ("/" answers 404, though /props says the UI is on): the button says so.
+    assert not chat.web_button.isEnabled() and "has no web page" in chat.web_button.toolTip()
+
+    chat.clear_button.click()
+    assert chat.transcript.toPlainText() == "" and chat.session.messages == [] and not chat.copy_button.isEnabled()
+
+    # The server stops: the chat says so and sends nothing.
+    live.stop_server()
+    qtbot.waitUntil(lambda: "is not running (exited)" in chat.server_label.text(), timeout=30_000)
+    assert not chat.send_button.isEnabled()
+    assert not chat.send("hello?")
+
+
+def test_without_a_server_the_chat_says_what_to_do(qtbot):
+    from llm_tuner.ui.panels.chat_panel import ChatPanel
+
+    chat = ChatPanel()
+    qtbot.addWidget(chat)
+    assert "Start one in the Live tab" in chat.server_label.text()
+    assert not chat.send_button.isEnabled() and not chat.web_button.isEnabled()
+    assert not chat.send("hello")
+    assert chat.transcript.toPlainText() == ""
+
+
+def test_a_server_that_refuses_says_so_and_the_question_can_be_asked_again(qtbot):
+    """A wrong API key: the server's 401 in words, and the unanswered question leaves the history."""
+    from llm_tuner.ui.panels.chat_panel import ChatPanel
+    from tests.support.fake_llama import FakeLlama, json_route
+
+    refuse = json_route({"error": {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}},
+                        code=401)
+    with FakeLlama(routes={"/v1/chat/completions": refuse, "/props": refuse}) as fake:
+        chat = ChatPanel()
+        qtbot.addWidget(chat)
+        chat.set_server("attached", fake.url, "wrong-key")
+        with qtbot.waitSignal(chat.session.reply_failed, timeout=20_000):
+            assert chat.send("hello")
+        qtbot.waitUntil(lambda: "did not say" in chat.sampling_label.text(), timeout=20_000)
+    assert "needs an API key" in chat.message_label.text() and chat.session.messages == []
+    assert chat.transcript.toPlainText().rstrip().endswith("No reply.") and chat.send_button.isEnabled()
+
+
+def test_open_web_ui_opens_the_address_only_and_says_the_page_asks_for_the_key(qtbot):
+    from llm_tuner.ui.panels.chat_panel import ChatPanel
+    from tests.support.fake_llama import FakeLlama
+
+    def page(h, _body):  # llama-server with its web page: "/" answers (HEAD here)
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html")
+        h.send_header("Content-Length", "0")
+        h.end_headers()
+
+    key = "sk-web-ui-secret"
+    with FakeLlama(routes={"/": page}) as fake:
+        chat = ChatPanel()
+        qtbot.addWidget(chat)
+        chat.set_server("fake", fake.url, key)
+        qtbot.waitUntil(lambda: "Sampling" in chat.sampling_label.text() and "asking" not in
+                        chat.sampling_label.text(), timeout=20_000)
+    assert chat.web_button.isEnabled()
+    assert "asks for it" in chat.web_button.toolTip() and key not in chat.web_button.toolTip()
+    browser = _Browser()
+    QDesktopServices.setUrlHandler("http", browser, "open")
+    try:
+        chat.web_button.click()
+    finally:
+        QDesktopServices.unsetUrlHandler("http")
+    assert browser.opened == [fake.url + "/"] and key not in browser.opened[0]
