@@ -12,7 +12,7 @@ from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.binaries import trust_binary
 from llm_tuner.services.logparse import Failure
-from llm_tuner.services.server import ServerState, StateChanged
+from llm_tuner.services.supervised import ServerState, StateChanged
 from llm_tuner.state.live import LiveFleet, StartFacts
 
 
