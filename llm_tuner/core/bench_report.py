@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.cmdline import profile_diff
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.stats import (
@@ -294,8 +295,6 @@ def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> l
     """Which flags differ between two runs: through core.cmdline.profile_diff when both runs' saved
     profile versions are given (LaunchProfile), else from their llama-server argument lists."""
     if profile_a is not None and profile_b is not None:
-        from llm_tuner.core.cmdline import profile_diff  # noqa: PLC0415
-
         return [{"flag": f, "a": va, "b": vb} for f, va, vb in profile_diff(profile_a, profile_b)]
     return argv_diff(a.server_argv, b.server_argv)
 

@@ -14,6 +14,8 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import TypeVar
 
+from llm_tuner.core import flags
+
 # Upstream's words (tools/rpc/rpc-server.cpp prints them when bound to anything but 127.0.0.1).
 INSECURE_WARNING = ("ggml-rpc-server is bound to {host}, not loopback: anyone who can reach {host}:{port} can run "
                     "code in it and read or change what it holds. Upstream: \"Never expose the RPC server to an "
@@ -96,8 +98,6 @@ NO_RPC = ("this llama-server was built without RPC: use a build configured with 
 def rpc_support_error(catalog) -> str | None:
     """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds without
     the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
-    from llm_tuner.core import flags  # noqa: PLC0415
-
     if catalog is None or catalog.lookup(flags.spelling("rpc")) is not None:
         return None
     return f"no RPC: {NO_RPC}"

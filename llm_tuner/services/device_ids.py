@@ -19,6 +19,8 @@ from pathlib import Path
 from llm_tuner.core import flags
 from llm_tuner.core.devices import DeviceInventory, LlamaDevice, pci_ids_from_log, with_pci_ids
 from llm_tuner.services.paths import data_dir, private_file
+from llm_tuner.services.telemetry.amd import amd_gpus
+from llm_tuner.services.telemetry.nvml import nvidia_gpus
 
 log = logging.getLogger(__name__)
 
@@ -105,9 +107,7 @@ def inventory_for(binary: str | Path, *, learn_with: str | Path | None = None,
     with the model `learn_with` when a card is listed under two backends). `devices`: its --list-devices when
     already read. Never raises for a failed learning run: the mapping then falls back to name + memory."""
     from llm_tuner.services import binaries  # noqa: PLC0415
-    from llm_tuner.services.telemetry.amd import amd_gpus  # noqa: PLC0415
     from llm_tuner.services.telemetry.inventory import detect_inventory  # noqa: PLC0415
-    from llm_tuner.services.telemetry.nvml import nvidia_gpus  # noqa: PLC0415
 
     llama = list(devices) if devices is not None else binaries.list_devices(Path(binary))
     llama = with_pci_ids(llama, cached_ids(binary))

@@ -19,9 +19,11 @@ from pathlib import Path
 
 from llm_tuner.core.session import RequestRecord
 from llm_tuner.services import device_ids, logparse, process
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.launch import LaunchPlan, config_ini_paths, plan_from_profile, plan_launch  # noqa: F401
 from llm_tuner.services.process import StopResult
+from llm_tuner.services.telemetry.server_metrics import SlotWatcher, parse_metrics
 
 
 class ServerProcess:
@@ -191,8 +193,6 @@ class ServerSession:
         self._lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         if client_factory is None:
-            from llm_tuner.services.client import LlamaClient
-
             client_factory = LlamaClient
         self._client_factory = client_factory
 
@@ -390,8 +390,6 @@ class AttachedSession:
         self._parser = logparse.LogParser()
         self._finish_lock = threading.Lock()
         if client_factory is None:
-            from llm_tuner.services.client import LlamaClient
-
             client_factory = LlamaClient
         self._client = client_factory(self.url, api_key=api_key, timeout=5.0) if api_key else \
             client_factory(self.url, timeout=5.0)
@@ -451,8 +449,6 @@ class AttachedSession:
         return self.state in (ServerState.READY, ServerState.LOADING)
 
     def _poll_loop(self) -> None:
-        from llm_tuner.services.telemetry.server_metrics import SlotWatcher, parse_metrics
-
         watcher = SlotWatcher()
         was_reachable = None
         ever_reachable = False

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from llm_tuner.services import logparse
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.server import (
     AttachedSession,
@@ -29,7 +30,12 @@ from llm_tuner.services.server import (
     ServerState,
     StateChanged,
 )
+from llm_tuner.services.telemetry.amd import AmdSource
+from llm_tuner.services.telemetry.host import HostReader
+from llm_tuner.services.telemetry.inventory import gpu_labels
+from llm_tuner.services.telemetry.nvml import THROTTLE_MASK, NvmlSource
 from llm_tuner.services.telemetry.sampler import GpuReader, Sample, Telemetry
+from llm_tuner.services.telemetry.server_metrics import ServerReader
 
 log = logging.getLogger(__name__)
 
@@ -153,9 +159,6 @@ def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tupl
 
     `labels` names the samples ({"nvidia:0": "CUDA0"} or a callable giving it; see GpuReader).
     """
-    from llm_tuner.services.telemetry.amd import AmdSource
-    from llm_tuner.services.telemetry.nvml import THROTTLE_MASK, NvmlSource
-
     readers: dict = {}
     notes: list[str] = []
     nv = NvmlSource()
@@ -200,11 +203,9 @@ class WatchedServer:
             if gpu_readers is None:
                 gpu_readers, self.notes = default_gpu_readers(self._pids, self._gpu_labels)
             readers.update(gpu_readers)
-            from llm_tuner.services.agent import agent_readers
+            from llm_tuner.services.agent import agent_readers  # noqa: PLC0415 - circle: agent imports watch
 
             readers.update(agent_readers(agents))  # RPC workers' GPUs, from their `llm-tuner agent`
-            from llm_tuner.services.telemetry.host import HostReader
-
             readers["host"] = HostReader(lambda: session.pid)
             readers["server"] = self._server_reader()
         self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples)
@@ -212,8 +213,6 @@ class WatchedServer:
 
     def _gpu_labels(self) -> dict[str, str]:
         """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""
-        from llm_tuner.services.telemetry.inventory import gpu_labels
-
         plan = getattr(self.session, "plan", None)
         return gpu_labels(plan.binary if plan is not None else None)
 
@@ -226,9 +225,6 @@ class WatchedServer:
         return frozenset({pid}) if pid else frozenset()
 
     def _server_reader(self):
-        from llm_tuner.services.client import LlamaClient
-        from llm_tuner.services.telemetry.server_metrics import ServerReader
-
         holder: dict = {}
 
         def read():

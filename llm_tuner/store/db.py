@@ -17,7 +17,7 @@ from pathlib import Path
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
@@ -154,8 +154,6 @@ def _quick_check(path: Path) -> None:
 
 def _check_revision(engine: Engine, path: Path) -> None:
     """A revision this build does not know means a newer llm-tuner wrote the file: never "upgrade" it."""
-    from sqlalchemy import inspect, text
-
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
             return

@@ -11,7 +11,20 @@ from __future__ import annotations
 import os
 from datetime import UTC, datetime
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, delete, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    delete,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.bench_spec import (
@@ -128,7 +141,7 @@ def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
         reps=tuple(_rep_model(r) for r in sorted(reps, key=lambda r: r.seq)), **data)
 
 
-class RunDeleted(Exception):  # noqa: N818 - a state, as the user reads it
+class RunDeleted(Exception):
     """The run being measured was deleted (another window, `llm-tuner runs delete`): nothing more is stored in it."""
 
     def __init__(self, run_id: int) -> None:
@@ -147,8 +160,6 @@ class RunRepository:
     def _add_columns_of_early_0004(self) -> None:
         """Databases migrated by the first, shorter 0004 (development builds of 2026-11-29) lack
         `bench_reps.other_cpu_pct`; add it so their history keeps working."""
-        from sqlalchemy import inspect, text  # noqa: PLC0415
-
         try:
             cols = {c["name"] for c in inspect(self.engine).get_columns("bench_reps")}
         except Exception:  # noqa: BLE001 - no table yet (not migrated): nothing to repair

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import re
 
 from pydantic import BaseModel, ConfigDict
@@ -50,8 +51,6 @@ class FlagCatalog(BaseModel):
     def suggest(self, name: str) -> str | None:
         """The known spelling closest to a mistyped flag (`--ctx-sise` -> `--ctx-size`), or None. Long names
         are matched against long names only, so a short typo does not suggest an unrelated long flag."""
-        import difflib  # noqa: PLC0415 - only for a typo
-
         if not name.startswith("-") or len(name) < 3:
             return None
         name = name.split("=", 1)[0]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline import effective_profile, profile_to_argv
 
 # ------------------------------------------------------------------------------------------------
 # inputs
@@ -278,8 +279,6 @@ def args_from_profile(profile: Any) -> PlacementArgs:
     """A LaunchProfile -> PlacementArgs through its effective arguments: the profile's flags with the
     LLAMA_ARG_* variables of its environment applied as llama-server applies them (core.cmdline), read by
     the one argument parser above."""
-    from llm_tuner.core.cmdline import effective_profile, profile_to_argv  # noqa: PLC0415
-
     argv, _env = profile_to_argv(effective_profile(profile))
     return parse_server_args(argv)
 

@@ -32,6 +32,7 @@ from llm_tuner.core.stats import BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.bench import profile_versions
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_tables import make_table
 from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, run_chart_groups
@@ -204,8 +205,6 @@ class ComparePanel(QWidget):
     @staticmethod
     def _load_pair(repo, engine, get):
         """Off the GUI thread: the two runs and their saved profile versions (for the flag diff)."""
-        from llm_tuner.services.bench import profile_versions  # noqa: PLC0415
-
         a, b = get()
         if a is None or b is None:
             return a, b, None, None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 import time
 from functools import partial
+from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
 from PySide6.QtGui import QGuiApplication
@@ -34,12 +35,18 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline import profile_to_argv
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.binaries import SERVER, BinaryError, locate, require_trusted
+from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.logparse import LogLine
+from llm_tuner.services.preflight import ModelLook, preflight_errors, refusal_text
 from llm_tuner.services.server import RECENT_RECORDS, plan_launch
 from llm_tuner.services.telemetry.breakdown import live_segments
+from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_requests import RequestsView
@@ -60,8 +67,6 @@ class LivePanel(QWidget):
         self.ctx = ctx
         repo = None
         try:
-            from llm_tuner.store.sessions import SessionRepository
-
             repo = SessionRepository(ctx.engine)
         except Exception:  # noqa: BLE001 - the panel works without a history
             repo = None
@@ -260,10 +265,8 @@ class LivePanel(QWidget):
         model = self.ctx.state.model_path
         if model is None:
             try:
-                from llm_tuner.services.demo_model import find_demo_model
-
                 model = find_demo_model()
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - no demo model: the arguments stay empty
                 model = None
         if model is not None:
             self.args_edit.setText(shlex.join(flags.argv_for("model", str(model))))
@@ -272,7 +275,6 @@ class LivePanel(QWidget):
         info = self.ctx.state.binaries.get("llama-server") if self.ctx.state.binaries else None
         if info is not None and info.ok:
             return str(info.path), info.catalog
-        from llm_tuner.services.binaries import SERVER, locate
 
         loc = locate(SERVER, self.ctx.settings)
         return (str(loc.path), None) if loc else (None, None)
@@ -302,7 +304,6 @@ class LivePanel(QWidget):
         env = self._profile_args[1] if self._args_from_editor() else {}
         own = getattr(self.ctx.state.profile, "binary", None) if self._args_from_editor() else None
         if own:  # the profile's own program (a fork, another build) runs only once the user confirmed it
-            from llm_tuner.services.binaries import BinaryError, require_trusted  # noqa: PLC0415
 
             try:
                 require_trusted(own, self.ctx.settings)
@@ -325,8 +326,6 @@ class LivePanel(QWidget):
                 return name
         model = flags.value_of(args, "model")
         if model:
-            from pathlib import Path
-
             return Path(model).stem + (" (unsaved)" if from_editor else "")
         return f"server {len(self.slots)}"
 
@@ -336,7 +335,6 @@ class LivePanel(QWidget):
         model file included), else those of the typed arguments (core rules only: no file I/O here)."""
         if self._args_from_editor():
             return list(self.ctx.state.profile_errors)
-        from llm_tuner.services.preflight import ModelLook, preflight_errors  # noqa: PLC0415
 
         return preflight_errors(argv=shlex.split(self.args_edit.text()), catalog=self._binary()[1],
                                 look=ModelLook(None))
@@ -357,8 +355,6 @@ class LivePanel(QWidget):
         errors = [] if force else self._preflight_errors()
         self.anyway_button.setVisible(bool(errors))
         if errors:
-            from llm_tuner.services.preflight import refusal_text  # noqa: PLC0415
-
             self._show_message("Not started: " + refusal_text(errors, "Launch anyway"), error=True)
             return False
         busy = [s for s in self.slots if s.running and s.url and s.url.endswith(f":{plan.port}")]
@@ -458,8 +454,6 @@ class LivePanel(QWidget):
         slot = self.slot
 
         def run(_ctl):
-            from llm_tuner.services.client import LlamaClient
-
             with LlamaClient(url, timeout=120) as c:
                 return c.completion(TEST_PROMPT, n_predict=32)
 
@@ -570,8 +564,6 @@ class LivePanel(QWidget):
         if profile is None:
             return
         try:
-            from llm_tuner.core.cmdline import profile_to_argv
-
             argv, env = profile_to_argv(profile)
         except Exception as exc:  # noqa: BLE001 - an incomplete profile: keep the current command
             self.notes_label.setText(f"The profile cannot be turned into a command yet: {exc}")

@@ -17,7 +17,10 @@ from PySide6.QtWidgets import (
     QVBoxLayout,
 )
 
+from llm_tuner.core.memory_check import calibrate, compare
+from llm_tuner.core.memory_log import parse_memory_log
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.binaries import SERVER, locate, measure_server_memory
 
 
 class LlamaCheckBox(QGroupBox):
@@ -55,7 +58,6 @@ class LlamaCheckBox(QGroupBox):
         if panel.model is None:
             self.check_label.setText("Select a model first.")
             return
-        from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
 
         loc = locate(SERVER, panel.ctx.settings)
         if loc is None:
@@ -82,9 +84,6 @@ class LlamaCheckBox(QGroupBox):
         self.check_cancel_button.setEnabled(False)
 
     def _on_job_succeeded(self, run) -> None:
-        from llm_tuner.core.memory_check import calibrate, compare  # noqa: PLC0415
-        from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
-
         if not run.loaded:
             tail = (run.log.strip().splitlines() or ["(no output)"])[-1]
             self.check_label.setText(f"llama-server did not load: {tail[:300]}")

@@ -37,14 +37,18 @@ from llm_tuner.core.memory import (
     args_from_profile,
     listed_device,
     overrides_as_profile,
+    placement_argv,
     plan_gpus,
     plan_memory,
     solve,
 )
+from llm_tuner.core.profile import OverrideRule
 from llm_tuner.core.rpc import default_device_order
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import worker_devices
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
 from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
@@ -245,8 +249,6 @@ class PlanPanel(QWidget):
 
     def load_model(self, path: Path) -> None:
         """Read the model header off the GUI thread, then plan."""
-        from llm_tuner.services.library import read_model  # noqa: PLC0415
-
         self.model_label.setText(f"Reading {path.name} …")
         job = BackgroundJob(lambda _c: read_model(path), self)
         job.succeeded.connect(self._on_model_read)
@@ -262,7 +264,6 @@ class PlanPanel(QWidget):
             return
         if self.draft_model is not None and str(self.draft_model.path) == str(Path(path).expanduser()):
             return
-        from llm_tuner.services.library import read_model  # noqa: PLC0415
 
         self.draft_model = None
         job = BackgroundJob(lambda _c: read_model(Path(path).expanduser()), self)
@@ -395,7 +396,6 @@ class PlanPanel(QWidget):
         self._rpc_for, self.rpc_devices, self.rpc_error = endpoints, [], None
         if not endpoints:
             return
-        from llm_tuner.services.rpc import worker_devices  # noqa: PLC0415
 
         settings = self.ctx.settings
         job = BackgroundJob(lambda _c: worker_devices(list(endpoints), settings, timeout_s=15), self)
@@ -513,7 +513,6 @@ class PlanPanel(QWidget):
         profile = self.ctx.state.profile
         if profile is None:
             return
-        from llm_tuner.core.profile import OverrideRule  # noqa: PLC0415
 
         cpu_moe, n_cpu_moe, rest = overrides_as_profile(self.args.overrides)
         self._write_profile(override_tensor=tuple(OverrideRule(pattern=p, buffer=b) for p, b in rest),
@@ -522,8 +521,6 @@ class PlanPanel(QWidget):
     # -- check with llama.cpp -------------------------------------------------------------------------------
     def check_argv(self) -> list[str]:
         """llama-server arguments for the current settings (what the check runs), -fit off."""
-        from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
-
         argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
         rpc = flags.argv_for("rpc", ",".join(self._rpc_for)) if self._rpc_for else []  # before -dev
         return [*rpc, *argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
