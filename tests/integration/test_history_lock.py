@@ -8,15 +8,12 @@ import sqlite3
 import time
 
 import httpx
-import pytest
 
 from llm_tuner.services import logparse
 from llm_tuner.services.server import AttachedSession, RequestFinished, ServerState, StateChanged
 from llm_tuner.services.watch import HistoryStatus, WatchedServer
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.sessions import SessionRepository
-
-pytestmark = pytest.mark.server
 
 
 def _wait(pred, timeout: float, what: str) -> None:
