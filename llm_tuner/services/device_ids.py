@@ -19,8 +19,7 @@ from pathlib import Path
 from llm_tuner.core import flags
 from llm_tuner.core.devices import DeviceInventory, LlamaDevice, pci_ids_from_log, with_pci_ids
 from llm_tuner.services.paths import data_dir, private_file
-from llm_tuner.services.telemetry.amd import amd_gpus
-from llm_tuner.services.telemetry.nvml import nvidia_gpus
+from llm_tuner.services.telemetry import amd, nvml
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +110,7 @@ def inventory_for(binary: str | Path, *, learn_with: str | Path | None = None,
 
     llama = list(devices) if devices is not None else binaries.list_devices(Path(binary))
     llama = with_pci_ids(llama, cached_ids(binary))
-    if learn_with is not None and needs_learning(llama, len(nvidia_gpus()[0]) + len(amd_gpus()[0])):
+    if learn_with is not None and needs_learning(llama, len(nvml.nvidia_gpus()[0]) + len(amd.amd_gpus()[0])):
         try:
             llama = with_pci_ids(llama, learn(binary, learn_with))
         except Exception as exc:  # noqa: BLE001 - a guess by name and memory is the fallback

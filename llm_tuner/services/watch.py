@@ -30,10 +30,9 @@ from llm_tuner.services.server import (
     ServerState,
     StateChanged,
 )
-from llm_tuner.services.telemetry.amd import AmdSource
+from llm_tuner.services.telemetry import amd, nvml
 from llm_tuner.services.telemetry.host import HostReader
 from llm_tuner.services.telemetry.inventory import gpu_labels
-from llm_tuner.services.telemetry.nvml import THROTTLE_MASK, NvmlSource
 from llm_tuner.services.telemetry.sampler import GpuReader, Sample, Telemetry
 from llm_tuner.services.telemetry.server_metrics import ServerReader
 
@@ -161,16 +160,16 @@ def default_gpu_readers(pids: Callable[[], frozenset[int]], labels=None) -> tupl
     """
     readers: dict = {}
     notes: list[str] = []
-    nv = NvmlSource()
+    nv = nvml.NvmlSource()  # looked up on its module, where tests put a scripted source
     if nv.count:
-        readers["gpu:nvidia"] = GpuReader(nv, "nvidia", pids, THROTTLE_MASK, labels=labels)
+        readers["gpu:nvidia"] = GpuReader(nv, "nvidia", pids, nvml.THROTTLE_MASK, labels=labels)
     elif nv.reason:
         notes.append(nv.reason)
-    amd = AmdSource()
-    if amd.count:
-        readers["gpu:amd"] = GpuReader(amd, "amd", labels=labels)
-    elif amd.reason:
-        notes.append(amd.reason)
+    radeon = amd.AmdSource()
+    if radeon.count:
+        readers["gpu:amd"] = GpuReader(radeon, "amd", labels=labels)
+    elif radeon.reason:
+        notes.append(radeon.reason)
     return readers, notes
 
 
