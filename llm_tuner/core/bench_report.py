@@ -16,6 +16,7 @@ from llm_tuner.core.cmdline import profile_diff
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.stats import (
+    AB_THRESHOLD_PCT,
     Comparison,
     acceptance_by_position,
     compare,
@@ -256,7 +257,7 @@ def llama_bench_gap(run: BenchRun) -> list[dict]:
     return out
 
 
-def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = 2.0) -> list[Comparison]:
+def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = AB_THRESHOLD_PCT) -> list[Comparison]:
     """Per metric present in either run: B against A with its verdict."""
     sa, sb = metric_samples(a), metric_samples(b)
     names = list(sa) + [n for n in sb if n not in sa]

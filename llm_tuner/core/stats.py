@@ -23,6 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 BETTER, WORSE, NOISE = "better", "worse", "within noise"
+# The practical A/B threshold (%): a smaller difference is "within noise" even when its interval excludes zero.
+# Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
+AB_THRESHOLD_PCT = 2.0
 
 
 @dataclass(frozen=True)
@@ -214,7 +217,7 @@ def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct
 
 
 def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, higher_is_better: bool,
-            threshold_pct: float = 2.0, unit: str = "", confidence: float = 0.95) -> Comparison:
+            threshold_pct: float = AB_THRESHOLD_PCT, unit: str = "", confidence: float = 0.95) -> Comparison:
     """Compare samples B against A.
 
     Δ% = (median B − median A) / median A. The 95% interval is `ratio_ci_pct` (on the ratio B/A, containing

@@ -9,6 +9,7 @@ from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile, profile_to_argv
+from llm_tuner.core.memory.constants import FIT_TARGET_MIB
 
 # ------------------------------------------------------------------------------------------------
 # inputs
@@ -81,7 +82,7 @@ class PlacementArgs:
     no_kv_offload: bool = False
     op_offload: bool = True
     fit: bool = True
-    fit_target_mib: tuple[int, ...] = (1024,)
+    fit_target_mib: tuple[int, ...] = (FIT_TARGET_MIB,)
     fit_ctx_min: int = 4096
     load_mode: str = "auto"
     no_host: bool = False

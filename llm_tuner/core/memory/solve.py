@@ -6,6 +6,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_tuner.core.memory.args import FFN_EXPS_REGEX, PlacementArgs, PlanDevice
+from llm_tuner.core.memory.constants import CTX_PAD, FIT_TARGET_MIB
 from llm_tuner.core.memory.model_view import _ModelView, _pad, _view, normalize_cpu_flags
 from llm_tuner.core.memory.placement import _model_devices
 from llm_tuner.core.memory.plan import (
@@ -53,15 +54,15 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
                 warnings.extend(f"fit: {c}" for c in changes)
     elif apply_fit and args.fit and host.capacity_mib and (args.ctx is None):
         # no GPU: fit compares host use with total RAM minus the first -fitt margin and only shrinks context
-        margin = (args.fit_target_mib or (1024,))[0]
+        margin = (args.fit_target_mib or (FIT_TARGET_MIB,))[0]
 
         def host_ok(p: MemoryPlan) -> bool:
             h = p.device("Host")
             return h is None or _fit_use_mib(h) <= host.capacity_mib - margin
 
         if not host_ok(plan):
-            step = 256 * (1 if args.unified else args.n_seq_max)
-            lo = max(256, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
+            step = CTX_PAD * (1 if args.unified else args.n_seq_max)
+            lo = max(CTX_PAD, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
             best = _bisect_ctx(lambda c: host_ok(_raw_plan(view, args.with_(ctx=c), gpus, host, flags, calibration,
                                                            draft)[0]), lo, view.n_ctx_train, step)
             plan, devs = _raw_plan(view, args.with_(ctx=best), gpus, host, flags, calibration, draft)
@@ -84,10 +85,10 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
 
     cur = args
     if args.ctx is None:
-        lo = max(256, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
+        lo = max(CTX_PAD, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
         hi = view.n_ctx_train
         if ok(cur.with_(ctx=lo)):
-            best = _bisect_ctx(lambda c: ok(cur.with_(ctx=c)), lo, hi, 256 * (1 if args.unified else args.n_seq_max))
+            best = _bisect_ctx(lambda c: ok(cur.with_(ctx=c)), lo, hi, CTX_PAD * (1 if args.unified else args.n_seq_max))
             cur = cur.with_(ctx=best)
             changes.append(f"context reduced to {best} tokens so each device keeps its -fitt margin "
                            f"(set -c to choose it yourself)")
@@ -179,7 +180,7 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
                 + (f" ({short:.0f} MiB short)" if short > 0 else ""))
 
     if goal == "context":
-        step = 256 * (1 if base.unified else base.n_seq_max)
+        step = CTX_PAD * (1 if base.unified else base.n_seq_max)
         lo, hi = step, _pad(view.n_ctx_train, step)
         if not ok(base.with_(ctx=lo)):
             return FitAnswer(None, None, "even the smallest context does not fit: " + bottleneck(base.with_(ctx=lo)))

@@ -28,7 +28,7 @@ from llm_tuner.core.bench_report import (
     speculative_lines,
     speculative_speedup,
 )
-from llm_tuner.core.stats import BETTER, NOISE, WORSE
+from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
@@ -56,7 +56,7 @@ class ComparePanel(QWidget):
         self.threshold_spin.setRange(0.0, 50.0)
         self.threshold_spin.setSingleStep(0.5)
         self.threshold_spin.setSuffix(" %")
-        self.threshold_spin.setValue(float(getattr(ctx.settings, "ab_threshold_pct", 2.0)))
+        self.threshold_spin.setValue(float(getattr(ctx.settings, "ab_threshold_pct", AB_THRESHOLD_PCT)))
         self.threshold_spin.setToolTip("practical threshold: smaller differences are 'within noise' even when real")
         self.compare_button = QPushButton("Compare")
         self.compare_button.clicked.connect(self._on_compare_clicked)

@@ -30,6 +30,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile
 from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory import (
+    FIT_TARGET_MIB,
     Calibration,
     MemoryPlan,
     PlacementArgs,
@@ -178,7 +179,7 @@ class PlanPanel(QWidget):
         frow = QHBoxLayout()
         self.margin_label = QLabel("Keep free per device (-fitt)")
         frow.addWidget(self.margin_label)
-        self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
+        self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=FIT_TARGET_MIB, singleStep=128, suffix=" MiB")
         box.watch("fitt", self.margin_spin, self.margin_label, "fit_target_mib")
         frow.addWidget(self.margin_spin)
         dl.addLayout(frow)
@@ -376,7 +377,7 @@ class PlanPanel(QWidget):
 
     def _on_margin_changed(self, value: int) -> None:
         self.args = self.args.with_(fit_target_mib=(value,))
-        self._write_profile(fit_target_mib=(value,) if value != 1024 else ())
+        self._write_profile(fit_target_mib=(value,) if value != FIT_TARGET_MIB else ())
         self._schedule()
 
     # -- devices -------------------------------------------------------------------------------------
