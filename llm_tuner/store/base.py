@@ -20,7 +20,7 @@ NAMING = {
 def process_started_unix(pid: int) -> float | None:
     """When process `pid` started (None when there is no such process): with the pid, names one process."""
     try:
-        return psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except (psutil.Error, OSError):
         return None
 

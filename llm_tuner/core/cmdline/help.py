@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -118,7 +119,7 @@ def parse_help(text: str) -> FlagCatalog:
     lines = text.splitlines()
     flags: list[FlagSpec] = []
     section = ""
-    cur: dict | None = None
+    cur: dict[str, Any] | None = None
 
     def flush() -> None:
         nonlocal cur

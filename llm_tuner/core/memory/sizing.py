@@ -167,7 +167,7 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
     else:
         ffn = (_C_FFN_RESIDUAL * E + _C_FFN * F) * T * 4
     if fa:
-        attn = (2 * E + 3 * hq + 2 * hkv) * T * 4
+        attn: float = (2 * E + 3 * hq + 2 * hkv) * T * 4
     else:
         a, b, c = _C_ATTN_NOFA
         n_kv_max = kv_cells if has_base else swa_cells
@@ -343,7 +343,7 @@ def _compute_mtp(view: _ModelView, args: PlacementArgs, fa: bool, kv_cells: int)
     hq = view.n_head[il] * view.k_len[il]
     hkv = view.n_head_kv[il] * view.k_len[il]
     if fa:
-        peak = kv_cells * T * 2 + (2 * E + 3 * hq + 2 * hkv) * T * 4
+        peak: float = kv_cells * T * 2 + (2 * E + 3 * hq + 2 * hkv) * T * 4
     else:
         a, b, c = _C_ATTN_NOFA
         peak = kv_cells * T * 4 + view.n_head[il] * kv_cells * T * 4 + (a * E + b * hq + c * hkv) * T * 4
