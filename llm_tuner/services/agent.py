@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
@@ -52,7 +53,7 @@ def read_token(value: str | None = None, path: str | None = None) -> str | None:
     """
     if path:
         try:
-            text = sys.stdin.readline() if path == "-" else open(path, encoding="utf-8").read()
+            text = sys.stdin.readline() if path == "-" else Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the token file {path}: {exc}") from None
         token = (text.strip().splitlines() or [""])[0].strip()
