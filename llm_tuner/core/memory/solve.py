@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -55,10 +56,11 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
     elif apply_fit and args.fit and host.capacity_mib and (args.ctx is None):
         # no GPU: fit compares host use with total RAM minus the first -fitt margin and only shrinks context
         margin = (args.fit_target_mib or (FIT_TARGET_MIB,))[0]
+        room = host.capacity_mib - margin
 
         def host_ok(p: MemoryPlan) -> bool:
             h = p.device("Host")
-            return h is None or _fit_use_mib(h) <= host.capacity_mib - margin
+            return h is None or _fit_use_mib(h) <= room
 
         if not host_ok(plan):
             step = CTX_PAD * (1 if args.unified else args.n_seq_max)
@@ -116,7 +118,7 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
     return cur.with_(ngl=0), changes
 
 
-def _bisect_ctx(ok, lo: int, hi: int, step: int) -> int:
+def _bisect_ctx(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> int:
     lo_k, hi_k = lo // step, max(lo // step, hi // step)
     while lo_k < hi_k:
         mid = (lo_k + hi_k + 1) // 2
@@ -167,11 +169,11 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
 
     def bottleneck(a: PlacementArgs) -> str:
         p = plan_of(a)
-        worst = min((d for d in p.devices if d.budget_mib is not None),
-                    key=lambda d: d.budget_mib - targets.get(d.name, 0) - d.resident_mib, default=None)
-        if worst is None:
+        known = [(d, d.budget_mib) for d in p.devices if d.budget_mib is not None]
+        if not known:
             return "no device has a known capacity"
-        short = worst.resident_mib - (worst.budget_mib - targets.get(worst.name, 0))
+        worst, budget = min(known, key=lambda db: db[1] - targets.get(db[0].name, 0) - db[0].resident_mib)
+        short = worst.resident_mib - (budget - targets.get(worst.name, 0))
         return (f"{worst.name} is the limit: {worst.resident_mib:.0f} MiB needed "
                 f"(weights {worst.model_mib - worst.mapped_mib:.0f}"
                 + (f" besides {worst.mapped_mib:.0f} mapped from the file" if worst.mapped_mib else "")
