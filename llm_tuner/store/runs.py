@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import (
     JSON,
     Boolean,
     DateTime,
+    Engine,
     Float,
     ForeignKey,
     Integer,
@@ -49,13 +51,13 @@ class BenchGroupRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), default="sweep")
     param: Mapped[str] = mapped_column(String(200), default="")
-    values_json: Mapped[list] = mapped_column(JSON, default=list)
+    values_json: Mapped[list[Any]] = mapped_column(JSON, default=list)
     label: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
     # A tune (kind "tune", store/tunes.py): its whole spec (every knob, the objective), status and result.
-    spec_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    knobs_json: Mapped[list | None] = mapped_column(JSON, nullable=True)
-    result_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    spec_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    knobs_json: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    result_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
@@ -70,8 +72,8 @@ class BenchRunRow(Base):
     label: Mapped[str] = mapped_column(String(200), default="")
     # Points at store/profiles' immutable profile version; no FK so runs survive a profile's deletion.
     profile_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    server_argv: Mapped[list] = mapped_column(JSON, default=list)
-    server_env: Mapped[dict] = mapped_column(JSON, default=dict)
+    server_argv: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    server_env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     attached_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
     model_path: Mapped[str | None] = mapped_column(Text, nullable=True, index=True)
     model_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -79,18 +81,18 @@ class BenchRunRow(Base):
     model_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     binary_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     binary_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    binary_backends: Mapped[list] = mapped_column(JSON, default=list)
-    devices: Mapped[list] = mapped_column(JSON, default=list)
-    spec: Mapped[dict] = mapped_column(JSON, default=dict)
+    binary_backends: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    devices: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="running", index=True)
     started_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     sweep_value: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    memory_predicted_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    memory_measured_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    llama_bench: Mapped[list] = mapped_column(JSON, default=list)
-    llama_bench_skipped: Mapped[list] = mapped_column(JSON, default=list)
+    memory_predicted_mib: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    memory_measured_mib: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    llama_bench: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    llama_bench_skipped: Mapped[list[Any]] = mapped_column(JSON, default=list)
     llama_bench_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
@@ -107,8 +109,8 @@ class BenchRepRow(ServerTimingsColumns, Base):
     rep: Mapped[int] = mapped_column(Integer, default=0)
     client: Mapped[int] = mapped_column(Integer, default=0)
     draft_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    draft_accepted_per_pos: Mapped[list | None] = mapped_column(JSON, nullable=True)
-    peaks: Mapped[list] = mapped_column(JSON, default=list)
+    draft_accepted_per_pos: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    peaks: Mapped[list[Any]] = mapped_column(JSON, default=list)
     other_cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -153,7 +155,7 @@ class RunDeleted(Exception):
 class RunRepository:
     """Benchmark runs in the app's SQLite file. Thread-safe: one short session per call."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._add_columns_of_early_0004()
 
@@ -197,7 +199,7 @@ class RunRepository:
             s.add(BenchRepRow(run_id=run_id, peaks=[p.model_dump(mode="json") for p in rep.peaks],
                               draft_accepted_per_pos=list(rep.draft_accepted_per_pos) or None, ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
 
-    def finish_run(self, run_id: int, status: str, error: str | None = None, **extra) -> None:
+    def finish_run(self, run_id: int, status: str, error: str | None = None, **extra: Any) -> None:
         """Set the final status (complete/incomplete/failed/cancelled) and any late facts
         (memory_measured_mib, llama_bench results, ...)."""
         with session_scope(self.engine) as s:
@@ -215,7 +217,7 @@ class RunRepository:
                     value = list(value)
                 setattr(row, key, value)
 
-    def update_run(self, run_id: int, **fields) -> None:
+    def update_run(self, run_id: int, **fields: Any) -> None:
         with session_scope(self.engine) as s:
             row = s.get(BenchRunRow, run_id)
             if row is not None:
@@ -295,7 +297,7 @@ class RunRepository:
         if not runs:
             return runs
         cols = [getattr(BenchRepRow, f) for f in self.OVERVIEW_REP_FIELDS]
-        reps: dict[int, list[Repetition]] = {r.id: [] for r in runs}
+        reps: dict[int | None, list[Repetition]] = {r.id: [] for r in runs}  # stored runs: ids are there
         with session_scope(self.engine) as s:
             for row in s.execute(select(BenchRepRow.run_id, *cols).where(BenchRepRow.run_id.in_(list(reps)))):
                 run_id, *values = row
