@@ -51,10 +51,12 @@ run: setup
 lint: $(STAMP)
 	$(VENV)/bin/ruff check llm_tuner tests benchmarks scripts
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 
 test: setup
 	$(VENV)/bin/ruff check llm_tuner tests benchmarks scripts
 	$(VENV)/bin/lint-imports
+	$(VENV)/bin/mypy
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
 
 screenshots: $(STAMP)

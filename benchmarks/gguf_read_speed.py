@@ -23,10 +23,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm_tuner.services.demo_model import find_demo_model  # noqa: E402
-from llm_tuner.services.library import find_models, read_model, scan  # noqa: E402
-from llm_tuner.store.db import open_engine  # noqa: E402
-from llm_tuner.store.model_cache import ModelCacheRepo  # noqa: E402
+from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.library import find_models, read_model, scan
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.model_cache import ModelCacheRepo
 
 
 def ms(seconds: float) -> str:

@@ -46,12 +46,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm_tuner.core.buffer_devices import buffer_device, buffer_shares, is_row_split  # noqa: E402
-from llm_tuner.core.memory import MIB, PlanDevice, parse_server_args, plan_memory  # noqa: E402
-from llm_tuner.core.memory_log import MemoryLog, parse_memory_log  # noqa: E402
-from llm_tuner.services.binaries import list_devices, locate, measure_server_memory  # noqa: E402
-from llm_tuner.services.demo_model import find_demo_model  # noqa: E402
-from llm_tuner.services.library import read_model  # noqa: E402
+from llm_tuner.core.buffer_devices import buffer_device, buffer_shares, is_row_split
+from llm_tuner.core.memory import MIB, PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.memory_log import MemoryLog, parse_memory_log
+from llm_tuner.services.binaries import list_devices, locate, measure_server_memory
+from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.library import read_model
 
 KINDS = ("model", "kv", "output", "compute")
 
@@ -105,8 +105,8 @@ def within(est: float, real: float, pct: float, abs_mib: float) -> bool:
 
 
 def make_models(folder: Path) -> dict[str, Path]:
-    from tests.support.random_gguf import write_gemma3, write_qwen3_dense, write_qwen3_moe  # noqa: PLC0415
-    from tests.support.random_hybrid import write_qwen35  # noqa: PLC0415
+    from tests.support.random_gguf import write_gemma3, write_qwen3_dense, write_qwen3_moe
+    from tests.support.random_hybrid import write_qwen35
 
     models = {
         "dense": write_qwen3_dense(folder / "qwen3-dense-q4_0.gguf", n_layer=8, n_embd=1024, n_ff=2816, n_head=16,
@@ -333,7 +333,7 @@ def print_replay(path: Path, models: dict[str, Path]) -> int:
     return 0
 
 
-def main() -> int:  # noqa: C901, PLR0912, PLR0915
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--server", type=Path, help="llama-server to measure (default: the one llm-tuner finds)")
     ap.add_argument("--cuda", action="store_true", help="run the GPU matrix and measure runtime overhead")
@@ -466,7 +466,7 @@ def main() -> int:  # noqa: C901, PLR0912, PLR0915
         for k in ("model", "kv", "compute", "total"):
             print(f"  {k:8} {fails[k]}/{checked[k]} failed, worst {worst[k]:.1f}%")
         # the UI re-plans while a slider moves: time it on a big synthetic table (64-layer MoE)
-        from tests.unit.test_memory import make_model  # noqa: PLC0415
+        from tests.unit.test_memory import make_model
 
         big = make_model(n_layer=64, n_expert=64)
         a = parse_server_args(["-m", "x", "-ngl", "99", "-ot", r"blk\.(1|2|3)\.ffn_.*=CPU"])

@@ -23,11 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from llm_tuner.core import flags  # noqa: E402
-from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: E402
-from llm_tuner.core.memory_check import compare  # noqa: E402
-from llm_tuner.core.memory_log import parse_memory_log  # noqa: E402
-from llm_tuner.services.logparse import DeviceListed, LogParser  # noqa: E402
+from llm_tuner.core import flags
+from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.memory_check import compare
+from llm_tuner.core.memory_log import parse_memory_log
+from llm_tuner.services.logparse import DeviceListed, LogParser
 
 LIVE_CONFIGS = ("-dev RPC0,RPC1 -ts 1,1", "-dev RPC0,RPC1 -ts 3,1 -ctk q8_0 -ctv q8_0 -fa on", "-dev RPC0",
                 "-ngl 10 -dev RPC0,RPC1")

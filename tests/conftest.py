@@ -17,6 +17,16 @@ from tests.support import leak_check
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 DATA = Path(__file__).parent / "data"
+# Fixtures that give a test the real llama-server (a running one, or the binary it starts or asks itself):
+# a test that uses one, directly or through another fixture, is marked `server` by the hook below.
+SERVER_FIXTURES = frozenset({"llama_server", "server_binary"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The `server` marker follows fixture use, so no test that runs llama-server can miss it."""
+    for item in items:
+        if SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.server)
 
 
 @pytest.fixture(autouse=True)

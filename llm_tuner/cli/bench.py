@@ -24,6 +24,7 @@ from pathlib import Path
 
 from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
+from llm_tuner.core.stats import AB_THRESHOLD_PCT
 
 
 def _ints(text: str) -> tuple[int, ...]:
@@ -95,7 +96,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--json", action="store_true")
     q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
     q.add_argument("--threshold", type=float, default=None, metavar="PCT",
-                   help="practical threshold in %% (default: Settings.ab_threshold_pct, 2)")
+                   help=f"practical threshold in %% (default: Settings.ab_threshold_pct, {AB_THRESHOLD_PCT:g})")
     q.add_argument("--format", choices=("md", "json"), default=None,
                    help="with --out: write a report of the comparison (md: with both runs' hardware)")
     q.add_argument("--out", metavar="DIR", help="folder for the report (compare-A-B.md or .json)")
@@ -130,7 +131,7 @@ def _settings():
         from llm_tuner.services.settings_store import load_settings
 
         return load_settings()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - unreadable settings: the built-in defaults
         return None
 
 
@@ -418,7 +419,7 @@ def cmd_runs_compare(args) -> int:
         if a is None or b is None:
             raise CliError(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
     settings = _settings()
-    threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", 2.0)
+    threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", AB_THRESHOLD_PCT)
     result = compare_json(a, b, threshold, repo.engine)
     if args.format and not args.out:
         raise CliError("--format writes a report: give the folder with --out DIR")

@@ -64,9 +64,9 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
 def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
     """GPUs as the llama-server binary lists them (with the `--rpc` workers' devices of `server_args`), host RAM
     and CPU flags."""
-    from llm_tuner.services.binaries import SERVER, BinaryError, locate  # noqa: PLC0415
-    from llm_tuner.services.rpc import WorkerError, planned_gpus  # noqa: PLC0415
-    from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
+    from llm_tuner.services.binaries import SERVER, BinaryError, locate
+    from llm_tuner.services.rpc import WorkerError, planned_gpus
+    from llm_tuner.services.telemetry.host import host_info
 
     gpus: list[PlanDevice] = []
     loc = locate(SERVER)
@@ -81,7 +81,7 @@ def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevic
 
 
 def _estimate(args: argparse.Namespace) -> int:
-    from llm_tuner.services.library import read_model  # noqa: PLC0415
+    from llm_tuner.services.library import read_model
 
     server_args = list(args.server_args)
     if server_args and server_args[0] == "--":
@@ -166,9 +166,9 @@ def fit_params_text(fit: dict | None) -> list[str]:
 
 def _profile_argv(ref: str) -> list[str]:
     """The effective llama-server arguments of a saved profile or a profile file (flags and LLAMA_ARG_*)."""
-    from llm_tuner.cli.profile_file import load_profile  # noqa: PLC0415
-    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
-    from llm_tuner.core.flags import effective_argv  # noqa: PLC0415
+    from llm_tuner.cli.profile_file import load_profile
+    from llm_tuner.core.cmdline import profile_to_argv
+    from llm_tuner.core.flags import effective_argv
 
     argv, env = profile_to_argv(load_profile(ref).profile)
     return effective_argv(argv, env)
@@ -176,9 +176,9 @@ def _profile_argv(ref: str) -> list[str]:
 
 def _check_fit(pargs, plan) -> dict:
     """llama-fit-params' answer for the same arguments, beside what our fit emulation changed."""
-    from llm_tuner.core.memory import placement_argv  # noqa: PLC0415
-    from llm_tuner.core.memory_log import parse_fitted_args  # noqa: PLC0415
-    from llm_tuner.services.binaries import FIT_PARAMS, BinaryError, locate, run_fit_params  # noqa: PLC0415
+    from llm_tuner.core.memory import placement_argv
+    from llm_tuner.core.memory_log import parse_fitted_args
+    from llm_tuner.services.binaries import FIT_PARAMS, BinaryError, locate, run_fit_params
 
     loc = locate(FIT_PARAMS)
     if loc is None:
@@ -197,9 +197,9 @@ def _check_fit(pargs, plan) -> dict:
 
 def _check(server_args: list[str], plan, devices: list[PlanDevice]) -> dict:
     """Run the real server once and return its buffers per device, beside the differences."""
-    from llm_tuner.core.memory_check import check_json  # noqa: PLC0415
-    from llm_tuner.core.memory_log import parse_memory_log  # noqa: PLC0415
-    from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
+    from llm_tuner.core.memory_check import check_json
+    from llm_tuner.core.memory_log import parse_memory_log
+    from llm_tuner.services.binaries import SERVER, locate, measure_server_memory
 
     loc = locate(SERVER)
     if loc is None:

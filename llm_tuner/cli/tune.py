@@ -95,7 +95,7 @@ def _settings():
         from llm_tuner.services.settings_store import load_settings
 
         return load_settings()
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - unreadable settings: the built-in defaults
         return None
 
 

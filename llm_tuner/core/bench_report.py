@@ -12,9 +12,11 @@ from dataclasses import dataclass
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.cmdline import profile_diff
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.stats import (
+    AB_THRESHOLD_PCT,
     Comparison,
     acceptance_by_position,
     compare,
@@ -255,7 +257,7 @@ def llama_bench_gap(run: BenchRun) -> list[dict]:
     return out
 
 
-def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = 2.0) -> list[Comparison]:
+def compare_runs(a: BenchRun, b: BenchRun, threshold_pct: float = AB_THRESHOLD_PCT) -> list[Comparison]:
     """Per metric present in either run: B against A with its verdict."""
     sa, sb = metric_samples(a), metric_samples(b)
     names = list(sa) + [n for n in sb if n not in sa]
@@ -294,8 +296,6 @@ def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> l
     """Which flags differ between two runs: through core.cmdline.profile_diff when both runs' saved
     profile versions are given (LaunchProfile), else from their llama-server argument lists."""
     if profile_a is not None and profile_b is not None:
-        from llm_tuner.core.cmdline import profile_diff  # noqa: PLC0415
-
         return [{"flag": f, "a": va, "b": vb} for f, va, vb in profile_diff(profile_a, profile_b)]
     return argv_diff(a.server_argv, b.server_argv)
 

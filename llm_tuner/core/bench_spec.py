@@ -8,6 +8,7 @@ only client clocks kept are time to first token and total latency, which the ser
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -137,7 +138,7 @@ class Repetition(BaseModel):
         tokens = (self.prompt_n or 0) + (self.predicted_n or 0)
         return sum(joules) / tokens if joules and tokens else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         d = self.model_dump(mode="json", exclude={"run_id"})
         d["acceptance"] = self.acceptance
         d["mean_accepted_len"] = self.mean_accepted_len
@@ -155,7 +156,7 @@ class LlamaBenchResult(BaseModel):
     avg_ts: float
     stddev_ts: float | None = None
     samples_ts: tuple[float, ...] = ()
-    raw: dict = Field(default_factory=dict)
+    raw: dict[str, Any] = Field(default_factory=dict)
 
     @property
     def test(self) -> str:
@@ -183,7 +184,7 @@ class BenchRun(BaseModel):
     binary_path: str | None = None
     binary_version: str | None = None
     binary_backends: tuple[str, ...] = ()
-    devices: list[dict] = Field(default_factory=list)  # inventory snapshot
+    devices: list[dict[str, Any]] = Field(default_factory=list)  # inventory snapshot
     spec: BenchSpec = BenchSpec()
     status: str = "running"
     started_at: datetime | None = None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 HOST = "Host"
 _DEVICE_RE = re.compile(r"^([A-Za-z]+)(\d+)$")
@@ -32,7 +33,7 @@ class KnownDevice:
     endpoint: str | None = None
 
 
-def known_devices(devices: Iterable[object]) -> tuple[KnownDevice, ...]:
+def known_devices(devices: Iterable[Any]) -> tuple[KnownDevice, ...]:
     """KnownDevices from names or from objects with `.name` (and `.description`: an RPC device's endpoint),
     such as core.devices.LlamaDevice or core.memory.PlanDevice."""
     out = []

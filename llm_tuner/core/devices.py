@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -129,7 +131,7 @@ def parse_device_line(line: str) -> DeviceIdLine | None:
     return None
 
 
-def pci_ids_from_log(lines) -> dict[str, str]:
+def pci_ids_from_log(lines: str | Iterable[str]) -> dict[str, str]:
     """{llama.cpp device name: PCI address} from a log's device lines (a str or lines); unknown ids left out."""
     if isinstance(lines, str):
         lines = lines.splitlines()
@@ -189,7 +191,7 @@ class GpuInfo(BaseModel):
         """The key of this card's one pool of memory: its PCI address, else its name."""
         return normalize_pci(self.pci_bus_id) or self.name
 
-    def public_dict(self) -> dict:
+    def public_dict(self) -> dict[str, Any]:
         return {
             "name": self.name, "backend": self.backend, "vendor": self.vendor, "model": self.model,
             "pci_bus_id": normalize_pci(self.pci_bus_id), "uuid": self.uuid,
@@ -215,7 +217,7 @@ class DeviceInventory(BaseModel):
         g = self.gpu_of(llama_name)
         return g.pool if g is not None else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "host": self.host.model_dump(exclude={"cpu_flags"}),
             "devices": [d.public_dict() for d in self.devices],
@@ -247,11 +249,11 @@ def map_llama_devices(gpus: list[GpuInfo], llama: list[LlamaDevice]) -> list[Gpu
     per_backend_taken: dict[str, set[int]] = {}
     pending: list[LlamaDevice] = []
     for dev in llama:  # (1) by PCI address
-        match = by_pci.get(normalize_pci(dev.pci_bus_id) or "")
+        by_address = by_pci.get(normalize_pci(dev.pci_bus_id) or "")
         taken = per_backend_taken.setdefault(dev.backend, set())
-        if match is not None and id(match) not in taken:
-            taken.add(id(match))
-            names[id(match)].append(dev.name)
+        if by_address is not None and id(by_address) not in taken:
+            taken.add(id(by_address))
+            names[id(by_address)].append(dev.name)
         else:
             pending.append(dev)
     for dev in pending:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 Kind = Literal["str", "int", "float", "switch", "toggle", "onoff", "layers", "list", "floats", "ints",
                "append", "overrides", "secret", "fa"]
@@ -74,13 +74,14 @@ class Flag:
         return self.kind not in ("switch", "toggle")
 
 
-def _f(key, names, kind="str", section="", env=None, neg="", label="", *, modelled=True, secret=False,
-       bench=None, bench_sep=None, serving=False, repeats=False) -> Flag:
+def _f(key: str, names: str, kind: Kind = "str", section: str = "", env: str | None = None, neg: str = "",
+       label: str = "", *, modelled: bool = True, secret: bool = False, bench: str | None = None,
+       bench_sep: str | None = None, serving: bool = False, repeats: bool = False) -> Flag:
     return Flag(key, tuple(names.split()), kind, section, env, tuple(neg.split()), label or key.replace("_", " "),
                 key if modelled else None, secret, bench, bench_sep, serving, repeats)
 
 
-def _x(key, names, kind="str", **kw) -> Flag:
+def _x(key: str, names: str, kind: Kind = "str", **kw: Any) -> Flag:
     """A flag the profile does not model (kept in extra_args), known here for its arity or its role."""
     return _f(key, names, kind, modelled=False, **kw)
 
@@ -561,13 +562,15 @@ def env_to_argv(env: Mapping[str, str], argv: Sequence[str] = ()) -> list[str]:
                 f = None
         if f is None or f.secret or f.key in given:
             continue
+        off = f.neg_flag  # a toggle's negative spelling (`--no-mmap`); None for a switch
         if negative:
-            out.append(f.neg_flag)
+            if off:
+                out.append(off)
         elif f.kind in ("switch", "toggle"):
             if raw.lower() in TRUE_WORDS:
                 out.append(f.flag)
-            elif raw.lower() in FALSE_WORDS and f.kind == "toggle":
-                out.append(f.neg_flag)
+            elif raw.lower() in FALSE_WORDS and f.kind == "toggle" and off:
+                out.append(off)
         else:
             out += [f.flag, raw]
         given.add(f.key)

@@ -10,26 +10,27 @@ comparison reports and the tune report all call it, so they name the hardware al
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 HOST_KIND = "host"  # the `kind` of the machine's own entry in a run's devices
 
 
-def is_host(entry: Mapping) -> bool:
+def is_host(entry: Mapping[str, Any]) -> bool:
     return entry.get("kind") == HOST_KIND
 
 
 def host_entry(cpu_model: str | None, cores_physical: int | None, cores_logical: int | None,
-               memory_total_mib: int | None, os_name: str | None) -> dict:
+               memory_total_mib: int | None, os_name: str | None) -> dict[str, Any]:
     """The machine's entry of a run's devices (the caller reads the facts: core does no I/O)."""
     return {"name": "Host", "kind": HOST_KIND, "cpu_model": cpu_model, "cores_physical": cores_physical,
             "cores_logical": cores_logical, "memory_total_mib": memory_total_mib, "os": os_name}
 
 
-def _gib(mib) -> str:
+def _gib(mib: object) -> str:
     return f"{mib / 1024:.1f} GiB" if isinstance(mib, int | float) and mib else "size unknown"
 
 
-def _device_text(d: Mapping) -> str:
+def _device_text(d: Mapping[str, Any]) -> str:
     """One GPU: its model, llama.cpp names, memory and driver, as far as known."""
     names = " + ".join(d.get("llama_names") or []) or str(d.get("name", "?"))
     head = f"{d['model']} ({names})" if d.get("model") else names
@@ -39,7 +40,7 @@ def _device_text(d: Mapping) -> str:
     return head + (", " + ", ".join(extra) if extra else "")
 
 
-def hardware_lines(devices: Iterable[Mapping], binary_version: str | None = None,
+def hardware_lines(devices: Iterable[Mapping[str, Any]], binary_version: str | None = None,
                    binary_backends: Sequence[str] = (), *, title: str = "## Hardware") -> list[str]:
     """The hardware block of a report (Markdown lines, a blank line last). What was not recorded says so (a run
     stored before the machine was recorded has no CPU or OS line to give)."""

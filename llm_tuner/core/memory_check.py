@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from llm_tuner.core.buffer_devices import buffer_shares, known_devices
 from llm_tuner.core.memory import Calibration, MemoryPlan
@@ -100,7 +101,7 @@ def calibrate(plan: MemoryPlan | None, rows: Iterable[CheckRow], old: Calibratio
     return Calibration(compute_scale=scale, overhead_mib=dict(old.overhead_mib))
 
 
-def check_json(log: MemoryLog, plan: MemoryPlan | None, devices: Iterable[object] | None = None) -> list[dict]:
+def check_json(log: MemoryLog, plan: MemoryPlan | None, devices: Iterable[object] | None = None) -> list[dict[str, Any]]:
     """Per device: llama.cpp's MiB per plan attribute (model_mib, kv_mib, ...) and the plan's difference."""
     per: dict[str, dict[str, float]] = {}
     for (dev, kind), mib in measured_parts(log, _plan_devices(plan, devices)).items():
@@ -109,7 +110,7 @@ def check_json(log: MemoryLog, plan: MemoryPlan | None, devices: Iterable[object
     out = []
     for name, row in per.items():
         ours = plan.device(name) if plan else None
-        entry: dict = {"name": name, **{k: round(v, 2) for k, v in row.items()}}
+        entry: dict[str, Any] = {"name": name, **{k: round(v, 2) for k, v in row.items()}}
         if ours is not None:
             entry["diff_mib"] = {k: round(getattr(ours, k) - v, 2) for k, v in row.items()}
         out.append(entry)

@@ -20,7 +20,9 @@ These are the ground truth our estimate is compared with (benchmarks/memory_accu
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from llm_tuner.core import flags
 
@@ -94,7 +96,7 @@ class PoolRow:
             return None
         return self.total_mib - self.free_mib - self.self_mib
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"devices": list(self.devices), "total_mib": self.total_mib, "free_mib": self.free_mib,
                 "self_mib": self.self_mib, "unaccounted_mib": self.unaccounted_mib}
 
@@ -106,7 +108,7 @@ class MemoryBreakdown:
     rows: tuple[BreakdownRow, ...]
     source: str
 
-    def pooled(self, pool_of) -> list[PoolRow]:
+    def pooled(self, pool_of: Callable[[str], str | None]) -> list[PoolRow]:
         """The device rows per physical GPU. `pool_of(name)` gives a device's card (a PCI address, e.g. from
         core.devices.pci_ids_from_log or DeviceInventory.pool_of; None: a card of its own)."""
         groups: dict[str, list[BreakdownRow]] = {}
@@ -147,7 +149,7 @@ def parse_breakdown_row(line: str) -> BreakdownRow | None:
     return None
 
 
-def breakdown_from_json(data: dict | None) -> MemoryBreakdown:
+def breakdown_from_json(data: dict[str, Any] | None) -> MemoryBreakdown:
     """The `data` of a `--log-jsonl` `{"type":"fit_memory_breakdown"}` record."""
     rows = []
     for r in (data or {}).get("rows", []):
@@ -223,7 +225,7 @@ class MemoryLog:
     buffers: list[BufferLine] = field(default_factory=list)
     breakdown: list[BreakdownRow] = field(default_factory=list)
     context: dict[str, int] = field(default_factory=dict)  # n_ctx, n_ctx_seq, n_ubatch ... (main context)
-    kv_caches: list[dict] = field(default_factory=list)  # size lines: mib, cells, layers, seqs
+    kv_caches: list[dict[str, Any]] = field(default_factory=list)  # size lines: mib, cells, layers, seqs
     offloaded_layers: tuple[int, int] | None = None
 
     def total(self, kind: str, buffer: str | None = None, *, context_index: int | None = 0,
@@ -262,7 +264,7 @@ def parse_memory_log(text: str) -> MemoryLog:
     reader = MemoryLineReader()
     lines: list[BufferLine] = []
 
-    def take(found: list[BufferLine | MemoryBreakdown]) -> None:
+    def take(found: Sequence[BufferLine | MemoryBreakdown]) -> None:
         for item in found:
             if isinstance(item, BufferLine):
                 lines.append(item)

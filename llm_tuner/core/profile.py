@@ -16,9 +16,9 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializationInfo, field_serializer
 
 GpuLayers = int | Literal["auto", "all"]
 
@@ -155,7 +155,7 @@ class LaunchProfile(BaseModel):
     spellings: dict[str, str] = Field(default_factory=dict)
 
     @field_serializer("api_key", when_used="unless-none")
-    def _dump_api_key(self, value: SecretStr | None, info) -> str | None:
+    def _dump_api_key(self, value: SecretStr | None, info: SerializationInfo) -> str | None:
         if value is None:
             return None
         ctx = info.context or {}
@@ -165,7 +165,7 @@ class LaunchProfile(BaseModel):
         """The API key in clear (for the launcher and the HTTP client), or None."""
         return self.api_key.get_secret_value() if self.api_key is not None else None
 
-    def to_dict(self, *, mask_secrets: bool = False) -> dict:
+    def to_dict(self, *, mask_secrets: bool = False) -> dict[str, Any]:
         """A JSON-compatible dict with only the settings that differ from "flag absent"."""
         data = self.model_dump(mode="json", context={"mask_secrets": mask_secrets}, exclude_defaults=True)
         if data.get("api_key") is None:
@@ -186,7 +186,7 @@ def nul_fields(profile: LaunchProfile) -> list[str]:
     """
     found: list[str] = []
 
-    def walk(where: str, value) -> None:
+    def walk(where: str, value: object) -> None:
         if isinstance(value, str):
             if "\0" in value:
                 found.append(where)

@@ -12,7 +12,12 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from llm_tuner.core import flags
+
+if TYPE_CHECKING:
+    from llm_tuner.core.cmdline import FlagCatalog
 
 # Upstream's words (tools/rpc/rpc-server.cpp prints them when bound to anything but 127.0.0.1).
 INSECURE_WARNING = ("ggml-rpc-server is bound to {host}, not loopback: anyone who can reach {host}:{port} can run "
@@ -71,13 +76,13 @@ def default_device_order(devices: Iterable[T]) -> list[T]:
     """
     items = list(devices)
 
-    def name(d) -> str:
+    def name(d: Any) -> str:  # a name, or an object with .name
         return d if isinstance(d, str) else str(d.name)
 
     return [d for d in items if is_rpc_device(name(d))] + [d for d in items if not is_rpc_device(name(d))]
 
 
-def device_endpoint(device) -> str | None:
+def device_endpoint(device: object) -> str | None:
     """An RPC device's worker (`host:port`, its `--list-devices` description); None for a local device."""
     desc = str(getattr(device, "description", "") or "").strip()
     if not is_rpc_device(str(getattr(device, "name", ""))):
@@ -93,11 +98,9 @@ NO_RPC = ("this llama-server was built without RPC: use a build configured with 
           "is), or choose another llama-server in Settings")
 
 
-def rpc_support_error(catalog) -> str | None:
+def rpc_support_error(catalog: FlagCatalog | None) -> str | None:
     """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds without
     the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
-    from llm_tuner.core import flags  # noqa: PLC0415
-
     if catalog is None or catalog.lookup(flags.spelling("rpc")) is not None:
         return None
     return f"no RPC: {NO_RPC}"

@@ -16,6 +16,7 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 _PREFIX = "llamacpp:"
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
@@ -98,14 +99,14 @@ class SlotState:
     n_tokens: int | None = None
 
 
-def _int(x) -> int | None:
+def _int(x: object) -> int | None:
     """A whole number a database can keep (|x| < 2**63), else None: a lying server's 1e300 or NaN is no count."""
     if not isinstance(x, int | float) or isinstance(x, bool) or not math.isfinite(x) or abs(x) >= 2**63:
         return None
     return int(x)
 
 
-def parse_slots(data: Iterable[Mapping] | None) -> list[SlotState]:
+def parse_slots(data: Iterable[Mapping[str, Any]] | None) -> list[SlotState]:
     """The decoded `/slots` JSON (a list of objects) -> SlotState per slot; non-objects are skipped."""
     out = []
     for s in data or ():

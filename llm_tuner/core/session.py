@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 # What one request's figures can be. Beyond these a server (or something posing as one) lies: the figure is not
 # kept as a measurement (a benchmark repetition with one is a failed request, saying which; a watched request
@@ -25,13 +26,13 @@ TIMINGS_KEYS = ("cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predic
                 "predicted_per_second", "draft_n", "draft_n_accepted")
 
 
-def server_timings(timings: Mapping) -> dict:
+def server_timings(timings: Mapping[str, Any]) -> dict[str, Any]:
     """The figures a request keeps from the server's `timings` object, by their own names (absent: None).
     The one reading of that object: benchmark repetitions and chat replies both take their figures here."""
     return {key: timings.get(key) for key in TIMINGS_KEYS}
 
 
-def implausible(key: str, value) -> str | None:
+def implausible(key: str, value: object) -> str | None:
     """Why `value` cannot be the server's `key` of one request (None: it can, or it is absent)."""
     if value is None:
         return None
@@ -49,7 +50,7 @@ def implausible(key: str, value) -> str | None:
     return None
 
 
-def implausible_timings(timings: Mapping) -> list[str]:
+def implausible_timings(timings: Mapping[str, Any]) -> list[str]:
     """What is wrong with a server's `timings` object for one request (empty: nothing found)."""
     if not isinstance(timings, Mapping):
         return [f"timings is {type(timings).__name__}, not an object"]
@@ -95,7 +96,7 @@ class RequestRecord:
             object.__setattr__(self, "implausible", tuple(self.implausible) + tuple(dropped))
 
     @classmethod
-    def from_timings(cls, timings: Mapping, time_unix: float) -> RequestRecord:
+    def from_timings(cls, timings: Mapping[str, Any], time_unix: float) -> RequestRecord:
         """One reply's record from the server's own `timings` (see server_timings): the figures the Requests table
         shows for the same request from the server's log. TTFT is the server's prompt time and latency its prompt
         plus generation time, as the log's record has them (services.logparse.RequestTimings); a figure no real
@@ -110,7 +111,7 @@ class RequestRecord:
     def draft_acceptance(self) -> float | None:
         return (self.draft_n_accepted or 0) / self.draft_n if self.draft_n else None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"time": self.time_unix, "slot": self.slot, "task": self.task, "cache_n": self.cache_n,
                 "prompt_n": self.prompt_n, "prompt_ms": self.prompt_ms, "prompt_per_second": self.prompt_per_second,
                 "predicted_n": self.predicted_n, "predicted_ms": self.predicted_ms,
@@ -132,5 +133,5 @@ class SessionInfo:
     ended_unix: float | None = None
     exit_code: int | None = None
     exit_reason: str | None = None
-    telemetry_summary: dict = field(default_factory=dict)
+    telemetry_summary: dict[str, Any] = field(default_factory=dict)
     n_requests: int = 0

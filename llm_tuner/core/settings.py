@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_tuner.core.stats import AB_THRESHOLD_PCT
+
 
 class TrustedBinary(BaseModel):
     """A program the user confirmed may run (Profile tab's Confirm, or `--trust-binary`), as it was then.
@@ -45,6 +47,6 @@ class Settings(BaseModel):
     gpu_sample_hz: float = 2.0
     host_sample_hz: float = 1.0
     server_metrics_hz: float = 1.0
-    ab_threshold_pct: float = 2.0
+    ab_threshold_pct: float = AB_THRESHOLD_PCT
     # programs named by a profile (a pasted command, a shared JSON) that the user confirmed may run
     trusted_binaries: list[TrustedBinary] = Field(default_factory=list)

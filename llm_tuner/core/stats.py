@@ -19,10 +19,14 @@ comparison of the same settings does not come out "better" one time in three.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 BETTER, WORSE, NOISE = "better", "worse", "within noise"
+# The practical A/B threshold (%): a smaller difference is "within noise" even when its interval excludes zero.
+# Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
+AB_THRESHOLD_PCT = 2.0
 
 
 @dataclass(frozen=True)
@@ -42,7 +46,7 @@ class Summary:
     def iqr(self) -> float:
         return self.q3 - self.q1
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"n": self.n, "median": self.median, "q1": self.q1, "q3": self.q3, "iqr": self.iqr,
                 "mean": self.mean, "stdev": self.stdev, "min": self.min, "max": self.max}
 
@@ -53,9 +57,13 @@ def _clean(values: Sequence[float | None]) -> list[float]:
 
 def percentile(values: Sequence[float | None], pct: float) -> float | None:
     """Percentile with linear interpolation between order statistics (numpy's default method)."""
-    xs = sorted(_clean(values))
-    if not xs:
-        return None
+    xs = _clean(values)
+    return _percentile(xs, pct) if xs else None
+
+
+def _percentile(values: list[float], pct: float) -> float:
+    """`percentile` of values that are there (at least one)."""
+    xs = sorted(values)
     if len(xs) == 1:
         return xs[0]
     pos = (len(xs) - 1) * pct / 100.0
@@ -76,7 +84,7 @@ def summarize(values: Sequence[float | None]) -> Summary | None:
     n = len(xs)
     mean = sum(xs) / n
     stdev = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1)) if n > 1 else None
-    return Summary(n, percentile(xs, 50), percentile(xs, 25), percentile(xs, 75), mean, stdev, min(xs), max(xs))
+    return Summary(n, _percentile(xs, 50), _percentile(xs, 25), _percentile(xs, 75), mean, stdev, min(xs), max(xs))
 
 
 # -- Student t quantile (no scipy): regularized incomplete beta by continued fraction ----------------
@@ -135,7 +143,7 @@ def t_quantile(p: float, df: float) -> float:
     return _bisect(lambda t: t_cdf(t, df), p, 0.0, hi, 1e-10)
 
 
-def _bisect(f, target: float, lo: float, hi: float, tol: float) -> float:
+def _bisect(f: Callable[[float], float], target: float, lo: float, hi: float, tol: float) -> float:
     """x in [lo, hi] with f(x) = target, for f increasing there (bisection to within tol)."""
     for _ in range(200):
         mid = (lo + hi) / 2.0
@@ -151,7 +159,7 @@ def _bisect(f, target: float, lo: float, hi: float, tol: float) -> float:
 def welch_ci(a: Sequence[float], b: Sequence[float], confidence: float = 0.95) -> tuple[float, float] | None:
     """Welch's interval for mean(b) - mean(a); None when either side has fewer than 2 values."""
     sa, sb = summarize(a), summarize(b)
-    if sa is None or sb is None or sa.n < 2 or sb.n < 2:
+    if sa is None or sb is None or sa.stdev is None or sb.stdev is None:  # a stdev needs 2+ values
         return None
     va, vb = sa.stdev**2 / sa.n, sb.stdev**2 / sb.n
     diff = sb.mean - sa.mean
@@ -178,8 +186,8 @@ class Comparison:
     verdict: str | None  # better / worse / within noise; None when a side has no data
     note: str = ""
 
-    def to_json(self) -> dict:
-        def side(s: Summary | None) -> dict | None:
+    def to_json(self) -> dict[str, Any]:
+        def side(s: Summary | None) -> dict[str, Any] | None:
             return None if s is None else {"median": s.median, "n": s.n, "iqr": s.iqr, "stdev": s.stdev,
                                            "mean": s.mean}
 
@@ -201,6 +209,8 @@ def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct
         return None
     if min(xa) > 0 and min(xb) > 0:
         ci = welch_ci([math.log(x) for x in xa], [math.log(x) for x in xb], confidence)
+        if ci is None:
+            return None
         lo, hi = (100.0 * math.expm1(ci[0]), 100.0 * math.expm1(ci[1]))
     else:
         mean_a = sum(xa) / len(xa)
@@ -214,7 +224,7 @@ def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct
 
 
 def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, higher_is_better: bool,
-            threshold_pct: float = 2.0, unit: str = "", confidence: float = 0.95) -> Comparison:
+            threshold_pct: float = AB_THRESHOLD_PCT, unit: str = "", confidence: float = 0.95) -> Comparison:
     """Compare samples B against A.
 
     Δ% = (median B − median A) / median A. The 95% interval is `ratio_ci_pct` (on the ratio B/A, containing
@@ -297,7 +307,7 @@ def pooled_cv(groups: Sequence[Sequence[float]]) -> float | None:
     cvs = []
     for g in groups:
         s = summarize(_clean(g))
-        if s is not None and s.n >= 2 and s.mean:
+        if s is not None and s.stdev is not None and s.mean:  # 2+ samples
             cvs.append((s.stdev / abs(s.mean)) ** 2)
     return math.sqrt(sum(cvs) / len(cvs)) if cvs else None
 

@@ -18,6 +18,7 @@ from llm_tuner.core.gguf_info import ModelInfo, TensorInfo
 from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.library import ModelEntry, find_models, scan
+from llm_tuner.store.model_cache import ModelCacheRepo
 
 log = logging.getLogger(__name__)
 
@@ -247,8 +248,6 @@ class LibraryScan(QObject):
             self.entries_listed.emit(entries)
             cache = None
             if engine is not None:
-                from llm_tuner.store.model_cache import ModelCacheRepo
-
                 cache = ModelCacheRepo(engine)
             scan(entries, cache=cache, progress=ctl.progress, cancelled=ctl.cancelled,
                  on_model=self.model_read.emit)

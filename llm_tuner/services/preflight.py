@@ -16,6 +16,9 @@ from pathlib import Path
 from llm_tuner.core.advice import Advice, advise
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, import_command
 from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.services.failures import log_once
+from llm_tuner.services.library import read_model
+from llm_tuner.services.telemetry.inventory import detect_inventory
 
 
 @dataclass(frozen=True)
@@ -34,7 +37,6 @@ def look_at_model(model: str | None) -> ModelLook:
     path = Path(model)
     if not path.exists():
         return ModelLook(False)
-    from llm_tuner.services.library import read_model  # noqa: PLC0415 - reads files only when there is one
 
     try:
         return ModelLook(True, read_model(path))
@@ -46,11 +48,10 @@ def machine_facts() -> dict:
     """The advice's facts about this machine: GPUs (the inventory `llm-tuner devices` lists, without running a
     binary) and physical CPU cores; empty when unknown (advice without those rules is still useful)."""
     try:
-        from llm_tuner.services.telemetry.inventory import detect_inventory  # noqa: PLC0415
-
         inv = detect_inventory()
         return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical}
-    except Exception:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - advice without those facts still helps
+        log_once("reading the machine's facts for advice", exc)
         return {}
 
 

@@ -20,9 +20,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
+
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.devices import LlamaDevice
+from llm_tuner.core.memory import plan_gpus
 from llm_tuner.core.rpc import (
     bind_warning,
     default_device_order,
@@ -109,8 +112,6 @@ def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = Non
     """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one card
     under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first, as
     llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark prediction."""
-    from llm_tuner.core.memory import plan_gpus  # noqa: PLC0415
-
     rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
     listed = binaries.list_devices(binary, rpc) if rpc else None
     return default_device_order(plan_gpus(inventory_for(binary, devices=listed)))
@@ -126,8 +127,6 @@ def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path
     """The RPC devices of a run's arguments (`--rpc`, or LLAMA_ARG_RPC), for its record: name, endpoint, memory
     (`model` reads "RPC worker host:port" in reports). A worker that cannot be asked is recorded with its
     endpoint and the error (the others with their devices). [] without RPC."""
-    from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
-
     try:
         endpoints = split_endpoints(flags.value_of(flags.effective_argv(argv, env or {}), "rpc") or "")
     except ValueError as exc:
@@ -271,8 +270,6 @@ class WorkerPool:
 def stop_local_worker(endpoint: str) -> int | None:
     """Stop a ggml-rpc-server of this user that listens on `endpoint`'s port here (one `llm-tuner workers
     start` left running, say). Returns its pid, or None when there is none."""
-    import psutil  # noqa: PLC0415
-
     _host, port = parse_endpoint(endpoint)
     for proc in psutil.process_iter(["name", "uids"]):
         try:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+
+import psutil
 from sqlalchemy import Float, Integer, MetaData
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
@@ -16,18 +19,14 @@ NAMING = {
 
 def process_started_unix(pid: int) -> float | None:
     """When process `pid` started (None when there is no such process): with the pid, names one process."""
-    import psutil  # noqa: PLC0415
-
     try:
-        return psutil.Process(pid).create_time()
+        return float(psutil.Process(pid).create_time())
     except (psutil.Error, OSError):
         return None
 
 
 def owner_started_now() -> float | None:
     """This process's start time: what a row it owns records beside its pid."""
-    import os  # noqa: PLC0415
-
     return process_started_unix(os.getpid())
 
 

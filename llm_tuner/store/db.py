@@ -13,17 +13,18 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 
-def _on_connect(dbapi_conn, _record) -> None:
+def _on_connect(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
@@ -154,8 +155,6 @@ def _quick_check(path: Path) -> None:
 
 def _check_revision(engine: Engine, path: Path) -> None:
     """A revision this build does not know means a newer llm-tuner wrote the file: never "upgrade" it."""
-    from sqlalchemy import inspect, text
-
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
             return
@@ -182,7 +181,7 @@ def open_engine(path: Path | str, *, migrate: bool = True) -> Engine:
     event.listen(engine, "connect", _on_connect)
 
     @event.listens_for(engine, "handle_error")
-    def _on_error(context) -> None:  # every statement and commit: a full disk is said in one line, not SQL
+    def _on_error(context: Any) -> None:  # every statement and commit: a full disk is said in one line, not SQL
         if disk_full(path, context.original_exception):
             raise StorageFullError(path) from context.original_exception
 
@@ -245,7 +244,7 @@ def move_aside(path: Path | str) -> Path:
     return target
 
 
-_factories: dict[int, sessionmaker] = {}
+_factories: dict[int, sessionmaker[Session]] = {}
 
 
 @contextmanager

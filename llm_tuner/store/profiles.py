@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import DateTime, Engine, ForeignKey, Integer, String, Text, UniqueConstraint, func, select
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from llm_tuner.core.profile import LaunchProfile, SavedProfile, unique_name
 from llm_tuner.store.base import Base
@@ -60,7 +60,7 @@ class ProfileRepository:
 
     # -- helpers -------------------------------------------------------------------------------
     @staticmethod
-    def _live(session, name: str) -> ProfileRow | None:
+    def _live(session: Session, name: str) -> ProfileRow | None:
         return session.scalars(select(ProfileRow).where(ProfileRow.name == name, ProfileRow.deleted_at.is_(None))
                                ).first()
 
@@ -72,7 +72,7 @@ class ProfileRepository:
         return name
 
     @staticmethod
-    def _latest_row(session, profile_id: int) -> ProfileVersionRow | None:
+    def _latest_row(session: Session, profile_id: int) -> ProfileVersionRow | None:
         return session.scalars(select(ProfileVersionRow).where(ProfileVersionRow.profile_id == profile_id)
                                .order_by(ProfileVersionRow.version.desc())).first()
 
@@ -88,7 +88,7 @@ class ProfileRepository:
         with session_scope(self.engine) as s:
             p = self._live(s, name)
             v = self._latest_row(s, p.id) if p else None
-            return _saved(p, v) if v else None
+            return _saved(p, v) if p and v else None
 
     def versions(self, name: str) -> list[SavedProfile]:
         """Every version of a live profile, newest first."""
@@ -104,7 +104,8 @@ class ProfileRepository:
         """One version by id, also when its profile was deleted (runs keep pointing at it)."""
         with session_scope(self.engine) as s:
             v = s.get(ProfileVersionRow, version_id)
-            return _saved(s.get(ProfileRow, v.profile_id), v) if v else None
+            p = s.get(ProfileRow, v.profile_id) if v else None
+            return _saved(p, v) if p and v else None
 
     # -- changes -------------------------------------------------------------------------------
     def save(self, name: str, profile: LaunchProfile, note: str = "") -> SavedProfile:
@@ -161,7 +162,10 @@ class ProfileRepository:
             raise ProfileNameError(f"{name!r} has no version {version}")
         with session_scope(self.engine) as s:
             p = self._live(s, name)
-            v = ProfileVersionRow(profile_id=p.id, version=self._latest_row(s, p.id).version + 1,
+            latest = self._latest_row(s, p.id) if p else None
+            if p is None or latest is None:  # deleted since the versions were read
+                raise ProfileNameError(f"{name!r} is gone")
+            v = ProfileVersionRow(profile_id=p.id, version=latest.version + 1,
                                   data=old.profile.to_json(), note=f"reverted to v{version}")
             s.add(v)
             s.flush()

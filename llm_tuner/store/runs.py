@@ -10,8 +10,23 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, ForeignKey, Integer, String, Text, delete, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Engine,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    delete,
+    inspect,
+    select,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.bench_spec import (
@@ -36,13 +51,13 @@ class BenchGroupRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     kind: Mapped[str] = mapped_column(String(32), default="sweep")
     param: Mapped[str] = mapped_column(String(200), default="")
-    values_json: Mapped[list] = mapped_column(JSON, default=list)
+    values_json: Mapped[list[Any]] = mapped_column(JSON, default=list)
     label: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
     # A tune (kind "tune", store/tunes.py): its whole spec (every knob, the objective), status and result.
-    spec_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    knobs_json: Mapped[list | None] = mapped_column(JSON, nullable=True)
-    result_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)
+    spec_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    knobs_json: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    result_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
@@ -57,8 +72,8 @@ class BenchRunRow(Base):
     label: Mapped[str] = mapped_column(String(200), default="")
     # Points at store/profiles' immutable profile version; no FK so runs survive a profile's deletion.
     profile_version_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
-    server_argv: Mapped[list] = mapped_column(JSON, default=list)
-    server_env: Mapped[dict] = mapped_column(JSON, default=dict)
+    server_argv: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    server_env: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     attached_url: Mapped[str | None] = mapped_column(String(500), nullable=True)
     model_path: Mapped[str | None] = mapped_column(Text, nullable=True, index=True)
     model_size: Mapped[int | None] = mapped_column(Integer, nullable=True)
@@ -66,18 +81,18 @@ class BenchRunRow(Base):
     model_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     binary_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     binary_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
-    binary_backends: Mapped[list] = mapped_column(JSON, default=list)
-    devices: Mapped[list] = mapped_column(JSON, default=list)
-    spec: Mapped[dict] = mapped_column(JSON, default=dict)
+    binary_backends: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    devices: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="running", index=True)
     started_at: Mapped[datetime] = mapped_column(DateTime, default=_now, index=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     sweep_value: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    memory_predicted_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    memory_measured_mib: Mapped[dict | None] = mapped_column(JSON, nullable=True)
-    llama_bench: Mapped[list] = mapped_column(JSON, default=list)
-    llama_bench_skipped: Mapped[list] = mapped_column(JSON, default=list)
+    memory_predicted_mib: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    memory_measured_mib: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    llama_bench: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    llama_bench_skipped: Mapped[list[Any]] = mapped_column(JSON, default=list)
     llama_bench_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
@@ -94,8 +109,8 @@ class BenchRepRow(ServerTimingsColumns, Base):
     rep: Mapped[int] = mapped_column(Integer, default=0)
     client: Mapped[int] = mapped_column(Integer, default=0)
     draft_steps: Mapped[int | None] = mapped_column(Integer, nullable=True)
-    draft_accepted_per_pos: Mapped[list | None] = mapped_column(JSON, nullable=True)
-    peaks: Mapped[list] = mapped_column(JSON, default=list)
+    draft_accepted_per_pos: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    peaks: Mapped[list[Any]] = mapped_column(JSON, default=list)
     other_cpu_pct: Mapped[float | None] = mapped_column(Float, nullable=True)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
@@ -128,7 +143,7 @@ def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
         reps=tuple(_rep_model(r) for r in sorted(reps, key=lambda r: r.seq)), **data)
 
 
-class RunDeleted(Exception):  # noqa: N818 - a state, as the user reads it
+class RunDeleted(Exception):
     """The run being measured was deleted (another window, `llm-tuner runs delete`): nothing more is stored in it."""
 
     def __init__(self, run_id: int) -> None:
@@ -140,15 +155,13 @@ class RunDeleted(Exception):  # noqa: N818 - a state, as the user reads it
 class RunRepository:
     """Benchmark runs in the app's SQLite file. Thread-safe: one short session per call."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self._add_columns_of_early_0004()
 
     def _add_columns_of_early_0004(self) -> None:
         """Databases migrated by the first, shorter 0004 (development builds of 2026-11-29) lack
         `bench_reps.other_cpu_pct`; add it so their history keeps working."""
-        from sqlalchemy import inspect, text  # noqa: PLC0415
-
         try:
             cols = {c["name"] for c in inspect(self.engine).get_columns("bench_reps")}
         except Exception:  # noqa: BLE001 - no table yet (not migrated): nothing to repair
@@ -186,7 +199,7 @@ class RunRepository:
             s.add(BenchRepRow(run_id=run_id, peaks=[p.model_dump(mode="json") for p in rep.peaks],
                               draft_accepted_per_pos=list(rep.draft_accepted_per_pos) or None, ok=rep.error is None, **{f: getattr(rep, f) for f in _REP_FIELDS}))
 
-    def finish_run(self, run_id: int, status: str, error: str | None = None, **extra) -> None:
+    def finish_run(self, run_id: int, status: str, error: str | None = None, **extra: Any) -> None:
         """Set the final status (complete/incomplete/failed/cancelled) and any late facts
         (memory_measured_mib, llama_bench results, ...)."""
         with session_scope(self.engine) as s:
@@ -204,7 +217,7 @@ class RunRepository:
                     value = list(value)
                 setattr(row, key, value)
 
-    def update_run(self, run_id: int, **fields) -> None:
+    def update_run(self, run_id: int, **fields: Any) -> None:
         with session_scope(self.engine) as s:
             row = s.get(BenchRunRow, run_id)
             if row is not None:
@@ -284,7 +297,7 @@ class RunRepository:
         if not runs:
             return runs
         cols = [getattr(BenchRepRow, f) for f in self.OVERVIEW_REP_FIELDS]
-        reps: dict[int, list[Repetition]] = {r.id: [] for r in runs}
+        reps: dict[int | None, list[Repetition]] = {r.id: [] for r in runs}  # stored runs: ids are there
         with session_scope(self.engine) as s:
             for row in s.execute(select(BenchRepRow.run_id, *cols).where(BenchRepRow.run_id.in_(list(reps)))):
                 run_id, *values = row

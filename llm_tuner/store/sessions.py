@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any
 
-from sqlalchemy import Boolean, Float, ForeignKey, Integer, String, Text, delete, func, select
+from sqlalchemy import Boolean, Engine, Float, ForeignKey, Integer, String, Text, delete, func, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.session import RequestRecord, SessionInfo
@@ -55,14 +56,14 @@ _REQ_FIELDS = ("time_unix", "slot", "task", "cache_n", "prompt_n", "prompt_ms", 
 INTERRUPTED = "interrupted (the app was killed or crashed before the session ended)"
 
 
-def _nan_to_none(v):
+def _nan_to_none(v: object) -> object:
     return None if isinstance(v, float) and v != v else v
 
 
 class SessionRepository:
     """Short units of work on the sessions tables; returns frozen core models."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     def begin(self, argv: list[str] | tuple[str, ...], *, started_unix: float, mode: str = "launch",
@@ -87,7 +88,7 @@ class SessionRepository:
                                     **{f: _nan_to_none(getattr(rec, f)) for f in _REQ_FIELDS}))
 
     def end(self, session_id: int, *, ended_unix: float, exit_code: int | None, exit_reason: str | None,
-            telemetry_summary: dict | None = None) -> None:
+            telemetry_summary: dict[str, Any] | None = None) -> None:
         with session_scope(self.engine) as s:
             row = s.get(ServerSessionRow, session_id)
             if row is None:

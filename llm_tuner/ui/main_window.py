@@ -4,6 +4,8 @@ the binary and the devices; a Server menu with shortcuts; the quick start strip 
 
 from __future__ import annotations
 
+import os
+
 from PySide6.QtCore import QByteArray, QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
@@ -14,7 +16,10 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.probes import start_probes
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, BinaryInfo, gpu_backend_advice
+from llm_tuner.services.paths import config_dir
 from llm_tuner.services.settings_store import save_settings
+from llm_tuner.store.profiles import ProfileRepository
+from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.dialogs.about_dialog import AboutDialog
 from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
 from llm_tuner.ui.panels.bench_panel import BenchPanel
@@ -315,9 +320,6 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.log_dock], [max(100, min(150, self.height() // 6))], Qt.Orientation.Vertical)
 
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
-        import os
-
-        from PySide6.QtWidgets import QMessageBox
 
         # Quitting stops the servers this app launched: ask first, unless nobody can see the question (a smoke
         # test, an offscreen run: tests, headless screenshots), where a modal box would wait forever.
@@ -340,9 +342,6 @@ class MainWindow(QMainWindow):
 
 def _is_first_run(engine) -> bool:
     """No saved profiles and no benchmark runs: the quick start is shown (runs on a worker thread)."""
-    from llm_tuner.store.profiles import ProfileRepository
-    from llm_tuner.store.runs import RunRepository
-
     try:
         return not ProfileRepository(engine).names() and not RunRepository(engine).labels()
     except Exception:  # noqa: BLE001 - a store problem shows elsewhere; the strip is only a hint
@@ -352,6 +351,4 @@ def _is_first_run(engine) -> bool:
 def _layout_settings() -> QSettings:
     """Window geometry, dock layout and tab: an INI file beside settings.json (so LLM_TUNER_DATA_DIR isolates
     it too; Qt's global QSettings path kept the first test's file for the whole test run)."""
-    from llm_tuner.services.paths import config_dir
-
     return QSettings(str(config_dir() / "window.ini"), QSettings.Format.IniFormat)

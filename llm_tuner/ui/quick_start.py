@@ -9,8 +9,12 @@ Shown on a first run (no saved profiles and no runs); Help → Quick start shows
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
+
+from llm_tuner.services.demo_model import find_demo_model
 
 STEPS = (
     ("model", "1 · Pick a model", "Select a model in the Models list on the left (the demo model is there)"),
@@ -116,8 +120,6 @@ class QuickStartBar(QFrame):
 
     # -- steps ---------------------------------------------------------------------------------
     def _on_model_clicked(self) -> None:
-        from llm_tuner.services.demo_model import find_demo_model
-
         w = self.window
         demo = find_demo_model()
         if demo is not None and w.models_panel.select_path(str(demo)):
@@ -135,7 +137,6 @@ class QuickStartBar(QFrame):
         if not p.profile.model:
             self.say("Pick a model first (step 1).")
             return
-        from pathlib import Path
 
         if p.current_name is None:
             p.save_as(p.unique_name(Path(p.profile.model).stem))

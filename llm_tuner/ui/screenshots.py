@@ -10,8 +10,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from PySide6.QtCore import QCoreApplication, QEventLoop
+from PySide6.QtCore import QCoreApplication, QEventLoop, Qt
 from PySide6.QtGui import QGuiApplication
+
+from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.ui.panels.tune_form import KNOB_ROLE
 
 
 def _settle(seconds: float) -> None:
@@ -49,10 +52,6 @@ def _short_spec(bench) -> None:
 def _short_tune(tune) -> None:
     """Tune the saved profile over two of the proposed knobs (the micro-batch and the threads) with small
     requests and a three-minute budget."""
-    from PySide6.QtCore import Qt
-
-    from llm_tuner.ui.panels.tune_form import KNOB_ROLE
-
     form = tune.form
     _wait_until(lambda: "propos" in form.knobs_hint.text() and "…" not in form.knobs_hint.text(), 60)
     for r in range(form.knob_table.rowCount()):
@@ -87,8 +86,6 @@ def chat_with(window, live) -> None:
 
 def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> list[Path]:
     """Walk the quick start (optionally without a server) and grab each main view."""
-    from llm_tuner.services.demo_model import find_demo_model
-
     saved: list[Path] = []
 
     def shot(name: str, widget=None) -> None:

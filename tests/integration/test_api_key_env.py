@@ -12,7 +12,6 @@ import time
 
 import httpx
 import psutil
-import pytest
 
 from llm_tuner.core.flags import MASK, secrets_to_env
 from llm_tuner.services.bench import ServerTarget, _client_key
@@ -59,7 +58,6 @@ def _ready(e) -> bool:
     return isinstance(e, StateChanged) and e.state == ServerState.READY
 
 
-@pytest.mark.server
 def test_real_server_enforces_a_key_given_through_the_environment(server_binary, demo_model, tmp_path):
     from llm_tuner.services.binaries import SERVER, probe
 

@@ -2,8 +2,6 @@
 
 import pytest
 
-pytestmark = pytest.mark.server
-
 
 def test_generates_eight_tokens_with_server_timings(llama_server):
     out = llama_server.client.completion("The capital of France is", n_predict=8, ignore_eos=True,

@@ -10,7 +10,6 @@ import json
 import threading
 
 import httpx
-import pytest
 
 from llm_tuner.cli import main as cli_main
 from llm_tuner.core.profile import LaunchProfile
@@ -63,7 +62,6 @@ def test_the_plan_panel_plans_the_variable_too(qtbot, tmp_path, demo_model):
     assert panel.recompute_now().n_ctx == 4096
 
 
-@pytest.mark.server
 def test_the_launched_server_runs_the_planned_context(server_binary, demo_model):
     plan = plan_from_profile(server_binary, _profile(demo_model))
     ready = threading.Event()

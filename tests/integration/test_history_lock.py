@@ -8,7 +8,6 @@ import sqlite3
 import time
 
 import httpx
-import pytest
 
 from llm_tuner.services import logparse
 from llm_tuner.services.attach import AttachedSession
@@ -16,8 +15,6 @@ from llm_tuner.services.supervised import RequestFinished, ServerState, StateCha
 from llm_tuner.services.watch import HistoryStatus, WatchedServer
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.sessions import SessionRepository
-
-pytestmark = pytest.mark.server
 
 
 def _wait(pred, timeout: float, what: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 
 import psutil
-import pytest
 
 from llm_tuner.cli import main as cli_main
 from llm_tuner.core.cmdline import profile_to_argv, render_shell
@@ -51,7 +50,6 @@ def test_every_display_masks_through_the_one_function(tmp_path, capsys):
     assert _clean(capsys.readouterr().out)
 
 
-@pytest.mark.server
 def test_history_benchmark_records_exports_and_the_process_keep_no_secret(tmp_path, demo_model, server_binary):
     from llm_tuner.core.bench_spec import BenchSpec
     from llm_tuner.services.bench import BenchRunner, target_from_profile

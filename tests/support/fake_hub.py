@@ -122,10 +122,10 @@ def _handler(hub: HubServer, role: str):
         def log_message(self, *_args) -> None:  # quiet
             pass
 
-        def do_HEAD(self) -> None:  # noqa: N802
+        def do_HEAD(self) -> None:
             self._route(body=False)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             self._route(body=True)
 
         def _route(self, body: bool) -> None:

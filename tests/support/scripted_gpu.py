@@ -1,19 +1,33 @@
-"""A scripted NVIDIA source (NvmlSource.read's readings) for machines without a GPU: the real path is checked on
-a GPU by scripts/gpu-check."""
+"""The one scripted NVIDIA source (NvmlSource.read's readings) for machines without a GPU: the real path is
+checked on a GPU by scripts/gpu-check."""
 
 from __future__ import annotations
 
 from llm_tuner.services.telemetry.nvml import NvmlReading
 
+SW_POWER_CAP, IDLE = 0x4, 0x1  # NVML clocks-throttle-reason bits the readings alternate between
+
 
 class ScriptedNvml:
-    """Two (or `n`) GPUs: utilisation 50+i %, 143771 MiB, VRAM use growing by 1 MiB per read, 40+i °C."""
+    """Replays readings as NvmlSource.read(watch_pids) returns them, for two (or `n`) GPUs.
+
+    GPU i: utilisation 50+i %, 143771 MiB with 500 MiB reserved, 40+i °C; VRAM use and power rise by one with
+    each read; the throttle reasons alternate between SwPowerCap (odd reads) and idle; the watched processes'
+    VRAM is 900 MiB when pids are given. `calls` counts reads and `pids_seen` keeps the pids each read got.
+    """
 
     def __init__(self, n: int = 2) -> None:
         self.n = n
         self.calls = 0
+        self.pids_seen: list[frozenset[int]] = []
 
-    def read(self, watch_pids=frozenset()):
+    def read(self, watch_pids: frozenset[int] = frozenset()) -> list[NvmlReading]:
         self.calls += 1
-        return [NvmlReading(i, 50.0 + i, 5.0, 1000.0 + self.calls, 143771.0, 500.0, 40.0 + i, 300.0, 700.0, 1980.0,
-                            3201.0, 0, None) for i in range(self.n)]
+        self.pids_seen.append(watch_pids)
+        k = self.calls
+        return [NvmlReading(index=i, util_pct=50.0 + i, mem_util_pct=5.0, vram_used_mib=1000.0 + k,
+                            vram_total_mib=143771.0, vram_reserved_mib=500.0, temp_c=40.0 + i, power_w=120.0 + k,
+                            power_limit_w=700.0, sm_clock_mhz=1980.0, mem_clock_mhz=3201.0,
+                            throttle_reasons=SW_POWER_CAP if k % 2 else IDLE,
+                            process_vram_mib=900.0 if watch_pids else None)
+                for i in range(self.n)]

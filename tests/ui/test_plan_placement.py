@@ -33,7 +33,6 @@ def test_the_profiles_draft_model_is_in_the_plan(qtbot, ctx, panel, demo_model):
     assert panel.recompute_now().device("Host").model_mib == pytest.approx(alone.model_mib)
 
 
-@pytest.mark.server
 def test_the_moe_solvers_placement_is_written_into_the_profile_and_launches(qtbot, ctx, panel, tmp_path,
                                                                            server_binary):
     from llm_tuner.core.cmdline import profile_to_argv

@@ -10,6 +10,9 @@ import socket
 import pytest
 from PySide6.QtCore import Qt
 
+from llm_tuner.core.bench_report import compare_runs
+from tests.support.verdicts import verdict_counts
+
 pytestmark = pytest.mark.server
 
 LEFT = Qt.MouseButton.LeftButton
@@ -136,7 +139,7 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
     qtbot.waitUntil(lambda: compare.model.rowCount() > 0, timeout=15_000)
     text = compare.verdict_label.text()
     assert f"B = run {bench.last_run.id}" in text and f"A = run {first.id}" in text
-    assert any(v in text for v in ("better", "worse", "within noise"))
+    assert verdict_counts(compare_runs(first, bench.last_run, compare.threshold_spin.value())) in text
     assert compare.diff_table.item(0, 0).text() in ("-ub", "--ubatch-size")
     qtbot.waitUntil(lambda: "Done" in qs.hint.text(), timeout=5_000)
     assert all(qs.done.values())

@@ -35,7 +35,7 @@ def _expected():
 class _Health(BaseHTTPRequestHandler):
     """Someone else's server as an attach sees it with a log file: /health answers ok (the log says the rest)."""
 
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+    def do_GET(self) -> None:
         body = b'{"status":"ok"}'
         self.send_response(200 if self.path == "/health" else 404)
         self.send_header("Content-Type", "application/json")

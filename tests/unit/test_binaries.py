@@ -117,7 +117,6 @@ def test_llama_bench_help_is_a_catalog_too():
     assert catalog.lookup("--spec-type") is None  # llama-bench has no speculative decoding
 
 
-@pytest.mark.server
 @pytest.mark.skipif(os.name == "nt", reason="a shell script as the binary")
 def test_list_devices_is_asked_once_per_binary_for_a_while(tmp_path, server_binary):
     """A tune prunes each candidate with the device list: the binary (path + size + mtime) answers once per

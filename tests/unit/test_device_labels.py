@@ -16,25 +16,10 @@ from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.devices import DeviceInventory, GpuInfo, map_llama_devices, parse_list_devices
 from llm_tuner.services import bench
 from llm_tuner.services.telemetry import inventory
-from llm_tuner.services.telemetry.nvml import NvmlReading
 from llm_tuner.services.telemetry.sampler import GpuReader, Telemetry, sample_to_json
+from tests.support.scripted_gpu import ScriptedNvml
 
 LIST_DEVICES = Path(__file__).parents[1] / "data" / "binary" / "llama-server-list-devices-cuda-h200.txt"
-
-
-class ScriptedNvml:
-    """Replays readings like NvmlSource.read(watch_pids) returns them (VRAM rises with each read)."""
-
-    def __init__(self, n_devices: int = 1) -> None:
-        self.n = n_devices
-        self.calls = 0
-
-    def read(self, watch_pids=frozenset()):
-        self.calls += 1
-        return [NvmlReading(index=i, util_pct=50.0, mem_util_pct=5.0, vram_used_mib=1000.0 + self.calls,
-                            vram_total_mib=143771.0, vram_reserved_mib=615.0, temp_c=40.0 + i, power_w=120.0,
-                            power_limit_w=700.0, sm_clock_mhz=1980.0, mem_clock_mhz=3201.0, throttle_reasons=1,
-                            process_vram_mib=None) for i in range(self.n)]
 
 
 def _nvml_gpus(n: int) -> list[GpuInfo]:
@@ -140,6 +125,9 @@ class _OneNvmlGpu(ScriptedNvml):
 
     reason = None
     count = 1
+
+    def __init__(self) -> None:
+        super().__init__(1)
 
 
 def test_a_watched_server_names_its_gpu_samples_from_the_apps_inventory(monkeypatch):

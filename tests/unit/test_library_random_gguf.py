@@ -23,7 +23,6 @@ def models(tmp_path_factory):
     }
 
 
-@pytest.mark.server
 def test_the_real_llama_server_loads_and_completes_each(models, server_binary):
     for kind, path in models.items():
         running = start_server(server_binary, path, ctx=512)

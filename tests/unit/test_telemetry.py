@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 from llm_tuner.services.telemetry.host import HostReader
-from llm_tuner.services.telemetry.nvml import NvmlReading
 from llm_tuner.services.telemetry.ring import SeriesRing
 from llm_tuner.services.telemetry.sampler import (
     GpuReader,
@@ -21,23 +20,7 @@ from llm_tuner.services.telemetry.sampler import (
     sample_to_json,
 )
 from llm_tuner.services.telemetry.server_metrics import ServerReader, SlotWatcher, parse_metrics
-
-
-class ScriptedNvml:
-    """Replays readings like NvmlSource.read(watch_pids) would return them."""
-
-    def __init__(self, n_devices: int = 2) -> None:
-        self.n = n_devices
-        self.calls = 0
-        self.pids_seen: list[frozenset[int]] = []
-
-    def read(self, watch_pids=frozenset()):
-        self.calls += 1
-        self.pids_seen.append(watch_pids)
-        k = self.calls
-        return [NvmlReading(i, 10.0 * k % 100, 5.0, 1000.0 + k, 143771.0, 500.0, 40.0 + i, 120.0 + k, 700.0,
-                                1980.0, 3201.0, 0x4 if k % 2 else 0x1, 900.0 if watch_pids else None)
-                for i in range(self.n)]
+from tests.support.scripted_gpu import ScriptedNvml
 
 
 class FakeClock:

@@ -31,6 +31,7 @@ from llm_tuner.core.cmdline.fields import (
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec
 from llm_tuner.core.cmdline.paste import _is_server_program, split_command_text
 from llm_tuner.core.profile import ENV_NAME, LaunchProfile, OverrideRule
+from llm_tuner.core.rpc import split_endpoints
 
 # -- value formatting ---------------------------------------------------------------------------
 
@@ -269,7 +270,6 @@ def parse_field_value(ff: FieldFlag, raw: str, current: object, name: str | None
         raise ValueError(f"{flag} takes on|off|auto, got {raw!r}")
     if k == "list":
         if ff.field == "rpc":  # each a worker's host:port (ValueError in plain words)
-            from llm_tuner.core.rpc import split_endpoints  # noqa: PLC0415
 
             return tuple(split_endpoints(raw))
         return tuple(raw.split(","))

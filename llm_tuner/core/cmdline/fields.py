@@ -7,7 +7,10 @@ import re
 from pydantic import BaseModel, ConfigDict
 
 from llm_tuner.core import flags
-from llm_tuner.core.flags import MASK, SECRET_ENV_WORDS, SECTIONS, Kind  # noqa: F401 - re-exported
+from llm_tuner.core.flags import MASK as MASK  # re-exported: the package's names
+from llm_tuner.core.flags import SECRET_ENV_WORDS as SECRET_ENV_WORDS
+from llm_tuner.core.flags import SECTIONS as SECTIONS
+from llm_tuner.core.flags import Kind as Kind
 from llm_tuner.core.profile import LaunchProfile
 
 # Every modelled flag is one row of core.flags' table (`Flag`, here also called `FieldFlag`): the profile
@@ -16,7 +19,7 @@ from llm_tuner.core.profile import LaunchProfile
 
 FieldFlag = flags.Flag
 FIELD_FLAGS: tuple[FieldFlag, ...] = flags.FIELD_FLAGS
-FIELD_BY_NAME: dict[str, FieldFlag] = {f.field: f for f in FIELD_FLAGS}
+FIELD_BY_NAME: dict[str, FieldFlag] = {f.field: f for f in FIELD_FLAGS if f.field is not None}
 # modelled flags only, by every spelling: (flag, positive spelling?)
 _BY_SPELLING: dict[str, tuple[FieldFlag, bool]] = {
     **{n: (f, True) for f in FIELD_FLAGS for n in f.names}, **{n: (f, False) for f in FIELD_FLAGS for n in f.neg}}

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import re
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -63,8 +65,6 @@ class FlagCatalog(BaseModel):
     def suggest(self, name: str) -> str | None:
         """The known spelling closest to a mistyped flag (`--ctx-sise` -> `--ctx-size`), or None. Long names
         are matched against long names only, so a short typo does not suggest an unrelated long flag."""
-        import difflib  # noqa: PLC0415 - only for a typo
-
         if not name.startswith("-") or len(name) < 3:
             return None
         name = name.split("=", 1)[0]
@@ -132,7 +132,7 @@ def parse_help(text: str) -> FlagCatalog:
     lines = text.splitlines()
     flags: list[FlagSpec] = []
     section = ""
-    cur: dict | None = None
+    cur: dict[str, Any] | None = None
 
     def flush() -> None:
         nonlocal cur

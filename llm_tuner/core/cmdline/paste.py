@@ -69,6 +69,7 @@ def posix_split(text: str) -> list[str]:
                 i += 2
         else:
             m = _PLAIN.match(text, i)
+            assert m is not None  # not a blank, a quote or a backslash (taken above): a plain word starts here
             buf.append(m.group())
             i = m.end()
     if started:
@@ -291,8 +292,8 @@ def split_command_text(text: str, home: str | None = None) -> SplitCommand:
         w = 0
         if words and words[0] in ("export", "set", "env"):
             w = 1
-        while w < len(words) and _ASSIGN_RE.match(words[w]):
-            k, v = _ASSIGN_RE.match(words[w]).groups()
+        while w < len(words) and (assign := _ASSIGN_RE.match(words[w])) is not None:
+            k, v = assign.groups()
             env_out[k] = v
             w += 1
         rest = words[w:]
@@ -307,8 +308,8 @@ def split_command_text(text: str, home: str | None = None) -> SplitCommand:
                 notes.append(f"ignored a {rest[0]} command without a llama.cpp image")
                 continue
             for j, x in enumerate(rest[:img]):
-                if x in ("-e", "--env") and j + 1 < img and _ASSIGN_RE.match(rest[j + 1]):
-                    k, v = _ASSIGN_RE.match(rest[j + 1]).groups()
+                if x in ("-e", "--env") and j + 1 < img and (assign := _ASSIGN_RE.match(rest[j + 1])) is not None:
+                    k, v = assign.groups()
                     env_out[k] = v
             notes.append(f"read the llama-server arguments of a {rest[0]} command; the container options "
                          "were left out")
@@ -319,10 +320,10 @@ def split_command_text(text: str, home: str | None = None) -> SplitCommand:
             continue
         if not _is_server_program(rest[0]):
             # a wrapper in front of the server: gdb --args, xargs, nohup, numactl ..., sudo, time
-            j = next((j for j, x in enumerate(rest) if _WRAPPED_SERVER.search(x)), None)
-            if j is not None:
-                notes.append(f"ignored the wrapper in front of the server: {' '.join(rest[:j])}")
-                rest = rest[j:]
+            at = next((j for j, x in enumerate(rest) if _WRAPPED_SERVER.search(x)), None)
+            if at is not None:
+                notes.append(f"ignored the wrapper in front of the server: {' '.join(rest[:at])}")
+                rest = rest[at:]
         if _is_server_program(rest[0]):
             binary = rest[0]
             argv = rest[1:]

@@ -99,7 +99,7 @@ class ModelInfo(BaseModel):
         """Trunk layers (block_count minus MTP layers), as llama.cpp's hparams.n_layer."""
         return None if self.block_count is None else self.block_count - self.nextn_layers
 
-    def per_layer(self, field: str) -> list | None:
+    def per_layer(self, field: str) -> list[Any] | None:
         """A per-layer view of a scalar-or-list field (e.g. 'head_count_kv'), block_count long.
 
         A scalar is repeated; a list is returned as stored (llama.cpp requires block_count entries).

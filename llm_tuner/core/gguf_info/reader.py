@@ -172,7 +172,7 @@ class _Cursor:
         self._pos += n
         return out
 
-    def unpack(self, fmt: struct.Struct, what: str) -> tuple:
+    def unpack(self, fmt: struct.Struct, what: str) -> tuple[Any, ...]:
         self._fill(fmt.size, what)
         out = fmt.unpack_from(self._buf, self._pos)
         self._pos += fmt.size
@@ -255,7 +255,7 @@ class _Cursor:
             return 0
         here = self._start + self.tell()
         try:
-            data = self._seek(here, seek_data)
+            data: int = self._seek(here, seek_data)
         except OSError as exc:  # ENXIO: no data after `here`, a hole to the end; anything else: not supported
             if exc.errno != errno.ENXIO or self.size is None:
                 return 0
@@ -341,7 +341,7 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
 
     def read_str(what: str, keep_max: int = KEEP_STRING_MAX) -> str | int:
         """The string, or its length in bytes (an int) when it is too long to keep: skipped, not read."""
-        (n,) = cur.unpack(u64, what)
+        n = int(cur.unpack(u64, what)[0])
         if n > MAX_STRING_LENGTH:
             raise GGUFError(f"absurd string length {n} in {what}")
         if n > keep_max or (keep_max == KEEP_STRING_MAX and kept_total[0] + n > KEEP_TOTAL_MAX):

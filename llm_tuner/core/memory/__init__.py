@@ -63,7 +63,9 @@ from llm_tuner.core.memory.args import (
 )
 from llm_tuner.core.memory.constants import (
     CACHE_TYPES,
+    CTX_PAD,
     DRIVER_RESERVED_MIB,
+    FIT_TARGET_MIB,
     HOST_OVERHEAD_MIB,
     MIB,
     RUNTIME_BEYOND_LISTING_MIB,
@@ -78,11 +80,13 @@ from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
 
 __all__ = [
     "CACHE_TYPES",
+    "CTX_PAD",
     "Calibration",
     "DRIVER_RESERVED_MIB",
     "DeviceMemory",
     "FFN_DENSE_REGEX",
     "FFN_EXPS_REGEX",
+    "FIT_TARGET_MIB",
     "FitAnswer",
     "HOST_OVERHEAD_MIB",
     "MIB",

@@ -8,6 +8,8 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline import effective_profile, profile_to_argv
+from llm_tuner.core.memory.constants import FIT_TARGET_MIB
 
 # ------------------------------------------------------------------------------------------------
 # inputs
@@ -89,7 +91,7 @@ class PlacementArgs:
     no_kv_offload: bool = False
     op_offload: bool = True
     fit: bool = True
-    fit_target_mib: tuple[int, ...] = (1024,)
+    fit_target_mib: tuple[int, ...] = (FIT_TARGET_MIB,)
     fit_ctx_min: int = 4096
     load_mode: str = "auto"
     no_host: bool = False
@@ -225,8 +227,9 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
                 i += 1
             continue
         name, kind = spec_
+        positive = hit is not None and hit[1]  # hit is there: spec_ came from it
         if kind in ("toggle", "toggle-inverted"):
-            kind = "true" if hit[1] == (kind == "toggle") else "false"
+            kind = "true" if positive == (kind == "toggle") else "false"
         takes_value = kind not in _NO_VALUE_KINDS
         if takes_value and value is None:
             if i + 1 >= len(args):
@@ -235,32 +238,33 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
             i += 2
         else:
             i += 1
+        text = value or ""  # the value of a kind that takes one (read above); "" for the others
         if kind == "int":
-            kw[name] = int(value)
+            kw[name] = int(text)
             if name == "ctx":
                 ctx_given = True
         elif kind == "str":
-            kw[name] = value
+            kw[name] = text
         elif kind == "ngl":
-            kw[name] = _parse_ngl(value)
+            kw[name] = _parse_ngl(text)
         elif kind == "true":
             kw[name] = True
         elif kind == "false":
             kw[name] = False
         elif kind == "onoff":
-            kw[name] = _bool_arg(value)
+            kw[name] = _bool_arg(text)
         elif kind == "fa":
-            kw[name] = {"1": "on", "true": "on", "0": "off", "false": "off", "-1": "auto"}.get(value.lower(),
-                                                                                              value.lower())
+            kw[name] = {"1": "on", "true": "on", "0": "off", "false": "off", "-1": "auto"}.get(text.lower(),
+                                                                                              text.lower())
         elif kind == "devlist":
-            kw[name] = () if value.strip().lower() == "none" else tuple(
-                d.strip() for d in value.split(",") if d.strip())
+            kw[name] = () if text.strip().lower() == "none" else tuple(
+                d.strip() for d in text.split(",") if d.strip())
         elif kind == "ts":
-            kw[name] = tuple(float(x) for x in re.split(r"[,/]", value) if x.strip())
+            kw[name] = tuple(float(x) for x in re.split(r"[,/]", text) if x.strip())
         elif kind == "intlist":
-            kw[name] = tuple(int(x) for x in value.split(",") if x.strip())
+            kw[name] = tuple(int(x) for x in text.split(",") if x.strip())
         elif kind == "ot":
-            for part in value.split(","):
+            for part in text.split(","):
                 if "=" not in part:
                     raise ValueError(f"invalid -ot rule {part!r} (want <regex>=<buffer>)")
                 pat, buf = part.split("=", 1)
@@ -268,11 +272,11 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
         elif kind == "cmoe":
             overrides.append((FFN_EXPS_REGEX, "CPU"))
         elif kind == "ncmoe":
-            overrides.extend((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(int(value)))
+            overrides.extend((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(int(text)))
         elif kind == "ncffn":
-            overrides.extend((rf"blk\.{j}{FFN_DENSE_REGEX}", "CPU") for j in range(int(value)))
+            overrides.extend((rf"blk\.{j}{FFN_DENSE_REGEX}", "CPU") for j in range(int(text)))
         elif kind == "spec":
-            spec.extend(s.strip() for s in value.split(",") if s.strip() and s.strip() != "none")
+            spec.extend(s.strip() for s in text.split(",") if s.strip() and s.strip() != "none")
     if overrides:
         kw["overrides"] = tuple(overrides)
     if spec:
@@ -287,8 +291,6 @@ def args_from_profile(profile: Any) -> PlacementArgs:
     """A LaunchProfile -> PlacementArgs through its effective arguments: the profile's flags with the
     LLAMA_ARG_* variables of its environment applied as llama-server applies them (core.cmdline), read by
     the one argument parser above."""
-    from llm_tuner.core.cmdline import effective_profile, profile_to_argv  # noqa: PLC0415
-
     argv, _env = profile_to_argv(effective_profile(profile))
     return parse_server_args(argv)
 

@@ -10,6 +10,11 @@ MIB = 1024 * 1024
 # constants from llama.cpp
 # ------------------------------------------------------------------------------------------------
 
+# llama.cpp pads a context to a multiple of 256 cells (llama_kv_cache::get_padding): the context's step.
+CTX_PAD = 256
+# -fitt's default: MiB that --fit leaves free on each device (common/arg.cpp, fit_params_target).
+FIT_TARGET_MIB = 1024
+
 CACHE_TYPES = {"f32": GGMLQuantizationType.F32, "f16": GGMLQuantizationType.F16,
                "bf16": GGMLQuantizationType.BF16, "q8_0": GGMLQuantizationType.Q8_0,
                "q4_0": GGMLQuantizationType.Q4_0, "q4_1": GGMLQuantizationType.Q4_1,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -215,7 +216,7 @@ def _pad(x: int, n: int) -> int:
     return (x + n - 1) // n * n
 
 
-def normalize_cpu_flags(flags: tuple[str, ...] | list[str] | set[str]) -> frozenset[str]:
+def normalize_cpu_flags(flags: Iterable[str]) -> frozenset[str]:
     out = set()
     for f in flags:
         f = f.lower()

@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any
 
+from llm_tuner.core.devices import backend_of
 from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import _ALIGN, _HAS_HOST_BUFT, MIB
 from llm_tuner.core.memory.model_view import (
@@ -35,8 +36,6 @@ def regex_search(pattern: str, name: str) -> bool:
 
 
 def _backend_of(name: str) -> str:
-    from llm_tuner.core.devices import backend_of  # noqa: PLC0415 - core-internal
-
     return backend_of(name)
 
 

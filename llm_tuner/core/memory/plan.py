@@ -10,6 +10,7 @@ from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import (
     DRAFT_HOST_BYTES_PER_TOKEN,
     DRIVER_RESERVED_MIB,
+    FIT_TARGET_MIB,
     HOST_OVERHEAD_MIB,
     MIB,
     RUNTIME_BEYOND_LISTING_MIB,
@@ -282,7 +283,7 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
 
 
 def _targets(args: PlacementArgs, devs: list[PlanDevice]) -> dict[str, int]:
-    t = list(args.fit_target_mib) or [1024]
+    t = list(args.fit_target_mib) or [FIT_TARGET_MIB]
     if len(t) == 1:
         t = t * len(devs)
     return {d.name: (t[i] if i < len(t) else t[-1]) for i, d in enumerate(devs)}

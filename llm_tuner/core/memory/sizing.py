@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from llm_tuner.core.memory.args import PlacementArgs, PlanDevice
-from llm_tuner.core.memory.constants import _C_ATTN_NOFA, _C_FFN, _C_FFN_RESIDUAL, _RS_ROLLBACK, MIB
+from llm_tuner.core.memory.constants import _C_ATTN_NOFA, _C_FFN, _C_FFN_RESIDUAL, _RS_ROLLBACK, CTX_PAD, MIB
 from llm_tuner.core.memory.model_view import _ModelView, _pad, row_size
 from llm_tuner.core.memory.placement import TensorPlacement
 
@@ -27,10 +27,10 @@ def _n_ctx(view: _ModelView, args: PlacementArgs) -> tuple[int, int]:
         n_ctx = view.n_ctx_train * n_seq
     else:
         n_ctx = view.n_ctx_train
-    n_ctx = _pad(n_ctx, 256)
+    n_ctx = _pad(n_ctx, CTX_PAD)
     if args.unified:
         return n_ctx, n_ctx
-    n_ctx_seq = _pad(n_ctx // n_seq, 256)
+    n_ctx_seq = _pad(n_ctx // n_seq, CTX_PAD)
     return n_ctx_seq * n_seq, n_ctx_seq
 
 
@@ -64,7 +64,7 @@ def _kv(view: _ModelView, args: PlacementArgs, layer_dev: list[str], fa: bool, *
     n_stream = 1 if args.unified else n_seq
     kv_size = n_ctx_seq
     n_ubatch = min(args.n_ubatch, args.n_batch, n_ctx)
-    swa_cells = _pad(min(kv_size, view.n_swa * (n_seq if args.unified else 1) + n_ubatch), 256)
+    swa_cells = _pad(min(kv_size, view.n_swa * (n_seq if args.unified else 1) + n_ubatch), CTX_PAD)
     if args.swa_full:
         swa_cells = kv_size
     tk = (type_k or args.cache_type_k).upper()
@@ -167,7 +167,7 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
     else:
         ffn = (_C_FFN_RESIDUAL * E + _C_FFN * F) * T * 4
     if fa:
-        attn = (2 * E + 3 * hq + 2 * hkv) * T * 4
+        attn: float = (2 * E + 3 * hq + 2 * hkv) * T * 4
     else:
         a, b, c = _C_ATTN_NOFA
         n_kv_max = kv_cells if has_base else swa_cells
@@ -343,7 +343,7 @@ def _compute_mtp(view: _ModelView, args: PlacementArgs, fa: bool, kv_cells: int)
     hq = view.n_head[il] * view.k_len[il]
     hkv = view.n_head_kv[il] * view.k_len[il]
     if fa:
-        peak = kv_cells * T * 2 + (2 * E + 3 * hq + 2 * hkv) * T * 4
+        peak: float = kv_cells * T * 2 + (2 * E + 3 * hq + 2 * hkv) * T * 4
     else:
         a, b, c = _C_ATTN_NOFA
         peak = kv_cells * T * 4 + view.n_head[il] * kv_cells * T * 4 + (a * E + b * hq + c * hkv) * T * 4

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from llm_tuner.core.memory.args import FFN_EXPS_REGEX, PlacementArgs, PlanDevice
+from llm_tuner.core.memory.constants import CTX_PAD, FIT_TARGET_MIB
 from llm_tuner.core.memory.model_view import _ModelView, _pad, _view, normalize_cpu_flags
 from llm_tuner.core.memory.placement import _model_devices
 from llm_tuner.core.memory.plan import (
@@ -53,15 +55,16 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
                 warnings.extend(f"fit: {c}" for c in changes)
     elif apply_fit and args.fit and host.capacity_mib and (args.ctx is None):
         # no GPU: fit compares host use with total RAM minus the first -fitt margin and only shrinks context
-        margin = (args.fit_target_mib or (1024,))[0]
+        margin = (args.fit_target_mib or (FIT_TARGET_MIB,))[0]
+        room = host.capacity_mib - margin
 
         def host_ok(p: MemoryPlan) -> bool:
             h = p.device("Host")
-            return h is None or _fit_use_mib(h) <= host.capacity_mib - margin
+            return h is None or _fit_use_mib(h) <= room
 
         if not host_ok(plan):
-            step = 256 * (1 if args.unified else args.n_seq_max)
-            lo = max(256, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
+            step = CTX_PAD * (1 if args.unified else args.n_seq_max)
+            lo = max(CTX_PAD, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
             best = _bisect_ctx(lambda c: host_ok(_raw_plan(view, args.with_(ctx=c), gpus, host, flags, calibration,
                                                            draft)[0]), lo, view.n_ctx_train, step)
             plan, devs = _raw_plan(view, args.with_(ctx=best), gpus, host, flags, calibration, draft)
@@ -84,10 +87,10 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
 
     cur = args
     if args.ctx is None:
-        lo = max(256, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
+        lo = max(CTX_PAD, min(args.fit_ctx_min * (1 if args.unified else args.n_seq_max), view.n_ctx_train))
         hi = view.n_ctx_train
         if ok(cur.with_(ctx=lo)):
-            best = _bisect_ctx(lambda c: ok(cur.with_(ctx=c)), lo, hi, 256 * (1 if args.unified else args.n_seq_max))
+            best = _bisect_ctx(lambda c: ok(cur.with_(ctx=c)), lo, hi, CTX_PAD * (1 if args.unified else args.n_seq_max))
             cur = cur.with_(ctx=best)
             changes.append(f"context reduced to {best} tokens so each device keeps its -fitt margin "
                            f"(set -c to choose it yourself)")
@@ -115,7 +118,7 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
     return cur.with_(ngl=0), changes
 
 
-def _bisect_ctx(ok, lo: int, hi: int, step: int) -> int:
+def _bisect_ctx(ok: Callable[[int], bool], lo: int, hi: int, step: int) -> int:
     lo_k, hi_k = lo // step, max(lo // step, hi // step)
     while lo_k < hi_k:
         mid = (lo_k + hi_k + 1) // 2
@@ -166,11 +169,11 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
 
     def bottleneck(a: PlacementArgs) -> str:
         p = plan_of(a)
-        worst = min((d for d in p.devices if d.budget_mib is not None),
-                    key=lambda d: d.budget_mib - targets.get(d.name, 0) - d.resident_mib, default=None)
-        if worst is None:
+        known = [(d, d.budget_mib) for d in p.devices if d.budget_mib is not None]
+        if not known:
             return "no device has a known capacity"
-        short = worst.resident_mib - (worst.budget_mib - targets.get(worst.name, 0))
+        worst, budget = min(known, key=lambda db: db[1] - targets.get(db[0].name, 0) - db[0].resident_mib)
+        short = worst.resident_mib - (budget - targets.get(worst.name, 0))
         return (f"{worst.name} is the limit: {worst.resident_mib:.0f} MiB needed "
                 f"(weights {worst.model_mib - worst.mapped_mib:.0f}"
                 + (f" besides {worst.mapped_mib:.0f} mapped from the file" if worst.mapped_mib else "")
@@ -179,7 +182,7 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
                 + (f" ({short:.0f} MiB short)" if short > 0 else ""))
 
     if goal == "context":
-        step = 256 * (1 if base.unified else base.n_seq_max)
+        step = CTX_PAD * (1 if base.unified else base.n_seq_max)
         lo, hi = step, _pad(view.n_ctx_train, step)
         if not ok(base.with_(ctx=lo)):
             return FitAnswer(None, None, "even the smallest context does not fit: " + bottleneck(base.with_(ctx=lo)))

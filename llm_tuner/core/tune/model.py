@@ -6,10 +6,12 @@ Every score is "higher is better": latencies are negated, so the search never ne
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition
 from llm_tuner.core.stats import median, percentile
 
@@ -172,8 +174,6 @@ def _ok(run: BenchRun) -> list[Repetition]:
 
 
 def _ctx_of(run: BenchRun) -> float | None:
-    from llm_tuner.core import flags  # noqa: PLC0415
-
     v = flags.value_of(list(run.server_argv), "ctx_size")
     try:
         return float(v) if v is not None else None
@@ -209,8 +209,6 @@ def rep_scores(run: BenchRun, objective: Objective) -> list[float]:
     elif kind == "tokens_per_joule":
         out = [1.0 / e for r in reps if (e := r.energy_per_token_j)]
     elif kind == "chat":
-        import math  # noqa: PLC0415
-
         w = objective.weights or DEFAULT_CHAT_WEIGHTS
         total = sum(w.values()) or 1.0
         for r in reps:

@@ -10,8 +10,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Protocol
 
+import psutil
+
 from llm_tuner.core.bench_spec import DevicePeak
 from llm_tuner.services.failures import log_once
+from llm_tuner.services.telemetry import amd, nvml
+from llm_tuner.services.telemetry.inventory import gpu_labels
 
 log = logging.getLogger(__name__)
 
@@ -74,8 +78,6 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
     """
     sources: list[tuple[str, object]] = []
     try:
-        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
-
         if nvml.nvml_available()[0] and hasattr(nvml, "NvmlSource"):
             src = nvml.NvmlSource()
             if getattr(src, "count", 0):
@@ -83,8 +85,6 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
     except Exception as exc:  # noqa: BLE001 - telemetry is optional: the benchmark runs without NVIDIA readings
         log_once("NVIDIA readings for benchmarks", exc, logger=log)
     try:
-        from llm_tuner.services.telemetry import amd  # noqa: PLC0415
-
         if hasattr(amd, "AmdSource"):
             src = amd.AmdSource()
             if getattr(src, "count", 0):
@@ -93,7 +93,6 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
         log_once("AMD readings for benchmarks", exc, logger=log)
     if not sources:
         return None
-    from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
 
     return _GpuSources(sources, labels=lambda: gpu_labels(binary))
 
@@ -113,8 +112,6 @@ class PeakTracker:
         self._server = None
         if server_pid:
             try:
-                import psutil  # noqa: PLC0415
-
                 self._server = psutil.Process(server_pid)
             except Exception:  # noqa: BLE001 - gone already, or no psutil
                 self._server = None
@@ -128,7 +125,7 @@ class PeakTracker:
         if self._server is not None:
             try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
                 readings.append({"device": "Host", "vram_used_mib": self._server.memory_info().rss / 2**20})
-            except Exception:  # noqa: BLE001
+            except Exception:  # noqa: BLE001 - the server is gone: no host reading from now on
                 self._server = None
         try:
             if self.source is not None:
@@ -197,8 +194,6 @@ class OtherCpuMeter:
     not the settings; comparisons warn when this is high."""
 
     def __init__(self, server_pid: int | None) -> None:
-        import psutil  # noqa: PLC0415
-
         self._psutil = psutil
         self._procs = []
         for pid in (server_pid, os.getpid()):

@@ -17,7 +17,8 @@ import httpx
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
-from llm_tuner.core.cmdline import parse_help, respell
+from llm_tuner.core.cmdline import parse_help, profile_to_argv, respell
+from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.core.session import implausible_timings, server_timings
 from llm_tuner.services import binaries, device_ids
@@ -34,9 +35,12 @@ from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.launch import free_port
-from llm_tuner.services.rpc import run_devices
+from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import planned_gpus, run_devices
 from llm_tuner.services.server import ServerProcess
+from llm_tuner.services.telemetry.host import host_info, machine_record
 from llm_tuner.store.db import StorageFullError
+from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunDeleted, RunRepository
 
 log = logging.getLogger(__name__)
@@ -55,10 +59,6 @@ def memory_plan(argv: list[str], binary: Path | None, env: dict[str, str] | None
     """The core.memory plan for these llama-server arguments and environment (its LLAMA_ARG_* count, as the
     server reads them), a draft model (-md) included, on the devices the binary lists (or the PlanDevices given:
     planned hardware) and this host. None when there is no model to plan; raises when a file cannot be read."""
-    from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory  # noqa: PLC0415
-    from llm_tuner.services.library import read_model  # noqa: PLC0415
-    from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
-
     pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
     if not pargs.model:
         return None
@@ -71,7 +71,6 @@ def memory_plan(argv: list[str], binary: Path | None, env: dict[str, str] | None
     if gpus is None:
         gpus = []
         if binary is not None:  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
-            from llm_tuner.services.rpc import planned_gpus  # noqa: PLC0415
 
             gpus = planned_gpus(binary, list(argv), env)
     h = host_info()
@@ -167,8 +166,6 @@ class BenchRunner:
         """This machine (CPU, RAM, OS) for each run's record, read once (core.hardware: reports name it)."""
         if self._machine is None:
             try:
-                from llm_tuner.services.telemetry.host import machine_record  # noqa: PLC0415
-
                 self._machine = [machine_record()]
             except Exception:  # noqa: BLE001 - a run is measured without it; its report says "not recorded"
                 self._machine = []
@@ -315,7 +312,7 @@ class BenchRunner:
             said = f"the server's answer could not be read ({type(exc).__name__}: {exc})" if isinstance(
                 exc, httpx.HTTPError) else str(exc)
             status, error = ("incomplete" if self._has_reps(run_id) else "failed"), said
-        except Exception as exc:  # noqa: BLE001 - stored, then re-raised for the log
+        except Exception as exc:  # stored, then re-raised for the log
             log.exception("benchmark run %s failed", run_id)
             status, error = ("incomplete" if self._has_reps(run_id) else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
@@ -541,8 +538,6 @@ def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:
 def target_from_profile(profile, label: str | None = None, version_id: int | None = None) -> ServerTarget:
     """A ServerTarget from a LaunchProfile or a SavedProfile (name + version id + LaunchProfile),
     through core.cmdline.profile_to_argv."""
-    from llm_tuner.core.cmdline import profile_to_argv  # noqa: PLC0415
-
     saved = profile if hasattr(profile, "version_id") and hasattr(profile, "profile") else None
     launch = saved.profile if saved else profile
     argv, env = profile_to_argv(launch)
@@ -555,8 +550,6 @@ def target_from_profile(profile, label: str | None = None, version_id: int | Non
 def profile_versions(engine, *version_ids: int | None) -> list:
     """The LaunchProfiles of stored profile versions (None where unknown), for flag diffs."""
     try:
-        from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
-
         repo = ProfileRepository(engine)
         out = []
         for vid in version_ids:

@@ -31,7 +31,7 @@ def amd_gpus() -> tuple[list[GpuInfo], str | None]:
         return [], reason
     try:
         count = pyamdgpuinfo.detect_gpus()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - the reason is shown where the GPUs are listed
         return [], f"AMD: detection failed: {exc}"
     gpus = []
     for i in range(count):
@@ -45,7 +45,7 @@ def amd_gpus() -> tuple[list[GpuInfo], str | None]:
                 memory_total_mib=int(total / 2**20) if total else None,
                 memory_free_mib=int((total - used) / 2**20) if total and used is not None else None,
             ))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - one bad card must not hide the others
             gpus.append(GpuInfo(name=f"amd:{i}", vendor="amd", index=i, model=f"(unreadable: {exc})"))
     return gpus, None if gpus else "AMD: no AMD GPU found"
 
@@ -53,7 +53,7 @@ def amd_gpus() -> tuple[list[GpuInfo], str | None]:
 def _safe(fn, *args):
     try:
         return fn(*args)
-    except Exception:  # noqa: BLE001
+    except Exception:  # noqa: BLE001 - a query a card does not support is simply unknown
         return None
 
 
@@ -77,7 +77,7 @@ class AmdSource:
         if self.reason is None:
             try:
                 self._gpus = [pyamdgpuinfo.get_gpu(i) for i in range(pyamdgpuinfo.detect_gpus())]
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - the reason is shown instead of AMD readings
                 self.reason = f"AMD: {exc}"
 
     @property

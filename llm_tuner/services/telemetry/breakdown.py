@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from llm_tuner.core.buffer_devices import buffer_shares, known_devices
 from llm_tuner.core.memory_log import BufferLine, MemoryBreakdown, merge_buffers
+from llm_tuner.core.rpc import device_endpoint, is_rpc_device
 
 _DEV = re.compile(r"^(CUDA|ROCm|Vulkan|MUSA|SYCL)(\d+)")
 _VENDOR = {"CUDA": "nvidia", "ROCm": "amd", "MUSA": "moore", "SYCL": "intel", "Vulkan": "vulkan"}
@@ -164,8 +165,6 @@ def rpc_segments(parts: Mapping[str, Mapping[str, float]], devices: Iterable[obj
     """One stack per RPC device the server put something on, named `RPC0 (host:port)`: its weights, KV and
     compute from llama.cpp's buffers, what was in use before the load (total - free at start) as "others",
     and the rest free. A worker's own telemetry comes from its agent (services.agent), not from here."""
-    from llm_tuner.core.rpc import device_endpoint, is_rpc_device  # noqa: PLC0415
-
     listed = {d.name: d for d in devices if hasattr(d, "name")}
     out = []
     for name in sorted(n for n in parts if is_rpc_device(n)):

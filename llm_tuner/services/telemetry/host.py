@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 from pathlib import Path
 
 import psutil
 
 from llm_tuner.core.devices import HostInfo
+from llm_tuner.core.hardware import host_entry
+from llm_tuner.services.telemetry.sampler import HostSample
 
 
 def _cpuinfo() -> tuple[str | None, tuple[str, ...]]:
@@ -44,8 +47,6 @@ def host_info() -> HostInfo:
 
 def machine_record() -> dict:
     """This machine as a run records it (core.hardware.host_entry): CPU model, cores, RAM and the OS."""
-    from llm_tuner.core.hardware import host_entry  # noqa: PLC0415
-
     h = host_info()
     try:
         os_name = platform.platform(terse=False)
@@ -76,10 +77,6 @@ class HostReader:
         return self._proc
 
     def __call__(self) -> list:
-        import time
-
-        from llm_tuner.services.telemetry.sampler import HostSample
-
         vm = psutil.virtual_memory()
         rss = cpu = None
         proc = self._server()

@@ -61,7 +61,7 @@ def nvidia_gpus() -> tuple[list[GpuInfo], str | None]:
     try:
         driver = _decode(pynvml.nvmlSystemGetDriverVersion())
         count = pynvml.nvmlDeviceGetCount()
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - the reason is shown where the GPUs are listed
         return [], f"NVIDIA: NVML query failed: {exc}"
     gpus = []
     for i in range(count):

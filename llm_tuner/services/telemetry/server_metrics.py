@@ -40,7 +40,7 @@ class ServerReader:
             try:
                 m = parse_metrics(self.client.metrics_text())
                 self.metrics_available = True
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if getattr(exc, "status", None) == 501:  # started without --metrics
                     self.metrics_available = False
                 else:
@@ -50,7 +50,7 @@ class ServerReader:
             try:
                 slots = parse_slots(self.client.slots())
                 self.slots_available = True
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 if getattr(exc, "status", None) == 501:  # --no-slots
                     self.slots_available = False
                 else:

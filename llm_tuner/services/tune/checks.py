@@ -11,11 +11,15 @@ from importlib import resources
 from pathlib import Path
 
 from llm_tuner.core import flags
+from llm_tuner.core.memory import parse_server_args
 from llm_tuner.core.tune.quality import parse_perplexity, perplexity_argv
 from llm_tuner.core.tune.report import bandwidth_figure
 from llm_tuner.services import binaries
 from llm_tuner.services.bench import BenchRunner, ServerTarget, memory_plan
 from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.library import read_model
+from llm_tuner.services.telemetry import nvml
+from llm_tuner.services.telemetry.inventory import gpu_labels
 
 log = logging.getLogger(__name__)
 
@@ -114,8 +118,6 @@ def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps:
         plan = memory_plan(list(argv), Path(binary) if binary else binaries_server(), env)
         if plan is None:
             return None
-        from llm_tuner.core.memory import parse_server_args  # noqa: PLC0415
-        from llm_tuner.services.library import read_model  # noqa: PLC0415
 
         model = read_model(parse_server_args(flags.effective_argv(argv, env)).model)
         moe = (model.expert_used_count / model.expert_count) if model.expert_count else 1.0
@@ -133,9 +135,6 @@ def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps:
 def _nvml_gbps(binary: str | None) -> dict[str, float]:
     """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
     try:
-        from llm_tuner.services.telemetry import nvml  # noqa: PLC0415
-        from llm_tuner.services.telemetry.inventory import gpu_labels  # noqa: PLC0415
-
         by_index = nvml.memory_bandwidth_gbps()
         if not by_index:
             return {}

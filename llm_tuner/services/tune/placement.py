@@ -10,10 +10,15 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import psutil
+
 from llm_tuner.core import flags
 from llm_tuner.core.memory import PlanDevice, parse_server_args
 from llm_tuner.core.tune import Placement, Planner, frontier, needs_placement, next_margin, resolve_placement
 from llm_tuner.services import binaries
+from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import planned_gpus
+from llm_tuner.services.telemetry.host import host_info
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +28,6 @@ DEFAULT_MARGIN_MIB = 128
 def physical_cores() -> int | None:
     """The physical cores this process may use (llama.cpp's default -t is the physical cores)."""
     try:
-        import psutil  # noqa: PLC0415 - a host fact, read once per tune
-
         phys = psutil.cpu_count(logical=False)
         logical = psutil.cpu_count(logical=True) or phys
         allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
@@ -43,9 +46,6 @@ class PlacementResolver:
     def __init__(self, base_argv: Sequence[str], env: dict[str, str] | None = None, *, binary: str | None = None,
                  gpus: list[PlanDevice] | None = None, host: PlanDevice | None = None,
                  margin_mib: int = DEFAULT_MARGIN_MIB, fill: float = 0.1) -> None:
-        from llm_tuner.services.library import read_model  # noqa: PLC0415
-        from llm_tuner.services.telemetry.host import host_info  # noqa: PLC0415
-
         self.base_argv = list(base_argv)
         self.env = dict(env or {})
         eff = flags.effective_argv(self.base_argv, self.env)
@@ -61,8 +61,6 @@ class PlacementResolver:
             path = Path(binary) if binary else server_path()
             gpus = []
             if path is not None:
-                from llm_tuner.services.rpc import planned_gpus  # noqa: PLC0415
-
                 gpus = planned_gpus(path, eff, self.env)
         if host is None:
             host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")

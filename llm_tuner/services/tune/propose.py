@@ -12,6 +12,7 @@ from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.tune import Knob, Objective, propose_knobs
 from llm_tuner.core.tune.knobs import KV_TYPES, allowed_values
 from llm_tuner.services import binaries
+from llm_tuner.services.library import read_model
 from llm_tuner.services.tune.placement import PlacementResolver, physical_cores, server_path
 
 log = logging.getLogger(__name__)
@@ -25,8 +26,6 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
 
     `gpus`/`host`: planned devices (PlanDevice) instead of the binary's; `margin_mib`: the free memory each GPU
     keeps under a placement candidate (the tune's headroom)."""
-    from llm_tuner.services.library import read_model  # noqa: PLC0415
-
     argv = flags.effective_argv(list(base_argv), env or {})
     model_path = flags.value_of(argv, "model")
     if not model_path:

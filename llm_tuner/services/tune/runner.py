@@ -24,7 +24,7 @@ from collections.abc import Callable
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
 from llm_tuner.core.hardware import hardware_lines
-from llm_tuner.core.stats import NOISE, compare, median, pooled_cv, reps_to_detect
+from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, compare, median, pooled_cv, reps_to_detect
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
     Trial,
@@ -164,7 +164,7 @@ class _Tune:
     @property
     def threshold(self) -> float:
         """The A/B threshold (%) from Settings: the search's zone, the final's verdict, the final's effect floor."""
-        return getattr(self.o.settings, "ab_threshold_pct", 2.0) or 2.0
+        return getattr(self.o.settings, "ab_threshold_pct", AB_THRESHOLD_PCT) or AB_THRESHOLD_PCT
 
     # -- time and progress -----------------------------------------------------------------------
     def elapsed(self) -> float:

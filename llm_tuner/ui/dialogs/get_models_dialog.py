@@ -343,6 +343,6 @@ class GetModelsDialog(QDialog):
         for job in list(self._jobs):
             job.cancel()
 
-    def done(self, result: int) -> None:  # noqa: D401 - Qt override: closing stops the work (a download resumes)
+    def done(self, result: int) -> None:
         self.shutdown()
         super().done(result)

@@ -23,7 +23,10 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.rpc import bind_warning, parse_endpoint
 from llm_tuner.core.settings import RpcWorker, Settings
+from llm_tuner.core.units import format_mib
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.paths import cache_dir
+from llm_tuner.services.rpc import WorkerSpec, reachable, worker_devices
 
 _COLUMNS = ("Worker (host:port)", "Agent (GPU telemetry)", "Status")
 
@@ -146,9 +149,6 @@ class WorkersBox(QGroupBox):
         self._show(warning or "", error=warning is not None)
 
     def _on_start_clicked(self) -> None:
-        from llm_tuner.services.paths import cache_dir  # noqa: PLC0415
-        from llm_tuner.services.rpc import WorkerSpec  # noqa: PLC0415
-
         port = self.port_spin.value()
         cache = self.cache_edit.text().strip() or str(cache_dir() / "rpc-worker")
         spec = WorkerSpec(self.bind_edit.text().strip() or "127.0.0.1", port,
@@ -184,7 +184,6 @@ class WorkersBox(QGroupBox):
         endpoints = self.endpoints()
         if not endpoints:
             return
-        from llm_tuner.services.rpc import reachable, worker_devices  # noqa: PLC0415
 
         settings = self._settings
 
@@ -207,8 +206,6 @@ class WorkersBox(QGroupBox):
         self._show(str(exc), error=True)
 
     def _on_checked(self, result) -> None:
-        from llm_tuner.core.units import format_mib  # noqa: PLC0415
-
         status, ok, devices, error = result
         self.check_button.setEnabled(True)
         for ep, why in status.items():

@@ -37,6 +37,8 @@ from llm_tuner.qt.bench_session import BenchSession, parse_sweep_values, run_not
 from llm_tuner.qt.context import AppContext
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.preflight import refusal_text
+from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_history import RunHistoryTab
 from llm_tuner.ui.panels.bench_tables import make_table
@@ -274,7 +276,6 @@ class BenchPanel(QWidget):
         errors = self.ctx.state.profile_errors if profile is not None and not self._force else []
         self.anyway_button.setVisible(bool(errors))
         if errors:  # what would fail is not started only to read "ConnectError"
-            from llm_tuner.services.preflight import refusal_text  # noqa: PLC0415
 
             raise bench_service.BenchError(refusal_text(errors, "Run anyway"))
         if profile is not None:
@@ -308,8 +309,6 @@ class BenchPanel(QWidget):
         engine, named_by_profile = self.ctx.engine, not self.label_edit.text().strip()
 
         def resolve() -> bench_service.ServerTarget:
-            from llm_tuner.store.profiles import ProfileRepository  # noqa: PLC0415
-
             saved = ProfileRepository(engine).latest(name)
             if saved is not None and saved.profile == profile:
                 target.profile_version_id = saved.version_id

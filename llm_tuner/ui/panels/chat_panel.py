@@ -30,6 +30,7 @@ from llm_tuner.qt.chat_session import ChatSession
 from llm_tuner.qt.request_table_model import draft_text
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
+from llm_tuner.services.client import LlamaClient
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
 
@@ -248,8 +249,6 @@ class ChatPanel(QWidget):
     # -- helpers ------------------------------------------------------------------------------------
     def _read_props(self, url: str, api_key: str | None) -> None:
         def run(_ctl):
-            from llm_tuner.services.client import LlamaClient
-
             with LlamaClient(url, api_key=api_key, timeout=10.0) as client:
                 props = client.props()
                 try:

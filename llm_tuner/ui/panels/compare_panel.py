@@ -28,10 +28,11 @@ from llm_tuner.core.bench_report import (
     speculative_lines,
     speculative_speedup,
 )
-from llm_tuner.core.stats import BETTER, NOISE, WORSE
+from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.bench import profile_versions
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_tables import make_table
 from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, run_chart_groups
@@ -55,7 +56,7 @@ class ComparePanel(QWidget):
         self.threshold_spin.setRange(0.0, 50.0)
         self.threshold_spin.setSingleStep(0.5)
         self.threshold_spin.setSuffix(" %")
-        self.threshold_spin.setValue(float(getattr(ctx.settings, "ab_threshold_pct", 2.0)))
+        self.threshold_spin.setValue(float(getattr(ctx.settings, "ab_threshold_pct", AB_THRESHOLD_PCT)))
         self.threshold_spin.setToolTip("practical threshold: smaller differences are 'within noise' even when real")
         self.compare_button = QPushButton("Compare")
         self.compare_button.clicked.connect(self._on_compare_clicked)
@@ -204,8 +205,6 @@ class ComparePanel(QWidget):
     @staticmethod
     def _load_pair(repo, engine, get):
         """Off the GUI thread: the two runs and their saved profile versions (for the flag diff)."""
-        from llm_tuner.services.bench import profile_versions  # noqa: PLC0415
-
         a, b = get()
         if a is None or b is None:
             return a, b, None, None

@@ -34,9 +34,11 @@ from PySide6.QtWidgets import (
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.telemetry.breakdown import live_segments
 from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFacts
+from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_requests import RequestsView
@@ -56,8 +58,6 @@ class LivePanel(QWidget):
         self.ctx = ctx
         repo = None
         try:
-            from llm_tuner.store.sessions import SessionRepository
-
             repo = SessionRepository(ctx.engine)
         except Exception:  # noqa: BLE001 - the panel works without a history
             repo = None
@@ -352,8 +352,6 @@ class LivePanel(QWidget):
         slot = self.slot
 
         def run(_ctl):
-            from llm_tuner.services.client import LlamaClient
-
             with LlamaClient(url, timeout=120) as c:
                 return c.completion(TEST_PROMPT, n_predict=32)
 

@@ -22,6 +22,7 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.binaries import SERVER, locate, measure_server_memory
 from llm_tuner.state.plan import PlanState
 
 
@@ -58,7 +59,6 @@ class LlamaCheckBox(QGroupBox):
         if self.state.model is None:
             self.check_label.setText("Select a model first.")
             return
-        from llm_tuner.services.binaries import SERVER, locate, measure_server_memory  # noqa: PLC0415
 
         loc = locate(SERVER, self.settings())
         if loc is None:

@@ -27,7 +27,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.memory import MemoryPlan
+from llm_tuner.core.memory import FIT_TARGET_MIB, MemoryPlan
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
@@ -180,7 +180,7 @@ class PlanPanel(QWidget):
         frow = QHBoxLayout()
         self.margin_label = QLabel("Keep free per device (-fitt)")
         frow.addWidget(self.margin_label)
-        self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=1024, singleStep=128, suffix=" MiB")
+        self.margin_spin = QSpinBox(minimum=0, maximum=65536, value=FIT_TARGET_MIB, singleStep=128, suffix=" MiB")
         box.watch("fitt", self.margin_spin, self.margin_label, "fit_target_mib")
         frow.addWidget(self.margin_spin)
         dl.addLayout(frow)

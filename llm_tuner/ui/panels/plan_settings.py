@@ -12,7 +12,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QSpinBox, QWidget
 
 from llm_tuner.core import flags
-from llm_tuner.core.memory import PlacementArgs
+from llm_tuner.core.memory import CTX_PAD, PlacementArgs
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
 WARN_COLOUR = "#b15d00"
@@ -27,7 +27,7 @@ class PlanSettingsBox(QGroupBox):
         super().__init__("Settings (written into the profile being edited)", parent)
         form = QFormLayout(self)
         self.form = form
-        self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=256, suffix=" tokens",
+        self.ctx_spin = QSpinBox(minimum=0, maximum=10_000_000, singleStep=CTX_PAD, suffix=" tokens",
                                  specialValueText="trained context (-c 0)")
         self.ngl_spin = QSpinBox(minimum=-1, maximum=999, specialValueText="auto (all)")  # 99 stays 99
         self.ngl_spin.setValue(-1)

@@ -45,6 +45,7 @@ from llm_tuner.core.profile import LaunchProfile, nul_fields
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
+from llm_tuner.services.preflight import look_at_model
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
@@ -267,8 +268,6 @@ class ProfilePanel(ProfileLibrary, QWidget):
             return
 
         def work(_ctl):
-            from llm_tuner.services.preflight import look_at_model  # one look for the CLI and the window
-
             look = look_at_model(model)  # a folder or a truncated file comes back with its reason
             return look.exists, look.info
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pyqtgraph as pg
+from pyqtgraph.exporters import ImageExporter
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication, QLabel, QStackedWidget, QVBoxLayout, QWidget
@@ -176,7 +177,6 @@ def render_run_plots(run: BenchRun, out_dir: Path) -> list[tuple[str, str]]:
         if not os.environ.get("DISPLAY") and not os.environ.get("WAYLAND_DISPLAY"):
             os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
         render_run_plots._app = QApplication([])  # type: ignore[attr-defined]
-    from pyqtgraph.exporters import ImageExporter
 
     out = []
     for title, unit, cats, series in run_chart_groups([run]):

@@ -64,7 +64,7 @@ class _Rows(QWidget):
             out.append((s, QRectF(4, y, w, self.LABEL_PX), QRectF(4, y + self.LABEL_PX, w, self.BAR_PX), scale))
         return out
 
-    def paintEvent(self, event) -> None:  # noqa: N802, ARG002 - Qt override
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
         pal = self.palette()
         fm = p.fontMetrics()
@@ -88,7 +88,7 @@ class _Rows(QWidget):
             p.drawRect(bar)
         p.end()
 
-    def event(self, ev) -> bool:  # noqa: D401 - Qt override: a row's figures on hover
+    def event(self, ev) -> bool:  # Qt override: a row's figures on hover
         if ev.type() == QEvent.Type.ToolTip:
             for s, label, bar, _scale in self.rows():
                 if label.united(bar).contains(QPointF(ev.pos())):

@@ -73,7 +73,7 @@ class MemoryBarsWidget(QWidget):
         text_w = self.columns()[3]
         return [self.fontMetrics().elidedText(bar_text(d), Qt.TextElideMode.ElideRight, text_w) for d in self._devices]
 
-    def event(self, ev) -> bool:  # noqa: D401 - Qt override: every device's figure, whole, on hover
+    def event(self, ev) -> bool:  # Qt override: every device's figure, whole, on hover
         if ev.type() == QEvent.Type.ToolTip and self._devices:
             QToolTip.showText(ev.globalPos(), "\n".join(f"{self._name(d)}: {bar_text(d)}" for d in self._devices), self)
             return True
@@ -82,7 +82,7 @@ class MemoryBarsWidget(QWidget):
     def sizeHint(self) -> QSize:  # noqa: N802 - Qt override
         return QSize(520, 30 + 46 * max(1, len(self._devices)))
 
-    def paintEvent(self, event) -> None:  # noqa: N802, ARG002 - Qt override
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         pal = self.palette()
@@ -197,12 +197,12 @@ class SplitBarWidget(QWidget):
         self._shares[i + 1] = pair - self._shares[i]
         self.update()
 
-    def mouseReleaseEvent(self, e) -> None:  # noqa: N802, ARG002 - Qt override
+    def mouseReleaseEvent(self, e) -> None:  # noqa: N802 - Qt override
         if self._drag is not None:
             self._drag = None
             self.split_edited.emit(self.shares())
 
-    def paintEvent(self, event) -> None:  # noqa: N802, ARG002 - Qt override
+    def paintEvent(self, event) -> None:  # noqa: N802 - Qt override
         p = QPainter(self)
         r = self._bar()
         x = r.left()

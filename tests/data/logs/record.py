@@ -94,9 +94,9 @@ MEMORY_LINES = re.compile(r"buffer size =|loading model tensors|constructing lla
 
 def hybrid(name: str) -> None:
     """A random-weight qwen35 hybrid (gated delta net, full attention every 4th layer): KV and RS buffers."""
-    import tempfile  # noqa: PLC0415
+    import tempfile
 
-    from tests.support.random_hybrid import write_qwen35  # noqa: PLC0415
+    from tests.support.random_hybrid import write_qwen35
 
     with tempfile.TemporaryDirectory() as d:
         model = str(write_qwen35(Path(d) / "qwen35-hybrid-random.gguf", n_layer=4, nextn=0, n_embd=256, n_ff=512,
