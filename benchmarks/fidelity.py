@@ -68,7 +68,7 @@ def counters_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepos
                 raise SystemExit("server did not start:\n" + "\n".join(list(proc.lines)[-20:]))
             before = scrape_metrics(client)
             run = BenchRunner(repo).run(ServerTarget(attached_url=url, label="fidelity (attached)",
-                                                     argv=["-m", model, *extra]), spec)
+                                                     argv=["-m", model, *extra]), spec).run
             after = scrape_metrics(client)
     finally:
         proc.stop()
@@ -128,8 +128,8 @@ def aa_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository,
     n_metrics = n_noise = 0
     quiet_pairs = []
     for p in range(pairs):
-        a = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec)
-        b = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec)
+        a = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec).run
+        b = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec).run
         comps = [c for c in compare_runs(a, b, threshold) if c.verdict is not None]
         quiet_pairs.append(None if busy_warning(a) or busy_warning(b) else
                            (sum(c.verdict == NOISE for c in comps), len(comps)))
@@ -151,8 +151,8 @@ def aa_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository,
 def ab_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository, a_flags: str, b_flags: str,
              threshold: float) -> list[str]:
     runner = BenchRunner(repo)
-    a = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(a_flags)], label=a_flags), spec)
-    b = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(b_flags)], label=b_flags), spec)
+    a = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(a_flags)], label=a_flags), spec).run
+    b = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(b_flags)], label=b_flags), spec).run
     lines = [f"## 3. A/B: `{a_flags}` (A) vs `{b_flags}` (B)", "", f"{spec.describe()}; threshold {threshold:g}%.", "",
              "| Metric | A median | B median | Δ% | 95% CI of Δ | Verdict |", "|---|---:|---:|---:|---|---|"]
     for c in compare_runs(a, b, threshold):
