@@ -12,9 +12,9 @@
     .venv/bin/python benchmarks/fidelity.py                         # demo model, CPU, -t 2
     .venv/bin/python benchmarks/fidelity.py --model M.gguf --server-args "-ngl 999 -fa on" \
         --prompt-tokens 512,4096 --gen-tokens 128 --reps 5 --pairs 1 \
-        --ab "-ub 512" "-ub 2048" --llama-bench --out benchmarks/results/fidelity_gpu.md
+        --ab "-ub 512" "-ub 2048" --llama-bench --out benchmarks/results/fidelity/fidelity_gpu.md
 
-Writes a Markdown report (default benchmarks/results/fidelity_cpu.md) and prints it.
+Writes a Markdown report (default benchmarks/results/fidelity/fidelity_cpu.md) and prints it.
 """
 
 from __future__ import annotations
@@ -188,7 +188,7 @@ def main() -> int:
     ap.add_argument("--ab", nargs=2, metavar=("A_FLAGS", "B_FLAGS"), help="also record an A/B of two settings")
     ap.add_argument("--llama-bench", action="store_true",
                     help="in the A/B, also run llama-bench with the same settings and record the gap")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fidelity_cpu.md"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fidelity" / "fidelity_cpu.md"))
     args = ap.parse_args()
     model = args.model or str(find_demo_model())
     extra = shlex.split(args.server_args)

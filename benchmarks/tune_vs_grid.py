@@ -11,7 +11,7 @@ The machine's busy figure is the median share of the CPU other processes used wh
 OtherCpuMeter) and the load average.
 
 Run (CPU, demo model, a few minutes):
-    .venv/bin/python benchmarks/tune_vs_grid.py > benchmarks/results/tune_vs_grid_cpu.txt
+    .venv/bin/python benchmarks/tune_vs_grid.py > benchmarks/results/tune_vs_grid/tune_vs_grid_cpu.txt
 On a GPU host:
     .venv/bin/python benchmarks/tune_vs_grid.py --server PATH/llama-server --model M.gguf \
         --space "ub=256,512,1024,2048 b=512,2048,4096 kv=f16,q8_0" --base "-ngl 999 -c 8192" --objective prefill_tps

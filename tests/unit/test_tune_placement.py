@@ -3,7 +3,7 @@
 Models are real GGUF files (random weights, real shapes); devices are PlanDevices as llama.cpp lists them
 (`--list-devices` "MiB free", free_includes_runtime), sized from each model's own plan so that it does not fit.
 The runner tests use a scripted measurer (no GPU here; the real path ran on the lent H200:
-benchmarks/results/gpu/h200-placement/) that stores real runs in a real SQLite history."""
+benchmarks/sessions/2026-12-02-h200-placement/) that stores real runs in a real SQLite history."""
 
 from datetime import datetime, timedelta
 
