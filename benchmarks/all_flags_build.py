@@ -5,7 +5,7 @@
 Opens the section in a real ProfilePanel (1400x900) as a user's click does and measures, per run: the whole
 build (click to `built`), its longest slice, and the longest gap of a 5 ms timer over the build (the longest the
 event loop did not answer: the slices plus the layout of each group as it is shown). Target: no gap over
-~100 ms. Appends one block to benchmarks/results/all_flags_build.txt.
+~100 ms. Appends one block to benchmarks/results/all_flags_build/all_flags_build.txt.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def main() -> int:
     lines += [f"{b:8.0f}  {s:16.0f}  {g:14.0f}" for b, s, g, _n in rows]
     text = "\n".join(lines) + "\n"
     print(text)
-    out = ROOT / "benchmarks" / "results" / "all_flags_build.txt"
+    out = ROOT / "benchmarks" / "results" / "all_flags_build" / "all_flags_build.txt"
     with out.open("a", encoding="utf-8") as fh:
         fh.write(text + "\n")
     return 0

@@ -14,7 +14,7 @@ It also times `PRAGMA quick_check` (done at every open) on a large history file.
 The full disk is a 1 MiB tmpfs (needs root: `mount -t tmpfs`); the lying server is tests/support/fake_llama.py on
 loopback.
 
-Run: .venv/bin/python benchmarks/fault_injection.py > benchmarks/results/fault_injection.txt  (a few minutes)
+Run: .venv/bin/python benchmarks/fault_injection.py > benchmarks/results/fault_injection/fault_injection.txt  (a few minutes)
      --only-hostile: issue 25's cases only (no llama-server kills, no quick_check timing)
 """
 

@@ -12,9 +12,9 @@
     .venv/bin/python benchmarks/fidelity.py                         # demo model, CPU, -t 2
     .venv/bin/python benchmarks/fidelity.py --model M.gguf --server-args "-ngl 999 -fa on" \
         --prompt-tokens 512,4096 --gen-tokens 128 --reps 5 --pairs 1 \
-        --ab "-ub 512" "-ub 2048" --llama-bench --out benchmarks/results/fidelity_gpu.md
+        --ab "-ub 512" "-ub 2048" --llama-bench --out benchmarks/results/fidelity/fidelity_gpu.md
 
-Writes a Markdown report (default benchmarks/results/fidelity_cpu.md) and prints it.
+Writes a Markdown report (default benchmarks/results/fidelity/fidelity_cpu.md) and prints it.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ def counters_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepos
                 raise SystemExit("server did not start:\n" + "\n".join(list(proc.lines)[-20:]))
             before = scrape_metrics(client)
             run = BenchRunner(repo).run(ServerTarget(attached_url=url, label="fidelity (attached)",
-                                                     argv=["-m", model, *extra]), spec)
+                                                     argv=["-m", model, *extra]), spec).run
             after = scrape_metrics(client)
     finally:
         proc.stop()
@@ -129,8 +129,8 @@ def aa_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository,
     n_metrics = n_noise = 0
     quiet_pairs = []
     for p in range(pairs):
-        a = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec)
-        b = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec)
+        a = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec).run
+        b = runner.run(ServerTarget(argv=["-m", model, *extra], label="A/A"), spec).run
         comps = [c for c in compare_runs(a, b, threshold) if c.verdict is not None]
         quiet_pairs.append(None if busy_warning(a) or busy_warning(b) else
                            (sum(c.verdict == NOISE for c in comps), len(comps)))
@@ -152,8 +152,8 @@ def aa_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository,
 def ab_check(model: str, extra: list[str], spec: BenchSpec, repo: RunRepository, a_flags: str, b_flags: str,
              threshold: float) -> list[str]:
     runner = BenchRunner(repo)
-    a = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(a_flags)], label=a_flags), spec)
-    b = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(b_flags)], label=b_flags), spec)
+    a = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(a_flags)], label=a_flags), spec).run
+    b = runner.run(ServerTarget(argv=["-m", model, *extra, *shlex.split(b_flags)], label=b_flags), spec).run
     lines = [f"## 3. A/B: `{a_flags}` (A) vs `{b_flags}` (B)", "", f"{spec.describe()}; threshold {threshold:g}%.", "",
              "| Metric | A median | B median | Δ% | 95% CI of Δ | Verdict |", "|---|---:|---:|---:|---|---|"]
     for c in compare_runs(a, b, threshold):
@@ -189,7 +189,7 @@ def main() -> int:
     ap.add_argument("--ab", nargs=2, metavar=("A_FLAGS", "B_FLAGS"), help="also record an A/B of two settings")
     ap.add_argument("--llama-bench", action="store_true",
                     help="in the A/B, also run llama-bench with the same settings and record the gap")
-    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fidelity_cpu.md"))
+    ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "fidelity" / "fidelity_cpu.md"))
     args = ap.parse_args()
     model = args.model or str(find_demo_model())
     extra = shlex.split(args.server_args)

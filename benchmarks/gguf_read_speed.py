@@ -7,7 +7,7 @@
    file, so every entry has a distinct path): first scan (no cache), then rescan from the SQLite
    cache (find files + cache lookups + JSON decode), target < 0.5 s.
 
-Run: .venv/bin/python benchmarks/gguf_read_speed.py [--gguf-reader] > benchmarks/results/gguf_read_speed.txt
+Run: .venv/bin/python benchmarks/gguf_read_speed.py [--gguf-reader] > benchmarks/results/gguf_read_speed/gguf_read_speed.txt
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ app is stopped (SIGSTOP: it uses no CPU and its own server gets no requests). Th
 Recorded: requests/s alone and watched and their ratio (target >= 90 %), the GUI's event-loop lag p50/p99/max
 per phase (5 ms probe, benchmarks/ui_lag.py; target p99 < 30 ms), the app's RSS growth per request (target
 < 5 KiB once the log view is full), rows in the table and the history vs requests answered (none lost), and
-how the stop went. Appends to benchmarks/results/live_load_<label>.txt. A long soak: `--minutes 60
+how the stop went. Appends to benchmarks/results/live_load/live_load_<label>.txt. A long soak: `--minutes 60
 --phase-seconds 300`.
 """
 
@@ -255,7 +255,7 @@ def synthetic(args) -> int:
     text = "\n".join(out) + "\n"
     print(text)
     if not args.no_record:
-        with open(ROOT / "benchmarks" / "results" / f"live_load_synthetic_{args.label}.txt", "a") as f:
+        with open(ROOT / "benchmarks" / "results" / "live_load" / f"live_load_synthetic_{args.label}.txt", "a") as f:
             f.write(text + "\n")
     panel.shutdown()
     tmp.cleanup()
@@ -447,7 +447,7 @@ def main() -> int:
     block = _summary(args, rows, final, answered_app, plan)
     print(block)
     if not args.no_record:
-        with open(ROOT / "benchmarks" / "results" / f"live_load_{args.label}.txt", "a") as f:
+        with open(ROOT / "benchmarks" / "results" / "live_load" / f"live_load_{args.label}.txt", "a") as f:
             f.write(block + "\n")
     return 0
 

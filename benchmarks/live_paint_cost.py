@@ -6,7 +6,7 @@ The panel in a main window with the log docked below (as live_load.py shows it),
 1 Throughput, 2 Requests), fed RATE finished requests a second (7 log lines each) in batches every INTERVAL_MS,
 as the bridge hands them over. After 2 s of warm-up, for 10 s: the GUI thread's CPU (time.thread_time, so other
 users of a busy machine do not count) and the paint events per widget. Run once with RATE=0 for the fixed cost;
-(CPU at RATE - CPU at 0) / RATE is the GUI time per request. Results: benchmarks/results/live_load_profile.txt.
+(CPU at RATE - CPU at 0) / RATE is the GUI time per request. Results: benchmarks/results/live_load/live_load_profile.txt.
 """
 
 import collections

@@ -83,7 +83,7 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
         for kv, fitt, t in itertools.product(args.kv.split(","), args.fitt.split(","), (None, str(half))):
             argv = [*base, *flags.argv_for("cache_type_k", kv), *flags.argv_for("cache_type_v", kv),
                     *flags.argv_for("fit_target_mib", fitt), *(flags.argv_for("threads", t) if t else [])]
-            run = bench.run(ServerTarget(argv=argv, label="grid"), spec_for.bench_spec(args.grid_reps))
+            run = bench.run(ServerTarget(argv=argv, label="grid"), spec_for.bench_spec(args.grid_reps)).run
             s = score(run, objective)
             grid.append((s, f"-ctk {kv} -ctv {kv} -fitt {fitt}" + (f" -t {t}" if t else ""), argv, run))
             print(f"grid {grid[-1][1]}: {'failed: ' + (run.error or '')[-160:].replace(chr(10), ' ') if s is None else round(s, 2)}",
@@ -125,7 +125,7 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
         runs: dict[str, list[float]] = {k: [] for k in configs}
         for r in range(args.judge_rounds):
             for name, argv in configs.items():
-                run = bench.run(ServerTarget(argv=list(argv), label=f"judge {name}"), spec_for.bench_spec(args.judge_reps))
+                run = bench.run(ServerTarget(argv=list(argv), label=f"judge {name}"), spec_for.bench_spec(args.judge_reps)).run
                 runs[name] += rep_scores(run, objective)
                 print(f"judge round {r + 1} {name}: {score(run, objective)}", flush=True)
         med = {k: median(v) for k, v in runs.items()}

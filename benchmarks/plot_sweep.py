@@ -1,7 +1,7 @@
 """Plot a sweep recorded by `llm-tuner sweep --json` (e.g. on the GPU machine, which has no Qt) as a PNG.
 
-    .venv/bin/python benchmarks/plot_sweep.py benchmarks/results/gpu/h200/sweep-ts.json \
-        --out benchmarks/results/gpu/h200/sweep-ts.png
+    .venv/bin/python benchmarks/plot_sweep.py benchmarks/sessions/2026-11-29-h200/sweep-ts.json \
+        --out benchmarks/results/plot_sweep/sweep-ts.png
 
 Uses the app's own SweepChart (median per value, IQR error bars), one panel per metric.
 """
@@ -46,6 +46,7 @@ def main() -> int:
     panel.resize(900, 900)
     panel.show()
     app.processEvents()
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     panel.grab().save(str(args.out))
     print(args.out)
     return 0

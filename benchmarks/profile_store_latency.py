@@ -8,7 +8,7 @@ holding a large history, so the claim rests on a figure.
 
     .venv/bin/python benchmarks/profile_store_latency.py [--profiles 200] [--versions 50] [--reps 300]
 
-Output: per call, median / p95 / p99 / max in milliseconds (recorded in benchmarks/results/).
+Output: per call, median / p95 / p99 / max in milliseconds (recorded in benchmarks/results/profile_store_latency/).
 """
 
 from __future__ import annotations

@@ -6,10 +6,10 @@ the log's own device list, so `RPC0[host:port]` of each worker lands on RPC0 / R
 - live (default): start two `ggml-rpc-server -d CPU` here on loopback (services.rpc), run llama-server with
   each configuration (`-lv 4`, stopped once it listens) and compare;
 - recorded: `--log FILE --args "..."` (repeatable, in pairs): a log recorded elsewhere, e.g. the lent H200's
-  GPU worker (benchmarks/results/gpu/h200-vulkan/logs/rpc-*.log, args from rpc.sh), with the model it ran.
+  GPU worker (benchmarks/sessions/2026-12-01-h200-vulkan/logs/rpc-*.log, args from rpc.sh), with the model it ran.
 
-    python benchmarks/rpc_memory.py --model demo --out benchmarks/results/rpc/cpu-workers.json
-    python benchmarks/rpc_memory.py --model /tmp/m/qwen3-1b-q4_k_m.gguf --out benchmarks/results/rpc/h200.json \
+    python benchmarks/rpc_memory.py --model demo --out benchmarks/results/rpc_memory/cpu-workers.json
+    python benchmarks/rpc_memory.py --model /tmp/m/qwen3-1b-q4_k_m.gguf --out benchmarks/results/rpc_memory/h200.json \
         --log .../rpc-rpc0.log --args "-ngl 99 -c 4096 -fa on -np 1 -dev RPC0" ...
 """
 

@@ -11,7 +11,7 @@ The machine's busy figure is the median share of the CPU other processes used wh
 OtherCpuMeter) and the load average.
 
 Run (CPU, demo model, a few minutes):
-    .venv/bin/python benchmarks/tune_vs_grid.py > benchmarks/results/tune_vs_grid_cpu.txt
+    .venv/bin/python benchmarks/tune_vs_grid.py > benchmarks/results/tune_vs_grid/tune_vs_grid_cpu.txt
 On a GPU host:
     .venv/bin/python benchmarks/tune_vs_grid.py --server PATH/llama-server --model M.gguf \
         --space "ub=256,512,1024,2048 b=512,2048,4096 kv=f16,q8_0" --base "-ngl 999 -c 8192" --objective prefill_tps
@@ -111,7 +111,7 @@ def main() -> int:
     grid = []
     for values in cells:
         argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
-        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(args.reps))
+        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(args.reps)).run
         s = median(rep_scores(run, objective))
         grid.append((s, values, argv, run))
         print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
@@ -129,8 +129,8 @@ def main() -> int:
     # -- gap: grid's best cell against the tuner's pick, interleaved ---------------------------------------
     a_runs, b_runs = [], []
     for _ in range(args.gap_rounds):
-        a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)))
-        b_runs.append(bench.run(ServerTarget(argv=searched, label="tune pick"), spec.bench_spec(1)))
+        a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)).run)
+        b_runs.append(bench.run(ServerTarget(argv=searched, label="tune pick"), spec.bench_spec(1)).run)
     gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
                   higher_is_better=True)
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])

@@ -4,7 +4,7 @@
 
 The Live panel's device plots (5 plots, a curve per device per metric) redraw from the ring buffers on
 one 100 ms timer, as in the app. Lag is measured by a 5 ms precise timer: lag = actual interval - 5 ms.
-Target: p99 < 16 ms. Writes benchmarks/results/ui_lag.txt (appends one block per run).
+Target: p99 < 16 ms. Writes benchmarks/results/ui_lag/ui_lag.txt (appends one block per run).
 """
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ def main() -> int:
              f"p99 {np.percentile(redraw_cpu_ms, 99):.2f} ms; {len(redraw_ms)} redraws; process CPU {100 * cpu / args.seconds:.0f} % of a core\n")
     print(block)
     if not args.no_record:
-        out = ROOT / "benchmarks" / "results" / "ui_lag.txt"
+        out = ROOT / "benchmarks" / "results" / "ui_lag" / "ui_lag.txt"
         with open(out, "a") as f:
             f.write(block + "\n")
     return 0

@@ -7,7 +7,7 @@ One server stays up; requests alternate samplers on / off (ABBA order per pair, 
 `--reps` pairs. "On" = every sampler the app runs at its default rate (GPUs via NVML/AMD where present,
 host via psutil, server /metrics + /slots). Also measures the samplers' own CPU time (thread CPU) at
 default rates over an idle window: target < 2 % of one core. Appends to
-benchmarks/results/watch_cost_<label>.txt.
+benchmarks/results/watch_cost/watch_cost_<label>.txt.
 """
 
 from __future__ import annotations
@@ -120,7 +120,7 @@ def main() -> int:
              + ", ".join(f"{k} {v:.2f} %" for k, v in per.items()) + "\n")
     print(block)
     if not args.no_record:
-        with open(ROOT / "benchmarks" / "results" / f"watch_cost_{args.label}.txt", "a") as f:
+        with open(ROOT / "benchmarks" / "results" / "watch_cost" / f"watch_cost_{args.label}.txt", "a") as f:
             f.write(block + "\n")
     return 0
 

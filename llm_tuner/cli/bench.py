@@ -279,7 +279,7 @@ def cmd_bench(args) -> int:
     from llm_tuner.services.bench import BenchError
 
     try:
-        run = _runner(args).run(target, spec, progress=_progress())
+        run = _runner(args).run(target, spec, progress=_progress()).run
     except BenchError as exc:  # before the run could start (no llama-server found, an unconfirmed program)
         raise CliError(str(exc)) from None
     if args.json:

@@ -30,7 +30,7 @@ from llm_tuner.cli.profile_file import add_trust_argument
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `tune` and `tunes`."""
-    from llm_tuner.core.tune import OBJECTIVE_KINDS
+    from llm_tuner.core.tune import OBJECTIVES
     from llm_tuner.services.tune.placement import DEFAULT_MARGIN_MIB
 
     p = sub.add_parser("tune", help="search the fastest settings that fit (real server, stored trials, resumable)",
@@ -39,7 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     add_trust_argument(p)
     p.add_argument("--binary", metavar="PATH", help="run this llama-server instead of the profile's or the configured one")
     p.add_argument("--label", help="name the tune (default: the profile's name)")
-    p.add_argument("--objective", choices=OBJECTIVE_KINDS, default="gen_tps", help="what to maximize (gen_tps)")
+    p.add_argument("--objective", choices=tuple(OBJECTIVES), default="gen_tps", metavar="KIND",
+                   help="what to maximize (default gen_tps): " + "; ".join(f"{k}: {o.label}" for k, o in OBJECTIVES.items()))
     p.add_argument("--prompt-tokens", type=int, default=512, metavar="N", help="prompt length (512)")
     p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="generated tokens per request (64)")
     p.add_argument("--depth", type=int, default=0, metavar="N", help="context filled before the prompt")
@@ -281,9 +282,8 @@ def _tune(args) -> int:
             f"saved as {saved.name} version {saved.version}", file=sys.stderr)
     if args.report:  # FILE.md and its plot FILE-trials.svg beside it (the files the Tune view exports)
         report = Path(args.report)
-        objective = rec.spec.objective.describe()
-        files = tune_report_files(result, report.stem, objective=objective, label=rec.spec.label,
-                                  y_label=objective.split(" (")[0])
+        files = tune_report_files(result, report.stem, objective=rec.spec.objective.describe(), label=rec.spec.label,
+                                  y_label=rec.spec.objective.row.label)
         try:
             for name, text in files.items():
                 (report.parent / name).write_text(text, encoding="utf-8")

@@ -1,6 +1,6 @@
 """Benchmark models: what to measure (BenchSpec) and what was measured (Repetition, BenchRun, RunGroup).
 
-Pure and frozen: the runner (services/bench.py) produces them, the store (store/runs.py) keeps and
+Pure and frozen: the runner (services/bench/runner.py) produces them, the store (store/runs.py) keeps and
 returns them, the UI and CLI show them. Figures come from the server's own `timings` object; the
 only client clocks kept are time to first token and total latency, which the server cannot see.
 """

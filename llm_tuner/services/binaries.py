@@ -423,7 +423,7 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
 def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,
                     settings: Settings | None = None) -> ShortRun:
     """Run llama-bench with `argv` (without the binary; add `-o json` to parse it). BinaryError when
-    it is not found, cannot start, times out or is cancelled (services/bench.py uses this)."""
+    it is not found, cannot start, times out or is cancelled (services/bench uses this)."""
     loc = locate(BENCH, settings)
     if loc is None:
         raise BinaryError(f"llama-bench not found. Set its path in Settings, put it on PATH or set {ENV_VARS[BENCH]}.")

@@ -120,7 +120,7 @@ def _quick_check(path: Path) -> None:
     """`PRAGMA quick_check` (O(pages), no index cross-check) and the header.
 
     Opened read-only through sqlite3 directly, so a plain-text file is never turned into a WAL database.
-    It costs ~9 ms per MiB (benchmarks/results/fault_injection.txt), so a file unchanged since its last
+    It costs ~9 ms per MiB (benchmarks/results/fault_injection/fault_injection.txt), so a file unchanged since its last
     successful check (size and mtime of it and its WAL, kept in `<name>.checked`) is not read again.
     """
     if not path.exists() or path.stat().st_size == 0:

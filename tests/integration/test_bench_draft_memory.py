@@ -16,7 +16,7 @@ def test_self_draft_prediction_is_within_10_percent_of_peak_rss(tmp_path, demo_m
     repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
     target = demo_target(demo_model)
     target.argv += ["--spec-type", "draft-simple", "--spec-draft-model", str(demo_model)]
-    run = BenchRunner(repo).run(target, BenchSpec(prompt_tokens=(128,), gen_tokens=16, reps=2, warmup=0))
+    run = BenchRunner(repo).run(target, BenchSpec(prompt_tokens=(128,), gen_tokens=16, reps=2, warmup=0)).run
     assert run.status == "complete", run.error
     predicted = run.memory_predicted_mib["Host"]
     peak_rss = run_summary(run)["metrics"]["peak_ram_mib:Host"]["max"]

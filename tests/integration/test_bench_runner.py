@@ -25,7 +25,7 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
     seen = []
     run = BenchRunner(repo, telemetry=ScriptedGpu()).run(demo_target(demo_model), BenchSpec(prompt_tokens=(64, 160), gen_tokens=8, reps=2,
                                                                    warmup=1, llama_bench=True),
-                                progress=lambda f, t: seen.append((f, t)))
+                                progress=lambda f, t: seen.append((f, t))).run
     assert run.status == "complete", run.error
     assert [(r.prompt_tokens, r.prompt_n, r.cache_n, r.predicted_n) for r in run.reps] == [
         (64, 64, 0, 8), (64, 64, 0, 8), (160, 160, 0, 8), (160, 160, 0, 8)]
@@ -52,14 +52,18 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
 
 def test_warm_cache_depth_and_concurrent_clients(repo, demo_model):
     runner = BenchRunner(repo)
-    warm = runner.run(demo_target(demo_model), BenchSpec(prompt_tokens=(96,), gen_tokens=8, reps=2, warmup=0,
-                                                         warm_cache=True))
+    outcome = runner.run(demo_target(demo_model), BenchSpec(prompt_tokens=(96,), gen_tokens=8, reps=2, warmup=0,
+                                                            warm_cache=True),
+                         probe=lambda client: client.tokenize("probe"))
+    warm = outcome.run
     assert warm.status == "complete"
+    # the run comes back with its server's log and the probe's answer (asked of the ready server)
+    assert any("listening" in line for line in outcome.lines) and outcome.probe
     assert all(r.cache_n >= 90 and r.prompt_n <= 6 for r in warm.reps)
 
     target = demo_target(demo_model)
     target.argv = [a if a != "1" else "2" for a in target.argv]  # -np 2
-    load = runner.run(target, BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=2, warmup=0, clients=2))
+    load = runner.run(target, BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=2, warmup=0, clients=2)).run
     assert load.status == "complete" and len(load.reps) == 4
     assert sorted((r.rep, r.client) for r in load.reps) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     p = run_summary(load)["latency_percentiles"]["64"]
@@ -75,7 +79,7 @@ def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
         if "repetition 3/4" in text:
             state["cancel"] = True
 
-    run = runner.run(demo_target(demo_model), spec, progress=on_progress, cancelled=lambda: state["cancel"])
+    run = runner.run(demo_target(demo_model), spec, progress=on_progress, cancelled=lambda: state["cancel"]).run
     assert run.status == "cancelled" and len(run.reps) == 2
 
     def kill_on_third(_f, text):
@@ -83,7 +87,7 @@ def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
             os.killpg(runner.current_process.pid, signal.SIGKILL)
             runner.current_process.wait(5)
 
-    run = runner.run(demo_target(demo_model), spec, progress=kill_on_third)
+    run = runner.run(demo_target(demo_model), spec, progress=kill_on_third).run
     assert run.status == "incomplete" and "exited" in run.error, run.error
     assert [r.error is None for r in run.reps] == [True, True, False]  # the request the crash cut is kept as failed
     assert repo.get_run(run.id).status == "incomplete"

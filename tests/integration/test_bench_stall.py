@@ -37,7 +37,7 @@ def test_a_stopped_server_ends_the_run_with_the_reason(demo_model, tmp_path):
 
     t0 = time.monotonic()
     run = runner.run(demo_target(demo_model, threads=1),
-                     BenchSpec(prompt_tokens=(32,), gen_tokens=3000, reps=2, warmup=0), progress=progress)
+                     BenchSpec(prompt_tokens=(32,), gen_tokens=3000, reps=2, warmup=0), progress=progress).run
     elapsed = time.monotonic() - t0
     for t in timers:
         t.join(5)

@@ -163,7 +163,7 @@ def test_a_benchmark_records_the_rpc_devices_and_plans_them(workers, demo_model,
     repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
     argv = [a for a in _args(demo_model, [w.endpoint for w in started]) if a not in ("-fit", "off")]
     run = BenchRunner(repo).run(ServerTarget(argv=argv, label="two workers"),
-                                BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0))
+                                BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0)).run
     assert run.status == "complete", run.error
     stored = repo.get_run(run.id)
     rpc = [(d["name"], d["endpoint"]) for d in stored.devices if d.get("endpoint")]

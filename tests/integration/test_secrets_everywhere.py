@@ -71,7 +71,7 @@ def test_history_benchmark_records_exports_and_the_process_keep_no_secret(tmp_pa
 
     runner = BenchRunner(repo, predict_memory=False, on_server_line=on_line)
     run = runner.run(target_from_profile(_profile(demo_model), label="secret"),
-                     BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0))
+                     BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0)).run
     assert run.status == "complete", run.error
     assert seen_cmdlines and _clean(seen_cmdlines[0])  # the running process's argv, as `ps` shows it
     stored = repo.get_run(run.id)

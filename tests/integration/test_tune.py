@@ -1,7 +1,7 @@
 """The tune against the real llama-server and the demo model (short: -c 512, tiny prompt and generation).
 
-Behaviour only (what is stored, what never launched, what was re-measured, the final comparison's design);
-no assertion on which setting is faster."""
+Behaviour only (what is stored, what never launched, what was re-measured); no assertion on which setting is
+faster. The final comparison's design and its interleaving: tests/unit/test_tune_final.py."""
 
 import json
 import os
@@ -15,9 +15,8 @@ import pytest
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import PlanDevice
-from llm_tuner.core.tune import Knob, Objective, TuneSpec, apply_values, parse_knob, tune_report_markdown
+from llm_tuner.core.tune import Knob, Objective, TuneSpec, parse_knob, tune_report_markdown
 from llm_tuner.services.tune import TuneRunner, make_plan_fn
-from llm_tuner.services.tune.runner import _Tune
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
@@ -75,24 +74,6 @@ def test_a_knob_without_effect_keeps_the_baseline(engine, demo_model):
         assert "no change better than noise" in tune_report_markdown(result)
     runs = RunRepository(engine).list_runs(group_id=result.tune_id)
     assert all(r.status == "complete" for r in runs)  # every measurement is a run in History
-
-
-def test_final_comparison_is_interleaved_with_n_fixed(engine, demo_model):
-    repo = TuneRepository(engine)
-    knob = parse_knob("custom:--alias=a")
-    spec = _spec(demo_model, knob, final_reps=3, final_rounds=2)
-    tune = _Tune(TuneRunner(repo), spec, lambda f, t: None, lambda: False, lambda t: None, None)
-    winner = tuple(apply_values(spec.base_argv, spec.knobs, {knob.key: "a"}))
-    result = tune._final(winner)
-    runs = sorted(RunRepository(engine).list_runs(group_id=tune.tune_id), key=lambda r: r.id)
-    assert [r.sweep_value for r in runs] == ["final:baseline", "final:winner"] * 2  # A B A B
-    assert [tuple(r.server_argv) for r in runs[1::2]] == [winner] * 2
-    assert [len(r.reps) for r in runs] == [2, 2, 1, 1]  # n = 3 per side, fixed before the first run
-    main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
-    assert main["a"]["n"] == main["b"]["n"] == 3
-    assert result.final_run_ids == tuple(r.id for r in runs)
-    assert main["verdict"] is not None and result.verdict == main["verdict"]  # the objective's comparison decides
-    assert result.winner_argv == (winner if result.verdict == "better" else result.baseline_argv)
 
 
 def _cli(*args, **kw):

@@ -55,7 +55,7 @@ def test_a_run_deleted_by_another_process_while_measured_ends_failed_and_says_so
     with FakeLlama(routes={"/completion": completion}) as fake:
         run = BenchRunner(repo, predict_memory=False).run(
             ServerTarget(attached_url=fake.url, label="x"), BenchSpec(prompt_tokens=(16,), gen_tokens=2, reps=3,
-                                                                      warmup=0))
+                                                                      warmup=0)).run
     engine.dispose()
     assert state["deleted"]
     assert run.status == "failed" and "was deleted while it was being measured" in run.error

@@ -1,7 +1,7 @@
 """GPU telemetry carries llama.cpp's device names (CUDA0) wherever the inventory maps the card.
 
 No GPU here: NVML readings come from a scripted source; the llama.cpp side is the real `--list-devices`
-output of the CUDA build on an H200 (benchmarks/results/gpu/h200/cuda-list-devices.txt, copied in
+output of the CUDA build on an H200 (benchmarks/sessions/2026-11-29-h200/cuda-list-devices.txt, copied in
 tests/data/binary/llama-server-list-devices-cuda-h200.txt) and the NVML inventory that run reported.
 """
 

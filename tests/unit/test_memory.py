@@ -400,7 +400,7 @@ def test_mla_cache_holds_k_only():
 
 def test_vulkan_overhead_is_measured_on_nvidia_and_said_to_be_a_default_elsewhere():
     """Issue 12 item 10: NVIDIA's Vulkan driver took 581..597 MiB beyond llama.cpp's buffers on the H200
-    (benchmarks/results/gpu/h200-vulkan); other drivers keep the public default, and the plan says which it used."""
+    (benchmarks/sessions/2026-12-01-h200-vulkan); other drivers keep the public default, and the plan says which it used."""
     m = make_model(n_layer=8)
     args = parse_server_args("-m x -ngl 99 -c 4096")
     nv = plan_memory(m, args, [PlanDevice("Vulkan0", "Vulkan", 143771, 143000, "NVIDIA H200")], HOST)

@@ -1,24 +1,23 @@
 """CUDA accuracy of the memory plan, checked without a GPU (issue 4, issue 8).
 
-The recorded CUDA runs (benchmarks/results/gpu/h200/memory_accuracy_cuda_*.txt, made on an H200 with a CUDA
+The recorded CUDA runs (tests/data/memory/cuda/memory_accuracy_cuda_*.txt, made on an H200 with a CUDA
 build of the llama.cpp commit we test, by `benchmarks/memory_accuracy.py --cuda`) hold llama.cpp's buffer
 lines per configuration. This test regenerates the same random-weight models (fixed seeds), re-plans every
 recorded configuration with the recorded devices (CUDA0 143771 MiB; two virtual 71577 MiB devices) and
-asserts the targets. Tolerance (benchmarks/memory_accuracy.py TOLERANCE): weights and KV within 1% or 4 MiB;
+asserts the targets. Tolerance (tests/support/memory_replay.py TOLERANCE): weights and KV within 1% or 4 MiB;
 compute within max(10%, 8 MiB) - the 8 MiB floor because these models are tiny (10% of a 20 MiB buffer is
 2 MiB, less than one n_embd x ubatch activation); device totals within 2% or 8 MiB.
 """
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
-RESULTS = ROOT / "benchmarks" / "results" / "gpu" / "h200"
+from tests.support import memory_replay
+
+RESULTS = Path(__file__).resolve().parents[1] / "data" / "memory" / "cuda"
 
 # configurations the rules do not meet yet, with the reason (explicit, not a looser target for all)
 KNOWN: dict[tuple[str, str, str], str] = {
@@ -27,41 +26,31 @@ KNOWN: dict[tuple[str, str, str], str] = {
 }
 
 
-def _bench():
-    spec = importlib.util.spec_from_file_location("memory_accuracy", ROOT / "benchmarks" / "memory_accuracy.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("memory_accuracy", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 @pytest.fixture(scope="module")
 def replayed(tmp_path_factory):
-    bench = _bench()
-    models = bench.make_models(tmp_path_factory.mktemp("models"))
+    models = memory_replay.make_models(tmp_path_factory.mktemp("models"))
     rows = []
     for path in (RESULTS / "memory_accuracy_cuda_h200.txt", RESULTS / "memory_accuracy_cuda_virtual2.txt",
-                 RESULTS.parent / "h200-gemma" / "memory_accuracy_cuda_gemma.txt"):  # a sliding-window model
-        rows += [(path.name, r) for r in bench.replay(path, models)]
-    return bench, rows
+                 RESULTS / "memory_accuracy_cuda_gemma.txt"):  # the last: a sliding-window model
+        rows += [(path.name, r) for r in memory_replay.replay(path, models)]
+    return rows
 
 
 def test_recordings_parse_with_their_devices():
-    bench = _bench()
-    gpus, rows = bench.parse_recorded(RESULTS / "memory_accuracy_cuda_h200.txt")
+    gpus, rows = memory_replay.parse_recorded(RESULTS / "memory_accuracy_cuda_h200.txt")
     assert [(g.name, g.capacity_mib) for g in gpus] == [("CUDA0", 143771)]
     assert len(rows) == 16 and all(r.buffers for r in rows)
-    gpus, rows = bench.parse_recorded(RESULTS / "memory_accuracy_cuda_virtual2.txt")
+    gpus, rows = memory_replay.parse_recorded(RESULTS / "memory_accuracy_cuda_virtual2.txt")
     assert [(g.name, g.capacity_mib) for g in gpus] == [("CUDA0", 71577), ("CUDA1", 71577)]
     assert len(rows) == 10  # the -sm row configuration did not load (no CUDA split buffers in this build)
 
 
 def test_cuda_plan_within_targets(replayed):
-    bench, rows = replayed
+    rows = replayed
     assert len(rows) >= 50
     bad, xfailed = [], []
     for fname, row in rows:
-        res = bench.check(row)
+        res = memory_replay.check(row)
         key = (row["model"], " ".join(row["extra"]), row["device"])
         wrong = [k for k, ok in res.items() if not ok]
         if not wrong:
@@ -81,7 +70,7 @@ def test_cuda_plan_within_targets(replayed):
 
 def test_bigger_model_outside_the_matrix():
     """A model the rules were not checked on while writing them: the 24-layer n_embd 2048 head_dim 128 qwen3
-    of the GPU session (benchmarks/results/gpu/h200/gpu-check/cuda-server.log, `-ngl 99 -c 8192 -np 1`,
+    of the GPU session (benchmarks/sessions/2026-11-29-h200/gpu-check/cuda-server.log, `-ngl 99 -c 8192 -np 1`,
     llama.cpp's memory breakdown: CUDA0 context 384 MiB, compute 57 MiB; Host compute 24 MiB)."""
     from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
     from tests.unit.test_memory import make_model

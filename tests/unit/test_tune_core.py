@@ -192,6 +192,19 @@ def test_score_is_higher_is_better_for_every_objective():
     assert score(_run([]), Objective()) is None
 
 
+def test_one_table_says_each_objective_s_words_metric_and_what_it_uses():
+    from llm_tuner.core.tune import OBJECTIVE_KINDS, OBJECTIVES, objective_metric
+
+    assert OBJECTIVE_KINDS == tuple(OBJECTIVES) and all(k == row.kind for k, row in OBJECTIVES.items())
+    assert Objective(kind="throughput", clients=4).describe() == "throughput with 4 clients (prompt 512, gen 64)"
+    assert Objective(kind="max_context", min_gen_tps=20.0, depth=100).describe() == (
+        "largest context with generation ≥ 20.0 t/s (prompt 512, gen 64, depth 100)")
+    assert objective_metric(Objective(kind="ttft", prompt_tokens=32)) == "ttft_ms@32"
+    assert objective_metric(Objective(kind="chat")) is None  # its score is compared in the final
+    with pytest.raises(ValueError, match="unknown objective 'speed'"):
+        score(_run([_rep(0, predicted_per_second=1.0)]), Objective(kind="speed"))
+
+
 class _Model:
     block_count = 24
     expert_count = 0

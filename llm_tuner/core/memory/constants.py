@@ -59,12 +59,12 @@ _ALIGN = {"CPU": 32, "CUDA": 128, "ROCm": 128, "MUSA": 128, "Vulkan": 256, "SYCL
 _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
 # Runtime memory a llama-server process takes on a device beyond llama.cpp's buffers (driver context,
 # cuBLAS workspace, kernels), counted against the device's FREE memory as NVML/cudaMemGetInfo report it.
-# CUDA, measured on an H200 (driver 580, CUDA 13; benchmarks/results/gpu/h200/memory_accuracy_cuda_h200.txt):
+# CUDA, measured on an H200 (driver 580, CUDA 13; tests/data/memory/cuda/memory_accuracy_cuda_h200.txt):
 # llama.cpp's breakdown 'unaccounted' (used - buffers) was 596..630 MiB, median 597, over 16 configurations.
 # The driver's own reservation (NVML v2 `reserved`, 615 MiB on that card, h200x2-nvml-idle-10s.jsonl) is NOT
 # part of it: it is never in free memory (idle free 143155 = total 143771 - reserved 616), so a plan against
 # free memory must not count it, and a plan against a card's nominal total must (see PlanDevice.capacity_mib).
-# Vulkan, measured on NVIDIA's Vulkan driver (H200, driver 580.159; benchmarks/results/gpu/h200-vulkan/README.md):
+# Vulkan, measured on NVIDIA's Vulkan driver (H200, driver 580.159; benchmarks/sessions/2026-12-01-h200-vulkan/README.md):
 # NVML used minus llama.cpp's Vulkan0 buffers was 581..582 MiB when the server was ready, 587..597 after a request,
 # over 2 models x 2 contexts: VULKAN_NVIDIA_OVERHEAD_MIB. The "Vulkan" figure below is for other drivers (AMD's RADV
 # or AMDVLK, Intel): a default from public reports, not measured here; AMD's driver may differ.

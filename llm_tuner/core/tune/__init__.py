@@ -1,15 +1,26 @@
 """Tune: find the fastest settings that fit, measured on the real server (pure part).
 
-The package, by seam: `model` (Knob, Objective, TuneSpec, Trial, TuneResult, TuneRecord, score), `search`
+The package, by seam: `objectives` (Objective and the one table of objective kinds, OBJECTIVES: label, metric,
+score, what each uses; rep_scores, score), `model` (Knob, TuneSpec, Trial, TuneResult, TuneRecord), `search`
 (argv of a choice of values, successive halving, coordinate descent: pure, the measuring is a callback),
 `knobs` (propose_knobs, the CLI's --knob syntax), `frontier` (for a model bigger than its GPUs: the placements that
-fit, per K/V type, ranked by the bytes a token reads from host memory), `report` (memory-bandwidth figure, Markdown report and its
+fit, per K/V type, ranked by the bytes a token reads from host memory), `final` (the final comparison's n,
+starts, cost, noise and verdict comparisons), `report` (memory-bandwidth figure, Markdown report and its
 files, JSON), `trial_plot` (the objective over trials: points for the view's chart, an SVG for the report).
 The runner that measures is services/tune; the store is store/tunes. Import from the package.
 """
 
 from __future__ import annotations
 
+from llm_tuner.core.tune.final import (
+    BaselineCost,
+    FinalDesign,
+    design_final,
+    final_comparisons,
+    final_cost,
+    measured_in_starts,
+    start_noise,
+)
 from llm_tuner.core.tune.frontier import (
     Placement,
     Planner,
@@ -21,15 +32,12 @@ from llm_tuner.core.tune.frontier import (
     resolve_placement,
 )
 from llm_tuner.core.tune.knobs import KV_PAIR, PLACEMENT_KNOB, parse_knob, propose_knobs
-from llm_tuner.core.tune.model import (
+from llm_tuner.core.tune.model import TRIAL_STATUSES, Knob, Trial, TuneRecord, TuneResult, TuneSpec
+from llm_tuner.core.tune.objectives import (
     OBJECTIVE_KINDS,
-    TRIAL_STATUSES,
-    Knob,
+    OBJECTIVES,
     Objective,
-    Trial,
-    TuneRecord,
-    TuneResult,
-    TuneSpec,
+    ObjectiveKind,
     objective_metric,
     rep_scores,
     score,
@@ -53,6 +61,15 @@ from llm_tuner.core.tune.search import (
 from llm_tuner.core.tune.trial_plot import trial_plot_svg, trial_points
 
 __all__ = [
+    "OBJECTIVES",
+    "BaselineCost",
+    "FinalDesign",
+    "ObjectiveKind",
+    "design_final",
+    "final_comparisons",
+    "final_cost",
+    "measured_in_starts",
+    "start_noise",
     "KV_PAIR",
     "PLACEMENT_KNOB",
     "Placement",

@@ -4,7 +4,8 @@ Values are proposed only where they can differ: -ub never above the largest -b (
 so it would run the same), -ts and -sm/-mg only with several devices, placement (-ngl, FFN of every Nth block
 to the CPU, --n-cpu-moe) only when the base does not fit, K/V types as matched pairs (mixed types fall back to a
 slow kernel: field notes, case A), threads only when the CPU computes, speculative types the binary lists
-(draft-mtp only with MTP layers, draft-model types only with -md), -np only for the throughput objectives.
+(draft-mtp only with MTP layers, draft-model types only with -md), -np only for the objectives with clients, batch sizes only where prompt processing counts (what an objective
+uses: core/tune/objectives.py).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from collections.abc import Sequence
 from llm_tuner.core import flags
 from llm_tuner.core.memory.overrides import rule_ffn_every_nth
 from llm_tuner.core.tune.frontier import Placement
-from llm_tuner.core.tune.model import Knob, Objective
+from llm_tuner.core.tune.model import Knob
+from llm_tuner.core.tune.objectives import CLIENTS, CONTEXT, PROMPT, Objective
 
 KV_PAIR = "cache_type_k+cache_type_v"
 KV_TYPES = ("f16", "q8_0", "q4_0")
@@ -23,7 +25,7 @@ DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspa
 NGRAM_TYPES = ("ngram-map-k4v", "ngram-simple", "ngram-mod")
 ABSENT = ("default", "none()", "-")  # CLI words for "flag absent"
 PLACEMENT_KNOB = "placement"  # a knob whose values are core.tune.frontier's "<kv>:<style>" placements
-# Placements raced (the plan's fastest first). In 9 tunes on the H200 (benchmarks/results/gpu/h200-placement) the
+# Placements raced (the plan's fastest first). In 9 tunes on the H200 (benchmarks/sessions/2026-12-02-h200-placement) the
 # 4th never won beyond one start's noise; each start of a model bigger than the GPU is a full load.
 MAX_PLACEMENTS = 3
 
@@ -109,16 +111,17 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
         out.append(Knob(key="fa", flag="flash_attn", values=("on", "off"), reason="flash attention"))
     b_values = (512, 2048, 4096) if gpus else (256, 2048)
     ub_values = (256, 512, 1024, 2048) if gpus else (64, 128, 256, 512)
-    if not (fitting and objective is not None and objective.kind == "gen_tps"):  # batches shape prompts
+    prompts = objective is None or objective.uses(PROMPT)
+    if not fitting or prompts:  # batches shape prompts
         out.append(Knob(key="b", flag="batch_size", values=tuple(str(b) for b in b_values),
                         reason="logical batch"))
         out.append(Knob(key="ub", flag="ubatch_size", values=tuple(str(u) for u in ub_values if u <= max(b_values)),
                         reason="physical batch (never above the batch: llama.cpp clamps it)"))
     n_ctx_train = getattr(model_info, "context_length", None)
-    if objective is not None and objective.kind == "max_context" and n_ctx_train:
+    if objective is not None and objective.uses(CONTEXT) and n_ctx_train:
         out.append(Knob(key="c", flag="ctx_size", values=tuple(str(n_ctx_train // d) for d in (8, 4, 2, 1)),
                         reason="the largest context that fits while generation stays fast enough"))
-    if objective is not None and objective.kind in ("throughput", "p99_latency") and _known(catalog, "parallel"):
+    if objective is not None and objective.uses(CLIENTS) and _known(catalog, "parallel"):
         c = max(1, objective.clients)
         out.append(Knob(key="np", flag="parallel", values=tuple(str(n) for n in sorted({1, max(1, c // 2), c})),
                         reason="parallel slots for the clients"))
@@ -142,7 +145,6 @@ def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[st
         ts = sorted({max(1, cpu_threads // 2), cpu_threads} | near)
         out.append(Knob(key="t", flag="threads", values=tuple(str(t) for t in ts),
                         reason=f"the CPU computes: around its {cpu_threads} physical cores"))
-        prompts = objective is None or objective.kind not in ("gen_tps",)
         if _known(catalog, "threads_batch") and prompts:
             out.append(Knob(key="tb", flag="threads_batch", values=tuple(str(t) for t in ts),
                             reason="threads for prompt batches"))

@@ -1,25 +1,18 @@
-"""What a tune is (Knob, Objective, TuneSpec), what it produced (Trial, TuneResult, TuneRecord) and how a run
-scores against the objective (`score`, `rep_scores`). Pure and frozen, like core/bench_spec.py.
-
-Every score is "higher is better": latencies are negated, so the search never needs to know the direction.
+"""What a tune is (Knob, TuneSpec), what it produced (Trial, TuneResult, TuneRecord). Pure and frozen, like
+core/bench_spec.py. The objective and how a run scores against it: core/tune/objectives.py.
 """
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from llm_tuner.core import flags
-from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition
-from llm_tuner.core.stats import median, percentile
+from llm_tuner.core.bench_spec import BenchSpec
+from llm_tuner.core.tune.objectives import Objective
 
-OBJECTIVE_KINDS = ("gen_tps", "prefill_tps", "ttft", "throughput", "p99_latency", "tokens_per_joule", "chat",
-                   "max_context")
 TRIAL_STATUSES = ("pruned", "failed", "measured", "final")
 TUNE_STATUSES = ("running", "complete", "cancelled", "interrupted", "failed")
-DEFAULT_CHAT_WEIGHTS = {"gen_tps": 1.0, "prefill_tps": 1.0}
 NOT_MEASURED = "not measured"  # the verdict when no candidate ran (the budget went to the baseline)
 
 
@@ -40,33 +33,6 @@ class Knob(BaseModel):
     # The values are listed fastest first by a model (the placement frontier's plan): where measurements cannot
     # tell candidates apart (near ties of an improvement race), the earliest listed wins.
     ranked: bool = False
-
-
-class Objective(BaseModel):
-    """What "faster" means for this tune, and the request shape it is measured with.
-
-    `chat` is the weighted geometric mean of generation and prefill t/s (`weights`, default 1:1); a geometric
-    mean makes a 5% gain count the same on either side although prefill is ~10× faster. `max_context` scores a
-    candidate by its context size while generation stays ≥ `min_gen_tps` (else 0)."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: str = "gen_tps"
-    prompt_tokens: int = 512
-    gen_tokens: int = 64
-    depth: int = 0
-    clients: int = 1
-    min_gen_tps: float | None = None
-    weights: dict[str, float] | None = None
-
-    def describe(self) -> str:
-        what = {"gen_tps": "generation t/s", "prefill_tps": "prefill t/s", "ttft": "time to first token",
-                "throughput": f"throughput with {self.clients} clients",
-                "p99_latency": f"p99 latency with {self.clients} clients", "tokens_per_joule": "tokens per joule",
-                "chat": "chat mix (generation × prefill)",
-                "max_context": f"largest context with generation ≥ {self.min_gen_tps} t/s"}.get(self.kind, self.kind)
-        return f"{what} (prompt {self.prompt_tokens}, gen {self.gen_tokens}" + (
-            f", depth {self.depth})" if self.depth else ")")
 
 
 class TuneSpec(BaseModel):
@@ -165,73 +131,3 @@ class TuneRecord(BaseModel):
     spec: TuneSpec | None = None
     result: TuneResult | None = None
     n_trials: int = 0
-
-
-# -- scores -------------------------------------------------------------------------------------------
-
-def _ok(run: BenchRun) -> list[Repetition]:
-    return [r for r in run.reps if r.error is None]
-
-
-def _ctx_of(run: BenchRun) -> float | None:
-    v = flags.value_of(list(run.server_argv), "ctx_size")
-    try:
-        return float(v) if v is not None else None
-    except ValueError:
-        return None
-
-
-def _per_round(reps: list[Repetition]) -> list[list[Repetition]]:
-    rounds: dict[int, list[Repetition]] = {}
-    for r in reps:
-        rounds.setdefault(r.rep, []).append(r)
-    return [rounds[k] for k in sorted(rounds)]
-
-
-def rep_scores(run: BenchRun, objective: Objective) -> list[float]:
-    """One score per measured repetition (per round of `clients` requests for throughput and p99), higher is
-    better; repetitions lacking the figure are left out."""
-    reps = _ok(run)
-    kind = objective.kind
-    out: list[float | None] = []
-    if kind == "gen_tps":
-        out = [r.predicted_per_second for r in reps if (r.predicted_n or 0) > 1]
-    elif kind == "prefill_tps":
-        out = [r.prompt_per_second for r in reps if (r.prompt_n or 0) > 1]
-    elif kind == "ttft":
-        out = [-r.ttft_ms for r in reps if r.ttft_ms is not None]
-    elif kind == "throughput":
-        for rnd in _per_round(reps):
-            wall = max((r.latency_ms or 0.0) for r in rnd)
-            out.append(1000.0 * sum(r.predicted_n or 0 for r in rnd) / wall if wall > 0 else None)
-    elif kind == "p99_latency":
-        out = [-p for rnd in _per_round(reps) if (p := percentile([r.latency_ms for r in rnd], 99)) is not None]
-    elif kind == "tokens_per_joule":
-        out = [1.0 / e for r in reps if (e := r.energy_per_token_j)]
-    elif kind == "chat":
-        w = objective.weights or DEFAULT_CHAT_WEIGHTS
-        total = sum(w.values()) or 1.0
-        for r in reps:
-            vals = {"gen_tps": r.predicted_per_second, "prefill_tps": r.prompt_per_second}
-            if any(not vals.get(k) for k in w):
-                continue
-            out.append(math.exp(sum(wt * math.log(vals[k]) for k, wt in w.items()) / total))
-    elif kind == "max_context":
-        ctx = _ctx_of(run) or 0.0
-        floor = objective.min_gen_tps or 0.0
-        out = [ctx if (r.predicted_per_second or 0.0) >= floor else 0.0 for r in reps if r.predicted_per_second]
-    else:
-        raise ValueError(f"unknown objective {kind!r} (one of {', '.join(OBJECTIVE_KINDS)})")
-    return [float(x) for x in out if x is not None]
-
-
-def score(run: BenchRun, objective: Objective) -> float | None:
-    """The run's score for the objective (median over repetitions; higher is better); None without data."""
-    return median(rep_scores(run, objective))
-
-
-def objective_metric(objective: Objective) -> str | None:
-    """The core.bench_report metric id the final verdict is read from (None: a derived score, see verdict)."""
-    n = objective.prompt_tokens
-    return {"gen_tps": f"gen_tps@{n}", "prefill_tps": f"prefill_tps@{n}", "ttft": f"ttft_ms@{n}",
-            "max_context": f"gen_tps@{n}", "tokens_per_joule": "energy_per_token_j"}.get(objective.kind)

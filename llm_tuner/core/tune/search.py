@@ -239,7 +239,7 @@ LARGE_LEAD = 0.25  # a median lead this large, with no sample overlapping, needs
 
 def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
     """A lead of LARGE_LEAD or more with every sample above every one of the incumbent's: starts on the H200 differ
-    by 5.8 % (SD; benchmarks/results/gpu/h200-tune/noise.txt), so 25 % is over four of those and measuring the
+    by 5.8 % (SD; benchmarks/sessions/2026-12-01-h200-tune/noise.txt), so 25 % is over four of those and measuring the
     noise first would only spend two server starts (a placement that halves host reads gains 1.5-2×)."""
     if len(lead) < 2 or len(incumbent) < 2:
         return False

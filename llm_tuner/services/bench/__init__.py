@@ -21,8 +21,8 @@ Each repetition is stored as soon as it finishes; a crash keeps them and marks t
 
 The package, by seam: `prompts` (prompt text), `meters` (telemetry sources, PeakTracker,
 OtherCpuMeter), `llama_bench` (argv helpers, translation to llama-bench and its JSON), `runner`
-(ServerTarget, BenchRunner, targets, predict_memory, scrape_metrics), `errors`. Import from the package:
-every public name is here.
+(ServerTarget, BenchRunner and the RunOutcome it returns, targets, predict_memory, scrape_metrics), `errors`.
+Import from the package: every public name is here.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from llm_tuner.services.bench.runner import (
     BenchRunner,
     CancelFn,
     ProgressFn,
+    RunOutcome,
     ServerTarget,
     _client_key,
     demo_target,
@@ -67,6 +68,7 @@ __all__ = [
     "PeakTracker",
     "ProgressFn",
     "PromptBuilder",
+    "RunOutcome",
     "ServerTarget",
     "TelemetrySource",
     "_GpuSources",

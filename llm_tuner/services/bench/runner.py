@@ -130,6 +130,17 @@ class ServerTarget:
     binary: str | None = None  # a profile's own llama-server (or fork); None: the configured one
 
 
+@dataclass(frozen=True)
+class RunOutcome:
+    """What BenchRunner.run hands back: the stored run, the output lines of the server it started (after it
+    stopped; () for an attached server) and what the run's probe returned (None: no probe, or the server never
+    became ready). The lines are for callers that read the log (the tune's defaults and out-of-memory retries)."""
+
+    run: BenchRun
+    lines: tuple[str, ...] = ()
+    probe: object | None = None
+
+
 def _client_key(target: ServerTarget) -> str | None:
     """The key requests carry: the target's own, else the first one the launch gives the server."""
     if target.api_key or target.attached_url:
@@ -159,8 +170,6 @@ class BenchRunner:
         self._binary_cache: dict[str, tuple] = {}
         self._catalogs: dict[str, object] = {}
         self.current_process: ServerProcess | None = None  # the server of the run in progress
-        self.last_lines: list[str] = []  # the output of the last run's server (after it stopped)
-        self.last_probe = None  # what the last run's probe returned (see run)
 
     def _machine_entry(self) -> list[dict]:
         """This machine (CPU, RAM, OS) for each run's record, read once (core.hardware: reports name it)."""
@@ -237,13 +246,14 @@ class BenchRunner:
     def run(self, target: ServerTarget, spec: BenchSpec, *, progress: ProgressFn | None = None,
             cancelled: CancelFn | None = None, group_id: int | None = None, sweep_value: str | None = None,
             progress_span: tuple[float, float] = (0.0, 1.0),
-            probe: Callable[[LlamaClient], object] | None = None) -> BenchRun:
-        """Measure `spec` on `target`; returns the stored run (its final status tells how it ended).
+            probe: Callable[[LlamaClient], object] | None = None) -> RunOutcome:
+        """Measure `spec` on `target`; returns the stored run (its final status tells how it ended) with its
+        server's output lines and the probe's answer (RunOutcome).
 
         `probe`, when given, is called with the ready server's client before the warm-up (a check that needs
-        this server, e.g. the tune's output at --temp 0, without starting another); its return value is kept
-        in `last_probe` (None when the server never became ready)."""
-        self.last_probe = None
+        this server, e.g. the tune's output at --temp 0, without starting another)."""
+        probed = None
+        lines: tuple[str, ...] = ()
         progress = progress or (lambda f, t: None)
         cancelled = cancelled or (lambda: False)
         lo, hi = progress_span
@@ -295,7 +305,7 @@ class BenchRunner:
                 if probe is not None:
                     report(0.0, "checking the output…")
                     with self._waiting():
-                        self.last_probe = probe(client)
+                        probed = probe(client)
                 report(0.0, "tokenizing prompt text…")
                 with self._waiting():
                     builder = PromptBuilder(client, prompt_texts(spec.prompt_file))
@@ -325,8 +335,8 @@ class BenchRunner:
             if proc is not None:
                 report(None, "stopping llama-server…")
                 proc.stop()
-                self.last_lines = list(proc.lines)
-                device_ids.remember_from_log(binary_path, self.last_lines)  # PCI addresses for the inventory
+                lines = tuple(proc.lines)
+                device_ids.remember_from_log(binary_path, list(lines))  # PCI addresses for the inventory
                 self.current_process = None
             try:
                 self.repo.finish_run(run_id, status, error, memory_measured_mib=measured_mib or None, **extra)
@@ -336,9 +346,9 @@ class BenchRunner:
         report(1.0, f"run {run_id} {status}")
         stored = self.repo.get_run(run_id)
         if stored is None:  # deleted meanwhile: what was measured is gone, the caller still learns how it ended
-            return run.model_copy(update={"id": run_id, "status": "failed", "finished_at": _now(),
-                                          "error": error if status == "failed" else str(RunDeleted(run_id))})
-        return stored
+            stored = run.model_copy(update={"id": run_id, "status": "failed", "finished_at": _now(),
+                                            "error": error if status == "failed" else str(RunDeleted(run_id))})
+        return RunOutcome(stored, lines, probed)
 
     def _has_reps(self, run_id: int) -> bool:
         stored = self.repo.get_run(run_id)
@@ -511,7 +521,7 @@ class BenchRunner:
                              profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(order), (i + 1) / len(order))
             runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),
-                                 cancelled=cancelled, group_id=group_id, sweep_value=value, progress_span=span))
+                                 cancelled=cancelled, group_id=group_id, sweep_value=value, progress_span=span).run)
         return group_id, runs
 
     def speculative_ab(self, target: ServerTarget, spec: BenchSpec, *, rounds: int = 2,

@@ -9,9 +9,9 @@ Time: the budget covers the search and the final comparison; the final's share i
 estimated from the baseline's run (load included) × the final's runs. When the search would eat into it, the
 search stops with the best so far.
 
-The final: the winner against the baseline, interleaved A B A B over `final_rounds` server starts per side, with
-n per side fixed before the first run: at least `final_reps`, more when the screening's spread between
-repetitions could hide the screened gain (core.stats.reps_to_detect), as far as the budget left allows.
+The final: the winner against the baseline, interleaved A B A B, as core.tune.final designs it before its first
+run (n per side, the server starts, the cost that is reserved, the noise between starts) and reads it (the
+objective's comparison gives the verdict). This module measures and stores; the policy is there.
 """
 
 from __future__ import annotations
@@ -22,21 +22,26 @@ import time
 from collections.abc import Callable
 
 from llm_tuner.core import flags
-from llm_tuner.core.bench_report import argv_diff, busy_warning, compare_runs, pooled, throttle_warning
+from llm_tuner.core.bench_report import argv_diff, busy_warning, pooled, throttle_warning
 from llm_tuner.core.hardware import hardware_lines
-from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, compare, median, pooled_cv, reps_to_detect
+from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, median
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
+    BaselineCost,
     Trial,
     TuneResult,
     TuneSpec,
     apply_values,
-    clearly_ahead,
     coordinate_descent,
     current_value,
+    design_final,
+    final_comparisons,
+    final_cost,
     is_out_of_memory,
+    measured_in_starts,
     objective_metric,
     rep_scores,
+    start_noise,
 )
 from llm_tuner.core.tune.model import NOT_MEASURED
 from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
@@ -127,12 +132,13 @@ class _Tune:
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
         self.reserve_s = 0.0
-        self._base_cost: tuple[float, int] | None = None  # the baseline run's seconds and repetitions
+        self._base_cost: BaselineCost | None = None  # the baseline run's (measured, or read back on resume)
         self._run_medians: dict[int, list[float | None]] = {}  # per trial id: each of its runs' median score
         self.quality: dict[str, str] = {}
         self._baseline_ppl: tuple[float | None, str] | None = None
         self._baseline_text: tuple[str | None, str] | None = None
         self.probed: tuple[str | None, str] = (None, "not read")
+        self.server_lines: tuple[str, ...] = ()  # the output of the latest run's server (BenchRunner's RunOutcome)
         # speculative knobs: the baseline's run reads its output at --temp 0 too (no server start of its own)
         self.spec_knobs = any(set(k.flag.split("+")) & set(SPEC_KEYS) for k in s.knobs)
         self.current = ""
@@ -159,7 +165,7 @@ class _Tune:
             return
         if flags.has(self.baseline_argv, "threads") or flags.has(self.baseline_argv, "threads_batch"):
             return
-        self.defaults = logparse.threads_in_effect(getattr(self.o.bench, "last_lines", ()))
+        self.defaults = logparse.threads_in_effect(list(self.server_lines))
 
     @property
     def threshold(self) -> float:
@@ -186,11 +192,12 @@ class _Tune:
         target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.tune_id}",
                               binary=s.binary,
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
-        run = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
-                               cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase,
-                               **({"probe": checks.greedy_text} if probe else {}))
+        outcome = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
+                                   cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase,
+                                   **({"probe": checks.greedy_text} if probe else {}))
+        run, self.server_lines = outcome.run, outcome.lines
         if probe:
-            self.probed = getattr(self.o.bench, "last_probe", None) or (None, "the server did not become ready")
+            self.probed = outcome.probe or (None, "the server did not become ready")
         self._learn_defaults(argv)
         if run.status == "cancelled" or self.cancelled():
             raise _Cancelled()
@@ -228,7 +235,7 @@ class _Tune:
             p = self._placement(values)
             if p is None or t.status != "failed":
                 return t
-            log_tail = "\n".join(list(getattr(self.o.bench, "last_lines", ()) or ())[-60:])
+            log_tail = "\n".join(self.server_lines[-60:])
             if not is_out_of_memory(f"{t.reason}\n{log_tail}") or self.out_of_time():
                 return t
             old = self.resolver.margin_mib
@@ -321,8 +328,8 @@ class _Tune:
     def _reserve(self, baseline_s: float, reps: int) -> None:
         """The final comparison's share of the budget: its runs (final_plan, both sides) at the baseline's cost
         (its load and warm-up as measured, repetitions scaled)."""
-        self._base_cost = (baseline_s, reps)
-        self.reserve_s = self._final_cost(self.spec.final_reps)
+        self._base_cost = BaselineCost(baseline_s, reps)
+        self.reserve_s = final_cost(self.spec, self.spec.final_reps, self._base_cost)
 
     # -- quality -----------------------------------------------------------------------------------
     def _kv_quality(self, argv: tuple[str, ...], label: str) -> str | None:
@@ -423,13 +430,10 @@ class _Tune:
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
-        n, why_n = self._final_n(winner)
-        plan = s.final_plan(n)
-        w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
-        if len(plan) > 1 and w is not None and b is not None and clearly_ahead(w.samples, b.samples):
-            plan = [n]  # a lead beyond any start-to-start noise: one fresh start per side calls it
-            why_n += ("; one start per side: the screened lead is far beyond the noise between server starts "
-                      "(core.tune.search.clearly_ahead)")
+        design = design_final(s, self.trials.values(), self.trials.get(winner), self.trials.get(self.baseline_argv),
+                              noise=self.noise(), threshold_pct=self.threshold,
+                              time_left_s=s.budget_s - self.elapsed(), cost=self._base_cost)
+        plan = design.plan
         runs_a, runs_b = [], []
         for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
             self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
@@ -437,13 +441,7 @@ class _Tune:
             self.current = f"final comparison {i + 1}/{len(plan)}: winner"
             runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
-        comps = compare_runs(pa, pb, self.threshold)
-        metric = objective_metric(s.objective)
-        main = next((c for c in comps if c.name == metric), None) if metric else None
-        if main is None:
-            main = compare("score", rep_scores(pa, s.objective), rep_scores(pb, s.objective),
-                           higher_is_better=True, threshold_pct=self.threshold, unit="score")
-            comps = [main, *comps]
+        comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
         verdict = main.verdict or NOISE
         kept = winner if verdict == "better" else self.baseline_argv
         if verdict == "better":
@@ -452,11 +450,11 @@ class _Tune:
                 self.o.repo.update_trial(t.id, status="final")
         gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
         note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
-                f"{verdict}: no change better than noise; the baseline is kept") + f" ({why_n})"
+                f"{verdict}: no change better than noise; the baseline is kept") + f" ({design.why})"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note,
-                            final_n_note=why_n if n > s.final_reps or len(plan) == 1 < s.final_rounds else "")
+                            final_n_note=design.note)
 
     def _untried(self) -> int:
         """Knob values never tried as a change from the baseline (0 when the search reached every knob)."""
@@ -465,42 +463,15 @@ class _Tune:
                    if v != self.base_values.get(k.key) and (k.key, v) not in tried)
 
     def noise(self) -> float | None:
-        """The relative SD of one server start's figure: the spread of the per-run medians of trials measured in
-        2+ starts (the baseline's starts, top-ups), pooled (core.stats.pooled_cv); None before there are any."""
+        """The noise between server starts so far (core.tune.start_noise), from the per-run median scores of
+        the trials measured in 2+ starts (each stored run read once)."""
         groups = []
-        for t in self.trials.values():
-            if t.status not in ("measured", "final") or len(t.run_ids) < 2:
-                continue
+        for t in measured_in_starts(self.trials.values()):
             if t.id not in self._run_medians or len(self._run_medians[t.id]) != len(t.run_ids):
                 runs = [self.o.bench.repo.get_run(i) for i in t.run_ids]
                 self._run_medians[t.id] = [median(rep_scores(r, self.spec.objective)) if r else None for r in runs]
-            groups.append([m for m in self._run_medians[t.id] if m is not None])
-        return pooled_cv(groups)
-
-    def _final_n(self, winner: tuple[str, ...]) -> tuple[int, str]:
-        """Repetitions per side of the final, fixed before it starts: enough to call the screened gain real
-        through the spread the screening saw (core.stats.reps_to_detect), at least final_reps, at most 4× that,
-        and no more than the budget left allows (the reserve covers final_reps). Returns (n, why, in words)."""
-        s = self.spec
-        within = pooled_cv([t.samples for t in self.trials.values() if t.status in ("measured", "final")])
-        cv = max((c for c in (within, self.noise()) if c is not None), default=None)  # repetitions or starts
-        w, b = self.trials.get(winner), self.trials.get(self.baseline_argv)
-        gain = (w.score / b.score - 1.0) if w and b and w.score and b.score and b.score > 0 else None
-        n = reps_to_detect(cv, gain, self.threshold, s.final_reps, 4 * s.final_reps)
-        while n > s.final_reps and self.elapsed() + self._final_cost(n) > s.budget_s:
-            n -= 1
-        if n == s.final_reps:
-            return n, f"n = {n} per side"
-        return n, (f"n = {n} per side, chosen before the final: the screening's spread {100 * cv:.1f}% against a "
-                   f"screened gain of {100 * gain:+.1f}%")
-
-    def _final_cost(self, n: int) -> float:
-        """Seconds the final would take with n per side, at the baseline's measured cost (0 when not known)."""
-        if not self._base_cost:
-            return 0.0
-        baseline_s, reps = self._base_cost
-        w = self.spec.warmup
-        return 2 * sum(baseline_s * (r + w) / (reps + w) for r in self.spec.final_plan(n))
+            groups.append(self._run_medians[t.id])
+        return start_noise(groups)
 
     def _trial_gen_tps(self) -> float | None:
         t = self.trials.get(self.baseline_argv)

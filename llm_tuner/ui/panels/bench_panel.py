@@ -393,7 +393,7 @@ class BenchPanel(QWidget):
             return
         spec, _target, resolve = form
         self._start(lambda runner, progress, cancelled: runner.run(resolve(), spec, progress=progress,
-                                                                    cancelled=cancelled), "Benchmark")
+                                                                    cancelled=cancelled).run, "Benchmark")
 
     def _on_sweep_clicked(self) -> None:
         if self.session.is_running() or self._after_profile_store_settles(self._on_sweep_clicked):
@@ -549,7 +549,7 @@ class BenchPanel(QWidget):
                                             binary=run.binary_path)
         self.tabs.setCurrentIndex(0)
         self._start(lambda runner, progress, cancelled: runner.run(target, run.spec, progress=progress,
-                                                                    cancelled=cancelled), f"Re-run of run {run.id}")
+                                                                    cancelled=cancelled).run, f"Re-run of run {run.id}")
 
     def shutdown(self) -> None:
         """Cancel a run in progress (the runner stops its server)."""

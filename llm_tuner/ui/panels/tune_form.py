@@ -26,23 +26,13 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
-from llm_tuner.core.tune import Knob, Objective, parse_knob
+from llm_tuner.core.tune import OBJECTIVES, Knob, Objective, parse_knob
 from llm_tuner.core.tune.knobs import ABSENT
+from llm_tuner.core.tune.objectives import CLIENTS, FLOOR, WEIGHTS
 from llm_tuner.qt.bench_session import parse_sweep_values
 from llm_tuner.qt.tune_models import knob_label, value_text
 from llm_tuner.qt.tune_session import DEMO, EDITED
 
-# kind -> what the combo says (core.tune's objective kinds)
-OBJECTIVES = (
-    ("gen_tps", "Generation speed (t/s)"),
-    ("prefill_tps", "Prefill speed (t/s)"),
-    ("ttft", "Time to first token (ms, lower is better)"),
-    ("throughput", "Throughput with N clients (t/s)"),
-    ("p99_latency", "p99 latency with N clients (ms, lower is better)"),
-    ("tokens_per_joule", "Tokens per joule"),
-    ("chat", "Chat: generation and prefill, weighted"),
-    ("max_context", "Largest context with generation ≥ a floor"),
-)
 KNOB_ROLE = Qt.ItemDataRole.UserRole
 CUSTOM_ROLE = Qt.ItemDataRole.UserRole + 1  # True on rows the user added
 
@@ -102,8 +92,8 @@ class TuneForm(QWidget):
         box = QGroupBox("Objective")
         f = QFormLayout(box)
         self.objective_combo = QComboBox()
-        for kind, text in OBJECTIVES:
-            self.objective_combo.addItem(text, kind)
+        for kind, row in OBJECTIVES.items():
+            self.objective_combo.addItem(row.label, kind)
         self.objective_combo.currentIndexChanged.connect(self._on_objective_combo_changed)
         self.prompt_spin = spin(1, 1_000_000, 512, " tokens")
         self.gen_spin = spin(1, 32768, 64, " tokens")
@@ -190,11 +180,11 @@ class TuneForm(QWidget):
         return box
 
     def _on_objective_combo_changed(self, *_args) -> None:
-        kind = self.objective_combo.currentData()
+        uses = OBJECTIVES[self.objective_combo.currentData()].uses
         f = self._objective_form
-        f.setRowVisible(self.clients_spin, kind in ("throughput", "p99_latency"))
-        f.setRowVisible(self.min_gen_spin, kind == "max_context")
-        f.setRowVisible(self.weights_row, kind == "chat")
+        f.setRowVisible(self.clients_spin, CLIENTS in uses)
+        f.setRowVisible(self.min_gen_spin, FLOOR in uses)
+        f.setRowVisible(self.weights_row, WEIGHTS in uses)
 
     # -- base profile choices ----------------------------------------------------------------------
     def set_base_choices(self, names: list[str], has_edited: bool, prefer: str | None = None,
@@ -277,13 +267,16 @@ class TuneForm(QWidget):
 
     # -- the spec's parts ---------------------------------------------------------------------------
     def objective(self) -> Objective:
+        """The objective as chosen; the rows its kind does not use (OBJECTIVES' `uses`) are left at their
+        defaults."""
         kind = self.objective_combo.currentData()
+        uses = OBJECTIVES[kind].uses
         return Objective(kind=kind, prompt_tokens=self.prompt_spin.value(), gen_tokens=self.gen_spin.value(),
                          depth=self.depth_spin.value(),
-                         clients=self.clients_spin.value() if kind in ("throughput", "p99_latency") else 1,
-                         min_gen_tps=self.min_gen_spin.value() if kind == "max_context" else None,
+                         clients=self.clients_spin.value() if CLIENTS in uses else 1,
+                         min_gen_tps=self.min_gen_spin.value() if FLOOR in uses else None,
                          weights={"gen_tps": self.gen_weight_spin.value(),
-                                  "prefill_tps": self.prefill_weight_spin.value()} if kind == "chat" else None)
+                                  "prefill_tps": self.prefill_weight_spin.value()} if WEIGHTS in uses else None)
 
     def constraints(self) -> dict:
         """TuneSpec's keyword arguments besides the base, objective and knobs."""

@@ -25,7 +25,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.tune import TuneResult, TuneSpec
+from llm_tuner.core.tune import OBJECTIVES, TuneResult, TuneSpec
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.tune_models import TrialTableModel
 from llm_tuner.qt.tune_session import (
@@ -42,7 +42,7 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import binaries
 from llm_tuner.ui.panels.bench_tables import make_table
 from llm_tuner.ui.panels.tune_candidates import CandidateView
-from llm_tuner.ui.panels.tune_form import OBJECTIVES, TuneForm
+from llm_tuner.ui.panels.tune_form import TuneForm
 from llm_tuner.ui.panels.tune_result import TuneResultView
 from llm_tuner.ui.plots.bench_plots import HintStack
 from llm_tuner.ui.plots.tune_plots import TrialChart
@@ -324,8 +324,8 @@ class TunePanel(QWidget):
         return self.session.is_running()
 
     def _y_label(self) -> str:
-        kind = self.form.objective_combo.currentData()
-        return dict(OBJECTIVES).get(kind, "score")
+        row = OBJECTIVES.get(self.form.objective_combo.currentData())
+        return row.label if row is not None else "score"
 
     def _on_session_progressed(self, fraction: float, text: str) -> None:
         if fraction >= 0:

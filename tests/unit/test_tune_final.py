@@ -1,0 +1,114 @@
+"""The final comparison: its design (core.tune.final, pure) and the runner carrying it out through the public
+TuneRunner.run, measured by a scripted measurer that stores real runs in a real SQLite history (the real
+server's path is tests/integration/test_tune.py)."""
+
+from datetime import datetime, timedelta
+
+import pytest
+
+from llm_tuner.core.bench_spec import BenchRun, Repetition
+from llm_tuner.core.tune import (
+    BaselineCost,
+    Objective,
+    Trial,
+    TuneSpec,
+    design_final,
+    final_cost,
+    measured_in_starts,
+    parse_knob,
+    start_noise,
+)
+from llm_tuner.services.bench import RunOutcome
+from llm_tuner.services.tune import TuneRunner
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.tunes import TuneRepository
+
+SPEC = TuneSpec(base_argv=("-m", "m.gguf"), final_reps=3, final_rounds=2, warmup=1)
+
+
+def _trial(argv, samples, status="measured", run_ids=(1,)) -> Trial:
+    return Trial(argv=argv, samples=tuple(samples), score=sorted(samples)[len(samples) // 2] if samples else None,
+                 status=status,
+                 run_ids=run_ids)
+
+
+def test_n_stays_at_final_reps_when_the_spread_cannot_hide_the_gain():
+    base, win = _trial(("a",), [100.0, 100.2]), _trial(("b",), [110.0, 110.1])
+    d = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6, cost=None)
+    assert (d.n, d.plan, d.why, d.note) == (3, (2, 1), "n = 3 per side", "")
+
+
+def test_a_wide_spread_raises_n_within_the_budget_and_says_why():
+    base, win = _trial(("a",), [100.0, 120.0]), _trial(("b",), [110.0, 130.0])
+    free = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6, cost=None)
+    assert free.n == 12 and "spread" in free.note  # capped at 4 × final_reps
+    cost = BaselineCost(seconds=20.0, reps=2)  # 20 s for 2 repetitions and 1 warm-up: ~6.7 s a request
+    assert final_cost(SPEC, 3, cost) == pytest.approx(2 * (20 * 3 / 3 + 20 * 2 / 3))
+    capped = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0,
+                          time_left_s=final_cost(SPEC, 6, cost), cost=cost)
+    assert capped.n == 6 and final_cost(SPEC, 7, cost) > final_cost(SPEC, 6, cost)
+
+
+def test_a_lead_far_beyond_the_noise_is_called_in_one_start_per_side():
+    base, win = _trial(("a",), [30.0, 31.0]), _trial(("b",), [60.0, 61.0])
+    d = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6, cost=None)
+    assert d.plan == (3,) and "one start per side" in d.note
+
+
+def test_the_noise_between_starts_comes_from_trials_measured_in_several_starts():
+    once, twice = _trial(("a",), [1.0, 2.0]), _trial(("b",), [1.0, 2.0], run_ids=(1, 2))
+    pruned = _trial(("c",), [], status="pruned", run_ids=(3, 4))
+    assert measured_in_starts([once, twice, pruned]) == [twice]
+    assert start_noise([]) is None and start_noise([[100.0, None]]) is None
+    assert start_noise([[100.0, 110.0]]) == pytest.approx(7.07 / 105, rel=1e-2)
+
+
+class Clock:
+    t = 0.0
+
+    def __call__(self):
+        return self.t
+
+
+class ScriptedBench:
+    """A measurer where `--alias a` generates 10 % faster than the baseline, with a tiny wobble per repetition;
+    stores real runs, each costing 10 s of the injected clock, and returns them as BenchRunner.run does."""
+
+    current_process = None
+
+    def __init__(self, repo: RunRepository, clock: Clock):
+        self.repo, self.clock = repo, clock
+
+    def run(self, target, spec, *, group_id=None, sweep_value=None, **_):
+        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
+        self.clock.t += 10.0
+        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
+                                               sweep_value=sweep_value, started_at=start))
+        speed = 110.0 if "a" in target.argv else 100.0
+        for i in range(spec.reps):
+            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
+                                                 predicted_per_second=speed * (1 + 0.001 * i)))
+        self.repo.finish_run(run_id, "complete")
+        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
+        return RunOutcome(self.repo.get_run(run_id), ("main: server is listening",))
+
+
+def test_the_final_is_interleaved_with_n_fixed_before_its_first_run(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    spec = TuneSpec(base_argv=("-m", str(tmp_path / "m.gguf"), "-t", "2"), knobs=(parse_knob("custom:--alias=a"),),
+                    objective=Objective(prompt_tokens=16, gen_tokens=8), budget_s=600, screen_reps=2,
+                    final_reps=3, final_rounds=2, warmup=0)
+    runner = TuneRunner(TuneRepository(engine), bench_runner=ScriptedBench(RunRepository(engine), clock),
+                        plan_fn=lambda argv, env: (True, ""), clock=clock)
+    result = runner.run(spec)
+    runs = sorted(RunRepository(engine).list_runs(group_id=result.tune_id), key=lambda r: r.id)
+    finals = [r for r in runs if (r.sweep_value or "").startswith("final")]
+    assert [r.sweep_value for r in finals] == ["final:baseline", "final:winner"] * 2  # A B A B
+    assert [len(r.reps) for r in finals] == [2, 2, 1, 1]  # n = 3 per side over two starts, fixed before the first
+    assert result.final_run_ids == tuple(r.id for r in finals)
+    main = next(c for c in result.comparisons if c["name"] == result.objective_metric == "gen_tps@16")
+    assert main["a"]["n"] == main["b"]["n"] == 3
+    assert result.verdict == "better" and "--alias" in result.winner_argv
+    assert result.final_n_note == ""  # n and the starts as the spec asked
