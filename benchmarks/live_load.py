@@ -13,8 +13,9 @@ app is stopped (SIGSTOP: it uses no CPU and its own server gets no requests). Th
 (CPU used by processes other than ours) is recorded per phase.
 
 Recorded: requests/s alone and watched and their ratio (target >= 90 %), the GUI's event-loop lag p50/p99/max
-per phase (5 ms probe, benchmarks/ui_lag.py; target p99 < 30 ms), the app's RSS growth per request (target
-< 5 KiB once the log view is full), rows in the table and the history vs requests answered (none lost), and
+per phase (5 ms probe, benchmarks/ui_lag.py; target p99 < 16 ms, issue 26), the app's CPU per request by thread
+(and, in an idle phase first, its fixed cost), the app's RSS growth per request (target < 5 KiB once the log view
+is full), rows in the table and the history vs requests answered (none lost), and
 how the stop went. Appends to benchmarks/results/live_load_<label>.txt. A long soak: `--minutes 60
 --phase-seconds 300`.
 """
@@ -40,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+LAG_P99_TARGET_MS = 16.0  # issue 26 (was 30 ms, issue 16)
 PROMPTS = ("Hello!", "Name a colour.", "What is 2 + 2?", "Say yes or no.", "Complete: the quick brown",
            "One word for happy:", "Translate 'cat' to French.", "def add(a, b):", "The capital of Italy is",
            "Count to three:", "// a comment about", "import numpy as", "Reply with OK.", "Is water wet?")
@@ -563,7 +565,8 @@ def _summary(args, rows: list[dict], final: dict, answered_app: int, plan, idle:
                 "; no quiet phases"),
              f"GUI lag p99 worst phase {p99_worst:.2f} ms, worst 10 s window "
              f"{max(max(r['lag_p99_windows'] or [0]) for r in watched):.1f} ms, max {max(r['lag_max'] for r in watched):.1f}"
-             f" ms (target p99 < 30 ms throughout: {'PASS' if p99_worst < 30 else 'FAIL'})",
+             f" ms (target p99 < {LAG_P99_TARGET_MS:.0f} ms throughout: "
+             f"{'PASS' if p99_worst < LAG_P99_TARGET_MS else 'FAIL'})",
              f"app RSS {watched[0]['rss_mib']:.1f} -> {watched[-1]['rss_mib']:.1f} MiB; growth per request "
              f"{rss_kib:.2f} KiB over {d_req} requests ({'log view full' if basis is full else 'log view not full: '}"
              f"{'' if basis is full else str(watched[-1]['log_lines']) + ' lines'}) (target < 5 KiB: "
