@@ -104,7 +104,7 @@ def app_child(args) -> int:
     from llm_tuner.ui.panels.live_panel import LivePanel
 
     app = QApplication([])
-    app._gc = GuiThreadCollector(parent=app)  # as the app runs: cycles collected on the GUI thread
+    app._gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)  # as the app runs (llm_tuner/app.py)
     ctx = AppContext(settings=Settings(), engine=open_engine(Path(args.db)))
     ctx.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
     panel = LivePanel(ctx)
