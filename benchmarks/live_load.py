@@ -506,7 +506,8 @@ def _commit() -> str:
 
 
 def _idle_line(r: dict) -> str:
-    return (f"idle (watched, no requests, {r['seconds']:.0f} s): app CPU {r['cpu_pct']:.1f} % of a core, by thread "
+    return (f"idle (watched, no requests, {r['seconds']:.0f} s): RSS {r['rss_mib']:.1f} MiB; app CPU {r['cpu_pct']:.1f} % "
+            "of a core, by thread "
             "(% of a core): " + ", ".join(f"{k} {v / r['seconds'] / 10:.2f}" for k, v in r["threads_cpu_ms"].items()))
 
 
