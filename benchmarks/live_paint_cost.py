@@ -1,11 +1,12 @@
 """The Live panel's GUI-thread cost per request, and the paints behind it (issue 26), without a server.
 
-    QT_QPA_PLATFORM=offscreen RATE=40 .venv/bin/python benchmarks/live_paint_cost.py TAB INTERVAL_MS [nofollow]
+    QT_QPA_PLATFORM=offscreen RATE=40 [SECONDS=10] [PAINTS=0] .venv/bin/python benchmarks/live_paint_cost.py TAB INTERVAL_MS [nofollow]
 
 The panel in a main window with the log docked below (as live_load.py shows it), one tab shown (0 Devices,
 1 Throughput, 2 Requests), fed RATE finished requests a second (7 log lines each) in batches every INTERVAL_MS,
-as the bridge hands them over. After 2 s of warm-up, for 10 s: the GUI thread's CPU (time.thread_time, so other
-users of a busy machine do not count) and the paint events per widget. Run once with RATE=0 for the fixed cost;
+as the bridge hands them over. After 2 s of warm-up, for SECONDS (10): the GUI thread's CPU (time.thread_time, so
+other users of a busy machine do not count) and the paint events per widget (PAINTS=0: not counted; the counting
+filter sees every event and costs CPU of its own). Run once with RATE=0 for the fixed cost;
 (CPU at RATE - CPU at 0) / RATE is the GUI time per request. Results: benchmarks/results/live_load/live_load_profile.txt.
 """
 
@@ -53,7 +54,9 @@ def main() -> int:
     panel = LivePanel(AppContext(settings=Settings(), engine=open_engine(Path(tmp.name) / "db.sqlite")))
     window = _show_window(panel)  # noqa: F841 - kept alive for the run
     paints = PaintCounter()
-    app.installEventFilter(paints)
+    if os.environ.get("PAINTS", "1") != "0":
+        app.installEventFilter(paints)
+    seconds = float(os.environ.get("SECONDS", "10"))
     panel.tabs.setCurrentIndex(tab)
     if len(sys.argv) > 3 and sys.argv[3] == "nofollow":
         panel.log_console.follow.setChecked(False)
@@ -75,10 +78,10 @@ def main() -> int:
     timer.timeout.connect(feed)
     timer.start(interval)
     QTimer.singleShot(2000, lambda: (paints.counts.clear(), st.update(c0=time.thread_time())))
-    QTimer.singleShot(12000, app.quit)
+    QTimer.singleShot(int(1000 * (2 + seconds)), app.quit)
     app.exec()
-    gui = 100 * (time.thread_time() - st["c0"]) / 10
-    print(f"tab {tab} interval {interval} rate {rate:.0f}/s gui cpu {gui:.1f}% paints per 10 s "
+    gui = 100 * (time.thread_time() - st["c0"]) / seconds
+    print(f"tab {tab} interval {interval} rate {rate:.0f}/s gui cpu {gui:.2f}% paints per {seconds:.0f} s "
           f"{sorted(paints.counts.items(), key=lambda x: -x[1])[:8]}")
     panel.shutdown()
     return 0

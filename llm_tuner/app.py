@@ -127,7 +127,7 @@ def build_window(smoke_test: bool = False):
     if not hasattr(app, "_llm_tuner_gc"):  # cycles freed on the GUI thread only (see qt/gui_gc.py)
         from llm_tuner.qt.gui_gc import GuiThreadCollector
 
-        app._llm_tuner_gc = GuiThreadCollector(parent=app)
+        app._llm_tuner_gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)  # the window is built by then
     icon = Path(__file__).resolve().parent / "data" / "icons" / "llm-tuner.svg"  # shipped in the package
     if icon.is_file():
         from PySide6.QtGui import QIcon

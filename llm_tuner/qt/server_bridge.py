@@ -3,8 +3,9 @@
 The session, its samplers and the store writes live on service threads (services/watch.py); their
 callbacks land here and are re-emitted as queued signals on the GUI thread. Log lines are batched
 (they can come by the thousand at -lv 4) and flushed every FRAME_MS (four times a second: each flush repaints the
-log view, and with it the Live panel inserts the request rows that came since, in the same paint; painting, not
-the Python work, was most of the app's CPU under a busy server, benchmarks/results/live_load/live_load_profile.txt).
+log view, and with it the Live panel inserts the request rows that came since, in the same paint, at most once a
+second while the table shows; painting, not the Python work, was most of the app's CPU under a busy server,
+benchmarks/results/live_load/live_load_profile.txt).
 Samples are not signalled: they go to ring buffers that the panel's redraw timer reads. What the server said about
 its memory arrives as frozen snapshots (memory_changed; the latest is `memory`), for Live's memory bars.
 """

@@ -64,6 +64,9 @@ class HistoryStatus:
         return {"event": "history", "ok": self.ok, "unsaved": self.unsaved, "lost": self.lost, "error": self.error}
 
 
+HISTORY_BATCH_S = 0.25  # a watched session's requests are written to the history in one transaction per this
+
+
 def _short(exc: BaseException) -> str:
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
@@ -72,30 +75,50 @@ def _short(exc: BaseException) -> str:
 class _HistoryWriter:
     """The one thread that writes a session's history, in order; a failed write is retried (see module doc).
 
-    Ops are (is_request, fn). `close(deadline_s)`: no more ops; the thread ends once all are written or, after
-    `deadline_s` of failures, gives up (the requests left count as lost)."""
+    Requests are written in batches: the requests queued at the head go in one transaction
+    (`write_requests(records)`), and after a write of requests the thread gathers for `batch_s` before the next,
+    so a busy server costs a few transactions a second, not one per request (each cost ~0.4 ms of CPU, the
+    server's cores: benchmarks/results/live_load_profile.txt). Other ops (`fn()`: the URL, the end) keep their
+    place in the order. `close(deadline_s)`: no more ops; the thread writes what is left at once and ends once
+    all are written or, after `deadline_s` of failures, gives up (the requests left count as lost)."""
 
     MAX_UNSAVED = 50_000  # a database locked for hours at 15 requests/s: the oldest beyond this are lost
+    MAX_BATCH = 2_000  # requests in one transaction (catching up after a lock: a few ms each)
     ONE_TRY_S = 10.0  # the longest one write takes to fail (store.db's busy timeout is 5 s), with a margin
 
-    def __init__(self, on_status: Callable[[HistoryStatus], None], *, retry_s: float = 1.0) -> None:
+    def __init__(self, on_status: Callable[[HistoryStatus], None], write_requests: Callable[[list], object], *,
+                 retry_s: float = 1.0, batch_s: float = HISTORY_BATCH_S) -> None:
         self.on_status = on_status
+        self.write_requests = write_requests
         self.retry_s = retry_s
+        self.batch_s = batch_s
         self.status = HistoryStatus()
-        self._ops: collections.deque[tuple[bool, Callable[[], object]]] = collections.deque()
+        self.transactions = 0  # writes done (for tests and benchmarks: requests per transaction)
+        # (True, RequestRecord) or (False, fn); the first `_in_flight` are being written
+        self._ops: collections.deque[tuple[bool, object]] = collections.deque()
+        self._in_flight = 0
+        self._gathering = False  # pacing between batches: a new request need not wake the thread
         self._cond = threading.Condition()
         self._closing_until: float | None = None
         self._dropped = 0
         self._thread = threading.Thread(target=self._loop, name="llm-tuner:history", daemon=True)
         self._thread.start()
 
-    def put(self, is_request: bool, fn: Callable[[], object]) -> None:
+    def put_request(self, rec: object) -> None:
+        self._put(True, rec)
+
+    def put(self, fn: Callable[[], object]) -> None:
+        self._put(False, fn)
+
+    def _put(self, is_request: bool, item: object) -> None:
         with self._cond:
-            self._ops.append((is_request, fn))
-            if len(self._ops) > self.MAX_UNSAVED and self._ops[0][0]:
-                self._ops.popleft()
+            self._ops.append((is_request, item))
+            k = self._in_flight  # the oldest not being written
+            if len(self._ops) > self.MAX_UNSAVED and k < len(self._ops) and self._ops[k][0]:
+                del self._ops[k]
                 self._dropped += 1
-            self._cond.notify()
+            if not self._gathering:
+                self._cond.notify()
 
     def close(self, deadline_s: float) -> bool:
         """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure after
@@ -109,12 +132,36 @@ class _HistoryWriter:
         return not self._thread.is_alive()
 
     def _unsaved(self) -> int:
-        return sum(1 for is_req, _fn in self._ops if is_req)
+        return sum(1 for is_req, _item in self._ops if is_req)
 
     def _set(self, status: HistoryStatus) -> None:
         if status != self.status:
             self.status = status
             self.on_status(status)
+
+    def _take(self) -> tuple[bool, list]:
+        """The next write (under the lock): the requests at the head (at most MAX_BATCH), or one other op."""
+        is_req, item = self._ops[0]
+        if not is_req:
+            self._in_flight = 1
+            return False, [item]
+        batch = []
+        for is_r, rec in self._ops:
+            if not is_r or len(batch) >= self.MAX_BATCH:
+                break
+            batch.append(rec)
+        self._in_flight = len(batch)
+        return True, batch
+
+    def _pause(self, seconds: float, *, closing_ends: bool) -> None:
+        """Let ops queue up for `seconds` (after a write of requests: the batch; after a failure: the retry);
+        new ops do not end it; a close does when `closing_ends` (what is left is then written at once)."""
+        with self._cond:
+            until = time.monotonic() + seconds
+            self._gathering = True
+            while not (closing_ends and self._closing_until is not None) and (left := until - time.monotonic()) > 0:
+                self._cond.wait(left)
+            self._gathering = False
 
     def _loop(self) -> None:
         while True:
@@ -123,12 +170,16 @@ class _HistoryWriter:
                     self._cond.wait()
                 if not self._ops:
                     return
-                is_req, fn = self._ops[0]
+                is_req, batch = self._take()
             try:
-                fn()
+                if is_req:
+                    self.write_requests(batch)
+                else:
+                    batch[0]()
             except Exception as exc:  # noqa: BLE001 - kept and retried; the user is told (HistoryStatus)
                 log_once("writing a session's history", exc, logger=log)
                 with self._cond:
+                    self._in_flight = 0
                     given_up = self._closing_until is not None and time.monotonic() >= self._closing_until
                     if given_up:
                         lost = self._unsaved()
@@ -138,14 +189,18 @@ class _HistoryWriter:
                     self._set(HistoryStatus(0, _short(exc), lost + self._dropped))
                     return
                 self._set(HistoryStatus(unsaved, _short(exc), self._dropped))
-                with self._cond:
-                    self._cond.wait(self.retry_s)
+                self._pause(self.retry_s, closing_ends=False)
                 continue
             with self._cond:
-                self._ops.popleft()
-                unsaved = self._unsaved()
+                for _ in range(self._in_flight):
+                    self._ops.popleft()
+                self._in_flight = 0
+                self.transactions += 1
+                unsaved = self._unsaved() if self.status.error is not None else 0
             if self.status.error is not None and unsaved == 0:  # caught up
                 self._set(HistoryStatus(0, None, self._dropped))
+            if is_req:
+                self._pause(self.batch_s, closing_ends=True)
 
 
 class WatchedServer:
@@ -224,7 +279,10 @@ class WatchedServer:
                 self.notes.append(f"this session is not recorded in the history: {exc.__class__.__name__}: "
                                   f"{str(exc).splitlines()[0]}")
             else:
-                self._writer = _HistoryWriter(self._on_history_status, retry_s=self.history_retry_s)
+                sid = self.session_id
+                self._writer = _HistoryWriter(self._on_history_status,
+                                              lambda recs: self.repo.add_requests(sid, recs),
+                                              retry_s=self.history_retry_s)
         self.telemetry.start()
         self.session.start()
 
@@ -258,16 +316,16 @@ class WatchedServer:
         writer, sid = self._writer, self.session_id
         if writer is not None and sid is not None:
             if isinstance(ev, RequestFinished):
-                writer.put(True, lambda rec=ev.record: self.repo.add_request(sid, rec))
+                writer.put_request(ev.record)
             elif isinstance(ev, StateChanged) and ev.state == ServerState.READY and ev.url:
-                writer.put(False, lambda url=ev.url: self.repo.set_url(sid, url))
+                writer.put(lambda url=ev.url: self.repo.set_url(sid, url))
         if isinstance(ev, StateChanged) and ev.state == ServerState.EXITED:
             self.telemetry.stop()
             if writer is not None and sid is not None:
                 reason = ev.reason if ev.failure is None else f"{ev.reason} — {ev.failure.message}"
                 summary = self.telemetry.summary()
-                writer.put(False, lambda: self.repo.end(sid, ended_unix=ev.t, exit_code=ev.code, exit_reason=reason,
-                                                        telemetry_summary=summary))
+                writer.put(lambda: self.repo.end(sid, ended_unix=ev.t, exit_code=ev.code, exit_reason=reason,
+                                                 telemetry_summary=summary))
                 writer.close(self.history_give_up_s)  # recorded (or given up on, and said) before "exited"
         self._forward(ev)
         if isinstance(ev, StateChanged) and ev.state == ServerState.EXITED:

@@ -1,7 +1,7 @@
 """sessions: every server launch (or attach), its per-request records and a telemetry summary.
 
-Requests are written as they finish, so a session killed mid-way (the server or the app) keeps
-what it saw. `profile_version_id` is nullable: a raw command line or an attach has none.
+Requests are written as they finish (a watched session's writer batches those of a fraction of a second in
+one transaction: `add_requests`), so a session killed mid-way (the server or the app) keeps what it saw. `profile_version_id` is nullable: a raw command line or an attach has none.
 Each row names its owner (pid and that process's start time): `close_interrupted()` at the next start
 closes rows whose owner is gone (a killed app never wrote their end); a reused pid does not count as alive.
 """
@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Boolean, Engine, Float, ForeignKey, Integer, String, Text, delete, func, select
+from sqlalchemy import Boolean, Engine, Float, ForeignKey, Integer, String, Text, delete, func, insert, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core.session import RequestRecord, SessionInfo
@@ -83,9 +84,17 @@ class SessionRepository:
                 row.url = url
 
     def add_request(self, session_id: int, rec: RequestRecord) -> None:
+        self.add_requests(session_id, [rec])
+
+    def add_requests(self, session_id: int, recs: Sequence[RequestRecord]) -> None:
+        """Several requests in one transaction, one executemany (all or none are kept): a busy server's
+        requests cost one commit per batch, not one ORM unit of work each (0.4 ms CPU a request)."""
+        if not recs:
+            return
+        rows = [{"session_id": session_id, **{f: _nan_to_none(getattr(rec, f)) for f in _REQ_FIELDS}}
+                for rec in recs]
         with session_scope(self.engine) as s:
-            s.add(SessionRequestRow(session_id=session_id,
-                                    **{f: _nan_to_none(getattr(rec, f)) for f in _REQ_FIELDS}))
+            s.execute(insert(SessionRequestRow), rows)
 
     def end(self, session_id: int, *, ended_unix: float, exit_code: int | None, exit_reason: str | None,
             telemetry_summary: dict[str, Any] | None = None) -> None:

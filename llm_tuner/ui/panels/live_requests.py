@@ -1,9 +1,12 @@
 """The Live panel's Requests tab: one row per finished request, cheap under a busy server.
 
 A server answering 15 requests a second must not cost the GUI thread per request: `add` only queues the
-record, and the queued rows are inserted as one batch with the next log lines (the panel calls `flush` when the
+record, and the queued rows are inserted as one batch with the log lines (the panel calls `flush` when the
 bridge's batch lands, so rows and lines share one paint) or, without lines (attached without a log), by a
-2 x FRAME_MS timer, long enough for the lines to come first. Column widths are fitted once (when the
+timer a little longer than ROWS_EVERY_S, so the lines come first. While the table shows, rows land at most once
+every ROWS_EVERY_S: a repaint of the table costs ~10 ms (every cell in view asks the model for ~7 roles), so at
+the log's four batches a second the table was most of the Requests tab's CPU (benchmarks/results/
+live_load_profile.txt); hidden, it takes each batch (no paint). Column widths are fitted once (when the
 first rows are shown) and when the user asks ("Fit columns", or a double-click on a column's edge), never
 per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds of ms once the table
 is long. The table keeps the newest `max_rows` requests; past that a note says so, and "Show all" reads the
@@ -11,6 +14,9 @@ whole session back from the history (SQLite, where every request is written) on 
 """
 
 from __future__ import annotations
+
+import math
+import time
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableView, QVBoxLayout, QWidget
@@ -20,6 +26,7 @@ from llm_tuner.qt.server_bridge import FRAME_MS
 from llm_tuner.qt.workers import BackgroundJob
 
 FIT_ROWS = 200  # rows measured when fitting the columns (Qt's default is 1,000: up to ~0.4 s)
+ROWS_EVERY_S = 1.0  # while the table shows, new rows land at most this often
 
 
 class RequestsView(QWidget):
@@ -27,7 +34,8 @@ class RequestsView(QWidget):
 
     all_requested = Signal()  # the user asked for every request of the session (read from the history)
 
-    def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000, batch_ms: int = 2 * FRAME_MS) -> None:
+    def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000,
+                 every_s: float = ROWS_EVERY_S) -> None:
         super().__init__(parent)
         self.ring_rows = max_rows
         self.model = RequestTableModel(self, max_rows=max_rows)
@@ -61,26 +69,37 @@ class RequestsView(QWidget):
         lay.addWidget(self.table, 1)
         self._pending: list = []
         self._fitted = False
+        self.every_s = every_s
+        self._landed = -math.inf  # when rows last landed (monotonic)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
-        self._timer.setInterval(batch_ms)
-        self._timer.timeout.connect(self.flush)
+        self._timer.setInterval(int(1000 * every_s) + FRAME_MS)
+        self._timer.timeout.connect(lambda: self.flush(force=True))
         self.fit_button.clicked.connect(self.fit_columns)
         self.all_button.clicked.connect(self.all_requested)
         self._update_labels()
 
     def add(self, rec) -> None:
-        """Queue one finished request; it is shown with the next batch (within `batch_ms`)."""
+        """Queue one finished request; it is shown with a later batch (within the timer's interval)."""
         self._pending.append(rec)
         if not self._timer.isActive():
             self._timer.start()
 
-    def flush(self) -> None:
-        """Insert the queued rows as one batch."""
-        pending, self._pending = self._pending, []
-        if not pending:
+    def flush(self, *, force: bool = False) -> None:
+        """Insert the queued rows as one batch: now when the table is hidden or `force`, else at most once every
+        `every_s` (the rows left wait for a later batch, or the timer)."""
+        if not self._pending:
             return
+        now = time.monotonic()
+        if not force and self.table.isVisible() and now - self._landed < self.every_s:
+            return
+        self._landed = now
+        self._timer.stop()
+        pending, self._pending = self._pending, []
         self.model.extend(pending)
+        # lay the new rows out now: the table (and its scroll bar) then repaint in the same pass as the log's
+        # lines, not in one or two later passes of their own
+        self.table.executeDelayedItemsLayout()
         self._update_labels()
         if not self._fitted and self.table.isVisible():
             self.fit_columns()

@@ -33,6 +33,9 @@ FILTERS = (("Errors", 0), ("Warnings and errors", 1), ("Info", 2), ("Everything"
 MARK = {"error": "E", "warn": "W", "info": "I", "debug": "D", "output": " ", "cont": " "}
 
 
+_DISPLAY = int(Qt.ItemDataRole.DisplayRole)
+
+
 def _format(line) -> str:
     return f"{MARK.get(line.level, ' ')} {line.text}"
 
@@ -49,12 +52,11 @@ class LogLinesModel(QAbstractListModel):
     def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
         return 0 if parent is not None and parent.isValid() else len(self.rows)
 
-    def data(self, index, role=Qt.ItemDataRole.DisplayRole):
-        if not index.isValid():
+    def data(self, index, role=_DISPLAY):
+        # asked for ~7 roles per line on each repaint: the role compared as an int (a PySide enum compare ~1 µs)
+        if int(role) != _DISPLAY or index.row() < 0:
             return None
-        if role == Qt.ItemDataRole.DisplayRole:
-            return _format(self.rows[index.row()])
-        return None
+        return _format(self.rows[index.row()])
 
     def extend(self, lines: list) -> None:
         """Append a batch: one insert, and one removal of the oldest rows when the ring is full."""
@@ -96,12 +98,14 @@ class LogView(QTableView):
         self.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.fit_width(shrink=True)
 
-    def fit_width(self, shrink: bool = False) -> None:
+    def fit_width(self, shrink: bool = False) -> bool:
         """The column as wide as the longest line, so long lines scroll sideways instead of eliding; it only
-        grows while lines arrive (`shrink` after the lines were replaced)."""
+        grows while lines arrive (`shrink` after the lines were replaced). True when the width changed."""
         px = max(100, self.model().width_chars * self.char_px + 12)
         if px > self.columnWidth(0) or shrink:
             self.setColumnWidth(0, px)
+            return True
+        return False
 
     def keyPressEvent(self, event) -> None:  # noqa: N802 - Qt override
         if event.matches(QKeySequence.StandardKey.Copy):
@@ -146,19 +150,21 @@ class LogConsole(QWidget):
         self.level.currentIndexChanged.connect(self._on_filter_changed)
         self.search.textChanged.connect(self._on_filter_changed)
 
-    def _visible(self, line) -> bool:
-        if LEVEL_ORDER.get(line.level, 2) > self.level.currentData():
-            return False
-        needle = self.search.text()
-        return not needle or needle.lower() in line.text.lower()
+    def _filter(self, lines) -> list:
+        """The lines that pass the level filter and the search (the widgets are read once, not per line)."""
+        most, needle = self.level.currentData(), self.search.text().lower()
+        return [x for x in lines if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
 
     def append_lines(self, lines: list) -> None:
         """A batch of new lines (the bridge sends them every FRAME_MS: four times a second)."""
         self.lines.extend(lines)
-        shown = [x for x in lines if self._visible(x)]
+        shown = self._filter(lines)
         if shown:
             self.model.extend(shown)
-            self.text.fit_width()
+            if self.text.fit_width():
+                self.text.updateGeometries()  # the scroll bar's range now (else a later pass of its own)
+            # lay the rows out now: one paint pass a batch, not a second one for the layout's timer
+            self.text.executeDelayedItemsLayout()
             if self.follow.isChecked() and self.text.isVisible():
                 self._scroll_to_newest()
         self.count.setText(f"{len(self.lines)} lines")
@@ -183,6 +189,6 @@ class LogConsole(QWidget):
         return "\n".join(_format(x) for x in self.model.rows)
 
     def _on_filter_changed(self, *_args) -> None:
-        self.model.reset(x for x in self.lines if self._visible(x))
+        self.model.reset(self._filter(self.lines))
         self.text.fit_width(shrink=True)
         self._scroll_to_newest()

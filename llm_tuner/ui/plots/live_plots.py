@@ -65,8 +65,19 @@ def _setup(plot: pg.PlotItem, own_decimation: bool = False) -> None:
     plot.setMenuEnabled(False)
 
 
+def fitted_y(cur: tuple[float, float] | None, lo: float, hi: float) -> tuple[float, float] | None:
+    """A y range for values in [lo, hi] with a margin, or None when `cur` still fits them well (kept: a range
+    that moves repaints the axes and every point)."""
+    span = max(hi - lo, abs(hi) * 0.05, 1.0)
+    lo, hi = lo - 0.08 * span, hi + 0.08 * span
+    if cur is None or lo < cur[0] or hi > cur[1] or (cur[1] - cur[0]) > 3 * (hi - lo):
+        return lo, hi
+    return None
+
+
 MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
 MIN_PLOT_HEIGHT_PX = 90  # a device plot's least height (title, ticks and a curve)
+X_SCROLL_S = 1.0  # the device plots' time axis moves at most this often
 
 
 def _time_label(plot: pg.PlotItem) -> None:
@@ -234,8 +245,9 @@ class DevicePlots(QWidget):
                 self._fit_y(title, y_lo, y_hi)
         if changed:
             self.redraws += 1
-            # Scrolling the shared time axis repaints every plot: do it at 2 Hz, not on every tick.
-            if self.window_s and (all_plots or now - self._x_moved >= 0.5):
+            # Scrolling the shared time axis repaints every plot: do it once a second (a pixel or two of a ten-
+            # minute window), not on every tick (issue 26: the device plots' CPU ~1.5 -> ~1.2 % of a core).
+            if self.window_s and (all_plots or now - self._x_moved >= X_SCROLL_S):
                 self._x_moved = now
                 self.plots["Utilisation"].setXRange(now - self.window_s, now + 1.0, padding=0)
         return changed
@@ -244,12 +256,10 @@ class DevicePlots(QWidget):
         """Our own y range (autoRange recomputed bounds on every setData of every curve: too slow)."""
         if title == "Utilisation":
             lo, hi = 0.0, 100.0
-        span = max(hi - lo, abs(hi) * 0.05, 1.0)
-        lo, hi = lo - 0.08 * span, hi + 0.08 * span
-        cur = self._y_ranges.get(title)
-        if cur is None or lo < cur[0] or hi > cur[1] or (cur[1] - cur[0]) > 3 * (hi - lo):
-            self._y_ranges[title] = (lo, hi)
-            self.plots[title].setYRange(lo, hi, padding=0)
+        new = fitted_y(self._y_ranges.get(title), lo, hi)
+        if new is not None:
+            self._y_ranges[title] = new
+            self.plots[title].setYRange(*new, padding=0)
 
 
 class ThroughputPlots(QWidget):
@@ -271,6 +281,7 @@ class ThroughputPlots(QWidget):
             # fractions of a second ("32.000", no hours or minutes).
             plot.setLimits(minXRange=MIN_REQUEST_SPAN_S)
             plot.addLegend(offset=(5, 5), labelTextSize="8pt")
+            plot.disableAutoRange()  # ranges fitted here, with headroom (_fit_ranges)
             return plot
 
         # Prompt and generation rates differ by 10-100x: one plot each, so both stay readable.
@@ -292,9 +303,12 @@ class ThroughputPlots(QWidget):
                                               name="accepted / drafted")
         self.bins = RequestBins(("prompt", "gen", "draft"), max_bins=max_bins, rolling=rolling)
         self._dirty = False
+        self._x_range: tuple[float, float] | None = None
+        self._y_ranges: dict[str, tuple[float, float]] = {}
         # Redrawing these plots (symbols, axes, legends) costs ~20 ms: at 10 Hz under a busy server that was a
-        # quarter of a core and 30 ms of lag; per-request points read as well at 2 Hz.
-        self.min_interval_s = 0.5
+        # quarter of a core and 30 ms of lag; at 2 Hz still most of the Throughput tab's CPU (issue 26). Points of
+        # requests read as well once a second.
+        self.min_interval_s = 1.0
         self._drawn_at = -np.inf
 
     def add(self, rec) -> None:
@@ -310,6 +324,7 @@ class ThroughputPlots(QWidget):
 
     def clear(self) -> None:
         self.bins.clear()
+        self._x_range, self._y_ranges = None, {}
         self._dirty = True
 
     def refresh(self, now: float | None = None) -> bool:
@@ -326,7 +341,35 @@ class ThroughputPlots(QWidget):
         self.gen_avg.setData(*b.means("gen"), connect="finite")
         self.draft_pts.setData(*b.points("draft"))
         self._show_draft_plot(b.known["draft"])
+        self._fit_ranges()
         return True
+
+    def _fit_ranges(self) -> None:
+        """Our own ranges, moved only when the points leave them: the time axis reaches a quarter of the span
+        past the newest request. With pyqtgraph's autoRange every redraw moved the axes a little, and the whole
+        view (axes, ticks, every point) repainted: ~22 ms a redraw, ~5 ms with the ranges kept (issue 26)."""
+        b = self.bins
+        n = b.n
+        if n == 0:
+            return
+        t_lo, t_hi = float(b.t0[0]), float(b.t1[n - 1])
+        x = self._x_range
+        if x is None or t_hi > x[1] or t_lo < x[0]:
+            span = max(t_hi - t_lo, MIN_REQUEST_SPAN_S)
+            self._x_range = (t_lo - 0.02 * span, t_hi + 0.25 * span)
+            self.rate_plot.setXRange(*self._x_range, padding=0)  # the other two are linked to it
+        for plot, field in ((self.prompt_plot, "prompt"), (self.rate_plot, "gen")):
+            if not b.known[field]:
+                continue
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore", category=RuntimeWarning)
+                lo, hi = float(np.nanmin(b.lo[field][:n])), float(np.nanmax(b.hi[field][:n]))
+            if not (np.isfinite(lo) and np.isfinite(hi)):
+                continue
+            new = fitted_y(self._y_ranges.get(field), lo, hi)
+            if new is not None:
+                self._y_ranges[field] = new
+                plot.setYRange(*new, padding=0)
 
     def _show_draft_plot(self, shown: bool) -> None:
         """The draft acceptance plot only while some request drafted tokens: without a draft model it stays
