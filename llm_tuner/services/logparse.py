@@ -295,6 +295,8 @@ class LogParser:
         if kind == "log":
             t = obj.get("time")
             msg = str(obj.get("msg", "")).rstrip("\n")
+            if (child := _CHILD.match(msg)) is not None:  # a router's instance, its line wrapped in the router's
+                return self._instance_line(child.group(1), child.group(2))
             return self._feed_msg(str(obj.get("level", "info")), msg, t / 1e6 if isinstance(t, int | float) else None)
         if kind == "fit_memory_breakdown":
             mb = breakdown_from_json(obj.get("data"))

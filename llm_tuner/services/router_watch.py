@@ -65,12 +65,14 @@ class RouterWatch:
                 if client is None or client.base_url != self.session.url.rstrip("/"):
                     if client is not None:
                         client.close()
-                    client = LlamaClient(self.session.url, api_key=self.session.api_key, timeout=5.0)
+                    client = None
                     try:
+                        client = LlamaClient(self.session.url, api_key=self.session.api_key, timeout=5.0)
                         if not is_router_props(client.props()):
                             return  # a server of one model: nothing to list
-                    except (httpx.HTTPError, ServerError, ValueError):
-                        client.close()
+                    except (httpx.HTTPError, httpx.InvalidURL, ServerError, ValueError):
+                        if client is not None:
+                            client.close()
                         client = None
                         self.ended.wait(self.poll_s)
                         continue

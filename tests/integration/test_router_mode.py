@@ -42,7 +42,10 @@ def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_
         router_profile, server_binary, demo_model, tmp_path):
     assert is_router(router_profile) and preflight_errors(router_profile) == []
     argv, env = profile_to_argv(router_profile)
-    plan = plan_launch(server_binary, argv, env)
+    from llm_tuner.services.binaries import SERVER, probe
+
+    plan = plan_launch(server_binary, argv, env, catalog=probe(SERVER, with_devices=False).catalog)
+    assert "--log-jsonl" in plan.watch_args  # as the app launches it: the instances' lines come inside JSON
     events = Events()
     watched = WatchedServer(ServerSession(plan, events), telemetry=False)
     watched._user_on_event = events

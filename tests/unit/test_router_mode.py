@@ -83,16 +83,19 @@ def test_a_routers_models_answer_reads_into_names_states_and_files():
     assert is_router_props({"role": "router", "model_path": "none"}) and not is_router_props({"model_path": "m"})
 
 
-def test_a_routers_log_names_the_model_of_each_request():
-    """A real router log (tests/data/logs/router_two_models.log): the router spawns gemma-b's instance on a port, whose
-    lines come prefixed `[port] `; the request timed there names gemma-b, and the console names the instance."""
-    events = parse_lines((LOGS / "router_two_models.log").read_text().splitlines())
-    timed = [e for e in events if isinstance(e, RequestTimings)]
-    assert [(t.model, t.prompt_n, t.predicted_n) for t in timed] == [("gemma-b", 25, 8)]
-    assert record_from_timings(timed[0]).model == "gemma-b"
+@pytest.mark.parametrize(("log", "model", "timed"), [("router_two_models.log", "gemma-b", (25, 8)),
+                                                     ("router_jsonl.log", "gemma-a", (2, 2))])
+def test_a_routers_log_names_the_model_of_each_request(log, model, timed):
+    """Real router logs, plain and --log-jsonl (tests/data/logs): the router spawns a model's instance on a port,
+    whose lines come prefixed `[port] ` (with --log-jsonl: the instance's JSON line inside the router's `msg`); the
+    request timed there names the model, and the console names the instance."""
+    events = parse_lines((LOGS / log).read_text().splitlines())
+    records = [e for e in events if isinstance(e, RequestTimings)]
+    assert [(t.model, t.prompt_n, t.predicted_n) for t in records] == [(model, *timed)]
+    assert record_from_timings(records[0]).model == model
     texts = [e.text for e in events if isinstance(e, LogLine)]
-    assert any(t.startswith("[gemma-b] slot print_timing") for t in texts)
-    assert not any(t.startswith("[59617]") for t in texts)
+    assert any(t.startswith(f"[{model}] slot print_timing") for t in texts)
+    assert not any(t.startswith("[5") or '{"type"' in t for t in texts)
 
 
 def test_a_benchmark_spec_names_one_model_of_a_router_and_the_run_goes_by_that_name():
@@ -102,3 +105,20 @@ def test_a_benchmark_spec_names_one_model_of_a_router_and_the_run_goes_by_that_n
     assert BenchRun(spec=spec, model_path="/m/gemma-3.gguf").model_name == "gemma-b"
     assert BenchRun(model_path="/m/gemma-3.gguf").model_name == "gemma-3.gguf"
     assert BenchSpec(**json.loads(spec.model_dump_json())) == spec  # the store keeps the spec as JSON
+
+
+def test_lives_server_sampler_leaves_a_router_alone():
+    """A router answers /metrics and /slots with 400 "model name is missing from the request" (the embedded build's
+    words): no figures of its own, not a failing sampler."""
+    from llm_tuner.services.client import ServerError
+    from llm_tuner.services.telemetry.server_metrics import ServerReader
+
+    class Router:
+        def metrics_text(self):
+            raise ServerError(400, "model name is missing from the request", "invalid_request_error")
+
+        slots = metrics_text
+
+    reader = ServerReader(Router())
+    reader()
+    assert reader.metrics_available is False and reader.slots_available is False

@@ -276,7 +276,9 @@ class BenchRunner:
         measured_mib: dict[str, float] = {}
         extra: dict = {}
         try:
-            if spec.llama_bench and target.attached_url is None:
+            if spec.llama_bench and spec.model:  # llama-bench loads a file given with -m; a router has none
+                extra["llama_bench_error"] = "not run: llama-bench measures a model file, not a router's model"
+            elif spec.llama_bench and target.attached_url is None:
                 extra.update(self._llama_bench(target, spec, report, cancelled))
             if cancelled():
                 raise BenchCancelled()
