@@ -3,6 +3,7 @@
     llm-tuner bench --json (--profile NAME|FILE | --url URL | -- <llama-server arguments>)
                     --prompt-tokens 512,4096 --gen-tokens 128 --reps 3 [--warmup 1] [--llama-bench]
                     [--clients N] [--depth N] [--warm-cache] [--prompt-file FILE] [--label NAME]
+                    [--router-model NAME]  (one model of a router: llama-server with --models-dir, no -m)
                     [--binary PATH]  (another llama-server build: an A/B across builds, then `runs compare`)
                     [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
     llm-tuner runs list --json
@@ -52,6 +53,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clients", type=int, default=1, metavar="N", help="concurrent clients (latency under load)")
     p.add_argument("--prompt-file", metavar="FILE", help="your own text to cut prompts from")
     p.add_argument("--llama-bench", action="store_true", help="also run llama-bench with the same settings")
+    p.add_argument("--router-model", metavar="NAME",
+                   help="the model to measure on a router (llama-server with --models-dir or --models-preset, no -m)")
     p.add_argument("--binary", metavar="PATH",
                    help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
     p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
@@ -209,7 +212,8 @@ def _spec(args):
     try:
         return BenchSpec(prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens, reps=args.reps,
                          warmup=args.warmup, warm_cache=args.warm_cache, depth=args.depth, clients=args.clients,
-                         prompt_file=args.prompt_file, llama_bench=args.llama_bench)
+                         prompt_file=args.prompt_file, llama_bench=args.llama_bench,
+                         model=getattr(args, "router_model", None))
     except ValueError as exc:
         raise CliError(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
 

@@ -16,7 +16,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import FlagCatalog, effective_profile, validate
+from llm_tuner.core.cmdline import FlagCatalog, effective_profile, profile_to_argv, validate
 from llm_tuner.core.profile import CACHE_TYPES, LaunchProfile, ModelFacts
 
 Severity = Literal["info", "warning", "error"]
@@ -67,6 +67,34 @@ def _n_devices(p: LaunchProfile, n_gpus: int | None = None) -> int:
     if devs or shares:
         return max(len(devs), len(shares))
     return n_gpus or 0
+
+
+def _server_argv(profile: LaunchProfile) -> list[str]:
+    """The arguments llama-server acts on: the profile's own, then what its LLAMA_ARG_* variables add."""
+    argv, env = profile_to_argv(profile)
+    return [*argv, *flags.env_to_argv(env, argv)]
+
+
+def is_router(profile: LaunchProfile) -> bool:
+    """Whether the profile starts llama-server's router mode on purpose: no model of its own (-m, -hf,
+    --model-url) and a models folder (--models-dir) or a presets file (--models-preset) to load models from on
+    demand (flags or LLAMA_ARG_* variables). Neither a model nor these is the "no-model" error, not a router."""
+    argv = _server_argv(profile)
+    if any(flags.has(argv, key) for key in ("model", "hf_repo", "model_url")):
+        return False
+    return flags.has(argv, "models_dir") or flags.has(argv, "models_preset")
+
+
+def router_text(profile: LaunchProfile) -> str | None:
+    """The Profile tab's line for a router profile (None for any other): what it serves and how."""
+    if not is_router(profile):
+        return None
+    argv = _server_argv(profile)
+    where = [f"the GGUF files in {d}" for d in [flags.value_of(argv, "models_dir")] if d]
+    where += [f"the models of the presets file {f}" for f in [flags.value_of(argv, "models_preset")] if f]
+    return (f"Router mode: no model of its own. llama-server serves {' and '.join(where)}, loading each when a "
+            "request names it (the request's \"model\"). Live lists them and which are loaded; a benchmark "
+            "measures the one you name.")
 
 
 def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: ModelFacts | None = None,
@@ -122,9 +150,10 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
 
     # -- the model file ------------------------------------------------------------------------------
     downloads = p.hf_repo is not None or flags.has(p.extra_args, "model_url")
-    router = flags.has(p.extra_args, "models_dir") or flags.has(p.extra_args, "models_preset")
-    if not p.model and not downloads and not router:
-        add("no-model", "error", "no model: give the model file (-m), or pick one in Models",
+    if not p.model and not downloads and not is_router(p):
+        add("no-model", "error", "no model: give the model file (-m), or pick one in Models; for a "
+            "server of several models (router mode) give a models folder (--models-dir) or a presets file "
+            "(--models-preset)",
             "Without -m (or -hf / --model-url) llama-server starts its router mode, a front for other servers with "
             "no model loaded: it reports ready, and every request fails with 'model name is missing'. Router mode "
             "is set up with --models-dir or --models-preset.", "tools/server/README.md (router mode)", "model")

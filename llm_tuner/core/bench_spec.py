@@ -22,7 +22,9 @@ class BenchSpec(BaseModel):
     reprocesses it all (server-context.cpp: `n_past = 0`), and each repetition also uses a different
     slice of the text. `warm_cache=True` primes the cache with the prompt first, so the measured
     request processes only what is not cached (mostly generation). `depth` fills the context with
-    that many tokens first (cached), then measures N new prompt tokens after it.
+    that many tokens first (cached), then measures N new prompt tokens after it. `model`: for a router (llama-server
+    without -m, with --models-dir/--models-preset), the model measured, sent as each request's `model`; the router
+    loads it on demand (the first request waits for the load: use a warm-up).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -36,6 +38,12 @@ class BenchSpec(BaseModel):
     clients: int = 1
     prompt_file: str | None = None
     llama_bench: bool = False
+    model: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model_name(cls, v: str | None) -> str | None:
+        return (v.strip() or None) if v is not None else None
 
     @field_validator("prompt_tokens")
     @classmethod
@@ -70,6 +78,8 @@ class BenchSpec(BaseModel):
             parts.append(f"depth {self.depth}")
         if self.clients > 1:
             parts.append(f"{self.clients} clients")
+        if self.model:
+            parts.insert(0, f"model {self.model}")
         return ", ".join(parts)
 
 
@@ -200,6 +210,9 @@ class BenchRun(BaseModel):
 
     @property
     def model_name(self) -> str:
+        """The measured model: a router's model by its name there, else the file's name."""
+        if self.spec.model:
+            return self.spec.model
         return self.model_path.rsplit("/", 1)[-1] if self.model_path else "(attached server)"
 
 

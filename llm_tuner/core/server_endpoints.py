@@ -1,4 +1,4 @@
-"""llama-server's HTTP answers as data: `/metrics` (Prometheus text) and `/slots` (JSON).
+"""llama-server's HTTP answers as data: `/metrics` (Prometheus text), `/slots` and a router's `/models` (JSON).
 
 The one parser of each: the telemetry reader, the attach-mode request watcher and the benchmarks ask
 here (services.client only fetches). Pure: text or decoded JSON in, data out.
@@ -121,3 +121,42 @@ def parse_slots(data: Iterable[Mapping[str, Any]] | None) -> list[SlotState]:
             n_prompt_processed=_int(s.get("n_prompt_tokens_processed")),
             n_prompt_cache=_int(s.get("n_prompt_tokens_cache")), n_tokens=_int(s.get("n_prompt_tokens"))))
     return out
+
+
+@dataclass(frozen=True)
+class RouterModel:
+    """One model a router (llama-server without -m, with --models-dir/--models-preset) knows, from `GET /models`.
+
+    `status`: the router's word for it ("unloaded", "loading", "loaded", ...); `source`: where the router found it
+    ("models_dir", "preset", ...); `path`: the GGUF file its instance loads (the `--model` of its command line)."""
+
+    id: str
+    status: str
+    source: str | None = None
+    path: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self.status == "loaded"
+
+
+def parse_router_models(data: Mapping[str, Any] | None) -> list[RouterModel]:
+    """The decoded `GET /models` JSON of a router -> RouterModel per entry of `data` (sorted by id). The router
+    answers `{"data": [{"id", "status": {"value", "args": [...]}, "source", ...}], "object": "list"}` (checked on
+    the embedded build); entries without a text id are skipped. A plain server's answer (no `status`) reads as
+    "loaded": it serves its one model."""
+    out = []
+    entries = data.get("data") if isinstance(data, Mapping) else None
+    for e in entries if isinstance(entries, list) else ():
+        if not isinstance(e, Mapping) or not isinstance(e.get("id"), str) or not e["id"]:
+            continue
+        st = e.get("status")
+        value = st.get("value") if isinstance(st, Mapping) else None
+        args = st.get("args") if isinstance(st, Mapping) else None
+        path = None
+        if isinstance(args, list) and "--model" in args[:-1]:
+            path = args[args.index("--model") + 1]
+        out.append(RouterModel(e["id"], value if isinstance(value, str) else "loaded",
+                               e.get("source") if isinstance(e.get("source"), str) else None,
+                               path if isinstance(path, str) else None))
+    return sorted(out, key=lambda m: m.id)

@@ -76,6 +76,7 @@ class RequestRecord:
     ttft_ms: float | None = None
     latency_ms: float | None = None
     approximate: bool = False  # from /slots and /metrics deltas, not from the log
+    model: str | None = None  # the router's model that served it (router mode; from its instance's log lines)
     # figures the server gave that no real request has (see implausible): dropped to None, named here
     implausible: tuple[str, ...] = ()
 

@@ -46,7 +46,9 @@ COLUMNS = (
     ("Draft accepted", None),
     ("TTFT ms", "ttft_ms"),
     ("Latency ms", "latency_ms"),
+    ("Model", "model"),  # a router's model; the view shows the column only when a request names one
 )
+MODEL_COLUMN = len(COLUMNS) - 1
 
 
 # Qt.ItemDataRole values as ints (see the module doc)
@@ -82,6 +84,8 @@ def _cell(rec: RequestRecord, title: str, key: str | None) -> str:
         return time.strftime("%H:%M:%S", time.localtime(rec.time_unix)) + (" ≈" if rec.approximate else "")
     if title == "Draft accepted":
         return draft_text(rec)
+    if key == "model":
+        return rec.model or "—"
     text = _fmt(getattr(rec, key))
     # attached without a log: every figure is inferred between two polls, so each says so, not only Time
     return f"≈{text}" if rec.approximate and key not in (None, "slot") and text != "—" else text
@@ -94,6 +98,7 @@ class RequestTableModel(QAbstractTableModel):
         self.records: deque[RequestRecord] = deque(maxlen=max_rows)
         self.total = 0  # requests appended since the last reset (more than the rows once the ring is full)
         self._text_cache: dict[int, tuple[RequestRecord, tuple[str, ...]]] = {}
+        self.names_models = False  # whether a request shown named its model (a router's): the Model column shows
 
     def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
         return 0 if parent is not None and parent.isValid() else len(self.records)
@@ -140,6 +145,7 @@ class RequestTableModel(QAbstractTableModel):
         if not recs:
             return
         self.total += len(recs)
+        self.names_models = self.names_models or any(r.model for r in recs)
         extend_ring(self, self.records, recs, self.max_rows)
 
     def reset(self, records=None, total: int | None = None) -> None:
@@ -149,4 +155,5 @@ class RequestTableModel(QAbstractTableModel):
         recs = list(records or [])
         self.records = deque(recs[-self.max_rows:], maxlen=self.max_rows)
         self.total = len(recs) if total is None else total
+        self.names_models = any(r.model for r in self.records)
         self.endResetModel()

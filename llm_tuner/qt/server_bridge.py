@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from llm_tuner.services import logparse
 from llm_tuner.services.attach import AttachedSession
 from llm_tuner.services.launch import LaunchPlan
+from llm_tuner.services.router_watch import RouterModels
 from llm_tuner.services.server import ServerSession
 from llm_tuner.services.supervised import (
     MemorySnapshot,
@@ -45,6 +46,7 @@ class ServerBridge(QObject):
     request_finished = Signal(object)  # RequestRecord
     memory_changed = Signal(object)  # MemorySnapshot
     sampler_failed = Signal(str, str)  # sampler name, message
+    router_models_changed = Signal(object)  # RouterModels: a router's models and which are loaded
     _event_posted = Signal(object)
 
     def __init__(self, parent: QObject | None = None, *, repo=None, gpu_readers: dict | None = None,
@@ -120,7 +122,7 @@ class ServerBridge(QObject):
             with self._lock:
                 self._pending_lines.append(ev)
             return
-        if isinstance(ev, (StateChanged, RequestFinished, MemorySnapshot, _SamplerFailed)):
+        if isinstance(ev, (StateChanged, RequestFinished, MemorySnapshot, _SamplerFailed, RouterModels)):
             self._event_posted.emit(ev)
 
     def _on_service_event(self, ev: object) -> None:
@@ -134,6 +136,8 @@ class ServerBridge(QObject):
             self.memory_changed.emit(ev)
         elif isinstance(ev, _SamplerFailed):
             self.sampler_failed.emit(ev.name, ev.message)
+        elif isinstance(ev, RouterModels):
+            self.router_models_changed.emit(ev)
 
     def _on_flush_timer_timeout(self) -> None:
         with self._lock:

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 import httpcore
 import httpx
 
+from llm_tuner.core.server_endpoints import RouterModel, parse_router_models
+
 MAX_BODY_BYTES = 8 * 2**20  # llama-server's answers are KiB (/props with a long chat template: ~100 KiB)
 MAX_EVENT_BYTES = 2 * 2**20  # one streamed /completion event (a token or a few, with probabilities if asked)
 SHORT_CALL_S = 60.0  # the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
@@ -178,9 +180,16 @@ def _error_message(data, fallback: str) -> tuple[str, str | None]:
         return err[:500], None
     return fallback[:200], None
 
+_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")  # a router answers these itself (no model named)
+
 
 class LlamaClient:
-    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 600.0) -> None:
+    def __init__(self, base_url: str, api_key: str | None = None, timeout: float = 600.0, *,
+                 model: str | None = None) -> None:
+        """`model`: the model of a router (llama-server in router mode) every request is for: sent as the JSON
+        body's `model` and as `?model=` on GETs (/props, /slots, /metrics, which a router passes on to that
+        model's instance); None for a server of one model."""
+        self.model = model
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout  # the longest a whole answer (or one streamed event) may take
@@ -200,6 +209,7 @@ class LlamaClient:
     def _fetch(self, method: str, path: str, *, timeout: float | None = None, **kw) -> _Answer:
         """One whole answer, bounded in size (MAX_BODY_BYTES) and in time (`timeout`, else the client's)."""
         limit = self.timeout if timeout is None else timeout
+        kw = self._for_model(method, path, kw)
         with _within(limit), self._http.stream(method, path, timeout=limit, **kw) as r:
             declared = r.headers.get("content-length", "")
             if declared.isdigit() and int(declared) > MAX_BODY_BYTES:
@@ -212,6 +222,17 @@ class LlamaClient:
                     raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any of its "
                                     "answers takes")
             return _Answer(r.status_code, bytes(body))
+
+    def _for_model(self, method: str, path: str, kw: dict) -> dict:
+        """The request's arguments naming the client's router model (see __init__); unchanged without one, and for
+        the router's own endpoints (/health, /models)."""
+        if not self.model or path in _ROUTER_OWN:
+            return kw
+        if isinstance(kw.get("json"), dict):
+            return {**kw, "json": {"model": self.model, **kw["json"]}}
+        if method in ("GET", "HEAD"):
+            return {**kw, "params": {"model": self.model, **(kw.get("params") or {})}}
+        return kw
 
     def _check(self, r: _Answer, path: str = "") -> _Answer:
         if r.status_code >= 400:
@@ -278,6 +299,10 @@ class LlamaClient:
     def metrics_text(self) -> str:
         return self._check(self._fetch("GET", "/metrics", timeout=self._short()), "/metrics").text
 
+    def models(self) -> list[RouterModel]:
+        """`GET /models`: the models a router knows and which are loaded (one entry for a plain server)."""
+        return parse_router_models(self._json("GET", "/models", dict, timeout=self._short()))
+
     def tokenize(self, text: str, add_special: bool = False) -> list[int]:
         data = self._json("POST", "/tokenize", dict, json={"content": text, "add_special": add_special},
                           timeout=self._short())
@@ -322,7 +347,7 @@ class LlamaClient:
     def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
         with _cancellable(cancel):
             with _within(self.timeout):
-                cm = self._http.stream("POST", path, json=body)
+                cm = self._http.stream("POST", path, **self._for_model("POST", path, {"json": body}))
                 r = cm.__enter__()
         try:
             if r.status_code >= 400:

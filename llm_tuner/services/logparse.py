@@ -120,6 +120,7 @@ class RequestTimings:
     truncated: bool | None = None
     t_start_s: float | None = None
     t_end_s: float | None = None
+    model: str | None = None  # a router's model that served it (its instance's lines); None on a plain server
 
     @property
     def ttft_ms(self) -> float:
@@ -190,6 +191,9 @@ _PROGRESS = re.compile(r"prompt processing, n_tokens = \s*(\d+), progress = ([\d
 _SEL_ID = re.compile(r"selected slot by id")
 _SEL_LCP = re.compile(r"selected slot by LCP similarity, f_sim_best = ([\d.]+)")
 _SEL_LRU = re.compile(r"selected slot by LRU")
+# router mode: the router starts one llama-server per model and prefixes each instance's lines with its port
+_CHILD = re.compile(r"^\[(\d+)\] (.*)$")
+_SPAWN = re.compile(r"spawning server instance with name=(\S+) on port (\d+)")
 
 _SYSTEM_INFO = re.compile(r"system_info: n_threads = (\d+) \(n_threads_batch = (\d+)\)")  # at -lv 4
 _THREADPOOL = re.compile(r"llama threadpool init, n_threads = (\d+)")  # at the default verbosity
@@ -232,12 +236,16 @@ class LogParser:
         self._pending: dict[int, _Pending] = {}  # by slot
         self._memory = MemoryLineReader()
         self.lines_seen = 0
+        self._instances: dict[str, LogParser] = {}  # a router's model instances, by port
+        self._names: dict[str, str] = {}  # port -> the model's name, from the router's "spawning" line
 
     # -- public ---------------------------------------------------------------------------------
     def feed(self, raw: str) -> list[Event]:
         """Every event this line yields (the first is always its LogLine unless the line is JSON data)."""
         self.lines_seen += 1
         raw = raw.rstrip("\r\n")
+        if (child := _CHILD.match(raw)) is not None:
+            return self._instance_line(child.group(1), child.group(2))
         if raw.startswith("{") and raw.endswith("}"):
             try:
                 obj = json.loads(raw)
@@ -260,14 +268,35 @@ class LogParser:
             rec = self._finish(slot, None, None)
             if rec is not None:
                 out.append(rec)
+        for port, instance in self._instances.items():
+            out.extend(replace(e, model=self._names.get(port)) for e in instance.flush()
+                       if isinstance(e, RequestTimings))
         return out
 
     # -- internals ------------------------------------------------------------------------------
+    def _instance_line(self, port: str, text: str) -> list[Event]:
+        """A line of one of a router's model instances (`[port] line`): its own parser reads it; the console gets
+        it named by its model, and its finished requests carry the model's name. The instance's other events (its
+        load, its port, its slots) are not the router's: they are left out."""
+        instance = self._instances.setdefault(port, LogParser())
+        name = self._names.get(port)
+        out: list[Event] = []
+        for e in instance.feed(text):
+            if isinstance(e, LogLine):
+                out.append(replace(e, text=f"[{name or port}] {e.text}"))
+            elif isinstance(e, RequestTimings):
+                out.append(replace(e, model=name))
+            elif isinstance(e, ServerError):
+                out.append(e)
+        return out
+
     def _feed_json(self, obj: dict, raw: str) -> list[Event]:
         kind = obj.get("type")
         if kind == "log":
             t = obj.get("time")
             msg = str(obj.get("msg", "")).rstrip("\n")
+            if (child := _CHILD.match(msg)) is not None:  # a router's instance, its line wrapped in the router's
+                return self._instance_line(child.group(1), child.group(2))
             return self._feed_msg(str(obj.get("level", "info")), msg, t / 1e6 if isinstance(t, int | float) else None)
         if kind == "fit_memory_breakdown":
             mb = breakdown_from_json(obj.get("data"))
@@ -285,7 +314,9 @@ class LogParser:
             out.append(ServerError(msg))
         if "common_memory_breakdown_print" in msg:
             return out
-        if (m := _LOADING.search(msg)) is not None:
+        if (m := _SPAWN.search(msg)) is not None:
+            self._names[m.group(2)] = m.group(1)
+        elif (m := _LOADING.search(msg)) is not None:
             out.append(Loading(m.group(1)))
         elif (m := _INIT.search(msg)) is not None:
             out.append(SlotsInitialized(int(m.group(1)), int(m.group(2)), m.group(3) == "true"))

@@ -86,7 +86,8 @@ def record_from_timings(t: logparse.RequestTimings, time_unix: float | None = No
                          prompt_n=t.prompt_n, prompt_ms=t.prompt_ms, prompt_per_second=t.prompt_per_second,
                          predicted_n=t.predicted_n, predicted_ms=t.predicted_ms,
                          predicted_per_second=t.predicted_per_second, draft_n=t.draft_n,
-                         draft_n_accepted=t.draft_n_accepted, ttft_ms=t.ttft_ms, latency_ms=t.latency_ms)
+                         draft_n_accepted=t.draft_n_accepted, ttft_ms=t.ttft_ms, latency_ms=t.latency_ms,
+                         model=t.model)
 
 
 def record_from_slots(a: ApproxRequest, time_unix: float | None = None) -> RequestRecord:

@@ -24,6 +24,7 @@ from llm_tuner.services import logparse
 from llm_tuner.services.agent import agent_readers
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
+from llm_tuner.services.router_watch import RouterWatch
 from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged, SupervisedSession
 from llm_tuner.services.telemetry.host import HostReader
 from llm_tuner.services.telemetry.inventory import gpu_labels
@@ -239,6 +240,7 @@ class WatchedServer:
         self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples,
                                    on_error=on_sampler_error)
         self._ended = threading.Event()
+        self.router = RouterWatch(session, self._forward, self._ended)  # a router's models (RouterModels events)
 
     def _gpu_labels(self) -> dict[str, str]:
         """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""
@@ -284,6 +286,7 @@ class WatchedServer:
                                               lambda recs: self.repo.add_requests(sid, recs),
                                               retry_s=self.history_retry_s)
         self.telemetry.start()
+        self.router.start()
         self.session.start()
 
     @property
@@ -297,6 +300,7 @@ class WatchedServer:
         self._ended.wait(5.0 + self.history_give_up_s + _HistoryWriter.ONE_TRY_S)
         if self._writer is not None:  # ended already (EXITED closed it); else a session that never ran
             self._writer.close(0.0)
+        self.router.join(5.0)
 
     def _on_history_status(self, status: HistoryStatus) -> None:
         try:

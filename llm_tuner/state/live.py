@@ -60,6 +60,7 @@ class ServerSlot:
     log_lines: deque = field(default_factory=lambda: deque(maxlen=LOG_LINES))
     restart_pending: bool = False
     never_ready: bool = False  # the last launch ended before the server was ever ready
+    router_models: object | None = None  # services.router_watch.RouterModels: a router's models, as last read
 
     @property
     def running(self) -> bool:
@@ -84,6 +85,7 @@ class ServerSlot:
     def clear(self) -> None:
         """Forget the previous session's requests and log (a new launch or attach)."""
         self.records, self.n_requests, self.log_lines = deque(maxlen=RECENT_RECORDS), 0, deque(maxlen=LOG_LINES)
+        self.router_models = None
 
     def title(self) -> str:
         port = self.port

@@ -283,7 +283,9 @@ class BenchRunner:
         measured_mib: dict[str, float] = {}
         extra: dict = {}
         try:
-            if spec.llama_bench and target.attached_url is None:
+            if spec.llama_bench and spec.model:  # llama-bench loads a file given with -m; a router has none
+                extra["llama_bench_error"] = "not run: llama-bench measures a model file, not a router's model"
+            elif spec.llama_bench and target.attached_url is None:
                 extra.update(self._llama_bench(target, spec, report, cancelled))
             if cancelled():
                 raise BenchCancelled()
@@ -294,7 +296,7 @@ class BenchRunner:
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
                 self._stall = StallWatch(proc.pid, proc.kill, self.stall_s).__enter__()
-            with LlamaClient(url, api_key=_client_key(target)) as client:
+            with LlamaClient(url, api_key=_client_key(target), model=spec.model) as client:
                 with self._waiting():
                     health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
                                                alive=(proc.alive if proc else (lambda: True)))
@@ -302,6 +304,8 @@ class BenchRunner:
                     tail = "\n".join(list(proc.lines)[-15:]) if proc else ""
                     raise BenchError(f"llama-server did not become ready ({health.message}). "
                                      f"Check the profile's flags and the log:\n{tail}")
+                if spec.model:
+                    self._router_model(run_id, client, spec.model, report)
                 if probe is not None:
                     report(0.0, "checking the output…")
                     with self._waiting():
@@ -349,6 +353,19 @@ class BenchRunner:
             stored = run.model_copy(update={"id": run_id, "status": "failed", "finished_at": _now(),
                                             "error": error if status == "failed" else str(RunDeleted(run_id))})
         return RunOutcome(stored, lines, probed)
+
+    def _router_model(self, run_id: int, client: LlamaClient, name: str, report) -> None:
+        """A run of one model of a router: check the router knows it, and record its file (size, header hash)
+        as the run's model; the router loads it with the first request."""
+        with self._waiting():
+            known = client.models()
+        model = next((m for m in known if m.id == name), None)
+        if model is None:
+            raise BenchError(f"the server has no model named {name!r}; it has: "
+                             + (", ".join(m.id for m in known) or "none"))
+        if model.path:
+            self.repo.update_run(run_id, **model_identity(model.path))
+        report(0.0, f"model {name} ({model.status}; a router loads it with the first request)…")
 
     def _has_reps(self, run_id: int) -> bool:
         stored = self.repo.get_run(run_id)
@@ -416,7 +433,7 @@ class BenchRunner:
             raise BenchError("llama-server exited during the run:\n" + "\n".join(list(proc.lines)[-10:]))
 
     def _one_own_client(self, client: LlamaClient, *args) -> Repetition:
-        with LlamaClient(client.base_url) as own:
+        with LlamaClient(client.base_url, model=client.model) as own:
             own._http.headers.update(client._http.headers)
             return self._one(own, *args)
 

@@ -18,6 +18,12 @@ from llm_tuner.services.telemetry.sampler import ServerSample
 __all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "parse_metrics"]  # parse_metrics: core's, one parser
 
 
+def _router_refuses(exc: BaseException) -> bool:
+    """A router (router mode: no model of its own) answers /metrics and /slots only for a model named in the
+    request (400 "model name is missing"): it has no figures of its own to plot."""
+    return getattr(exc, "status", None) == 400 and "model name is missing" in str(getattr(exc, "message", ""))
+
+
 class ServerReader:
     """Callable: one ServerSample from /metrics and /slots. `client` is a LlamaClient (or a test double).
 
@@ -41,7 +47,7 @@ class ServerReader:
                 m = parse_metrics(self.client.metrics_text())
                 self.metrics_available = True
             except Exception as exc:
-                if getattr(exc, "status", None) == 501:  # started without --metrics
+                if getattr(exc, "status", None) == 501 or _router_refuses(exc):  # without --metrics, a router
                     self.metrics_available = False
                 else:
                     raise
@@ -51,7 +57,7 @@ class ServerReader:
                 slots = parse_slots(self.client.slots())
                 self.slots_available = True
             except Exception as exc:
-                if getattr(exc, "status", None) == 501:  # --no-slots
+                if getattr(exc, "status", None) == 501 or _router_refuses(exc):  # --no-slots, a router
                     self.slots_available = False
                 else:
                     raise

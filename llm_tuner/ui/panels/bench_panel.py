@@ -106,6 +106,13 @@ class BenchPanel(QWidget):
         tf.addRow("Run name:", self.label_edit)
         tf.addRow("Extra flags:", self.extra_edit)
         tf.addRow("Attach to URL:", self.url_edit)
+        self.router_model_edit = QLineEdit()
+        self.router_model_edit.setObjectName("router_model_edit")
+        self.router_model_edit.setPlaceholderText("a router's model, e.g. gemma-3-270m (router mode: no -m)")
+        self.router_model_edit.setToolTip("For a server in router mode (--models-dir / --models-preset): the model "
+                                          "measured, by its name in Live's Models tab. Each request names it; the "
+                                          "run records that model's name and file.")
+        tf.addRow("Router model:", self.router_model_edit)
         self.binary_edit = QLineEdit()
         self.binary_edit.setPlaceholderText("optional: another llama-server (an upgrade, a fork) for an A/B across builds")
         self.binary_edit.setToolTip("This run starts this program instead of the profile's (or Settings') "
@@ -260,7 +267,8 @@ class BenchPanel(QWidget):
                          warmup=self.warmup_spin.value(), warm_cache=self.cache_combo.currentIndex() == 1,
                          depth=self.depth_spin.value(), clients=self.clients_spin.value(),
                          prompt_file=self.prompt_file_edit.text().strip() or None,
-                         llama_bench=self.llama_bench_check.isChecked())
+                         llama_bench=self.llama_bench_check.isChecked(),
+                         model=self.router_model_edit.text().strip() or None)
 
     def target(self) -> bench_service.ServerTarget:
         """What Run benchmarks, read from the form and the shared state (no SQL: a profile's saved version id

@@ -41,6 +41,7 @@ from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFac
 from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
+from llm_tuner.ui.panels.live_models import RouterModelsView
 from llm_tuner.ui.panels.live_requests import RequestsView
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import ThroughputPlots
@@ -138,6 +139,8 @@ class LivePanel(QWidget):
         self.tabs.addTab(self.requests, "Requests")
         self.tabs.addTab(self.log_console, "Log")
         self.tabs.addTab(self.history_table, "History")
+        self.router_models = RouterModelsView()  # a router's models: its tab shows while the server is one
+        self.tabs.setTabVisible(self.tabs.addTab(self.router_models, "Models"), False)
 
         lay = QVBoxLayout(self)
         lay.addLayout(row0)
@@ -239,6 +242,7 @@ class LivePanel(QWidget):
         bridge.request_finished.connect(partial(self._on_bridge_request_finished, slot))
         bridge.sampler_failed.connect(partial(self._on_bridge_sampler_failed, slot))
         bridge.memory_changed.connect(partial(self._on_bridge_memory_changed, slot))
+        bridge.router_models_changed.connect(partial(self._on_bridge_router_models_changed, slot))
         self._bridges[slot] = bridge
         self.server_combo.blockSignals(True)
         self.server_combo.addItem(slot.title())
@@ -260,6 +264,7 @@ class LivePanel(QWidget):
         self.device_plots._versions.clear()
         self.memory_bars.set_segments([])
         self.notes_label.setText(slot.notes)
+        self._show_router_models(slot)
         self._show_message(slot)
         self._set_state_display(slot)
 
@@ -414,6 +419,15 @@ class LivePanel(QWidget):
         if slot is self.slot:
             self.requests.add(rec)
             self.throughput.add(rec)
+
+    def _on_bridge_router_models_changed(self, slot: ServerSlot, listed) -> None:
+        slot.router_models = listed
+        if slot is self.slot:
+            self._show_router_models(slot)
+
+    def _show_router_models(self, slot: ServerSlot) -> None:
+        self.router_models.show_models(slot.router_models)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.router_models), slot.router_models is not None)
 
     def _on_requests_all_requested(self) -> None:
         slot, watched = self.slot, self.bridge.watched

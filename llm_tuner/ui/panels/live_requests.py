@@ -21,7 +21,7 @@ import time
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableView, QVBoxLayout, QWidget
 
-from llm_tuner.qt.request_table_model import RequestTableModel
+from llm_tuner.qt.request_table_model import MODEL_COLUMN, RequestTableModel
 from llm_tuner.qt.server_bridge import FRAME_MS
 from llm_tuner.qt.workers import BackgroundJob
 
@@ -159,6 +159,7 @@ class RequestsView(QWidget):
 
     def _update_labels(self) -> None:
         rows, total = self.model.rowCount(), self.model.total
+        self.table.setColumnHidden(MODEL_COLUMN, not self.model.names_models)  # a router's requests name theirs
         self.hint.setVisible(rows == 0)
         trimmed = total > rows
         self.note.setVisible(trimmed)

@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.advice import Advice, advise
+from llm_tuner.core.advice import Advice, advise, router_text
 from llm_tuner.core.cmdline import (
     FIELD_FLAGS,
     SECTIONS,
@@ -163,6 +163,13 @@ class ProfilePanel(ProfileLibrary, QWidget):
             label = QLabel(ff.label)
             label.setBuddy(ed.widget)
             forms[ff.section].addRow(label, ed.widget)
+        self.router_line = QLabel("")  # said under the model field when the profile is a router (no -m)
+        self.router_line.setObjectName("router_line")
+        self.router_line.setWordWrap(True)
+        self.router_line.hide()
+        model_form = forms[next(ff.section for ff in FIELD_FLAGS if ff.field == "model")]
+        model_row, _role = model_form.getWidgetPosition(self.editors["model"].widget)
+        model_form.insertRow(model_row + 1, self.router_line)
         self.all_flags = AllFlagsSection()  # every other flag of the binary's --help, built when opened
         self.all_flags.args_edited.connect(self._on_all_flags_args_edited)
         self.all_flags.problems_changed.connect(self._on_field_edited)
@@ -404,6 +411,9 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._show_preview()
         self.env_flags.setText("; ".join(f"{n} sets {f}" for n, _v, f in describe_env(p.env, self.catalog()) if f))
         self._load_model_facts(effective_profile(p).model)  # LLAMA_ARG_MODEL counts too
+        router = router_text(p)
+        self.router_line.setText(router or "")
+        self.router_line.setVisible(router is not None)
         inventory = self.ctx.state.inventory
         n_gpus = len(inventory.devices) if inventory is not None else None
         cores = inventory.host.cores_physical if inventory is not None else None

@@ -1,0 +1,80 @@
+"""Router mode with the real llama-server: a profile without -m and with --models-dir serves two GGUF files (the demo
+model and a link to it), Live's watcher lists them from the server's own /models, a request names its model, and a
+benchmark of one of them is stored with the model's name."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_tuner.core.advice import is_router
+from llm_tuner.core.bench_spec import BenchSpec
+from llm_tuner.core.cmdline import import_command, profile_to_argv
+from llm_tuner.services.bench import BenchRunner
+from llm_tuner.services.bench.runner import target_from_profile
+from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.launch import plan_launch
+from llm_tuner.services.preflight import preflight_errors
+from llm_tuner.services.router_watch import RouterModels
+from llm_tuner.services.server import ServerSession
+from llm_tuner.services.supervised import RequestFinished
+from llm_tuner.services.watch import WatchedServer
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.runs import RunRepository
+from tests.integration.test_server_session import Events
+
+pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
+
+
+@pytest.fixture
+def router_profile(demo_model, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "gemma-a.gguf").symlink_to(demo_model)  # the router follows links: no 240 MB copy
+    (folder / "gemma-b.gguf").symlink_to(demo_model)
+    return import_command(f"--models-dir {folder} --models-max 1 -c 512 -np 1 -t 2").profile
+
+
+def _loaded(name):
+    return lambda e: isinstance(e, RouterModels) and any(m.id == name and m.loaded for m in e.models)
+
+
+def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_name(
+        router_profile, server_binary, demo_model, tmp_path):
+    assert is_router(router_profile) and preflight_errors(router_profile) == []
+    argv, env = profile_to_argv(router_profile)
+    from llm_tuner.services.binaries import SERVER, probe
+
+    plan = plan_launch(server_binary, argv, env, catalog=probe(SERVER, with_devices=False).catalog)
+    assert "--log-jsonl" in plan.watch_args  # as the app launches it: the instances' lines come inside JSON
+    events = Events()
+    watched = WatchedServer(ServerSession(plan, events), telemetry=False)
+    watched._user_on_event = events
+    watched.start()
+    try:
+        listed = events.wait_for(lambda e: isinstance(e, RouterModels))
+        assert [(m.id, m.status, m.source) for m in listed.models] == [
+            ("gemma-a", "unloaded", "models_dir"), ("gemma-b", "unloaded", "models_dir")]
+        assert listed.models[0].path.endswith("gemma-a.gguf")
+        with LlamaClient(plan.url, model="gemma-b", timeout=300) as client:
+            answer = client.completion("The capital of France is", n_predict=4)
+        assert answer["timings"]["predicted_n"] == 4
+        done = events.wait_for(lambda e: isinstance(e, RequestFinished), timeout=60)
+        assert done.record.model == "gemma-b" and done.record.predicted_n == 4
+        events.wait_for(_loaded("gemma-b"), timeout=30)  # Live's list follows the load
+    finally:
+        watched.stop()
+
+    repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
+    spec = BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=1, model="gemma-a")
+    run = BenchRunner(repo).run(target_from_profile(router_profile, label="router"), spec)
+    assert run.status == "complete", run.error
+    stored = repo.get_run(run.id)
+    assert stored.spec.model == "gemma-a" and stored.model_name == "gemma-a"
+    # the router's file for that name (a link: its target, as every run records it) with its size and header hash
+    assert stored.model_path == str(demo_model.resolve()) and stored.model_hash
+    assert stored.model_size == demo_model.stat().st_size
+    assert [(r.prompt_n, r.predicted_n) for r in stored.reps] == [(32, 4)]
+
+    wrong = BenchRunner(repo).run(target_from_profile(router_profile, label="router"),
+                                  spec.model_copy(update={"model": "gemma-z"}))
+    assert wrong.status == "failed" and "no model named 'gemma-z'" in wrong.error and "gemma-a, gemma-b" in wrong.error
