@@ -28,6 +28,7 @@ class ChatSession(QObject):
         self.url: str | None = None
         self.api_key: str | None = None
         self.system_prompt = ""
+        self.model: str | None = None  # the router's model the next question goes to (None: a server of one model)
         self.messages: list[dict] = []  # the user and assistant turns so far (the system prompt is added per reply)
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
@@ -52,11 +53,11 @@ class ChatSession(QObject):
             return False
         self.messages.append({"role": "user", "content": question})
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
-        messages, url, key = system + list(self.messages), self.url, self.api_key
+        messages, url, key, model = system + list(self.messages), self.url, self.api_key, self.model
         cancel = self._cancel = threading.Event()
 
         def run(_ctl) -> ChatReply:
-            return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text)
+            return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text, model=model)
 
         job = self._job = BackgroundJob(run, self)
         job.succeeded.connect(self._on_job_succeeded)

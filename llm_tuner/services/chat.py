@@ -5,6 +5,8 @@ API wants; llama-server reuses the cached prefix, so only the new turn is proces
 Sampling is left to the server: its defaults are what its command line (the profile's sampling fields) set,
 and `sampling_summary` shows them from /props. Each reply's figures are the server's own `timings` of that
 request (core.session.RequestRecord.from_timings), the same the Requests table shows from the log.
+A router (llama-server in router mode) serves several models and refuses a request that names none (HTTP 400):
+`stream_reply(model=...)` names it, and the reply's record carries that name, as the Requests table's would.
 
 No Qt here: qt.chat_session runs `stream_reply` on a worker thread and hands the text to the view.
 """
@@ -14,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import httpx
 
@@ -69,17 +71,23 @@ class ReplyAccumulator:
             self.reasoning.append(reasoning)
         return text, reasoning
 
-    def reply(self, *, cancelled: bool = False, time_unix: float | None = None) -> ChatReply:
+    def reply(self, *, cancelled: bool = False, time_unix: float | None = None,
+              model: str | None = None) -> ChatReply:
+        """The reply so far; `model`: the router's model the request named (its record carries it)."""
         record = None
         if self.timings is not None and not cancelled:
             record = RequestRecord.from_timings(self.timings, time.time() if time_unix is None else time_unix)
+            if model:
+                record = replace(record, model=model)
         return ChatReply("".join(self.text), "".join(self.reasoning), None if cancelled else self.finish_reason,
                          record, cancelled, self.model)
 
 
-def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | None = None) -> ChatReply:
+def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | None = None, *,
+               model: str | None = None) -> ChatReply:
     """A whole reply from its chunks (as LlamaClient.chat_stream yields them), `on_text(text, reasoning)` for each
-    piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so far."""
+    piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so far.
+    `model`: the router's model the request named (the reply's record carries it)."""
     acc = ReplyAccumulator()
     try:
         for chunk in chunks:
@@ -88,21 +96,22 @@ def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | 
                 on_text(text, reasoning)
     except StreamCancelled:
         return acc.reply(cancelled=True)
-    return acc.reply()
+    return acc.reply(model=model)
 
 
 def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel: threading.Event,
                  on_text: Callable[[str, str], None] | None = None, timeout: float = REPLY_TIMEOUT_S,
-                 **params) -> ChatReply:
-    """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed.
+                 model: str | None = None, **params) -> ChatReply:
+    """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed;
+    `model`: which of a router's models answers (None for a server of one model).
 
     Setting `cancel` stops it within a fraction of a second (the connection closes, so the server stops
     generating too). Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the
-    context), httpx errors when nothing answers."""
-    with LlamaClient(url, api_key=api_key, timeout=timeout) as client:
+    context, a router asked without a model), httpx errors when nothing answers."""
+    with LlamaClient(url, api_key=api_key, timeout=timeout, model=model) as client:
         if cancel.is_set():
             return ChatReply("", cancelled=True)
-        return read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text)
+        return read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text, model=model)
 
 
 # /props default_generation_settings.params -> how the chat view names it (the profile's sampling fields). Its

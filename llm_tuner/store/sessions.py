@@ -1,7 +1,9 @@
 """sessions: every server launch (or attach), its per-request records and a telemetry summary.
 
 Requests are written as they finish (a watched session's writer batches those of a fraction of a second in
-one transaction: `add_requests`), so a session killed mid-way (the server or the app) keeps what it saw. `profile_version_id` is nullable: a raw command line or an attach has none.
+one transaction: `add_requests`), so a session killed mid-way (the server or the app) keeps what it saw.
+A router's requests keep the model each named (`model`, 0009); older rows and a server of one model have none.
+`profile_version_id` is nullable: a raw command line or an attach has none.
 Each row names its owner (pid and that process's start time): `close_interrupted()` at the next start
 closes rows whose owner is gone (a killed app never wrote their end); a reused pid does not count as alive.
 """
@@ -47,11 +49,12 @@ class SessionRequestRow(ServerTimingsColumns, Base):
     slot: Mapped[int | None] = mapped_column(Integer, nullable=True)
     task: Mapped[int | None] = mapped_column(Integer, nullable=True)
     approximate: Mapped[bool] = mapped_column(Boolean, default=False)
+    model: Mapped[str | None] = mapped_column(String(512), nullable=True)  # a router's model (0009)
 
 
 _REQ_FIELDS = ("time_unix", "slot", "task", "cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
                "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted", "ttft_ms", "latency_ms",
-               "approximate")
+               "approximate", "model")
 
 
 INTERRUPTED = "interrupted (the app was killed or crashed before the session ended)"

@@ -118,6 +118,42 @@ def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, demo_m
     assert not chat.send("hello?")
 
 
+@pytest.mark.server
+def test_chat_with_a_router_picks_its_model_and_names_it(qtbot, window, demo_model, tmp_path):
+    """A router (two links to the demo model in a folder) refuses a chat that names no model: the Chat tab's picker
+    lists the router's models from Live, the question names the one picked, and its speed row says which."""
+    live, chat = window.live_panel, window.chat_panel
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "first.gguf").symlink_to(demo_model)
+    (folder / "second.gguf").symlink_to(demo_model)
+    live.args_edit.setText(f"--models-dir {folder} --models-max 1 -c 512 -np 1 -t 2 -n 8")
+    assert live.start()
+    qtbot.waitUntil(lambda: chat.model_combo.count() == 2, timeout=120_000)
+    assert [chat.model_combo.itemData(i) for i in range(2)] == ["first", "second"]
+    assert chat.model_combo.itemText(1) == "second (unloaded)" and not chat.model_combo.isHidden()
+    qtbot.waitUntil(lambda: "each model's own defaults" in chat.sampling_label.text(), timeout=20_000)
+    chat.model_combo.setCurrentIndex(1)
+    assert chat.picked_model() == "second" and chat.send_button.isEnabled()
+
+    reply, batches = _reply(qtbot, chat, "Say hello.")
+    assert not reply.cancelled and reply.text.strip() and "".join(batches) == reply.text
+    assert reply.record is not None and reply.record.model == "second" and reply.record.predicted_n >= 1
+    transcript = chat.transcript.toPlainText()
+    assert f"{live.slot.name} · second" in transcript  # the reply's heading names the model
+    row = re.search(r"model second · prompt (\d+) tokens at [\d.]+ t/s · generation (\d+) tokens at", transcript)
+    assert row, transcript
+    assert (int(row[1]), int(row[2])) == (reply.record.prompt_n, reply.record.predicted_n)
+
+    # The router loaded the model for the question: the picker follows Live's list and keeps the choice.
+    qtbot.waitUntil(lambda: chat.model_combo.itemText(1) == "second (loaded)", timeout=30_000)
+    assert chat.picked_model() == "second"
+    qtbot.waitUntil(lambda: live.request_model.rowCount() == 1, timeout=20_000)
+    assert live.request_model.records[0].model == "second"
+    live.stop_server()  # here, not in the fixture: pytest-qt closes the window before fixtures end
+    qtbot.waitUntil(lambda: not live.slot.running, timeout=30_000)
+
+
 def test_without_a_server_the_chat_says_what_to_do(qtbot):
     from llm_tuner.ui.panels.chat_panel import ChatPanel
 
@@ -173,3 +209,27 @@ def test_open_web_ui_opens_the_address_only_and_says_the_page_asks_for_the_key(q
     finally:
         QDesktopServices.unsetUrlHandler("http")
     assert browser.opened == [fake.url + "/"] and key not in browser.opened[0]
+
+
+def test_the_model_picker_shows_for_a_router_only_and_needs_a_model(qtbot):
+    from llm_tuner.core.server_endpoints import RouterModel
+    from llm_tuner.services.router_watch import RouterModels
+    from llm_tuner.ui.panels.chat_panel import NO_ROUTER_MODEL, ChatPanel
+    from tests.support.fake_llama import FakeLlama
+
+    with FakeLlama() as fake:
+        chat = ChatPanel()
+        qtbot.addWidget(chat)
+        chat.set_server("router", fake.url, None)
+        assert chat.model_combo.isHidden() and chat.picked_model() is None and chat.send_button.isEnabled()
+        chat.set_router_models(RouterModels(()))  # a router that lists no models: nothing to ask
+        assert not chat.model_combo.isHidden() and not chat.send_button.isEnabled()
+        assert chat.message_label.text() == NO_ROUTER_MODEL and not chat.send("hello")
+        chat.set_router_models(RouterModels((RouterModel("a", "unloaded"), RouterModel("b", "loaded"))))
+        chat.model_combo.setCurrentIndex(1)
+        assert chat.picked_model() == "b" and chat.send_button.isEnabled() and chat.message_label.text() == ""
+        chat.set_router_models(RouterModels((RouterModel("b", "unloaded"),)))  # the picked one stays picked
+        assert chat.picked_model() == "b" and chat.model_combo.currentText() == "b (unloaded)"
+        chat.set_router_models(None)  # the server serves one model again
+        assert chat.model_combo.isHidden() and chat.picked_model() is None
+        qtbot.waitUntil(lambda: "asking" not in chat.sampling_label.text(), timeout=20_000)

@@ -84,3 +84,28 @@ def test_benchmarks_name_the_routers_model_to_measure(qtbot, ctx):
     assert panel.spec().model is None  # a server of one model: no name sent
     panel.router_model_edit.setText(" second ")
     assert panel.spec().model == "second" and panel.spec().describe().startswith("model second")
+
+
+def test_show_all_reads_a_routers_requests_back_with_their_models(qtbot, tmp_path):
+    """The history keeps each request's model: "Show all" reads a router session back from the real SQLite file
+    and the Requests table's Model column names them."""
+    from llm_tuner.core.session import RequestRecord
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.sessions import SessionRepository
+    from llm_tuner.ui.panels.live_requests import RequestsView
+
+    repo = SessionRepository(open_engine(tmp_path / "history.sqlite"))
+    sid = repo.begin(["llama-server", "--models-dir", "/srv/models"], started_unix=1_000_000.0)
+    recs = [RequestRecord(time_unix=1_000_001.0 + i, slot=0, task=i, cache_n=0, prompt_n=8, prompt_ms=4.0,
+                          prompt_per_second=2000.0, predicted_n=4, predicted_ms=40.0, predicted_per_second=100.0,
+                          model=("first", "second")[i % 2]) for i in range(6)]
+    repo.add_requests(sid, recs)
+    view = RequestsView(max_rows=2)
+    qtbot.addWidget(view)
+    view.show()
+    view.reset([], 6)  # a fresh view of the session: its requests are in the history only
+    assert view.table.isColumnHidden(MODEL_COLUMN)
+    view.read_all(repo, sid, lambda: (6, []))
+    qtbot.waitUntil(lambda: view.model.rowCount() == 6, timeout=10_000)
+    assert [view.model.index(r, MODEL_COLUMN).data() for r in range(6)] == ["first", "second"] * 3
+    assert not view.table.isColumnHidden(MODEL_COLUMN)

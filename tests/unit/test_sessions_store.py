@@ -39,3 +39,45 @@ def test_history_is_newest_first_and_attach_sessions_are_marked(tmp_path):
     assert hist[1].mode == "attach" and hist[0].profile_version_id == 7
     repo.delete(a)
     assert [s.id for s in repo.history()] == [b]
+
+
+def test_a_requests_model_round_trips_through_the_file(tmp_path):
+    """A router's requests name their model: kept by the batch insert, read back after reopening the file."""
+    path = tmp_path / "db.sqlite"
+    repo = SessionRepository(open_engine(path))
+    sid = repo.begin(["llama-server", "--models-dir", "/srv/models"], started_unix=50.0)
+    repo.add_requests(sid, [_rec(1, model="gemma-a"), _rec(2), _rec(3, model="gemma-b")])
+    repo.add_request(sid, _rec(4, model="org/repo:Q4_K_M"))
+    reqs = SessionRepository(open_engine(path)).requests(sid)
+    assert [(r.task, r.model) for r in reqs] == [(1, "gemma-a"), (2, None), (3, "gemma-b"), (4, "org/repo:Q4_K_M")]
+
+
+def test_a_database_from_before_request_models_migrates_and_keeps_its_requests(tmp_path):
+    """A file at revision 0008 (no model column) opens at head: its requests read back without a model, new
+    ones keep theirs."""
+    from alembic import command
+    from alembic.script import ScriptDirectory
+    from sqlalchemy import inspect, text
+
+    from llm_tuner.store.db import alembic_config
+
+    path = tmp_path / "old.sqlite"
+    old = open_engine(path, migrate=False)
+    command.upgrade(alembic_config(old), "0008")
+    assert "model" not in {c["name"] for c in inspect(old).get_columns("session_requests")}
+    with old.begin() as conn:
+        conn.execute(text("INSERT INTO server_sessions (id, mode, started_unix, argv_json, telemetry_json) "
+                          "VALUES (1, 'launch', 50.0, '[\"llama-server\"]', '{}')"))
+        conn.execute(text("INSERT INTO session_requests (session_id, time_unix, slot, task, prompt_n, predicted_n, "
+                          "approximate) VALUES (1, 101.0, 0, 7, 11, 20, 0)"))
+    old.dispose()
+
+    engine = open_engine(path)
+    with engine.connect() as conn:
+        head = ScriptDirectory.from_config(alembic_config(engine)).get_current_head()
+        assert conn.execute(text("SELECT version_num FROM alembic_version")).scalar() == head
+    repo = SessionRepository(engine)
+    (kept,) = repo.requests(1)
+    assert (kept.task, kept.prompt_n, kept.predicted_n, kept.model) == (7, 11, 20, None)
+    repo.add_requests(1, [_rec(8, model="gemma-b")])
+    assert [(r.task, r.model) for r in repo.requests(1)] == [(7, None), (8, "gemma-b")]

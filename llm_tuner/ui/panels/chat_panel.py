@@ -6,8 +6,12 @@ command line (the profile's sampling fields) set; the line under the header show
 "Open web UI" opens llama-server's own page in the browser; an API key never goes into its address (the page
 asks for it).
 
-The main window calls `show_server(slot)` whenever the Live tab's selected server or its state changes: that is
-the whole hook. Nothing here waits on the network: the reply streams on a worker thread (qt.chat_session), /props
+A router (llama-server in router mode) serves several models and needs each request to name one: the model
+picker beside the server's name lists the router's models (the Live slot's `router_models`, as its Models tab
+shows them) and every question goes to the one picked; its speed row names it.
+
+The main window calls `show_server(slot)` whenever the Live tab's selected server, its state or its router models
+change: that is the whole hook. Nothing here waits on the network: the reply streams on a worker thread (qt.chat_session), /props
 is read by a BackgroundJob.
 """
 
@@ -16,6 +20,7 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, Qt, QUrl
 from PySide6.QtGui import QDesktopServices, QFont, QGuiApplication, QTextCharFormat, QTextCursor
 from PySide6.QtWidgets import (
+    QComboBox,
     QHBoxLayout,
     QLabel,
     QPlainTextEdit,
@@ -31,12 +36,14 @@ from llm_tuner.qt.request_table_model import draft_text
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
 from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.router_watch import is_router_props
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
+NO_ROUTER_MODEL = "This server is a router without models: give its profile a models folder or preset."
 
 
 def speed_text(rec: RequestRecord) -> str:
-    """One reply's figures as the speed row under it (the Requests table's, in words)."""
+    """One reply's figures as the speed row under it (the Requests table's, in words), led by its router model."""
 
     def rate(value: float | None) -> str:
         return "—" if value is None else f"{value:.2f} t/s"
@@ -48,6 +55,8 @@ def speed_text(rec: RequestRecord) -> str:
              f"TTFT {'—' if rec.ttft_ms is None else f'{rec.ttft_ms:.0f} ms'}"]
     if rec.draft_n:
         parts.append(f"draft accepted {draft_text(rec)}")
+    if rec.model:
+        parts.insert(0, f"model {rec.model}")
     return " · ".join(parts)
 
 
@@ -73,12 +82,20 @@ class ChatPanel(QWidget):
         self._has_key = False
         self._web_problem = ""  # why the server's own page cannot open ("" : it can, or not known yet)
         self._props_job: BackgroundJob | None = None
-        self._talked_to: str | None = None  # the URL the transcript's last reply came from
+        self._talked_to: tuple[str, str | None] | None = None  # the URL and model the last reply came from
+        self._router_items: list[tuple[str, str]] | None = None  # the picker's (model, state); None: no router
         self.last_reply: ChatReply | None = None
 
         self.server_label = QLabel(NO_SERVER)
         self.server_label.setTextFormat(Qt.TextFormat.PlainText)
         self.web_button = QPushButton("Open web UI")
+        self.model_caption = QLabel("Model:")
+        self.model_combo = QComboBox()  # a router's models: the one each question names
+        self.model_combo.setToolTip("The router's model that answers: it loads the model on the first question "
+                                    "that names it (that one takes longer). The Live tab's Models tab lists them.")
+        self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
+        self.model_caption.hide()
+        self.model_combo.hide()
         self.sampling_label = QLabel()
         self.sampling_label.setWordWrap(True)
         self.sampling_label.setStyleSheet("color: palette(placeholder-text)")
@@ -115,6 +132,8 @@ class ChatPanel(QWidget):
 
         top = QHBoxLayout()
         top.addWidget(self.server_label, 1)
+        top.addWidget(self.model_caption)
+        top.addWidget(self.model_combo)
         top.addWidget(self.web_button)
         buttons = QVBoxLayout()
         for b in (self.send_button, self.stop_button, self.copy_button, self.clear_button):
@@ -153,6 +172,29 @@ class ChatPanel(QWidget):
         the key its clients send (LivePanel.api_key)."""
         name, url, key, waiting = _server_of(slot, api_key)
         self.set_server(name, url, key, waiting=waiting)
+        self.set_router_models(getattr(slot, "router_models", None))
+
+    def set_router_models(self, listed) -> None:
+        """Fill the model picker from a router's models (a services.router_watch.RouterModels; None: the server
+        serves one model, and the picker hides). The picked model stays picked while the router lists it."""
+        items = None if listed is None else [(m.id, m.status) for m in listed.models]
+        if items != self._router_items:
+            picked = self.model_combo.currentData()
+            self.model_combo.blockSignals(True)
+            self.model_combo.clear()
+            for model, state in items or ():
+                self.model_combo.addItem(f"{model} ({state})", model)
+            found = self.model_combo.findData(picked)
+            self.model_combo.setCurrentIndex(found if found >= 0 else 0 if items else -1)
+            self.model_combo.blockSignals(False)
+            self._router_items = items
+        self.model_caption.setVisible(items is not None)
+        self.model_combo.setVisible(items is not None)
+        self._update_controls()
+
+    def picked_model(self) -> str | None:
+        """The router's model the next question names; None for a server of one model (or a router without any)."""
+        return self.model_combo.currentData() if self._router_items else None
 
     def set_server(self, name: str, url: str | None, api_key: str | None, *, waiting: str = NO_SERVER) -> None:
         """Chat with the server at `url` (None: none takes requests now, and `waiting` says why); `api_key` goes
@@ -177,17 +219,20 @@ class ChatPanel(QWidget):
     def send(self, text: str | None = None) -> bool:
         """Send `text` (else the input's) as the next message; False when it cannot go now."""
         question = (self.input_edit.toPlainText() if text is None else text).strip()
-        if not question or self.url is None or self.session.busy:
+        model = self.picked_model()
+        if not question or self.url is None or self.session.busy or (self._router_items is not None and not model):
             return False
         self.session.system_prompt = self.system_edit.toPlainText()
+        self.session.model = model
         if not self.session.ask(question):
             return False
-        if self._talked_to is not None and self._talked_to != self.url:
-            self._append_note(f"Now chatting with {self.server_name} ({self.url}); the conversation so far goes along.")
-        self._talked_to = self.url
+        who = f"{self.server_name} ({self.url}{f', model {model}' if model else ''})"
+        if self._talked_to is not None and self._talked_to != (self.url, model):
+            self._append_note(f"Now chatting with {who}; the conversation so far goes along.")
+        self._talked_to = (self.url, model)
         self.input_edit.clear()
         self._append_turn("You", question)
-        self._append_turn(self.server_name or "Model", "")
+        self._append_turn(" · ".join(filter(None, (self.server_name, model))) or "Model", "")
         self._show_message("")
         self._update_controls()
         return True
@@ -267,8 +312,12 @@ class ChatPanel(QWidget):
         if url != self.url:
             return
         summary = sampling_summary(props)
-        self.sampling_label.setText(f"Sampling (the server's defaults, from its profile): {summary}" if summary
-                                    else "Sampling: the server's own defaults (it does not list them).")
+        if is_router_props(props):  # a router has no sampling of its own: each model's instance has its own
+            self.sampling_label.setText("Sampling: each model's own defaults (the router's command line, or the "
+                                        "model's preset).")
+        else:
+            self.sampling_label.setText(f"Sampling (the server's defaults, from its profile): {summary}" if summary
+                                        else "Sampling: the server's own defaults (it does not list them).")
         self.template_label.setText(note)
         self.template_label.setVisible(bool(note))
         self._web_problem = web_problem
@@ -280,7 +329,13 @@ class ChatPanel(QWidget):
 
     def _update_controls(self) -> None:
         ready, busy = self.url is not None, self.session.busy
-        self.send_button.setEnabled(ready and not busy)
+        no_model = self._router_items is not None and self.picked_model() is None  # a router listing no models
+        self.send_button.setEnabled(ready and not busy and not no_model)
+        self.model_combo.setEnabled(not busy)
+        if ready and no_model:
+            self._show_message(NO_ROUTER_MODEL, error=True)
+        elif self.message_label.text() == NO_ROUTER_MODEL:
+            self._show_message("")
         self.input_edit.setReadOnly(busy)
         self.stop_button.setEnabled(busy)
         self.copy_button.setEnabled(self.last_reply is not None and bool(self.last_reply.text))

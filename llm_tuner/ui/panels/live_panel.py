@@ -52,7 +52,7 @@ TEST_PROMPT = "Write one short sentence about the sea."
 
 
 class LivePanel(QWidget):
-    server_status_changed = Signal()  # the selected server's state/URL, or the list of servers, changed
+    server_status_changed = Signal()  # the selected server's state, URL or router models, or the servers, changed
 
     def __init__(self, ctx: AppContext, parent: QWidget | None = None, *, bridge: ServerBridge | None = None) -> None:
         super().__init__(parent)
@@ -424,6 +424,7 @@ class LivePanel(QWidget):
         slot.router_models = listed
         if slot is self.slot:
             self._show_router_models(slot)
+            self.server_status_changed.emit()  # the Chat tab's model picker follows the router's models
 
     def _show_router_models(self, slot: ServerSlot) -> None:
         self.router_models.show_models(slot.router_models)
