@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from llm_tuner.core import flags
 
 if TYPE_CHECKING:
-    from llm_tuner.core.cmdline import FlagCatalog
+    from llm_tuner.core.cmdline.help import FlagCatalog
 
 # Upstream's words (tools/rpc/rpc-server.cpp prints them when bound to anything but 127.0.0.1).
 INSECURE_WARNING = ("ggml-rpc-server is bound to {host}, not loopback: anyone who can reach {host}:{port} can run "

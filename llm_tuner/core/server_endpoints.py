@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from llm_tuner.core import flags
+
 _PREFIX = "llamacpp:"
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)(?:\s+-?\d+)?\s*$")
 _LABEL = re.compile(r'\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"\s*,?')
@@ -154,8 +156,8 @@ def parse_router_models(data: Mapping[str, Any] | None) -> list[RouterModel]:
         value = st.get("value") if isinstance(st, Mapping) else None
         args = st.get("args") if isinstance(st, Mapping) else None
         path = None
-        if isinstance(args, list) and "--model" in args[:-1]:
-            path = args[args.index("--model") + 1]
+        if isinstance(args, list):
+            path = flags.value_of([str(a) for a in args], "model")
         out.append(RouterModel(e["id"], value if isinstance(value, str) else "loaded",
                                e.get("source") if isinstance(e.get("source"), str) else None,
                                path if isinstance(path, str) else None))

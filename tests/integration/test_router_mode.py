@@ -66,7 +66,7 @@ def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_
 
     repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
     spec = BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=1, model="gemma-a")
-    run = BenchRunner(repo).run(target_from_profile(router_profile, label="router"), spec)
+    run = BenchRunner(repo).run(target_from_profile(router_profile, label="router"), spec).run
     assert run.status == "complete", run.error
     stored = repo.get_run(run.id)
     assert stored.spec.model == "gemma-a" and stored.model_name == "gemma-a"
@@ -76,5 +76,5 @@ def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_
     assert [(r.prompt_n, r.predicted_n) for r in stored.reps] == [(32, 4)]
 
     wrong = BenchRunner(repo).run(target_from_profile(router_profile, label="router"),
-                                  spec.model_copy(update={"model": "gemma-z"}))
+                                  spec.model_copy(update={"model": "gemma-z"})).run
     assert wrong.status == "failed" and "no model named 'gemma-z'" in wrong.error and "gemma-a, gemma-b" in wrong.error

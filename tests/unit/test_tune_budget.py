@@ -7,6 +7,7 @@ from datetime import datetime, timedelta
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.tune import Knob, Objective, TuneSpec
+from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.tune import TuneRunner
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
@@ -39,7 +40,7 @@ class ScriptedBench:
                                                  predicted_per_second=1000 / ub + 0.01 * i))
         self.repo.finish_run(run_id, "complete")
         self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return self.repo.get_run(run_id)
+        return RunOutcome(self.repo.get_run(run_id))
 
 
 KNOB = Knob(key="ub", flag="ubatch_size", values=tuple(str(v) for v in (8, 16, 32, 64, 128, 256, 1024, 2048)))
@@ -102,7 +103,7 @@ def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp
                                                      predicted_per_second=1000 / ub * (1.08 if i % 2 else 0.92)))
             self.repo.finish_run(run_id, "complete")
             self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-            return self.repo.get_run(run_id)
+            return RunOutcome(self.repo.get_run(run_id))
 
     result = TuneRunner(repo, bench_runner=Wobbly(RunRepository(engine), clock), plan_fn=lambda a, e: (True, ""),
                         clock=clock).run(spec)
