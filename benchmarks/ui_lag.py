@@ -126,7 +126,7 @@ def main() -> int:
     prefill_s = time.perf_counter() - t0
 
     plots = DevicePlots()
-    plots.window_s = args.window_s
+    plots.set_window(args.window_s)
     plots.resize(1400, 900)
     if not args.baseline:
         plots.show()

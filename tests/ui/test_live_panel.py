@@ -97,16 +97,28 @@ def test_device_plots_draw_a_curve_per_device_and_shade_throttling(qtbot):
                                              "sm_clock_mhz": 1900, "mem_clock_mhz": 3200,
                                              "throttled": 1.0 if (d == 1 and 40 <= k < 60) else 0.0})
         rings[f"nvidia:{d}"] = ring
-    assert plots.refresh(rings, now=now, all_plots=True)
+    assert plots.refresh(rings, now=now, force=True)
     assert {dev for dev, _f in plots.curves} == {"nvidia:0", "nvidia:1", "nvidia:2"}
     x, y = plots.curves[("nvidia:1", "util_pct")].getData()
     assert len(x) == 100 and y[0] == 51
     _tx, ty = plots.throttle_curve.getData()
     assert np.count_nonzero(ty) == 20
-    assert not plots.refresh(rings, now=now, all_plots=True)  # nothing changed: nothing redrawn
-    # The 10 Hz timer refreshes one metric per tick: five ticks cover every plot.
+    assert not plots.refresh(rings, now=now, force=True)  # nothing changed: nothing redrawn
+    # One frame a second at most, with every changed plot and the time axis in it (one paint of the view).
     rings["nvidia:0"].append(now + 0.1, {"util_pct": 99, "temp_c": 61})
-    assert [plots.refresh(rings, now=now + 0.1) for _ in range(5)].count(True) == 5
+    assert [plots.refresh(rings, now=now + 0.1 * k) for k in range(1, 10)].count(True) == 0
+    assert plots.refresh(rings, now=now + 1.0)
+    assert plots.curves[("nvidia:0", "util_pct")].getData()[1][-1] == 99
+    assert plots.curves[("nvidia:0", "temp_c")].getData()[1][-1] == 61
+    # The time axis runs ahead of the newest sample and moves only when the samples reach its end (a move repaints
+    # every plot with its axes): then it shows the window and 5 % of it ahead.
+    x0 = plots.plots["Utilisation"].viewRange()[0]
+    assert x0[1] > now + 1.0
+    rings["nvidia:0"].append(x0[1], {"util_pct": 98})
+    assert plots.refresh(rings, now=x0[1])
+    lo, hi = plots.plots["Utilisation"].viewRange()[0]
+    assert hi == pytest.approx(x0[1] + 0.05 * 600) and hi - lo == pytest.approx(1.05 * 600)
+    assert plots.curves[("nvidia:0", "util_pct")].getData()[0][-1] == x0[1]
 
 
 def test_throughput_time_axis_reads_as_clock_time_with_a_label(qtbot):
@@ -149,7 +161,7 @@ def test_plots_without_data_on_this_machine_are_hidden(qtbot):
     assert bottom.isVisible() and "local time" in bottom.labelText and bottom.label.isVisible()
     ring = SeriesRing(GPU_FIELDS, capacity=10)
     ring.append(time.time(), {"util_pct": 5, "temp_c": 40})
-    device.refresh({"nvidia:0": ring}, all_plots=True)  # a GPU sends samples: its plots appear
+    device.refresh({"nvidia:0": ring}, force=True)  # a GPU sends samples: its plots appear
     assert all(p.isVisible() for p in device.plots.values())
     assert not device.plots["Memory used"].getAxis("bottom").isVisible()
     assert device.plots["Clocks"].getAxis("bottom").isVisible()

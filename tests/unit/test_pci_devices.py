@@ -211,9 +211,9 @@ def test_device_plots_name_one_card_with_all_its_names(qtbot):
                        "throttled"), capacity=10)
     now = time.time()
     ring.append(now, {"util_pct": 5, "vram_used_mib": 100, "temp_c": 40})
-    plots.refresh({"CUDA0": ring}, now=now, all_plots=True)
+    plots.refresh({"CUDA0": ring}, now=now, force=True)
     view.set_inventory(_inventory(pci_ids_from_log(NODEV)))  # the probe's inventory arrives
-    plots.refresh({"CUDA0": ring}, now=now, all_plots=True)
+    plots.refresh({"CUDA0": ring}, now=now, force=True)
     names = {c.name() for c in plots.curves.values()}
     assert "CUDA0 + Vulkan0" in names and "CUDA0" not in names
     assert len(plots.plots["Utilisation"].listDataItems()) == 1  # one card: one curve, the old one removed

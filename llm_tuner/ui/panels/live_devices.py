@@ -24,7 +24,7 @@ class DevicesView(QSplitter):
         self.window_combo.setCurrentIndex(1)
         self.window_combo.setToolTip("How much history the device plots show")
         self.window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
-        self.device_plots.window_s = float(self.window_combo.currentData())
+        self.device_plots.set_window(float(self.window_combo.currentData()))
         self.devices_note = QLabel()
         self.devices_note.setWordWrap(True)
         plots_bar = QHBoxLayout()
@@ -43,8 +43,7 @@ class DevicesView(QSplitter):
         self.setSizes([800, 100])  # scaled to the real height: the plots first (a 768 px screen is short)
 
     def _on_window_combo_changed(self, _index: int) -> None:
-        self.device_plots.window_s = float(self.window_combo.currentData())
-        self.device_plots._versions.clear()  # redraw every curve over the new window
+        self.device_plots.set_window(float(self.window_combo.currentData()))
 
     def set_inventory(self, inventory) -> None:
         """Say what the plots show for the detected devices (None: still detecting); GPU-only plots follow."""

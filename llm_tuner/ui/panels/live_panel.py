@@ -13,7 +13,6 @@ requests only (the store keeps all). Nothing here waits on the server, a process
 
 from __future__ import annotations
 
-import time
 from functools import partial
 
 from PySide6.QtCore import QCoreApplication, Qt, QTimer, Signal
@@ -65,7 +64,7 @@ class LivePanel(QWidget):
         self.repo = repo
         self.fleet = LiveFleet()  # the slots, the shown one, the command Start launches: the state this view binds
         self._bridges: dict[ServerSlot, ServerBridge] = {}  # each slot's server, run through Qt
-        self._memory_refreshed = 0.0
+        self._memory_stale = True  # the memory bars wait for a redraw (a new snapshot from the server)
 
         # -- controls --------------------------------------------------------------------------
         self.server_combo = QComboBox()
@@ -458,17 +457,16 @@ class LivePanel(QWidget):
         tel = self.bridge.telemetry
         current = self.tabs.currentIndex()
         if current == 0 and tel is not None:
-            self.device_plots.refresh(tel.rings)
-            now = time.monotonic()
-            if now - self._memory_refreshed > 1.0:
-                self._memory_refreshed = now
+            # The memory bars change in the plots' frame (one paint of the window), or when the server said more.
+            if self.device_plots.refresh(tel.rings) or self._memory_stale:
+                self._memory_stale = False
                 self._refresh_memory_bars(tel)
         elif current == 1:
             self.throughput.refresh()
 
     def _on_bridge_memory_changed(self, slot: ServerSlot, _snapshot) -> None:
         if slot is self.slot:
-            self._memory_refreshed = 0.0  # the bars take it at the next redraw
+            self._memory_stale = True  # the bars take it at the next redraw
 
     def _refresh_memory_bars(self, tel) -> None:
         if self.bridge.session is None:

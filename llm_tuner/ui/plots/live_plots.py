@@ -2,8 +2,9 @@
 
 Few plots (one per metric, one curve per device) on a shared time axis; data comes from ring buffers
 and is pushed with setData only when a ring changed; clipToView + peak downsampling keep hours of
-data cheap. The panel's single timer calls `refresh()` at most ~10 Hz and only for visible widgets. The
-request plots draw from a bounded set of bins (request_bins.py): a refresh costs the same at 1k or 1M requests.
+data cheap. The panel's single timer calls `refresh()` at ~10 Hz and only for visible widgets; the device plots
+draw one frame a second (every changed plot and the time axis together: one paint), the request plots at most
+one a second. The request plots draw from a bounded set of bins (request_bins.py): a refresh costs the same at 1k or 1M requests.
 """
 
 from __future__ import annotations
@@ -77,7 +78,8 @@ def fitted_y(cur: tuple[float, float] | None, lo: float, hi: float) -> tuple[flo
 
 MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
 MIN_PLOT_HEIGHT_PX = 90  # a device plot's least height (title, ticks and a curve)
-X_SCROLL_S = 1.0  # the device plots' time axis moves at most this often
+FRAME_S = 1.0  # the device plots' curves change at most this often: a pixel or two of ten minutes
+X_LEAD = 0.05  # the device plots' time axis reaches this share of the window past the newest sample (then it moves)
 
 
 def _time_label(plot: pg.PlotItem) -> None:
@@ -132,16 +134,16 @@ class DevicePlots(QWidget):
             else:
                 plot.setXLink(first)
             self.plots[title] = plot
-        now = time.time()  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
-        first.setXRange(now - self.window_s, now + 1.0, padding=0)
         # Shaded where a GPU reports throttling; added with the first GPU (no "throttled" legend on a CPU).
         self.throttle_curve = pg.PlotDataItem(pen=None, fillLevel=0, brush=pg.mkBrush(214, 39, 40, 50),
                                               stepMode="right", name="throttled")
-        self.curves: dict[tuple[str, str], pg.PlotDataItem] = {}
+        self.curves: dict[tuple[str, str], pg.PlotCurveItem] = {}
         self.device_labels: dict[str, str] = {}  # ring name -> legend name ("CUDA0" -> "CUDA0 + Vulkan0")
         self._versions: dict[tuple[str, str], int] = {}
-        self._next_metric = 0
-        self._x_moved = 0.0
+        self.frame_s = FRAME_S
+        self._drawn_at = -np.inf
+        self._x_range: tuple[float, float] | None = None
+        self._scroll_x(time.time())  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
         self._y_ranges: dict[str, tuple[float, float]] = {}
         self.redraws = 0
         self.gpu_plots_shown = True
@@ -171,7 +173,7 @@ class DevicePlots(QWidget):
             del self.curves[(device, field)]
         self._versions.clear()
 
-    def _curve(self, title: str, device: str, field: str, colour_index: int) -> pg.PlotDataItem:
+    def _curve(self, title: str, device: str, field: str, colour_index: int) -> pg.PlotCurveItem:
         key = (device, field)
         curve = self.curves.get(key)
         if curve is None:
@@ -183,73 +185,92 @@ class DevicePlots(QWidget):
             if device == "host":
                 label = {"cpu_pct": "host CPU", "server_cpu_pct": "server CPU (100 = 1 core)",
                          "ram_used_mib": "host RAM used", "server_rss_mib": "server RSS"}.get(field, label)
-            curve = self.plots[title].plot(pen=pen, name=label)
-            # Clipping to the window and peak downsampling are done before setData (ring.arrays(since_t)
-            # + decimate); pyqtgraph's own would redo them for all curves on every scroll of the time axis.
-            curve.setClipToView(False)
-            curve.setDownsampling(auto=False)
+            # A bare curve: clipping to the window and peak downsampling are done before setData (ring.arrays(since_t)
+            # + decimate), and a PlotDataItem's own bookkeeping made its setData ten times as costly.
+            curve = pg.PlotCurveItem(pen=pen, name=label)
+            self.plots[title].addItem(curve)
             self.curves[key] = curve
         return curve
 
-    def refresh(self, rings: dict, now: float | None = None, *, all_plots: bool = False) -> bool:
-        """Push changed rings into curves; returns True if anything was redrawn.
+    def refresh(self, rings: dict, now: float | None = None, *, force: bool = False) -> bool:
+        """Push changed rings into the curves and move the time axis, in one frame at most every `frame_s`
+        (`force`: now, whatever the interval); returns True if anything was redrawn.
 
-        Staggered: each call updates one metric's plot (all devices), so a 10 Hz timer refreshes every
-        plot at 2 Hz, the default GPU sampling rate, and a tick costs a fifth of a full redraw.
-        """
+        One frame for all plots: each plot that changes costs a repaint of the view, and moving the shared time
+        axis repaints every plot anyway. Updated one metric a tick (staggered), the plots cost a paint per plot
+        per sample on top of the axis' paint: on a watched, idle server that was most of the app's CPU (the
+        GUI thread 6.3 % of a core, issue 26, benchmarks/results/live_load/live_load_profile.txt)."""
         now = time.time() if now is None else now
+        if not force and now - self._drawn_at < self.frame_s:
+            return False
         gpus = sorted(d for d in rings if d not in ("host", "server"))
         devices = gpus or (["host"] if "host" in rings else [])
         if gpus:
             self.show_gpu_plots(True)
-        order = range(len(METRICS)) if all_plots else [self._next_metric]
-        self._next_metric = (self._next_metric + 1) % len(METRICS)
+        self._scroll_x(now)
         changed = False
-        for m in order:
-            title, _unit, gfields, hfields = METRICS[m]
-            throttle_t = throttle_v = None
-            y_lo, y_hi = np.inf, -np.inf
-            for i, dev in enumerate(devices):
-                ring = rings[dev]
-                flds = list(gfields if dev != "host" else hfields)
-                if not flds or self._versions.get((title, dev)) == ring.version:
-                    continue
-                self._versions[(title, dev)] = ring.version
-                if title == "Utilisation" and dev != "host":
-                    flds.append("throttled")
-                t, cols = ring.arrays(since_t=now - self.window_s if self.window_s else None, fields=flds)
-                t, cols = decimate(t, cols, self.max_points)
-                changed = True
-                for f in flds:
-                    if f == "throttled":
-                        continue
-                    y = cols[f]
-                    finite = np.isfinite(y)
-                    if finite.all():  # the common case: the fast path, no per-point gap handling
-                        self._curve(title, dev, f, i).setData(t, y, connect="all", skipFiniteCheck=True)
-                    else:
-                        self._curve(title, dev, f, i).setData(t, y, connect="finite")
-                    if finite.any():
-                        y_lo, y_hi = min(y_lo, float(np.nanmin(cols[f]))), max(y_hi, float(np.nanmax(cols[f])))
-                if "throttled" in cols:
-                    v = np.nan_to_num(cols["throttled"]) * 100.0
-                    if throttle_t is None or len(t) > len(throttle_t):
-                        throttle_t, throttle_v = t, v
-                    elif len(t) == len(throttle_t):
-                        throttle_v = np.maximum(throttle_v, v)
-            if throttle_t is not None and len(throttle_t) > 1:
-                if self.throttle_curve.scene() is None:
-                    self.plots["Utilisation"].addItem(self.throttle_curve)
-                self.throttle_curve.setData(throttle_t, throttle_v)
-            if np.isfinite(y_lo):
-                self._fit_y(title, y_lo, y_hi)
+        for title, _unit, gfields, hfields in METRICS:
+            changed = self._refresh_metric(rings, devices, title, gfields, hfields, now) or changed
         if changed:
             self.redraws += 1
-            # Scrolling the shared time axis repaints every plot: do it once a second (a pixel or two of a ten-
-            # minute window), not on every tick (issue 26: the device plots' CPU ~1.5 -> ~1.2 % of a core).
-            if self.window_s and (all_plots or now - self._x_moved >= X_SCROLL_S):
-                self._x_moved = now
-                self.plots["Utilisation"].setXRange(now - self.window_s, now + 1.0, padding=0)
+            self._drawn_at = now
+        return changed
+
+    def set_window(self, seconds: float) -> None:
+        """Show the last `seconds` of samples: every curve is drawn again over the new window."""
+        self.window_s = seconds
+        self._versions.clear()
+        self._x_range = None
+
+    def _scroll_x(self, now: float) -> None:
+        """Move the shared time axis once the newest samples reach its right end: it then shows the last window_s
+        and X_LEAD of the window ahead. A move repaints every plot with its axes (ticks, labels): moved a pixel
+        every second, that was most of what an idle watched server cost the app (issue 26)."""
+        if not self.window_s or (self._x_range is not None and now + 1.0 <= self._x_range[1]):
+            return
+        self._x_range = (now - self.window_s, now + max(1.0, X_LEAD * self.window_s))
+        self.plots["Utilisation"].setXRange(*self._x_range, padding=0)
+
+    def _refresh_metric(self, rings: dict, devices: list[str], title: str, gfields, hfields, now: float) -> bool:
+        """One metric's plot: a curve per device and field from the rings that changed since it was drawn."""
+        changed = False
+        throttle_t = throttle_v = None
+        y_lo, y_hi = np.inf, -np.inf
+        for i, dev in enumerate(devices):
+            ring = rings[dev]
+            flds = list(gfields if dev != "host" else hfields)
+            if not flds or self._versions.get((title, dev)) == ring.version:
+                continue
+            self._versions[(title, dev)] = ring.version
+            if title == "Utilisation" and dev != "host":
+                flds.append("throttled")
+            since = self._x_range[0] if self.window_s and self._x_range else None  # from the axis' left end
+            t, cols = ring.arrays(since_t=since, fields=flds)
+            t, cols = decimate(t, cols, self.max_points)
+            changed = True
+            for f in flds:
+                if f == "throttled":
+                    continue
+                y = cols[f]
+                finite = np.isfinite(y)
+                if finite.all():  # the common case: the fast path, no per-point gap handling
+                    self._curve(title, dev, f, i).setData(t, y, connect="all", skipFiniteCheck=True)
+                else:
+                    self._curve(title, dev, f, i).setData(t, y, connect="finite")
+                if finite.any():
+                    y_lo, y_hi = min(y_lo, float(np.nanmin(cols[f]))), max(y_hi, float(np.nanmax(cols[f])))
+            if "throttled" in cols:
+                v = np.nan_to_num(cols["throttled"]) * 100.0
+                if throttle_t is None or len(t) > len(throttle_t):
+                    throttle_t, throttle_v = t, v
+                elif len(t) == len(throttle_t):
+                    throttle_v = np.maximum(throttle_v, v)
+        if throttle_t is not None and len(throttle_t) > 1:
+            if self.throttle_curve.scene() is None:
+                self.plots["Utilisation"].addItem(self.throttle_curve)
+            self.throttle_curve.setData(throttle_t, throttle_v)
+        if np.isfinite(y_lo):
+            self._fit_y(title, y_lo, y_hi)
         return changed
 
     def _fit_y(self, title: str, lo: float, hi: float) -> None:
