@@ -99,16 +99,18 @@ def app_child(args) -> int:
     from llm_tuner.core.settings import Settings
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.gui_gc import GuiThreadCollector
+    from llm_tuner.qt.heap import steady_heap
     from llm_tuner.services.binaries import SERVER, probe
     from llm_tuner.store.db import open_engine
     from llm_tuner.ui.panels.live_panel import LivePanel
 
     app = QApplication([])
     app._gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)  # as the app runs (llm_tuner/app.py)
+    steady_heap()
     ctx = AppContext(settings=Settings(), engine=open_engine(Path(args.db)))
     ctx.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
     panel = LivePanel(ctx)
-    window = _show_window(panel)  # noqa: F841 - kept alive for the run
+    window = _show_window(panel)
     proc = psutil.Process()
     lag = LagProbe(5)
     commands: queue.Queue = queue.Queue()
@@ -124,10 +126,30 @@ def app_child(args) -> int:
             commands.put(line.strip())
 
     def counts() -> dict:
-        slot = panel.slot
-        return {"rows": panel.request_model.rowCount(), "rows_total": panel.request_model.total,
-                "n_requests": slot.n_requests, "log_lines": len(panel.log_console.lines),
+        slot, pre = panel.slot, mark.get("prefilled", 0)  # the prefilled requests are not the server's
+        return {"rows": panel.request_model.rowCount(), "rows_total": panel.request_model.total - pre,
+                "n_requests": slot.n_requests - pre, "log_lines": len(panel.log_console.lines),
                 "rss_mib": proc.memory_info().rss / 2**20, "state": slot.state}
+
+    def prefill_requests(n: int) -> None:
+        """The views full before anything is measured: `n` finished requests of the last hour in the table, the
+        slot's records and the throughput bins (as the bridge delivers them), then every tab shown once (its first
+        paint with data allocates once: fonts, caches), so RSS per request is the steady state."""
+        from llm_tuner.core.session import RequestRecord
+
+        rng, t0 = random.Random(7), time.time() - 3600
+        for i in range(n):
+            panel._on_bridge_request_finished(panel.slot, RequestRecord(
+                time_unix=t0 + 3600 * i / n, slot=i % 4, task=-1 - i, cache_n=rng.randint(0, 8), prompt_n=5,
+                prompt_ms=12.3, prompt_per_second=rng.uniform(300, 500), predicted_n=rng.randint(1, 8),
+                predicted_ms=60.0, predicted_per_second=rng.uniform(40, 60), ttft_ms=14.0, latency_ms=80.0))
+        mark["prefilled"] = n
+        panel.requests.flush(force=True)
+        for tab in (*tabs, tabs[0]):
+            panel.tabs.setCurrentIndex(tab)
+            panel._on_redraw_timer_timeout()
+            app.processEvents()
+            window.repaint()
 
     def report() -> dict:
         lags = np.array(lag.lags_ms) if lag.lags_ms else np.zeros(1)
@@ -177,6 +199,8 @@ def app_child(args) -> int:
                           for i in range(args.prefill_log)]
                 for k in range(0, len(filler), 500):
                     panel._on_bridge_log_lines_received(panel.slot, filler[k:k + 500])
+            if args.prefill_requests:
+                prefill_requests(args.prefill_requests)
             say({"event": "ready", "url": panel.slot.url})
         elif state == "exited" and "ready_said" not in mark:
             say({"event": "failed", "message": panel.message_label.text()})
@@ -218,6 +242,7 @@ def synthetic(args) -> int:
     from llm_tuner.core.settings import Settings
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.gui_gc import GuiThreadCollector
+    from llm_tuner.qt.heap import steady_heap
     from llm_tuner.qt.server_bridge import FRAME_MS
     from llm_tuner.services.logparse import LogLine
     from llm_tuner.store.db import open_engine
@@ -225,6 +250,7 @@ def synthetic(args) -> int:
 
     app = QApplication([])
     app._gc = GuiThreadCollector(parent=app)
+    steady_heap()
     tmp = tempfile.TemporaryDirectory()
     panel = LivePanel(AppContext(settings=Settings(), engine=open_engine(Path(tmp.name) / "db.sqlite")))
     window = _show_window(panel)  # noqa: F841 - kept alive for the run
@@ -374,6 +400,9 @@ def main() -> int:
     ap.add_argument("--label", default="cpu")
     ap.add_argument("--quiet-pct", type=float, default=25.0,
                     help="phases where other processes used less than this (%% of a core) count as quiet")
+    ap.add_argument("--prefill-requests", type=int, default=10_000,
+                    help="finished requests put in the app's views once its server is ready (the Requests table "
+                         "holds 10,000: full, so RSS per request is the steady state), each tab then shown once")
     ap.add_argument("--prefill-log", type=int, default=20_000,
                     help="lines put in the app's log view once its server is ready (full view: steady-state RSS)")
     ap.add_argument("--no-record", action="store_true")
@@ -409,7 +438,8 @@ def main() -> int:
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     child = subprocess.Popen([sys.executable, __file__, "--app-child", "--db", str(Path(tmp.name) / "db.sqlite"),
                               "--server-args", shlex.join(user), "--tab-cycle-s", str(args.tab_cycle_s),
-                              "--window-s", str(args.window_s), "--prefill-log", str(args.prefill_log)],
+                              "--window-s", str(args.window_s), "--prefill-log", str(args.prefill_log),
+                              "--prefill-requests", str(args.prefill_requests)],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
 
     def ask(cmd: str | None = None) -> dict:
@@ -554,7 +584,8 @@ def _summary(args, rows: list[dict], final: dict, answered_app: int, plan, idle:
              f"server: {shlex.join(['llama-server', *plan.argv[1:]]).replace(str(Path.home()), '~')}",
              f"{args.clients} keep-alive clients, n_predict 1-{args.n_predict_max}, {len(rows)} phases of "
              f"{args.phase_seconds:.0f} s (alone / watched alternating), Live panel tab cycling every "
-             f"{args.tab_cycle_s:.0f} s, log in a visible dock (prefilled with {args.prefill_log} lines once ready)",
+             f"{args.tab_cycle_s:.0f} s, log in a visible dock (prefilled with {args.prefill_log} lines once ready), views prefilled "
+             f"with {args.prefill_requests} requests and each tab shown once",
              *([_idle_line(idle)] if idle else []),
              *[_phase_line(r) for r in rows],
              f"requests/s alone {statistics.mean(alone):.2f} (phases {', '.join(f'{x:.2f}' for x in alone)}); "

@@ -126,8 +126,10 @@ def build_window(smoke_test: bool = False):
     app.setDesktopFileName("io.github.llm_tuner.LlmTuner")
     if not hasattr(app, "_llm_tuner_gc"):  # cycles freed on the GUI thread only (see qt/gui_gc.py)
         from llm_tuner.qt.gui_gc import GuiThreadCollector
+        from llm_tuner.qt.heap import steady_heap
 
         app._llm_tuner_gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)  # the window is built by then
+        steady_heap()  # paint buffers out of the main heap: RSS that does not step up at each tab switch
     icon = Path(__file__).resolve().parent / "data" / "icons" / "llm-tuner.svg"  # shipped in the package
     if icon.is_file():
         from PySide6.QtGui import QIcon
