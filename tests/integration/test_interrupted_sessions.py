@@ -17,19 +17,23 @@ from llm_tuner.store.sessions import INTERRUPTED, ServerSessionRow, SessionRepos
 
 
 def _attach(url: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--attach", url, "--no-samples"],
+    return subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--attach", url, "--no-samples"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_ready(proc: subprocess.Popen) -> None:
     for line in proc.stdout:  # the logged state, not a sleep
         if json.loads(line).get("state") == "ready":
-            return proc
+            return
     raise AssertionError(proc.stderr.read())
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
 def test_killed_run_is_closed_as_interrupted_at_next_start_but_not_a_running_one(llama_server, sig):
-    killed = _attach(llama_server.url)
-    running = _attach(llama_server.url)
+    killed, running = _attach(llama_server.url), _attach(llama_server.url)  # both start at once: one wait
     try:
+        _wait_ready(killed)
+        _wait_ready(running)
         killed.send_signal(sig)
         killed.wait(30)
         repo = SessionRepository(open_engine(database_path()))
