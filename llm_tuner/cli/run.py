@@ -10,8 +10,8 @@ catches up).
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
 A profile (or arguments) with advice errors (no model, a value llama-server refuses, a missing model file, ...)
 is refused before anything starts: {"event": "refused", "errors"}, exit 1; --force launches it anyway.
-With --attach, nothing answering within 5 s, or a server that stops answering (state "gone") for --gone-after
-seconds, ends the run with exit 1 and the reason.
+With --attach, nothing answering for --connect-timeout seconds (5), or a server that stops answering (state "gone")
+for --gone-after seconds (10), ends the run with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--profile", metavar="NAME|FILE", help="a saved profile's name or a profile JSON file")
     src.add_argument("--attach", metavar="URL", help="watch a server someone else started (not stopped on exit)")
     p.add_argument("--log", metavar="FILE", help="with --attach: the server's log file, for precise request records")
+    p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS",
+                   help="with --attach: end with exit 1 when nothing has answered this long (5 s)")
     p.add_argument("--gone-after", type=float, default=10.0, metavar="SECONDS",
                    help="with --attach: end with exit 1 when the server has stopped answering this long (10 s)")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
@@ -135,7 +137,7 @@ def cmd_run(args) -> int:
     settings = load_settings()
     if args.attach:
         session = AttachedSession(args.attach, on_event, log_path=args.log, api_key=args.api_key,
-                                  gone_grace_s=args.gone_after)
+                                  connect_timeout_s=args.connect_timeout, gone_grace_s=args.gone_after)
         out({"event": "plan", "mode": "attach", "url": args.attach, "log": args.log,
              "note": None if args.log else "no log file: request records come from /slots and /metrics (approximate)"})
     else:

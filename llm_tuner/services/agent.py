@@ -98,7 +98,7 @@ class AgentServer:
 
     def __init__(self, host: str = "127.0.0.1", port: int = DEFAULT_PORT, *, token: str | None = None,
                  readers: dict[str, Callable[[], Sequence[GpuSample]]] | None = None,
-                 min_interval_s: float = 0.2) -> None:
+                 min_interval_s: float = 0.2, request_timeout_s: float = REQUEST_TIMEOUT_S) -> None:
         self.host = host
         self.loopback = is_loopback(host)
         self.token = token if token or self.loopback else secrets.token_urlsafe(24)
@@ -107,6 +107,7 @@ class AgentServer:
             readers, self.notes = default_readers()
         self.readers = readers
         self.min_interval_s = min_interval_s
+        self.request_timeout_s = request_timeout_s  # tests shorten it; clients keep REQUEST_TIMEOUT_S
         self._lock = threading.Lock()
         self._last: tuple[float, dict] | None = None
         self._httpd = _Server((host, port), self._handler())
@@ -138,14 +139,14 @@ class AgentServer:
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
-            timeout = REQUEST_TIMEOUT_S  # each read; the whole request's bound is the timer in setup()
+            timeout = agent.request_timeout_s  # each read; the whole request's bound is the timer in setup()
 
             def log_message(self, *_a) -> None:  # quiet: one line per request would flood a terminal
                 pass
 
             def setup(self) -> None:
                 super().setup()
-                self._cut = threading.Timer(REQUEST_TIMEOUT_S, self._cut_off)
+                self._cut = threading.Timer(agent.request_timeout_s, self._cut_off)
                 self._cut.name = f"{THREAD_PREFIX}agent-request-timeout"
                 self._cut.daemon = True
                 self._cut.start()

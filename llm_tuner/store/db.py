@@ -22,14 +22,15 @@ from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
+BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's write lock before it fails
 
 
-def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+def _on_connect(dbapi_conn: Any, _record: Any, busy_timeout_s: float = BUSY_TIMEOUT_S) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
     cur.execute("PRAGMA foreign_keys=ON")
     cur.execute("PRAGMA synchronous=NORMAL")
-    cur.execute("PRAGMA busy_timeout=5000")
+    cur.execute(f"PRAGMA busy_timeout={int(busy_timeout_s * 1000)}")
     cur.close()
 
 
@@ -166,8 +167,9 @@ def _check_revision(engine: Engine, path: Path) -> None:
         raise DatabaseError(path, "newer", f"schema revision {unknown[0]}, this build knows up to {script.get_current_head()}")
 
 
-def open_engine(path: Path | str, *, migrate: bool = True) -> Engine:
+def open_engine(path: Path | str, *, migrate: bool = True, busy_timeout_s: float = BUSY_TIMEOUT_S) -> Engine:
     """Open (and create) the SQLite file at `path`, WAL mode, migrated to the newest schema.
+    `busy_timeout_s`: how long a write waits for another connection's lock (tests shorten it).
 
     Raises:
         DatabaseError: the file is damaged, not a database, or from a newer version; it is left untouched.
@@ -178,7 +180,7 @@ def open_engine(path: Path | str, *, migrate: bool = True) -> Engine:
     _quick_check(path)
     created = not path.exists()
     engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False, "timeout": 10})
-    event.listen(engine, "connect", _on_connect)
+    event.listen(engine, "connect", lambda conn, record: _on_connect(conn, record, busy_timeout_s))
 
     @event.listens_for(engine, "handle_error")
     def _on_error(context: Any) -> None:  # every statement and commit: a full disk is said in one line, not SQL

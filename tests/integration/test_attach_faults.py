@@ -14,8 +14,9 @@ from tests.conftest import start_server
 
 def test_attach_to_a_dead_url_fails_within_seconds():
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--attach",
-                           f"http://127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples",
+                           "--connect-timeout", "1", "--attach", f"http://127.0.0.1:{free_port()}"],
+                          capture_output=True, text=True, timeout=60)
     assert proc.returncode == 1
     assert time.monotonic() - t0 < 20
     exited = [json.loads(x) for x in proc.stdout.splitlines()][-1]

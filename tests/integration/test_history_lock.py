@@ -1,6 +1,7 @@
 """A watched session's history when another connection holds SQLite's write lock longer than the busy timeout
-(5 s): the requests are kept and written once the lock is free, and the user is told meanwhile; when the lock
-is never freed, the user is told how many requests were not kept. A real SQLite file, the real server."""
+(store.db.BUSY_TIMEOUT_S, 5 s; BUSY_S here, the same failure sooner): the requests are kept and written once the
+lock is free, and the user is told meanwhile; when the lock is never freed, the user is told how many requests
+were not kept. A real SQLite file, the real server."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from llm_tuner.services.supervised import RequestFinished, ServerState, StateCha
 from llm_tuner.services.watch import HistoryStatus, WatchedServer
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.sessions import SessionRepository
+
+BUSY_S = 1.0  # a write waits this long for the lock, then fails
 
 
 def _wait(pred, timeout: float, what: str) -> None:
@@ -47,7 +50,7 @@ def _lock(path) -> sqlite3.Connection:
 
 def test_requests_are_kept_while_the_database_is_locked_and_written_after(llama_server, tmp_path):
     db = tmp_path / "history.sqlite"
-    repo = SessionRepository(open_engine(db))
+    repo = SessionRepository(open_engine(db, busy_timeout_s=BUSY_S))
     events: list = []
     watched = _watch(llama_server.url, repo, events)
     try:
@@ -73,7 +76,7 @@ def test_requests_are_kept_while_the_database_is_locked_and_written_after(llama_
 
 def test_requests_the_database_never_takes_are_reported_lost(llama_server, tmp_path):
     db = tmp_path / "history.sqlite"
-    repo = SessionRepository(open_engine(db))
+    repo = SessionRepository(open_engine(db, busy_timeout_s=BUSY_S))
     events: list = []
     watched = _watch(llama_server.url, repo, events, history_give_up_s=1.0)
     locker = _lock(db)

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -17,26 +18,39 @@ from llm_tuner.store.sessions import INTERRUPTED, ServerSessionRow, SessionRepos
 
 
 def _attach(url: str) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--attach", url, "--no-samples"],
+    return subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--attach", url, "--no-samples"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_ready(proc: subprocess.Popen) -> None:
     for line in proc.stdout:  # the logged state, not a sleep
         if json.loads(line).get("state") == "ready":
-            return proc
+            return
     raise AssertionError(proc.stderr.read())
+
+
+def _session_ids(repo: SessionRepository, pids: set[int], timeout_s: float = 30.0) -> dict[int, int]:
+    """{pid: its session's id} once every pid has its session row (polled, not a fixed sleep)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with session_scope(repo.engine) as s:
+            by_pid = {row.owner_pid: row.id for row in s.query(ServerSessionRow) if row.owner_pid in pids}
+        if set(by_pid) == pids:
+            return by_pid
+        assert time.monotonic() < deadline, f"no session row for {pids - set(by_pid)}"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGHUP])
 def test_killed_run_is_closed_as_interrupted_at_next_start_but_not_a_running_one(llama_server, sig):
-    killed = _attach(llama_server.url)
-    running = _attach(llama_server.url)
+    killed, running = _attach(llama_server.url), _attach(llama_server.url)  # both start at once: one wait
     try:
+        _wait_ready(killed)
+        _wait_ready(running)
+        repo = SessionRepository(open_engine(database_path()))
+        by_pid = _session_ids(repo, {killed.pid, running.pid})  # the history thread may write them after "ready"
         killed.send_signal(sig)
         killed.wait(30)
-        repo = SessionRepository(open_engine(database_path()))
-        by_pid = {s.pid: None for s in (killed, running)}
-        with session_scope(repo.engine) as s:
-            for row in s.query(ServerSessionRow):
-                by_pid[row.owner_pid] = row.id
         assert repo.get(by_pid[killed.pid]).ended_unix is None  # what the kill leaves
         # the next start (the CLI's run does what the window does at start)
         subprocess.run([sys.executable, "-m", "llm_tuner", "run", "--attach", llama_server.url, "--duration", "0.5",

@@ -141,7 +141,7 @@ def test_an_endless_streamed_event_is_cut():
 def test_attach_to_a_health_that_trickles_forever_ends_as_unreachable(health):
     with FakeLlama(routes={"/health": health}) as fake:
         t0 = time.monotonic()
-        out = cli("run", "--json-lines", "--no-samples", "--attach", fake.url, timeout=60)
+        out = cli("run", "--json-lines", "--no-samples", "--connect-timeout", "1", "--attach", fake.url, timeout=60)
     assert time.monotonic() - t0 < 30
     events = [strict_json(x) for x in out.stdout.splitlines()]
     assert out.returncode == 1 and events[-1]["event"] == "exited" and events[-1]["failure"] == "unreachable"

@@ -266,6 +266,7 @@ def test_cli_run_streams_events_and_sigint_stops_the_server(server_binary, demo_
     lines: list[dict] = []
     returned = None
     server_pid = None
+    seen_request = seen_host = interrupted = False
     for raw in cli.stdout:
         ev = json.loads(raw)
         lines.append(ev)
@@ -274,8 +275,10 @@ def test_cli_run_streams_events_and_sigint_stops_the_server(server_binary, demo_
                 returned = http.post(ev["url"] + "/completion",
                                      json={"prompt": "Hello there", "n_predict": 10}).json()["timings"]
             server_pid = next(p.pid for p in psutil.Process(cli.pid).children() if "llama-server" in p.name())
-        if ev["event"] == "request":
-            time.sleep(1.5)
+        seen_request = seen_request or ev["event"] == "request"
+        seen_host = seen_host or (ev["event"] == "sample" and ev.get("source") == "host")
+        if seen_request and seen_host and not interrupted:  # both seen: stop now, not after a fixed sleep
+            interrupted = True
             cli.send_signal(signal.SIGINT)
         if ev["event"] == "exited":
             break

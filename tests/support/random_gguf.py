@@ -7,7 +7,9 @@ Tensor names, shapes and keys follow llama.cpp's `qwen3`, `qwen3moe` and `gemma3
 (/work/llama-src/src/models/qwen3.cpp, qwen3moe.cpp, gemma3.cpp; key names in src/llama-arch.cpp), so the memory
 maths can be checked against llama.cpp's own buffer sizes. The tokenizer is copied from
 tests/data/vocab/ggml-vocab-llama-spm.gguf (llama.cpp's models/ folder; 32,000 SentencePiece tokens),
-which CI has. Weights are small Gaussian values (std 0.02) so the model computes finite logits.
+which CI has. Weights are small Gaussian values (std 0.02) so the model computes finite logits; inside
+`with zero_weights():` they are zero bytes instead (the same file but for the weight values, seconds sooner:
+for tests that read the header only, such as the memory plan's).
 
 Types: `weight_type` for the 2-D/3-D matrices (attention, FFN, experts), `embd_type` for
 token_embd, `output_type` for output.weight (`tied_output=True` leaves output.weight out: llama.cpp
@@ -17,11 +19,13 @@ Q4_0, Q4_1, Q5_0, Q5_1. Norms are F32, as converters write them.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 from gguf import GGMLQuantizationType, GGUFValueType, GGUFWriter, LlamaFileType
-from gguf.quants import quantize
+from gguf.quants import quant_shape_to_byte_shape, quantize
 
 from llm_tuner.core.gguf_info import parse_header
 
@@ -34,6 +38,19 @@ _FTYPE = {
 }
 
 _vocab_cache: dict[str, tuple[dict, dict]] = {}
+_zero_weights = False
+
+
+@contextmanager
+def zero_weights() -> Iterator[None]:
+    """Models written inside get zero bytes for their weights (norms stay ones): the same header, tensor types,
+    sizes and offsets, without drawing and quantising millions of random values. Not for models a test runs."""
+    global _zero_weights
+    was, _zero_weights = _zero_weights, True
+    try:
+        yield
+    finally:
+        _zero_weights = was
 
 
 def load_vocab(path: Path = VOCAB_FILE) -> tuple[dict, dict]:
@@ -62,6 +79,14 @@ class _Model:
         """Add a tensor of ggml shape `ne` (ne0 first); numpy's shape is the reverse."""
         qtype = GGMLQuantizationType[type_name or self.weight_type]
         shape = tuple(reversed(ne))
+        if _zero_weights and not ones:
+            if qtype in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
+                data = np.zeros(shape, np.float32 if qtype == GGMLQuantizationType.F32 else np.float16)
+                self.writer.add_tensor(name, data)
+            else:
+                self.writer.add_tensor(name, np.zeros(quant_shape_to_byte_shape(shape, qtype), np.uint8),
+                                       raw_dtype=qtype)
+            return
         data = np.ones(shape, np.float32) if ones else (self.rng.standard_normal(shape, np.float32) * std)
         if qtype in (GGMLQuantizationType.F32, GGMLQuantizationType.F16):
             self.writer.add_tensor(name, quantize(data, qtype))

@@ -15,12 +15,14 @@ from llm_tuner.ui.panels.plan_panel import PlanPanel
 CPU_ONLY = DeviceInventory(host=HostInfo(memory_total_mib=24576, memory_available_mib=21000))
 
 
-@pytest.fixture
-def model(tmp_path):
-    from tests.support.random_gguf import write_qwen3_dense
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    """Read only (the plan reads its header): one file for the module, zero weights (no values are computed)."""
+    from tests.support.random_gguf import write_qwen3_dense, zero_weights
 
-    return write_qwen3_dense(tmp_path / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536, n_head=8, n_head_kv=2,
-                             head_dim=64, n_ctx_train=32768, weight_type="Q4_0")
+    with zero_weights():
+        return write_qwen3_dense(tmp_path_factory.mktemp("model") / "dense.gguf", n_layer=8, n_embd=512, n_ff=1536,
+                                 n_head=8, n_head_kv=2, head_dim=64, n_ctx_train=32768, weight_type="Q4_0")
 
 
 @pytest.fixture

@@ -8,14 +8,15 @@ from PySide6.QtCore import Qt
 from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.tune import Objective
 from llm_tuner.services.tune import PlacementResolver, default_knobs, make_plan_fn, preview_candidates
-from tests.support.random_gguf import write_qwen3_dense
+from tests.support.random_gguf import write_qwen3_dense, zero_weights
 
 
 def test_placement_candidates_show_with_their_verdicts_and_figures(qtbot, tmp_path):
     from llm_tuner.ui.panels.tune_candidates import CandidateView
 
-    model = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=24, n_embd=1024, n_ff=3072, n_head=16, n_head_kv=8,
-                              head_dim=64, n_ctx_train=32768)
+    with zero_weights():  # the plan reads the header only
+        model = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=24, n_embd=1024, n_ff=3072, n_head=16,
+                                  n_head_kv=8, head_dim=64, n_ctx_train=32768)
     base = ["-m", str(model), "-c", "8192"]
     gpu, host = PlanDevice("CUDA0", "CUDA", 1800), PlanDevice("Host", "CPU", 24000, 20000)
     resolver = PlacementResolver(base, {}, gpus=[gpu], host=host, margin_mib=128)
