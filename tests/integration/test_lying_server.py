@@ -149,21 +149,26 @@ def test_attach_to_a_health_that_trickles_forever_ends_as_unreachable(health):
 
 
 def test_attach_json_lines_stay_json_and_requests_with_absurd_figures_are_kept(isolated_data_dir):
-    polls = {"n": 0}
+    first: list[float] = []
+
+    def since_first_poll() -> float:
+        first[:] = first or [time.monotonic()]
+        return time.monotonic() - first[0]
 
     def slots():
-        polls["n"] += 1
-        busy = 3 <= polls["n"] <= 4  # one request seen running, then finished
+        # one request seen running, then finished: busy for 2 s from 1 s after the first poll, so that every
+        # poller of /slots (the sampler and the request watcher, 0.3 s apart) sees it whatever the load
+        busy = 1.0 <= since_first_poll() < 3.0
         return [{"id": 0, "id_task": 7, "is_processing": busy, "n_prompt_tokens_processed": 10**30,
                  "next_token": [{"n_decoded": float("1e300"), "n_remain": -1}]}]
 
     def metrics():
-        late = polls["n"] >= 5
+        late = since_first_poll() >= 3.0
         return {"p": "1e300" if late else 0, "ps": "+Inf" if late else 0, "g": "NaN" if late else 0,
                 "gs": "1e308" if late else 0}
 
     with FakeLlama(slots=slots, metrics=metrics) as fake:
-        out = cli("run", "--json-lines", "--attach", fake.url, "--duration", "6", "--server-interval", "0.3",
+        out = cli("run", "--json-lines", "--attach", fake.url, "--duration", "8", "--server-interval", "0.3",
                   "--host-interval", "5", "--gpu-interval", "5", timeout=60)
     assert "Traceback" not in out.stderr
     events = [strict_json(x) for x in out.stdout.splitlines()]  # raises on Infinity / NaN
