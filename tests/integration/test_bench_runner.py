@@ -23,19 +23,19 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
     from tests.unit.test_bench_units import ScriptedGpu
 
     seen = []
-    run = BenchRunner(repo, telemetry=ScriptedGpu()).run(demo_target(demo_model), BenchSpec(prompt_tokens=(64, 160), gen_tokens=8, reps=2,
+    run = BenchRunner(repo, telemetry=ScriptedGpu()).run(demo_target(demo_model), BenchSpec(prompt_tokens=(16, 40), gen_tokens=4, reps=2,
                                                                    warmup=1, llama_bench=True),
                                 progress=lambda f, t: seen.append((f, t))).run
     assert run.status == "complete", run.error
     assert [(r.prompt_tokens, r.prompt_n, r.cache_n, r.predicted_n) for r in run.reps] == [
-        (64, 64, 0, 8), (64, 64, 0, 8), (160, 160, 0, 8), (160, 160, 0, 8)]
+        (16, 16, 0, 4), (16, 16, 0, 4), (40, 40, 0, 4), (40, 40, 0, 4)]
     for r in run.reps:
         # The server's own figure, not a client clock: prompt_per_second == 1000 * prompt_n / prompt_ms.
         assert r.prompt_per_second == pytest.approx(1000 * r.prompt_n / r.prompt_ms)
         assert 0 < r.ttft_ms < r.latency_ms
     assert repo.get_run(run.id).reps == run.reps
     assert any("left" in t for _, t in seen) and seen[-1][0] == 1.0
-    assert {lb.test for lb in run.llama_bench} == {"pp64", "pp160", "tg8"}
+    assert {lb.test for lb in run.llama_bench} == {"pp16", "pp40", "tg4"}
     assert "--ctx-size 4096" in run.llama_bench_skipped
     gaps = run_summary(run)["llama_bench_gap"]
     assert gaps and "llama-bench" in gaps[0]["text"] and "gap" in gaps[0]["text"]
@@ -52,7 +52,7 @@ def test_cold_run_has_exact_lengths_server_timings_and_llama_bench(repo, demo_mo
 
 def test_warm_cache_depth_and_concurrent_clients(repo, demo_model):
     runner = BenchRunner(repo)
-    outcome = runner.run(demo_target(demo_model), BenchSpec(prompt_tokens=(96,), gen_tokens=8, reps=2, warmup=0,
+    outcome = runner.run(demo_target(demo_model), BenchSpec(prompt_tokens=(96,), gen_tokens=4, reps=2, warmup=0,
                                                             warm_cache=True),
                          probe=lambda client: client.tokenize("probe"))
     warm = outcome.run
@@ -63,16 +63,16 @@ def test_warm_cache_depth_and_concurrent_clients(repo, demo_model):
 
     target = demo_target(demo_model)
     target.argv = [a if a != "1" else "2" for a in target.argv]  # -np 2
-    load = runner.run(target, BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=2, warmup=0, clients=2)).run
+    load = runner.run(target, BenchSpec(prompt_tokens=(16,), gen_tokens=4, reps=2, warmup=0, clients=2)).run
     assert load.status == "complete" and len(load.reps) == 4
     assert sorted((r.rep, r.client) for r in load.reps) == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    p = run_summary(load)["latency_percentiles"]["64"]
+    p = run_summary(load)["latency_percentiles"]["16"]
     assert p["ttft_ms_p50"] <= p["ttft_ms_p95"] <= p["ttft_ms_p99"]
 
 
 def test_cancel_and_server_crash_keep_finished_repetitions(repo, demo_model):
     runner = BenchRunner(repo)
-    spec = BenchSpec(prompt_tokens=(64,), gen_tokens=8, reps=4, warmup=0)
+    spec = BenchSpec(prompt_tokens=(16,), gen_tokens=4, reps=4, warmup=0)
     state = {"cancel": False}
 
     def on_progress(_f, text):
@@ -101,7 +101,7 @@ def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model
     from llm_tuner.core.bench_report import pooled, report_markdown, run_identity_diff, speculative_ab
 
     runner = BenchRunner(repo)
-    spec = BenchSpec(prompt_tokens=(64,), gen_tokens=32, reps=1, warmup=0)
+    spec = BenchSpec(prompt_tokens=(16,), gen_tokens=32, reps=1, warmup=0)
     target = demo_target(demo_model)
     # the demo model as its own draft: it always drafts (an n-gram type drafts only when the text repeats)
     target.argv += ["--spec-type", "draft-simple", "--spec-draft-model", str(demo_model)]
@@ -116,7 +116,7 @@ def test_speculative_drafting_is_measured_beside_a_no_draft_run(repo, demo_model
     assert sp["draft_depth_k"] == 3 and 1 <= len(sp["alpha_by_position"]) <= 3  # llama.cpp's default depth
     assert sp["tokens_per_step"] == pytest.approx(sp["mean_accepted_len"], rel=0.02)  # llama.cpp's own figure
     ab = speculative_ab(runs)
-    assert ab["metric"] == "gen_tps@64" and 0 < ab["measured_speedup"] <= ab["speedup_ceiling"]
+    assert ab["metric"] == "gen_tps@16" and 0 < ab["measured_speedup"] <= ab["speedup_ceiling"]
     assert set(sp["predicted_tokens_per_step"]) >= {"1", "2", "3", "4", "8"}
     md = report_markdown(drafted)
     assert "α1 = " in md and "speed-up ceiling" in md and "Constant-α model" in md
