@@ -41,6 +41,15 @@ def test_dry_run_lists_placement_and_threads_within_the_planned_card(tmp_path, s
     assert {c["value"].split(":")[0] for c in placed} >= {"q4_0", "q8_0"}
     text = _cli("tune", "--dry-run", "--devices", f"CUDA0={mib}", "--", "-m", str(model), "-c", "8192")
     assert "placement and K/V type are raced together" in text.stdout and "\nt (" in text.stdout
-    # nothing was started or stored: no run, no tune in the history
-    assert json.loads(_cli("runs", "list", "--json").stdout) == []
-    assert json.loads(_cli("tunes", "list", "--json").stdout) == []
+    # nothing was started or stored: no run, no tune in the history (the CLI's data folder, read here: two more
+    # `runs list`/`tunes list` processes would cost their start-up, several seconds each on a busy machine)
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+    from llm_tuner.store.tunes import TuneRepository
+
+    engine = open_engine(database_path())
+    try:
+        assert RunRepository(engine).list_runs() == [] and TuneRepository(engine).list_tunes() == []
+    finally:
+        engine.dispose()
