@@ -14,8 +14,8 @@ pytestmark = pytest.mark.server
 
 
 def _short_spec(panel, label: str, extra: str) -> None:
-    panel.prompt_edit.setText("64")
-    panel.gen_spin.setValue(8)
+    panel.prompt_edit.setText("16")
+    panel.gen_spin.setValue(4)
     panel.reps_spin.setValue(2)
     panel.warmup_spin.setValue(0)
     panel.label_edit.setText(label)
@@ -41,8 +41,8 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     _short_spec(bench, "ub512", "-ub 512")
     _run(qtbot, bench)
     run_a = bench.last_run
-    assert [r.prompt_n for r in run_a.reps] == [64, 64]
-    assert bench.summary_model.rowCount() > 0 and "Prefill @ 64 tok (t/s)" in bench.summary_model.column_texts(0)
+    assert [r.prompt_n for r in run_a.reps] == [16, 16]
+    assert bench.summary_model.rowCount() > 0 and "Prefill @ 16 tok (t/s)" in bench.summary_model.column_texts(0)
     _short_spec(bench, "ub32", "-ub 32")
     _run(qtbot, bench)
 
@@ -57,7 +57,7 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     # The verdicts are those core.bench_report gives the two stored runs (their speeds vary from run to run).
     expected = compare_runs(run_a, bench.last_run, compare.threshold_spin.value())
     assert compare.model.verdicts() == {c.name: c.verdict for c in expected}
-    assert compare.model.verdicts()["gen_tps@64"] is not None
+    assert compare.model.verdicts()["gen_tps@16"] is not None
     assert verdict_counts(expected) in compare.verdict_label.text()
     assert compare.diff_table.item(0, 0).text() == "--ubatch-size"  # one name for every spelling
     assert (compare.diff_table.item(0, 1).text(), compare.diff_table.item(0, 2).text()) == ("512", "32")

@@ -26,8 +26,8 @@ def _type(qtbot, widget, text: str) -> None:
 
 
 def _short_spec(qtbot, bench) -> None:
-    _type(qtbot, bench.prompt_edit, "64")
-    for spin, value in ((bench.gen_spin, 8), (bench.reps_spin, 2), (bench.warmup_spin, 0)):
+    _type(qtbot, bench.prompt_edit, "16")
+    for spin, value in ((bench.gen_spin, 4), (bench.reps_spin, 2), (bench.warmup_spin, 0)):
         spin.setValue(value)
 
 
@@ -119,7 +119,7 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
     _short_spec(qtbot, bench)
     _benchmark(qtbot, window)
     first = bench.last_run
-    assert first.label == demo_model.stem and [r.prompt_n for r in first.reps] == [64, 64]
+    assert first.label == demo_model.stem and [r.prompt_n for r in first.reps] == [16, 16]
     bench.tabs.setCurrentIndex(1)
     qtbot.waitUntil(lambda: bench.history_model.rowCount() == 1, timeout=10_000)
     assert bench.history_hint.text() == ""
