@@ -62,6 +62,18 @@ def isolated_data_dir(tmp_path_factory, monkeypatch):
     return path
 
 
+@pytest.fixture
+def ctrl_c_raises():
+    """SIGINT raises KeyboardInterrupt in the main thread for this test, as under a terminal. A runner started in
+    the background of a non-interactive shell (`make test &`, nohup) hands its processes SIGINT ignored, and
+    Python then keeps it ignored: a Ctrl-C test would wait for an interrupt that never comes."""
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 @pytest.fixture(scope="session")
 def demo_model() -> Path:
     from llm_tuner.services.demo_model import find_demo_model

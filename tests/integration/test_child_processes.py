@@ -137,7 +137,7 @@ def test_kill_9_during_a_tunes_perplexity_check_leaves_no_llama_perplexity(tmp_p
                       "-m", str(demo_model), "-c", "512", "-t", "1"], timeout=240)
 
 
-def test_ctrl_c_during_a_model_load_stops_it(server_binary, demo_model):
+def test_ctrl_c_during_a_model_load_stops_it(server_binary, demo_model, ctrl_c_raises):
     """KeyboardInterrupt in the thread that waits (the CLI's Ctrl-C) stops the server at once, while the app
     (and so the parent-death signal's thread) lives on."""
     from llm_tuner.services.binaries import measure_server_memory

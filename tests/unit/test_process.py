@@ -70,7 +70,7 @@ def ctrl_c_when(ready) -> threading.Thread:
     return t
 
 
-def test_ctrl_c_during_a_short_run_stops_the_child(tmp_path):
+def test_ctrl_c_during_a_short_run_stops_the_child(tmp_path, ctrl_c_raises):
     script, pid_file = _sleeper(tmp_path)
     t = ctrl_c_when(pid_file.exists)
     try:
