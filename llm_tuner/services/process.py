@@ -140,15 +140,22 @@ class Child:
             pass
 
     def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> StopResult:
-        """SIGINT, then SIGTERM, then SIGKILL to the process group, each with its timeout."""
+        """SIGINT, then SIGTERM, then SIGKILL to the process group, each with its timeout. Interrupted while it
+        waits (Ctrl-C), it kills the group at once and re-raises: the child never outlives an interrupted stop."""
         if self.popen.poll() is not None:
             return StopResult(self.popen.returncode, "already exited")
-        for sig, timeout, name in ((signal.SIGINT, sigint_s, "SIGINT"), (signal.SIGTERM, sigterm_s, "SIGTERM"),
-                                   (getattr(signal, "SIGKILL", signal.SIGTERM), sigkill_s, "SIGKILL")):
-            self.signal(sig)
-            code = self.wait(timeout)
-            if code is not None:
-                return StopResult(code, name)
+        kill = getattr(signal, "SIGKILL", signal.SIGTERM)
+        try:
+            for sig, timeout, name in ((signal.SIGINT, sigint_s, "SIGINT"), (signal.SIGTERM, sigterm_s, "SIGTERM"),
+                                       (kill, sigkill_s, "SIGKILL")):
+                self.signal(sig)
+                code = self.wait(timeout)
+                if code is not None:
+                    return StopResult(code, name)
+        except BaseException:
+            self.signal(kill)
+            self.wait(sigkill_s)
+            raise
         return StopResult(self.popen.poll(), "SIGKILL")  # pragma: no cover - unkillable
 
 

@@ -84,6 +84,28 @@ def test_ctrl_c_during_a_short_run_stops_the_child(tmp_path, ctrl_c_raises):
         _kill(pid_file)
 
 
+def test_ctrl_c_during_a_polite_stop_kills_the_child_at_once(tmp_path, ctrl_c_raises):
+    """A child that ignores SIGINT, stopped with a long SIGINT grace: a Ctrl-C while the stop waits ends it now
+    (SIGKILL) instead of leaving it running (the model-load Ctrl-C test once found the server alive after)."""
+    pid_file = tmp_path / "pid"
+    script = tmp_path / "stubborn"
+    script.write_text(f"#!/bin/sh\ntrap '' INT\necho $$ > '{pid_file}'\nwhile :; do sleep 0.1; done\n")
+    script.chmod(0o755)
+    child = process.spawn([str(script)])
+    try:
+        pid = _pid(pid_file)
+        t0 = time.monotonic()
+        t = ctrl_c_when(lambda: time.monotonic() > t0 + 1.0)  # the stop below is waiting out its SIGINT grace
+        with pytest.raises(KeyboardInterrupt):
+            child.stop(sigint_s=30.0, sigterm_s=30.0, sigkill_s=5.0)
+        t.join(10)
+        assert time.monotonic() - t0 < 10
+        assert _gone(pid, 0.5) and child.poll() is not None, "Ctrl-C during the stop left the child running"
+    finally:
+        _kill(pid_file)
+        child.stop(0.1, 0.1, 1.0)
+
+
 def test_cancel_stops_the_child_and_says_so(tmp_path):
     script, pid_file = _sleeper(tmp_path)
     try:
