@@ -95,7 +95,22 @@ class _Spawner:
                 self._thread.start()
         fut: Future = Future()
         self._q.put((fn, fut))
-        return fut.result()
+        try:
+            return fut.result()
+        except BaseException as exc:
+            if not (fut.done() and fut.exception() is exc):  # interrupted (Ctrl-C) while the child was started
+                _end_started(fut)
+            raise
+
+
+def _end_started(fut: Future) -> None:
+    """The wait for a spawn was interrupted: the spawner still starts the child, which no caller will ever hold
+    (a Ctrl-C at that moment left a model load running): wait for it and kill its group."""
+    try:
+        popen = fut.result(timeout=30)
+    except BaseException:  # noqa: BLE001 - it did not start after all (or a second Ctrl-C): nothing to end
+        return
+    Child(popen).stop(0.0, 0.0, 5.0)
 
 
 _spawner = _Spawner()

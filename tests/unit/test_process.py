@@ -106,6 +106,27 @@ def test_ctrl_c_during_a_polite_stop_kills_the_child_at_once(tmp_path, ctrl_c_ra
         child.stop(0.1, 0.1, 1.0)
 
 
+def test_ctrl_c_while_the_spawner_starts_a_child_ends_that_child(tmp_path, ctrl_c_raises):
+    """Interrupted while the spawner thread starts a child, the caller never holds it: it must not live on."""
+    import subprocess
+
+    script, pid_file = _sleeper(tmp_path)
+
+    def slow_start() -> subprocess.Popen:
+        time.sleep(1.0)  # the Ctrl-C comes while this spawn is under way
+        return subprocess.Popen([str(script)], start_new_session=True)
+
+    t0 = time.monotonic()
+    t = ctrl_c_when(lambda: time.monotonic() > t0 + 0.3)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            process._spawner.run(slow_start)
+        t.join(10)
+        assert _gone(_pid(pid_file), 5.0), "Ctrl-C during a spawn left its child running"
+    finally:
+        _kill(pid_file)
+
+
 def test_cancel_stops_the_child_and_says_so(tmp_path):
     script, pid_file = _sleeper(tmp_path)
     try:
