@@ -111,10 +111,12 @@ def test_ctrl_c_while_the_spawner_starts_a_child_ends_that_child(tmp_path, ctrl_
     import subprocess
 
     script, pid_file = _sleeper(tmp_path)
+    started: list[subprocess.Popen] = []
 
     def slow_start() -> subprocess.Popen:
         time.sleep(1.0)  # the Ctrl-C comes while this spawn is under way
-        return subprocess.Popen([str(script)], start_new_session=True)
+        started.append(subprocess.Popen([str(script)], start_new_session=True))
+        return started[0]
 
     t0 = time.monotonic()
     t = ctrl_c_when(lambda: time.monotonic() > t0 + 0.3)
@@ -122,9 +124,17 @@ def test_ctrl_c_while_the_spawner_starts_a_child_ends_that_child(tmp_path, ctrl_
         with pytest.raises(KeyboardInterrupt):
             process._spawner.run(slow_start)
         t.join(10)
-        assert _gone(_pid(pid_file), 5.0), "Ctrl-C during a spawn left its child running"
+        deadline = time.monotonic() + 10
+        while not started and time.monotonic() < deadline:  # the spawn finishes on the spawner thread
+            time.sleep(0.02)
+        # ended (perhaps before its first line ran: no pid file then), not left running
+        assert started and _gone(started[0].pid, 5.0), "Ctrl-C during a spawn left its child running"
     finally:
         _kill(pid_file)
+        for p in started:
+            if p.poll() is None:
+                p.kill()
+            p.wait(5)
 
 
 def test_cancel_stops_the_child_and_says_so(tmp_path):
