@@ -48,6 +48,15 @@ PROMPTS = ("Hello!", "Name a colour.", "What is 2 + 2?", "Say yes or no.", "Comp
            "Count to three:", "// a comment about", "import numpy as", "Reply with OK.", "Is water wet?")
 
 
+def synthetic_record(rng: random.Random, time_unix: float, task: int):
+    """A finished request as the demo server's log gives one (the views' prefill and the --synthetic feed)."""
+    from llm_tuner.core.session import RequestRecord
+
+    return RequestRecord(time_unix=time_unix, slot=task % 4, task=task, cache_n=rng.randint(0, 8), prompt_n=5,
+                         prompt_ms=12.3, prompt_per_second=rng.uniform(300, 500), predicted_n=rng.randint(1, 8),
+                         predicted_ms=60.0, predicted_per_second=rng.uniform(40, 60), ttft_ms=14.0, latency_ms=80.0)
+
+
 # -- the app (child process) ------------------------------------------------------------------------------------
 def thread_cpu_s() -> dict[str, float]:
     """CPU seconds (user + system) of each thread of this process by its Python name (Qt's own threads and
@@ -136,14 +145,10 @@ def app_child(args) -> int:
         """The views full before anything is measured: `n` finished requests of the last hour in the table, the
         slot's records and the throughput bins (as the bridge delivers them), then every tab shown once (its first
         paint with data allocates once: fonts, caches), so RSS per request is the steady state."""
-        from llm_tuner.core.session import RequestRecord
 
         rng, t0 = random.Random(7), time.time() - 3600
         for i in range(n):
-            panel._on_bridge_request_finished(panel.slot, RequestRecord(
-                time_unix=t0 + 3600 * i / n, slot=i % 4, task=-1 - i, cache_n=rng.randint(0, 8), prompt_n=5,
-                prompt_ms=12.3, prompt_per_second=rng.uniform(300, 500), predicted_n=rng.randint(1, 8),
-                predicted_ms=60.0, predicted_per_second=rng.uniform(40, 60), ttft_ms=14.0, latency_ms=80.0))
+            panel._on_bridge_request_finished(panel.slot, synthetic_record(rng, t0 + 3600 * i / n, -1 - i))
         mark["prefilled"] = n
         panel.requests.flush(force=True)
         for tab in (*tabs, tabs[0]):
@@ -239,7 +244,6 @@ def synthetic(args) -> int:
     from PySide6.QtWidgets import QApplication
     from ui_lag import LagProbe
 
-    from llm_tuner.core.session import RequestRecord
     from llm_tuner.core.settings import Settings
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.gui_gc import GuiThreadCollector
@@ -265,11 +269,7 @@ def synthetic(args) -> int:
         lines = []
         for _ in range(max(0, min(n, args.synthetic - state["sent"]))):
             i = state["sent"] = state["sent"] + 1
-            rec = RequestRecord(time_unix=time.time(), slot=i % 4, task=i, cache_n=rng.randint(0, 8), prompt_n=5,
-                                prompt_ms=12.3, prompt_per_second=rng.uniform(300, 500), predicted_n=rng.randint(1, 8),
-                                predicted_ms=60.0, predicted_per_second=rng.uniform(40, 60), ttft_ms=14.0,
-                                latency_ms=80.0)
-            panel._on_bridge_request_finished(panel.slot, rec)
+            panel._on_bridge_request_finished(panel.slot, synthetic_record(rng, time.time(), i))
             lines += [LogLine("info", f"slot print_timing: id  {i % 4} | task {i} | line {k} of a finished request "
                                       "........................................") for k in range(7)]
             if i % block == 0:
