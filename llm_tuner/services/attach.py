@@ -67,9 +67,11 @@ class AttachedSession(SupervisedSession):
     def start(self) -> None:
         self.started_unix = time.time()
         self._set_state(ServerState.STARTING)
-        targets = [self._poll_loop] + ([self._tail_loop] if self.log_path else [])
-        for fn in targets:
-            t = threading.Thread(target=fn, name=f"attach-{fn.__name__}", daemon=True)
+        targets: list[tuple] = [(self._poll_loop, ())]
+        if self.log_path:  # the log's end is taken now, so what is written after start() returns is never missed
+            targets.append((self._tail_loop, (self.log_path.stat().st_size if self.log_path.exists() else 0,)))
+        for fn, args in targets:
+            t = threading.Thread(target=fn, args=args, name=f"attach-{fn.__name__}", daemon=True)
             self._threads.append(t)
             t.start()
 
@@ -141,9 +143,8 @@ class AttachedSession(SupervisedSession):
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)
 
-    def _tail_loop(self) -> None:
+    def _tail_loop(self, pos: int) -> None:
         assert self.log_path is not None
-        pos = self.log_path.stat().st_size if self.log_path.exists() else 0
         buf = ""
         while not self._stop.is_set():
             try:
