@@ -17,11 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.core import flags
-from llm_tuner.core.devices import backend_of
-from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+
+if TYPE_CHECKING:
+    from llm_tuner.core.memory import PlanDevice
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
     """`CUDA0=16384,Vulkan1=24576,Host=65536` -> planned GPUs and (optionally) host."""
+    from llm_tuner.core.devices import backend_of
+    from llm_tuner.core.memory import PlanDevice
+
     gpus: list[PlanDevice] = []
     host = None
     for part in (x.strip() for x in text.split(",") if x.strip()):
@@ -64,6 +69,7 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
 def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
     """GPUs as the llama-server binary lists them (with the `--rpc` workers' devices of `server_args`), host RAM
     and CPU flags."""
+    from llm_tuner.core.memory import PlanDevice
     from llm_tuner.services.binaries import SERVER, BinaryError, locate
     from llm_tuner.services.rpc import WorkerError, planned_gpus
     from llm_tuner.services.telemetry.host import host_info
@@ -81,6 +87,7 @@ def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevic
 
 
 def _estimate(args: argparse.Namespace) -> int:
+    from llm_tuner.core.memory import parse_server_args, plan_memory
     from llm_tuner.services.library import read_model
 
     server_args = list(args.server_args)

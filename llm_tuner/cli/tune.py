@@ -30,8 +30,7 @@ from llm_tuner.cli.profile_file import add_trust_argument
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `tune` and `tunes`."""
-    from llm_tuner.core.tune import OBJECTIVES
-    from llm_tuner.services.tune.placement import DEFAULT_MARGIN_MIB
+    from llm_tuner.core.tune import DEFAULT_MARGIN_MIB, OBJECTIVES
 
     p = sub.add_parser("tune", help="search the fastest settings that fit (real server, stored trials, resumable)",
                        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

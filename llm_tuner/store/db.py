@@ -6,20 +6,22 @@ return frozen core models.
 
 from __future__ import annotations
 
+import ast
 import errno
+import functools
 import os
 import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from alembic import command
-from alembic.config import Config
-from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, create_engine, event, inspect, text
 from sqlalchemy.orm import Session, sessionmaker
+
+if TYPE_CHECKING:
+    from alembic.config import Config
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 BUSY_TIMEOUT_S = 5.0  # how long a statement waits for another connection's write lock before it fails
@@ -35,6 +37,8 @@ def _on_connect(dbapi_conn: Any, _record: Any, busy_timeout_s: float = BUSY_TIME
 
 
 def alembic_config(engine: Engine) -> Config:
+    from alembic.config import Config  # noqa: PLC0415 - Alembic (0.9 s to import) only when the schema changes
+
     cfg = Config()
     cfg.set_main_option("script_location", str(MIGRATIONS_DIR))
     cfg.attributes["engine"] = engine
@@ -154,12 +158,45 @@ def _quick_check(path: Path) -> None:
         pass  # checked again next time
 
 
-def _check_revision(engine: Engine, path: Path) -> None:
-    """A revision this build does not know means a newer llm-tuner wrote the file: never "upgrade" it."""
+@functools.cache
+def schema_heads() -> frozenset[str] | None:
+    """This build's newest schema revisions, read from the migration files' `revision = "..."` and
+    `down_revision = ...` lines without importing Alembic. None when a file does not spell them that plainly:
+    then Alembic reads them."""
+    revisions: set[str] = set()
+    parents: set[str] = set()
+    for file in (MIGRATIONS_DIR / "versions").glob("*.py"):
+        found: dict[str, object] = {}
+        for node in ast.parse(file.read_text(encoding="utf-8")).body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and node.targets[0].id in ("revision", "down_revision"):
+                try:
+                    found[node.targets[0].id] = ast.literal_eval(node.value)
+                except ValueError:
+                    return None
+        rev, down = found.get("revision"), found.get("down_revision", None)
+        downs = down if isinstance(down, tuple) else () if down is None else (down,)
+        if not isinstance(rev, str) or not all(isinstance(d, str) for d in downs):
+            return None
+        revisions.add(rev)
+        parents.update(downs)
+    return frozenset(revisions - parents) or None
+
+
+def _current_revisions(engine: Engine) -> frozenset[str] | None:
+    """The file's schema revisions; None for a file Alembic never stamped (new, or not ours yet)."""
     with engine.connect() as conn:
         if not inspect(conn).has_table("alembic_version"):
-            return
-        current = [r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version"))]
+            return None
+        return frozenset(r[0] for r in conn.execute(text("SELECT version_num FROM alembic_version")))
+
+
+def _check_revision(engine: Engine, path: Path, current: frozenset[str] | None) -> None:
+    """A revision this build does not know means a newer llm-tuner wrote the file: never "upgrade" it."""
+    from alembic.script import ScriptDirectory  # noqa: PLC0415 - Alembic only when the schema is not at head
+
+    if current is None:
+        return
     script = ScriptDirectory.from_config(alembic_config(engine))
     known = {rev.revision for rev in script.walk_revisions()}
     unknown = [rev for rev in current if rev not in known]
@@ -188,9 +225,13 @@ def open_engine(path: Path | str, *, migrate: bool = True, busy_timeout_s: float
             raise StorageFullError(path) from context.original_exception
 
     try:
-        _check_revision(engine, path)
-        if migrate:
-            command.upgrade(alembic_config(engine), "head")
+        current = _current_revisions(engine)
+        if current is None or current != schema_heads():  # at this build's head (most opens) Alembic is not loaded
+            _check_revision(engine, path, current)
+            if migrate:
+                from alembic import command  # noqa: PLC0415 - Alembic only when the schema changes
+
+                command.upgrade(alembic_config(engine), "head")
     except (DatabaseError, StorageFullError):
         engine.dispose()
         raise

@@ -22,6 +22,7 @@ from llm_tuner.core.tune.final import (
     start_noise,
 )
 from llm_tuner.core.tune.frontier import (
+    DEFAULT_MARGIN_MIB,
     Placement,
     Planner,
     describe_placement,
@@ -61,6 +62,7 @@ from llm_tuner.core.tune.search import (
 from llm_tuner.core.tune.trial_plot import trial_plot_svg, trial_points
 
 __all__ = [
+    "DEFAULT_MARGIN_MIB",
     "OBJECTIVES",
     "BaselineCost",
     "FinalDesign",

@@ -38,6 +38,8 @@ PLACEMENT_KEYS = ("gpu_layers", "override_tensor", "cpu_moe", "n_cpu_moe", "n_cp
                   "cache_type_k", "cache_type_v")
 OOM_WORDS = ("out of memory", "failed to allocate", "cudamalloc failed", "erroroutofdevicememory",
              "unable to allocate", "failed to create context", "outofdevicememory")
+# Free memory a placement keeps per GPU at the start of a tune (the tune's --headroom); raised on out-of-memory.
+DEFAULT_MARGIN_MIB = 128
 MAX_MARGIN_MIB = 4096
 
 

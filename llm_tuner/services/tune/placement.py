@@ -14,15 +14,21 @@ import psutil
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import PlanDevice, parse_server_args
-from llm_tuner.core.tune import Placement, Planner, frontier, needs_placement, next_margin, resolve_placement
+from llm_tuner.core.tune import (
+    DEFAULT_MARGIN_MIB,
+    Placement,
+    Planner,
+    frontier,
+    needs_placement,
+    next_margin,
+    resolve_placement,
+)
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
 from llm_tuner.services.rpc import planned_gpus
 from llm_tuner.services.telemetry.host import host_info
 
 log = logging.getLogger(__name__)
-
-DEFAULT_MARGIN_MIB = 128
 
 
 def physical_cores() -> int | None:

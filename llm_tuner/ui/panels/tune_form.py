@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
-from llm_tuner.core.tune import OBJECTIVES, Knob, Objective, parse_knob
+from llm_tuner.core.tune import DEFAULT_MARGIN_MIB, OBJECTIVES, Knob, Objective, parse_knob
 from llm_tuner.core.tune.knobs import ABSENT
 from llm_tuner.core.tune.objectives import CLIENTS, FLOOR, WEIGHTS
 from llm_tuner.qt.bench_session import parse_sweep_values
@@ -126,7 +126,7 @@ class TuneForm(QWidget):
         f = QFormLayout(box)
         self.min_ctx_spin = spin(0, 10_000_000, 0, " tokens", "0: no minimum")
         self.min_ctx_spin.setSpecialValueText("none")
-        self.headroom_spin = spin(0, 1_000_000, 128, " MiB", "memory left free on every GPU; a placement that runs out of memory raises it")
+        self.headroom_spin = spin(0, 1_000_000, DEFAULT_MARGIN_MIB, " MiB", "memory left free on every GPU; a placement that runs out of memory raises it")
         self.budget_spin = spin(10, 7 * 24 * 3600, 600, " s", "the tune's whole time, the final A/B included")
         self.ppl_spin = dspin(0.0, 100.0, 1.0, " %", 2)
         self.ppl_spin.setToolTip("the largest perplexity increase a K/V cache type may cost (llama-perplexity)")
