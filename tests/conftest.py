@@ -62,6 +62,15 @@ def isolated_data_dir(tmp_path_factory, monkeypatch):
     return path
 
 
+@pytest.fixture(autouse=True)
+def llama_build_only_for_server_tests(request, monkeypatch):
+    """A test not marked `server` sees no embedded llama.cpp build: `make test` runs those tests while llama.cpp
+    is still being built (Makefile), so one that needs llama.cpp's programs must say so (the `server_binary`
+    fixture or the marker) or it fails here too, not only on a fresh machine."""
+    if request.node.get_closest_marker("server") is None:
+        monkeypatch.setattr("llm_tuner.services.binaries.embedded_bin_dir", lambda: None)
+
+
 @pytest.fixture
 def ctrl_c_raises():
     """SIGINT raises KeyboardInterrupt in the main thread for this test, as under a terminal. A runner started in

@@ -66,10 +66,10 @@ def test_random_dense_and_moe(server_binary, random_models):
     _compare(server_binary, random_models["moe"], ["-c", "2048", "--cpu-moe", "-np", "1"])
 
 
+@pytest.mark.server
 def test_fit_params_print_runs(demo_model):
     loc = locate(FIT_PARAMS)
-    if loc is None:
-        pytest.skip("llama-fit-params is not installed beside llama-server")
+    assert loc is not None, "llama-fit-params is built with llama-server (make setup)"
     run = run_fit_params(loc.path, ["-m", str(demo_model), "-t", "2", "-c", "4096"], fit_print=True)
     rows = parse_fit_print(run.stdout)
     assert run.returncode == 0 and rows and rows[-1].name == "Host" and rows[-1].model_mib > 200

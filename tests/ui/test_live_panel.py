@@ -71,6 +71,7 @@ def test_start_test_prompt_request_row_log_and_stop(qtbot, ctx, demo_model):
     assert panel.history_table.item(0, 3).text() == "1"
 
 
+@pytest.mark.server  # the real llama-server starts and exits on the missing model
 def test_a_failed_start_shows_what_to_do(qtbot, ctx, tmp_path):
     from llm_tuner.ui.panels.live_panel import LivePanel
 
@@ -217,6 +218,7 @@ def test_request_table_shows_no_nan(qtbot):
     assert row[1] == "—" and row[4] == "—" and row[6] == "2000.00"
 
 
+@pytest.mark.server
 def test_a_port_in_use_did_not_start_and_history_says_so(qtbot, ctx, tmp_path):
     """A port conflict: the server never started, so the message says so, and the History's Exit reads
     "did not start" with the reason in its tooltip (not "None")."""
@@ -405,6 +407,7 @@ def test_show_all_reads_the_whole_session_back_without_gaps_or_doubles(qtbot, tm
     assert view.model.rowCount() == 50
 
 
+@pytest.mark.server
 def test_a_profile_program_launches_only_once_confirmed(qtbot, ctx, tmp_path):
     """The Live tab runs the profile's own program (a fork, another build) once the user confirmed it, and never
     before: nothing runs an unconfirmed program."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
 
+
+@pytest.mark.server
 def test_window_shows_areas_and_the_server_found(qtbot):
     from llm_tuner.app import build_window
 

@@ -135,6 +135,7 @@ def test_override_builder_previews_and_writes_the_rule(qtbot, ctx, panel, demo_m
     assert "not a valid regular expression" in panel.ot_preview_label.text()
 
 
+@pytest.mark.server
 def test_check_with_llamacpp_shows_both(qtbot, panel, demo_model):
     _load(qtbot, panel, demo_model)
     panel.ctx_spin.setValue(4096)

@@ -40,6 +40,7 @@ def test_the_paste_dialog_keeps_import_disabled_for_a_wrong_paste(qtbot, text, i
     assert ("Not importable" in dlg.report.text()) is not importable
 
 
+@pytest.mark.server
 def test_live_refuses_a_profile_with_advice_errors_and_offers_launch_anyway(qtbot, ctx, tmp_path):
     from llm_tuner.ui.panels.live_panel import LivePanel
     from llm_tuner.ui.panels.profile_panel import ProfilePanel
@@ -59,6 +60,7 @@ def test_live_refuses_a_profile_with_advice_errors_and_offers_launch_anyway(qtbo
     assert not live.start() and "no model" in live.message_label.text()
 
 
+@pytest.mark.server
 def test_typed_arguments_without_a_model_are_refused_too(qtbot, ctx):
     from llm_tuner.ui.panels.live_panel import LivePanel
 

@@ -8,6 +8,7 @@ server stopped during a window's teardown raced with the panel's background jobs
 
 from __future__ import annotations
 
+import pytest
 from PySide6.QtCore import QTimer
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication, QMessageBox
@@ -46,6 +47,7 @@ def _window_with_a_ready_server(qtbot, tmp_path):
     return window, live
 
 
+@pytest.mark.server
 def test_quit_with_a_server_running_asks_first(qtbot, tmp_path, monkeypatch):
     monkeypatch.delenv("LLM_TUNER_SMOKE_TEST", raising=False)
     monkeypatch.setattr(QGuiApplication, "platformName", staticmethod(lambda: "xcb"))
@@ -61,6 +63,7 @@ def test_quit_with_a_server_running_asks_first(qtbot, tmp_path, monkeypatch):
     assert len(seen) == 2 and not window.isVisible()
 
 
+@pytest.mark.server
 def test_servers_stopping_or_attached_are_not_asked_about(qtbot, tmp_path):
     _window, live = _window_with_a_ready_server(qtbot, tmp_path)
     live.slot.state = "stopping"
@@ -69,6 +72,7 @@ def test_servers_stopping_or_attached_are_not_asked_about(qtbot, tmp_path):
     assert live.quit_question() is None
 
 
+@pytest.mark.server
 def test_nobody_to_ask_quits_without_asking(qtbot, tmp_path, monkeypatch):
     """Offscreen (tests) or in a smoke test nobody can answer: the window closes."""
     monkeypatch.delenv("LLM_TUNER_SMOKE_TEST", raising=False)

@@ -55,6 +55,7 @@ def _profile_file(tmp_path, **data) -> Path:
 
 # -- 1: one strict loader for profile files ------------------------------------------------------
 
+@pytest.mark.server
 def test_run_accepts_what_profile_import_prints_and_launches_its_model(capsys, tmp_path):
     code, out, _ = cli(capsys, "profile", "import", "--json", "--", "-m", tmp_path / "gone.gguf", "-c", "1024")
     f = tmp_path / "imported.json"
@@ -122,6 +123,7 @@ def test_a_pasted_relative_program_is_kept_as_the_untrusted_binary():
     assert docker.profile.binary is None
 
 
+@pytest.mark.server
 def test_found_programs_are_trusted_and_a_missing_one_is_an_error(tmp_path):
     settings = load_settings()
     embedded = binaries.locate(binaries.SERVER, settings)

@@ -48,6 +48,7 @@ def test_list_devices_parses_gpu_lines_and_ignores_noise():
     assert parse_list_devices((DATA / "llama-server-list-devices-cpu.txt").read_text()) == []
 
 
+@pytest.mark.server
 def test_embedded_server_is_found_and_read():
     info = probe(SERVER, Settings())
     assert info.ok, info.error
@@ -94,6 +95,7 @@ def test_short_runs_time_out_and_kill(tmp_path):
         binaries.run_short([str(script)], timeout=0.5)
 
 
+@pytest.mark.server
 def test_cpu_only_server_with_gpus_gets_advice():
     info = probe(SERVER, Settings())
     assert gpu_backend_advice(info, 0) is None

@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from llm_tuner.core.devices import GpuInfo, LlamaDevice, backend_of, map_llama_devices
 from llm_tuner.services.telemetry.inventory import detect_inventory
 
@@ -59,6 +61,7 @@ def test_cli_devices_json_shape():
     assert data["devices"] == [] and data["notes"]
 
 
+@pytest.mark.server
 def test_cli_binaries_json_shape():
     out = subprocess.run([sys.executable, "-m", "llm_tuner", "binaries", "--json"], capture_output=True, text=True,
                          timeout=120)

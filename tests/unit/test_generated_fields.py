@@ -45,6 +45,7 @@ def _account(catalog: FlagCatalog) -> dict[tuple[str, ...], str]:
     return seen
 
 
+@pytest.mark.server
 @pytest.mark.parametrize("which", ["data file", "embedded build"])
 def test_every_flag_of_the_help_has_a_field_or_a_reason(which):
     catalog = default_catalog() if which == "data file" else _embedded_catalog()

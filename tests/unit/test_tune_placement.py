@@ -248,6 +248,7 @@ class PlacedTune:
                           clock=self.clock, plan_fn=lambda a, e: (True, ""))
 
 
+@pytest.mark.server
 def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dense, tmp_path):
     tune = PlacedTune(dense, tmp_path, ("f16", "q4_0"), 3, needs_free_mib=100, final_reps=2)
     resolver = tune.resolver
@@ -269,6 +270,7 @@ def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dens
     assert again.margin_mib == 128
 
 
+@pytest.mark.server
 def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_said(dense, tmp_path):
     t = PlacedTune(dense, tmp_path, ("q4_0",), 1, needs_free_mib=0, final_reps=4)
     engine, clock, bench, spec = t.engine, t.clock, t.bench, t.spec
