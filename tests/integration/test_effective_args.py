@@ -17,7 +17,6 @@ from llm_tuner.services.launch import plan_from_profile
 from llm_tuner.services.server import ServerSession
 from llm_tuner.services.supervised import ServerState, StateChanged
 
-
 CTX = 2048  # not the tiny model's trained 4096: a plan or a server that ignored the variable would say 4096
 
 
