@@ -1,6 +1,6 @@
 """The test bench: isolated data folder, the real demo model, the real llama-server.
 
-`llama_server` starts the embedded llama-server with the demo model on a free loopback port,
+`llama_server` starts the embedded llama-server with the tiny model on a free loopback port,
 waits for /health and stops it at the end of the session (SIGINT -> SIGTERM -> SIGKILL).
 """
 
@@ -149,9 +149,11 @@ def start_server(server_binary: Path, model: Path, *extra: str, ctx: int = 2048,
 
 
 @pytest.fixture(scope="session")
-def llama_server(server_binary, demo_model):
-    """One real llama-server with the demo model for the whole session."""
-    running = start_server(server_binary, demo_model)
+def llama_server(server_binary, tiny_model):
+    """One real llama-server for the whole session, for tests of what the app does with a running server
+    (attach, history, interrupted sessions): the tiny model, ready in a blink. A test of the real model's text,
+    quality or memory starts its own with `demo_model` (start_server)."""
+    running = start_server(server_binary, tiny_model)
     yield running
     running.client.close()
     running.process.stop()

@@ -58,11 +58,11 @@ def _ready(e) -> bool:
     return isinstance(e, StateChanged) and e.state == ServerState.READY
 
 
-def test_real_server_enforces_a_key_given_through_the_environment(server_binary, demo_model, tmp_path):
+def test_real_server_enforces_a_key_given_through_the_environment(server_binary, tiny_model, tmp_path):
     from llm_tuner.services.binaries import SERVER, probe
 
     catalog = probe(SERVER, with_devices=False).catalog
-    plan = plan_launch(server_binary, ["-m", str(demo_model), "-c", "512", "-np", "1", "-t", "2", "--api-key", KEY],
+    plan = plan_launch(server_binary, ["-m", str(tiny_model), "-c", "512", "-np", "1", "-t", "2", "--api-key", KEY],
                        catalog=catalog)
     repo = SessionRepository(open_engine(tmp_path / "db.sqlite"))
     ready = threading.Event()

@@ -25,10 +25,10 @@ def test_attach_to_a_dead_url_fails_within_seconds():
     assert "Traceback" not in proc.stderr
 
 
-def test_a_server_that_goes_away_is_reported_gone_then_the_run_fails(server_binary, demo_model):
-    server = start_server(server_binary, demo_model, ctx=512)
+def test_a_server_that_goes_away_is_reported_gone_then_the_run_fails(server_binary, tiny_model):
+    server = start_server(server_binary, tiny_model, ctx=512)
     cli = subprocess.Popen([sys.executable, "-m", "llm_tuner", "run", "--json-lines", "--no-samples", "--gone-after",
-                            "2", "--attach", server.url], stdout=subprocess.PIPE, text=True)
+                            "1", "--attach", server.url], stdout=subprocess.PIPE, text=True)
     events = []
     try:
         for raw in cli.stdout:

@@ -130,11 +130,14 @@ def test_kill_9_during_llama_bench_leaves_no_llama_bench(tmp_path, demo_model):
                       "--gen-tokens", "4", "--", "-m", str(demo_model), "-c", "512", "-t", "1"])
 
 
-def test_kill_9_during_a_tunes_perplexity_check_leaves_no_llama_perplexity(tmp_path, demo_model):
+def test_kill_9_during_a_tunes_perplexity_check_leaves_no_llama_perplexity(tmp_path, tiny_model):
+    # The tiny model: the tune's benchmarks before the check are quick, and llama-perplexity is stopped once found
+    # (it lives for its model load and its chunks at least). The other tests keep the demo model: their child is a
+    # model load or a 4-token llama-bench, found within the demo model's 2 s load; the tiny one's could end first.
     _kill_cli_during(tmp_path, "llama-perplexity",
                      ["tune", "--knob", "cache_type_k=q8_0", "--budget", "300", "--screen-reps", "1",
                       "--warmup", "0", "--prompt-tokens", "32", "--gen-tokens", "4", "--",
-                      "-m", str(demo_model), "-c", "512", "-t", "1"], timeout=240)
+                      "-m", str(tiny_model), "-c", "512", "-t", "1"], timeout=240)
 
 
 def test_ctrl_c_during_a_model_load_stops_it(server_binary, demo_model, ctrl_c_raises):

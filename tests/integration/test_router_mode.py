@@ -1,5 +1,5 @@
-"""Router mode with the real llama-server: a profile without -m and with --models-dir serves two GGUF files (the demo
-model and a link to it), Live's watcher lists them from the server's own /models, a request names its model, and a
+"""Router mode with the real llama-server: a profile without -m and with --models-dir serves two GGUF files (two
+links to the tiny model), Live's watcher lists them from the server's own /models, a request names its model, and a
 benchmark of one of them is stored with the model's name."""
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
 
 @pytest.fixture
-def router_profile(demo_model, tmp_path):
+def router_profile(tiny_model, tmp_path):
     folder = tmp_path / "models"
     folder.mkdir()
-    (folder / "gemma-a.gguf").symlink_to(demo_model)  # the router follows links: no 240 MB copy
-    (folder / "gemma-b.gguf").symlink_to(demo_model)
+    (folder / "tiny-a.gguf").symlink_to(tiny_model)  # the router follows links
+    (folder / "tiny-b.gguf").symlink_to(tiny_model)
     return import_command(f"--models-dir {folder} --models-max 1 -c 512 -np 1 -t 2").profile
 
 
@@ -39,7 +39,7 @@ def _loaded(name):
 
 
 def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_name(
-        router_profile, server_binary, demo_model, tmp_path):
+        router_profile, server_binary, tiny_model, tmp_path):
     assert is_router(router_profile) and preflight_errors(router_profile) == []
     argv, env = profile_to_argv(router_profile)
     from llm_tuner.services.binaries import SERVER, probe
@@ -53,28 +53,28 @@ def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_
     try:
         listed = events.wait_for(lambda e: isinstance(e, RouterModels))
         assert [(m.id, m.status, m.source) for m in listed.models] == [
-            ("gemma-a", "unloaded", "models_dir"), ("gemma-b", "unloaded", "models_dir")]
-        assert listed.models[0].path.endswith("gemma-a.gguf")
-        with LlamaClient(plan.url, model="gemma-b", timeout=300) as client:
+            ("tiny-a", "unloaded", "models_dir"), ("tiny-b", "unloaded", "models_dir")]
+        assert listed.models[0].path.endswith("tiny-a.gguf")
+        with LlamaClient(plan.url, model="tiny-b", timeout=300) as client:
             answer = client.completion("The capital of France is", n_predict=4)
         assert answer["timings"]["predicted_n"] == 4
         done = events.wait_for(lambda e: isinstance(e, RequestFinished), timeout=60)
-        assert done.record.model == "gemma-b" and done.record.predicted_n == 4
-        events.wait_for(_loaded("gemma-b"), timeout=30)  # Live's list follows the load
+        assert done.record.model == "tiny-b" and done.record.predicted_n == 4
+        events.wait_for(_loaded("tiny-b"), timeout=30)  # Live's list follows the load
     finally:
         watched.stop()
 
     repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
-    spec = BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=1, model="gemma-a")
+    spec = BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=1, model="tiny-a")
     run = BenchRunner(repo).run(target_from_profile(router_profile, label="router"), spec).run
     assert run.status == "complete", run.error
     stored = repo.get_run(run.id)
-    assert stored.spec.model == "gemma-a" and stored.model_name == "gemma-a"
+    assert stored.spec.model == "tiny-a" and stored.model_name == "tiny-a"
     # the router's file for that name (a link: its target, as every run records it) with its size and header hash
-    assert stored.model_path == str(demo_model.resolve()) and stored.model_hash
-    assert stored.model_size == demo_model.stat().st_size
+    assert stored.model_path == str(tiny_model.resolve()) and stored.model_hash
+    assert stored.model_size == tiny_model.stat().st_size
     assert [(r.prompt_n, r.predicted_n) for r in stored.reps] == [(32, 4)]
 
     wrong = BenchRunner(repo).run(target_from_profile(router_profile, label="router"),
-                                  spec.model_copy(update={"model": "gemma-z"})).run
-    assert wrong.status == "failed" and "no model named 'gemma-z'" in wrong.error and "gemma-a, gemma-b" in wrong.error
+                                  spec.model_copy(update={"model": "tiny-z"})).run
+    assert wrong.status == "failed" and "no model named 'tiny-z'" in wrong.error and "tiny-a, tiny-b" in wrong.error

@@ -1,6 +1,6 @@
 """Two real ggml-rpc-server workers (CPU, cache in a temporary folder, free loopback ports) and a real
-llama-server with the demo model spread over them: the inventory, the plan per RPC device against
-llama.cpp's buffers, a request recorded in a watched session with Live's per-RPC-device memory, and a
+llama-server spread over them: the inventory, the plan per RPC device against llama.cpp's buffers (the demo
+model), a request recorded in a watched session with Live's per-RPC-device memory (the tiny model), and a
 clean stop of everything started (no child process left)."""
 
 from __future__ import annotations
@@ -46,10 +46,23 @@ def workers(tmp_path_factory):
     assert _children() - before == set(), "a worker outlived its stop"
 
 
-def _args(demo_model, endpoints):
-    return ["-m", str(demo_model), "-fit", "off", "-t", "2", "-c", "2048", "-np", "1",
+def _args(model, endpoints, split="1,1"):
+    return ["-m", str(model), "-fit", "off", "-t", "2", "-c", "2048", "-np", "1",
             *flags.argv_for("rpc", ",".join(endpoints)), *flags.argv_for("devices", "RPC0,RPC1"),
-            *flags.argv_for("tensor_split", "1,1")]
+            *flags.argv_for("tensor_split", split)]
+
+
+# The tiny model's 2 blocks and its output layer over RPC0 and RPC1: -ts 1,2 gives each device one block (with its
+# K/V); 1,1 gives RPC0 both blocks and RPC1 the output layer alone (no K/V).
+TINY_SPLIT = "1,2"
+
+
+def block_mib(model) -> float:
+    """The weights of the model's first block, MiB: the least an RPC device holding a block must show."""
+    from llm_tuner.core.gguf_info import parse_header
+
+    with open(model, "rb") as fh:
+        return sum(t.n_bytes for t in parse_header(fh).tensors if t.name.startswith("blk.0.")) / 2**20
 
 
 def test_inventory_and_plan_per_rpc_device_within_3_percent(workers, server_binary, demo_model):
@@ -83,12 +96,12 @@ def test_unreachable_worker_is_said_in_plain_words(workers):
         worker_devices([endpoint])
 
 
-def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers, server_binary, demo_model):
+def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers, server_binary, tiny_model):
     from llm_tuner.services.telemetry.breakdown import live_segments
 
     _pool, started = workers
     before = _children()
-    plan = plan_launch(server_binary, _args(demo_model, [w.endpoint for w in started]))
+    plan = plan_launch(server_binary, _args(tiny_model, [w.endpoint for w in started], TINY_SPLIT))
     assert flags.value_of(plan.watch_args, "verbosity") == "4"  # RPC memory is known from -lv 4 buffer lines
     events: list = []
     watched = WatchedServer(ServerSession(plan, events.append), gpu_readers={}, telemetry=False,
@@ -112,7 +125,8 @@ def test_launch_over_two_workers_records_a_request_and_shows_rpc_memory(workers,
                               devices=watched.session.memory.devices)
         names = [s.device for s in segs]
         assert names == [f"RPC0 ({started[0].endpoint})", f"RPC1 ({started[1].endpoint})"]
-        assert all(s.weights_mib > 10 and s.kv_mib > 0 and s.compute_mib > 0 for s in segs)
+        block = block_mib(tiny_model)  # 0.6 MiB
+        assert all(s.weights_mib >= 0.99 * block and s.kv_mib > 0 and s.compute_mib > 0 for s in segs), segs
     finally:
         watched.stop()
     assert watched.session.exit_reason == "stopped (SIGINT)"

@@ -50,7 +50,7 @@ def test_every_display_masks_through_the_one_function(tmp_path, capsys):
     assert _clean(capsys.readouterr().out)
 
 
-def test_history_benchmark_records_exports_and_the_process_keep_no_secret(tmp_path, demo_model, server_binary):
+def test_history_benchmark_records_exports_and_the_process_keep_no_secret(tmp_path, tiny_model, server_binary):
     from llm_tuner.core.bench_spec import BenchSpec
     from llm_tuner.services.bench import BenchRunner, target_from_profile
     from llm_tuner.services.bench_export import export_run
@@ -70,7 +70,7 @@ def test_history_benchmark_records_exports_and_the_process_keep_no_secret(tmp_pa
                 pass
 
     runner = BenchRunner(repo, predict_memory=False, on_server_line=on_line)
-    run = runner.run(target_from_profile(_profile(demo_model), label="secret"),
+    run = runner.run(target_from_profile(_profile(tiny_model), label="secret"),
                      BenchSpec(prompt_tokens=(32,), gen_tokens=4, reps=1, warmup=0)).run
     assert run.status == "complete", run.error
     assert seen_cmdlines and _clean(seen_cmdlines[0])  # the running process's argv, as `ps` shows it

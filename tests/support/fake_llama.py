@@ -113,6 +113,9 @@ class FakeLlama:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out as two writes: with Nagle's algorithm the body waited for the client's
+            # delayed ACK, 40 ms an answer (a bench's ~30 /tokenize calls: over a second)
+            disable_nagle_algorithm = True
 
             def log_message(self, *_a) -> None:
                 pass

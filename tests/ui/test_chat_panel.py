@@ -1,4 +1,4 @@
-"""The Chat tab on the real llama-server with the demo model: streamed replies, their speed rows (the same figures
+"""The Chat tab on the real llama-server with the tiny random model (what the tab does, not what a model says): streamed replies, their speed rows (the same figures
 the Requests table shows), several turns, Stop, Copy, Clear, the web UI's address, and what it says without a
 server."""
 
@@ -48,20 +48,20 @@ def _reply(qtbot, chat, text: str, timeout: int = 240_000):
 
 
 @pytest.mark.server
-def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, demo_model):
+def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, tiny_model):
     live, chat = window.live_panel, window.chat_panel
     assert window.tabs.tabText(window.tabs.indexOf(chat)) == "Chat"
     assert chat.server_label.text().startswith("No server is running") and not chat.send_button.isEnabled()
 
     key = "chat-test-key-9f3a"
-    live.args_edit.setText(f"-m {demo_model} -c 2048 -np 1 -t 2 -n 24 --temp 0.5 --api-key {key}")
+    live.args_edit.setText(f"-m {tiny_model} -c 2048 -np 1 -t 2 -n 24 --temp 0.5 --api-key {key}")
     assert live.start()
     qtbot.waitUntil(live.is_ready, timeout=120_000)
     window.tabs.setCurrentWidget(chat)
     assert chat.url == live.slot.url and chat.send_button.isEnabled()
     qtbot.waitUntil(lambda: "temperature" in chat.sampling_label.text(), timeout=20_000)
     assert "temperature 0.5 ·" in chat.sampling_label.text()  # the server's defaults: its command line's
-    assert "no chat template" in chat.template_label.text()  # the demo model has none: why its replies are odd
+    assert "no chat template" in chat.template_label.text()  # the tiny model has none: the note says why replies are odd
 
     # One reply: streamed in pieces, the speed row under it is the server's own timings of the request.
     chat.system_edit.setPlainText("You are a helpful assistant. Answer briefly.")
@@ -119,14 +119,14 @@ def test_chat_streams_replies_with_the_servers_own_figures(qtbot, window, demo_m
 
 
 @pytest.mark.server
-def test_chat_with_a_router_picks_its_model_and_names_it(qtbot, window, demo_model, tmp_path):
-    """A router (two links to the demo model in a folder) refuses a chat that names no model: the Chat tab's picker
+def test_chat_with_a_router_picks_its_model_and_names_it(qtbot, window, tiny_model, tmp_path):
+    """A router (two links to the tiny model in a folder) refuses a chat that names no model: the Chat tab's picker
     lists the router's models from Live, the question names the one picked, and its speed row says which."""
     live, chat = window.live_panel, window.chat_panel
     folder = tmp_path / "models"
     folder.mkdir()
-    (folder / "first.gguf").symlink_to(demo_model)
-    (folder / "second.gguf").symlink_to(demo_model)
+    (folder / "first.gguf").symlink_to(tiny_model)
+    (folder / "second.gguf").symlink_to(tiny_model)
     live.args_edit.setText(f"--models-dir {folder} --models-max 1 -c 512 -np 1 -t 2 -n 8")
     assert live.start()
     qtbot.waitUntil(lambda: chat.model_combo.count() == 2, timeout=120_000)

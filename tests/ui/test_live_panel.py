@@ -24,13 +24,13 @@ def ctx(tmp_path):
 
 
 @pytest.mark.server
-def test_start_test_prompt_request_row_log_and_stop(qtbot, ctx, demo_model):
+def test_start_test_prompt_request_row_log_and_stop(qtbot, ctx, tiny_model):
     from llm_tuner.ui.panels.live_panel import LivePanel
 
     panel = LivePanel(ctx)
     qtbot.addWidget(panel)
     panel.show()
-    panel.args_edit.setText(f"-m {demo_model} -c 1024 -np 1 -t 2")
+    panel.args_edit.setText(f"-m {tiny_model} -c 1024 -np 1 -t 2")
     assert panel.start()
     assert "--log-jsonl" not in panel.slot.plan.command_line()
     qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)

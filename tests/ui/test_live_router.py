@@ -40,14 +40,14 @@ def test_the_profile_tab_says_when_a_profile_is_a_router(qtbot, ctx):
 
 @pytest.mark.server
 @pytest.mark.timeout(300)
-def test_live_lists_a_routers_models_and_names_each_requests_model(qtbot, ctx, demo_model, tmp_path):
+def test_live_lists_a_routers_models_and_names_each_requests_model(qtbot, ctx, tiny_model, tmp_path):
     from llm_tuner.services.client import LlamaClient
     from llm_tuner.ui.panels.live_panel import LivePanel
 
     folder = tmp_path / "models"
     folder.mkdir()
-    (folder / "first.gguf").symlink_to(demo_model)
-    (folder / "second.gguf").symlink_to(demo_model)
+    (folder / "first.gguf").symlink_to(tiny_model)
+    (folder / "second.gguf").symlink_to(tiny_model)
     panel = LivePanel(ctx)
     qtbot.addWidget(panel)
     panel.show()
