@@ -55,7 +55,8 @@ def test_pruned_candidates_never_launch_and_a_failed_launch_is_a_trial(engine, t
     for big in ("16384", "32768"):
         assert by_value[big].status == "pruned" and "Host needs" in by_value[big].reason
         assert by_value[big].run_id is None
-    assert by_value["1024"].status == "measured" and by_value["1024"].run_id
+    # launched and measured ("final" when it also led into the final comparison: which setting is faster is noise)
+    assert by_value["1024"].status in ("measured", "final") and by_value["1024"].run_id
     runs = RunRepository(engine).list_runs(group_id=result.tune_id)
     assert runs and not any({"16384", "32768"} & set(r.server_argv) for r in runs)  # never launched
     failed = [t for t in stored if t.status == "failed"]
