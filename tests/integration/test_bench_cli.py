@@ -1,4 +1,5 @@
-"""`llm-tuner bench`, `runs list|compare|export|delete` and `sweep` on the real server (short specs)."""
+"""`llm-tuner bench`, `runs list|compare|export|delete` and `sweep` on the real server (short specs, the tiny
+random model of tests/conftest.py: the claims are what the commands store and print, not the model's figures)."""
 
 import json
 
@@ -14,9 +15,9 @@ def _json(capsys):
     return json.loads(out[-1])
 
 
-def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
+def test_bench_runs_and_sweep_commands(capsys, tiny_model, tmp_path):
     common = ["--prompt-tokens", "16", "--gen-tokens", "4", "--reps", "2", "--warmup", "0", "--json"]
-    assert main(["bench", *common, "--label", "A", "--", "-m", str(demo_model), "-t", "2", "-c", "1024"]) == 0
+    assert main(["bench", *common, "--label", "A", "--", "-m", str(tiny_model), "-t", "2", "-c", "1024"]) == 0
     a = _json(capsys)
     assert set(a["reps"][0]) >= {"prompt_tokens", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n",
                                  "predicted_ms", "predicted_per_second", "draft_n", "draft_n_accepted", "ttft_ms"}
@@ -24,7 +25,7 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     assert a["summary"]["metrics"]["gen_tps@16"]["n"] == 2 and a["llama_bench"] == []
 
     assert main(["sweep", "--param=-ub", "--values", "32,256", *common, "--label", "S", "--",
-                 "-m", str(demo_model), "-t", "2", "-c", "1024"]) == 0
+                 "-m", str(tiny_model), "-t", "2", "-c", "1024"]) == 0
     captured = capsys.readouterr()
     sweep = json.loads(captured.out.strip().splitlines()[-1])
     assert "sweep: about" in captured.err and "-ub=256 (2/2)" in captured.err  # progress with time left
@@ -59,7 +60,7 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     from llm_tuner.core.profile import LaunchProfile
 
     prof = tmp_path / "small-ub.json"
-    prof.write_text(LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024, ubatch_size=128).model_dump_json())
+    prof.write_text(LaunchProfile(model=str(tiny_model), threads=2, ctx_size=1024, ubatch_size=128).model_dump_json())
     assert main(["bench", *common, "--profile", str(prof)]) == 0
     p = _json(capsys)
     assert p["label"] == "small-ub" and "--ubatch-size" in p["server_argv"] and p["status"] == "complete"
@@ -70,7 +71,7 @@ def test_bench_runs_and_sweep_commands(capsys, demo_model, tmp_path):
     from llm_tuner.store.profiles import ProfileRepository
 
     saved = ProfileRepository(open_engine(database_path())).save(
-        "named", LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024))
+        "named", LaunchProfile(model=str(tiny_model), threads=2, ctx_size=1024))
     assert main(["bench", *common, "--profile", "named"]) == 0
     named = _json(capsys)
     assert named["label"] == "named" and named["profile_version_id"] == saved.version_id

@@ -1,4 +1,6 @@
-"""The tune against the real llama-server and the demo model (short: -c 512, tiny prompt and generation).
+"""The tune against the real llama-server (short: -c 512, tiny prompt and generation), with the tiny random model
+(tests/conftest.py) where the claim is what is stored, pruned, resumed and kept, the demo model where it is the
+perplexity of K/V types.
 
 Behaviour only (what is stored, what never launched, what was re-measured); no assertion on which setting is
 faster. The final comparison's design and its interleaving: tests/unit/test_tune_final.py."""
@@ -37,22 +39,24 @@ def _spec(model, *knobs, **kw) -> TuneSpec:
     return TuneSpec(base_argv=base, **{**args, **kw})
 
 
-def test_pruned_candidates_never_launch_and_a_failed_launch_is_a_trial(engine, demo_model):
-    """Planned host of 170 MiB, no headroom: -c 512 and 1024 fit, 16384 and 32768 do not (the plan says
-    ~93/97 vs >190 MiB resident); a bad value makes llama-server exit: a failed trial, the tune finishes."""
+def test_pruned_candidates_never_launch_and_a_failed_launch_is_a_trial(engine, tiny_model):
+    """Planned host of 70 MiB, no headroom: -c 512 and 1024 fit, 16384 and 32768 do not (the plan of the tiny
+    model says ~55/56 vs ~86/118 MiB resident); a bad value makes llama-server exit: a failed trial, the tune
+    finishes."""
     ctx = Knob(key="c", flag="ctx_size", values=("1024", "16384", "32768"))
     bad = parse_knob("custom:--flash-attn=bogus")
-    host = PlanDevice("Host", "CPU", 170, None, "planned RAM", True)
+    host = PlanDevice("Host", "CPU", 70, None, "planned RAM", True)
     trials = []
     repo = TuneRepository(engine)
     result = TuneRunner(repo, plan_fn=make_plan_fn(0, gpus=[], host=host)).run(
-        _spec(demo_model, ctx, bad), on_trial=trials.append)
+        _spec(tiny_model, ctx, bad), on_trial=trials.append)
     stored = repo.list_trials(result.tune_id)
     by_value = {t.values.get("c"): t for t in stored if t.knob == "c"}
     for big in ("16384", "32768"):
         assert by_value[big].status == "pruned" and "Host needs" in by_value[big].reason
         assert by_value[big].run_id is None
-    assert by_value["1024"].status == "measured" and by_value["1024"].run_id
+    # launched and measured ("final" when it also led into the final comparison: which setting is faster is noise)
+    assert by_value["1024"].status in ("measured", "final") and by_value["1024"].run_id
     runs = RunRepository(engine).list_runs(group_id=result.tune_id)
     assert runs and not any({"16384", "32768"} & set(r.server_argv) for r in runs)  # never launched
     failed = [t for t in stored if t.status == "failed"]
@@ -63,9 +67,9 @@ def test_pruned_candidates_never_launch_and_a_failed_launch_is_a_trial(engine, d
     assert "| pruned |" in md and "Host needs" in md and "| failed |" in md
 
 
-def test_a_knob_without_effect_keeps_the_baseline(engine, demo_model):
+def test_a_knob_without_effect_keeps_the_baseline(engine, tiny_model):
     repo = TuneRepository(engine)
-    spec = _spec(demo_model, parse_knob("custom:--alias=a,b"), final_reps=2)
+    spec = _spec(tiny_model, parse_knob("custom:--alias=a,b"), final_reps=2)
     result = TuneRunner(repo).run(spec)
     assert repo.get(result.tune_id).status == "complete"
     assert {t.values["custom:--alias"] for t in repo.list_trials(result.tune_id)} == {None, "a", "b"}
@@ -82,10 +86,10 @@ def _cli(*args, **kw):
                             stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT, **kw)
 
 
-def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
+def test_kill_mid_tune_then_resume_without_re_measuring(tiny_model, tmp_path):
     from llm_tuner.services.settings_store import database_path
 
-    base = ["-m", str(demo_model), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2")]
+    base = ["-m", str(tiny_model), *flags.argv_for("ctx_size", "512"), *flags.argv_for("threads", "2")]
     proc = _cli("tune", "--json-lines", "--prompt-tokens", "16", "--gen-tokens", "8", "--warmup", "0",
                 "--screen-reps", "1", "--final-reps", "1", "--budget", "300", "--knob", "custom:--alias=a,b,c",
                 "--", *base, start_new_session=True)
@@ -105,6 +109,7 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
     assert len({o["id"] for o in seen}) == 2, "the tune did not store two trials before the kill"
     tune_id = seen[0]["tune_id"]
     engine = open_engine(database_path())
+    assert TuneRepository(engine).get(tune_id).status != "complete"  # killed mid-tune, not after it
     before = {tuple(t.argv): t for t in TuneRepository(engine).list_trials(tune_id)}
     assert len(before) >= 2
     runs_before = {r.id for r in RunRepository(engine).list_runs(group_id=tune_id)}
@@ -130,9 +135,9 @@ def test_kill_mid_tune_then_resume_without_re_measuring(demo_model, tmp_path):
     assert svg.startswith("<svg") and svg.count("<circle") == len(dotted) + len(kinds)
 
 
-def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, demo_model):
+def test_cancel_keeps_the_trials_and_resume_reuses_them(engine, tiny_model):
     repo = TuneRepository(engine)
-    spec = _spec(demo_model, parse_knob("custom:--alias=a"), final_reps=2)
+    spec = _spec(tiny_model, parse_knob("custom:--alias=a"), final_reps=2)
     stop = []
     result = TuneRunner(repo).run(spec, cancelled=lambda: bool(stop), on_trial=lambda t: stop.append(t))
     assert repo.get(result.tune_id).status == "cancelled" and "cancelled" in result.note

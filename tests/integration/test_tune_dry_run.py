@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.random_gguf import write_qwen3_dense
+from tests.support.random_gguf import write_qwen3_dense, zero_weights
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -22,8 +22,9 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_dry_run_lists_placement_and_threads_within_the_planned_card(tmp_path, server_binary):
-    model = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=24, n_embd=1024, n_ff=3072, n_head=16, n_head_kv=8,
-                              head_dim=64, n_ctx_train=32768)
+    with zero_weights():  # a dry run reads the header only: the weights' values are never loaded
+        model = write_qwen3_dense(tmp_path / "dense.gguf", n_layer=24, n_embd=1024, n_ff=3072, n_head=16,
+                                  n_head_kv=8, head_dim=64, n_ctx_train=32768)
     mib = 1800
     out = _cli("tune", "--dry-run", "--json-lines", "--devices", f"CUDA0={mib}", "--", "-m", str(model), "-c", "8192")
     assert out.returncode == 0, out.stderr

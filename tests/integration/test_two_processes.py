@@ -7,7 +7,7 @@
   a pid reused by an unrelated process is no owner;
 - a resumed tune's servers get the API key again, from $LLAMA_API_KEY (the history never keeps it), and a resume
   without it is refused saying so.
-Real processes (the CLI, `sleep`), a real SQLite file, the real llama-server for the tune.
+Real processes (the CLI, `sleep`), a real SQLite file, the real llama-server for the tune (the tiny random model).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def test_a_run_deleted_by_another_process_while_measured_ends_failed_and_says_so
 
 
 @pytest.mark.server
-def test_a_tune_whose_run_is_deleted_records_the_trial_failed_and_goes_on(demo_model):
+def test_a_tune_whose_run_is_deleted_records_the_trial_failed_and_goes_on(tiny_model):
     from llm_tuner.services.tune import TuneRunner
 
     engine = open_engine(database_path())
@@ -77,7 +77,7 @@ def test_a_tune_whose_run_is_deleted_records_the_trial_failed_and_goes_on(demo_m
             _delete_by_another_process(rid)
             deleted.append(rid)
 
-    argv = (*flags.argv_for("model", str(demo_model)), *flags.argv_for("ctx_size", "512"),
+    argv = (*flags.argv_for("model", str(tiny_model)), *flags.argv_for("ctx_size", "512"),
             *flags.argv_for("threads", "2"))
     spec = TuneSpec(base_argv=argv, label="t", objective=Objective(kind="gen_tps", prompt_tokens=16, gen_tokens=4),
                     knobs=(Knob(key="ub", flag="ubatch_size", values=("64",)),), budget_s=120, screen_reps=1,

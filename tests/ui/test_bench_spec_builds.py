@@ -40,15 +40,17 @@ def test_benchmarks_and_compare_show_the_speculative_figures(qtbot):
 
 
 @pytest.mark.server
-def test_a_run_with_another_llama_server_records_it_and_compare_lists_it(qtbot, demo_model, tmp_path):
+def test_a_run_with_another_llama_server_records_it_and_compare_lists_it(qtbot, tiny_model, tmp_path):
     from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
     from llm_tuner.services.binaries import SERVER, locate
 
     other = tmp_path / "other-build" / "llama-server"  # another path to a real build (an upgrade, a fork)
     other.parent.mkdir()
     other.symlink_to(locate(SERVER).path)
-    _app, _ctx, window = build_window()
+    _app, ctx, window = build_window()
     qtbot.addWidget(window)
+    ctx.state.set_profile(LaunchProfile(model=str(tiny_model), threads=2))  # the tiny model: the build is the claim
     bench = window.bench_panel
     bench.prompt_edit.setText("32")
     bench.gen_spin.setValue(4)

@@ -1,5 +1,7 @@
 """Done-when path: from the window, benchmark two profiles of the demo model, compare them with a
-verdict, restart the app and find both runs in the History (real server, real SQLite, short specs)."""
+verdict, restart the app and find both runs in the History (real server, real SQLite, short specs). The other
+tests (saved profiles, a sweep, a run right after Save, Cancel) benchmark profiles of the tiny random model
+(tests/conftest.py): they claim what the window stores and shows, not the demo model's figures."""
 
 from __future__ import annotations
 
@@ -99,7 +101,7 @@ def test_benchmark_two_profiles_compare_and_find_them_after_restart(qtbot, demo_
     qtbot.waitUntil(lambda: history.rowCount() == 2, timeout=10_000)
 
 
-def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qtbot, demo_model):
+def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qtbot, tiny_model):
     from llm_tuner.app import build_window
     from llm_tuner.core.profile import LaunchProfile
     from llm_tuner.store.profiles import ProfileRepository
@@ -107,7 +109,7 @@ def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qt
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
     profiles = ProfileRepository(ctx.engine)
-    base = LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024)
+    base = LaunchProfile(model=str(tiny_model), threads=2, ctx_size=1024)
     saved = [profiles.save("big-ub", base.model_copy(update={"ubatch_size": 512})),
              profiles.save("small-ub", base.model_copy(update={"ubatch_size": 32}))]
     bench = window.bench_panel
@@ -133,11 +135,13 @@ def test_saved_profiles_are_benchmarked_with_their_version_and_diffed_by_flag(qt
     assert set(compare.model.verdicts().values()) <= {"better", "worse", "within noise"}
 
 
-def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbot, demo_model):
+def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbot, tiny_model):
     from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
 
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
+    ctx.state.set_profile(LaunchProfile(model=str(tiny_model), threads=2))  # what the Profile tab publishes
     window.show()
     bench = window.bench_panel
     window.tabs.setCurrentWidget(bench)
@@ -157,7 +161,7 @@ def test_sweep_from_the_panel_shows_a_line_plot_and_table_and_keeps_a_group(qtbo
     assert bench.repo.get_group(runs[0].group_id).values == ("32", "256")
 
 
-def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(qtbot, demo_model, monkeypatch):
+def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(qtbot, tiny_model, monkeypatch):
     """Save, then Run at once (the save is still on the profile store's worker thread): the run waits for it
     and points at the saved version, labelled by the profile's name (not "(unsaved edits)")."""
     from PySide6.QtWidgets import QInputDialog
@@ -170,7 +174,7 @@ def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(
     qtbot.addWidget(window)
     profile, bench = window.profile_panel, window.bench_panel
     qtbot.waitUntil(lambda: not profile.store_busy, timeout=10_000)
-    profile.set_profile(LaunchProfile(model=str(demo_model), threads=2, ctx_size=1024, ubatch_size=64))
+    profile.set_profile(LaunchProfile(model=str(tiny_model), threads=2, ctx_size=1024, ubatch_size=64))
     monkeypatch.setattr(QInputDialog, "getText", lambda *a, **k: ("quick", True))
     _short_spec(bench, "", "")
 
@@ -191,12 +195,14 @@ def test_run_right_after_save_waits_for_the_store_and_carries_the_saved_version(
     assert log.index("benchmark starts its own llama-server") < log.index("print_timing")
 
 
-def test_cancel_leaves_the_bar_where_the_run_stopped_and_says_cancelled(qtbot, demo_model):
+def test_cancel_leaves_the_bar_where_the_run_stopped_and_says_cancelled(qtbot, tiny_model):
     """Issue 22 item 21: after Cancel the bar read 100 % (the runner reports 1.0 as it winds up)."""
     from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
 
-    _app, _ctx, window = build_window()
+    _app, ctx, window = build_window()
     qtbot.addWidget(window)
+    ctx.state.set_profile(LaunchProfile(model=str(tiny_model), threads=2))  # what the Profile tab publishes
     bench = window.bench_panel
     window.tabs.setCurrentWidget(bench)
     _short_spec(bench, "cancelled", "-c 512")

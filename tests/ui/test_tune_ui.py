@@ -1,7 +1,9 @@
-"""Issue 13's done-when path from the window: tune the demo model (-c 512) over a custom knob that cannot change
-speed (`--alias a,b`), with a short budget and one repetition, through the widgets a user clicks. The result
-keeps the baseline, every trial is stored (the measured ones as runs of one "tune #N" group in the History),
-"Save as new profile version" creates a version and "Export report…" writes the Markdown report with its plot.
+"""Issue 13's done-when path from the window: tune the demo base with the tiny random model in its extra flags
+(`-m <tiny> -c 512`: the claims are what is stored, kept, saved and exported, not a model's speed) over a custom
+knob that cannot change speed (`--alias a,b`), with a short budget and one repetition, through the widgets a user
+clicks. The result keeps the baseline, every trial is stored (the measured ones as runs of one "tune #N" group in
+the History), "Save as new profile version" creates a version and "Export report…" writes the Markdown report with
+its plot. The tests take `demo_model` too: the demo base needs its file.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from PySide6.QtWidgets import QFileDialog
 pytestmark = pytest.mark.server
 
 
-def _alias_tune(qtbot, window, values: str = "a,b"):
-    """Set the Tune view as a user would: the demo model with -c 512, the proposed knobs unchecked, the custom
-    knob `--alias a,b` (or `values`), small requests, one repetition, a three-minute budget (a cap: the tune ends
-    when its search does, well under a minute on a quiet machine)."""
+def _alias_tune(qtbot, window, model, values: str = "a,b"):
+    """Set the Tune view as a user would: the demo base with `-m <model> -c 512` in its extra flags (a flag given
+    again replaces the base's), the proposed knobs unchecked, the custom knob `--alias a,b` (or `values`), small
+    requests, one repetition, a three-minute budget (a cap: the tune ends when its search does, well under a
+    minute on a quiet machine)."""
     from llm_tuner.qt.tune_session import DEMO
 
     panel = window.tune_panel
@@ -24,7 +27,7 @@ def _alias_tune(qtbot, window, values: str = "a,b"):
     window.tabs.setCurrentWidget(panel)
     qtbot.waitUntil(lambda: form.base_combo.findData(DEMO) >= 0, timeout=10_000)
     form.base_combo.setCurrentIndex(form.base_combo.findData(DEMO))
-    qtbot.keyClicks(form.extra_edit, "-c 512")
+    qtbot.keyClicks(form.extra_edit, f"-m {model} -c 512")
     qtbot.keyClick(form.extra_edit, Qt.Key.Key_Return)
     qtbot.waitUntil(lambda: "propos" in form.knobs_hint.text() and "…" not in form.knobs_hint.text(), timeout=30_000)
     for r in range(form.knob_table.rowCount()):
@@ -42,7 +45,8 @@ def _alias_tune(qtbot, window, values: str = "a,b"):
     return panel
 
 
-def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, demo_model, tmp_path, monkeypatch):
+def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, demo_model, tiny_model, tmp_path,
+                                                                        monkeypatch):
     from llm_tuner.app import build_window
     from llm_tuner.core import flags
     from llm_tuner.store.profiles import ProfileRepository
@@ -51,7 +55,7 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
 
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
-    panel = _alias_tune(qtbot, window)
+    panel = _alias_tune(qtbot, window, tiny_model)
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     assert panel.is_running() and not panel.run_button.isEnabled() and panel.cancel_button.isEnabled()
     qtbot.waitUntil(lambda: not panel.is_running(), timeout=300_000)  # the budget caps it (a busy machine)
@@ -60,6 +64,7 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
     assert result.verdict != "better"  # one repetition per side cannot separate: the baseline is kept
     assert "baseline is kept" in panel.result_view.verdict_label.text()
     assert flags.value_of(list(result.winner_argv), "ctx_size") == "512"
+    assert flags.value_of(list(result.winner_argv), "model") == str(tiny_model)  # the extra flags' model
     assert panel.right_tabs.currentWidget() is panel.result_view
     log = window.log_console.shown_text()  # the log dock showed each trial's server
     assert "starts its own llama-server for every trial" in log and "listening on" in log
@@ -95,13 +100,14 @@ def test_tune_view_runs_keeps_the_baseline_saves_a_version_and_exports(qtbot, de
     ctx.engine.dispose()
 
 
-def test_cancel_keeps_the_trials_and_resume_continues_without_measuring_them_again(qtbot, demo_model):
+def test_cancel_keeps_the_trials_and_resume_continues_without_measuring_them_again(qtbot, demo_model, tiny_model):
     from llm_tuner.app import build_window
     from llm_tuner.store.tunes import TuneRepository
 
     _app, ctx, window = build_window()
     qtbot.addWidget(window)
-    panel = _alias_tune(qtbot, window, "a")  # the baseline, then one candidate
+    # the baseline, then three candidates: with a model this fast, enough left to cancel after the baseline
+    panel = _alias_tune(qtbot, window, tiny_model, "a,b,c")
     qtbot.mouseClick(panel.run_button, Qt.MouseButton.LeftButton)
     qtbot.waitUntil(lambda: panel.trial_model.rowCount() >= 1, timeout=120_000)  # the baseline is measured
     qtbot.mouseClick(panel.cancel_button, Qt.MouseButton.LeftButton)

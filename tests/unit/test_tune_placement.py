@@ -57,6 +57,16 @@ def dense(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def kv_heavy(tmp_path_factory):
+    """12 layers whose memory is mostly K/V at -c 8192 (8 K/V heads of 128, 32 MiB a layer in f16) and whose
+    weights are narrow (256 wide): the placement race's figures in MiB as a bigger model's, at a fraction of
+    the compute of the llama-perplexity runs its K/V candidates cost (the tune checks each one's quality)."""
+    path = write_qwen3_dense(tmp_path_factory.mktemp("m") / "kv-heavy.gguf", n_layer=12, n_embd=256, n_ff=768,
+                             n_head=8, n_head_kv=8, head_dim=128, n_ctx_train=8192)
+    return str(path), read_model(str(path))
+
+
+@pytest.fixture(scope="module")
 def moe(tmp_path_factory):
     path = write_qwen3_moe(tmp_path_factory.mktemp("m") / "moe.gguf", n_layer=8, n_embd=256, n_ff_exp=512,
                            n_expert=16, n_expert_used=2, n_ctx_train=8192)
@@ -249,8 +259,8 @@ class PlacedTune:
 
 
 @pytest.mark.server
-def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dense, tmp_path):
-    tune = PlacedTune(dense, tmp_path, ("f16", "q4_0"), 3, needs_free_mib=100, final_reps=2)
+def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(kv_heavy, tmp_path):
+    tune = PlacedTune(kv_heavy, tmp_path, ("f16", "q4_0"), 3, needs_free_mib=100, final_reps=2)
     resolver = tune.resolver
     result = tune.runner().run(tune.spec)
     trials = result.trials
@@ -271,8 +281,8 @@ def test_a_placement_that_runs_out_of_memory_raises_the_margin_for_the_rest(dens
 
 
 @pytest.mark.server
-def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_said(dense, tmp_path):
-    t = PlacedTune(dense, tmp_path, ("q4_0",), 1, needs_free_mib=0, final_reps=4)
+def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_said(kv_heavy, tmp_path):
+    t = PlacedTune(kv_heavy, tmp_path, ("q4_0",), 1, needs_free_mib=0, final_reps=4)
     engine, clock, bench, spec = t.engine, t.clock, t.bench, t.spec
     result = t.runner().run(spec)
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
