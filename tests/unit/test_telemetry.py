@@ -213,6 +213,23 @@ def test_slot_watcher_infers_a_finished_request_from_slots_and_metric_deltas():
     assert req.prompt_ms == pytest.approx(100.0) and req.predicted_ms == pytest.approx(400.0)
 
 
+def test_a_request_that_started_and_ended_between_two_polls_is_counted_only_by_metrics():
+    """llama-server resets an idle slot's n_decoded and n_prompt_tokens_processed to 0 (checked on the real server:
+    64 tokens in 37 ms, between two polls, read as 0 generated, a CI failure): without /metrics the counts are
+    unknown, not 0; with it, the counter deltas count the request."""
+    idle = {"id": 0, "is_processing": False, "id_task": 1, "n_prompt_tokens": 71, "n_prompt_tokens_processed": 0,
+            "n_prompt_tokens_cache": 0, "next_token": [{"n_decoded": 0, "n_remain": -1}]}
+    w = SlotWatcher()
+    assert w.update([{"id": 0, "is_processing": False}], {}) == []
+    (req,) = w.update([idle], {})
+    assert (req.task, req.prompt_n, req.predicted_n, req.cache_n) == (1, None, None, None)
+
+    w = SlotWatcher()
+    assert w.update([{"id": 0, "is_processing": False}], parse_metrics(METRICS.format(p=0, ps=0, g=0, gs=0))) == []
+    (req,) = w.update([idle], parse_metrics(METRICS.format(p=8, ps=0.01, g=64, gs=0.03)))
+    assert (req.prompt_n, req.predicted_n) == (8, 64)
+
+
 def test_attach_reports_ready_only_after_the_first_slots_and_metrics_poll():
     """A client that sends a request the moment it sees "ready" must find the counters' baseline taken,
     or its record gets no /metrics deltas (a flake seen in CI: predicted_n 0 instead of 8)."""

@@ -7,6 +7,7 @@ records are marked `approximate` (several requests finishing between two polls s
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -122,6 +123,11 @@ def _generated_when_idle(busy: SlotState, idle: SlotState) -> int | None:
     return generated if generated >= busy.n_decoded else None
 
 
+def _uncounted(idle: SlotState) -> SlotState:
+    """An idle slot as the record of a task never seen running: its reset counters become unknown."""
+    return dataclasses.replace(idle, n_decoded=None, n_prompt_processed=None, n_prompt_cache=None)
+
+
 def _count(x: float) -> int | None:
     """A counter delta as a count; None for what no counter gives (NaN, ±Inf, a count no database keeps)."""
     return int(x) if math.isfinite(x) and abs(x) < 2**63 else None
@@ -158,7 +164,9 @@ class SlotWatcher:
                 finished.append((was, s if s.task == was.task else was, self._start_m.get(sid, self._prev_m)))
                 del self._busy[sid]
             elif self._primed and s.task is not None and s.task != self._last_task.get(sid):
-                finished.append((s, s, self._prev_m))  # started and ended between two polls
+                # started and ended between two polls: an idle slot's counters are reset (n_decoded and
+                # n_prompt_tokens_processed read 0), so only /metrics can count this request
+                finished.append((_uncounted(s), _uncounted(s), self._prev_m))
             self._last_task[sid] = s.task
         self._primed = True
         share = len(finished) or 1
