@@ -399,8 +399,7 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     parser = logparse.LogParser()  # readiness as every server watcher reads it: its Loaded / Listening events
 
     def reader() -> None:
-        assert child.popen.stdout is not None
-        for line in child.popen.stdout:
+        for line in child.lines():
             lines.append(line)
             if any(isinstance(ev, (logparse.Loaded, logparse.Listening)) for ev in parser.feed(line.rstrip("\n"))):
                 loaded.set()

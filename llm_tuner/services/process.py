@@ -22,7 +22,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
 
@@ -141,6 +141,13 @@ class Child:
             return self.popen.wait(timeout)
         except subprocess.TimeoutExpired:
             return None
+
+    def lines(self) -> Iterator[str]:
+        """The child's stdout, line by line, until it closes; then the pipe is closed (one reader thread)."""
+        out = self.popen.stdout
+        assert out is not None
+        with out:
+            yield from out
 
     def signal(self, sig: int) -> None:
         """Send `sig` to the child's process group (Windows: Ctrl-Break for SIGINT, else kill)."""

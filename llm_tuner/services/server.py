@@ -51,8 +51,8 @@ class ServerProcess:
         self._reader.start()
 
     def _read(self) -> None:
-        assert self._child is not None and self._child.popen.stdout is not None
-        for line in self._child.popen.stdout:
+        assert self._child is not None
+        for line in self._child.lines():
             line = line.rstrip("\n")
             self.lines.append(line)
             if self.on_line is not None:
