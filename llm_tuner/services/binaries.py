@@ -389,25 +389,25 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     args = flags.without(list(argv), "port", "host", "verbosity", "verbose")
     full = [str(binary), *args, *flags.argv_for("verbosity", "4"), *flags.argv_for("port", "0"),
             *flags.argv_for("host", "127.0.0.1")]
-    t0 = time.monotonic()
-    try:
-        child = process.spawn(full, env=child_env()[0])
-    except OSError as exc:
-        raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
     lines: list[str] = []
     loaded = threading.Event()
     parser = logparse.LogParser()  # readiness as every server watcher reads it: its Loaded / Listening events
 
-    def reader() -> None:
+    def reader(child: process.Child) -> None:
         for line in child.lines():
             lines.append(line)
             if any(isinstance(ev, (logparse.Loaded, logparse.Listening)) for ev in parser.feed(line.rstrip("\n"))):
                 loaded.set()
 
-    th = threading.Thread(target=reader, name="llm-tuner-memory-probe", daemon=True)
-    th.start()
+    t0 = time.monotonic()
     deadline = t0 + timeout
     try:
+        child = process.spawn(full, env=child_env()[0])
+    except OSError as exc:
+        raise BinaryError(f"could not start {full[0]}: {exc.strerror or exc}") from exc
+    try:  # from the spawn on: a Ctrl-C anywhere after it (Thread.start waits for the thread) stops the load too
+        th = threading.Thread(target=reader, args=(child,), name="llm-tuner-memory-probe", daemon=True)
+        th.start()
         while child.poll() is None and not loaded.is_set() and time.monotonic() < deadline:
             if cancel_check is not None and cancel_check():
                 break

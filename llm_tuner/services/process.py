@@ -236,9 +236,9 @@ def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
         cancel_check: Callable[[], bool] | None = None, poll_s: float = 0.2) -> Completed:
     """Run `argv` to its end and capture stdout and stderr; stop it (see SHORT_STOP_S) on the timeout, when
     `cancel_check()` turns true, or when anything interrupts the wait (KeyboardInterrupt included, re-raised)."""
-    child = spawn(argv, env=env, merge_stderr=False)
     deadline = time.monotonic() + timeout
     ended = "exited"
+    child = spawn(argv, env=env, merge_stderr=False)
     try:
         while True:
             try:
