@@ -110,7 +110,9 @@ def _end_started(fut: Future) -> None:
         popen = fut.result(timeout=30)
     except BaseException:  # noqa: BLE001 - it did not start after all (or a second Ctrl-C): nothing to end
         return
-    Child(popen).stop(0.0, 0.0, 5.0)
+    child = Child(popen)
+    child.stop(0.0, 0.0, 5.0)
+    _drain(child)  # its pipes closed
 
 
 _spawner = _Spawner()

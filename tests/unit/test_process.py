@@ -104,6 +104,7 @@ def test_ctrl_c_during_a_polite_stop_kills_the_child_at_once(tmp_path, ctrl_c_ra
     finally:
         _kill(pid_file)
         child.stop(0.1, 0.1, 1.0)
+        list(child.lines())  # read to its end: the pipe closed
 
 
 def test_ctrl_c_while_the_spawner_starts_a_child_ends_that_child(tmp_path, ctrl_c_raises):
