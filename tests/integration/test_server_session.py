@@ -341,7 +341,7 @@ def test_cli_attach_streams_approximate_requests_and_leaves_the_server_running(l
     assert llama_server.client.health().ready
 
 
-def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_binary, tiny_model):
+def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_binary, tiny_model, caplog):
     """Issue 22 item 10: without --metrics the generated count was the last poll's while the request ran (9 or 11
     reported for 16); the idle slot still holds the finished task, which gives the count. The count comes from a
     slot seen busy, then idle: each request lasts several polls (the tiny model makes ~2,000 tokens/s on two cores:
@@ -370,7 +370,9 @@ def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_bi
             while sum(isinstance(e, RequestFinished) for e in events.items) < i and time.monotonic() < deadline:
                 time.sleep(0.1)
             rec = [e for e in events.items if isinstance(e, RequestFinished)][-1].record
-            assert rec.approximate and rec.predicted_n == timings["predicted_n"] == n
+            # on a failure, what the session saw: every event (records, states, its warnings) and what it logged
+            seen = "\n".join([repr(e) for e in events.items] + [r.getMessage() for r in caplog.records])
+            assert rec.approximate and rec.predicted_n == timings["predicted_n"] == n, seen
     finally:
         session.stop()
         client.close()

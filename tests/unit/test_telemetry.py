@@ -230,6 +230,21 @@ def test_a_request_that_started_and_ended_between_two_polls_is_counted_only_by_m
     assert (req.prompt_n, req.predicted_n) == (8, 64)
 
 
+def test_a_request_seen_busy_only_before_its_prompt_was_processed_is_counted_from_its_prompt():
+    """The real server's first busy /slots entry (recorded): n_prompt_tokens is the whole prompt (8) while
+    n_prompt_tokens_processed is still 0; the idle slot holds prompt + generated - 1 (8 + 300 - 1). Counting the
+    prompt as processed + cached (0) read 308 generated for 300."""
+    busy = {"id": 0, "id_task": 1, "is_processing": True, "n_prompt_tokens": 8, "n_prompt_tokens_processed": 0,
+            "n_prompt_tokens_cache": 0, "next_token": [{"n_decoded": 0, "n_remain": 300}]}
+    idle = {"id": 0, "id_task": 1, "is_processing": False, "n_prompt_tokens": 307, "n_prompt_tokens_processed": 0,
+            "n_prompt_tokens_cache": 0, "next_token": [{"n_decoded": 0, "n_remain": -1}]}
+    w = SlotWatcher()
+    assert w.update([{"id": 0, "is_processing": False}], {}) == []
+    assert w.update([busy], {}) == []
+    (req,) = w.update([idle], {})
+    assert req.predicted_n == 300
+
+
 def test_attach_reports_ready_only_after_the_first_slots_and_metrics_poll():
     """A client that sends a request the moment it sees "ready" must find the counters' baseline taken,
     or its record gets no /metrics deltas (a flake seen in CI: predicted_n 0 instead of 8)."""

@@ -113,7 +113,9 @@ def _generated_when_idle(busy: SlotState, idle: SlotState) -> int | None:
         return None
     if busy.n_tokens is None or busy.n_decoded is None or idle.n_tokens is None:
         return None
-    if busy.n_prompt_processed is not None and busy.n_prompt_cache is not None:
+    if busy.n_decoded == 0:  # seen before its first token (its prompt perhaps not yet processed): n_tokens is it
+        prompt = busy.n_tokens
+    elif busy.n_prompt_processed is not None and busy.n_prompt_cache is not None:
         # the prompt the slot holds, fixed once generation runs (busy n_tokens - n_decoded can be one off: a poll
         # may read them between the two updates of one step)
         prompt = busy.n_prompt_processed + busy.n_prompt_cache
