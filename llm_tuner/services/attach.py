@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llm_tuner.services import logparse
-from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.supervised import (
     RequestFinished,
@@ -108,6 +108,7 @@ class AttachedSession(SupervisedSession):
 
     def _poll_loop(self) -> None:
         watcher = SlotWatcher()
+        has_metrics = True  # until it answers 501 (no --metrics): then it is not asked again
         was_reachable = None
         ever_reachable = False
         since = time.monotonic()  # of the attach, then of the last answer
@@ -131,10 +132,16 @@ class AttachedSession(SupervisedSession):
             if h.ready and self.log_path is None:
                 try:
                     slots = self._client.slots()
-                    try:
-                        metrics = parse_metrics(self._client.metrics_text())
-                    except Exception:  # noqa: BLE001 - no --metrics: counts only
-                        metrics = {}
+                    metrics = {}
+                    if has_metrics:
+                        try:
+                            metrics = parse_metrics(self._client.metrics_text())
+                        except ServerError as exc:
+                            # 501 without --metrics; llama-server closes the connection after it, and asking again
+                            # every poll made a connection per poll (and a request could meet the closing one)
+                            has_metrics = exc.status != 501
+                        except Exception:  # noqa: BLE001 - a transient failure: this poll counts from /slots only
+                            pass
                     for a in watcher.update(slots, metrics):
                         self._emit(RequestFinished(record_from_slots(a)))
                 except Exception as exc:  # noqa: BLE001 - /slots disabled or a transient error: the next poll asks again
