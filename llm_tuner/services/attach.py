@@ -140,8 +140,8 @@ class AttachedSession(SupervisedSession):
                             # 501 without --metrics; llama-server closes the connection after it, and asking again
                             # every poll made a connection per poll (and a request could meet the closing one)
                             has_metrics = exc.status != 501
-                        except Exception:  # noqa: BLE001 - a transient failure: this poll counts from /slots only
-                            pass
+                        except Exception as exc:  # noqa: BLE001 - transient: this poll counts from /slots only
+                            log_once(f"reading /metrics of {self.url}", exc)
                     for a in watcher.update(slots, metrics):
                         self._emit(RequestFinished(record_from_slots(a)))
                 except Exception as exc:  # noqa: BLE001 - /slots disabled or a transient error: the next poll asks again
