@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from llm_tuner.services import logparse
-from llm_tuner.services.client import LlamaClient, ServerError
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.supervised import (
     RequestFinished,
@@ -108,7 +108,10 @@ class AttachedSession(SupervisedSession):
 
     def _poll_loop(self) -> None:
         watcher = SlotWatcher()
-        has_metrics = True  # until it answers 501 (no --metrics): then it is not asked again
+        # An endpoint that answers 501 (started without --metrics, or with --no-slots) is not asked again:
+        # llama-server closes the connection after that answer while promising keep-alive, so asking every poll
+        # made a connection per poll (299 of 300, measured), and the next request could meet the closing one.
+        has_metrics = has_slots = True
         was_reachable = None
         ever_reachable = False
         since = time.monotonic()  # of the attach, then of the last answer
@@ -129,23 +132,26 @@ class AttachedSession(SupervisedSession):
                 if not was_reachable:
                     self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
                     self._set_state(ServerState.GONE if ever_reachable else ServerState.STARTING)
-            if h.ready and self.log_path is None:
+            if h.ready and self.log_path is None and has_slots:
                 try:
                     slots = self._client.slots()
                     metrics = {}
                     if has_metrics:
                         try:
                             metrics = parse_metrics(self._client.metrics_text())
-                        except ServerError as exc:
-                            # 501 without --metrics; llama-server closes the connection after it, and asking again
-                            # every poll made a connection per poll (and a request could meet the closing one)
-                            has_metrics = exc.status != 501
-                        except Exception as exc:  # noqa: BLE001 - transient: this poll counts from /slots only
-                            log_once(f"reading /metrics of {self.url}", exc)
+                        except Exception as exc:  # noqa: BLE001 - this poll counts from /slots only
+                            has_metrics = getattr(exc, "status", None) != 501
+                            if has_metrics:  # a transient failure (501 is the lasting "no --metrics")
+                                log_once(f"reading /metrics of {self.url}", exc)
                     for a in watcher.update(slots, metrics):
                         self._emit(RequestFinished(record_from_slots(a)))
-                except Exception as exc:  # noqa: BLE001 - /slots disabled or a transient error: the next poll asks again
-                    log_once(f"reading /slots of {self.url}", exc)
+                except Exception as exc:  # noqa: BLE001 - a transient error: the next poll asks again
+                    has_slots = getattr(exc, "status", None) != 501
+                    if has_slots:
+                        log_once(f"reading /slots of {self.url}", exc)
+                    else:
+                        self._emit(logparse.LogLine("warn", f"the server at {self.url} was started with --no-slots: "
+                                                    "its requests cannot be seen without its log"))
             if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)

@@ -49,3 +49,29 @@ def test_a_server_that_goes_away_is_reported_gone_then_the_run_fails(server_bina
     exited = events[-1]
     assert exited["event"] == "exited" and exited["failure"] == "gone"
     assert "stopped answering" in exited["message"]
+
+
+def test_attach_to_a_server_without_slots_says_so_once_and_stops_asking(server_binary, tiny_model):
+    """--no-slots: /slots answers 501, after which llama-server closes the connection while promising keep-alive.
+    The attach says once that requests cannot be seen without the log, and does not ask /slots again (it did every
+    poll: a new connection each time, and a health request could meet the closing one)."""
+    from llm_tuner.services.attach import AttachedSession
+    from llm_tuner.services.logparse import LogLine
+    from llm_tuner.services.supervised import ServerState, StateChanged
+    from tests.integration.test_server_session import Events
+
+    server = start_server(server_binary, tiny_model, "--no-slots", ctx=512)
+    events = Events()
+    session = AttachedSession(server.url, events, poll_s=0.02)
+    try:
+        session.start()
+        events.wait_for(lambda e: isinstance(e, StateChanged) and e.state == ServerState.READY, 20)
+        server.client.completion("Hello", n_predict=8)
+        time.sleep(0.5)  # ~20 polls
+    finally:
+        session.stop()
+        server.client.close()
+        server.process.stop()
+    warnings = [e.text for e in events.items if isinstance(e, LogLine)]
+    assert len(warnings) == 1 and "--no-slots" in warnings[0], warnings
+    assert ServerState.GONE not in [e.state for e in events.items if isinstance(e, StateChanged)]
