@@ -20,7 +20,7 @@ from llm_tuner.services.supervised import (
     SupervisedSession,
     record_from_slots,
 )
-from llm_tuner.services.telemetry.server_metrics import SlotWatcher, parse_metrics
+from llm_tuner.services.telemetry.server_metrics import SlotWatcher, endpoint_off, parse_metrics
 
 
 class AttachedSession(SupervisedSession):
@@ -108,9 +108,9 @@ class AttachedSession(SupervisedSession):
 
     def _poll_loop(self) -> None:
         watcher = SlotWatcher()
-        # An endpoint that answers 501 (started without --metrics, or with --no-slots) is not asked again:
-        # llama-server closes the connection after that answer while promising keep-alive, so asking every poll
-        # made a connection per poll (299 of 300, measured), and the next request could meet the closing one.
+        # An endpoint the server will never answer (server_metrics.endpoint_off: no --metrics, --no-slots, a router)
+        # is not asked again: llama-server closes the connection after a 501 while promising keep-alive, so asking
+        # every poll made a connection per poll (299 of 300, measured), and the next request could meet the close.
         has_metrics = has_slots = True
         was_reachable = None
         ever_reachable = False
@@ -140,18 +140,19 @@ class AttachedSession(SupervisedSession):
                         try:
                             metrics = parse_metrics(self._client.metrics_text())
                         except Exception as exc:  # noqa: BLE001 - this poll counts from /slots only
-                            has_metrics = getattr(exc, "status", None) != 501
-                            if has_metrics:  # a transient failure (501 is the lasting "no --metrics")
+                            has_metrics = not endpoint_off(exc)
+                            if has_metrics:  # a transient failure
                                 log_once(f"reading /metrics of {self.url}", exc)
                     for a in watcher.update(slots, metrics):
                         self._emit(RequestFinished(record_from_slots(a)))
                 except Exception as exc:  # noqa: BLE001 - a transient error: the next poll asks again
-                    has_slots = getattr(exc, "status", None) != 501
+                    has_slots = not endpoint_off(exc)
                     if has_slots:
                         log_once(f"reading /slots of {self.url}", exc)
                     else:
-                        self._emit(logparse.LogLine("warn", f"the server at {self.url} was started with --no-slots: "
-                                                    "its requests cannot be seen without its log"))
+                        self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer /slots "
+                                                    "(started with --no-slots, or a router): its requests cannot be "
+                                                    "seen without its log"))
             if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)

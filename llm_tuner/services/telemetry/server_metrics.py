@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from llm_tuner.core.server_endpoints import SlotState, parse_metrics, parse_slots
 from llm_tuner.services.telemetry.sampler import ServerSample
 
-__all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "parse_metrics"]  # parse_metrics: core's, one parser
+__all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "endpoint_off", "parse_metrics"]  # parse_metrics: core's, one parser
 
 
-def _router_refuses(exc: BaseException) -> bool:
-    """A router (router mode: no model of its own) answers /metrics and /slots only for a model named in the
-    request (400 "model name is missing"): it has no figures of its own to plot."""
-    return getattr(exc, "status", None) == 400 and "model name is missing" in str(getattr(exc, "message", ""))
+def endpoint_off(exc: BaseException) -> bool:
+    """The server will never answer this endpoint (/metrics, /slots), so asking again is useless: 501 (started
+    without --metrics, or with --no-slots), or a router (no model of its own), which answers them only for a model
+    named in the request (400 "model name is missing")."""
+    status = getattr(exc, "status", None)
+    return status == 501 or (status == 400 and "model name is missing" in str(getattr(exc, "message", "")))
 
 
 class ServerReader:
@@ -48,7 +50,7 @@ class ServerReader:
                 m = parse_metrics(self.client.metrics_text())
                 self.metrics_available = True
             except Exception as exc:
-                if getattr(exc, "status", None) == 501 or _router_refuses(exc):  # without --metrics, a router
+                if endpoint_off(exc):
                     self.metrics_available = False
                 else:
                     raise
@@ -58,7 +60,7 @@ class ServerReader:
                 slots = parse_slots(self.client.slots())
                 self.slots_available = True
             except Exception as exc:
-                if getattr(exc, "status", None) == 501 or _router_refuses(exc):  # --no-slots, a router
+                if endpoint_off(exc):
                     self.slots_available = False
                 else:
                     raise
@@ -168,7 +170,8 @@ class SlotWatcher:
             elif self._primed and s.task is not None and s.task != self._last_task.get(sid):
                 # started and ended between two polls: an idle slot's counters are reset (n_decoded and
                 # n_prompt_tokens_processed read 0), so only /metrics can count this request
-                finished.append((_uncounted(s), _uncounted(s), self._prev_m))
+                unknown = _uncounted(s)
+                finished.append((unknown, unknown, self._prev_m))
             self._last_task[sid] = s.task
         self._primed = True
         share = len(finished) or 1
