@@ -94,9 +94,9 @@ class ErrorCenter(QObject):
         trace = "".join(traceback.format_exception(type(exc), exc, tb or exc.__traceback__))
         failure = Failure(what=what, message=_one_line(exc), advice=advice or default_advice, details=trace,
                           time_unix=time.time(), shown=shown, needs_action=needs_action)
+        log.error("%s failed: %s\n%s", what, failure.message, trace.rstrip())  # logged before it is listed
         with self._lock:
             self._failures.append(failure)
-        log.error("%s failed: %s\n%s", what, failure.message, trace.rstrip())
         try:
             self.reported.emit(failure)
         except RuntimeError:  # the application is going away (its C++ side deleted): the log has it

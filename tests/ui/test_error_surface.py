@@ -53,7 +53,8 @@ def test_failed_loads_reach_the_status_bar_the_errors_list_and_the_log_once(qtbo
     status = _status(window)
     assert "no such table" in status and "Try again" in status  # what happened, and what to do
     assert _logged(caplog, "Loading the benchmark history") == 1 and _logged(caplog, "Loading the runs to compare") == 1
-    assert window.errors_button.isVisible() and window.errors_button.text() == "⚠ 2 errors"
+    qtbot.waitUntil(lambda: window.errors_button.text() == "⚠ 2 errors", timeout=10_000)  # both signals came
+    assert window.errors_button.isVisible()
 
     window.errors_button.click()  # the list opens again from the status bar, with Copy details
     dialog = window._errors_dialog
@@ -118,3 +119,27 @@ def test_a_server_that_cannot_be_started_says_why_in_live_and_the_list(qtbot, wi
     assert [f.what for f in window.errors.failures()] == ["Starting the server"]
     assert _logged(caplog, "Starting the server") == 1
     assert window.server_state_label.text() == "server: did not start"
+
+
+def test_a_failure_the_user_must_act_on_opens_a_dialog(qtbot, window, tmp_path):
+    """A full disk: the status bar is not enough (every save fails until space is freed), so a dialog says it;
+    an ordinary failure opens none."""
+    from PySide6.QtWidgets import QApplication
+
+    from llm_tuner.store.db import StorageFullError
+
+    def dialogs():
+        return [w for w in QApplication.topLevelWidgets() if w.objectName() == "action_needed_dialog" and w.isVisible()]
+
+    BackgroundJob(lambda _ctl: 1 / 0, what="Dividing").start()
+    qtbot.waitUntil(lambda: "Dividing failed" in _status(window), timeout=10_000)
+    assert dialogs() == []
+
+    def save(_ctl):
+        raise StorageFullError(tmp_path / "history.sqlite")
+
+    BackgroundJob(save, what="Saving the profile").start()
+    qtbot.waitUntil(lambda: bool(dialogs()), timeout=10_000)
+    box = dialogs()[0]
+    assert box.text() == "Saving the profile failed." and "Free some disk space" in box.informativeText()
+    box.close()
