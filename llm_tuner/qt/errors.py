@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 import os
-import sqlite3
 import sys
 import threading
 import time
@@ -63,7 +62,7 @@ def advice_for(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, StorageFullError) or (isinstance(exc, OSError) and exc.errno == 28):
         return "Free some disk space (the history database's folder is in Settings), then try again.", True
     text = str(exc).lower()
-    if isinstance(exc, sqlite3.OperationalError) or "database is locked" in text:
+    if "database is locked" in text or "database is busy" in text:  # sqlite3's, or SQLAlchemy's wrapping of it
         return ("Another program may hold the history database (a benchmark or tune in another window): "
                 "wait for it, then try again."), False
     if isinstance(exc, PermissionError):
