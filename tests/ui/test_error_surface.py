@@ -143,3 +143,20 @@ def test_a_failure_the_user_must_act_on_opens_a_dialog(qtbot, window, tmp_path):
     box = dialogs()[0]
     assert box.text() == "Saving the profile failed." and "Free some disk space" in box.informativeText()
     box.close()
+
+
+def test_what_to_do_depends_on_what_failed(tmp_path):
+    import sqlite3
+
+    from sqlalchemy.exc import OperationalError
+
+    from llm_tuner.qt.errors import DEFAULT_ADVICE, advice_for
+    from llm_tuner.store.db import StorageFullError
+
+    assert advice_for(StorageFullError(tmp_path / "h.sqlite")) == (
+        "Free some disk space (the history database's folder is in Settings), then try again.", True)
+    locked = OperationalError("UPDATE x", {}, sqlite3.OperationalError("database is locked"))
+    assert advice_for(locked)[0].startswith("Another program may hold the history database") and not advice_for(locked)[1]
+    assert advice_for(OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x"))) == (
+        DEFAULT_ADVICE, False)
+    assert advice_for(PermissionError(13, "denied"))[0].startswith("Check that you may read and write")
