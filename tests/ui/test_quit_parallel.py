@@ -89,7 +89,8 @@ def test_quitting_stops_three_servers_in_parallel_off_the_gui_thread(qtbot, wind
         release.set()
         event.remove(window.ctx.engine, "before_cursor_execute", spy_sql)
     assert left == [] and not barrier.broken
-    assert [s.display_state for s in live.servers()] == ["exited"] * 3
+    # each exit event follows its history's end (written on the stop's thread): it is awaited, generously
+    qtbot.waitUntil(lambda: [s.display_state for s in live.servers()] == ["exited"] * 3, timeout=60_000)
     names = [f"{s.name} (port {s.port})" for s in live.servers()]
     assert seen and all(n in seen[0] for n in names), seen  # the dialog named every server still stopping
     assert gui_calls == []
