@@ -1,10 +1,20 @@
-"""UI smoothness: event-loop lag while 8 scripted GPUs stream samples at 10 Hz with an hour of data.
+"""UI smoothness: event-loop lag while 8 scripted GPUs stream samples at 10 Hz with an hour of data; and with
+--quit, the time to close the window with three running servers and the longest GUI stall meanwhile.
 
     QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_lag.py [--seconds 30] [--window-s 600|3600]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python benchmarks/ui_lag.py --quit [--servers 3]
 
 The Live panel's device plots (5 plots, a curve per device per metric) redraw from the ring buffers on
 one 100 ms timer, as in the app. Lag is measured by a 5 ms precise timer: lag = actual interval - 5 ms.
 Target: p99 < 16 ms. Writes benchmarks/results/ui_lag/ui_lag.txt (appends one block per run).
+
+--quit: the whole window (a data folder of its own) launches `--servers` real llama-servers on a random-weight
+tiny model (tests/support/random_gguf.py, as the tests' `tiny_model`), then closes the window as a user does: the
+last window closed quits the application, whose aboutToQuit stops the servers. Recorded: the time from the close
+to the end of the event loop, each server's exit (when its session recorded it), and the longest stall of the GUI
+thread's event loop (the 5 ms probe, which keeps ticking in the loop that waits for the stops). Target: closed
+within 2 s of the slowest server's exit. `--hung` stops the servers (SIGSTOP) first: each then takes its whole stop
+(SIGINT's and SIGTERM's timeouts, then SIGKILL). Writes benchmarks/results/ui_lag/ui_lag_quit.txt.
 """
 
 from __future__ import annotations
@@ -81,6 +91,76 @@ class LagProbe:
         self._last = t
 
 
+def _wait_until(app, cond, timeout_s: float) -> bool:
+    from PySide6.QtCore import QEventLoop
+
+    deadline = time.monotonic() + timeout_s
+    while not cond() and time.monotonic() < deadline:
+        app.processEvents(QEventLoop.ProcessEventsFlag.AllEvents, 50)
+        time.sleep(0.01)
+    return cond()
+
+
+def quit_lag(args) -> int:
+    """Time to close with `args.servers` running servers, and the longest GUI stall meanwhile."""
+    import tempfile
+
+    tmp = Path(tempfile.mkdtemp(prefix="ui-lag-quit-"))
+    os.environ["LLM_TUNER_DATA_DIR"] = str(tmp / "data")
+    from PySide6.QtCore import QTimer
+
+    from llm_tuner.app import build_window
+    from tests.support.random_gguf import write_qwen3_dense
+
+    model = write_qwen3_dense(tmp / "tiny-qwen3.gguf", n_layer=2, n_embd=256, name="Tiny random Qwen3")
+    app, ctx, window = build_window()
+    window.show()
+    live = window.live_panel
+    for _ in range(args.servers):
+        live.args_edit.setText(f"-m {model} -c 512 -np 1 -t 1")
+        if not live.start() or not _wait_until(app, live.is_ready, 120):
+            print(f"a server did not start: {live.message_label.text()}", file=sys.stderr)
+            return 1
+    sessions = [b.session for b in live._bridges.values() if b.session is not None]
+    if args.hung:  # servers that answer no signal but SIGKILL (a driver call that never returns)
+        import signal
+
+        for s in sessions:
+            os.kill(s.pid, signal.SIGSTOP)
+    probe = LagProbe(5)
+    mark: dict[str, float] = {}
+
+    def close() -> None:
+        mark["t0"], mark["t0_wall"] = time.monotonic(), time.time()
+        window.close()  # the last window: the application quits, and its aboutToQuit stops the servers
+
+    probe.start()
+    QTimer.singleShot(500, close)
+    app.exec()
+    close_s = time.monotonic() - mark["t0"]
+    probe.stop()
+    ticks = [lag for lag, t in zip(probe.lags_ms, probe.times_s, strict=True)
+             if t >= probe.times_s[0] + 0.4]  # from just before the close
+    exits = sorted((s.ended_unix or float("nan")) - mark["t0_wall"] for s in sessions)
+    slowest = max(exits)
+    block = (f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores), "
+             f"Qt platform {os.environ.get('QT_QPA_PLATFORM')}, load average {os.getloadavg()[0]:.2f}"
+             f"{', ' + args.label if args.label else ''}\n"
+             f"quit with {len(sessions)} running{' HUNG (SIGSTOP)' if args.hung else ''} llama-servers (tiny random model): closed in {close_s:.2f} s; "
+             f"servers exited at {', '.join(f'{e:.2f}' for e in exits)} s; closed {close_s - slowest:.2f} s after the "
+             f"slowest (target <= 2 s: {'PASS' if close_s - slowest <= 2 else 'FAIL'})\n"
+             f"GUI event loop meanwhile (5 ms probe, {len(ticks)} ticks): longest stall {max(ticks, default=0):.0f} ms, "
+             f"p99 {np.percentile(ticks, 99) if ticks else 0:.0f} ms\n")
+    print(block)
+    import shutil
+
+    shutil.rmtree(tmp, ignore_errors=True)
+    if not args.no_record:
+        with open(ROOT / "benchmarks" / "results" / "ui_lag" / "ui_lag_quit.txt", "a") as f:
+            f.write(block + "\n")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--seconds", type=float, default=30.0)
@@ -89,7 +169,13 @@ def main() -> int:
     ap.add_argument("--no-record", action="store_true")
     ap.add_argument("--baseline", action="store_true",
                     help="same samplers and probe, no plots: the lag this machine adds by itself (shared cores)")
+    ap.add_argument("--quit", action="store_true", help="time to close with running servers (see the top)")
+    ap.add_argument("--servers", type=int, default=3, help="--quit: how many servers run")
+    ap.add_argument("--label", default="", help="--quit: a note for the record")
+    ap.add_argument("--hung", action="store_true", help="--quit: the servers are hung (SIGSTOP): only SIGKILL ends them")
     args = ap.parse_args()
+    if args.quit:
+        return quit_lag(args)
 
     from PySide6.QtCore import QTimer
     from PySide6.QtWidgets import QApplication

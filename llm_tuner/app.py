@@ -10,7 +10,6 @@ import logging
 import logging.handlers
 import os
 import sys
-import traceback
 from pathlib import Path
 
 from llm_tuner import __version__
@@ -146,27 +145,12 @@ def build_window(smoke_test: bool = False):
 
 
 def install_excepthook() -> None:
-    """Log every unhandled exception; show at most one dialog at a time."""
-    showing = {"now": False}
+    """Every exception nobody caught, on the GUI thread (`sys.excepthook`) or another (`threading.excepthook`),
+    goes to the app's one error surface (qt.errors): logged once, said in the status bar, kept in the Errors
+    list. Under --smoke-test nobody reads a status bar: it goes to stderr and the process ends with code 3."""
+    from llm_tuner.qt.errors import install_hooks
 
-    def hook(exc_type, exc, tb):
-        text = "".join(traceback.format_exception(exc_type, exc, tb))
-        log.error("unhandled exception:\n%s", text)
-        if os.environ.get("LLM_TUNER_SMOKE_TEST"):
-            sys.stderr.write(text)
-            os._exit(3)
-        from PySide6.QtWidgets import QApplication, QMessageBox
-
-        if showing["now"] or QApplication.instance() is None:
-            return
-        showing["now"] = True
-        try:
-            QMessageBox.critical(None, "llm-tuner: unexpected error",
-                                 f"{exc_type.__name__}: {exc}\n\nDetails were written to the log folder.")
-        finally:
-            showing["now"] = False
-
-    sys.excepthook = hook
+    install_hooks(fatal=bool(os.environ.get("LLM_TUNER_SMOKE_TEST")))
 
 
 def run_gui(smoke_test: bool = False) -> int:

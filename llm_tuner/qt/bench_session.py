@@ -101,16 +101,15 @@ class LongJobSession(QObject):
     def _devices(self) -> list[dict]:
         return inventory_devices(self.ctx)
 
-    def _launch(self, job: Callable, *, progressed, succeeded, failed, cancelled, finished) -> None:
+    def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled, finished) -> None:
         """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread).
 
         After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report 1.0 as
         they wind up, and the bar must stay where the work stopped."""
-        self._job = BackgroundJob(job)
+        self._job = BackgroundJob(job, what=what, on_failed=getattr(failed, "emit", failed))  # the panel says it
         self._progressed = getattr(progressed, "emit", progressed)  # a slot, or a Signal to pass it on
         self._job.progressed.connect(self._on_long_job_progressed)
         self._job.succeeded.connect(succeeded)
-        self._job.failed.connect(failed)
         self._job.cancelled.connect(cancelled)
         self._job.finished.connect(finished)
         self._job.start(long=True)
@@ -148,7 +147,7 @@ class BenchSession(LongJobSession):
         def job(ctl):
             return work(self._runner(devices), ctl.progress, ctl.cancelled)
 
-        self._launch(job, progressed=self._on_job_progressed, succeeded=self.run_succeeded, failed=self.run_failed,
+        self._launch(job, what="The benchmark", progressed=self._on_job_progressed, succeeded=self.run_succeeded, failed=self.run_failed,
                      cancelled=self.run_cancelled, finished=self._on_job_finished)
         return True
 

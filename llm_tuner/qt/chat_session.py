@@ -59,9 +59,8 @@ class ChatSession(QObject):
         def run(_ctl) -> ChatReply:
             return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text, model=model)
 
-        job = self._job = BackgroundJob(run, self)
+        job = self._job = BackgroundJob(run, self, what="The chat reply", on_failed=self._on_job_failed)
         job.succeeded.connect(self._on_job_succeeded)
-        job.failed.connect(self._on_job_failed)
         job.start(long=True)
         return True
 

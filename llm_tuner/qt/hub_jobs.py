@@ -11,7 +11,7 @@ kept for the next try).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +56,7 @@ class RemotePlans(QObject):
                 except RuntimeError:  # the dialog is gone
                     return
 
-        self._job = BackgroundJob(run, self)
+        self._job = BackgroundJob(run, self, what="Reading the models' headers from the hub")
         self._job.start(long=True)
         return gen
 
@@ -66,8 +66,10 @@ class RemotePlans(QObject):
             self._job = None
 
 
-def download_job(hub: Hub, model: RemoteModel, folder: Path, parent: QObject | None = None) -> BackgroundJob:
-    """A download of `model` into `folder` as a job (not started; start it with `long=True`)."""
+def download_job(hub: Hub, model: RemoteModel, folder: Path, parent: QObject | None = None, *,
+                 on_failed: Callable[[BaseException], Any]) -> BackgroundJob:
+    """A download of `model` into `folder` as a job (not started; start it with `long=True`); `on_failed` says a
+    failure where the download shows."""
 
     def run(ctl: JobControl) -> Path:
         last = [0.0, ""]
@@ -80,4 +82,4 @@ def download_job(hub: Hub, model: RemoteModel, folder: Path, parent: QObject | N
 
         return download_model(hub, model, folder, progress=progress, cancelled=ctl.cancelled)
 
-    return BackgroundJob(run, parent)
+    return BackgroundJob(run, parent, what=f"Downloading {model.file_name}", on_failed=on_failed)

@@ -6,7 +6,6 @@ table fills at once), then each header (cache first) as it is read, with progres
 
 from __future__ import annotations
 
-import logging
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,8 +18,6 @@ from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.library import ModelEntry, find_models, scan
 from llm_tuner.store.model_cache import ModelCacheRepo
-
-log = logging.getLogger(__name__)
 
 SORT_ROLE = Qt.ItemDataRole.UserRole + 1
 PATH_ROLE = Qt.ItemDataRole.UserRole + 2
@@ -252,9 +249,8 @@ class LibraryScan(QObject):
             scan(entries, cache=cache, progress=ctl.progress, cancelled=ctl.cancelled,
                  on_model=self.model_read.emit)
 
-        job = BackgroundJob(work)
+        job = BackgroundJob(work, what="Scanning the model folders")
         job.progressed.connect(self.progressed)
-        job.failed.connect(lambda exc: log.error("model library scan failed: %s", exc))
         job.finished.connect(lambda j=job: self._on_job_finished(j))
         self._job = job
         job.start(long=True)  # a folder scan can take minutes: the long-job pool

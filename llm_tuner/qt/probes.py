@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import logging
-
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import KINDS, SERVER, probe
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.telemetry.inventory import detect_inventory, inventory_for
-
-log = logging.getLogger(__name__)
 
 
 def start_probes(ctx: AppContext) -> BackgroundJob:
@@ -31,7 +27,6 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
         ctx.state.set_binaries(binaries)
         ctx.state.set_inventory(inventory)
 
-    job = BackgroundJob(work)
+    job = BackgroundJob(work, what="Looking for llama-server and the devices")
     job.succeeded.connect(done)
-    job.failed.connect(lambda exc: log.error("probing binaries/devices failed: %s", exc))
     return job.start(long=True)  # runs llama.cpp binaries (--help, --list-devices): the long-job pool

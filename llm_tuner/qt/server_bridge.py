@@ -8,6 +8,10 @@ second while the table shows; painting, not the Python work, was most of the app
 benchmarks/results/live_load/live_load_profile.txt).
 Samples are not signalled: they go to ring buffers that the panel's redraw timer reads. What the server said about
 its memory arrives as frozen snapshots (memory_changed; the latest is `memory`), for Live's memory bars.
+
+A session starts on a `server-start` thread and stops on a `server-stop` thread; what either raises goes to the
+app's error surface (qt.errors) and ends the session as failed, so no view waits on a start or stop that died.
+At quit, `stop_at_quit` stops each server on its own thread: the Live panel stops them all in parallel.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
+from llm_tuner.qt.errors import report_failure
 from llm_tuner.services import logparse
 from llm_tuner.services.attach import AttachedSession
 from llm_tuner.services.launch import LaunchPlan
@@ -79,7 +84,7 @@ class ServerBridge(QObject):
     @property
     def running(self) -> bool:
         s = self.session
-        return s is not None and s.state not in (ServerState.EXITED, ServerState.IDLE)
+        return s is not None and ServerState(s.state).running
 
     def launch(self, plan: LaunchPlan, profile_version_id: int | None = None) -> None:
         self._begin(ServerSession(plan, self._post), profile_version_id)
@@ -97,7 +102,18 @@ class ServerBridge(QObject):
                                      on_sampler_error=lambda name, msg: self._post(_SamplerFailed(name, msg)))
         for note in self.watched.notes:
             self._post(logparse.LogLine("info", note))
-        threading.Thread(target=self.watched.start, name="server-start", daemon=True).start()
+        threading.Thread(target=self._start_watched, args=(self.watched,), name="server-start", daemon=True).start()
+
+    @staticmethod
+    def _start_watched(w: WatchedServer) -> None:
+        """The `server-start` thread: a start that raises is reported and ends the session as failed (the
+        panel then says it did not start, with why)."""
+        try:
+            w.start()
+        except Exception as exc:  # noqa: BLE001 - reported, and the session ends as failed
+            report_failure("Starting the server", exc, shown=True,
+                           advice="Check the arguments and llama-server's path in Settings, then start it again.")
+            w.session.abandon(logparse.Failure("not_started", f"it could not be started: {exc}", repr(exc)))
 
     def _unfinished(self) -> bool:
         """Launched (or launching: its start thread may not have run yet) and not yet exited."""
@@ -107,14 +123,43 @@ class ServerBridge(QObject):
     def stop(self) -> None:
         """Stop (or detach) on a worker thread; the exit arrives as state_changed."""
         w = self.watched
-        if self._unfinished():
-            threading.Thread(target=w.stop, name="server-stop", daemon=True).start()
+        if w is not None and self._unfinished():
+            threading.Thread(target=self._stop_watched, args=(w,), name="server-stop", daemon=True).start()
 
-    def shutdown(self, timeout_s: float = 8.0) -> None:
-        """At application quit: stop and wait briefly (the parent-death signal covers the rest)."""
+    def stop_at_quit(self, timeout_s: float = 8.0) -> threading.Event | None:
+        """At application quit: stop (or detach) on a `server-stop` thread, SIGINT then SIGTERM then SIGKILL
+        within about `timeout_s`, and give the history a moment to write the end. The Event is set once it
+        is over; None when nothing runs. The GUI thread never waits here (the parent-death signal covers a quit
+        that does not wait)."""
         w = self.watched
-        if self._unfinished():
-            w.session.stop(sigint_s=timeout_s * 0.6, sigterm_s=timeout_s * 0.2, sigkill_s=timeout_s * 0.2)
+        if w is None or not self._unfinished():
+            return None
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                self._stop_watched(w, timeout_s)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="server-stop", daemon=True).start()
+        return done
+
+    @staticmethod
+    def _stop_watched(w: WatchedServer, timeout_s: float | None = None) -> None:
+        """The `server-stop` thread: a stop that raises is reported, and the session is ended all the same."""
+        try:
+            if timeout_s is None:
+                w.stop()
+            else:
+                w.session.stop(sigint_s=timeout_s * 0.6, sigterm_s=timeout_s * 0.2, sigkill_s=timeout_s * 0.2)
+                w.wait(5.0)  # the history's end (WatchedServer forwards EXITED once written)
+        except Exception as exc:  # noqa: BLE001 - reported; the session still has to end
+            report_failure("Stopping the server", exc,
+                           advice="If it still runs, end it from a terminal (its pid is in the server log).")
+            if not w.session.wait(0):
+                w.session.abandon(logparse.Failure("stop_failed", f"it could not be stopped cleanly: {exc}",
+                                                   repr(exc)))
 
     # -- service threads -> GUI thread -------------------------------------------------------------
     def _post(self, ev: object) -> None:

@@ -156,7 +156,7 @@ class TuneSession(LongJobSession):
             return self._runner(devices).run(spec, progress=ctl.progress, cancelled=ctl.cancelled,
                                              on_trial=self._trial_arrived.emit, resume_tune_id=resume_tune_id)
 
-        self._launch(job, progressed=self.progressed, succeeded=self._on_job_succeeded, failed=self.tune_failed,
+        self._launch(job, what="The tune", progressed=self.progressed, succeeded=self._on_job_succeeded, failed=self.tune_failed,
                      cancelled=self.tune_cancelled, finished=self._on_job_finished)
         return True
 

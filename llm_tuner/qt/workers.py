@@ -1,11 +1,14 @@
 """Run blocking work off the GUI thread with progress and cancel, results delivered as Signals.
 
-    job = BackgroundJob(lambda ctl: scan(ctl.progress, ctl.cancelled))
+    job = BackgroundJob(lambda ctl: scan(ctl.progress, ctl.cancelled), what="Scanning the model folders")
     job.succeeded.connect(self._on_scan_succeeded)
     job.start()
 
 The function receives a `JobControl`; it calls `ctl.progress(fraction, text)` and checks
-`ctl.cancelled()`. Exceptions arrive in `failed` as the exception object.
+`ctl.cancelled()`. A job cannot be made without its failure path: `what` (required) names it in the user's words,
+and an exception it raises goes to the app's error surface (qt.errors: logged once, listed, said in the status
+bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object, and the
+status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
 Two pools: short queries (a History load, a file's header) run on Qt's global pool; long jobs (a benchmark,
 a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query never
@@ -20,6 +23,8 @@ from collections.abc import Callable
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+
+from llm_tuner.qt.errors import report_failure
 
 LONG_POOL_THREADS = 4
 _long_pool: QThreadPool | None = None
@@ -72,7 +77,9 @@ class _Runnable(QRunnable):
         job = self._job
         try:
             result = job._fn(job.control)
-        except BaseException as exc:  # noqa: BLE001 - delivered to the GUI thread as a signal
+        except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
+            if not job.control.cancelled():  # a cancelled job's way out is no failure
+                report_failure(job.what, exc, shown=job.shown_in_place)
             _emit(job.failed, exc)
         else:
             if job.control.cancelled():
@@ -97,9 +104,18 @@ class BackgroundJob(QObject):
     _live: dict[int, BackgroundJob] = {}  # keeps Python wrappers alive until `finished` is delivered
     _running: dict[int, BackgroundJob] = {}  # queued or running: the function has not returned yet
 
-    def __init__(self, fn: Callable[[JobControl], Any], parent: QObject | None = None) -> None:
+    def __init__(self, fn: Callable[[JobControl], Any], parent: QObject | None = None, *, what: str,
+                 on_failed: Callable[[BaseException], Any] | None = None) -> None:
+        """`what`: the job in the user's words ("Loading the benchmark history"), what its failure says;
+        `on_failed`: the view shows the failure itself (connected to `failed`; the status bar stays quiet)."""
         super().__init__(parent)
+        if not what.strip():
+            raise ValueError("a background job needs `what`: the words its failure is reported with")
         self._fn = fn
+        self.what = what
+        self.shown_in_place = on_failed is not None
+        if on_failed is not None:
+            self.failed.connect(on_failed)
         self.control = JobControl(self)
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
@@ -117,9 +133,9 @@ class BackgroundJob(QObject):
         return list(cls._running.values())
 
     def describe(self) -> str:
-        """The job's function as `module.qualname` (what a leak report names)."""
+        """The job's function as `module.qualname` and its `what` (what a leak report names)."""
         fn = self._fn
-        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))} ({self.what})"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()

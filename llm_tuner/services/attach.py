@@ -103,6 +103,10 @@ class AttachedSession(SupervisedSession):
     def wait(self, timeout: float | None = None) -> bool:
         return self._done.wait(timeout)
 
+    def abandon(self, failure: logparse.Failure) -> None:
+        self._stop.set()
+        self._finish("could not start", failure)
+
     def alive(self) -> bool:
         return self.state in (ServerState.READY, ServerState.LOADING)
 

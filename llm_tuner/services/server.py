@@ -183,6 +183,15 @@ class ServerSession(SupervisedSession):
         """Wait until the session has exited and been recorded. True if it has."""
         return self._done.wait(timeout)
 
+    def abandon(self, failure: logparse.Failure) -> None:
+        if self._done.is_set():
+            return
+        self._stop_requested.set()
+        if self._proc is not None and self._proc.alive():  # started before the failure: it goes too
+            self._proc.stop(2.0, 2.0, 2.0)
+        self.failure = failure
+        self._finish(None, "could not start")
+
     # -- threads --------------------------------------------------------------------------------
     def _on_line(self, line: str) -> None:
         for ev in self._parser.feed(line):

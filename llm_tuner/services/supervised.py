@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 
 class ServerState(enum.StrEnum):
+    """A watched server's state: the one definition every view reads (state.live gives each its colour and
+    words)."""
+
     IDLE = "idle"
     STARTING = "starting"  # process started, nothing listening yet
     LOADING = "loading"  # /health answers 503 while the model loads
@@ -41,6 +44,22 @@ class ServerState(enum.StrEnum):
     STOPPING = "stopping"
     EXITED = "exited"
     GONE = "gone"  # attach: a server that answered stopped answering (EXITED follows after a grace period)
+
+    @property
+    def running(self) -> bool:
+        """Launched or attached and not yet ended: stopping and gone included (its port is not free, its
+        session has yet to end)."""
+        return self not in (ServerState.IDLE, ServerState.EXITED)
+
+    @property
+    def coming_up(self) -> bool:
+        """Started, not yet ready (the process runs or the URL is being reached, the model loads)."""
+        return self in (ServerState.STARTING, ServerState.LOADING)
+
+    @property
+    def stoppable(self) -> bool:
+        """Stop (or detach) means something now: running and not already stopping."""
+        return self.running and self is not ServerState.STOPPING
 
 
 @dataclass(frozen=True)
@@ -149,6 +168,11 @@ class SupervisedSession(abc.ABC):
     @abc.abstractmethod
     def wait(self, timeout: float | None = None) -> bool:
         """Wait until the session has ended (EXITED sent). True if it has."""
+
+    @abc.abstractmethod
+    def abandon(self, failure: logparse.Failure) -> None:
+        """End a session whose `start` raised: EXITED with `failure` (whatever it had begun is stopped), so
+        its watcher and views see the end of a start that failed, not a server starting forever."""
 
     @abc.abstractmethod
     def alive(self) -> bool:

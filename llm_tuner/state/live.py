@@ -11,6 +11,10 @@ Listeners get `notify(what, *details)` with `what` one of: "added" (slot), "sele
 it now), "titles" (a name, port or state in the list changed), "message" (slot), "state" (slot), "command"
 (the arguments Start launches were set here), "note" (text: why the edited profile is not the command),
 "refusal" (the last Start was refused, or no longer is, for advice errors: "Launch anyway" shows).
+
+A slot's state is a services.supervised.ServerState, whose properties are the one definition of running,
+stopping and coming up; here are its one colour (`STATE_COLOURS`) and its words (`ServerSlot.display_state`,
+`status_text`, the message line), which Live, the status bar and Chat all read.
 """
 
 from __future__ import annotations
@@ -31,16 +35,18 @@ from llm_tuner.services import preflight
 from llm_tuner.services.binaries import SERVER, BinaryError, BinaryInfo, locate, require_trusted
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.launch import LaunchPlan, plan_launch
-from llm_tuner.services.supervised import StateChanged
+from llm_tuner.services.supervised import ServerState, StateChanged
 from llm_tuner.state.callbacks import Observable
 
 # The newest request records a slot keeps in memory (a busy server answers ~15/s for hours); the store keeps
 # them all and the Requests tab reads them back on demand.
 RECENT_RECORDS = 10_000
 LOG_LINES = 20_000  # the newest server log lines a slot keeps (the log view keeps as many)
-RUNNING = ("starting", "loading", "ready")  # a launched server in these states is stopped by quitting
 LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")  # an attached URL's host that is this machine
 FIRST_MESSAGE = "Start a server to watch it: health, device plots and every request."
+STATE_COLOURS = {ServerState.IDLE: "#777", ServerState.STARTING: "#b8860b", ServerState.LOADING: "#b8860b",
+                 ServerState.READY: "#2e7d32", ServerState.STOPPING: "#b8860b", ServerState.GONE: "#c62828",
+                 ServerState.EXITED: "#777"}  # the one colour of each state, in Live and the status bar
 
 
 @dataclass(eq=False)
@@ -50,7 +56,7 @@ class ServerSlot:
     name: str = "server"
     plan: LaunchPlan | None = None  # the last launch (None for an attach)
     attach: tuple[str, str | None] | None = None  # (url, log path) of an attach
-    state: str = "idle"  # the session's state as its events said (services.server.ServerState)
+    state: ServerState = ServerState.IDLE  # the session's state as its events said
     url: str | None = None
     message: str = ""
     message_error: bool = False
@@ -63,9 +69,13 @@ class ServerSlot:
     router_models: object | None = None  # services.router_watch.RouterModels: a router's models, as last read
 
     @property
+    def server_state(self) -> ServerState:
+        return ServerState(self.state)
+
+    @property
     def running(self) -> bool:
-        """Launched or attached and not yet exited (stopping included: its port is not free yet)."""
-        return self.state not in ("idle", "exited")
+        """Launched or attached and not yet ended (ServerState.running: stopping and gone included)."""
+        return self.server_state.running
 
     @property
     def port(self) -> int | None:
@@ -79,8 +89,32 @@ class ServerSlot:
 
     @property
     def display_state(self) -> str:
-        """The state as people read it: a launch that failed before it was ready "did not start"."""
-        return "did not start" if self.state == "exited" and self.never_ready else self.state
+        """The state as people read it: a launch that failed before it was ready "did not start"; an attached
+        server that stopped answering is "not answering"."""
+        state = self.server_state
+        if state is ServerState.EXITED and self.never_ready:
+            return "did not start"
+        return "not answering" if state is ServerState.GONE else str(state)
+
+    @property
+    def colour(self) -> str:
+        return STATE_COLOURS[self.server_state]
+
+    def status_text(self) -> str:
+        """Whether it takes requests, in one sentence ("" when it does): what Chat and the status bar say."""
+        state = self.server_state
+        if state is ServerState.READY:
+            return ""
+        if state is ServerState.IDLE:
+            return "No server is running. Start one in the Live tab (F5)."
+        if state.coming_up:
+            return f"{self.name} is starting: it takes requests once it is ready."
+        if state is ServerState.STOPPING:
+            return f"{self.name} is stopping."
+        if state is ServerState.GONE:
+            return (f"{self.name} is not answering at {self.url}: it may have stopped or hung. It is watched a few "
+                    "seconds more, then given up.")
+        return f"{self.name} is not running ({self.display_state}). Start it in the Live tab (F5)."
 
     def clear(self) -> None:
         """Forget the previous session's requests and log (a new launch or attach)."""
@@ -135,7 +169,7 @@ class LiveFleet(Observable):
     def select(self, slot: ServerSlot) -> None:
         """Show `slot`; a launch of it that failed puts its own command back in the arguments (with its message)."""
         self.selected = slot
-        if slot.state == "exited" and slot.message_error and slot.plan is not None:
+        if slot.server_state is ServerState.EXITED and slot.message_error and slot.plan is not None:
             self.set_command(shlex.join(slot.plan.user_args))
         self.notify("selected", slot)
 
@@ -176,7 +210,7 @@ class LiveFleet(Observable):
     def quit_question(self) -> str | None:
         """The question to ask before quitting while servers this app launched run (quitting stops them), or
         None. Attached servers are only watched and keep running; one already stopping needs no answer."""
-        running = [s for s in self.slots if s.plan is not None and s.state in RUNNING]
+        running = [s for s in self.slots if s.plan is not None and s.server_state.stoppable]
         if not running:
             return None
         # host:port without "http://": a dialog would break the line after the slashes
@@ -190,7 +224,7 @@ class LiveFleet(Observable):
         slot.message, slot.message_error = text, error
         self.notify("message", slot)
 
-    def _set_state(self, slot: ServerSlot, state: str) -> None:
+    def _set_state(self, slot: ServerSlot, state: ServerState) -> None:
         slot.state = state
         self.notify("state", slot)
 
@@ -332,7 +366,7 @@ class LiveFleet(Observable):
         slot.plan, slot.attach = plan, None
         slot.name = self.server_name(list(plan.user_args), facts)
         slot.notes = "<br>".join(plan.notes())
-        slot.state, slot.url, slot.never_ready = "starting", plan.url, False
+        slot.state, slot.url, slot.never_ready = ServerState.STARTING, plan.url, False
         self.select(slot)
         self.show_message(f"Starting: {plan.command_line()}")
         self.notify("titles")
@@ -346,7 +380,7 @@ class LiveFleet(Observable):
         slot.name = f"attached {url.split('//')[-1]}"
         slot.notes = ("" if log_path else "No log file: request records come from /slots and /metrics "
                       "and are approximate (marked ≈).")
-        slot.state, slot.url = "starting", url
+        slot.state, slot.url = ServerState.STARTING, url
         self.select(slot)
         self.notify("titles")
         return slot
@@ -356,7 +390,7 @@ class LiveFleet(Observable):
         slot = self.selected
         if restart:
             slot.restart_pending = True
-        self._set_state(slot, "stopping")
+        self._set_state(slot, ServerState.STOPPING)
         self.notify("titles")
         return slot
 
@@ -364,20 +398,23 @@ class LiveFleet(Observable):
     def server_state_changed(self, slot: ServerSlot, ev: StateChanged) -> bool:
         """A session event of `slot`: its state, URL and message. True when a restart is due now (it exited
         with one pending): the caller launches `slot.plan` again."""
-        state = str(ev.state)
-        was_ready = slot.state == "ready"
+        state = ServerState(ev.state)
+        was_ready = slot.server_state in (ServerState.READY, ServerState.GONE)
         slot.state = state
-        if state == "starting":
+        if state is ServerState.STARTING:
             slot.never_ready = False
-        elif state == "exited":
+        elif state is ServerState.EXITED:
             slot.never_ready = not was_ready and ev.failure is not None
         slot.url = ev.url or slot.url
         restart = False
-        if state == "ready":
+        if state is ServerState.READY:
             self.show_message(f"Ready at {ev.url}. Requests from any client appear in the Requests tab.", slot=slot)
-        elif state == "loading":
+        elif state is ServerState.LOADING:
             self.show_message("Loading the model…", slot=slot)
-        elif state == "exited":
+        elif state is ServerState.GONE:
+            self.show_message(f"{slot.url} stopped answering: the server may have stopped or hung. It is watched a "
+                              "few seconds more, then given up.", error=True, slot=slot)
+        elif state is ServerState.EXITED:
             if ev.failure is not None:
                 # a server that never got ready (port taken, model missing, out of memory) did not start
                 what = "stopped" if was_ready else "did not start"
@@ -391,7 +428,7 @@ class LiveFleet(Observable):
                 slot.restart_pending = False
                 if slot.plan is not None:
                     slot.clear()
-                    slot.state = "starting"
+                    slot.state = ServerState.STARTING
                     if slot is self.selected:
                         self.select(slot)
                     restart = True

@@ -1,6 +1,9 @@
 """The main window: model library on the left, Profile/Plan/Live/Benchmarks/Compare/Tune in the centre, the
 server log at the bottom (a dock, visible from every tab), a status bar with the server state and URL,
-the binary and the devices; a Server menu with shortcuts; the quick start strip on a first run."""
+the binary and the devices; a Server menu with shortcuts; the quick start strip on a first run.
+
+It draws the app's one error surface (qt.errors): each failure in the status bar with what to do, a dialog only
+when the user must act, and the Errors list (Help ▸ Errors, or the status bar's count) with "Copy details"."""
 
 from __future__ import annotations
 
@@ -8,24 +11,37 @@ import os
 
 from PySide6.QtCore import QByteArray, QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import QDockWidget, QLabel, QMainWindow, QMessageBox, QTabWidget, QVBoxLayout, QWidget
+from PySide6.QtWidgets import (
+    QDockWidget,
+    QLabel,
+    QMainWindow,
+    QMessageBox,
+    QPushButton,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
 from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.errors import Failure, error_center
 from llm_tuner.qt.probes import start_probes
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.binaries import SERVER, BinaryInfo, gpu_backend_advice
 from llm_tuner.services.paths import config_dir
 from llm_tuner.services.settings_store import save_settings
+from llm_tuner.services.supervised import ServerState
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.dialogs.about_dialog import AboutDialog
+from llm_tuner.ui.dialogs.errors_dialog import ErrorsDialog
 from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
 from llm_tuner.ui.panels.bench_panel import BenchPanel
 from llm_tuner.ui.panels.chat_panel import ChatPanel
 from llm_tuner.ui.panels.compare_panel import ComparePanel
 from llm_tuner.ui.panels.live_panel import LivePanel
+from llm_tuner.ui.panels.live_quit import await_stops, in_thread
 from llm_tuner.ui.panels.models_panel import ModelsPanel
 from llm_tuner.ui.panels.plan_panel import PlanPanel
 from llm_tuner.ui.panels.profile_panel import ProfilePanel
@@ -63,7 +79,7 @@ class MainWindow(QMainWindow):
         self.live_panel = LivePanel(ctx)
         self.chat_panel = ChatPanel()  # follows the Live tab's selected server (_on_live_server_status_changed)
         if (app := QCoreApplication.instance()) is not None:  # after the live servers (connected just before)
-            app.aboutToQuit.connect(ctx.workers.stop_all)
+            app.aboutToQuit.connect(self._on_app_about_to_quit)
         self.bench_panel = BenchPanel(ctx)
         self.bench_panel.follow_profile_store(self.profile_panel)
         self.compare_panel = ComparePanel(ctx)
@@ -108,11 +124,17 @@ class MainWindow(QMainWindow):
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
         ctx.state.status_message_posted.connect(self._on_state_status_message_posted)
+        self.errors = error_center()
+        self.errors.reported.connect(self._on_errors_reported)
+        self.errors.cleared.connect(self._update_errors_button)
+        self._errors_dialog: ErrorsDialog | None = None
+        self._update_errors_button()
         self.live_panel.server_status_changed.connect(self._on_live_server_status_changed)
         self._on_live_server_status_changed()
         self._restore_layout()
         self.quick_start.setVisible(False)
-        self._first_run_job = BackgroundJob(lambda _ctl, engine=ctx.engine: _is_first_run(engine), self)
+        self._first_run_job = BackgroundJob(lambda _ctl, engine=ctx.engine: _is_first_run(engine), self,
+                                            what="Reading the history for the quick start")
         self._first_run_job.succeeded.connect(self._on_first_run_job_succeeded)  # SQL off the GUI thread
         self._first_run_job.start()
 
@@ -158,6 +180,7 @@ class MainWindow(QMainWindow):
 
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(QAction("&Quick start", self, triggered=lambda: self.quick_start.setVisible(True)))
+        help_menu.addAction(QAction("&Errors…", self, triggered=self.show_errors))
         help_menu.addAction(QAction("&About llm-tuner", self, triggered=self.show_about))
 
     def _action(self, text: str, shortcut: str | None, slot, tip: str) -> QAction:
@@ -175,6 +198,11 @@ class MainWindow(QMainWindow):
         self.server_state_label = QLabel()
         self.server_state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.statusBar().addPermanentWidget(self.server_state_label)
+        self.errors_button = QPushButton()  # "⚠ 2 errors": opens the Errors list; hidden while there is none
+        self.errors_button.setFlat(True)
+        self.errors_button.setToolTip("What went wrong in this session, with what to do (Help ▸ Errors)")
+        self.errors_button.clicked.connect(self.show_errors)
+        self.statusBar().addPermanentWidget(self.errors_button)
         self.server_label = QLabel("llama-server: looking…")
         self.devices_label = QLabel("devices: detecting…")
         for label in (self.server_label, self.devices_label):
@@ -212,8 +240,9 @@ class MainWindow(QMainWindow):
     def _show_status(self, text: str, timeout_ms: int = 0) -> None:
         """A status message cut to the room left of the permanent labels (it ran under them); whole in the tooltip."""
         bar = self.statusBar()
-        room = bar.width() - sum(w.width() + 12 for w in (self.server_state_label, self.server_label,
-                                                             self.devices_label) if w.isVisible()) - 16
+        room = bar.width() - sum(w.width() + 12 for w in (self.server_state_label, self.errors_button,
+                                                             self.server_label, self.devices_label)
+                                 if w.isVisible()) - 16
         shown = bar.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, max(room, 80))
         bar.showMessage(shown, timeout_ms)
         bar.setToolTip(text if shown != text else "")
@@ -221,22 +250,53 @@ class MainWindow(QMainWindow):
     def _on_state_status_message_posted(self, text: str) -> None:
         self._show_status(text, 8000)
 
+    # -- the error surface ----------------------------------------------------------------------
+    def _on_errors_reported(self, failure: Failure) -> None:
+        """A failure: the status bar says what happened and what to do (unless the view said it in its place);
+        a dialog only when the user must act; the Errors list has it either way."""
+        self._update_errors_button()
+        if self._errors_dialog is not None:
+            self._errors_dialog.reload()
+        if not failure.shown:
+            self._show_status(failure.summary(), 20_000)
+        if failure.needs_action:
+            box = QMessageBox(QMessageBox.Icon.Warning, "llm-tuner", f"{failure.what} failed.",
+                              QMessageBox.StandardButton.Ok, self)
+            box.setObjectName("action_needed_dialog")
+            box.setInformativeText(f"{failure.message}\n\n{failure.advice}")
+            box.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+            box.open()  # not exec: a failure never blocks the thread that reported it
+
+    def _update_errors_button(self) -> None:
+        n = len(self.errors.failures())
+        self.errors_button.setText(f"⚠ {n} error{'s' if n != 1 else ''}")
+        self.errors_button.setVisible(n > 0)
+
+    def show_errors(self) -> None:
+        """The Errors list (one window, raised when open already)."""
+        if self._errors_dialog is None:
+            self._errors_dialog = ErrorsDialog(self.errors, self)
+        self._errors_dialog.reload()
+        self._errors_dialog.show()
+        self._errors_dialog.raise_()
+
     def _on_live_server_status_changed(self) -> None:
         slots = self.live_panel.servers()
         slot = self.live_panel.slot
         self.chat_panel.show_server(slot, self.live_panel.api_key())
-        running = [s for s in slots if s.state in ("starting", "loading", "ready", "gone")]
-        if slot is None or (slot.state in ("idle", "exited") and not running):
+        running = [s for s in slots if s.running]
+        if slot is None or (not slot.running and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or
-                                            slot.state == "idle" else f"server: {slot.display_state}")
+                                            slot.server_state is ServerState.IDLE else f"server: {slot.display_state}")
             self.server_state_label.setToolTip("")
             return
-        colour = {"ready": "#2e7d32", "exited": "#777", "gone": "#c62828"}.get(slot.state, "#b8860b")
-        text = f"<b style='color:{colour}'>● {slot.display_state}</b> {slot.name} · {slot.url or ''}"
-        if len(running) > 1:
-            text += f" (+{len(running) - 1} more running)"
+        text = f"<b style='color:{slot.colour}'>● {slot.display_state}</b> {slot.name} · {slot.url or ''}"
+        others = [s for s in running if s is not slot]
+        if others:
+            text += f" (+{len(others)} more running)"
         self.server_state_label.setText(text)
-        self.server_state_label.setToolTip("\n".join(s.title() + (f" · {s.url}" if s.url else "") for s in slots))
+        self.server_state_label.setToolTip("\n".join(
+            [s.title() + (f" · {s.url}" if s.url else "") for s in slots] + [t for t in [slot.status_text()] if t]))
 
     def _on_state_binaries_probed(self, binaries: dict[str, BinaryInfo]) -> None:
         info = binaries.get(SERVER)
@@ -319,6 +379,14 @@ class MainWindow(QMainWindow):
         self.resizeDocks([self.models_dock], [max(340, min(580, int(self.width() / 3.5)))], Qt.Orientation.Horizontal)
         self.resizeDocks([self.log_dock], [max(100, min(150, self.height() // 6))], Qt.Orientation.Vertical)
 
+    def _on_app_about_to_quit(self) -> None:
+        """After the Live servers (LivePanel.shutdown ran first): the RPC workers this app started stop on a
+        thread, the dialog naming them while the GUI thread waits in an event loop."""
+        workers = self.ctx.workers.workers
+        if workers:
+            await_stops([(f"RPC workers ({', '.join(w.endpoint for w in workers)})",
+                          in_thread(self.ctx.workers.stop_all, "llm-tuner:workers-stop"))], timeout_s=20.0, parent=self)
+
     def closeEvent(self, event) -> None:  # noqa: N802 - Qt override
 
         # Quitting stops the servers this app launched: ask first, unless nobody can see the question (a smoke
@@ -342,10 +410,7 @@ class MainWindow(QMainWindow):
 
 def _is_first_run(engine) -> bool:
     """No saved profiles and no benchmark runs: the quick start is shown (runs on a worker thread)."""
-    try:
-        return not ProfileRepository(engine).names() and not RunRepository(engine).labels()
-    except Exception:  # noqa: BLE001 - a store problem shows elsewhere; the strip is only a hint
-        return False
+    return not ProfileRepository(engine).names() and not RunRepository(engine).labels()
 
 
 def _layout_settings() -> QSettings:

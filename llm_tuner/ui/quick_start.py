@@ -15,6 +15,7 @@ from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
 
 from llm_tuner.services.demo_model import find_demo_model
+from llm_tuner.services.supervised import ServerState
 
 STEPS = (
     ("model", "1 · Pick a model", "Select a model in the Models list on the left (the demo model is there)"),
@@ -85,7 +86,7 @@ class QuickStartBar(QFrame):
         return {
             "model": ctx.state.model_path is not None or ctx.state.profile is not None and bool(ctx.state.profile.model),
             "profile": n_profiles >= 1,
-            "launch": any(s.state == "ready" or s.records for s in live.servers()),
+            "launch": any(s.server_state is ServerState.READY or s.records for s in live.servers()),
             "prompt": any(s.records for s in live.servers()),
             "bench": len(complete) >= 1,
             "second": n_profiles >= 2,

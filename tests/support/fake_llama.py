@@ -94,6 +94,42 @@ def huge(n_bytes: int, chunk: bytes = b"x" * 65536, *, endless: bool = False) ->
     return route
 
 
+def chat_stream(pieces: list[str], gates: list[threading.Event] | None = None, *,
+                timings: dict | None = None, wait_s: float = 120.0) -> Route:
+    """A streamed /v1/chat/completions that sends its `pieces` as chunks, waiting before piece i+1 until
+    `gates[i]` is set (a server made to stream slowly, at the test's pace rather than the clock's), then the last
+    chunk with `timings`. A gate never set holds the reply open until the client leaves or the server stops
+    (for Stop). Each wait is bounded by `wait_s`."""
+    def route(h, _body):
+        stop = h.server.stopping
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.end_headers()
+
+        def event(obj) -> None:
+            h.wfile.write(f"data: {json.dumps(obj)}\n\n".encode())
+            h.wfile.flush()
+
+        try:
+            for i, piece in enumerate(pieces):
+                if i and gates and i - 1 < len(gates):
+                    deadline = time.monotonic() + wait_s
+                    while not gates[i - 1].wait(0.05) and not stop.is_set() and time.monotonic() < deadline:
+                        pass
+                    if not gates[i - 1].is_set():
+                        return
+                event({"choices": [{"index": 0, "delta": {"content": piece}, "finish_reason": None}]})
+            event({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}],
+                   "timings": GOOD_TIMINGS if timings is None else timings})
+            h.wfile.write(b"data: [DONE]\n\n")
+            h.wfile.flush()
+        except OSError:
+            pass
+        finally:
+            h.close_connection = True
+    return route
+
+
 def json_route(obj, code: int = 200) -> Route:
     return lambda h, _body: send(h, code, obj)
 

@@ -44,7 +44,7 @@ def test_a_running_job_a_timer_and_a_shown_widget_are_named(qtbot, monkeypatch):
     left = {}
 
     def leak():
-        left["job"] = BackgroundJob(lambda _ctl: release.wait(10)).start(long=True)
+        left["job"] = BackgroundJob(lambda _ctl: release.wait(10), what="Waiting").start(long=True)
         left["collector"] = GuiThreadCollector(interval_ms=60_000)
         left["label"] = ElidedLabel()
         left["label"].show()

@@ -79,7 +79,7 @@ def test_a_failed_start_shows_what_to_do(qtbot, ctx, tmp_path):
     qtbot.addWidget(panel)
     panel.args_edit.setText(f"-m {tmp_path / 'gone.gguf'}")
     panel.start()
-    qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "did not start" in panel.state_label.text(), timeout=60_000)  # as the status bar says
     assert "gone.gguf does not exist" in panel.message_label.text()
     assert panel.start_button.isEnabled() and not panel.stop_button.isEnabled()
 
@@ -234,7 +234,7 @@ def test_a_port_in_use_did_not_start_and_history_says_so(qtbot, ctx, tmp_path):
         port = busy.getsockname()[1]
         panel.args_edit.setText(f"-m {tmp_path / 'm.gguf'} --port {port}")
         panel.start()
-        qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
+        qtbot.waitUntil(lambda: "did not start" in panel.state_label.text(), timeout=30_000)
     assert panel.message_label.text().startswith(f"The server did not start: Port 127.0.0.1:{port} is already in use")
     panel.tabs.setCurrentWidget(panel.history_table)
     qtbot.waitUntil(lambda: panel.history_table.rowCount() == 1, timeout=10_000)

@@ -65,27 +65,6 @@ def test_window_layout_and_tab_are_restored_on_restart(qtbot):
     assert again.tabs.currentIndex() == 3
 
 
-def test_unhandled_exception_is_logged_to_the_log_folder(qtbot, monkeypatch):
-    import sys
-
-    from llm_tuner import app as app_module
-    from llm_tuner.services.paths import log_dir
-
-    app_module.setup_logging()
-    shown = []
-    monkeypatch.setattr("PySide6.QtWidgets.QMessageBox.critical", lambda *a, **k: shown.append(a[2]))
-    monkeypatch.delenv("LLM_TUNER_SMOKE_TEST", raising=False)
-    app_module.install_excepthook()
-    try:
-        raise ValueError("boom for the log")
-    except ValueError:
-        sys.excepthook(*sys.exc_info())
-    for handler in __import__("logging").getLogger().handlers:
-        handler.flush()
-    assert "boom for the log" in (log_dir() / "llm-tuner.log").read_text()
-    assert shown and "ValueError: boom for the log" in shown[0]
-
-
 def test_plots_follow_a_switch_to_a_dark_palette(qtbot):
     """A desktop switching to dark changes the app palette: every plot's background and axes follow."""
     import pyqtgraph as pg

@@ -82,7 +82,7 @@ def test_launch_anyway_starts_it(qtbot, ctx):
     assert not live.start()
     live.anyway_button.click()  # the user's explicit choice (a fork's router, say)
     assert live.slot.plan is not None and live.anyway_button.isHidden()
-    qtbot.waitUntil(lambda: "ready" in live.state_label.text() or "exited" in live.state_label.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: live.is_ready() or not live.slot.running, timeout=60_000)
     live.stop_server()
     qtbot.waitUntil(lambda: not live.slot.running, timeout=30_000)
 
@@ -118,7 +118,7 @@ def test_after_a_failure_the_args_line_shows_the_failed_sessions_command(qtbot, 
     assert live.start(force=True)
     ctx.state.set_profile(LaunchProfile(model=str(tmp_path / "second.gguf"), ctx_size=2048))
     assert "second.gguf" in live.args_edit.text()
-    qtbot.waitUntil(lambda: "exited" in live.state_label.text(), timeout=60_000)
+    qtbot.waitUntil(lambda: "did not start" in live.state_label.text(), timeout=60_000)
     assert "did not start" in live.message_label.text()
     words = shlex.split(live.args_edit.text())
     assert str(first) in words and str(tmp_path / "second.gguf") not in words

@@ -67,6 +67,12 @@ def _attach_and_replay(qtbot, bridge: ServerBridge, url: str, tmp_path) -> None:
         f.write(LOG.read_text())
 
 
+def _stop(bridge) -> None:
+    """Stop as quitting does (on a `server-stop` thread), and wait for the end."""
+    done = bridge.stop_at_quit()
+    assert done is None or done.wait(60)
+
+
 def test_requests_arrive_once_and_memory_as_snapshots(qtbot, health_url, tmp_path):
     timings, buffers = _expected()
     bridge = ServerBridge(gpu_readers={})
@@ -78,7 +84,7 @@ def test_requests_arrive_once_and_memory_as_snapshots(qtbot, health_url, tmp_pat
         qtbot.waitUntil(lambda: len(records) >= len(timings) and bridge.memory.buffers == buffers, timeout=20_000)
         qtbot.wait(300)  # nothing more comes: no second event for a request
     finally:
-        bridge.shutdown()
+        _stop(bridge)
     assert [r.task for r in records] == [t.task for t in timings]
     assert all(isinstance(s, MemorySnapshot) for s in snapshots) and snapshots[-1] is bridge.memory
     assert bridge.memory == bridge.session.memory
@@ -103,6 +109,6 @@ def test_the_live_memory_bars_draw_the_bridges_snapshot(qtbot, ctx, health_url, 
         qtbot.waitUntil(lambda: bridge.memory.buffers == buffers, timeout=20_000)
         qtbot.waitUntil(lambda: any(s and (s[0].weights_mib or 0) > 0 for s in drawn), timeout=10_000)
     finally:
-        bridge.shutdown()
+        _stop(bridge)
     seg = next(s for s in drawn if s and (s[0].weights_mib or 0) > 0)[0]
     assert seg.weights_mib > 100 and seg.kv_mib > 0 and seg.compute_mib > 0

@@ -1,4 +1,5 @@
-"""BackgroundJob: progress and results on the GUI thread, in order; failures and cancel as signals."""
+"""BackgroundJob: progress and results on the GUI thread, in order; failures and cancel as signals; no job
+without the words its failure is reported with."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def test_progress_and_result_arrive_on_the_gui_thread_in_order(qtbot):
             ctl.progress(i / 3, f"step {i}")
         return threading.current_thread().name
 
-    job = BackgroundJob(work)
+    job = BackgroundJob(work, what="Counting")
     job.progressed.connect(lambda f, t: seen.append((t, QThread.currentThread() is gui)))
     job.succeeded.connect(lambda r: seen.append(("done", QThread.currentThread() is gui)))
     with qtbot.waitSignal(job.finished, timeout=5000):
@@ -29,7 +30,7 @@ def test_progress_and_result_arrive_on_the_gui_thread_in_order(qtbot):
 
 
 def test_failure_and_cancel_are_signals(qtbot):
-    job = BackgroundJob(lambda ctl: 1 / 0)
+    job = BackgroundJob(lambda ctl: 1 / 0, what="Dividing", on_failed=lambda _exc: None)
     with qtbot.waitSignal(job.failed, timeout=5000) as blocker:
         job.start()
     assert isinstance(blocker.args[0], ZeroDivisionError)
@@ -41,11 +42,20 @@ def test_failure_and_cancel_are_signals(qtbot):
         while not ctl.cancelled():
             time.sleep(0.01)
 
-    job = BackgroundJob(slow)
+    job = BackgroundJob(slow, what="Waiting")
     with qtbot.waitSignal(job.cancelled, timeout=5000):
         job.start()
         started.wait(5)
         job.cancel()
+
+
+def test_a_job_cannot_be_made_without_its_failure_path():
+    import pytest
+
+    with pytest.raises(TypeError):
+        BackgroundJob(lambda _ctl: None)  # type: ignore[call-arg]
+    with pytest.raises(ValueError, match="needs `what`"):
+        BackgroundJob(lambda _ctl: None, what=" ")
 
 
 def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
@@ -55,9 +65,9 @@ def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
 
     release = threading.Event()
     busy = QThreadPool.globalInstance().maxThreadCount()  # as many benchmarks as the global pool has threads
-    long_jobs = [BackgroundJob(lambda _ctl: release.wait(30)).start(long=True) for _ in range(busy)]
+    long_jobs = [BackgroundJob(lambda _ctl: release.wait(30), what="A benchmark").start(long=True) for _ in range(busy)]
     try:
-        short = BackgroundJob(lambda _ctl: "history")
+        short = BackgroundJob(lambda _ctl: "history", what="Loading the history")
         with qtbot.waitSignal(short.succeeded, timeout=5000) as blocker:
             short.start()
         assert blocker.args == ["history"]

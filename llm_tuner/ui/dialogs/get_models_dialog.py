@@ -172,8 +172,9 @@ class GetModelsDialog(QDialog):
         self.status_label.setText(f"Searching for “{html.escape(query)}”…")
         self.search_button.setEnabled(False)
         hub = self.hub
-        self._run(BackgroundJob(lambda _c: search_models(hub, query), self), self._on_search_done,
-                  lambda exc: self._say_failure("The search failed", exc), long=False)
+        self._run(BackgroundJob(lambda _c: search_models(hub, query), self, what="Searching the model hub",
+                                on_failed=lambda exc: self._say_failure("The search failed", exc)),
+                  self._on_search_done, long=False)
 
     def _on_search_done(self, hits) -> None:
         self.search_button.setEnabled(True)
@@ -202,9 +203,9 @@ class GetModelsDialog(QDialog):
         self.file_table.setRowCount(0)
         self.files_label.setText(f"Listing <b>{html.escape(repo_id)}</b>…")
         hub = self.hub
-        self._run(BackgroundJob(lambda _c: list_gguf_models(hub, repo_id), self),
-                  lambda models, r=repo_id: self._on_listed(r, models),
-                  lambda exc, r=repo_id: self._on_list_failed(r, exc), long=False)
+        self._run(BackgroundJob(lambda _c: list_gguf_models(hub, repo_id), self, what="Listing the repository's models",
+                                on_failed=lambda exc, r=repo_id: self._on_list_failed(r, exc)),
+                  lambda models, r=repo_id: self._on_listed(r, models), long=False)
 
     def _on_list_failed(self, repo_id: str, exc: BaseException) -> None:
         if repo_id == self._listing_for:
@@ -268,15 +269,14 @@ class GetModelsDialog(QDialog):
         if model is None or self._download is not None:
             return
         folder = Path(self.folder_combo.currentText()).expanduser()
-        job = download_job(self.hub, model, folder, self)
+        job = download_job(self.hub, model, folder, self, on_failed=self._on_download_failed)
         job.progressed.connect(self._on_download_progressed)
         self._download = job
         self.progress_bar.setValue(0)
         self.progress_bar.setFormat(f"Starting {model.file_name}…")
         self.progress_bar.show()
         self.status_label.setText("")
-        self._run(job, lambda path, f=folder: self._on_downloaded(Path(path), f), self._on_download_failed,
-                  long=True)
+        self._run(job, lambda path, f=folder: self._on_downloaded(Path(path), f), long=True)
         self._update_buttons()
 
     def cancel_download(self) -> None:
@@ -317,9 +317,8 @@ class GetModelsDialog(QDialog):
             self.folder_combo.addItem(folder)
         self.folder_combo.setCurrentText(folder)
 
-    def _run(self, job: BackgroundJob, on_ok, on_fail, *, long: bool) -> None:
+    def _run(self, job: BackgroundJob, on_ok, *, long: bool) -> None:
         job.succeeded.connect(on_ok)
-        job.failed.connect(on_fail)
         self._jobs.append(job)
         job.finished.connect(lambda j=job: self._jobs.remove(j) if j in self._jobs else None)
         job.start(long=long)

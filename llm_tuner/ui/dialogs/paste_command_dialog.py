@@ -121,9 +121,9 @@ class PasteCommandDialog(QDialog):
         if self._job is not None:  # one reading at a time: the newest text is read when it ends
             return
         generation, catalog = self._generation, self.catalog
-        job = BackgroundJob(lambda _ctl: _read(text, catalog), self)
+        job = BackgroundJob(lambda _ctl: _read(text, catalog), self, what="Reading the pasted command",
+                            on_failed=lambda exc, g=generation: self._on_job_failed(g, exc))
         job.succeeded.connect(lambda res, g=generation: self._on_job_succeeded(g, *res))
-        job.failed.connect(lambda exc, g=generation: self._on_job_failed(g, exc))
         job.finished.connect(self._on_job_finished)
         self._job = job.start()
 

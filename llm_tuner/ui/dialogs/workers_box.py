@@ -156,7 +156,8 @@ class WorkersBox(QGroupBox):
         pool, settings = self._pool, self._settings
         self.start_button.setEnabled(False)
         self._show("starting ggml-rpc-server …")
-        self._run(lambda _c: pool.start(spec, settings), self._on_started, self._on_start_failed)
+        self._run(lambda _c: pool.start(spec, settings), self._on_started, self._on_start_failed,
+                  what="Starting an RPC worker")
 
     def _on_started(self, worker) -> None:
         self.start_button.setEnabled(True)
@@ -199,7 +200,7 @@ class WorkersBox(QGroupBox):
             return status, ok, devices, error
 
         self.check_button.setEnabled(False)
-        self._run(work, self._on_checked, self._on_check_failed)
+        self._run(work, self._on_checked, self._on_check_failed, what="Checking the RPC workers")
 
     def _on_check_failed(self, exc) -> None:
         self.check_button.setEnabled(True)
@@ -219,10 +220,9 @@ class WorkersBox(QGroupBox):
                 self.set_status(ep, "; ".join(by_endpoint[ep]))
         self._show(error or "", error=error is not None)
 
-    def _run(self, fn, on_ok, on_fail) -> None:
-        job = BackgroundJob(fn, self)
+    def _run(self, fn, on_ok, on_fail, *, what: str) -> None:
+        job = BackgroundJob(fn, self, what=what, on_failed=on_fail)
         job.succeeded.connect(on_ok)
-        job.failed.connect(on_fail)
         self._jobs.append(job)
         job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)
         job.start(long=True)

@@ -95,17 +95,19 @@ class RunHistoryTab(QWidget):
         ctx.state.bench_runs_changed.connect(self.refresh)
 
     @staticmethod
-    def _job(fn, on_succeeded) -> None:
-        """`fn` off the GUI thread, its result to `on_succeeded` (a bound slot: dropped if this widget is gone).
-        The job has no parent: BackgroundJob keeps it alive until it finishes, even past this widget."""
-        job = BackgroundJob(fn)
+    def _job(fn, on_succeeded, *, what: str) -> None:
+        """`fn` off the GUI thread, its result to `on_succeeded` (a bound slot: dropped if this widget is gone), a
+        failure to the app's error surface as `what` failing. The job has no parent: BackgroundJob keeps it alive
+        until it finishes, even past this widget."""
+        job = BackgroundJob(fn, what=what)
         job.succeeded.connect(on_succeeded)
         job.start()
 
     def mark_interrupted_then_refresh(self) -> None:
         """Runs left "running" by a process that died become "incomplete"; then the table loads."""
         repo = self.repo
-        self._job(lambda _ctl: repo.mark_interrupted(), self._on_marked_interrupted)
+        self._job(lambda _ctl: repo.mark_interrupted(), self._on_marked_interrupted,
+                  what="Marking interrupted benchmark runs")
 
     def _on_marked_interrupted(self, _count: int) -> None:
         self.refresh()
@@ -129,7 +131,7 @@ class RunHistoryTab(QWidget):
             groups = {gid: repo.get_group(gid) for gid in {r.group_id for r in runs if r.group_id is not None}}
             return seq, runs, repo.labels(), groups
 
-        self._job(load, self._on_loaded)
+        self._job(load, self._on_loaded, what="Loading the benchmark history")
 
     def _on_loaded(self, result) -> None:
         seq, runs, labels, groups = result
@@ -164,7 +166,7 @@ class RunHistoryTab(QWidget):
             group = [] if run is None or run.group_id is None else repo.list_runs(group_id=run.group_id)
             return run, sorted(group, key=lambda r: r.id)
 
-        self._job(load, self._on_run_loaded)
+        self._job(load, self._on_run_loaded, what=f"Opening run #{listed.id}")
 
     def _on_run_loaded(self, loaded) -> None:
         run, group = loaded
@@ -188,8 +190,13 @@ class RunHistoryTab(QWidget):
                                       "This cannot be undone.")
         if answer != QMessageBox.StandardButton.Yes:
             return
-        for r in runs:
-            self.repo.delete_run(r.id)
+        repo, run_ids = self.repo, [r.id for r in runs]
+        self.hint.setText(f"Deleting run(s) {ids}…")
+        self._job(lambda _ctl: [repo.delete_run(i) for i in run_ids], self._on_runs_deleted,
+                  what=f"Deleting run(s) {ids}")  # SQL off the GUI thread: a big run's repetitions take a while
+
+    def _on_runs_deleted(self, _results) -> None:
+        self.hint.setText("")
         self.ctx.state.bench_runs_changed.emit()
 
     def _on_compare_clicked(self) -> None:
@@ -210,7 +217,8 @@ class RunHistoryTab(QWidget):
             return
         self._export_to = (Path(folder), ("md", "csv", "json")[self.export_combo.currentIndex()])
         repo, ids = self.repo, [r.id for r in runs]
-        self._job(lambda _ctl: [r for r in map(repo.get_run, ids) if r is not None], self._on_export_loaded)
+        self._job(lambda _ctl: [r for r in map(repo.get_run, ids) if r is not None], self._on_export_loaded,
+                  what="Reading the runs to export")
 
     def _on_export_loaded(self, runs: list[BenchRun]) -> None:
         self.export_runs(runs, *self._export_to)

@@ -37,6 +37,7 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.router_watch import is_router_props
+from llm_tuner.services.supervised import ServerState
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
 NO_ROUTER_MODEL = "This server is a router without models: give its profile a models folder or preset."
@@ -61,16 +62,13 @@ def speed_text(rec: RequestRecord) -> str:
 
 
 def _server_of(slot, key: str | None) -> tuple[str, str | None, str | None, str]:
-    """The Live slot's name, URL when it takes requests (ready), API key, and what to say while it does not."""
-    if slot is None or slot.state == "idle":
+    """The Live slot's name, URL when it takes requests (ready), API key, and what to say while it does not (the
+    slot's own words, as the status bar's)."""
+    if slot is None or slot.server_state is ServerState.IDLE:
         return "", None, None, NO_SERVER
-    if slot.state == "ready":
+    if slot.server_state is ServerState.READY:
         return slot.name, slot.url, key, ""
-    if slot.state in ("starting", "loading"):
-        return slot.name, None, key, f"{slot.name} is starting: chat with it once it is ready."
-    if slot.state == "stopping":
-        return slot.name, None, key, f"{slot.name} is stopping."
-    return slot.name, None, key, f"{slot.name} is not running ({slot.display_state}). Start it in the Live tab (F5)."
+    return slot.name, None, key, slot.status_text()
 
 
 class ChatPanel(QWidget):
@@ -302,9 +300,9 @@ class ChatPanel(QWidget):
                     page = None
             return url, props, template_note(props), web_ui_problem(props, page)
 
-        job = self._props_job = BackgroundJob(run, self)
+        job = self._props_job = BackgroundJob(run, self, what="Reading the server's settings (/props)",
+                                              on_failed=lambda _exc, u=url: self._on_props_job_failed(u))
         job.succeeded.connect(self._on_props_job_succeeded)
-        job.failed.connect(lambda _exc, u=url: self._on_props_job_failed(u))
         job.start()
 
     def _on_props_job_succeeded(self, result) -> None:

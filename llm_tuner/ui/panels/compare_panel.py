@@ -119,7 +119,8 @@ class ComparePanel(QWidget):
     # -- choices ---------------------------------------------------------------------------------
     def refresh_choices(self) -> None:
         repo = self.repo
-        job = BackgroundJob(lambda _ctl: (repo.list_runs(with_reps=False, limit=500), repo.labels()))
+        job = BackgroundJob(lambda _ctl: (repo.list_runs(with_reps=False, limit=500), repo.labels()),
+                            what="Loading the runs to compare")
         job.succeeded.connect(self._on_choices_loaded)
         job.start()
         self._choices_job = job
@@ -162,7 +163,8 @@ class ComparePanel(QWidget):
         self._pending = (a_id, b_id)
         repo = self.repo
         engine = self.ctx.engine
-        job = BackgroundJob(lambda _ctl: self._load_pair(repo, engine, lambda: (repo.get_run(a_id), repo.get_run(b_id))))
+        job = BackgroundJob(lambda _ctl: self._load_pair(repo, engine, lambda: (repo.get_run(a_id), repo.get_run(b_id))),
+                            what=f"Loading runs #{a_id} and #{b_id} to compare")
         job.succeeded.connect(self._on_runs_loaded)
         job.start()
         self._load_job = job
@@ -189,7 +191,7 @@ class ComparePanel(QWidget):
             return self._load_pair(repo, engine, lambda: (repo.get_run(a), repo.get_run(b)))
 
         self.compare_button.setEnabled(False)
-        job = BackgroundJob(work)
+        job = BackgroundJob(work, what="Loading the two runs to compare")
         job.succeeded.connect(self._on_runs_loaded)
         job.finished.connect(lambda: self.compare_button.setEnabled(True))
         job.start()

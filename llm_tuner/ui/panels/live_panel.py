@@ -35,18 +35,18 @@ from llm_tuner.qt.server_bridge import ServerBridge
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.logparse import LogLine
+from llm_tuner.services.supervised import ServerState
 from llm_tuner.services.telemetry.breakdown import live_segments
 from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFacts
 from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
 from llm_tuner.ui.panels.live_models import RouterModelsView
+from llm_tuner.ui.panels.live_quit import await_stops
 from llm_tuner.ui.panels.live_requests import RequestsView
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import ThroughputPlots
 
-STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "ready": "#2e7d32",
-                 "stopping": "#b8860b", "exited": "#777"}
 TEST_PROMPT = "Write one short sentence about the sea."
 
 
@@ -272,17 +272,15 @@ class LivePanel(QWidget):
         self.message_label.setText(slot.message)
 
     def _set_state_display(self, slot: ServerSlot) -> None:
-        state = slot.state
-        colour = STATE_COLOURS.get(state, "#777")
-        self.state_label.setText(f"<b style='color:{colour}'>● {state}</b>")
+        state = slot.server_state
+        self.state_label.setText(f"<b style='color:{slot.colour}'>● {slot.display_state}</b>")
         self.url_label.setText(slot.url or "")
-        running = state in ("starting", "loading", "ready")
-        self.start_button.setEnabled(state != "stopping")
-        self.attach_button.setEnabled(state != "stopping")
-        self.stop_button.setEnabled(running)
-        self.restart_button.setEnabled(running and slot.plan is not None)
-        self.test_button.setEnabled(state == "ready")
-        self.new_server_button.setEnabled(running)
+        self.start_button.setEnabled(state is not ServerState.STOPPING)
+        self.attach_button.setEnabled(state is not ServerState.STOPPING)
+        self.stop_button.setEnabled(state.stoppable)
+        self.restart_button.setEnabled(state.stoppable and slot.plan is not None)
+        self.test_button.setEnabled(state is ServerState.READY)
+        self.new_server_button.setEnabled(state.running)
 
     # -- actions ------------------------------------------------------------------------------------
     def start(self, force: bool = False) -> bool:
@@ -307,7 +305,7 @@ class LivePanel(QWidget):
             self._on_test_clicked()
 
     def is_ready(self) -> bool:
-        return self.slot.state == "ready"
+        return self.slot.server_state is ServerState.READY
 
     def copy_command(self) -> None:
         self._on_copy_clicked()
@@ -359,12 +357,11 @@ class LivePanel(QWidget):
             with LlamaClient(url, timeout=120) as c:
                 return c.completion(TEST_PROMPT, n_predict=32)
 
-        job = BackgroundJob(run, self)
+        job = BackgroundJob(run, self, what="The test prompt", on_failed=partial(self._on_test_job_failed, slot))
         job.succeeded.connect(partial(self._on_test_job_succeeded, slot))
-        job.failed.connect(partial(self._on_test_job_failed, slot))
         self.test_button.setEnabled(False)
         self.fleet.show_message("Sending a test prompt…")
-        job.finished.connect(lambda: self.test_button.setEnabled(self.slot.state == "ready"))
+        job.finished.connect(lambda: self.test_button.setEnabled(self.is_ready()))
         job.start()
 
     def _on_test_job_succeeded(self, slot: ServerSlot, result: dict) -> None:
@@ -386,10 +383,13 @@ class LivePanel(QWidget):
         QGuiApplication.clipboard().setText(plan.command_line())
         self.fleet.show_message("Command copied (without the watch flags; secrets masked).")
 
-    def shutdown(self) -> None:
-        """At application quit: stop every server this panel started."""
-        for bridge in self._bridges.values():
-            bridge.shutdown()
+    def shutdown(self, timeout_s: float = 30.0) -> list[str]:
+        """At application quit: stop every server this panel watches, all at once, each on its own thread, and
+        wait in an event loop (a small dialog names what is still stopping) until they ended or `timeout_s`.
+        Returns the servers still stopping then (the parent-death signal takes those along)."""
+        stops = [(f"{slot.name} (port {slot.port})" if slot.port is not None else slot.name, done)
+                 for slot, bridge in self._bridges.items() if (done := bridge.stop_at_quit()) is not None]
+        return await_stops(stops, timeout_s=timeout_s, parent=self.window())
 
     def take_log_console(self) -> LogConsole:
         """Hand the log console to the main window (a bottom dock visible from every tab)."""
@@ -401,7 +401,7 @@ class LivePanel(QWidget):
     # -- bridge slots -------------------------------------------------------------------------------
     def _on_bridge_state_changed(self, slot: ServerSlot, ev) -> None:
         restart = self.fleet.server_state_changed(slot, ev)
-        if str(ev.state) == "exited":
+        if ev.state is ServerState.EXITED:
             self._load_history()
         if restart:
             self._bridges[slot].launch(slot.plan)
@@ -481,7 +481,7 @@ class LivePanel(QWidget):
         if self.repo is None:
             return
         repo = self.repo
-        job = BackgroundJob(lambda _ctl: repo.history(200), self)
+        job = BackgroundJob(lambda _ctl: repo.history(200), self, what="Loading the server history")
         job.succeeded.connect(self._on_history_job_succeeded)
         job.start()
 

@@ -124,7 +124,8 @@ class RequestsView(QWidget):
             self.note.setText("This session is not in the history: only the newest requests can be shown.")
             return
         self.all_button.setEnabled(False)
-        job = BackgroundJob(lambda _ctl: repo.requests(session_id), self)
+        job = BackgroundJob(lambda _ctl: repo.requests(session_id), self, what="Reading the session's requests",
+                            on_failed=lambda exc: self.note.setText(f"The history could not be read: {exc}"))
 
         def done(stored: list) -> None:
             now = current()
@@ -132,7 +133,6 @@ class RequestsView(QWidget):
                 self.show_all(stored, *now)
 
         job.succeeded.connect(done)
-        job.failed.connect(lambda exc: self.note.setText(f"The history could not be read: {exc}"))
         job.finished.connect(lambda: self.all_button.setEnabled(True))
         job.start()
 

@@ -68,9 +68,10 @@ class LlamaCheckBox(QGroupBox):
         self.check_label.setText("Starting llama-server to read its buffers …")
         self.check_button.setEnabled(False)
         self.check_cancel_button.setEnabled(True)
-        job = BackgroundJob(lambda c: measure_server_memory(loc.path, argv, cancel_check=c.cancelled), self)
+        job = BackgroundJob(lambda c: measure_server_memory(loc.path, argv, cancel_check=c.cancelled), self,
+                            what="Checking the plan with llama-server",
+                            on_failed=lambda exc: self.check_label.setText(f"The check failed: {exc}"))
         job.succeeded.connect(self._on_job_succeeded)
-        job.failed.connect(lambda exc: self.check_label.setText(f"The check failed: {exc}"))
         job.finished.connect(self._on_job_finished)
         self._job = job
         job.start(long=True)  # a llama-server run: never in front of short queries

@@ -69,9 +69,8 @@ class PlanPanel(QWidget):
 
     def _run(self, work, done, failed) -> None:
         """PlanState's slow reads (a model header, RPC workers' devices) as a BackgroundJob of this panel."""
-        job = BackgroundJob(lambda _c: work(), self)
+        job = BackgroundJob(lambda _c: work(), self, what="Reading the model for the plan", on_failed=failed)
         job.succeeded.connect(done)
-        job.failed.connect(failed)
         job.start()
 
     def _on_plan_state_changed(self, what: str, *details) -> None:

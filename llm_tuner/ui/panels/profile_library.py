@@ -40,10 +40,10 @@ class ProfileLibrary:
 
     def _store(self, work, on_done=None, *, what: str) -> None:
         self._store_pending += 1
-        job = BackgroundJob(lambda _ctl: work(), self)
+        job = BackgroundJob(lambda _ctl: work(), self, what=what.capitalize(),
+                            on_failed=lambda exc, what=what: self._on_store_job_failed(what, exc))
         if on_done is not None:
             job.succeeded.connect(on_done)
-        job.failed.connect(lambda exc, what=what: self._on_store_job_failed(what, exc))
         job.finished.connect(self._on_store_job_finished)
         job.start(self._store_pool)
 

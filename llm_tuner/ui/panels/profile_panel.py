@@ -278,7 +278,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
             look = look_at_model(model)  # a folder or a truncated file comes back with its reason
             return look.exists, look.info
 
-        job = BackgroundJob(work, self)
+        job = BackgroundJob(work, self, what="Reading the model file's header")
         job.succeeded.connect(lambda result, m=model: self._on_facts_read(m, *result))
         self._facts_job = job.start()
 

@@ -161,18 +161,18 @@ class TunePanel(QWidget):
 
     # -- short jobs ----------------------------------------------------------------------------------
     @staticmethod
-    def _job(fn, on_succeeded, on_failed=None) -> None:
-        """`fn` off the GUI thread; its result to a bound slot (dropped when this widget is gone)."""
-        job = BackgroundJob(fn)
+    def _job(fn, on_succeeded, on_failed=None, *, what: str) -> None:
+        """`fn` off the GUI thread; its result to a bound slot (dropped when this widget is gone); a failure to
+        `on_failed` when the view shows it, else to the app's error surface as `what` failing."""
+        job = BackgroundJob(fn, what=what, on_failed=on_failed)
         job.succeeded.connect(on_succeeded)
-        if on_failed is not None:
-            job.failed.connect(on_failed)
         job.start()
 
     def reload_choices(self) -> None:
         """Saved profiles for the base combo, interrupted tunes for Resume (SQL off the GUI thread)."""
         engine = self.ctx.engine
-        self._job(lambda _ctl: load_choices(engine), self._on_choices_loaded)
+        self._job(lambda _ctl: load_choices(engine), self._on_choices_loaded,
+                  what="Loading the saved profiles and tunes")
 
     def _on_choices_loaded(self, choices) -> None:
         state = self.ctx.state
@@ -205,7 +205,7 @@ class TunePanel(QWidget):
             return seq, args, target, proposed_knobs(ctx, target, objective, headroom)
 
         self.form.knobs_hint.setText("Proposing knobs…")
-        self._job(work, self._on_proposal_ready, self._on_proposal_failed)
+        self._job(work, self._on_proposal_ready, self._on_proposal_failed, what="Proposing the knobs")
 
     def _on_proposal_ready(self, loaded) -> None:
         seq, args, target, knobs = loaded
@@ -225,7 +225,8 @@ class TunePanel(QWidget):
         seq = self._candidates_seq
         self.candidates.set_message("Planning the candidates…")
         self._job(lambda _ctl: (seq, candidate_preview(target, knobs, headroom)), self._on_candidates_ready,
-                  lambda exc: self.candidates.set_message(f"The candidates could not be planned: {exc}"))
+                  lambda exc: self.candidates.set_message(f"The candidates could not be planned: {exc}"),
+                  what="Planning the candidates")
 
     def _on_candidates_ready(self, loaded) -> None:
         seq, cands = loaded
@@ -372,7 +373,7 @@ class TunePanel(QWidget):
         catalog = binaries.catalog_for(self.ctx.state.binaries.get(binaries.SERVER))
         self.result_view.save_button.setEnabled(False)
         self._job(lambda _ctl: save_result_profile(engine, name, result, catalog),
-                  self._on_profile_saved, self._on_profile_save_failed)
+                  self._on_profile_saved, self._on_profile_save_failed, what="Saving the tune's profile")
 
     def _on_profile_saved(self, answer) -> None:
         saved, created = answer

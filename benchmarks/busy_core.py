@@ -1,0 +1,96 @@
+"""The test suite beside a busy core: does a selection hold when another process keeps one core at 100 %?
+
+    .venv/bin/python benchmarks/busy_core.py [--runs 2] [--core N] [--label TEXT] -- tests/ui/test_chat_panel.py -q
+    .venv/bin/python benchmarks/busy_core.py --runs 2 --label "full suite, fresh clone" -- -q   (the whole suite)
+
+A busy loop (a child process spinning, pinned to one core with os.sched_setaffinity, as `taskset -c N` would) runs
+for the whole time; the pytest selection after `--` runs `--runs` times in a row beside it (each a fresh pytest
+process, with QT_QPA_PLATFORM=offscreen). A fresh-clone run is the caller's: run this script in the clone.
+
+Appends one block per invocation to benchmarks/results/busy_core/busy_core.txt: the machine, its load, the busy
+core, the selection, and per run its exit code, wall time and pytest's summary line (with the failures' names).
+Exit code: 0 when every run passed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing
+import os
+import platform
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+OUT = ROOT / "benchmarks" / "results" / "busy_core" / "busy_core.txt"
+
+
+def spin(core: int) -> None:
+    """The busy core: one process pinned to `core`, never sleeping."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {core})
+    while True:
+        pass
+
+
+def run_selection(selection: list[str]) -> tuple[int, float, str, list[str]]:
+    """One pytest run of `selection`: exit code, wall seconds, pytest's last summary line, failed test ids."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *selection],
+                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    wall = time.monotonic() - t0
+    lines = (done.stdout + done.stderr).splitlines()
+    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
+                   lines[-1] if lines else "(no output)")
+    failed = [ln.split(" ", 1)[1].split(" - ")[0] for ln in lines if ln.startswith(("FAILED ", "ERROR "))]
+    return done.returncode, wall, summary, failed
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--runs", type=int, default=1, help="how many times in a row (default 1)")
+    ap.add_argument("--core", type=int, default=None, help="the core to keep busy (default: the last one)")
+    ap.add_argument("--label", default="", help="a note for the record (fresh clone, wheel reused, ...)")
+    ap.add_argument("--no-record", action="store_true", help="print only")
+    ap.add_argument("selection", nargs=argparse.REMAINDER, help="after --: pytest's arguments")
+    args = ap.parse_args()
+    selection = [a for a in args.selection if a != "--"] or ["-q"]
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    core = cores[-1] if args.core is None else args.core
+
+    busy = multiprocessing.Process(target=spin, args=(core,), name="busy-core", daemon=True)
+    busy.start()
+    results = []
+    try:
+        time.sleep(1.0)  # the spinner has its core before the first test
+        for i in range(args.runs):
+            rc, wall, summary, failed = run_selection(selection)
+            results.append((rc, wall, summary, failed))
+            print(f"run {i + 1}/{args.runs}: exit {rc} in {wall:.0f} s: {summary}", flush=True)
+            for name in failed:
+                print(f"  {name}", flush=True)
+    finally:
+        busy.terminate()
+        busy.join(10)
+    block = [f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores, "
+             f"{len(cores)} usable), load average {os.getloadavg()[0]:.2f} after the runs"
+             + (f", {args.label}" if args.label else ""),
+             f"busy core: {core} (a spinning process pinned there); pytest {' '.join(selection)}"]
+    for i, (rc, wall, summary, failed) in enumerate(results, 1):
+        block.append(f"run {i}: {'PASS' if rc == 0 else f'FAIL (exit {rc})'} in {wall:.0f} s: {summary}")
+        block += [f"  {name}" for name in failed]
+    text = "\n".join(block) + "\n"
+    print(text)
+    if not args.no_record:
+        OUT.parent.mkdir(parents=True, exist_ok=True)
+        with open(OUT, "a") as f:
+            f.write(text + "\n")
+    return 0 if results and all(r[0] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
