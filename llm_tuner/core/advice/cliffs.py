@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 from llm_tuner.core import flags
 from llm_tuner.core.advice.base import Advice, Facts, advice
-from llm_tuner.core.memory import PIPELINE_SOURCE, why_off
+from llm_tuner.core.memory import PIPELINE_SOURCE, args_from_profile, why_off
 from llm_tuner.core.units import format_mib
 
 # the pairs every CUDA build compiles a flash-attention vector kernel for (ggml/CMakeLists.txt:208, the default
@@ -38,7 +38,7 @@ def pipeline_parallel_off(f: Facts) -> Iterator[Advice]:
     if plan is not None and plan.pipeline_parallel is not None:  # a multi-device plan: its args are after fit
         if plan.pipeline_parallel is not False:
             return
-        reasons = why_off(plan.args, plan, None)
+        reasons = why_off(plan.args, plan, args_from_profile(f.raw))  # the profile's own: fit's overrides told apart
         n_layer = plan.n_layers_total - 1
         equal = plan.args.ngl == n_layer
         nkvo = flags.short("kv_offload", negative=True)
