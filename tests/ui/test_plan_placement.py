@@ -27,7 +27,7 @@ def test_the_profiles_draft_model_is_in_the_plan(qtbot, ctx, panel, demo_model):
     from llm_tuner.ui.plots.memory_bars import bar_text, segments
 
     assert dict(segments(both))["Mapped weights (page cache)"] == both.mapped_mib
-    assert " mapped of " in bar_text(both) and "must stay resident" in panel.summary_label.text()
+    assert " mapped + 8.00 GiB prompt cache of " in bar_text(both) and "must stay resident" in panel.summary_label.text()
     panel.bars.grab()  # paints them
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1))
     assert panel.recompute_now().device("Host").model_mib == pytest.approx(alone.model_mib)
