@@ -81,6 +81,8 @@ def plan_here(profile: LaunchProfile, info: object | None, inventory: object | N
     try:
         args = args_from_profile(profile)
         gpus, host = plan_gpus(inventory), host_device(inventory)
+        if getattr(inventory, "devices", ()) and not gpus:
+            return None, None  # GPUs here but not yet listed by llama-server: a CPU-only plan would mislead
         flags = tuple(getattr(getattr(inventory, "host", None), "cpu_flags", ()) or ())
         plan = plan_memory(info, args, gpus, host, cpu_flags=flags)
         return plan, pipeline(info, plan, gpus, host, user_args=args, cpu_flags=flags)

@@ -85,6 +85,7 @@ def test_kv_types_without_a_gpu_attention_kernel_from_the_binarys_fa_quants():
     assert "kv-type-gpu-attention" not in found("-m m.gguf -ctk q5_1 -ctv q5_1", fa_quants=("all",))
     assert "kv-type-gpu-attention" not in found("-m m.gguf -ctk q5_1 -ctv q5_1", fa_quants=())  # no CUDA
     assert "kv-type-gpu-attention" not in found("-m m.gguf -ctk q5_1 -ctv q5_1 -ngl 0", fa_quants=H200_QUANTS)
+    assert "kv-type-gpu-attention" not in found("-m m.gguf -ctk q5_1 -ctv q5_1", n_gpus=0)  # no GPU here, unknown
     iq = found("-m m.gguf -ctk iq4_nl -ctv iq4_nl", fa_quants=H200_QUANTS)["kv-type-gpu-attention"]
     assert "attention runs on the CPU" in iq.message
     assert "kv-type-gpu-attention" not in found("-m m.gguf -ctk q5_1 -ctv q8_0", fa_quants=H200_QUANTS)  # mismatch rule
@@ -158,3 +159,18 @@ def test_no_new_rule_fires_on_the_seed_command_lines(text, n_gpus):
     got = found(text, model=Facts(nextn_layers=1, block_count=64), n_gpus=n_gpus, physical_cores=8,
                 fa_quants=H200_QUANTS, host_available_mib=60000)
     assert not NEW & set(got), got
+
+
+def test_a_launched_servers_log_keeps_its_builds_fa_quants(tmp_path):
+    """The Live launch path: ServerSession reads the system_info line and keeps FA_QUANTS for its binary."""
+    from llm_tuner.services import device_ids
+    from llm_tuner.services.launch import plan_launch
+    from llm_tuner.services.server import ServerSession
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("#!/bin/sh\n")
+    assert device_ids.cached_fa_quants(binary) is None  # never started: unknown
+    session = ServerSession(plan_launch(binary, ["-m", "x.gguf"], watch=False), lambda ev: None)
+    for line in (DATA / "logs" / "h200-vulkan-nodev.log").read_text().splitlines():
+        session._on_line(line)
+    assert device_ids.cached_fa_quants(binary) == H200_QUANTS

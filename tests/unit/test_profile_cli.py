@@ -82,7 +82,7 @@ def test_check_reads_the_binarys_fa_quants_once_it_has_started(capsys, tmp_path,
     binary.write_bytes(b"#!/bin/sh\n")
     f = tmp_path / "p.json"
     f.write_text(json.dumps({"profile": {"model": str(demo_model), "cache_type_k": "q5_1", "cache_type_v": "q5_1",
-                                         "binary": str(binary)}}))
+                                         "binary": str(binary), "devices": ["CUDA0"]}}))  # a GPU, here or not
     code, out = run(capsys, "profile", "check", str(f), "--json")
     [a] = [a for a in json.loads(out)["advice"] if a["id"] == "kv-type-gpu-attention"]
     assert a["severity"] == "info" and "unknown until it has started" in a["message"]

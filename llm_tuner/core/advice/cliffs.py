@@ -80,7 +80,8 @@ def kv_type_gpu_attention(f: Facts) -> Iterator[Advice]:
     has started; before that, a pair beyond the default build's is "unknown". Mixed pairs: kv-type-mismatch."""
     p = f.p
     k, v = (p.cache_type_k or "f16").lower(), (p.cache_type_v or "f16").lower()
-    if k != v or f.fa_off or p.gpu_layers == 0 or list(p.devices) == ["none"] or f.fa_quants == ():
+    no_gpu = f.n_gpus == 0 and not p.rpc and not p.devices and f.fa_quants is None  # nothing to offload to here
+    if k != v or f.fa_off or p.gpu_layers == 0 or list(p.devices) == ["none"] or f.fa_quants == () or no_gpu:
         return
     pair = f"{k}-{v}"
     known = f.fa_quants
