@@ -90,8 +90,9 @@ def kv_type_gpu_attention(f: Facts) -> Iterator[Advice]:
             return  # a fork's type: kv-type-unsupported says so
         yield advice("kv-type-gpu-attention", "warning",
                      f"-ctk {k} -ctv {v}: CUDA flash attention does not take {k}, so attention runs on the CPU",
-                     "The op is unsupported on the GPU and the scheduler moves it (with its K/V reads) to the CPU: "
-                     "prefill fell from 1511 to 197 t/s in one report. Use q8_0, q4_0 or f16.", FA_SOURCE,
+                     "The op is unsupported on the GPU and the scheduler moves it (with its K/V reads) to the CPU; "
+                     "attention on the CPU cost one report prefill 1511 -> 197 t/s (llama.cpp PR #28456). Use q8_0, "
+                     "q4_0 or f16.", FA_SOURCE,
                      "cache_type_k", "cache_type_v")
         return
     if known is not None and ("all" in known or pair in known or pair == "f16-f16"):
