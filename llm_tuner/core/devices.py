@@ -143,6 +143,26 @@ def pci_ids_from_log(lines: str | Iterable[str]) -> dict[str, str]:
     return out
 
 
+_FA_QUANTS_RE = re.compile(r"\bFA_QUANTS = ([^|]*)")
+
+
+def fa_quants_from_log(lines: str | Iterable[str]) -> tuple[str, ...] | None:
+    """The CUDA flash-attention K-V pairs a build was compiled with, from its log's system_info line
+    ("CUDA : ARCHS = 900 | USE_GRAPHS = 1 | FA_QUANTS = q4_0-q4_0,q8_0-q8_0,f16-f16,bf16-bf16 | CPU : ...";
+    ggml-cuda.cu:5861-5862, ggml/cmake/common.cmake: "all" or a list): the pairs, ("all",), () for a build
+    without CUDA, None when the log has no system_info line or a CUDA section without the list (unknown)."""
+    if isinstance(lines, str):
+        lines = lines.splitlines()
+    for line in lines:
+        if "system_info:" not in line:
+            continue
+        m = _FA_QUANTS_RE.search(line)
+        if m is not None:
+            return tuple(q.strip().lower() for q in m.group(1).split(",") if q.strip())
+        return None if re.search(r"\bCUDA :", line) else ()
+    return None
+
+
 def with_pci_ids(llama: list[LlamaDevice] | tuple[LlamaDevice, ...], ids: dict[str, str] | None) -> list[LlamaDevice]:
     """The device list with the PCI addresses `ids` knows ({name: address}) filled in."""
     ids = ids or {}

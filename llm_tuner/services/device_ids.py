@@ -9,6 +9,10 @@ learns again). When a binary lists more GPU devices than there are physical GPUs
 `telemetry.inventory.inventory_for(..., learn_with=model)` loads a model once (`-ngl 0`, a small context) to read
 them.
 
+The same logs say which K-V type pairs a CUDA build compiled flash-attention kernels for (the system_info
+line's FA_QUANTS, core.devices.fa_quants_from_log): kept per binary in `build_facts.json` beside it, for the
+advice (`cached_fa_quants`: None until that binary has started once).
+
 A leaf: it imports no other service but the folders (paths), so every process runner may write to it.
 """
 
@@ -19,12 +23,13 @@ import logging
 import threading
 from pathlib import Path
 
-from llm_tuner.core.devices import LlamaDevice, pci_ids_from_log
+from llm_tuner.core.devices import LlamaDevice, fa_quants_from_log, pci_ids_from_log
 from llm_tuner.services.paths import data_dir, private_file
 
 log = logging.getLogger(__name__)
 
 FILE_NAME = "device_ids.json"
+BUILD_FILE_NAME = "build_facts.json"
 _lock = threading.Lock()
 
 
@@ -77,11 +82,49 @@ def remember(binary: str | Path, ids: dict[str, str]) -> None:
 
 
 def remember_from_log(binary: str | Path | None, lines) -> dict[str, str]:
-    """Read a server log's device lines (a str or lines) and keep what they say for `binary`."""
+    """Read a server log's device lines and system_info line (a str or lines) and keep what they say for
+    `binary`; returns the PCI addresses."""
+    lines = lines.splitlines() if isinstance(lines, str) else list(lines)
     ids = pci_ids_from_log(lines)
     if binary is not None and ids:
         remember(binary, ids)
+    quants = fa_quants_from_log(lines)
+    if binary is not None and quants is not None:
+        remember_fa_quants(binary, quants)
     return ids
+
+
+def cached_fa_quants(binary: str | Path | None) -> tuple[str, ...] | None:
+    """The CUDA flash-attention K-V pairs this binary (as it is now) logged when it last started: () for a
+    build without CUDA, None when it has not started since it was built (unknown)."""
+    key = _key(binary) if binary is not None else None
+    if key is None:
+        return None
+    with _lock:
+        entry = _read(data_dir() / BUILD_FILE_NAME).get(key)
+    quants = entry.get("fa_quants") if isinstance(entry, dict) else None
+    return tuple(str(q) for q in quants) if isinstance(quants, list) else None
+
+
+def remember_fa_quants(binary: str | Path, quants: tuple[str, ...]) -> None:
+    """Keep a binary's FA_QUANTS (written only when it changed). Never raises."""
+    key = _key(binary)
+    if key is None:
+        return
+    path = data_dir() / BUILD_FILE_NAME
+    with _lock:
+        data = _read(path)
+        entry = data.get(key) if isinstance(data.get(key), dict) else {}
+        if entry.get("fa_quants") == list(quants):
+            return
+        path_part = key.rsplit("|", 2)[0] + "|"
+        data = {k: v for k, v in data.items() if not k.startswith(path_part)}  # an older build of that file
+        data[key] = {**entry, "fa_quants": list(quants)}
+        try:
+            path.write_text(json.dumps(data, indent=1, sort_keys=True))
+            private_file(path)
+        except OSError as exc:
+            log.info("could not keep the build's FA_QUANTS in %s: %s", path, exc)
 
 
 def needs_learning(llama: list[LlamaDevice] | tuple[LlamaDevice, ...], n_physical: int) -> bool:

@@ -15,9 +15,13 @@ from pathlib import Path
 
 from llm_tuner.core.advice import Advice, advise
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, import_command
+from llm_tuner.core.memory import args_from_profile, host_device, pipeline, plan_gpus, plan_memory
 from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.services import device_ids
+from llm_tuner.services.binaries import SERVER, locate
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.library import read_model
+from llm_tuner.services.settings_store import load_settings
 from llm_tuner.services.telemetry.inventory import detect_inventory
 
 
@@ -46,21 +50,59 @@ def look_at_model(model: str | None) -> ModelLook:
 
 def machine_facts() -> dict:
     """The advice's facts about this machine: GPUs (the inventory `llm-tuner devices` lists, without running a
-    binary) and physical CPU cores; empty when unknown (advice without those rules is still useful)."""
+    binary), physical CPU cores, available RAM, and the inventory itself (for the memory plan); empty when unknown
+    (advice without those rules is still useful)."""
     try:
         inv = detect_inventory()
-        return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical}
+        return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical,
+                "host_available_mib": inv.host.memory_available_mib, "inventory": inv}
     except Exception as exc:  # noqa: BLE001 - advice without those facts still helps
         log_once("reading the machine's facts for advice", exc)
         return {}
 
 
+def _server_binary(profile: LaunchProfile) -> str | None:
+    """The llama-server a profile runs: its own, else the one found (settings, the embedded build)."""
+    if profile.binary:
+        return profile.binary
+    try:
+        loc = locate(SERVER, load_settings())
+    except Exception as exc:  # noqa: BLE001 - the advice goes on without the build's facts
+        log_once("finding llama-server for advice", exc)
+        return None
+    return str(loc.path) if loc is not None else None
+
+
+def plan_here(profile: LaunchProfile, info: object | None, inventory: object | None) -> tuple[object, object]:
+    """The profile's memory plan on this machine and its pipeline parallelism (core.memory.plan_memory and
+    pipeline), or (None, None) without a readable model header or an inventory. Never raises."""
+    if info is None or getattr(info, "error", None) or inventory is None:
+        return None, None
+    try:
+        args = args_from_profile(profile)
+        gpus, host = plan_gpus(inventory), host_device(inventory)
+        if getattr(inventory, "devices", ()) and not gpus:
+            return None, None  # GPUs here but not yet listed by llama-server: a CPU-only plan would mislead
+        flags = tuple(getattr(getattr(inventory, "host", None), "cpu_flags", ()) or ())
+        plan = plan_memory(info, args, gpus, host, cpu_flags=flags)
+        return plan, pipeline(info, plan, gpus, host, user_args=args, cpu_flags=flags)
+    except Exception as exc:  # noqa: BLE001 - advice without the plan's rules still helps
+        log_once("planning memory for advice", exc)
+        return None, None
+
+
 def advice_here(profile: LaunchProfile, catalog: FlagCatalog | None = None, *, machine: dict | None = None,
                 look: ModelLook | None = None) -> list[Advice]:
-    """core.advice.advise with this machine's facts (the model file looked at, the GPUs and cores)."""
+    """core.advice.advise with this machine's facts: the model file looked at, the GPUs, cores and RAM, the
+    memory plan (the prompt cache against host RAM, fit's own overrides, pipeline parallelism's memory) and the
+    binary's FA_QUANTS once it has started (services.device_ids)."""
     look = look if look is not None else look_at_model(effective_profile(profile).model)
-    return advise(profile, catalog, look.info, model_file_exists=look.exists,
-                  **(machine if machine is not None else machine_facts()))
+    facts = dict(machine if machine is not None else machine_facts())
+    inventory = facts.pop("inventory", None)
+    plan, pipe = plan_here(profile, look.info, inventory)
+    quants = device_ids.cached_fa_quants(_server_binary(profile)) if machine is None or machine else None
+    return advise(profile, catalog, look.info, model_file_exists=look.exists, fa_quants=quants, plan=plan,
+                  pipeline=pipe, **facts)
 
 
 class PreflightRefused(Exception):

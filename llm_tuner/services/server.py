@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable
 
+from llm_tuner.core.devices import fa_quants_from_log
 from llm_tuner.services import device_ids, logparse, process
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
@@ -194,6 +195,10 @@ class ServerSession(SupervisedSession):
 
     # -- threads --------------------------------------------------------------------------------
     def _on_line(self, line: str) -> None:
+        if "system_info:" in line:  # the build's flash-attention pairs, kept for the advice (device_ids)
+            quants = fa_quants_from_log([line])
+            if quants is not None:
+                device_ids.remember_fa_quants(self.plan.binary, quants)
         for ev in self._parser.feed(line):
             self._handle(ev)
 

@@ -24,12 +24,14 @@ from llm_tuner.core.devices import DeviceInventory, backend_of
 from llm_tuner.core.memory import (
     Calibration,
     MemoryPlan,
+    Pipeline,
     PlacementArgs,
     PlanDevice,
     args_from_profile,
     host_device,
     listed_device,
     overrides_as_profile,
+    pipeline,
     placement_argv,
     plan_gpus,
     plan_memory,
@@ -70,6 +72,7 @@ class PlanState(Observable):
         self.draft_model = None  # the profile's -md draft (ModelInfo), planned beside the model once read
         self.args = PlacementArgs()
         self.plan: MemoryPlan | None = None
+        self.pipeline: Pipeline | None = None  # the plan's pipeline parallelism (several devices), with the plan
         self.planned: list[PlanDevice] = []  # devices this machine lacks, planned by hand
         self.rpc_devices: list = []  # the profile's RPC workers' devices (core.devices.LlamaDevice), once read
         self.rpc_error: str | None = None
@@ -346,11 +349,19 @@ class PlanState(Observable):
     # -- the plan -------------------------------------------------------------------------------------
     def recompute(self) -> MemoryPlan | None:
         if self.model is None:
-            self.plan = None
+            self.plan, self.pipeline = None, None
             return None
-        self.plan = plan_memory(self.model, self.args, self.gpus(), self.host(), cpu_flags=self.cpu_flags(),
-                                calibration=self.calibrations.get(str(self.model.path)), draft_model=self._draft())
+        gpus, host, cal = self.gpus(), self.host(), self.calibrations.get(str(self.model.path))
+        self.plan = plan_memory(self.model, self.args, gpus, host, cpu_flags=self.cpu_flags(), calibration=cal,
+                                draft_model=self._draft())
+        self.pipeline = pipeline(self.model, self.plan, gpus, host, user_args=self.args, cpu_flags=self.cpu_flags(),
+                                 calibration=cal, draft_model=self._draft())
         return self.plan
+
+    def pipeline_line(self) -> str:
+        """The Plan's line for pipeline parallelism on several devices: on or off, why, and what it changes in
+        the compute buffers ('' with one device)."""
+        return self.pipeline.text() if self.pipeline is not None else ""
 
     def _draft(self):
         return self.draft_model if self.args.draft_model else None

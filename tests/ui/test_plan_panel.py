@@ -100,6 +100,12 @@ def test_planned_devices_split_dragging_and_solver(qtbot, ctx, panel, tmp_path):
     plan = panel.recompute_now()
     assert [d.name for d in plan.devices] == ["CUDA0", "Vulkan1", "Host"]
     assert panel.split_bar.isVisible()
+    # issue 38: the Plan says pipeline parallelism is on and what it costs; the -ot preview, that a rule ends it
+    assert panel.pipeline_label.isVisible() and panel.pipeline_label.text().startswith("Pipeline parallelism: on")
+    panel.ot_mode.setCurrentIndex(0)
+    panel.ot_a.setValue(3)
+    assert "turns pipeline parallelism off" in panel.ot_preview_label.text()
+    assert "MiB on CUDA0" in panel.ot_preview_label.text()
     before = plan.device("CUDA0").layers
     # drag the boundary between CUDA0 and Vulkan1 to the right: CUDA0 gets more layers
     bx = int(panel.split_bar.boundary_x(0))

@@ -166,6 +166,22 @@ def test_advice_uses_the_real_model_header_read_off_the_gui_thread(panel, qtbot,
                     timeout=10000)
 
 
+def test_the_advice_view_shows_the_cliffs_with_the_plan_of_this_machine(panel, qtbot, demo_model):
+    """Issue 38: the prompt cache against the host RAM the plan leaves (the real model's header, read off the GUI
+    thread), and an explicit -np without -kvu."""
+    from llm_tuner.core.devices import DeviceInventory, HostInfo
+
+    panel.ctx.state.set_inventory(DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000)))
+    panel.set_profile(import_command(f"-m {demo_model} -c 4096 -np 4 --cache-ram 100000", default_catalog()).profile)
+    qtbot.waitUntil(lambda: "cache-ram-crowds-host" in {a.id for a in panel.advice}, timeout=10000)
+    texts = [panel.advice_list.item(i).text() for i in range(panel.advice_list.count())]
+    assert any(t.startswith("WARNING: the prompt cache may grow to 97.66 GiB") for t in texts)
+    assert any(t.startswith("INFO: -np 4 set explicitly turns the unified K/V cache off") for t in texts)
+    panel.set_profile(import_command(f"-m {demo_model} -c 4096", default_catalog()).profile)
+    qtbot.waitUntil(lambda: panel._model_facts is not None, timeout=10000)
+    assert not {"cache-ram-crowds-host", "parallel-without-kvu"} & {a.id for a in panel.advice}
+
+
 def test_invalid_input_greys_the_preview_and_copy_waits_until_it_is_fixed(panel, qtbot):
     panel.set_profile(LaunchProfile(model="m.gguf", ctx_size=4096))
     ctx_edit = panel.editors["ctx_size"].widget
@@ -176,7 +192,7 @@ def test_invalid_input_greys_the_preview_and_copy_waits_until_it_is_fixed(panel,
     assert lines[:2] == ["# Fix context (tokens) first.", "# The last valid command, for reference:"]
     assert not panel.copy_button.isEnabled() and "context (tokens)" in panel.copy_button.toolTip()
     assert "whole number" in ctx_edit.toolTip() and "size of the prompt context" in ctx_edit.toolTip()
-    panel._on_facts_read("m.gguf", False, None)  # a background answer must not bring a stale Copy back
+    panel._on_facts_read(("m.gguf", None), False, None, None)  # a background answer must not bring a stale Copy back
     assert not panel.copy_button.isEnabled() and panel.preview.toPlainText().startswith("# Fix")
     qtbot.keyClick(ctx_edit, Qt.Key.Key_Backspace)
     assert panel.copy_button.isEnabled() and panel.error_label.text() == ""

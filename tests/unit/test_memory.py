@@ -337,7 +337,7 @@ def test_fit_multiplies_unset_context_by_streams_and_fits_host_ram():
     p = plan_memory(big, parse_server_args("-m x -fitt 512"), [], small_ram)
     assert p.n_ctx < 1_048_576 and any("host memory" in w for w in p.warnings)
     h = p.device("Host")
-    assert h.total_mib - h.overhead_mib <= 4096 - 512
+    assert h.total_mib - h.overhead_mib - h.prompt_cache_mib <= 4096 - 512  # fit does not count the prompt cache
 
 
 def test_partial_offload_copies_the_largest_cpu_weight_to_the_gpu():

@@ -60,7 +60,7 @@ def test_mapped_weights_are_apart_from_what_must_be_resident():
     p = plan_memory(m, parse_server_args(FFN_ON_CPU), gpus, HOST_16G)
     host = p.device("Host")
     assert host.mapped_mib > 16384  # more weights than RAM, in the file mapping
-    assert host.resident_mib == pytest.approx(host.total_mib - host.mapped_mib)
+    assert host.resident_mib == pytest.approx(host.total_mib - host.mapped_mib - host.prompt_cache_mib)
     assert host.resident_mib < 15000 and host.fits and p.fits
     assert not any("short" in w for w in p.warnings)
     assert any("mapped from the model file" in w and "read again from disk" in w for w in p.warnings)
@@ -81,4 +81,4 @@ def test_estimate_json_has_mapped_and_resident(demo_model):
     assert out.returncode == 0, out.stderr
     host = json.loads(out.stdout)["devices"][0]
     assert host["mapped_mib"] > 200  # the demo model's weights are in the file mapping by default
-    assert host["resident_mib"] == pytest.approx(host["total_mib"] - host["mapped_mib"], abs=0.2)
+    assert host["resident_mib"] == pytest.approx(host["total_mib"] - host["mapped_mib"] - host["prompt_cache_mib"], abs=0.2)

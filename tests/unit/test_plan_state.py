@@ -194,3 +194,41 @@ def test_a_llama_cpp_check_calibrates_this_models_compute(demo_model):
     assert "Compute calibrated from a llama.cpp check" in state.summary()
     argv = state.check_argv()
     assert flags.value_of(argv, "fit") == "off" and flags.value_of(argv, "model") == str(demo_model)
+
+
+def test_the_pipeline_line_and_the_ot_preview_on_two_planned_devices(dense):
+    """Issue 38: "FFN of every 3rd block to CPU" on two planned 16 GiB GPUs previewed only the weights it moved,
+    while the plan's compute buffers dropped with pipeline parallelism, with no word why."""
+    from llm_tuner.core.memory import preview_rule, rule_ffn_every_nth
+
+    state = _state(DeviceInventory(host=HOST))
+    state.use_profile(LaunchProfile(model=str(dense), ctx_size=8192))
+    state.add_planned_device("CUDA0", "CUDA", 16384)
+    state.add_planned_device("CUDA1", "CUDA", 16384)
+    on = state.recompute()
+    assert on.pipeline_parallel is True
+    line = state.pipeline_line()
+    assert line.startswith("Pipeline parallelism: on (2 devices") and "MiB on CUDA0" in line and "4 copies" in line
+    rule = rule_ffn_every_nth(3, 0, state.model.n_layer)
+    prev = preview_rule(state.model, state.args, rule, state.gpus(), state.cpu_flags())
+    assert "turns pipeline parallelism off" in prev.text() and set(prev.pipeline_off_mib) == {"CUDA0", "CUDA1", "Host"}
+    pat, buf = rule.rsplit("=", 1)
+    state.set_overrides(((pat, buf),))
+    off = state.recompute()
+    assert off.pipeline_parallel is False
+    # the preview's figure is the plan's own change in compute buffers
+    for name, change in prev.pipeline_off_mib.items():
+        assert off.device(name).compute_mib - on.device(name).compute_mib == pytest.approx(change, abs=0.01)
+    line = state.pipeline_line()
+    assert line.startswith("Pipeline parallelism: off (a tensor override is set (-ot blk") and "would take" in line
+    # a second rule changes nothing more about it
+    more = preview_rule(state.model, state.args, r"blk\.1\.ffn_.*=CPU", state.gpus(), state.cpu_flags())
+    assert more.moved_off_mib and not more.pipeline_off_mib and "pipeline" not in more.text()
+    # -ngl equal to the layer count: off, and the line says how to turn it back on
+    state.set_overrides(())
+    state.set_value("ngl", state.model.block_count)
+    state.recompute()
+    assert f"-ngl {state.model.block_count} equals the model's" in state.pipeline_line()
+    state.clear_planned()
+    state.recompute()
+    assert state.pipeline_line() == ""  # one device (the host): nothing to say

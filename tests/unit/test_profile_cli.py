@@ -58,3 +58,39 @@ def test_check_says_when_the_model_file_is_missing(capsys, tmp_path):
     f.write_text(json.dumps({"model": str(tmp_path / "typo.gguf")}))
     code, out = run(capsys, "profile", "check", str(f), "--json")
     assert code == 1 and [a["id"] for a in json.loads(out)["advice"]] == ["model-file-missing"]
+
+
+def test_import_and_check_show_the_cliffs(capsys, tmp_path, demo_model):
+    """Issue 38: `--cache-ram 65536` was "No known traps"; the prompt cache now counts against the host RAM this
+    machine's plan leaves, and the other cliffs show on a real command line."""
+    code, out = run(capsys, "profile", "import", "--json", "--", "-m", str(demo_model), "-c", "4096",
+                    "--cache-ram", "10000000", "-np", "4", "-sm", "tensor", "-ngl", "-5")
+    ids = {a["id"] for a in json.loads(out)["advice"]}
+    assert {"cache-ram-crowds-host", "parallel-without-kvu", "split-tensor-no-fit", "ngl-negative"} <= ids
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"profile": json.loads(out)["profile"]}))
+    code, out = run(capsys, "profile", "check", str(f))
+    assert "[cache-ram-crowds-host]" in out and "server-task.h" in out and "[ngl-negative]" in out
+
+
+def test_check_reads_the_binarys_fa_quants_once_it_has_started(capsys, tmp_path, demo_model):
+    """Before the binary has logged its system_info line the advice says "unknown"; after, what it lacks."""
+    from llm_tuner.services import device_ids
+    from tests.conftest import DATA
+
+    binary = tmp_path / "llama-server"  # the profile's own program (never run here: its log is what counts)
+    binary.write_bytes(b"#!/bin/sh\n")
+    f = tmp_path / "p.json"
+    f.write_text(json.dumps({"profile": {"model": str(demo_model), "cache_type_k": "q5_1", "cache_type_v": "q5_1",
+                                         "binary": str(binary), "devices": ["CUDA0"]}}))  # a GPU, here or not
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    [a] = [a for a in json.loads(out)["advice"] if a["id"] == "kv-type-gpu-attention"]
+    assert a["severity"] == "info" and "unknown until it has started" in a["message"]
+    device_ids.remember_from_log(binary, (DATA / "rpc" / "rpc-rpc0-rpc1-ts1-1.log").read_text())  # a CUDA build's
+    assert device_ids.cached_fa_quants(binary) == ("q4_0-q4_0", "q8_0-q8_0", "f16-f16", "bf16-bf16")
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    [a] = [a for a in json.loads(out)["advice"] if a["id"] == "kv-type-gpu-attention"]
+    assert a["severity"] == "warning" and "FA_QUANTS = q4_0-q4_0" in a["message"]
+    device_ids.remember_from_log(binary, (DATA / "rpc" / "cpu-two-workers-ngl10.log").read_text())  # no CUDA
+    code, out = run(capsys, "profile", "check", str(f), "--json")
+    assert "kv-type-gpu-attention" not in {a["id"] for a in json.loads(out)["advice"]}

@@ -42,7 +42,8 @@ the UI calls it while sliders move.
 The package, by seam: `constants` (llama.cpp's numbers), `args` (PlanDevice, PlacementArgs, the argv
 parser and back), `model_view` (the cached tensor table, row sizes, repack rules), `placement` (tensors to
 devices and buffers), `sizing` (KV, output, compute), `plan` (the outputs and the raw plan), `solve`
-(plan_memory with fit, the solver), `overrides` (`-ot` rule builders and previews). Import from the
+(plan_memory with fit, the solver), `pipeline` (pipeline parallelism: on/off, why, its memory), `overrides`
+(`-ot` rule builders and previews). Import from the
 package: every public name is here.
 """
 
@@ -75,6 +76,7 @@ from llm_tuner.core.memory.constants import (
 )
 from llm_tuner.core.memory.model_view import normalize_cpu_flags, repackable, row_size
 from llm_tuner.core.memory.overrides import RulePreview, preview_rule, rule_experts_blocks, rule_ffn_every_nth
+from llm_tuner.core.memory.pipeline import PIPELINE_SOURCE, Pipeline, pipeline, why_off
 from llm_tuner.core.memory.placement import TensorPlacement, place_tensors, regex_search
 from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan, SharedPool
 from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
@@ -92,7 +94,9 @@ __all__ = [
     "HOST_OVERHEAD_MIB",
     "MIB",
     "MemoryPlan",
+    "PIPELINE_SOURCE",
     "PlacementArgs",
+    "Pipeline",
     "PlanDevice",
     "RUNTIME_BEYOND_LISTING_MIB",
     "RUNTIME_OVERHEAD_MIB",
@@ -104,6 +108,7 @@ __all__ = [
     "normalize_cpu_flags",
     "overrides_as_profile",
     "parse_server_args",
+    "pipeline",
     "place_tensors",
     "placement_argv",
     "host_device",
@@ -118,4 +123,5 @@ __all__ = [
     "rule_experts_blocks",
     "rule_ffn_every_nth",
     "solve",
+    "why_off",
 ]

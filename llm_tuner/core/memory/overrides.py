@@ -9,6 +9,7 @@ from llm_tuner.core.memory.args import FFN_EXPS_REGEX, PlacementArgs, PlanDevice
 from llm_tuner.core.memory.constants import MIB
 from llm_tuner.core.memory.model_view import _view
 from llm_tuner.core.memory.placement import _rx, place_tensors, regex_search
+from llm_tuner.core.memory.solve import plan_memory
 
 # ------------------------------------------------------------------------------------------------
 # override-tensor builder
@@ -35,9 +36,13 @@ class RulePreview:
     # MiB of weights the rule moves off each device (llama.cpp device names, 'Host'), in device order
     moved_off_mib: dict[str, float] = field(default_factory=dict)
     moved_to: tuple[str, ...] = ()  # where they go
+    # the rule turns llama.cpp's pipeline parallelism off (the first tensor override on several devices does):
+    # the compute buffers' change per device (MiB, negative: freed), in plan order; empty when it does not
+    pipeline_off_mib: dict[str, float] = field(default_factory=dict)
 
     def text(self) -> str:
-        """'moves 120 MiB off CUDA0, 40 MiB off Vulkan1 (to Host)' or why it moves nothing."""
+        """'moves 120 MiB off CUDA0, 40 MiB off Vulkan1 (to Host)' or why it moves nothing, then the pipeline
+        parallelism it turns off and what that changes in the compute buffers."""
         if self.error:
             return self.error
         if not self.matched:
@@ -45,7 +50,12 @@ class RulePreview:
         if not self.moved_off_mib:
             return "moves nothing: every tensor it matches is already there"
         off = ", ".join(f"{mib:.0f} MiB off {dev}" for dev, mib in self.moved_off_mib.items())
-        return f"moves {off}" + (f" (to {', '.join(self.moved_to)})" if self.moved_to else "")
+        text = f"moves {off}" + (f" (to {', '.join(self.moved_to)})" if self.moved_to else "")
+        if self.pipeline_off_mib:
+            change = ", ".join(f"{v:+.0f} MiB on {d}" for d, v in self.pipeline_off_mib.items() if abs(v) >= 0.5)
+            text += ("; and it turns pipeline parallelism off (any tensor override does): compute buffers "
+                     f"{change or 'unchanged'}, and prompt batches no longer overlap over the devices")
+        return text
 
 
 def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevice] | tuple[PlanDevice, ...] = (),
@@ -72,4 +82,22 @@ def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevi
             if p.device not in to:
                 to.append(p.device)
     off = {d: off[d] for d in sorted(off, key=lambda d: order.index(d) if d in order else len(order))}
-    return RulePreview(matched, sum(off.values()), moved_off_mib=off, moved_to=tuple(to))
+    return RulePreview(matched, sum(off.values()), moved_off_mib=off, moved_to=tuple(to),
+                       pipeline_off_mib=_pipeline_off(model, args, args.with_(overrides=((pat, buf), *args.overrides)),
+                                                      list(gpus), cpu_flags) if off else {})
+
+
+def _pipeline_off(model: Any, before: PlacementArgs, after: PlacementArgs, gpus: list[PlanDevice],
+                  cpu_flags: tuple[str, ...]) -> dict[str, float]:
+    """The compute buffers' change per device when `after` turns pipeline parallelism off ({} otherwise): the
+    plans as the Plan makes them (fit applied), before and after the rule."""
+    if len(gpus) < 2:
+        return {}
+    a = plan_memory(model, before, gpus, cpu_flags=cpu_flags)
+    if not a.pipeline_parallel:
+        return {}
+    b = plan_memory(model, after, gpus, cpu_flags=cpu_flags)
+    if b.pipeline_parallel is not False:
+        return {}
+    return {d.name: d.compute_mib - (x.compute_mib if (x := a.device(d.name)) is not None else 0.0)
+            for d in b.devices}

@@ -20,7 +20,15 @@ from llm_tuner.core.memory.constants import (
 )
 from llm_tuner.core.memory.model_view import _ModelView, _view
 from llm_tuner.core.memory.placement import _layer_devices, _model_devices, _place, _weights_by_buffer
-from llm_tuner.core.memory.sizing import _NO_MIXED_BATCH, _compute, _compute_mtp, _flash_attn, _kv, _n_ctx
+from llm_tuner.core.memory.sizing import (
+    _NO_MIXED_BATCH,
+    _compute,
+    _compute_mtp,
+    _flash_attn,
+    _kv,
+    _n_ctx,
+    pipeline_parallel_on,
+)
 
 # ------------------------------------------------------------------------------------------------
 # outputs
@@ -50,16 +58,28 @@ class DeviceMemory:
     # disk), so they need not all be resident. -lm mmap+mlock locks them; -lm none/mlock/dio allocates them.
     mapped_mib: float = 0.0
     pool: str | None = None  # the card's memory pool (PlanDevice.pool); devices sharing one are one GPU
+    # Host only: what llama-server's prompt cache may grow to while serving (--cache-ram, default 8192 MiB; -1 no
+    # size limit: up to n_ctx tokens of cached states, about the KV size), allocated as prompts are cached, not
+    # at start: in the total, not in what must be resident to start (`resident_mib`, the fit verdict)
+    prompt_cache_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
-        """Everything the device holds: allocated buffers, runtime and (host) mapped weights."""
-        return self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
+        """Everything the device may hold: allocated buffers, runtime, (host) mapped weights and prompt cache."""
+        return (self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
+                + self.prompt_cache_mib)
 
     @property
     def resident_mib(self) -> float:
-        """What must stay in memory: the total less the evictable mapped weights."""
-        return self.total_mib - self.mapped_mib
+        """What must be in memory to start: the total less the evictable mapped weights and the prompt cache
+        (which grows later)."""
+        return self.total_mib - self.mapped_mib - self.prompt_cache_mib
+
+    @property
+    def cache_room_mib(self) -> float | None:
+        """How much of the prompt cache's ceiling the budget leaves room for (None: budget unknown)."""
+        h = self.headroom_mib
+        return None if h is None else max(0.0, min(self.prompt_cache_mib, h))
 
     @property
     def budget_mib(self) -> float | None:
@@ -97,6 +117,7 @@ class DeviceMemory:
                 "compute_mib": r(self.compute_mib), "output_mib": r(self.output_mib),
                 "overhead_mib": r(self.overhead_mib), "total_mib": r(self.total_mib),
                 "mapped_mib": r(self.mapped_mib), "resident_mib": r(self.resident_mib),
+                "prompt_cache_mib": r(self.prompt_cache_mib),
                 "capacity_mib": self.capacity_mib, "available_mib": self.available_mib,
                 "fits": self.fits}
 
@@ -158,6 +179,9 @@ class MemoryPlan:
     kv_cells: tuple[tuple[str, int, int], ...] = ()  # (cache, cells, layers)
     fit_changes: tuple[str, ...] = ()
     pools: tuple[SharedPool, ...] = ()  # devices that share one card's memory (two backends on one GPU)
+    # llama.cpp's pipeline parallelism (src/llama-context.cpp:432-437, sizing.pipeline_parallel_on): on or off;
+    # None with one device (it never applies). core.memory.pipeline says why and what it changes in memory.
+    pipeline_parallel: bool | None = None
 
     @property
     def fits(self) -> bool | None:
@@ -174,6 +198,7 @@ class MemoryPlan:
                 "n_ctx": self.n_ctx, "n_ctx_seq": self.n_ctx_seq, "n_parallel": self.n_seq_max,
                 "kv_unified": self.kv_unified, "flash_attn": self.flash_attn,
                 "n_gpu_layers": self.n_gpu_layers, "fit_changes": list(self.fit_changes),
+                "pipeline_parallel": self.pipeline_parallel,
                 "shared_pools": [{"devices": list(p.names), "used_mib": round(p.used_mib, 1),
                                   "budget_mib": p.budget_mib, "fits": p.fits} for p in self.pools]}
 
@@ -193,14 +218,16 @@ class Calibration:
 
 def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], host: PlanDevice,
               flags: frozenset[str], calibration: Calibration | None,
-              draft: tuple[Any, PlacementArgs] | None) -> tuple[MemoryPlan, list[PlanDevice]]:
+              draft: tuple[Any, PlacementArgs] | None, pp: bool | None = None) -> tuple[MemoryPlan, list[PlanDevice]]:
+    """The plan without fit. `pp` forces pipeline parallelism on or off (None: llama.cpp's rule)."""
     devs = _model_devices(args, gpus)
     layer_dev, n_gpu = _layer_devices(view, args, devs)
     placements = _place(view, args, devs, layer_dev, flags)
     bufs, weights, fit_weights = _weights_by_buffer(view, placements, devs, args)
     fa = _flash_attn(view, args, devs)
     kv, caches, kv_cells, swa_cells, kv_host_layer = _kv(view, args, layer_dev, fa)
-    compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs, kv_host_layer)
+    compute = _compute(view, args, layer_dev, placements, fa, kv_cells, swa_cells, devs, kv_host_layer, pp)
+    pipeline = (pipeline_parallel_on(args, layer_dev, devs) if pp is None else pp) if len(devs) > 1 else None
     n_ctx, n_ctx_seq = _n_ctx(view, args)
     n_seq = args.n_seq_max
     out_b = (view.n_vocab + (view.n_embd if args.embeddings else 0)) * n_seq * 4 / MIB
@@ -274,12 +301,20 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         buffers=dict(bufs.get("Host", {})), hypothetical=host.hypothetical,
         fit_model_mib=fit_weights.get("Host", 0.0) + extra_model.get("Host", 0.0),
         mapped_mib=(bufs.get("Host", {}).get("CPU_Mapped", 0.0) + draft_mapped) if args.load_mode in ("auto", "mmap")
-        else 0.0))
+        else 0.0, prompt_cache_mib=_prompt_cache_mib(args, kv)))
     plan = MemoryPlan(devices=tuple(devices), warnings=tuple(warnings), args=args, n_ctx=n_ctx,
                       n_ctx_seq=n_ctx_seq, n_seq_max=n_seq, kv_unified=args.unified, flash_attn=fa,
                       n_gpu_layers=n_gpu, n_layers_total=view.n_layer_all + 1, kv_cells=tuple(caches),
-                      pools=pools)
+                      pools=pools, pipeline_parallel=pipeline)
     return plan, devs
+
+
+def _prompt_cache_mib(args: PlacementArgs, kv: dict[str, float]) -> float:
+    """The prompt cache's ceiling in host RAM (tools/server/server-task.h server_prompt_cache: --cache-ram MiB,
+    0 = off; -1 = no size limit, only n_ctx tokens of states: about the main KV cache's size)."""
+    if args.cache_ram_mib < 0:
+        return float(sum(kv.values()))
+    return float(args.cache_ram_mib)
 
 
 def _targets(args: PlacementArgs, devs: list[PlanDevice]) -> dict[str, int]:
@@ -328,7 +363,7 @@ def _mapped_warnings(plan: MemoryPlan) -> list[str]:
                 f"{host.resident_mib:.0f} MiB must stay resident, which leaves page cache for "
                 f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs (slow, "
                 "not a failure). -lm mmap+mlock or -lm none would need all of it resident "
-                f"({host.total_mib:.0f} MiB)"]
+                f"({host.resident_mib + host.mapped_mib:.0f} MiB)"]
     return []
 
 
@@ -344,9 +379,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     w.extend(p.text() for p in plan.pools)  # said whether or not it fits: the per-device rows cannot show it
     w.extend(_mapped_warnings(plan))
     host = plan.device("Host")
-    if host is not None and host.headroom_mib is not None and a.cache_ram_mib and 0 <= host.headroom_mib < a.cache_ram_mib:
-        w.append(f"Host: the prompt cache may grow to {a.cache_ram_mib} MiB of RAM while serving (--cache-ram); "
-                 f"only {host.headroom_mib:.0f} MiB are left")
+    if (host is not None and host.cache_room_mib is not None and host.headroom_mib is not None
+            and host.headroom_mib >= 0 and host.cache_room_mib < host.prompt_cache_mib):
+        w.append(f"Host: the prompt cache may grow to {host.prompt_cache_mib:.0f} MiB of RAM while serving "
+                 f"(--cache-ram {a.cache_ram_mib}{', no size limit' if a.cache_ram_mib < 0 else ''}); only "
+                 f"{host.headroom_mib:.0f} MiB are left beside what must be resident")
     if a.cache_type_v.lower() not in ("f16", "f32", "bf16") and a.flash_attn == "off":
         w.append("quantized V cache needs flash attention: llama.cpp refuses -ctv "
                  f"{a.cache_type_v} with -fa off")

@@ -138,8 +138,9 @@ def _n_outputs_max(args: PlacementArgs) -> int:
 
 def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placements: list[TensorPlacement],
              fa: bool, kv_cells: int, swa_cells: int, devs: list[PlanDevice],
-             kv_host_layer: int = 0) -> dict[str, float]:
-    """Compute buffer MiB per device: analytic worst-case graph (see module docstring)."""
+             kv_host_layer: int = 0, pp: bool | None = None) -> dict[str, float]:
+    """Compute buffer MiB per device: analytic worst-case graph (see module docstring). `pp` forces pipeline
+    parallelism on or off (None: llama.cpp's own rule, `pipeline_parallel_on`), to say what it changes."""
     n_ctx, n_ctx_seq = _n_ctx(view, args)
     n_batch = min(args.n_batch, n_ctx)
     T = min(n_ctx, min(args.n_ubatch, n_batch))  # noqa: N806
@@ -187,7 +188,7 @@ def _compute(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placem
     gpu_devs = [d.name for d in devs if d.backend != "CPU"]
     if gpu_devs:
         per_dev.update(_compute_gpu(view, args, layer_dev, placements, devs, gpu_devs, fa, T, mask, inputs,
-                                    ffn, attn, out_peak, kv_cells, swa_cells))
+                                    ffn, attn, out_peak, kv_cells, swa_cells, pp))
     return per_dev
 
 
@@ -206,7 +207,7 @@ _FFN_W_RE = re.compile(r"\.ffn_(up|down|gate|gate_up)(_exps|_chexps)?\.weight$")
 _NO_MIXED_BATCH = {"cogvlm", "deepseek4", "granite-switch", "eagle3", "dflash", "gemma4-assistant"}
 
 
-def _pipeline_parallel(args: PlacementArgs, layer_dev: list[str], devs: list[PlanDevice]) -> bool:
+def pipeline_parallel_on(args: PlacementArgs, layer_dev: list[str], devs: list[PlanDevice]) -> bool:
     """llama-context.cpp:432-437: several devices, every layer and the output offloaded, layer split, KV
     offloaded and no tensor overrides (--cpu-moe / --n-cpu-moe are overrides too)."""
     return (len(devs) > 1 and layer_dev.count("Host") == 0 and args.split_mode == "layer"
@@ -216,7 +217,7 @@ def _pipeline_parallel(args: PlacementArgs, layer_dev: list[str], devs: list[Pla
 def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], placements: list[TensorPlacement],
                  devs: list[PlanDevice], gpu_devs: list[str], fa: bool, T: int, mask: float,  # noqa: N803
                  inputs: float, ffn: float, attn: float, out_peak: float, kv_cells: int, swa_cells: int,
-                 ) -> dict[str, float]:
+                 pp_forced: bool | None = None) -> dict[str, float]:
     """Compute buffers (MiB) of a build with GPUs: the GPUs' buffers and the host one (CUDA_Host).
 
     The rules, from the scheduler (ggml/src/ggml-backend.cpp) and the graph (src/llama-graph.cpp):
@@ -239,7 +240,7 @@ def _compute_gpu(view: _ModelView, args: PlacementArgs, layer_dev: list[str], pl
     E = view.n_embd  # noqa: N806
     r = E * T * 4  # one n_embd x T F32 activation
     n_paths = 1 if view.arch in _NO_MIXED_BATCH else 2
-    pp = _pipeline_parallel(args, layer_dev, devs)
+    pp = pipeline_parallel_on(args, layer_dev, devs) if pp_forced is None else pp_forced
     n_copies = _SCHED_MAX_COPIES if pp else 1
     backend = {d.name: d.backend for d in devs}
     # op offload needs a backend with offload_op: ggml-rpc has none (ggml-rpc.cpp ".offload_op = NULL"), so an

@@ -36,12 +36,7 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
     gpus = list(gpus)
     host = host or PlanDevice("Host", "CPU", None)
     flags = normalize_cpu_flags(cpu_flags)
-    draft = None
-    if draft_model is not None:
-        dargs = args.with_(ngl=args.draft_ngl, devices=args.draft_devices if args.draft_devices is not None
-                           else args.devices, cache_type_k=args.draft_cache_type_k,
-                           cache_type_v=args.draft_cache_type_v, overrides=(), tensor_split=())
-        draft = (draft_model, dargs)
+    draft = draft_of(args, draft_model)
     plan, devs = _raw_plan(view, args, gpus, host, flags, calibration, draft)
     warnings = list(plan.warnings)
     changes: list[str] = []
@@ -73,6 +68,15 @@ def plan_memory(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[
             warnings = list(plan.warnings) + [f"fit: {c}" for c in changes]
     warnings.extend(_warnings(view, plan, devs))
     return replace(plan, warnings=tuple(warnings), fit_changes=tuple(changes))
+
+
+def draft_of(args: PlacementArgs, draft_model: Any) -> tuple[Any, PlacementArgs] | None:
+    """A -md draft model with the arguments its context gets (its own -ngld, devices and K/V types)."""
+    if draft_model is None:
+        return None
+    return (draft_model, args.with_(ngl=args.draft_ngl, devices=args.draft_devices if args.draft_devices is not None
+                                    else args.devices, cache_type_k=args.draft_cache_type_k,
+                                    cache_type_v=args.draft_cache_type_v, overrides=(), tensor_split=()))
 
 
 def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], host: PlanDevice,

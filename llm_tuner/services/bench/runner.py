@@ -82,10 +82,11 @@ def memory_plan(argv: list[str], binary: Path | None, env: dict[str, str] | None
 def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
     """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
     llama-server arguments and environment (see memory_plan); the host's figure is mapped + allocated memory,
-    what the server's peak RSS is compared with. None when it cannot be made. Never raises."""
+    what the server's peak RSS is compared with (not the prompt cache's ceiling: it grows while serving).
+    None when it cannot be made. Never raises."""
     try:
         plan = memory_plan(argv, binary, env)
-        return None if plan is None else {d.name: round(d.total_mib, 1) for d in plan.devices}
+        return None if plan is None else {d.name: round(d.total_mib - d.prompt_cache_mib, 1) for d in plan.devices}
     except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
         log.info("no memory prediction for the benchmark: %s", exc)
         return None

@@ -117,6 +117,9 @@ class PlanPanel(QWidget):
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
         lay.addWidget(self.summary_label)
+        self.pipeline_label = QLabel()  # pipeline parallelism on several devices: on/off, why, its memory
+        self.pipeline_label.setWordWrap(True)
+        lay.addWidget(self.pipeline_label)
         self.warnings_label = QLabel()
         self.warnings_label.setWordWrap(True)
         self.warnings_label.setStyleSheet("color: #b15d00")
@@ -229,6 +232,8 @@ class PlanPanel(QWidget):
             self.model_label.setText(self.plan_state.model_line())
             self.bars.set_devices(())
             self.summary_label.clear()
+            self.pipeline_label.clear()
+            self.pipeline_label.hide()
             self.warnings_label.clear()
             self.solve_label.clear()
             self.ot_box.refresh()  # no tensors of a previous model
@@ -320,6 +325,8 @@ class PlanPanel(QWidget):
             return
         self.bars.set_devices(p.devices)
         self.summary_label.setText(st.summary())
+        self.pipeline_label.setText(st.pipeline_line())
+        self.pipeline_label.setVisible(bool(st.pipeline_line()))
         self.warnings_label.setText("\n".join(f"⚠ {w}" for w in p.warnings))
         self.devices_label.setText(st.devices_line())
         split = st.split()

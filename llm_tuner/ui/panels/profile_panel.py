@@ -44,8 +44,9 @@ from llm_tuner.core.cmdline import (
 from llm_tuner.core.profile import LaunchProfile, nul_fields
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services import device_ids
 from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
-from llm_tuner.services.preflight import look_at_model
+from llm_tuner.services.preflight import look_at_model, plan_here
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
@@ -76,7 +77,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._model_facts = None
         self._model_exists: bool | None = None  # None until the background look at the file answers
         self._invalid_fields: list[str] = []  # labels of the fields whose text is not a valid value
-        self._facts_for: str | None = None
+        self._facts_for: tuple | None = None  # (model, binary) the facts below were read for
+        self._fa_quants: tuple[str, ...] | None = None  # the binary's FA_QUANTS (None: not started yet)
         self._facts_job: BackgroundJob | None = None
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
         self._store_pool.setMaxThreadCount(1)
@@ -265,26 +267,31 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.editors["model"].widget.setText(str(path))
         self._on_field_edited()
 
+    def _server_binary(self) -> str | None:
+        """The llama-server this profile runs: its own, else the one the app found."""
+        info = self.ctx.state.binaries.get(SERVER)
+        return self.profile.binary or (str(info.path) if info is not None and info.path else None)
+
     def _load_model_facts(self, model: str | None) -> None:
         """Look at the model file off the GUI thread: whether it exists (advice says when it does not) and
-        its header (for ctx-over-trained and MTP advice)."""
-        if model == self._facts_for:
+        its header (for ctx-over-trained, MTP and the plan's advice); and the binary's FA_QUANTS as its last start
+        logged them (services.device_ids)."""
+        binary = self._server_binary()
+        if (model, binary) == self._facts_for:
             return
-        self._facts_for, self._model_facts, self._model_exists = model, None, None
-        if not model:
-            return
+        self._facts_for, self._model_facts, self._model_exists, self._fa_quants = (model, binary), None, None, None
 
         def work(_ctl):
             look = look_at_model(model)  # a folder or a truncated file comes back with its reason
-            return look.exists, look.info
+            return look.exists, look.info, device_ids.cached_fa_quants(binary)
 
         job = BackgroundJob(work, self, what="Reading the model file's header")
-        job.succeeded.connect(lambda result, m=model: self._on_facts_read(m, *result))
+        job.succeeded.connect(lambda result, key=(model, binary): self._on_facts_read(key, *result))
         self._facts_job = job.start()
 
-    def _on_facts_read(self, model: str, exists: bool, info) -> None:
-        if model == self._facts_for:
-            self._model_exists, self._model_facts = exists, info
+    def _on_facts_read(self, key: tuple, exists: bool | None, info, quants: tuple[str, ...] | None) -> None:
+        if key == self._facts_for:
+            self._model_exists, self._model_facts, self._fa_quants = exists, info, quants
             self._recompute(publish=False)
 
     # -- editing --------------------------------------------------------------------------------
@@ -417,8 +424,10 @@ class ProfilePanel(ProfileLibrary, QWidget):
         inventory = self.ctx.state.inventory
         n_gpus = len(inventory.devices) if inventory is not None else None
         cores = inventory.host.cores_physical if inventory is not None else None
+        plan, pipe = plan_here(p, self._model_facts, inventory)  # pure: the plan's advice (prompt cache, pipeline)
         self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists,
-                             physical_cores=cores)
+                             physical_cores=cores, fa_quants=self._fa_quants, plan=plan, pipeline=pipe,
+                             host_available_mib=inventory.host.memory_available_mib if inventory is not None else None)
         self.ctx.state.profile_errors = [a for a in self.advice if a.severity == "error"]  # Launch/Run refuse them
         self.advice_list.clear()
         for a in self.advice:

@@ -14,13 +14,16 @@ from llm_tuner.core.units import format_mib
 
 # what must be resident (weights, KV, compute, output, runtime), then weights mapped from the file (evictable)
 PARTS = (("Weights", "#4C78A8"), ("KV cache", "#F58518"), ("Compute", "#54A24B"), ("Output", "#B279A2"),
-         ("Runtime", "#9D9D9D"), ("Mapped weights (page cache)", "#A9C4E0"))
+         ("Runtime", "#9D9D9D"), ("Mapped weights (page cache)", "#A9C4E0"),
+         ("Prompt cache (grows while serving)", "#E6D3A3"))
 
 
 def segments(d: DeviceMemory) -> list[tuple[str, float]]:
-    """(part, MiB) in drawing order: the resident parts, then the mapped weights the kernel may evict."""
+    """(part, MiB) in drawing order: the resident parts, then the mapped weights the kernel may evict, then
+    what the host's prompt cache may grow to (--cache-ram)."""
     return [("Weights", d.model_mib - d.mapped_mib), ("KV cache", d.kv_mib), ("Compute", d.compute_mib),
-            ("Output", d.output_mib), ("Runtime", d.overhead_mib), ("Mapped weights (page cache)", d.mapped_mib)]
+            ("Output", d.output_mib), ("Runtime", d.overhead_mib), ("Mapped weights (page cache)", d.mapped_mib),
+            ("Prompt cache (grows while serving)", d.prompt_cache_mib)]
 
 
 def bar_text(d: DeviceMemory) -> str:
@@ -29,9 +32,10 @@ def bar_text(d: DeviceMemory) -> str:
         cap = "of ? (size unknown)"
     else:  # the bar is compared with free memory when it is known, else with the capacity
         cap = f"of {format_mib(d.budget_mib)} {'free' if d.available_mib is not None else 'total'}"
+    cache = f" + {format_mib(d.prompt_cache_mib)} prompt cache" if d.prompt_cache_mib else ""
     if d.mapped_mib:
-        return f"{format_mib(d.resident_mib)} + {format_mib(d.mapped_mib)} mapped {cap}"
-    return f"{format_mib(d.total_mib)} {cap}"
+        return f"{format_mib(d.resident_mib)} + {format_mib(d.mapped_mib)} mapped{cache} {cap}"
+    return f"{format_mib(d.resident_mib)}{cache} {cap}"
 
 
 class MemoryBarsWidget(QWidget):
