@@ -28,6 +28,7 @@ from pathlib import Path
 from llm_tuner.cli.interrupt import Interrupt, positive_int
 from llm_tuner.cli.model_json import info_json
 from llm_tuner.cli.output import CliError, emit_json
+from llm_tuner.cli.solve import add_devices_argument
 
 CHECKSUM_EXIT = 3
 DISK_FULL_EXIT = 5
@@ -50,22 +51,25 @@ def register(msub: argparse._SubParsersAction) -> None:
     q.add_argument("repo", metavar="REPO", help="owner/name")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_files)
-    q = msub.add_parser("plan", help="a hub model's memory plan on this machine before downloading it (its "
-                        "header only, read with range requests)", epilog=epilog)
-    q.add_argument("repo", metavar="REPO", help="owner/name")
-    q.add_argument("file", metavar="FILE", help="the model's file name, as `models files` lists it")
-    q.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
-                   "(e.g. CUDA0=24576; Host=65536 sets RAM)")
+    q = _model_parser(msub, "plan", "a hub model's memory plan on this machine before downloading it (its header "
+                      "only, read with range requests)", epilog)
+    add_devices_argument(q)
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_plan)
-    q = msub.add_parser("download", help="download a hub model into a models folder (resumes, checks sha256 "
-                        "and free space)", epilog=epilog)
-    q.add_argument("repo", metavar="REPO", help="owner/name")
-    q.add_argument("file", metavar="FILE", help="the model's file name, as `models files` lists it")
+    q = _model_parser(msub, "download", "download a hub model into a models folder (resumes, checks sha256 and "
+                      "free space)", epilog)
     q.add_argument("--to", metavar="DIR", help="the folder (default: the first of Settings' model folders); it "
                    "is added to the model folders, as the window does")
     q.add_argument("--json", action="store_true", help="print JSON when done (progress stays on stderr)")
     q.set_defaults(func=cmd_download)
+
+
+def _model_parser(msub: argparse._SubParsersAction, name: str, what: str, epilog: str) -> argparse.ArgumentParser:
+    """A subcommand about one model of a repository: REPO FILE."""
+    q = msub.add_parser(name, help=what, epilog=epilog)
+    q.add_argument("repo", metavar="REPO", help="owner/name")
+    q.add_argument("file", metavar="FILE", help="the model's file name, as `models files` lists it")
+    return q
 
 
 class HubFailed(Exception):

@@ -33,8 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     gsub = p.add_subparsers(dest="goal", metavar="GOAL", required=True)
     for goal, what in GOALS.items():
         q = gsub.add_parser(goal, help=what, description=what, epilog=__doc__.split("\n\n")[-1])
-        q.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
-                       "(e.g. CUDA0=16384,CUDA1=24576; Host=65536 sets RAM)")
+        add_devices_argument(q)
         q.add_argument("--profile", metavar="NAME|FILE", help="solve for a saved profile (its newest version) or a "
                        "profile file")
         q.add_argument("--save-as", metavar="NAME", help="save the profile with the answer applied as a new "
@@ -42,6 +41,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--json", action="store_true", help="print JSON")
         q.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
         q.set_defaults(func=cmd_solve)
+
+
+def add_devices_argument(parser: argparse.ArgumentParser) -> None:
+    """`--devices NAME=MiB,...`, read as `estimate --devices` reads it (cli.plan.parse_devices)."""
+    parser.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
+                        "(e.g. CUDA0=16384,CUDA1=24576; Host=65536 sets RAM)")
 
 
 def inventory_here():
