@@ -131,6 +131,7 @@ def _launch(args):
 
 
 def _ask(url: str, api_key: str | None, messages: list[dict], args) -> int:
+    from llm_tuner.core.units import printable
     from llm_tuner.services.chat import failure_text, speed_text, stream_reply
 
     params = {"max_tokens": args.max_tokens} if args.max_tokens else {}
@@ -139,7 +140,7 @@ def _ask(url: str, api_key: str | None, messages: list[dict], args) -> int:
 
     def on_text(text: str, _reasoning: str) -> None:
         if not args.json and text:
-            sys.stdout.write(text)
+            sys.stdout.write(printable(text, keep_lines=True))  # a reply never acts on the terminal
             sys.stdout.flush()
             shown[0] = True
 
@@ -150,7 +151,7 @@ def _ask(url: str, api_key: str | None, messages: list[dict], args) -> int:
         except Exception as exc:  # noqa: BLE001 - the server's refusal or a failed connection, in one line
             if shown[0]:
                 print()
-            print(f"llm-tuner: error: {failure_text(exc)}", file=sys.stderr)
+            print(printable(f"llm-tuner: error: {failure_text(exc)}"), file=sys.stderr)
             return 1
     if args.json:
         emit_json({"url": url, "text": reply.text, "reasoning": reply.reasoning or None,
@@ -160,7 +161,7 @@ def _ask(url: str, api_key: str | None, messages: list[dict], args) -> int:
         if shown[0]:
             print()
         if reply.record is not None:
-            print(speed_text(reply.record), file=sys.stderr)
+            print(printable(speed_text(reply.record)), file=sys.stderr)
         elif not reply.cancelled:
             print("the server sent no timings for this reply", file=sys.stderr)
         if reply.finish_reason == "length":

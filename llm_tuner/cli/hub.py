@@ -107,7 +107,8 @@ def _ask(hub, work):
     except (GatedRepoError, HFValidationError, RepositoryNotFoundError) as exc:
         raise CliError(describe_error(exc, hub)) from None
     except Exception as exc:  # noqa: BLE001 - the hub's or the network's failure, said in one line
-        raise HubFailed(f"{hub.endpoint}: {describe_error(exc, hub)}") from None
+        why = describe_error(exc, hub)
+        raise HubFailed(why if hub.endpoint in why else f"the hub at {hub.endpoint} (HF_ENDPOINT): {why}") from None
 
 
 def _say(line: str, file=None) -> None:
@@ -281,6 +282,9 @@ def _download(hub, model, folder, settings, as_json: bool) -> int:
         except FileExistsError as exc:
             progress.end()
             raise CliError(str(exc)) from None
+        except PermissionError as exc:
+            progress.end()
+            raise CliError(f"cannot write in {folder} ({exc.strerror}): choose another folder with --to") from None
         except OSError as exc:
             progress.end()
             if _disk_full(exc):

@@ -10,6 +10,7 @@ import psutil
 import pytest
 
 from llm_tuner.cli import main
+from tests.support.fake_llama import GOOD_TIMINGS, FakeLlama, send
 
 pytestmark = pytest.mark.server
 
@@ -49,6 +50,17 @@ def test_a_profile_starts_its_server_for_the_reply_and_stops_it(server_binary, t
     left = {p.pid for p in psutil.Process().children(recursive=True)
             if p.status() != psutil.STATUS_ZOMBIE} - before
     assert left == set(), "the profile's server outlived the reply"
+
+
+def test_a_reply_never_acts_on_the_terminal(capsys):
+    """A reply's escape sequences (clear the screen, retitle the window) are printed as escapes; its lines stay."""
+    chunks = [{"choices": [{"delta": {"content": "one\n\x1b[2J\x1b]0;owned\x07two"}}]},
+              {"choices": [{"delta": {}, "finish_reason": "stop"}], "timings": GOOD_TIMINGS}]
+    stream = "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    with FakeLlama(routes={"/v1/chat/completions": lambda h, _b: send(h, 200, stream, "text/event-stream")}) as fake:
+        code, out, err = run(capsys, "chat", "--url", fake.url, "hi")
+    assert code == 0, err
+    assert out == "one\n\\x1b[2J\\x1b]0;owned\\x07two\n" and "\x1b" not in err
 
 
 @pytest.mark.parametrize(("argv", "code", "words"), [

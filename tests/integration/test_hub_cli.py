@@ -19,7 +19,7 @@ from llm_tuner.services.settings_store import load_settings
 from tests.integration.test_hub_download import MIB, demo_sha, hub  # noqa: F401 - the fixtures
 from tests.support.fake_hub import DEMO_FILE, DEMO_REPO, HubFile, sha256_of
 from tests.support.random_gguf import write_qwen3_dense
-from tests.support.tiny_disk import tiny_disk
+from tests.support.tiny_disk import fill, tiny_disk
 
 TINY_REPO = "someone/Tiny-Qwen3-GGUF"
 
@@ -120,6 +120,30 @@ def test_a_disk_too_small_exits_5_before_a_byte_is_written(hub, capsys, demo_sha
         one_line_error(err, "not enough free space", str(small))
         assert list(small.iterdir()) == []
     assert not hub.body_requests(demo_sha)
+
+
+def test_a_disk_that_fills_up_midway_exits_5_and_keeps_what_came(hub, capsys, tmp_path):
+    """Room at the start (the check passes), none by the middle: another program filled the disk."""
+    tiny = hub.repos[TINY_REPO].files[0]
+    release = threading.Event()
+    hub.hold_after = (tiny.sha256, 1 * MIB, release)
+    with tiny_disk(tmp_path, "8m") as small:
+        def fill_then_go_on() -> None:
+            while hub.served.get(tiny.sha256, 0) < 1 * MIB and not release.wait(0.05):
+                pass
+            fill(small)
+            release.set()
+
+        filler = threading.Thread(target=fill_then_go_on)
+        filler.start()
+        try:
+            code, out, err = run(capsys, "models", "download", TINY_REPO, "tiny-Q8_0.gguf", "--to", str(small))
+        finally:
+            release.set()
+            filler.join(10)
+        assert code == 5 and out == ""
+        one_line_error(err, "is full", str(small), "free space")
+        assert not (small / "tiny-Q8_0.gguf").exists()
 
 
 def test_the_token_is_sent_to_the_hub_and_never_printed(hub, capsys, tmp_path, monkeypatch):
