@@ -191,7 +191,7 @@ def cmd_files(args) -> int:
 
 def predicted_speed(info, plan) -> dict | None:
     """The predicted speed of the plan (prompt and generation tokens/s) once a speed model exists; None until then.
-    This is its one place in `models plan` (its JSON key `predicted_speed`, its text line)."""
+    Its one place in `models plan`: the JSON key `predicted_speed` (a text line to add beside the plan's)."""
     del info, plan
     return None
 
@@ -237,10 +237,14 @@ def _plan(info, devices: str | None):
     if not devices:
         return default_plan(info, inventory_here())
     from llm_tuner.cli.plan import parse_devices
+    from llm_tuner.core.devices import DeviceInventory
     from llm_tuner.core.memory import PlacementArgs, host_device, plan_memory
+    from llm_tuner.services.telemetry.host import host_info
 
     gpus, host = parse_devices(devices)
-    return plan_memory(info, PlacementArgs(model=info.path), gpus, host or host_device(None))
+    here = host_info()  # RAM unless Host=MiB is given, as estimate --devices
+    return plan_memory(info, PlacementArgs(model=info.path), gpus, host or host_device(DeviceInventory(host=here)),
+                       cpu_flags=tuple(here.cpu_flags))
 
 
 @_hub_command
