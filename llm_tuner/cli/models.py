@@ -1,16 +1,14 @@
-"""`llm-tuner model info PATH` and `llm-tuner models scan DIR...`: the model library, headless."""
+"""`llm-tuner model info PATH` and `llm-tuner models scan DIR...`: the model library, headless (the hub's
+`models search|files|plan|download`: cli.hub)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
+from llm_tuner.cli import hub
+from llm_tuner.cli.model_json import info_json
 from llm_tuner.cli.output import CliError, emit_json
-
-#: The keys of `model info --json`, in order (issue 4).
-INFO_KEYS = ("architecture", "name", "file_type", "size_bytes", "n_params", "block_count", "nextn_layers",
-             "context_length", "embedding_length", "head_count", "head_count_kv", "expert_count",
-             "expert_used_count", "sliding_window", "n_tensors", "split_count")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -24,20 +22,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     info.set_defaults(func=cmd_model_info)
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
-    p = sub.add_parser("models", help="the model library")
+    p = sub.add_parser("models", help="the model library, and models from the hub: scan, search, files, plan, download")
     msub = p.add_subparsers(dest="models_command", metavar="SUBCOMMAND")
     scan = msub.add_parser("scan", help="find GGUF models under folders (recursive) and read their headers")
     scan.add_argument("dirs", nargs="+", metavar="DIR", help="folders (or files) to scan")
     scan.add_argument("--json", action="store_true", help="print JSON")
     scan.add_argument("--no-cache", action="store_true", help="read every header again, ignoring the cache")
     scan.set_defaults(func=cmd_models_scan)
+    hub.register(msub)  # search, files, plan, download: the model hub
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
-
-
-def info_json(info) -> dict:
-    """The issue's JSON for one model: absent counts 0, other absent values null."""
-    data = info.model_dump(include=set(INFO_KEYS))
-    return {k: data.get(k) for k in INFO_KEYS}
 
 
 def _tensor_json(t) -> dict:

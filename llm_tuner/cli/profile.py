@@ -1,7 +1,7 @@
-"""`llm-tuner profile import|command|check|list`: launch profiles, headless.
+"""`llm-tuner profile import|command|check|list`: launch profiles, headless (rename|delete|duplicate: cli.profile_names).
 
     llm-tuner profile import --json [--name NAME] (--command "STRING" | -- ARGV...)
-    llm-tuner profile command NAME|FILE [--show-secrets]
+    llm-tuner profile command NAME|FILE [--show-secrets] [--json]
     llm-tuner profile check NAME|FILE --json
     llm-tuner profile list [--json]
 
@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from llm_tuner.cli import profile_names
 from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
 
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     cmd = psub.add_parser("command", help="print a profile's shell command line (API key masked)")
     cmd.add_argument("target", metavar="NAME|FILE")
     cmd.add_argument("--show-secrets", action="store_true", help="print the API key in clear")
+    cmd.add_argument("--json", action="store_true", help="print JSON: argv, env, binary and the shell line")
     add_trust_argument(cmd)
     cmd.set_defaults(func=cmd_command)
 
@@ -55,6 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst = psub.add_parser("list", help="saved profile names with their newest version")
     lst.add_argument("--json", action="store_true", help="print JSON")
     lst.set_defaults(func=cmd_list)
+    profile_names.register(psub)  # rename, delete, duplicate
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
 
@@ -169,7 +172,15 @@ def cmd_command(args) -> int:
         except (CliError, BinaryError) as exc:
             print(f"note: {exc}", file=sys.stderr)
     argv, env = profile_to_argv(profile, catalog)
-    print(render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets))
+    shell = render_shell(argv, env, binary=profile.binary, mask_secrets=not args.show_secrets)
+    if args.json:
+        from llm_tuner.core.flags import mask_argv, mask_env
+
+        masked = not args.show_secrets
+        emit_json({"argv": mask_argv(argv) if masked else argv, "env": mask_env(env) if masked else env,
+                   "binary": profile.binary, "command": shell})
+        return 0
+    print(shell)
     return 0
 
 

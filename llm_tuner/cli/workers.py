@@ -19,9 +19,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--agent-token", metavar="TOKEN",
                    help="the token the agent printed at start (default: $LLM_TUNER_AGENT_TOKEN, which `ps` does not show)")
     q.add_argument("--agent-token-file", metavar="FILE", help="read the agent's token from FILE ('-': stdin)")
+    q.add_argument("--json", action="store_true", help="print JSON (the worker as Settings keep it, no token)")
     q.set_defaults(func=cmd_add)
     q = wsub.add_parser("remove", help="remove a worker from Settings")
     q.add_argument("endpoint")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_remove)
     q = wsub.add_parser("start", help="run a local ggml-rpc-server until Ctrl-C (loopback unless --host)")
     q.add_argument("--host", default="127.0.0.1", help="address to bind (anything but loopback is insecure)")
@@ -35,6 +37,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.set_defaults(func=cmd_start)
     q = wsub.add_parser("stop", help="stop a local ggml-rpc-server of yours listening on host:port")
     q.add_argument("endpoint")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_stop)
     q = wsub.add_parser("devices", help="the workers' devices as llama-server sees them (RPC0, RPC1, ...); a worker "
                         "that does not answer is named with why (exit 1; 2 when none answers)")
@@ -85,10 +88,13 @@ def cmd_add(args) -> int:
     except ValueError as exc:
         raise CliError(str(exc)) from None
     s = _settings()
-    s.rpc_workers = [w for w in s.rpc_workers if w.endpoint != endpoint] + [
-        RpcWorker(endpoint=endpoint, agent_url=args.agent, agent_token=token)]
+    worker = RpcWorker(endpoint=endpoint, agent_url=args.agent, agent_token=token)
+    s.rpc_workers = [w for w in s.rpc_workers if w.endpoint != endpoint] + [worker]
     save_settings(s)
-    print(f"added {endpoint}")
+    if args.json:
+        emit_json({"added": worker.model_dump(exclude={"agent_token"}), "agent_token_set": token is not None})
+    else:
+        print(f"added {endpoint}")
     return 0
 
 
@@ -101,7 +107,10 @@ def cmd_remove(args) -> int:
         raise CliError(f"no worker {args.endpoint} in Settings")
     s.rpc_workers = kept
     save_settings(s)
-    print(f"removed {args.endpoint}")
+    if args.json:
+        emit_json({"removed": args.endpoint.strip()})
+    else:
+        print(f"removed {args.endpoint}")
     return 0
 
 
@@ -141,10 +150,14 @@ def cmd_start(args) -> int:
 def cmd_stop(args) -> int:
     from llm_tuner.services.rpc import stop_local_worker
 
-    pid = stop_local_worker(_check(args.endpoint))
+    endpoint = _check(args.endpoint)
+    pid = stop_local_worker(endpoint)
     if pid is None:
         raise CliError(f"no ggml-rpc-server of yours listens on {args.endpoint} here")
-    print(f"stopped ggml-rpc-server (pid {pid})")
+    if args.json:
+        emit_json({"stopped": endpoint, "pid": pid})
+    else:
+        print(f"stopped ggml-rpc-server (pid {pid})")
     return 0
 
 

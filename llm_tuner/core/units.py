@@ -40,11 +40,16 @@ def format_params(n: int | None) -> str:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
-def printable(text: object) -> str:
+def printable(text: object, *, keep_lines: bool = False) -> str:
     """`text` safe to print on a terminal: control characters (ESC starting a sequence that retitles or clears the
     terminal, BEL, CR, newlines, C1, bidi overrides) shown as escapes (`\\x1b`, `\\n`, `\\u202e`), the rest as is.
+    `keep_lines`: newlines and tabs stay (a model's reply, printed as text).
 
     For text output of strings that come from files or servers (a GGUF's `general.name`, a run's label): one
     such string must never act on the user's terminal. JSON output needs none of this (json.dumps escapes them).
     """
-    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), str(text))
+    def escape(m: re.Match[str]) -> str:
+        c = m.group()
+        return c if keep_lines and c in "\n\t" else c.encode("unicode_escape").decode("ascii")
+
+    return _UNPRINTABLE.sub(escape, str(text))

@@ -17,6 +17,7 @@ from collections import deque
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt
 
 from llm_tuner.core.session import RequestRecord
+from llm_tuner.services.chat import draft_text
 
 
 def extend_ring(model, ring: deque, items: list, max_rows: int) -> None:
@@ -70,13 +71,6 @@ def _fmt(value) -> str:
     if isinstance(value, float):
         return f"{value:.2f}"
     return str(value)
-
-
-def draft_text(rec: RequestRecord) -> str:
-    """The drafted tokens the server accepted, as the Draft accepted column (and the Chat's speed row) shows them."""
-    if not rec.draft_n:
-        return "—"
-    return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
 
 
 def _cell(rec: RequestRecord, title: str, key: str | None) -> str:

@@ -114,6 +114,31 @@ def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel:
         return read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text, model=model)
 
 
+def draft_text(rec: RequestRecord) -> str:
+    """The drafted tokens the server accepted, as the Draft accepted column (and the Chat's speed row) shows them."""
+    if not rec.draft_n:
+        return "—"
+    return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
+
+
+def speed_text(rec: RequestRecord) -> str:
+    """One reply's figures as the speed row under it (the Requests table's, in words), led by its router model."""
+
+    def rate(value: float | None) -> str:
+        return "—" if value is None else f"{value:.2f} t/s"
+
+    cached = f" (+{rec.cache_n} cached)" if rec.cache_n else ""
+    parts = [f"prompt {rec.prompt_n if rec.prompt_n is not None else '—'} tokens{cached} at {rate(rec.prompt_per_second)}",
+             f"generation {rec.predicted_n if rec.predicted_n is not None else '—'} tokens at "
+             f"{rate(rec.predicted_per_second)}",
+             f"TTFT {'—' if rec.ttft_ms is None else f'{rec.ttft_ms:.0f} ms'}"]
+    if rec.draft_n:
+        parts.append(f"draft accepted {draft_text(rec)}")
+    if rec.model:
+        parts.insert(0, f"model {rec.model}")
+    return " · ".join(parts)
+
+
 # /props default_generation_settings.params -> how the chat view names it (the profile's sampling fields). Its
 # n_predict is not the server's token limit (it reads -1 with a limit set), so it is not shown.
 SAMPLING_NAMES = (("temperature", "temperature"), ("top_k", "top-k"), ("top_p", "top-p"), ("min_p", "min-p"),

@@ -2,9 +2,8 @@
 exits 4, shows no traceback, and loses nothing stored before; the store raises the same one-line
 store.db.StorageFullError that the window shows (its job's `failed` message is `str(exc)`).
 
-The disk is real: a 1 MiB tmpfs mounted by the test (`mount -t tmpfs -o size=1m`, which needs root, as the
-test machines run), filled with a file until ENOSPC. Where mounting is not permitted the tests skip: a file size
-limit (RLIMIT_FSIZE) makes SQLite see EFBIG, a different error than a full disk's, so it would not test this.
+The disk is real: a 1 MiB tmpfs mounted by the test (tests/support/tiny_disk.py; root, as the test machines
+run), filled with a file until ENOSPC; where mounting is not permitted the tests skip.
 """
 
 from __future__ import annotations
@@ -13,12 +12,12 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 
 import pytest
 
 from llm_tuner.store.db import StorageFullError, open_engine
 from tests.support.fake_llama import FakeLlama
+from tests.support.tiny_disk import fill, tiny_disk
 
 CLI = [sys.executable, "-m", "llm_tuner"]
 
@@ -26,35 +25,21 @@ CLI = [sys.executable, "-m", "llm_tuner"]
 @pytest.fixture
 def full_data_dir(tmp_path, monkeypatch):
     """A data folder on a 1 MiB file system; `fill()` takes all its space, `free()` gives it back."""
-    mnt = tmp_path / f"tiny-{uuid.uuid4().hex[:8]}"
-    mnt.mkdir()
-    made = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m,mode=0700", "tmpfs", str(mnt)],
-                          capture_output=True, text=True)
-    if made.returncode != 0:
-        pytest.skip(f"cannot mount a tiny file system here ({made.stderr.strip()})")
-    monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(mnt))
-    filler = mnt / "filler"
+    with tiny_disk(tmp_path, "1m") as mnt:
+        monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(mnt))
 
-    class Disk:
-        path = mnt
+        class Disk:
+            path = mnt
 
-        @staticmethod
-        def fill() -> None:
-            with open(filler, "ab", buffering=0) as f:
-                try:
-                    while True:
-                        f.write(b"\0" * 4096)
-                except OSError:
-                    pass
+            @staticmethod
+            def fill() -> None:
+                fill(mnt)
 
-        @staticmethod
-        def free() -> None:
-            filler.unlink(missing_ok=True)
+            @staticmethod
+            def free() -> None:
+                (mnt / "filler").unlink(missing_ok=True)
 
-    try:
         yield Disk
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], capture_output=True)
 
 
 def cli(*argv: str) -> subprocess.CompletedProcess:

@@ -9,7 +9,7 @@ import shutil
 import pytest
 
 from llm_tuner.cli import main as cli_main
-from llm_tuner.cli.models import INFO_KEYS
+from llm_tuner.cli.model_json import INFO_KEYS
 from llm_tuner.services import library
 from llm_tuner.services.library import find_models, read_model, scan
 from llm_tuner.store.db import open_engine

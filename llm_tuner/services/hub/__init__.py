@@ -2,7 +2,7 @@
 models with each one's memory plan from its header alone (range requests), and downloads that resume and are
 checked. The package, by seam: `client` (the hub through `huggingface_hub`: settings from the environment,
 search, listing, where a file is), `ranged` (RangeFile, read_remote_model, default_plan), `download`
-(download_model: progress, cancel, resume, sha256). Import from the package.
+(download_model: a disk-space check first, progress, cancel, resume, sha256). Import from the package.
 """
 
 from __future__ import annotations
@@ -21,11 +21,20 @@ from llm_tuner.services.hub.download import (
     ChecksumError,
     DownloadCancelled,
     DownloadProgress,
+    NotEnoughSpace,
     destination,
+    download_folder,
     download_model,
+    missing_bytes,
     partial_path,
 )
-from llm_tuner.services.hub.ranged import MAX_HEADER_BYTES, RangeFile, default_plan, read_remote_model
+from llm_tuner.services.hub.ranged import (
+    MAX_HEADER_BYTES,
+    RangeFile,
+    default_plan,
+    plan_text,
+    read_remote_model,
+)
 
 __all__ = [
     "ChecksumError",
@@ -35,15 +44,19 @@ __all__ = [
     "FileLocation",
     "Hub",
     "MAX_HEADER_BYTES",
+    "NotEnoughSpace",
     "RangeFile",
     "RepoHit",
     "default_plan",
     "describe_error",
     "destination",
+    "download_folder",
     "download_model",
     "list_gguf_models",
     "locate",
+    "missing_bytes",
     "partial_path",
+    "plan_text",
     "read_remote_model",
     "search_models",
 ]

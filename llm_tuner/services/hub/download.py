@@ -27,6 +27,7 @@ from huggingface_hub.file_download import http_get
 from llm_tuner.core.hub_files import RemoteFile, RemoteModel
 from llm_tuner.core.units import format_bytes
 from llm_tuner.services.hub.client import Hub, locate
+from llm_tuner.services.paths import data_dir
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,10 @@ class DownloadCancelled(Exception):
 
 class ChecksumError(Exception):
     """The downloaded bytes are not the file the repository describes (removed)."""
+
+
+class NotEnoughSpace(OSError):
+    """The models folder's disk has less free space than the download needs (checked before a byte is written)."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,12 @@ def partial_path(dest: Path) -> Path:
 
 def _sidecar(dest: Path) -> Path:
     return dest.with_name(dest.name + ".part.json")
+
+
+def download_folder(settings) -> Path:
+    """Where a download goes unless told: the first of the settings' model folders, else `models` in the data
+    folder (core.settings.Settings)."""
+    return Path(settings.model_folders[0]).expanduser() if settings.model_folders else data_dir() / "models"
 
 
 def destination(model: RemoteModel, folder: Path | str) -> Path:
@@ -124,6 +135,7 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
     Raises:
         DownloadCancelled: `cancelled()` turned true; the partial file stays for the next call.
         ChecksumError: a file's sha256 is not the repository's (the bad file is removed).
+        NotEnoughSpace: the folder's disk lacks room for what is left to download (nothing is written).
         FileExistsError: a different file already has that name in the folder.
         OSError, huggingface_hub errors: the network or the disk, with the library's message.
     """
@@ -131,6 +143,7 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
         raise ValueError("the repository lacks parts of this split set")
     folder = Path(folder).expanduser()
     folder.mkdir(parents=True, exist_ok=True)
+    _check_space(folder, missing_bytes(model, folder), model.file_name)
     report = progress or (lambda _p: None)
     total = model.size_bytes
     done_before = 0
@@ -139,6 +152,28 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
         _download_part(hub, model, part, dest, done_before, total, report, cancelled)
         done_before += part.size_bytes
     return destination(model, folder)
+
+
+def missing_bytes(model: RemoteModel, folder: Path | str) -> int:
+    """What is left to download of `model` into `folder`: its parts' sizes less the files already there (whole or
+    as a `.part` to resume). A file there of another size counts whole (it is refused at its turn)."""
+    folder = Path(folder).expanduser()
+    left = 0
+    for part in model.files:
+        dest = folder / part.path.rsplit("/", 1)[-1]
+        partial = partial_path(dest)
+        if dest.is_file() and dest.stat().st_size == part.size_bytes:
+            continue
+        have = partial.stat().st_size if partial.is_file() else 0
+        left += part.size_bytes - have if have <= part.size_bytes else part.size_bytes
+    return left
+
+
+def _check_space(folder: Path, needed: int, name: str) -> None:
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise NotEnoughSpace(f"not enough free space in {folder}: {name} needs {format_bytes(needed)} more, "
+                             f"{format_bytes(free)} is free. Free space there, or choose another folder")
 
 
 def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, done_before: int, total: int,
@@ -168,10 +203,7 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
         resume = part_file.stat().st_size if same else 0
         if resume > size:
             resume = 0
-    free = shutil.disk_usage(dest.parent).free
-    if free < size - resume:
-        raise OSError(f"not enough free space in {dest.parent}: {name} needs {format_bytes(size - resume)} more, "
-                      f"{format_bytes(free)} is free")
+    _check_space(dest.parent, size - resume, name)
     sidecar.write_text(json.dumps(state))
     if resume:
         log.info("resuming %s at %d of %d bytes", name, resume, size)

@@ -17,6 +17,7 @@ from huggingface_hub.utils import get_session
 from llm_tuner.core.gguf_info import GGUFError, ModelInfo, error_info, model_info_from_headers, parse_header
 from llm_tuner.core.hub_files import RemoteModel
 from llm_tuner.core.memory import MemoryPlan, PlacementArgs, host_device, plan_gpus, plan_memory
+from llm_tuner.core.units import format_mib
 from llm_tuner.services.hub.client import Hub, describe_error, locate
 
 #: More than any real header (the largest vocabularies are ~10 MiB); a hostile one stops here.
@@ -123,3 +124,12 @@ def default_plan(info: ModelInfo, inventory: Any) -> MemoryPlan:
     cpu_flags = tuple(inventory.host.cpu_flags) if inventory is not None else ()
     return plan_memory(info, PlacementArgs(model=info.path), plan_gpus(inventory), host_device(inventory),
                        cpu_flags=cpu_flags)
+
+
+def plan_text(plan: MemoryPlan) -> str:
+    """'CUDA0 3.1 GiB · Host 812 MiB (235 MiB mmap) · 4,096 ctx': what each device holds (of it, weights the
+    host maps from the file: page cache the kernel may evict), the context the plan ran with."""
+    parts = [f"{d.name} {format_mib(d.total_mib)}" + (f" ({format_mib(d.mapped_mib)} mmap)" if d.mapped_mib >= 1
+                                                      else "")
+             for d in plan.devices if d.total_mib >= 1]
+    return " · ".join(parts + [f"{plan.n_ctx:,} ctx"])

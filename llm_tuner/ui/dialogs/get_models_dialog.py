@@ -33,24 +33,22 @@ from PySide6.QtWidgets import (
 from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.core.hub_files import RemoteModel
 from llm_tuner.core.memory import MemoryPlan
-from llm_tuner.core.units import format_bytes, format_mib, format_params
+from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.hub_jobs import RemotePlans, download_job
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.hub import DownloadCancelled, Hub, describe_error, list_gguf_models, search_models
-from llm_tuner.services.paths import data_dir
+from llm_tuner.services.hub import (
+    DownloadCancelled,
+    Hub,
+    describe_error,
+    download_folder,
+    list_gguf_models,
+    plan_text,
+    search_models,
+)
 
 FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits")
 PLAN_COL, FITS_COL = 4, 5
-
-
-def plan_text(plan: MemoryPlan) -> str:
-    """'CUDA0 3.1 GiB · Host 812 MiB (235 MiB mmap) · 4,096 ctx': what each device holds (of it, weights the
-    host maps from the file: page cache the kernel may evict), the context the plan ran with."""
-    parts = [f"{d.name} {format_mib(d.total_mib)}" + (f" ({format_mib(d.mapped_mib)} mmap)" if d.mapped_mib >= 1
-                                                      else "")
-             for d in plan.devices if d.total_mib >= 1]
-    return " · ".join(parts + [f"{plan.n_ctx:,} ctx"])
 
 
 def _item(text: str, tip: str = "") -> QTableWidgetItem:
@@ -138,7 +136,7 @@ class GetModelsDialog(QDialog):
         dest.addWidget(QLabel("Save to:"))
         self.folder_combo = QComboBox()
         self.folder_combo.setToolTip("The models folder the file goes to; it is added to Models if it is not there")
-        for folder in self.ctx.settings.model_folders or [str(data_dir() / "models")]:
+        for folder in self.ctx.settings.model_folders or [str(download_folder(self.ctx.settings))]:
             self.folder_combo.addItem(folder)
         self.choose_button = QPushButton("Choose…")
         self.choose_button.clicked.connect(self._on_choose_clicked)

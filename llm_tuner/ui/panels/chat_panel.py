@@ -30,35 +30,15 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.session import RequestRecord
 from llm_tuner.qt.chat_session import ChatSession
-from llm_tuner.qt.request_table_model import draft_text
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.chat import ChatReply, sampling_summary, template_note, web_ui_problem
+from llm_tuner.services.chat import ChatReply, sampling_summary, speed_text, template_note, web_ui_problem
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.router_watch import is_router_props
 from llm_tuner.services.supervised import ServerState
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
 NO_ROUTER_MODEL = "This server is a router without models: give its profile a models folder or preset."
-
-
-def speed_text(rec: RequestRecord) -> str:
-    """One reply's figures as the speed row under it (the Requests table's, in words), led by its router model."""
-
-    def rate(value: float | None) -> str:
-        return "—" if value is None else f"{value:.2f} t/s"
-
-    cached = f" (+{rec.cache_n} cached)" if rec.cache_n else ""
-    parts = [f"prompt {rec.prompt_n if rec.prompt_n is not None else '—'} tokens{cached} at {rate(rec.prompt_per_second)}",
-             f"generation {rec.predicted_n if rec.predicted_n is not None else '—'} tokens at "
-             f"{rate(rec.predicted_per_second)}",
-             f"TTFT {'—' if rec.ttft_ms is None else f'{rec.ttft_ms:.0f} ms'}"]
-    if rec.draft_n:
-        parts.append(f"draft accepted {draft_text(rec)}")
-    if rec.model:
-        parts.insert(0, f"model {rec.model}")
-    return " · ".join(parts)
 
 
 def _server_of(slot, key: str | None) -> tuple[str, str | None, str | None, str]:
