@@ -22,6 +22,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile
 from llm_tuner.core.devices import DeviceInventory, backend_of
 from llm_tuner.core.memory import (
+    ArgumentError,
     Calibration,
     MemoryPlan,
     PlacementArgs,
@@ -77,6 +78,7 @@ class PlanState(Observable):
         self.calibrations: dict[str, Calibration] = {}  # per model path, learnt from "Check with llama.cpp"
         self.no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
         self.note: str | None = None  # what the model line says instead of the model (reading, unreadable)
+        self.args_error: str | None = None  # why the profile's arguments cannot be planned (-c abc, -ctk q9_0)
         self._writing = False
 
     # -- the model ------------------------------------------------------------------------------------
@@ -112,6 +114,8 @@ class PlanState(Observable):
 
     def model_line(self) -> str:
         """The line above the bars: the model, or what is being done about one, or why there is none."""
+        if self.args_error:
+            return self.args_error
         if self.note:
             return self.note
         info = self.model
@@ -146,7 +150,16 @@ class PlanState(Observable):
         self.profile = profile
         if profile is None:
             return
-        self.args = args_from_profile(profile)
+        try:
+            self.args = args_from_profile(profile)
+        except ArgumentError as exc:  # no plan of these arguments, and none of the previous profile's
+            self.args_error = (f"No plan: {exc}. llama-server refuses it too; correct it in the Profile tab "
+                               "(or in the pasted command).")
+            self.plan = None
+            self.notify("note")
+            self.notify("inputs")
+            return
+        self.args_error = None
         self.notify("args")
         self._load_draft(self.args.draft_model)
         self.read_rpc_devices(tuple(effective_profile(profile).rpc))
@@ -233,6 +246,8 @@ class PlanState(Observable):
     def solve(self, goal: str) -> str:
         """Ask the fit solver (goal: context, layers or split) with the margin in force and apply its answer
         to the args and the profile. Returns its answer in words."""
+        if self.args_error:
+            return self.args_error
         if self.model is None:
             return "Select a model first."
         gpus = self.gpus()
@@ -345,7 +360,7 @@ class PlanState(Observable):
 
     # -- the plan -------------------------------------------------------------------------------------
     def recompute(self) -> MemoryPlan | None:
-        if self.model is None:
+        if self.model is None or self.args_error:
             self.plan = None
             return None
         self.plan = plan_memory(self.model, self.args, self.gpus(), self.host(), cpu_flags=self.cpu_flags(),

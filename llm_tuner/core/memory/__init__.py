@@ -51,6 +51,7 @@ from __future__ import annotations
 from llm_tuner.core.memory.args import (
     FFN_DENSE_REGEX,
     FFN_EXPS_REGEX,
+    ArgumentError,
     PlacementArgs,
     PlanDevice,
     args_from_profile,
@@ -104,6 +105,7 @@ __all__ = [
     "normalize_cpu_flags",
     "overrides_as_profile",
     "parse_server_args",
+    "ArgumentError",
     "place_tensors",
     "placement_argv",
     "host_device",
