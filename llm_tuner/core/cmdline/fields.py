@@ -52,6 +52,7 @@ class ImportResult(BaseModel):
 
     profile: LaunchProfile
     unknown: list[str] = []  # tokens not known to the catalog, in order (also kept in profile.extra_args)
+    bad_values: list[str] = []  # "-c needs a whole number, got 'abc'": a known flag, a value it refuses (kept too)
     removed: list[RemovedFlag] = []
     notes: list[str] = []
     binary: str | None = None  # the program as written in the pasted text
