@@ -190,6 +190,22 @@ def _preflight(target, args) -> None:
         raise CliError(str(exc)) from None
 
 
+def _check_values(flag: str, values: list[str], target, args) -> None:
+    """Refuse (exit 2) values the server would refuse (`-ub abc`), each named, before any server starts: a sweep
+    would otherwise start one for it and store a failed run. --force starts them anyway."""
+    from llm_tuner.core.cmdline import value_problem
+
+    if not values:
+        raise CliError(f"--values {args.values!r}: no values to sweep")
+    if getattr(args, "force", False):
+        return
+    catalog = _catalog_for(target.binary)
+    problems = list(dict.fromkeys(p for v in values if (p := value_problem(flag, v, catalog)) is not None))
+    if problems:
+        raise CliError("nothing was started: " + "; ".join(problems)
+                       + ". Correct --values (or give --force to start the server anyway)")
+
+
 def _catalog_for(binary: str | None):
     """The flag catalog of the llama-server a run starts: `binary` (confirmed before this is called), else the
     configured one; the tested build's when neither can be read (--force launches what it refuses)."""
@@ -343,6 +359,7 @@ def cmd_sweep(args) -> int:
     _preflight(target, args)
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
+    _check_values(param, [v for v in values if v], target, args)
     group_id, runs = _runner(args).sweep(target, spec, param, [v for v in values if v], progress=_progress())
     if args.json:
         emit_json({"group_id": group_id, "param": param, "values": values,

@@ -147,6 +147,7 @@ def _spec(args, resolver=None):
         knobs = [parse_knob(k) for k in args.knob]
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    _check_knob_values(knobs, binary)
     if not knobs:
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
                               settings=_settings(), resolver=resolver)
@@ -164,6 +165,28 @@ def _spec(args, resolver=None):
                     budget_s=args.budget or 600.0, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
                     final_rounds=args.final_rounds,
                     screen_reps=args.screen_reps, warmup=args.warmup)
+
+
+def _check_knob_values(knobs, binary: str | None) -> None:
+    """Refuse (exit 2) a --knob value the server would refuse (`ub=64,abc`, `kv=f16,q9_0`), each named, before
+    the baseline starts: a tune would otherwise spend a server start on it."""
+    from llm_tuner.cli.bench import _catalog_for
+    from llm_tuner.core import flags
+    from llm_tuner.core.cmdline import value_problem
+    from llm_tuner.core.tune.knobs import KV_PAIR, PLACEMENT_KNOB
+
+    if not knobs:
+        return
+    catalog = _catalog_for(binary)
+    problems: list[str] = []
+    for k in knobs:
+        if k.flag == PLACEMENT_KNOB:
+            continue
+        names = ([flags.spelling("cache_type_k")] if k.flag == KV_PAIR else
+                 [k.flag] if k.key.startswith("custom:") else [flags.spelling(k.flag)])
+        problems += [p for v in k.values if v is not None for n in names if (p := value_problem(n, v, catalog))]
+    if problems:
+        raise CliError("nothing was started: " + "; ".join(dict.fromkeys(problems)) + ". Correct the --knob values")
 
 
 def _plan_fn(args, binary, headroom_mib: int | None = None):
