@@ -530,11 +530,15 @@ class BenchRunner:
                 eta = f" · sweep: about {m} min {sec:02d} s left" if m else f" · sweep: about {sec} s left"
             progress(f, f"{flag}={value} ({i + 1}/{len(order)}): {text}{eta}")
 
+        hit = flags.lookup(flag)
+        own = flags.value_of(list(target.argv), hit[0].key) if hit is not None else None
         for i, value in enumerate(order):
             if cancelled():
                 break
+            # the profile's own value runs the profile as it is: its label, so `runs compare --profiles` finds it
+            label = target.label if value == own and target.label else f"{target.label} {flag}={value}".strip()
             t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
-                             label=f"{target.label} {flag}={value}".strip(), attached_url=None,
+                             label=label, attached_url=None,
                              profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(order), (i + 1) / len(order))
             runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),
