@@ -262,8 +262,10 @@ class PlanState(Observable):
             self._write(ctx_size=ans.value)
         elif goal == "layers":
             # the whole placement (-ngl and, for MoE, --n-cpu-moe) goes into the profile: it is what launches
-            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides)
-            self._write(gpu_layers=ans.args.ngl, **self._overrides_in_profile())
+            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides, devices=ans.args.devices,
+                                        tensor_split=ans.args.tensor_split)
+            cpu_only = {"devices": ("none",), "tensor_split": ()} if ans.args.devices == () else {}  # -dev none
+            self._write(gpu_layers=ans.args.ngl, **self._overrides_in_profile(), **cpu_only)
         else:
             self.args = self.args.with_(tensor_split=ans.args.tensor_split)
             self._write(tensor_split=ans.args.tensor_split)

@@ -55,3 +55,26 @@ def test_a_pasted_bad_value_is_said_in_the_plan_and_no_plan_is_kept(qtbot, panel
     assert panel.plan_state.solve("context") == panel.plan_state.args_error
     state.set_profile(import_command(f"llama-server -m {model} -c 2048").profile)  # corrected: planned again
     assert panel.recompute_now() is not None and panel.plan_state.args_error is None
+
+
+def test_a_planned_gpu_smaller_than_its_driver_reserve_reads_true_and_the_solver_uses_the_cpu(qtbot, panel, model):
+    """Issue 35 item 3: a planned GPU of 256 MiB read "… of -359 MiB total"; the solver said "nothing fits, even on
+    the CPU" although the model fits on the CPU, and left the profile not fitting."""
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.ui.plots.memory_bars import bar_text
+
+    state = panel.ctx.state
+    state.set_profile(LaunchProfile(model=str(model), ctx_size=4096))
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
+    panel.plan_state.add_planned_device("CUDA0", "CUDA", 256)
+    plan = panel.recompute_now()
+    cuda = plan.device("CUDA0")
+    assert cuda.budget_mib == 0 and plan.fits is False
+    assert "-359" not in bar_text(cuda) and "256 MiB total, all reserved by the CUDA driver" in bar_text(cuda)
+    assert any("less than the CUDA driver reserves" in w for w in plan.warnings)
+    assert not any("-359" in w for w in plan.warnings)
+    answer = panel.plan_state.solve("layers")
+    assert "fits on the CPU alone (-dev none)" in answer and "nothing fits" not in answer
+    assert state.profile.devices == ("none",)
+    plan = panel.recompute_now()
+    assert plan.fits is True and [d.name for d in plan.devices] == ["Host"]
