@@ -57,13 +57,24 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="the model to measure on a router (llama-server with --models-dir or --models-preset, no -m)")
     p.add_argument("--binary", metavar="PATH",
                    help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
-    p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--stall-after", type=positive_seconds, default=None, metavar="SECONDS",
                    help="end the run when the server it started shows no progress (no tokens, no log line, no CPU "
                         "time) for this long while a request waits (default 120)")
     p.add_argument("--force", action="store_true",
                    help="start the server even when the profile has advice errors (llama-server would refuse or "
                    "fail; a fork may accept them). Without it such a run is refused (exit 2) before anything starts")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse says the error with the option's name)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < 1e7:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -231,7 +242,23 @@ def _spec(args):
                          prompt_file=args.prompt_file, llama_bench=args.llama_bench,
                          model=getattr(args, "router_model", None))
     except ValueError as exc:
-        raise CliError(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
+        raise CliError(options_error(exc)) from None
+
+
+def options_error(exc: ValueError) -> str:
+    """A refused option in plain words, named as typed (`--reps: must be at least 1`): pydantic's errors without
+    its type names and web addresses."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc) or "invalid benchmark options"
+    out = []
+    for e in errors():
+        where = "--" + "-".join(str(x) for x in e.get("loc", ()) if isinstance(x, str)).replace("_", "-")
+        msg = str(e.get("msg", "not valid")).removeprefix("Value error, ")
+        got = e.get("input")
+        got = ",".join(map(str, got)) if isinstance(got, (list, tuple)) else got
+        out.append(f"{where}: {msg} (got {got})" if where != "--" else msg)
+    return "; ".join(out) or "invalid benchmark options"
 
 
 def _progress(quiet: bool = False):

@@ -293,9 +293,11 @@ def _tune(args) -> int:
                   + (f" score {trial.score:.2f}" if trial.score is not None else "")
                   + (f" ({trial.reason})" if trial.reason else ""), file=sys.stderr, flush=True)
 
+    from llm_tuner.services.bench import BenchError
+
     try:
         result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=args.resume)
-    except ValueError as exc:
+    except (ValueError, BenchError) as exc:  # no llama-server, a binary not confirmed: said, not a traceback
         raise CliError(str(exc)) from None
     rec = repo.get(result.tune_id)
     if args.save_as:

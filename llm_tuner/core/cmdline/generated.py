@@ -306,6 +306,8 @@ def value_problem(flag: str, value: str, catalog: FlagCatalog | None) -> str | N
             parse_field_value(ff, value, None, flag)
         except ValueError as exc:
             return str(exc)
+    if _INT_RE.match(value) and not -2**31 <= int(value) < 2**31 and "seed" not in flag:  # --seed: std::stoul
+        return f"{flag} {value} is beyond the numbers llama-server reads ({-2**31} to {2**31 - 1})"
     if spec is None or spec.arity != 1:
         return None
     gf = _generated(spec)
