@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", metavar="NAME=MiB,...", help="prune against these planned devices instead of the "
                    "detected ones (as `estimate --devices`; Host=MiB sets RAM)")
     p.add_argument("--json-lines", action="store_true", help="stdout: one JSON object per line")
-    p.add_argument("--resume", type=int, default=None, metavar="ID", help="continue a stored tune")
+    p.add_argument("--resume", type=int, default=None, metavar="N",
+                   help="continue a stored tune: its number, as `tunes list` shows it")
     p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
     p.add_argument("--report", metavar="FILE.md", help="write the Markdown report, its plot FILE-trials.svg beside it")
     p.add_argument("--only", metavar="KEY,...", help="of the proposed knobs, race only these (e.g. placement,t)")
@@ -258,16 +259,19 @@ def _tune(args) -> int:
     repo.mark_interrupted()
     RunRepository(engine).mark_interrupted()
     if args.resume is not None:
-        rec = repo.get(args.resume)
+        tune_id = repo.id_of_number(args.resume)
+        rec = repo.get(tune_id) if tune_id is not None else None
         if rec is None or rec.spec is None:
             raise CliError(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
         spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
+        resume_id: int | None = rec.id
         if args.budget:  # a new budget for what is left (the tune's own ran out)
             spec = rec.spec.model_copy(update={"budget_s": args.budget})
         resolver = None
     else:
         argv, env, binary, _label, _v = _base(args)
         resolver = _resolver(args, argv, env, binary) if args.devices else None
+        resume_id = None
         spec = _spec(args, resolver)
         binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
@@ -296,7 +300,7 @@ def _tune(args) -> int:
     from llm_tuner.services.bench import BenchError
 
     try:
-        result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=args.resume)
+        result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=resume_id)
     except (ValueError, BenchError) as exc:  # no llama-server, a binary not confirmed: said, not a traceback
         raise CliError(str(exc)) from None
     rec = repo.get(result.tune_id)
@@ -325,13 +329,13 @@ def cmd_tunes_list(args) -> int:
 
     repo = TuneRepository(_engine())
     repo.mark_interrupted()
-    rows = [{"tune_id": t.id, "label": t.label, "status": t.status, "created": t.created_at,
+    rows = [{"tune": t.number or t.id, "tune_id": t.id, "label": t.label, "status": t.status, "created": t.created_at,
              "trials": t.n_trials, "verdict": t.result.verdict if t.result else None,
              "objective": t.spec.objective.describe() if t.spec else None} for t in repo.list_tunes()]
     if args.json:
         _emit(rows)
     else:
         for r in rows:
-            print(f"{r['tune_id']:5d}  {str(r['created'])[:19]:19s}  {r['status']:11s}  {r['trials']:3d} trials  "
+            print(f"{r['tune']:5d}  {str(r['created'])[:19]:19s}  {r['status']:11s}  {r['trials']:3d} trials  "
                   f"{r['label']}  {r['verdict'] or ''}")
     return 0

@@ -103,6 +103,7 @@ class TuneResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     tune_id: int | None = None
+    tune_number: int | None = None  # the tune's number among tunes (TuneRecord.number): what people read
     baseline_argv: tuple[str, ...] = ()
     winner_argv: tuple[str, ...] = ()
     changed_flags: tuple[dict, ...] = ()  # {flag, a (baseline), b (winner)}
@@ -125,6 +126,7 @@ class TuneRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: int
+    number: int | None = None  # among tunes (tune 1, 2, …), as people name it: ids are shared with sweeps
     label: str = ""
     status: str = "running"
     created_at: datetime | None = None

@@ -92,7 +92,7 @@ def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), 
                          label: str = "") -> str:
     """The tune as a Markdown document: verdict, changed flags, per-metric comparison, quality, bandwidth,
     every trial (pruned and failed included, with their reasons) and the plots given as (title, file)."""
-    lines = [f"# Tune {result.tune_id or ''} {label}".rstrip(), ""]
+    lines = [f"# Tune {result.tune_number or result.tune_id or ''} {label}".rstrip(), ""]
     if objective:
         lines += [f"Objective: {objective}", ""]
     kept = tuple(result.winner_argv) == tuple(result.baseline_argv)

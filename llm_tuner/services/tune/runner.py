@@ -118,6 +118,8 @@ class _Tune:
             if spec is None:
                 raise ValueError("give a TuneSpec or a tune id to resume")
             self.spec, self.tune_id = spec, owner.repo.create(spec)
+        stored = owner.repo.get(self.tune_id)
+        self.number = stored.number if stored is not None and stored.number else self.tune_id  # tune 1, 2, …
         self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
         s = self.spec
         self.resolver = None
@@ -189,7 +191,7 @@ class _Tune:
         """One BenchRunner run of `reps` repetitions; `probe`: the output at --temp 0 is read from the same
         server first (self.probed), for the speculation check."""
         s = self.spec
-        target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.tune_id}",
+        target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.number}",
                               binary=s.binary,
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
         outcome = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
@@ -394,7 +396,7 @@ class _Tune:
             self.o.repo.finish(self.tune_id, "failed")
             raise
         self.o.repo.finish(self.tune_id, status, result)
-        self.progress(1.0, f"tune {self.tune_id} {status}: {result.verdict}")
+        self.progress(1.0, f"tune {self.number} {status}: {result.verdict}")
         return result
 
     def _hardware(self) -> tuple[str, ...]:
@@ -407,7 +409,7 @@ class _Tune:
 
     def _result(self, searched: tuple[str, ...], **kw) -> TuneResult:
         kw.setdefault("hardware", self._hardware())
-        return TuneResult(tune_id=self.tune_id, baseline_argv=self.baseline_argv,
+        return TuneResult(tune_id=self.tune_id, tune_number=self.number, baseline_argv=self.baseline_argv,
                           winner_argv=kw.pop("winner", self.baseline_argv), searched_winner_argv=searched,
                           changed_flags=tuple(argv_diff(self.baseline_argv, searched)), quality=dict(self.quality),
                           objective_metric=objective_metric(self.spec.objective),
@@ -423,7 +425,7 @@ class _Tune:
                     self.baseline_argv, self._trial_gen_tps()), note=(
                     f"no candidate was measured: the budget was spent on the baseline ({untried} candidate"
                     f"{'s' if untried != 1 else ''} left untried). Resume it (Resume in the Tune view, or `llm-tuner tune "
-                    f"--resume {self.tune_id}`): the baseline is not measured again"))
+                    f"--resume {self.number}`): the baseline is not measured again"))
             return self._result(winner, bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
                                 note="the search kept the baseline: nothing beat it, no final comparison needed"
                                      + (f" ({untried} candidates left untried: the budget ran out)" if untried else ""))
