@@ -14,6 +14,7 @@ from llm_tuner.core.tune.objectives import Objective
 TRIAL_STATUSES = ("pruned", "failed", "measured", "final")
 TUNE_STATUSES = ("running", "complete", "cancelled", "interrupted", "failed")
 NOT_MEASURED = "not measured"  # the verdict when no candidate ran (the budget went to the baseline)
+BASELINE_KEPT = "baseline kept"  # the verdict when every candidate measured lost to the baseline while racing
 
 
 class Knob(BaseModel):
