@@ -57,13 +57,24 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="the model to measure on a router (llama-server with --models-dir or --models-preset, no -m)")
     p.add_argument("--binary", metavar="PATH",
                    help="run this llama-server (an upgrade, a fork) instead of the profile's or the configured one")
-    p.add_argument("--stall-after", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--stall-after", type=positive_seconds, default=None, metavar="SECONDS",
                    help="end the run when the server it started shows no progress (no tokens, no log line, no CPU "
                         "time) for this long while a request waits (default 120)")
     p.add_argument("--force", action="store_true",
                    help="start the server even when the profile has advice errors (llama-server would refuse or "
                    "fail; a fork may accept them). Without it such a run is refused (exit 2) before anything starts")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
+
+
+def positive_seconds(text: str) -> float:
+    """A number of seconds above 0 (argparse says the error with the option's name)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not 0 < value < 1e7:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds above 0")
+    return value
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -190,6 +201,22 @@ def _preflight(target, args) -> None:
         raise CliError(str(exc)) from None
 
 
+def _check_values(flag: str, values: list[str], target, args) -> None:
+    """Refuse (exit 2) values the server would refuse (`-ub abc`), each named, before any server starts: a sweep
+    would otherwise start one for it and store a failed run. --force starts them anyway."""
+    from llm_tuner.core.cmdline import value_problem
+
+    if not values:
+        raise CliError(f"--values {args.values!r}: no values to sweep")
+    if getattr(args, "force", False):
+        return
+    catalog = _catalog_for(target.binary)
+    problems = list(dict.fromkeys(p for v in values if (p := value_problem(flag, v, catalog)) is not None))
+    if problems:
+        raise CliError("nothing was started: " + "; ".join(problems)
+                       + ". Correct --values (or give --force to start the server anyway)")
+
+
 def _catalog_for(binary: str | None):
     """The flag catalog of the llama-server a run starts: `binary` (confirmed before this is called), else the
     configured one; the tested build's when neither can be read (--force launches what it refuses)."""
@@ -215,7 +242,23 @@ def _spec(args):
                          prompt_file=args.prompt_file, llama_bench=args.llama_bench,
                          model=getattr(args, "router_model", None))
     except ValueError as exc:
-        raise CliError(str(exc).splitlines()[-1] if str(exc) else "invalid benchmark options") from exc
+        raise CliError(options_error(exc)) from None
+
+
+def options_error(exc: ValueError) -> str:
+    """A refused option in plain words, named as typed (`--reps: must be at least 1`): pydantic's errors without
+    its type names and web addresses."""
+    errors = getattr(exc, "errors", None)
+    if not callable(errors):
+        return str(exc) or "invalid benchmark options"
+    out = []
+    for e in errors():
+        where = "--" + "-".join(str(x) for x in e.get("loc", ()) if isinstance(x, str)).replace("_", "-")
+        msg = str(e.get("msg", "not valid")).removeprefix("Value error, ")
+        got = e.get("input")
+        got = ",".join(map(str, got)) if isinstance(got, (list, tuple)) else got
+        out.append(f"{where}: {msg} (got {got})" if where != "--" else msg)
+    return "; ".join(out) or "invalid benchmark options"
 
 
 def _progress(quiet: bool = False):
@@ -343,6 +386,7 @@ def cmd_sweep(args) -> int:
     _preflight(target, args)
     values = [v.strip() for v in (args.values.split(";") if ";" in args.values else args.values.split(","))]
     param = args.param if args.param.startswith("-") else ("-" if len(args.param) <= 4 else "--") + args.param
+    _check_values(param, [v for v in values if v], target, args)
     group_id, runs = _runner(args).sweep(target, spec, param, [v for v in values if v], progress=_progress())
     if args.json:
         emit_json({"group_id": group_id, "param": param, "values": values,

@@ -125,12 +125,16 @@ def cmd_models_scan(args) -> int:
 
     entries = find_models(args.dirs, on_skipped=on_skipped)
     infos = scan(entries, cache=cache)
+    also_at = {e.path: list(e.also_at) for e in entries}
     if args.json:
         emit_json({"models": [{"path": i.path, "files": i.files, **info_json(i), "error": i.error,
-                               "is_projector": i.is_projector} for i in infos], "skipped": skipped})
+                               "is_projector": i.is_projector, "also_at": also_at.get(i.path, [])} for i in infos],
+                   "skipped": skipped})
     else:
         if not infos:
             print("No .gguf files found.")
         for i in infos:
             _print_info(i)
+            if also_at.get(i.path):  # links to this file: listed once, their paths said
+                print(printable(f"  also at: {', '.join(also_at[i.path])} (links to the same file)"))
     return 0

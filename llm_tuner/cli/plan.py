@@ -45,20 +45,28 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
-    """`CUDA0=16384,Vulkan1=24576,Host=65536` -> planned GPUs and (optionally) host."""
+    """`CUDA0=16384,Vulkan1=24576,Host=65536` -> planned GPUs and (optionally) host. Each a name and a whole,
+    positive number of MiB; CliError in plain words otherwise."""
+    import re
+
     from llm_tuner.core.devices import backend_of
     from llm_tuner.core.memory import PlanDevice
 
     gpus: list[PlanDevice] = []
     host = None
-    for part in (x.strip() for x in text.split(",") if x.strip()):
+    parts = [x.strip() for x in text.split(",") if x.strip()]
+    if not parts:
+        raise CliError(f"--devices {text!r}: no devices; give NAME=MiB,... (e.g. CUDA0=24576,Host=65536)")
+    for part in parts:
         if "=" not in part:
             raise CliError(f"--devices: {part!r} is not NAME=MiB (e.g. CUDA0=24576)")
-        name, mib = part.split("=", 1)
-        try:
-            value = int(float(mib))
-        except ValueError:
-            raise CliError(f"--devices: {mib!r} is not a number of MiB") from None
+        name, mib = (x.strip() for x in part.split("=", 1))
+        if not re.fullmatch(r"[A-Za-z][\w.:-]*", name):
+            raise CliError(f"--devices: {part!r} needs a device name before '=' (CUDA0, Vulkan1, Host)")
+        if not re.fullmatch(r"[0-9]{1,9}", mib) or int(mib) == 0:
+            raise CliError(f"--devices: {name}={mib}: the memory is a whole number of MiB from 1 to 999999999 "
+                           "(e.g. CUDA0=24576)")
+        value = int(mib)
         if name.lower() in ("host", "cpu", "ram"):
             host = PlanDevice("Host", "CPU", value, None, "planned RAM", True)
         else:

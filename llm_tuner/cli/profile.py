@@ -142,7 +142,7 @@ def cmd_import(args) -> int:
     saved = _repo().save(args.name, profile, note="imported") if args.name else None
     if args.json:
         data = {"profile": profile.to_dict(), "argv": out_argv, "env": env, "unknown": result.unknown,
-                "advice": _advice_json(advice),
+                "bad_values": result.bad_values, "advice": _advice_json(advice),
                 "removed": [{"tokens": list(r.tokens), "replacement": r.replacement} for r in result.removed],
                 "notes": result.notes}
         if saved is not None:

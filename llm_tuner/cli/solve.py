@@ -111,6 +111,8 @@ def _state(args, profile):
     for d in planned:
         state.add_planned_device(d.name, backend_of(d.name), d.capacity_mib)
     state.use_profile(profile)
+    if state.args_error:  # a value llama-server refuses (-c abc): said as such, not as "no model"
+        raise CliError(state.args_error)
     if state.model is None:
         why = state.note or state.no_model_reason or "the profile names no model (-m)"
         raise CliError(f"no model to plan: {why}")

@@ -102,7 +102,8 @@ def cmd_binaries(args) -> int:
         for kind, info in infos.items():
             if info.ok:
                 print(f"{kind}: {info.path} ({info.source}) version {info.version} "
-                      f"[{', '.join(info.backends)}], {len(info.catalog.flags) if info.catalog else 0} flags")
+                      f"[{', '.join(info.backends)}], "
+                      + (f"{len(info.catalog.flags)} flags" if info.catalog else "its --help could not be read"))
             else:
                 print(f"{kind}: {info.error}")
         print(f"{RPC_SERVER}: {rpc.path} ({rpc.source})" if rpc else f"{RPC_SERVER}: not found (RPC workers)")

@@ -66,7 +66,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--devices", metavar="NAME=MiB,...", help="prune against these planned devices instead of the "
                    "detected ones (as `estimate --devices`; Host=MiB sets RAM)")
     p.add_argument("--json-lines", action="store_true", help="stdout: one JSON object per line")
-    p.add_argument("--resume", type=int, default=None, metavar="ID", help="continue a stored tune")
+    p.add_argument("--resume", type=int, default=None, metavar="N",
+                   help="continue a stored tune: its number, as `tunes list` shows it")
     p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
     p.add_argument("--report", metavar="FILE.md", help="write the Markdown report, its plot FILE-trials.svg beside it")
     p.add_argument("--only", metavar="KEY,...", help="of the proposed knobs, race only these (e.g. placement,t)")
@@ -147,6 +148,7 @@ def _spec(args, resolver=None):
         knobs = [parse_knob(k) for k in args.knob]
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    _check_knob_values(knobs, binary)
     if not knobs:
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
                               settings=_settings(), resolver=resolver)
@@ -164,6 +166,28 @@ def _spec(args, resolver=None):
                     budget_s=args.budget or 600.0, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
                     final_rounds=args.final_rounds,
                     screen_reps=args.screen_reps, warmup=args.warmup)
+
+
+def _check_knob_values(knobs, binary: str | None) -> None:
+    """Refuse (exit 2) a --knob value the server would refuse (`ub=64,abc`, `kv=f16,q9_0`), each named, before
+    the baseline starts: a tune would otherwise spend a server start on it."""
+    from llm_tuner.cli.bench import _catalog_for
+    from llm_tuner.core import flags
+    from llm_tuner.core.cmdline import value_problem
+    from llm_tuner.core.tune.knobs import KV_PAIR, PLACEMENT_KNOB
+
+    if not knobs:
+        return
+    catalog = _catalog_for(binary)
+    problems: list[str] = []
+    for k in knobs:
+        if k.flag == PLACEMENT_KNOB:
+            continue
+        names = ([flags.spelling("cache_type_k")] if k.flag == KV_PAIR else
+                 [k.flag] if k.key.startswith("custom:") else [flags.spelling(k.flag)])
+        problems += [p for v in k.values if v is not None for n in names if (p := value_problem(n, v, catalog))]
+    if problems:
+        raise CliError("nothing was started: " + "; ".join(dict.fromkeys(problems)) + ". Correct the --knob values")
 
 
 def _plan_fn(args, binary, headroom_mib: int | None = None):
@@ -235,16 +259,19 @@ def _tune(args) -> int:
     repo.mark_interrupted()
     RunRepository(engine).mark_interrupted()
     if args.resume is not None:
-        rec = repo.get(args.resume)
+        tune_id = repo.id_of_number(args.resume)
+        rec = repo.get(tune_id) if tune_id is not None else None
         if rec is None or rec.spec is None:
             raise CliError(f"no tune {args.resume} (list them with `llm-tuner tunes list`)")
         spec, binary, headroom = None, rec.spec.binary, rec.spec.headroom_mib  # as the tune was started
+        resume_id: int | None = rec.id
         if args.budget:  # a new budget for what is left (the tune's own ran out)
             spec = rec.spec.model_copy(update={"budget_s": args.budget})
         resolver = None
     else:
         argv, env, binary, _label, _v = _base(args)
         resolver = _resolver(args, argv, env, binary) if args.devices else None
+        resume_id = None
         spec = _spec(args, resolver)
         binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
@@ -270,9 +297,11 @@ def _tune(args) -> int:
                   + (f" score {trial.score:.2f}" if trial.score is not None else "")
                   + (f" ({trial.reason})" if trial.reason else ""), file=sys.stderr, flush=True)
 
+    from llm_tuner.services.bench import BenchError
+
     try:
-        result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=args.resume)
-    except ValueError as exc:
+        result = runner.run(spec, progress=progress, on_trial=on_trial, resume_tune_id=resume_id)
+    except (ValueError, BenchError) as exc:  # no llama-server, a binary not confirmed: said, not a traceback
         raise CliError(str(exc)) from None
     rec = repo.get(result.tune_id)
     if args.save_as:
@@ -300,13 +329,13 @@ def cmd_tunes_list(args) -> int:
 
     repo = TuneRepository(_engine())
     repo.mark_interrupted()
-    rows = [{"tune_id": t.id, "label": t.label, "status": t.status, "created": t.created_at,
+    rows = [{"tune": t.number or t.id, "tune_id": t.id, "label": t.label, "status": t.status, "created": t.created_at,
              "trials": t.n_trials, "verdict": t.result.verdict if t.result else None,
              "objective": t.spec.objective.describe() if t.spec else None} for t in repo.list_tunes()]
     if args.json:
         _emit(rows)
     else:
         for r in rows:
-            print(f"{r['tune_id']:5d}  {str(r['created'])[:19]:19s}  {r['status']:11s}  {r['trials']:3d} trials  "
+            print(f"{r['tune']:5d}  {str(r['created'])[:19]:19s}  {r['status']:11s}  {r['trials']:3d} trials  "
                   f"{r['label']}  {r['verdict'] or ''}")
     return 0

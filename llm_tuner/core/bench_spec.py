@@ -222,6 +222,7 @@ class RunGroup(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: int | None = None
+    number: int | None = None  # among the groups of its kind (sweep 3), as people name it; None before it is stored
     kind: str = "sweep"
     param: str = ""
     values: tuple[str, ...] = ()

@@ -25,7 +25,7 @@ def group_label(group: RunGroup | None) -> str:
     """How the History names a run's group: "tune #7" (every trial of one tune), "sweep #3 (-ub)"."""
     if group is None:
         return ""
-    what = f"{group.kind} #{group.id}"
+    what = f"{group.kind} #{group.number or group.id}"  # numbered among its kind: the first tune is tune #1
     return f"{what} ({group.param})" if group.param and group.kind != "tune" else what
 
 

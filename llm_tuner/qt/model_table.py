@@ -114,7 +114,8 @@ class ModelTableModel(_ColumnsTableModel):
         i = r.info if (r.info is not None and r.info.error is None) else None
         match col:
             case 0:
-                return r.name, r.name.lower()
+                links = len(r.entry.also_at)
+                return (r.name + (f"  (+{links} link{'s' if links > 1 else ''})" if links else "")), r.name.lower()
             case 1:
                 return (i.architecture or "", i.architecture or "") if i else ("", "")
             case 2:
@@ -156,12 +157,17 @@ class ModelTableModel(_ColumnsTableModel):
         if role == Qt.ItemDataRole.ToolTipRole:
             if r.info is not None and r.info.error:
                 return f"{r.entry.path}\n{r.info.error}"
-            return r.entry.path if col == 0 else None
+            return r.entry.path + also_at_text(r.entry) if col == 0 else None
         if role == ERROR_ROLE:
             return bool(r.info is not None and r.info.error)
         if role == Qt.ItemDataRole.TextAlignmentRole and col in (2, 4, 5, 6, 7, 8):
             return int(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         return None
+
+
+def also_at_text(entry: ModelEntry) -> str:
+    """The other paths of a model's file (symlinks, hard links), listed once: said under its path."""
+    return ("\nAlso at (links to the same file): " + ", ".join(entry.also_at)) if entry.also_at else ""
 
 
 class TensorTableModel(_ColumnsTableModel):

@@ -11,8 +11,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import httpx
+
 from llm_tuner.services import logparse
-from llm_tuner.services.client import LlamaClient
+from llm_tuner.services.client import BadAnswer, LlamaClient
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.supervised import (
     RequestFinished,
@@ -22,6 +24,10 @@ from llm_tuner.services.supervised import (
 )
 from llm_tuner.services.telemetry.server_metrics import SlotWatcher, endpoint_off, parse_metrics
 
+
+def _remote(exc: BaseException) -> bool:
+    """A failure of the server's answer (not JSON, not llama-server's, a dropped connection), not of our code."""
+    return isinstance(exc, (BadAnswer, httpx.HTTPError))
 
 class AttachedSession(SupervisedSession):
     """Watch a llama-server someone else started, by URL, without owning it (stop = detach).
@@ -146,13 +152,13 @@ class AttachedSession(SupervisedSession):
                         except Exception as exc:  # noqa: BLE001 - this poll counts from /slots only
                             has_metrics = not endpoint_off(exc)
                             if has_metrics:  # a transient failure
-                                log_once(f"reading /metrics of {self.url}", exc)
+                                log_once(f"reading /metrics of {self.url}", exc, trace=not _remote(exc))
                     for a in watcher.update(slots, metrics):
                         self._emit(RequestFinished(record_from_slots(a)))
                 except Exception as exc:  # noqa: BLE001 - a transient error: the next poll asks again
                     has_slots = not endpoint_off(exc)
                     if has_slots:
-                        log_once(f"reading /slots of {self.url}", exc)
+                        log_once(f"reading /slots of {self.url}", exc, trace=not _remote(exc))
                     else:
                         self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer /slots "
                                                     "(started with --no-slots, or a router): its requests cannot be "

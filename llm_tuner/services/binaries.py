@@ -323,6 +323,17 @@ def backends_of(path: Path, devices: list[LlamaDevice]) -> tuple[str, ...]:
     return tuple(found)
 
 
+def _catalog_of(kind: str, path: Path):
+    """The flags a binary's `--help` lists. llama-fit-params' help is read too (it lists the server's placement
+    flags), but a fit-params whose help cannot be read is still usable: no catalog, not an error."""
+    if kind != FIT_PARAMS:
+        return parse_help(read_help(path))
+    try:
+        return parse_help(read_help(path))
+    except BinaryError:
+        return None
+
+
 def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = True) -> BinaryInfo:
     """Locate and read a binary: version, flag catalog, devices, backends. Never raises."""
     loc = locate(kind, settings)
@@ -332,7 +343,7 @@ def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = T
     try:
         check_executable(loc.path)
         version, commit, built = read_version(loc.path)
-        catalog = parse_help(read_help(loc.path)) if kind != FIT_PARAMS else None
+        catalog = _catalog_of(kind, loc.path)
         devices = list_devices(loc.path) if with_devices and kind == SERVER else []
     except BinaryError as exc:
         return BinaryInfo(kind, loc.path, loc.source, error=str(exc))

@@ -280,13 +280,21 @@ class LlamaClient:
             data = None
         return Health(r.status_code, False, _error_message(data, r.text)[0][:100])
 
-    def wait_ready(self, timeout: float = 120.0, poll_s: float = 0.2, alive=lambda: True) -> Health:
-        """Poll /health until 200, the timeout, or `alive()` turning False (the process died)."""
-        deadline = time.monotonic() + timeout
+    def wait_ready(self, timeout: float = 120.0, poll_s: float = 0.2, alive=lambda: True,
+                   unanswered_s: float | None = None) -> Health:
+        """Poll /health until 200, the timeout, or `alive()` turning False (the process died). `unanswered_s`:
+        give up sooner when no whole answer at all (not even "loading") came for that long (a server someone
+        else runs: a frozen one, or not a llama-server)."""
+        start = time.monotonic()
+        deadline = start + timeout
         h = self.health()
+        answered = h.status_code is not None
         while not h.ready and time.monotonic() < deadline and alive():
+            if unanswered_s is not None and not answered and time.monotonic() - start >= unanswered_s:
+                break
             time.sleep(poll_s)
             h = self.health()
+            answered = answered or h.status_code is not None
         return h
 
     def _short(self) -> float:

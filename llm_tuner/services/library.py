@@ -149,6 +149,7 @@ class ModelEntry:
     size_bytes: int
     mtime_ns: int
     is_projector: bool
+    also_at: tuple[str, ...] = ()  # other paths of the same file (a symlink, a hard link), listed once as `path`
 
     @property
     def file_name(self) -> str:
@@ -162,7 +163,8 @@ def _is_projector_name(name: str) -> bool:
 def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = lambda: False,
                 on_skipped: Callable[[str, str], None] | None = None) -> list[ModelEntry]:
     """Walk `roots` recursively for *.gguf; a split set is one entry (its first part), other parts are
-    skipped; a root may also be a single file. Sorted by path.
+    skipped; a root may also be a single file. Sorted by path. Links to one file are one entry that names
+    the other paths (`also_at`).
 
     Only regular files (after following links) become entries; what is passed over and why (an unreadable
     folder, a pipe or device named *.gguf, a broken link) is reported to `on_skipped(path, reason)`.
@@ -211,7 +213,7 @@ def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = 
                         found[full] = st
                     else:
                         skipped(full, reason)
-    found = _one_path_per_file(found)
+    found, aliases = _one_path_per_file(found)
     entries: list[ModelEntry] = []
     for full, st in sorted(found.items()):
         name = os.path.basename(full)
@@ -231,22 +233,28 @@ def find_models(roots: Iterable[Path | str], *, cancelled: Callable[[], bool] = 
                         continue
                 size += other.st_size
                 mtime = max(mtime, other.st_mtime_ns)
-            entries.append(ModelEntry(full, tuple(files), size, mtime, _is_projector_name(name)))
+            entries.append(ModelEntry(full, tuple(files), size, mtime, _is_projector_name(name),
+                                      aliases.get(full, ())))
         else:
-            entries.append(ModelEntry(full, (full,), st.st_size, st.st_mtime_ns, _is_projector_name(name)))
+            entries.append(ModelEntry(full, (full,), st.st_size, st.st_mtime_ns, _is_projector_name(name),
+                                      aliases.get(full, ())))
     return entries
 
 
-def _one_path_per_file(found: dict[str, os.stat_result]) -> dict[str, os.stat_result]:
+def _one_path_per_file(found: dict[str, os.stat_result]) -> tuple[dict[str, os.stat_result],
+                                                                     dict[str, tuple[str, ...]]]:
     """Links to the same file (a symlink beside its target, a hard link) are one model: keep the real path,
-    else the first name."""
+    else the first name. Returns the kept paths and, per kept path, its other paths."""
     by_file: dict[tuple[int, int], str] = {}
+    names: dict[tuple[int, int], list[str]] = {}
     for full, st in sorted(found.items()):
         key = (st.st_dev, st.st_ino)
+        names.setdefault(key, []).append(full)
         kept = by_file.get(key)
         if kept is None or (os.path.islink(kept) and not os.path.islink(full)):
             by_file[key] = full
-    return {full: found[full] for full in by_file.values()}
+    aliases = {kept: tuple(n for n in names[key] if n != kept) for key, kept in by_file.items() if len(names[key]) > 1}
+    return {full: found[full] for full in by_file.values()}, aliases
 
 
 class _Cache:

@@ -15,7 +15,14 @@ from pathlib import Path
 
 from llm_tuner.core.advice import Advice, advise
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, import_command
-from llm_tuner.core.memory import args_from_profile, host_device, pipeline, plan_gpus, plan_memory
+from llm_tuner.core.memory import (
+    ArgumentError,
+    args_from_profile,
+    host_device,
+    pipeline,
+    plan_gpus,
+    plan_memory,
+)
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.services import device_ids
 from llm_tuner.services.binaries import SERVER, locate
@@ -80,6 +87,9 @@ def plan_here(profile: LaunchProfile, info: object | None, inventory: object | N
         return None, None
     try:
         args = args_from_profile(profile)
+    except ArgumentError:  # a value llama-server refuses (-c abc): the Plan and Start say it; no plan to advise on
+        return None, None
+    try:
         gpus, host = plan_gpus(inventory), host_device(inventory)
         if getattr(inventory, "devices", ()) and not gpus:
             return None, None  # GPUs here but not yet listed by llama-server: a CPU-only plan would mislead

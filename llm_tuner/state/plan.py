@@ -22,6 +22,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile
 from llm_tuner.core.devices import DeviceInventory, backend_of
 from llm_tuner.core.memory import (
+    ArgumentError,
     Calibration,
     MemoryPlan,
     Pipeline,
@@ -80,6 +81,7 @@ class PlanState(Observable):
         self.calibrations: dict[str, Calibration] = {}  # per model path, learnt from "Check with llama.cpp"
         self.no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
         self.note: str | None = None  # what the model line says instead of the model (reading, unreadable)
+        self.args_error: str | None = None  # why the profile's arguments cannot be planned (-c abc, -ctk q9_0)
         self._writing = False
 
     # -- the model ------------------------------------------------------------------------------------
@@ -115,6 +117,8 @@ class PlanState(Observable):
 
     def model_line(self) -> str:
         """The line above the bars: the model, or what is being done about one, or why there is none."""
+        if self.args_error:
+            return self.args_error
         if self.note:
             return self.note
         info = self.model
@@ -149,7 +153,16 @@ class PlanState(Observable):
         self.profile = profile
         if profile is None:
             return
-        self.args = args_from_profile(profile)
+        try:
+            self.args = args_from_profile(profile)
+        except ArgumentError as exc:  # no plan of these arguments, and none of the previous profile's
+            self.args_error = (f"No plan: {exc}. llama-server refuses it too; correct it in the Profile tab "
+                               "(or in the pasted command).")
+            self.plan = None
+            self.notify("note")
+            self.notify("inputs")
+            return
+        self.args_error = None
         self.notify("args")
         self._load_draft(self.args.draft_model)
         self.read_rpc_devices(tuple(effective_profile(profile).rpc))
@@ -236,6 +249,8 @@ class PlanState(Observable):
     def solve(self, goal: str) -> str:
         """Ask the fit solver (goal: context, layers or split) with the margin in force and apply its answer
         to the args and the profile. Returns its answer in words."""
+        if self.args_error:
+            return self.args_error
         if self.model is None:
             return "Select a model first."
         gpus = self.gpus()
@@ -250,8 +265,10 @@ class PlanState(Observable):
             self._write(ctx_size=ans.value)
         elif goal == "layers":
             # the whole placement (-ngl and, for MoE, --n-cpu-moe) goes into the profile: it is what launches
-            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides)
-            self._write(gpu_layers=ans.args.ngl, **self._overrides_in_profile())
+            self.args = self.args.with_(ngl=ans.args.ngl, overrides=ans.args.overrides, devices=ans.args.devices,
+                                        tensor_split=ans.args.tensor_split)
+            cpu_only = {"devices": ("none",), "tensor_split": ()} if ans.args.devices == () else {}  # -dev none
+            self._write(gpu_layers=ans.args.ngl, **self._overrides_in_profile(), **cpu_only)
         else:
             self.args = self.args.with_(tensor_split=ans.args.tensor_split)
             self._write(tensor_split=ans.args.tensor_split)
@@ -348,7 +365,7 @@ class PlanState(Observable):
 
     # -- the plan -------------------------------------------------------------------------------------
     def recompute(self) -> MemoryPlan | None:
-        if self.model is None:
+        if self.model is None or self.args_error:
             self.plan, self.pipeline = None, None
             return None
         gpus, host, cal = self.gpus(), self.host(), self.calibrations.get(str(self.model.path))

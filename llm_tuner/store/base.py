@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 
 import psutil
-from sqlalchemy import Float, Integer, MetaData
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy import Float, Integer, MetaData, String, text
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
 NAMING = {
     "ix": "ix_%(column_0_label)s",
@@ -60,3 +60,23 @@ class ServerTimingsColumns:
     draft_n_accepted: Mapped[int | None] = mapped_column(Integer, nullable=True)
     ttft_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
     latency_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class IdCounterRow(Base):
+    """The highest id ever given per table (and number per group kind): ids are never given twice, even after
+    the newest row was deleted (SQLite alone gives max(id) + 1)."""
+
+    __tablename__ = "id_counters"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    last_id: Mapped[int] = mapped_column(Integer)
+
+
+def claim_number(s: Session, name: str, current_max_sql: str, **params: object) -> int:
+    """The next id (or number) under counter `name`: one above both the highest ever given and the highest in use
+    (`current_max_sql`, a fixed query of this package), recorded in the same transaction. One statement, so two
+    processes writing at once are serialised by SQLite's write lock and never get the same one."""
+    return int(s.execute(text(
+        f"INSERT INTO id_counters (name, last_id) VALUES (:name, coalesce(({current_max_sql}), 0) + 1) "
+        f"ON CONFLICT (name) DO UPDATE SET last_id = max(last_id, coalesce(({current_max_sql}), 0)) + 1 "
+        "RETURNING last_id"), {"name": name, **params}).scalar_one())

@@ -27,7 +27,7 @@ from sqlalchemy import (
     select,
     text,
 )
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, Session, mapped_column
 
 from llm_tuner.core.bench_spec import (
     BenchRun,
@@ -37,7 +37,7 @@ from llm_tuner.core.bench_spec import (
     Repetition,
     RunGroup,
 )
-from llm_tuner.store.base import Base, ServerTimingsColumns, owner_alive, owner_started_now
+from llm_tuner.store.base import Base, ServerTimingsColumns, claim_number, owner_alive, owner_started_now
 from llm_tuner.store.db import session_scope
 
 
@@ -54,6 +54,7 @@ class BenchGroupRow(Base):
     values_json: Mapped[list[Any]] = mapped_column(JSON, default=list)
     label: Mapped[str] = mapped_column(String(200), default="")
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
+    number: Mapped[int | None] = mapped_column(Integer, nullable=True)  # among its kind: tune 1, sweep 3
     # A tune (kind "tune", store/tunes.py): its whole spec (every knob, the objective), status and result.
     spec_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     knobs_json: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
@@ -61,6 +62,13 @@ class BenchGroupRow(Base):
     status: Mapped[str | None] = mapped_column(String(16), nullable=True)
     owner_pid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_started_unix: Mapped[float | None] = mapped_column(Float, nullable=True)  # with the pid: one process
+
+
+def number_group(s: Session, row: BenchGroupRow) -> None:
+    """A new group's id (never a deleted group's) and its number among the groups of its kind."""
+    row.id = claim_number(s, "bench_groups", "SELECT max(id) FROM bench_groups")
+    row.number = claim_number(s, f"bench_groups:{row.kind}", "SELECT max(number) FROM bench_groups WHERE kind = :kind",
+                              kind=row.kind)
 
 
 class BenchRunRow(Base):
@@ -183,6 +191,7 @@ class RunRepository:
                 **{f: getattr(run, f) for f in _RUN_FIELDS})
             if row.started_at is None:
                 row.started_at = _now()
+            row.id = claim_number(s, "bench_runs", "SELECT max(id) FROM bench_runs")  # never a deleted run's id
             s.add(row)
             s.flush()
             return row.id
@@ -230,6 +239,7 @@ class RunRepository:
         with session_scope(self.engine) as s:
             row = BenchGroupRow(kind=group.kind, param=group.param, values_json=list(group.values),
                                 label=group.label, created_at=group.created_at or _now())
+            number_group(s, row)
             s.add(row)
             s.flush()
             return row.id
@@ -319,5 +329,5 @@ class RunRepository:
             row = s.get(BenchGroupRow, group_id)
             if row is None:
                 return None
-            return RunGroup(id=row.id, kind=row.kind, param=row.param, values=tuple(row.values_json or []),
+            return RunGroup(id=row.id, number=row.number or row.id, kind=row.kind, param=row.param, values=tuple(row.values_json or []),
                             label=row.label, created_at=row.created_at)

@@ -18,7 +18,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.tune import Trial, TuneRecord, TuneResult, TuneSpec
 from llm_tuner.store.base import Base, owner_alive, owner_started_now
 from llm_tuner.store.db import session_scope
-from llm_tuner.store.runs import BenchGroupRow
+from llm_tuner.store.runs import BenchGroupRow, number_group
 
 KIND = "tune"
 
@@ -78,7 +78,7 @@ def _spec_json(spec: TuneSpec) -> dict:
 
 
 def _record(row: BenchGroupRow, n_trials: int) -> TuneRecord:
-    return TuneRecord(id=row.id, label=row.label, status=row.status or "running", created_at=row.created_at,
+    return TuneRecord(id=row.id, number=row.number or row.id, label=row.label, status=row.status or "running", created_at=row.created_at,
                       spec=TuneSpec(**row.spec_json) if row.spec_json else None,
                       result=TuneResult(**row.result_json) if row.result_json else None, n_trials=n_trials)
 
@@ -97,6 +97,7 @@ class TuneRepository:
                                 created_at=_now(), spec_json=_spec_json(spec),
                                 knobs_json=[k.model_dump(mode="json") for k in spec.knobs], status="running",
                                 owner_pid=os.getpid(), owner_started_unix=owner_started_now())
+            number_group(s, row)
             s.add(row)
             s.flush()
             return row.id
@@ -199,6 +200,12 @@ class TuneRepository:
                 return None
             n = s.scalar(select(func.count()).select_from(TuneTrialRow).where(TuneTrialRow.group_id == tune_id))
             return _record(row, n or 0)
+
+    def id_of_number(self, number: int) -> int | None:
+        """The id of tune `number` (the number `tune list` and the Tune view show), None when there is none."""
+        with session_scope(self.engine) as s:
+            return s.scalar(select(BenchGroupRow.id).where(BenchGroupRow.kind == KIND,
+                                                           func.coalesce(BenchGroupRow.number, BenchGroupRow.id) == number))
 
     def list_tunes(self, limit: int = 200) -> list[TuneRecord]:
         """Tunes newest first, with their trial counts."""

@@ -82,3 +82,22 @@ def test_bench_runs_and_sweep_commands(capsys, tiny_model, tmp_path):
     assert main(["runs", "delete", str(a["run_id"])]) == 0
     capsys.readouterr()
     assert main(["runs", "compare", str(a["run_id"]), str(b_id)]) == 2
+
+
+def test_compare_by_profile_finds_the_drafting_profile_after_its_ab(capsys, tiny_model):
+    """Issue 35 item 13: after `bench --profile spec --vs-no-draft`, `runs compare --profiles demo spec` found no
+    "spec": every run was labelled "spec --spec-type=…". The run of the profile as it is carries its name."""
+    base = ["--", "-m", str(tiny_model), "-t", "2", "-c", "1024", "-np", "1"]
+    assert main(["profile", "import", "--name", "demo", *base]) == 0
+    assert main(["profile", "import", "--name", "spec", *base, "--spec-type", "ngram-simple"]) == 0
+    common = ["--prompt-tokens", "16", "--gen-tokens", "4", "--reps", "1", "--warmup", "0"]
+    assert main(["bench", "--profile", "demo", *common]) == 0
+    assert main(["bench", "--profile", "spec", "--vs-no-draft", "1", *common]) in (0, 1)
+    capsys.readouterr()
+    assert main(["runs", "list", "--json"]) == 0
+    labels = [r["profile"] for r in _json(capsys)]
+    assert sorted(labels) == ["demo", "spec", "spec --spec-type=none"]
+    assert main(["runs", "compare", "--profiles", "demo", "spec", "--json"]) == 0
+    result = _json(capsys)
+    assert (result["a"]["label"], result["b"]["label"]) == ("demo", "spec")
+    assert "spec-type" in str(result["profile_diff"])  # the drafting run, not its --spec-type none twin

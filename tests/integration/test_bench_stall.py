@@ -47,3 +47,24 @@ def test_a_stopped_server_ends_the_run_with_the_reason(tiny_model, tmp_path):
     assert repo.get_run(run.id).error == run.error  # stored with that reason
     assert elapsed < 60, elapsed  # a stopped server would wait for the 600 s read timeout
     assert not psutil.pid_exists(stopped[0]) or psutil.Process(stopped[0]).status() == psutil.STATUS_ZOMBIE
+
+
+def test_a_stopped_server_is_a_stall_within_seconds_at_the_default_bound(tiny_model, tmp_path):
+    """Issue 35 item 5: with the default bound (120 s) a SIGSTOPped server was said nothing about for two minutes;
+    a stopped process (and a /health silent with no CPU time) is a stall within seconds."""
+    repo = RunRepository(open_engine(tmp_path / "db.sqlite"))
+    runner = BenchRunner(repo, predict_memory=False)  # the default stall bound
+    timers: list[threading.Timer] = []
+
+    def progress(_frac, text: str) -> None:
+        if "repetition 1/" in text and not timers:
+            timers.append(threading.Timer(1.0, os.kill, (runner.current_process.pid, signal.SIGSTOP)))
+            timers[0].start()
+
+    t0 = time.monotonic()
+    run = runner.run(demo_target(tiny_model, threads=1),
+                     BenchSpec(prompt_tokens=(32,), gen_tokens=3000, reps=2, warmup=0), progress=progress).run
+    took = time.monotonic() - t0
+    assert timers, "the first repetition never started"
+    assert run.status in ("failed", "incomplete") and "stopped (SIGSTOP or a debugger)" in run.error, run.error
+    assert took < 60, took

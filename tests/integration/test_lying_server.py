@@ -180,3 +180,23 @@ def test_attach_json_lines_stay_json_and_requests_with_absurd_figures_are_kept(i
         assert con.execute("SELECT count(*) FROM session_requests").fetchone()[0] == 1  # kept, not lost
     finally:
         con.close()
+
+
+# -- issue 35 item 5: bad servers (held-out probes) --------------------------------------------------
+
+def test_attach_to_a_server_whose_slots_are_not_json_says_it_without_a_traceback():
+    with FakeLlama(routes={"/slots": raw(b"HTTP/1.1 200 OK\r\nContent-Length: 12\r\n\r\n<html>oops</")}) as fake:
+        out = cli("run", "--json-lines", "--attach", fake.url, "--duration", "3", "--server-interval", "0.3",
+                  "--host-interval", "5", "--gpu-interval", "5", timeout=60)
+    assert "Traceback" not in out.stderr and 'File "' not in out.stderr, out.stderr
+    assert "/slots" in out.stderr and "not JSON" in out.stderr  # said once, in words
+
+
+def test_bench_url_to_a_health_that_never_finishes_says_so_within_seconds(isolated_data_dir):
+    with FakeLlama(routes={"/health": trickle(b"", 1.0, forever=True)}) as fake:
+        t0 = time.monotonic()
+        out = bench_url(fake.url)
+        took = time.monotonic() - t0
+    assert "Traceback" not in out.stderr + out.stdout and out.returncode != 0
+    assert took < 25, took  # was silent for over 30 s
+    assert "/health" in out.stderr + out.stdout

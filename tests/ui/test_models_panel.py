@@ -125,3 +125,14 @@ def test_paths_the_scan_skips_are_counted_with_their_reason(qtbot, tmp_path, fol
     text, tip = panel.summary_label.text(), panel.summary_label.toolTip()
     assert "2 models" in text and "2 paths skipped" in text
     assert "gone.gguf" in tip and "no-such-folder" in tip
+
+
+def test_a_linked_model_is_one_row_that_names_its_other_paths(qtbot, tmp_path, folder, monkeypatch):
+    """Issue 35 item 16: a symlink beside its model was merged into one row without a word."""
+    (folder / "alias.gguf").symlink_to(folder / "dense-q8.gguf")
+    _ctx, panel = _panel(qtbot, tmp_path, [folder], monkeypatch)
+    names = _cells(panel, 0)
+    assert len(names) == 3 and "Random Qwen3 dense  (+1 link)" in names
+    row = names.index("Random Qwen3 dense  (+1 link)")
+    tip = panel.proxy.index(row, 0).data(Qt.ItemDataRole.ToolTipRole)
+    assert str(folder / "dense-q8.gguf") in tip and f"Also at (links to the same file): {folder / 'alias.gguf'}" in tip

@@ -135,3 +135,17 @@ def test_list_devices_is_asked_once_per_binary_for_a_while(tmp_path, server_bina
     os.utime(wrapper, ns=(wrapper.stat().st_atime_ns, wrapper.stat().st_mtime_ns + 10**9))  # rebuilt: asked again
     binaries.list_devices(wrapper)
     assert count.read_text().count("start") == 3
+
+
+@pytest.mark.server
+def test_fit_params_flags_are_read_and_counted(capsys):
+    """Issue 35 item 8: `binaries` said "llama-fit-params … 0 flags" although its --help lists many."""
+    from llm_tuner.cli import main
+    from llm_tuner.services.binaries import FIT_PARAMS
+
+    info = probe(FIT_PARAMS, Settings())
+    assert info.ok, info.error
+    assert len(info.catalog.flags) > 100 and info.catalog.lookup("--fit-target") is not None
+    main(["binaries"])
+    line = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("llama-fit-params:"))
+    assert f"{len(info.catalog.flags)} flags" in line and " 0 flags" not in line

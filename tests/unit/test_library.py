@@ -132,6 +132,19 @@ def test_a_symlink_or_hard_link_to_a_model_is_one_model_at_its_real_path(tmp_pat
     os.link(real, other / "hard.gguf")
     entries = find_models([tmp_path / "models", other])
     assert [e.path for e in entries] == [str(real)]
+    # issue 35 item 16: the row names its other paths (was: merged without a word, "skipped": [])
+    assert set(entries[0].also_at) == {str(tmp_path / "models" / "alias.gguf"), str(other / "hard.gguf")}
+
+
+def test_models_scan_names_the_other_paths_of_a_linked_model(tmp_path, originals, capsys):
+    real = tmp_path / "dense.gguf"
+    shutil.copy(originals["dense"], real)
+    (tmp_path / "alias.gguf").symlink_to(real)
+    assert cli_main(["models", "scan", str(tmp_path), "--json", "--no-cache"]) == 0
+    models = json.loads(capsys.readouterr().out)["models"]
+    assert [(m["path"], m["also_at"]) for m in models] == [(str(real), [str(tmp_path / "alias.gguf")])]
+    assert cli_main(["models", "scan", str(tmp_path), "--no-cache"]) == 0
+    assert f"also at: {tmp_path / 'alias.gguf'} (links to the same file)" in capsys.readouterr().out
 
 
 def test_sizes_read_as_people_read_them():

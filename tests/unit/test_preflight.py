@@ -127,3 +127,22 @@ def test_run_refuses_no_model_with_the_reason_and_force_launches_anyway(capsys, 
                          "--duration", "20", "--", "-c", "4096")
     assert any("-c 4096" in r for r in mark.read_text().splitlines())  # --force: it ran (and failed, exit 3)
     assert code == 1
+
+
+def test_the_advice_plan_of_a_value_llama_server_refuses_is_none_and_not_logged(tmp_path, caplog):
+    """Issue 38's plan for the advice on issue 35's bad values: no plan (the Plan and Start say the value), and
+    no traceback in the log."""
+    import logging
+
+    from llm_tuner.core.devices import DeviceInventory, HostInfo
+    from llm_tuner.services.preflight import plan_here
+
+    model = write_qwen3_dense(tmp_path / "m.gguf", n_layer=2, n_embd=256)
+    inventory = DeviceInventory(host=HostInfo(memory_total_mib=16384, memory_available_mib=12000))
+    good = import_command(f"llama-server -m {model} -c 4096").profile
+    info = look_at_model(str(model)).info
+    assert plan_here(good, info, inventory)[0] is not None
+    caplog.set_level(logging.WARNING)
+    for tail in ("-c abc", "-ctk q9_0", "-fa maybe"):
+        assert plan_here(import_command(f"llama-server -m {model} {tail}").profile, info, inventory) == (None, None)
+    assert "Traceback" not in caplog.text and "planning memory" not in caplog.text

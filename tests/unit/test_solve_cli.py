@@ -93,3 +93,15 @@ def test_bad_input_is_one_line_and_exit_2(capsys, argv, words):
     code, out, err = run(capsys, *argv)
     assert code == 2 and out == "" and "Traceback" not in err
     assert len(err.strip().splitlines()) == 1 and words in err, err
+
+
+@pytest.mark.parametrize(("tail", "words"), [
+    (["-c", "abc"], "-c needs a whole number, got 'abc'"),
+    (["-ctk", "q9_0"], "q9_0: not a K/V cache type of llama-server"),
+])
+def test_a_value_llama_server_refuses_is_said_not_no_model(capsys, demo_model, tail, words):
+    """Issue 35's ArgumentError through issue 41's solve: the value is named (it said 'the profile names no
+    model (-m)' for a profile whose -m exists)."""
+    code, out, err = run(capsys, "solve", "layers", "--", "-m", str(demo_model), *tail)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert words in err and "no model" not in err, err

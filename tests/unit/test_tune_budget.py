@@ -123,3 +123,33 @@ def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
               if (r.sweep_value or "").startswith("final")]
     assert sum(len(r.reps) for r in finals if r.sweep_value == "final:winner") == tight.final_reps
+
+
+class ThreadsBench(ScriptedBench):
+    """A CPU server: without -t it runs 2 threads (its log says so); -t 1 is 39 % slower."""
+
+    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
+        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
+        self.clock.t += 10.0
+        threads = flags.value_of(target.argv, "threads") or "2"
+        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
+                                               sweep_value=sweep_value, started_at=start))
+        for i in range(spec.reps):
+            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
+                                                 predicted_per_second=(100.0 if threads == "2" else 61.0) + 0.01 * i))
+        self.repo.finish_run(run_id, "complete")
+        return RunOutcome(self.repo.get_run(run_id), lines=("llama threadpool init, n_threads = 2",))
+
+
+def test_a_value_that_is_the_default_is_not_left_untried_and_a_slower_candidate_is_not_within_noise(tmp_path):
+    """Issue 35 item 6: `tune --budget 150 --knob t=1,2` ended in 22 s saying "1 candidates left untried: the budget
+    ran out" (t=2 is the default, merged into the baseline) and "within noise" for a candidate 39 % slower."""
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    spec = SPEC.model_copy(update={"knobs": (Knob(key="t", flag="threads", values=("1", "2")),), "budget_s": 150})
+    result = TuneRunner(TuneRepository(engine), bench_runner=ThreadsBench(RunRepository(engine), clock),
+                        plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
+    assert clock.t < 150 and result.winner_argv == result.baseline_argv
+    assert "untried" not in result.note and "budget ran out" not in result.note, result.note
+    assert result.verdict != "within noise" and result.verdict == "baseline kept"
+    assert "t=1" in result.note and "39 % worse than the baseline" in result.note, result.note

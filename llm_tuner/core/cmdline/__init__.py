@@ -47,6 +47,7 @@ from llm_tuner.core.cmdline.generated import (
     help_tooltip,
     read_value,
     unlisted_flags,
+    value_problem,
     write_value,
 )
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec, parse_help
@@ -92,5 +93,6 @@ __all__ = [
     "split_command_text",
     "unlisted_flags",
     "validate",
+    "value_problem",
     "write_value",
 ]

@@ -236,6 +236,7 @@ class _Parsed:
         self.values: dict[str, object] = {}
         self.extra: list[str] = []
         self.unknown: list[str] = []
+        self.bad_values: list[str] = []
         self.removed: list[RemovedFlag] = []
         self.notes: list[str] = []
         self.spellings: dict[str, str] = {}  # field -> the spelling the user wrote (not the long one)
@@ -349,10 +350,9 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             raw = argv[i + 1]
             try:
                 value = parse_field_value(ff, raw, out.values.get(ff.field), tok)
-            except ValueError as exc:
+            except ValueError as exc:  # a flag it knows with a value it refuses: not an unknown flag
                 out.extra += [tok, raw]
-                out.unknown += [tok, raw]
-                out.notes.append(f"{exc}: kept as written")
+                out.bad_values.append(f"{exc}: kept as written")
                 i += 2
                 continue
             if ff.field in seen and ff.kind not in ("append", "overrides"):
@@ -451,8 +451,8 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     spellings = {f: t for f, t in out.spellings.items() if f in values}
     profile = LaunchProfile(binary=kept_binary, env=env_out, extra_args=tuple(out.extra), spellings=spellings,
                             **values)
-    return ImportResult(profile=profile, unknown=out.unknown, removed=out.removed, notes=out.notes,
-                        binary=binary)
+    return ImportResult(profile=profile, unknown=out.unknown, bad_values=out.bad_values, removed=out.removed,
+                        notes=out.notes, binary=binary)
 
 
 def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> ValidationResult:

@@ -28,8 +28,9 @@ REMOVED_FLAGS = flags.REMOVED
 _FA_VALUES = flags.FA_VALUES
 _TRUE = flags.TRUE_WORDS
 _FALSE = flags.FALSE_WORDS
-_INT_RE = re.compile(r"^[+-]?\d+$")
-_FLOAT_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+# ASCII digits only (llama-server reads numbers with std::stoi/stof: "٣" is no number there), no trailing newline
+_INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
+_FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
 _NEG_NUMBER = re.compile(r"^-\d")
 
@@ -52,6 +53,7 @@ class ImportResult(BaseModel):
 
     profile: LaunchProfile
     unknown: list[str] = []  # tokens not known to the catalog, in order (also kept in profile.extra_args)
+    bad_values: list[str] = []  # "-c needs a whole number, got 'abc'": a known flag, a value it refuses (kept too)
     removed: list[RemovedFlag] = []
     notes: list[str] = []
     binary: str | None = None  # the program as written in the pasted text

@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline.argv import _lookup_field, parse_field_value
 from llm_tuner.core.cmdline.fields import _FLOAT_RE, _INT_RE, _NEG_NUMBER
 from llm_tuner.core.cmdline.help import FlagCatalog, FlagSpec
 
@@ -284,3 +285,37 @@ def help_tooltip(spec: FlagSpec) -> str:
     if spec.env:
         lines.append(f"env: {spec.env}")
     return "\n".join(lines)
+
+
+def value_problem(flag: str, value: str, catalog: FlagCatalog | None) -> str | None:
+    """Why the llama-server of `catalog` would refuse `flag value`, in plain words naming both; None when it takes
+    it or this cannot tell (text, a path, a list, a switch). The checks of the profile's fields (a hand-made
+    field's parse), the generated fields' numbers, and a choice the binary's `--help` lists: a value a sweep or a
+    tune would otherwise start a server for only to see it refused."""
+    spec = catalog.lookup(flag) if catalog is not None else None
+    hit = _lookup_field(flag, catalog)
+    if hit is None and spec is None:
+        if catalog is not None and catalog.flags and flags.lookup(flag) is None:
+            return f"{flag}: this llama-server has no such flag (its --help does not list it)"
+        return None
+    if hit is not None:
+        ff = hit[0]
+        if ff.kind in ("switch", "toggle", "list", "append", "overrides", "secret"):
+            return None
+        try:
+            parse_field_value(ff, value, None, flag)
+        except ValueError as exc:
+            return str(exc)
+    if _INT_RE.match(value) and not -2**31 <= int(value) < 2**31 and "seed" not in flag:  # --seed: std::stoul
+        return f"{flag} {value} is beyond the numbers llama-server reads ({-2**31} to {2**31 - 1})"
+    if spec is None or spec.arity != 1:
+        return None
+    gf = _generated(spec)
+    if gf.kind == "number" and hit is None:
+        return gf.problem(value)
+    placeholder = spec.value or ""
+    listed = "," in placeholder and not placeholder.startswith(("{", "[", "<"))  # --spec-type a,b: a list
+    default = (spec.default or "").strip("'\" ")  # a '- word:' list may leave out the default ('auto')
+    if gf.kind == "choice" and value not in gf.choices and value != default and not listed:
+        return f"{flag} takes {', '.join(gf.choices)}, got {value!r}"
+    return None

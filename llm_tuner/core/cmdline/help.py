@@ -63,12 +63,13 @@ class FlagCatalog(BaseModel):
         return cached
 
     def suggest(self, name: str) -> str | None:
-        """The known spelling closest to a mistyped flag (`--ctx-sise` -> `--ctx-size`), or None. Long names
-        are matched against long names only, so a short typo does not suggest an unrelated long flag."""
-        if not name.startswith("-") or len(name) < 3:
+        """The known spelling closest to a mistyped long flag (`--ctx-sise` -> `--ctx-size`), or None. Short
+        names get none: one letter apart they are other flags (`-tbq`, a fork's, is not `-tb` threads-batch;
+        `-ctk` is not `-ctv`), so the suggestion would change the meaning."""
+        if not name.startswith("--") or len(name) < 4:
             return None
         name = name.split("=", 1)[0]
-        pool = [n for n in self._index() if n.startswith("--") == name.startswith("--")]
+        pool = [n for n in self._index() if n.startswith("--")]
         hits = difflib.get_close_matches(name, pool, n=1, cutoff=0.8)
         return hits[0] if hits else None
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 from llm_tuner.core.memory.args import (
     FFN_DENSE_REGEX,
     FFN_EXPS_REGEX,
+    ArgumentError,
     PlacementArgs,
     PlanDevice,
     args_from_profile,
@@ -109,6 +110,7 @@ __all__ = [
     "overrides_as_profile",
     "parse_server_args",
     "pipeline",
+    "ArgumentError",
     "place_tensors",
     "placement_argv",
     "host_device",

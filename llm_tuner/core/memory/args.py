@@ -9,7 +9,7 @@ from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile, profile_to_argv
-from llm_tuner.core.memory.constants import FIT_TARGET_MIB
+from llm_tuner.core.memory.constants import CACHE_TYPES, FIT_TARGET_MIB
 
 # ------------------------------------------------------------------------------------------------
 # inputs
@@ -137,22 +137,66 @@ class PlacementArgs:
         return replace(self, **kw)
 
 
-def _parse_ngl(value: str) -> int:
+class ArgumentError(ValueError):
+    """A llama-server argument whose value llama-server refuses (or the plan cannot size), in plain words that
+    name the flag as written and the value: `-c needs a whole number, got 'abc'`."""
+
+
+_INT = re.compile(r"[+-]?[0-9]+")
+_FLOAT = re.compile(r"[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?")
+_SPLIT_MODES = ("none", "layer", "row", "tensor")
+_LOAD_MODES = ("auto", "none", "mmap", "mlock", "mmap+mlock", "dio")
+_FA_VALUES = {"on": "on", "1": "on", "true": "on", "enabled": "on", "off": "off", "0": "off", "false": "off",
+              "disabled": "off", "auto": "auto", "-1": "auto"}
+# -ncmoe/-ncffn N beyond any model's layers means all of them: counted up to this, so a huge N is no hang
+_MAX_BLOCKS = 4096
+
+
+def _int_arg(flag: str, value: str) -> int:
+    v = value.strip()
+    if not _INT.fullmatch(v):
+        raise ArgumentError(f"{flag} needs a whole number, got {value!r}")
+    return int(v)
+
+
+def _parse_ngl(flag: str, value: str) -> int:
     v = value.strip().lower()
     if v == "auto":
         return -1
     if v == "all":
         return -2
+    if not _INT.fullmatch(v):
+        raise ArgumentError(f"{flag} needs a number of layers, 'auto' or 'all', got {value!r}")
     return int(v)
 
 
-def _bool_arg(value: str) -> bool:
+def _bool_arg(flag: str, value: str) -> bool:
     v = value.strip().lower()
     if v in ("on", "enabled", "true", "1"):
         return True
     if v in ("off", "disabled", "false", "0"):
         return False
-    raise ValueError(value)
+    raise ArgumentError(f"{flag} takes on or off, got {value!r}")
+
+
+def _choice_arg(flag: str, value: str, allowed: tuple[str, ...], what: str, note: str = "") -> str:
+    if value not in allowed:
+        raise ArgumentError(f"{flag} {value}: not {what}; it takes {', '.join(allowed)}{note}")
+    return value
+
+
+def _float_list(flag: str, value: str) -> tuple[float, ...]:
+    parts = [x.strip() for x in re.split(r"[,/]", value) if x.strip()]
+    if not all(_FLOAT.fullmatch(x) for x in parts):
+        raise ArgumentError(f"{flag} needs numbers separated by commas (a share per device), got {value!r}")
+    return tuple(float(x) for x in parts)
+
+
+def _int_list(flag: str, value: str) -> tuple[int, ...]:
+    parts = [x.strip() for x in value.split(",") if x.strip()]
+    if not all(_INT.fullmatch(x) for x in parts):
+        raise ArgumentError(f"{flag} needs whole numbers separated by commas, got {value!r}")
+    return tuple(int(x) for x in parts)
 
 
 FFN_EXPS_REGEX = r"\.ffn_(up|down|gate|gate_up)_(ch|)exps"
@@ -198,6 +242,7 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
 
     Flags that do not affect memory are skipped; unknown flags are kept in `unknown`. A repeated
     flag keeps its last value (as llama.cpp), except `-ot`/`-cmoe`/`-ncmoe`/`--spec-type` which add up.
+    A value llama-server refuses (`-c abc`, `-fa maybe`, `-ctk q9_0`) raises ArgumentError in plain words.
     """
     if isinstance(argv, str):
         argv = shlex.split(argv)
@@ -233,48 +278,50 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
         takes_value = kind not in _NO_VALUE_KINDS
         if takes_value and value is None:
             if i + 1 >= len(args):
-                raise ValueError(f"{a} needs a value")
+                raise ArgumentError(f"{a} needs a value")
             value = args[i + 1]
             i += 2
         else:
             i += 1
         text = value or ""  # the value of a kind that takes one (read above); "" for the others
         if kind == "int":
-            kw[name] = int(text)
+            kw[name] = _int_arg(a, text)
             if name == "ctx":
                 ctx_given = True
         elif kind == "str":
-            kw[name] = text
+            kw[name] = _checked_str(a, name, text)
         elif kind == "ngl":
-            kw[name] = _parse_ngl(text)
+            kw[name] = _parse_ngl(a, text)
         elif kind == "true":
             kw[name] = True
         elif kind == "false":
             kw[name] = False
         elif kind == "onoff":
-            kw[name] = _bool_arg(text)
+            kw[name] = _bool_arg(a, text)
         elif kind == "fa":
-            kw[name] = {"1": "on", "true": "on", "0": "off", "false": "off", "-1": "auto"}.get(text.lower(),
-                                                                                              text.lower())
+            fa = _FA_VALUES.get(text.strip().lower())
+            if fa is None:
+                raise ArgumentError(f"{a} takes on, off or auto, got {text!r}")
+            kw[name] = fa
         elif kind == "devlist":
             kw[name] = () if text.strip().lower() == "none" else tuple(
                 d.strip() for d in text.split(",") if d.strip())
         elif kind == "ts":
-            kw[name] = tuple(float(x) for x in re.split(r"[,/]", text) if x.strip())
+            kw[name] = _float_list(a, text)
         elif kind == "intlist":
-            kw[name] = tuple(int(x) for x in text.split(",") if x.strip())
+            kw[name] = _int_list(a, text)
         elif kind == "ot":
             for part in text.split(","):
                 if "=" not in part:
-                    raise ValueError(f"invalid -ot rule {part!r} (want <regex>=<buffer>)")
+                    raise ArgumentError(f"{a}: invalid rule {part!r} (want <regex>=<buffer>)")
                 pat, buf = part.split("=", 1)
                 overrides.append((pat, buf))
         elif kind == "cmoe":
             overrides.append((FFN_EXPS_REGEX, "CPU"))
         elif kind == "ncmoe":
-            overrides.extend((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(int(text)))
+            overrides.extend((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(min(_int_arg(a, text), _MAX_BLOCKS)))
         elif kind == "ncffn":
-            overrides.extend((rf"blk\.{j}{FFN_DENSE_REGEX}", "CPU") for j in range(int(text)))
+            overrides.extend((rf"blk\.{j}{FFN_DENSE_REGEX}", "CPU") for j in range(min(_int_arg(a, text), _MAX_BLOCKS)))
         elif kind == "spec":
             spec.extend(s.strip() for s in text.split(",") if s.strip() and s.strip() != "none")
     if overrides:
@@ -285,6 +332,19 @@ def parse_server_args(argv: list[str] | tuple[str, ...] | str) -> PlacementArgs:
         del kw["ctx"]
     kw["unknown"] = tuple(unknown)
     return PlacementArgs(**kw)
+
+
+def _checked_str(flag: str, name: str, text: str) -> str:
+    """A text value of a memory flag, checked where llama-server takes only some words: the K/V cache types
+    (the plan sizes only those), the split mode and the load mode."""
+    if name.endswith(("cache_type_k", "cache_type_v")):
+        return _choice_arg(flag, text, tuple(CACHE_TYPES), "a K/V cache type of llama-server",
+                           " (a fork's own types need that fork's binary, and the plan cannot size them)")
+    if name == "split_mode":
+        return _choice_arg(flag, text, _SPLIT_MODES, "a split mode")
+    if name == "load_mode":
+        return _choice_arg(flag, text, _LOAD_MODES, "a load mode")
+    return text
 
 
 def args_from_profile(profile: Any) -> PlacementArgs:

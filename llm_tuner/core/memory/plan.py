@@ -92,7 +92,13 @@ class DeviceMemory:
             return self.available_mib + (self.overhead_mib - beyond if beyond is not None else self.overhead_mib)
         if self.capacity_mib is None or self.name == "Host":
             return self.capacity_mib
-        return self.capacity_mib - DRIVER_RESERVED_MIB.get(self.backend, 0)
+        return max(0, self.capacity_mib - DRIVER_RESERVED_MIB.get(self.backend, 0))  # never below nothing
+
+    @property
+    def reserved_all(self) -> bool:
+        """A (planned) card whose whole capacity goes to what its driver reserves: nothing can be placed on it."""
+        return (self.available_mib is None and self.capacity_mib is not None and self.name != "Host"
+                and self.capacity_mib <= DRIVER_RESERVED_MIB.get(self.backend, 0))
 
     @property
     def headroom_mib(self) -> float | None:
@@ -371,7 +377,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     w = []
     a = plan.args
     for d in plan.devices:
-        if d.fits is False:
+        if d.reserved_all:
+            w.append(f"{d.name}: its {d.capacity_mib} MiB are less than the {d.backend} driver reserves "
+                     f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a larger "
+                     "card, or run without it (-dev none: the CPU alone)")
+        elif d.fits is False:
             w.append(f"{d.name}: needs {d.resident_mib:.0f} MiB but has {d.budget_mib} MiB "
                      f"({-d.headroom_mib:.0f} MiB short)" + (
                          f"; besides that, {d.mapped_mib:.0f} MiB of weights are mapped from the file (page cache)"

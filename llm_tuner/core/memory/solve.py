@@ -218,7 +218,13 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
             if ok(a):
                 return FitAnswer(a, ngl, f"-ngl {ngl} of {n_all}; one more layer does not fit: "
                                  + bottleneck(base.with_(ngl=ngl + 1)), plan_of(a))
-        return FitAnswer(None, None, "nothing fits, even on the CPU: " + bottleneck(base.with_(ngl=0)))
+        cpu = base.with_(ngl=0, devices=(), tensor_split=(), overrides=tuple(o for o in base.overrides
+                                                                             if "exps" not in o[0]))
+        if gl and ok(cpu):  # the GPUs cannot hold even their runtime and compute buffers: the CPU alone can
+            return FitAnswer(cpu, 0, "the GPUs cannot hold even llama.cpp's runtime and compute buffers ("
+                             + bottleneck(base.with_(ngl=0)) + "); the model fits on the CPU alone (-dev none)",
+                             plan_of(cpu))
+        return FitAnswer(None, None, "nothing fits, even on the CPU: " + bottleneck(cpu if gl else base.with_(ngl=0)))
     if goal == "split":
         if len(devs) < 2:
             return FitAnswer(None, None, "a split needs two or more GPUs")

@@ -14,6 +14,7 @@ from llm_tuner.core.tune.objectives import Objective
 TRIAL_STATUSES = ("pruned", "failed", "measured", "final")
 TUNE_STATUSES = ("running", "complete", "cancelled", "interrupted", "failed")
 NOT_MEASURED = "not measured"  # the verdict when no candidate ran (the budget went to the baseline)
+BASELINE_KEPT = "baseline kept"  # the verdict when every candidate measured lost to the baseline while racing
 
 
 class Knob(BaseModel):
@@ -103,6 +104,7 @@ class TuneResult(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     tune_id: int | None = None
+    tune_number: int | None = None  # the tune's number among tunes (TuneRecord.number): what people read
     baseline_argv: tuple[str, ...] = ()
     winner_argv: tuple[str, ...] = ()
     changed_flags: tuple[dict, ...] = ()  # {flag, a (baseline), b (winner)}
@@ -125,6 +127,7 @@ class TuneRecord(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: int
+    number: int | None = None  # among tunes (tune 1, 2, …), as people name it: ids are shared with sweeps
     label: str = ""
     status: str = "running"
     created_at: datetime | None = None

@@ -10,7 +10,7 @@ a CPU's is not known here, so a tune whose weights sit largely in host memory sa
 from __future__ import annotations
 
 from llm_tuner.core.cmdline import render_shell
-from llm_tuner.core.tune.model import NOT_MEASURED, Trial, TuneResult
+from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED, Trial, TuneResult
 from llm_tuner.core.tune.trial_plot import TITLE, trial_plot_svg
 
 # Published memory bandwidth (GB/s, vendor spec sheets), matched as lower-case substrings of the device's
@@ -92,12 +92,14 @@ def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), 
                          label: str = "") -> str:
     """The tune as a Markdown document: verdict, changed flags, per-metric comparison, quality, bandwidth,
     every trial (pruned and failed included, with their reasons) and the plots given as (title, file)."""
-    lines = [f"# Tune {result.tune_id or ''} {label}".rstrip(), ""]
+    lines = [f"# Tune {result.tune_number or result.tune_id or ''} {label}".rstrip(), ""]
     if objective:
         lines += [f"Objective: {objective}", ""]
     kept = tuple(result.winner_argv) == tuple(result.baseline_argv)
     if result.verdict == NOT_MEASURED:
         lines.append(f"**Verdict: {result.verdict}: no candidate ran within the budget; the baseline is kept.**")
+    elif result.verdict == BASELINE_KEPT:
+        lines.append(f"**Verdict: {result.verdict}: no candidate beat the baseline while racing.**")
     elif kept:
         lines.append(f"**Verdict: {result.verdict}: no change better than noise; the baseline is kept.**")
     else:

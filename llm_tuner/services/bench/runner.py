@@ -43,6 +43,8 @@ from llm_tuner.store.db import StorageFullError
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunDeleted, RunRepository
 
+# bench --url: no whole answer to /health at all for this long is a frozen server or none (a load answers 503)
+ATTACHED_UNANSWERED_S = 10.0
 log = logging.getLogger(__name__)
 
 
@@ -161,6 +163,7 @@ class BenchRunner:
         self.repo = repo
         self.stall_s = stall_s  # the server we started shows no progress this long while we wait on it: run ends
         self._stall: StallWatch | None = None
+        self._stall_client: LlamaClient | None = None  # the stall watch's own /health connection
         self.on_server_line = on_server_line  # each output line of the server a run starts (its thread)
         self.settings = settings
         self.telemetry = telemetry
@@ -296,11 +299,22 @@ class BenchRunner:
                 report(0.0, "starting llama-server…")
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
-                self._stall = StallWatch(proc.pid, proc.kill, self.stall_s).__enter__()
+                watcher = LlamaClient(url)  # its own connection: a /health call beside a waiting request
+                self._stall = StallWatch(proc.pid, proc.kill, self.stall_s,
+                                         health=lambda: watcher.health(timeout=1.0).status_code is not None).__enter__()
+                self._stall_client = watcher
             with LlamaClient(url, api_key=_client_key(target), model=spec.model) as client:
+                if target.attached_url:
+                    report(0.0, f"asking {url}/health …")
                 with self._waiting():
                     health = client.wait_ready(timeout=self.ready_timeout_s, poll_s=0.2,
-                                               alive=(proc.alive if proc else (lambda: True)))
+                                               alive=(proc.alive if proc else (lambda: True)),
+                                               unanswered_s=ATTACHED_UNANSWERED_S if target.attached_url else None)
+                if not health.ready and target.attached_url:
+                    raise BenchError(f"the server at {url} gave no ready answer to /health ({health.message}) "
+                                     + (f"within {ATTACHED_UNANSWERED_S:g} s: is it frozen, or not a llama-server? "
+                                        if health.status_code is None else "")
+                                     + "Check the URL and that the server runs")
                 if not health.ready:
                     tail = "\n".join(list(proc.lines)[-15:]) if proc else ""
                     raise BenchError(f"llama-server did not become ready ({health.message}). "
@@ -331,6 +345,9 @@ class BenchRunner:
             log.exception("benchmark run %s failed", run_id)
             status, error = ("incomplete" if self._has_reps(run_id) else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
+            if self._stall_client is not None:
+                self._stall_client.close()
+                self._stall_client = None
             if self._stall is not None:
                 self._stall.__exit__(None, None, None)
                 if self._stall.reason is not None:  # the server was stuck: that is why the run ended
@@ -531,11 +548,15 @@ class BenchRunner:
                 eta = f" · sweep: about {m} min {sec:02d} s left" if m else f" · sweep: about {sec} s left"
             progress(f, f"{flag}={value} ({i + 1}/{len(order)}): {text}{eta}")
 
+        hit = flags.lookup(flag)
+        own = flags.value_of(list(target.argv), hit[0].key) if hit is not None else None
         for i, value in enumerate(order):
             if cancelled():
                 break
+            # the profile's own value runs the profile as it is: its label, so `runs compare --profiles` finds it
+            label = target.label if value == own and target.label else f"{target.label} {flag}={value}".strip()
             t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
-                             label=f"{target.label} {flag}={value}".strip(), attached_url=None,
+                             label=label, attached_url=None,
                              profile_version_id=target.profile_version_id, binary=target.binary)
             span = (i / len(order), (i + 1) / len(order))
             runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),

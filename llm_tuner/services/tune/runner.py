@@ -43,7 +43,7 @@ from llm_tuner.core.tune import (
     rep_scores,
     start_noise,
 )
-from llm_tuner.core.tune.model import NOT_MEASURED
+from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED
 from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
 from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget
@@ -118,6 +118,8 @@ class _Tune:
             if spec is None:
                 raise ValueError("give a TuneSpec or a tune id to resume")
             self.spec, self.tune_id = spec, owner.repo.create(spec)
+        stored = owner.repo.get(self.tune_id)
+        self.number = stored.number if stored is not None and stored.number else self.tune_id  # tune 1, 2, …
         self.plan_fn = owner.plan_fn or checks.make_plan_fn(self.spec.headroom_mib, binary=self.spec.binary)
         s = self.spec
         self.resolver = None
@@ -189,7 +191,7 @@ class _Tune:
         """One BenchRunner run of `reps` repetitions; `probe`: the output at --temp 0 is read from the same
         server first (self.probed), for the speculation check."""
         s = self.spec
-        target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.tune_id}",
+        target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.number}",
                               binary=s.binary,
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
         outcome = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
@@ -394,7 +396,7 @@ class _Tune:
             self.o.repo.finish(self.tune_id, "failed")
             raise
         self.o.repo.finish(self.tune_id, status, result)
-        self.progress(1.0, f"tune {self.tune_id} {status}: {result.verdict}")
+        self.progress(1.0, f"tune {self.number} {status}: {result.verdict}")
         return result
 
     def _hardware(self) -> tuple[str, ...]:
@@ -407,7 +409,7 @@ class _Tune:
 
     def _result(self, searched: tuple[str, ...], **kw) -> TuneResult:
         kw.setdefault("hardware", self._hardware())
-        return TuneResult(tune_id=self.tune_id, baseline_argv=self.baseline_argv,
+        return TuneResult(tune_id=self.tune_id, tune_number=self.number, baseline_argv=self.baseline_argv,
                           winner_argv=kw.pop("winner", self.baseline_argv), searched_winner_argv=searched,
                           changed_flags=tuple(argv_diff(self.baseline_argv, searched)), quality=dict(self.quality),
                           objective_metric=objective_metric(self.spec.objective),
@@ -423,10 +425,14 @@ class _Tune:
                     self.baseline_argv, self._trial_gen_tps()), note=(
                     f"no candidate was measured: the budget was spent on the baseline ({untried} candidate"
                     f"{'s' if untried != 1 else ''} left untried). Resume it (Resume in the Tune view, or `llm-tuner tune "
-                    f"--resume {self.tune_id}`): the baseline is not measured again"))
-            return self._result(winner, bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
+                    f"--resume {self.number}`): the baseline is not measured again"))
+            ran_out = self.cancelled() or self.elapsed() >= s.budget_s
+            left = (f" ({untried} candidate{'s' if untried != 1 else ''} left untried"
+                    + (": the budget ran out)" if ran_out else ")")) if untried else ""
+            return self._result(winner, verdict=BASELINE_KEPT,
+                                bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
                                 note="the search kept the baseline: nothing beat it, no final comparison needed"
-                                     + (f" ({untried} candidates left untried: the budget ran out)" if untried else ""))
+                                     + self._best_loser() + left)
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
@@ -457,10 +463,27 @@ class _Tune:
                             final_n_note=design.note)
 
     def _untried(self) -> int:
-        """Knob values never tried as a change from the baseline (0 when the search reached every knob)."""
+        """Knob values never tried as a change from the baseline (0 when the search reached every knob). A value
+        that runs as the baseline does (-t at the threads llama.cpp picks anyway) is no change: it is not counted."""
         tried = {(t.knob, t.values.get(t.knob)) for t in self.trials.values() if t.knob}
         return sum(1 for k in self.spec.knobs for v in k.values
-                   if v != self.base_values.get(k.key) and (k.key, v) not in tried)
+                   if v != self.base_values.get(k.key) and (k.key, v) not in tried
+                   and self.argv_of({**self.base_values, k.key: v}) != self.baseline_argv)
+
+    def _best_loser(self) -> str:
+        """'; the best candidate, t=1, measured 39 % worse than the baseline': how far the candidates raced
+        fell short (racing screens, not a final comparison); '' without a measured candidate."""
+        base = self.trials.get(self.baseline_argv)
+        measured = [t for t in self.trials.values() if t.status in ("measured", "final") and t.score is not None
+                    and tuple(t.argv) != self.baseline_argv]
+        if base is None or not base.score or not measured:
+            return ""
+        best = max(measured, key=lambda t: t.score or 0.0)
+        diff = 100.0 * ((best.score or 0.0) - base.score) / abs(base.score)
+        label = ", ".join(f"{k}={v}" for k, v in best.values.items() if v != self.base_values.get(k)) or "a candidate"
+        how = f"{abs(diff):.0f} % {'worse' if diff < 0 else 'better'} than the baseline" if round(abs(diff)) else \
+            "the same as the baseline"
+        return f"; the best candidate, {label}, measured {how} while racing"
 
     def noise(self) -> float | None:
         """The noise between server starts so far (core.tune.start_noise), from the per-run median scores of

@@ -17,7 +17,7 @@ def winner_profile(result: TuneResult, spec: TuneSpec, catalog=None):
 
 def save_winner(engine, name: str, result: TuneResult, spec: TuneSpec, catalog=None):
     """Append the winner as a new version of profile `name` (created when new); returns the SavedProfile."""
-    note = f"tune {result.tune_id}: {result.verdict}" + (
+    note = f"tune {result.tune_number or result.tune_id}: {result.verdict}" + (
         "; " + ", ".join(f"{c['flag']} {c.get('a')} -> {c.get('b')}" for c in result.changed_flags)
         if result.winner_argv != result.baseline_argv else "; baseline kept")
     return ProfileRepository(engine).save(name, winner_profile(result, spec, catalog), note=note[:500])

@@ -39,6 +39,10 @@ def _read(text: str, catalog: FlagCatalog | None) -> tuple[ImportResult, str]:
     r = import_command(text, catalog)
     argv, env = profile_to_argv(r.profile)
     parts = [f"<b>Understood as</b><br><code>{html.escape(render_shell(argv, env, binary=r.profile.binary))}</code>"]
+    if r.bad_values:
+        parts.append("<b>Values llama-server refuses</b> (kept as written; fix them in the editor)<ul>"
+                     + "".join(f"<li>{html.escape(b.removesuffix(': kept as written'))}</li>" for b in r.bad_values)
+                     + "</ul>")
     if r.unknown:
         parts.append("<b>Not known to this llama-server</b> (kept as written, in order): "
                      f"<code>{html.escape(' '.join(r.unknown))}</code>")

@@ -228,7 +228,7 @@ class PlanPanel(QWidget):
 
     # -- binding ---------------------------------------------------------------------------------------
     def _show_empty(self) -> None:
-        if self.plan_state.model is None:
+        if self.plan_state.model is None or self.plan_state.args_error:
             self.model_label.setText(self.plan_state.model_line())
             self.bars.set_devices(())
             self.summary_label.clear()

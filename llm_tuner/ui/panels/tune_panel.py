@@ -182,7 +182,7 @@ class TunePanel(QWidget):
         self.resume_combo.clear()
         for t in choices.resumable:
             why = "no candidate measured" if t.status == "complete" else t.status
-            self.resume_combo.addItem(f"tune #{t.id} {t.label} ({why}, {t.n_trials} trials)", t)
+            self.resume_combo.addItem(f"tune #{t.number or t.id} {t.label} ({why}, {t.n_trials} trials)", t)
         self.resume_button.setEnabled(self.resume_combo.count() > 0 and not self.session.is_running())
 
     def _base_args(self):
@@ -290,12 +290,12 @@ class TunePanel(QWidget):
         if tune is None or self.session.is_running():
             return
         if tune.spec is None:
-            self.status_label.setText(f"Tune #{tune.id} has no stored spec: it cannot be resumed.")
+            self.status_label.setText(f"Tune #{tune.number or tune.id} has no stored spec: it cannot be resumed.")
             return
         spec = tune.spec.model_copy(update={"budget_s": float(self.form.budget_spin.value())})  # for what is left
         self._save_name = spec.label  # a saved profile's tune is labelled with its name
         self._objective_text = spec.objective.describe()
-        self._start(lambda: spec, tune.id, f"Resuming tune #{tune.id}")
+        self._start(lambda: spec, tune.id, f"Resuming tune #{tune.number or tune.id}")
 
     def _start(self, build, resume_tune_id, what: str) -> None:
         if not self.session.start(build, resume_tune_id):
@@ -348,7 +348,7 @@ class TunePanel(QWidget):
                                     self._objective_text)
         self.right_tabs.setCurrentWidget(self.result_view)
         self.progress.setValue(1000)
-        self.status_label.setText(f"Tune #{result.tune_id} finished: {result.verdict}. "
+        self.status_label.setText(f"Tune #{result.tune_number or result.tune_id} finished: {result.verdict}. "
                                   f"{len(self.trial_model.trials())} trial(s) kept in the History.")
 
     def _on_session_tune_failed(self, exc) -> None:

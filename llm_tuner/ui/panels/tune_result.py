@@ -170,7 +170,7 @@ class TuneResultView(QWidget):
             return None
         folder = Path(folder)
         objective, label = self._report_head
-        files = tune_report_files(result, f"tune-{result.tune_id}", objective=objective, label=label,
+        files = tune_report_files(result, f"tune-{result.tune_number or result.tune_id}", objective=objective, label=label,
                                   y_label=self._y_label, trials=self._trials_for_plot)
         try:
             folder.mkdir(parents=True, exist_ok=True)
@@ -179,6 +179,6 @@ class TuneResultView(QWidget):
         except OSError as exc:
             self.action_label.setText(f"The report could not be written: {exc}")
             return None
-        path = folder / f"tune-{result.tune_id}.md"
+        path = folder / f"tune-{result.tune_number or result.tune_id}.md"
         self.action_label.setText(f"Exported: {path}")
         return path

@@ -30,6 +30,8 @@ def bar_text(d: DeviceMemory) -> str:
     """The figure beside a bar: what must be resident (and what is mapped) against the budget."""
     if d.budget_mib is None:
         cap = "of ? (size unknown)"
+    elif d.reserved_all:
+        cap = f"of 0 MiB ({format_mib(d.capacity_mib)} total, all reserved by the {d.backend} driver)"
     else:  # the bar is compared with free memory when it is known, else with the capacity
         cap = f"of {format_mib(d.budget_mib)} {'free' if d.available_mib is not None else 'total'}"
     cache = f" + {format_mib(d.prompt_cache_mib)} prompt cache" if d.prompt_cache_mib else ""
