@@ -229,7 +229,7 @@ class LivePanel(QWidget):
         elif what == "command" and self.args_edit.text() != fleet.command:
             self.args_edit.setText(fleet.command)
         elif what == "note":
-            self.notes_label.setText(details[0])
+            self._show_notes(details[0])
         elif what == "refusal":
             self.anyway_button.setVisible(fleet.refused_for_advice)
 
@@ -262,10 +262,15 @@ class LivePanel(QWidget):
             self.log_console.append_lines(list(slot.log_lines))
         self.device_plots._versions.clear()
         self.memory_bars.set_segments([])
-        self.notes_label.setText(slot.notes)
+        self._show_notes(slot.notes)
         self._show_router_models(slot)
         self._show_message(slot)
         self._set_state_display(slot)
+
+    def _show_notes(self, text: str) -> None:
+        """The launch's notes, or nothing: an empty line is not kept (a 768 px screen needs it for the plots)."""
+        self.notes_label.setText(text)
+        self.notes_label.setVisible(bool(text))
 
     def _show_message(self, slot: ServerSlot) -> None:
         self.message_label.setStyleSheet("color: #c62828" if slot.message_error else "")
