@@ -513,3 +513,28 @@ def test_the_bridge_hands_log_lines_over_a_few_times_a_second(qtbot):
     assert 2 <= len(batches) <= elapsed / 0.25 + 1  # at most four a second (ten before)
     lines = [x.text for b in batches for x in b]
     assert lines == [f"line {i}" for i in range(len(lines))] and len(lines) > 100
+
+
+@pytest.mark.server
+def test_memory_by_owner_forgets_a_server_that_crashed(qtbot, ctx, tiny_model):
+    """Issue 35 item 10: after the server died, memory by owner no longer shows its weights and K/V in host RAM
+    (the last snapshot stayed, as if the memory were still held); it says the server is gone."""
+    import os
+    import signal
+
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.args_edit.setText(f"-m {tiny_model} -c 1024 -np 1 -t 2")
+    assert panel.start()
+    qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
+    qtbot.waitUntil(lambda: bool(panel.memory_bars.last) and bool(panel.memory_bars.last[0].weights_mib),
+                    timeout=10_000)
+    os.kill(panel.bridge.session.pid, signal.SIGKILL)  # a crash: no goodbye
+    qtbot.waitUntil(lambda: "exited" in panel.state_label.text() or "did not" in panel.state_label.text(),
+                    timeout=30_000)
+    qtbot.wait(1500)  # a few redraws of the Devices tab
+    assert panel.memory_bars.last == []
+    assert "not running" in panel.memory_bars.rows.empty_text

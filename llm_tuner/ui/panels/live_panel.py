@@ -48,6 +48,7 @@ from llm_tuner.ui.plots.live_plots import ThroughputPlots
 STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "ready": "#2e7d32",
                  "stopping": "#b8860b", "exited": "#777"}
 TEST_PROMPT = "Write one short sentence about the sea."
+GONE = "The server is not running: the memory it held is free again."
 
 
 class LivePanel(QWidget):
@@ -408,6 +409,8 @@ class LivePanel(QWidget):
         restart = self.fleet.server_state_changed(slot, ev)
         if str(ev.state) == "exited":
             self._load_history()
+            if slot is self.slot:
+                self._memory_stale = True  # the bars let go of what it held at the next redraw
         if restart:
             self._bridges[slot].launch(slot.plan)
 
@@ -475,6 +478,9 @@ class LivePanel(QWidget):
 
     def _refresh_memory_bars(self, tel) -> None:
         if self.bridge.session is None:
+            return
+        if not self.bridge.running:  # exited (stopped or crashed): the memory it held is free, its last figures stale
+            self.memory_bars.set_segments([], empty_text=GONE)
             return
         memory = self.bridge.memory  # the server's own memory lines, as its latest snapshot brought them
         latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}
