@@ -48,6 +48,8 @@ from llm_tuner.ui.plots.live_plots import ThroughputPlots
 STATE_COLOURS = {"idle": "#777", "starting": "#b8860b", "loading": "#b8860b", "ready": "#2e7d32",
                  "stopping": "#b8860b", "exited": "#777"}
 TEST_PROMPT = "Write one short sentence about the sea."
+ARGS_HINT = "llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 (or pick a model in the Models list)"
+START_TIP = "Launch llama-server with these arguments (a running server keeps running: a new one starts beside it)"
 GONE = "The server is not running: the memory it held is free again."
 
 
@@ -76,15 +78,13 @@ class LivePanel(QWidget):
         self.new_server_button.setToolTip("Keep the running servers and prepare another one (e.g. a code model "
                                           "beside a chat model); Start then launches it on its own port")
         self.args_edit = QLineEdit()
-        self.args_edit.setPlaceholderText("llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 "
-                                          "(or pick a model in the Models list)")
+        self.args_edit.setPlaceholderText(ARGS_HINT)
         self.watch_check = QCheckBox("Add watch flags")
         self.watch_check.setChecked(True)
         self.watch_check.setToolTip("Adds --metrics (and --log-jsonl where the binary has it) so the server "
                                     "reports memory and request figures. Not part of the copied command.")
         self.start_button = QPushButton("Start")
-        self.start_button.setToolTip("Launch llama-server with these arguments (a running server keeps running: "
-                                     "a new one starts beside it)")
+        self.start_button.setToolTip(START_TIP)
         self.anyway_button = QPushButton("Launch anyway")  # shown when Start was refused for advice errors
         self.anyway_button.setToolTip("Start despite the errors above (a fork may accept what this build refuses)")
         self.anyway_button.hide()
@@ -227,8 +227,9 @@ class LivePanel(QWidget):
             self._show_message(details[0])
         elif what == "state" and details[0] is fleet.selected:
             self._set_state_display(details[0])
-        elif what == "command" and self.args_edit.text() != fleet.command:
-            self.args_edit.setText(fleet.command)
+            self._show_command()
+        elif what == "command":
+            self._show_command()
         elif what == "note":
             self._show_notes(details[0])
         elif what == "refusal":
@@ -267,6 +268,22 @@ class LivePanel(QWidget):
         self._show_router_models(slot)
         self._show_message(slot)
         self._set_state_display(slot)
+        self._show_command()
+
+    def _show_command(self) -> None:
+        """The arguments line: the selected server's own command while it runs (read-only: a running server's
+        command cannot change), else the command Start launches; Start's tooltip says what it starts."""
+        fleet = self.fleet
+        locked = fleet.command_locked
+        if self.args_edit.text() != fleet.shown_command:
+            self.args_edit.setText(fleet.shown_command)
+        self.args_edit.setReadOnly(locked)
+        self.args_edit.setPlaceholderText(
+            ("An attached server: its command line is not known here" if fleet.selected.plan is None else "")
+            if locked else ARGS_HINT)
+        self.start_button.setToolTip(
+            f"Start another server beside this one, with: {fleet.command[:300] or '(no arguments yet)'}" if locked
+            else START_TIP)
 
     def _show_notes(self, text: str) -> None:
         """The launch's notes, or nothing: an empty line is not kept (a 768 px screen needs it for the plots)."""
@@ -319,7 +336,8 @@ class LivePanel(QWidget):
         self._on_copy_clicked()
 
     def _on_args_edit_text_changed(self, text: str) -> None:
-        self.fleet.command = text
+        if not self.fleet.command_locked:  # the line shows a running server's command, not the next Start's
+            self.fleet.command = text
 
     def _on_watch_check_toggled(self, checked: bool) -> None:
         self.fleet.watch = checked
