@@ -34,12 +34,14 @@ class ChatSession(QObject):
         self.messages: list[dict] = []  # the user and assistant turns so far (the system prompt is added per reply)
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
+        self._quitting = threading.Event()  # a stopped reply no longer waits for the server
         self._lock = threading.Lock()
         self._pending: list[tuple[str, str]] = []
         self._posted = False
         self._text_posted.connect(self._on_self_text_posted)
-        if (app := QCoreApplication.instance()) is not None:  # a reply under way ends with the app (an attached
-            app.aboutToQuit.connect(self.stop)  # server keeps running and would keep streaming to no one)
+        # a reply under way ends with the app (an attached server keeps running and would stream to no one)
+        if (app := QCoreApplication.instance()) is not None:
+            app.aboutToQuit.connect(self._on_app_about_to_quit)
 
     @property
     def busy(self) -> bool:
@@ -62,7 +64,7 @@ class ChatSession(QObject):
 
         def run(_ctl) -> ChatReply:
             return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text, model=model,
-                                **params)
+                                give_up=self._quitting, **params)
 
         job = self._job = BackgroundJob(run, self)
         job.succeeded.connect(self._on_job_succeeded)
@@ -79,6 +81,10 @@ class ChatSession(QObject):
         """Cancel the reply under way: it ends as a stopped reply with the text so far once the server has let go
         of it."""
         self._cancel.set()
+
+    def _on_app_about_to_quit(self) -> None:
+        self._quitting.set()
+        self.stop()
 
     def clear(self) -> None:
         """Forget the conversation (a reply under way is stopped first)."""

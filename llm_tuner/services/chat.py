@@ -119,9 +119,10 @@ def busy_slots(client: LlamaClient) -> frozenset[tuple[int | None, int | None]] 
 
 
 def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout: float = STOP_WAIT_S,
-                      poll_s: float = STOP_POLL_S) -> tuple[float | None, bool]:
+                      poll_s: float = STOP_POLL_S, give_up: threading.Event | None = None) -> tuple[float | None, bool]:
     """After a stopped reply: wait until the slots that took it up (busy now and not before it was asked: `before`)
-    are free. Returns (seconds waited, still busy after `timeout`); (None, False) when the server does not say."""
+    are free. Returns (seconds waited, still busy after `timeout` or when `give_up` was set: the app quits); (None,
+    False) when the server does not say."""
     if before is None:
         return None, False
     t0 = time.monotonic()
@@ -140,21 +141,22 @@ def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout:
                 ours = busy - before  # another client's requests are not this reply's
             if not ours & busy:
                 return waited, False
-        if waited >= timeout:
+        if waited >= timeout or (give_up is not None and give_up.wait(poll_s)):
             return waited, True
-        time.sleep(poll_s)
+        if give_up is None:
+            time.sleep(poll_s)
 
 
 def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel: threading.Event,
                  on_text: Callable[[str, str], None] | None = None, timeout: float = REPLY_TIMEOUT_S,
-                 model: str | None = None, **params) -> ChatReply:
+                 model: str | None = None, give_up: threading.Event | None = None, **params) -> ChatReply:
     """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed;
     `model`: which of a router's models answers (None for a server of one model); `params` go with the request
     (`max_tokens`: the reply's limit).
 
     Setting `cancel` ends the stream within a fraction of a second and closes the connection; the server then
     stops too, but only once the step it is on is done (reading a long prompt on a CPU: seconds). The reply
-    waits for that and says how long it took (freed_after_s).
+    waits for that and says how long it took (freed_after_s), unless `give_up` is set (the app quits).
     Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the context, a router asked
     without a model), httpx errors when nothing answers."""
     with LlamaClient(url, api_key=api_key, timeout=timeout, model=model) as client:
@@ -164,7 +166,7 @@ def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel:
         reply = read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text, model=model)
         if not reply.cancelled:
             return reply
-        freed, busy = wait_until_let_go(client, before)
+        freed, busy = wait_until_let_go(client, before, give_up=give_up)
         return replace(reply, freed_after_s=freed, still_busy=busy)
 
 
