@@ -329,8 +329,8 @@ class ChatPanel(QWidget):
             return (f"The reply stopped at the server's own limit of {theirs} tokens (-n in its profile: change it "
                     "there and restart the server).")
         if asked:
-            return (f"The reply stopped at the {asked}-token reply limit (set beside the server's name: raise it, or "
-                    "choose none, for longer replies).")
+            return (f"The reply stopped at the {asked}-token reply limit (Reply limit, top right: raise it, or choose "
+                    "none, for longer replies).")
         return "The reply stopped at the server's limit on generated tokens (-n, set in its command line)."
 
     def _show_limit_tip(self) -> None:
