@@ -395,7 +395,7 @@ class LivePanel(QWidget):
         t = result.get("timings", {})
         text = (result.get("content") or "").strip().replace("\n", " ")
         self.fleet.show_message(f"Test prompt answered: {t.get('predicted_n', '?')} tokens at "
-                                f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”. "
+                                f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:60]}”. "
                                 "See it in the Requests tab.", slot=slot)
 
     def _on_test_job_failed(self, slot: ServerSlot, exc: object) -> None:

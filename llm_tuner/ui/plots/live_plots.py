@@ -77,11 +77,10 @@ def fitted_y(cur: tuple[float, float] | None, lo: float, hi: float) -> tuple[flo
 
 
 MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
-MIN_CURVES_PX = 124  # the least height of a Live plot's curves (its ViewBox), title and axes not counted
+MIN_CURVES_PX = 122  # the least height of a Live plot's curves (its ViewBox), title and axes not counted
 TITLE_PX = 20  # a plot's title row (9 pt text; pyqtgraph's own row is 30 px)
-TICKS_PX = 28  # a time axis's ticks
-TIME_AXIS_PX = 44  # the lowest plot's time axis: ticks and its label
-COLUMN_PX = 30  # the column's margins and the spacing between its plots
+TIME_AXIS_PX = 40  # the lowest plot's time axis: ticks and its label
+COLUMN_PX = 26  # the column's margins and the spacing between its plots
 
 
 def _title(plot: pg.PlotItem, text: str) -> None:
@@ -108,9 +107,9 @@ def _time_label(plot: pg.PlotItem) -> None:
     axis.setLabel("local time (h:min:s)", **{"font-size": "8pt", "color": axis.textPen().color().name()})
 
 
-def _show_plots(plots: list[pg.PlotItem], shown: list[bool], *, ticks_on_all: bool) -> int:
-    """Show some plots of a column (a hidden plot gives its height to the others) and put the named time axis
-    on the lowest one shown; `ticks_on_all` keeps the time ticks on every plot, else only on that one. Returns the
+def _show_plots(plots: list[pg.PlotItem], shown: list[bool]) -> int:
+    """Show some plots of a column (a hidden plot gives its height to the others); the plots are x-linked and share
+    one named time axis, on the lowest one shown (ticks on each would cost a laptop 26 px a plot). Returns the
     column's least height: each plot keeps MIN_CURVES_PX for its curves, so a short window scrolls the column
     rather than crushing five plots into 45 px each (a 1366x768 laptop did)."""
     last = max(i for i, on in enumerate(shown) if on)
@@ -122,10 +121,8 @@ def _show_plots(plots: list[pg.PlotItem], shown: list[bool], *, ticks_on_all: bo
             _time_label(plot)
         else:
             plot.getAxis("bottom").showLabel(False)
-            if not ticks_on_all:
-                plot.hideAxis("bottom")
-        axis = TIME_AXIS_PX if i == last else TICKS_PX if ticks_on_all else 0
-        least = MIN_CURVES_PX + TITLE_PX + axis if on else 0
+            plot.hideAxis("bottom")
+        least = MIN_CURVES_PX + TITLE_PX + (TIME_AXIS_PX if i == last else 0) if on else 0
         plot.setMinimumHeight(least)
         total += least
     return total
@@ -179,8 +176,7 @@ class DevicePlots(QWidget):
             return
         self.gpu_plots_shown = shown
         visible = [shown or bool(host_fields) for _t, _u, _g, host_fields in METRICS]
-        # one shared time axis, at the bottom; each plot keeps its height: they scroll
-        self.view.setMinimumHeight(_show_plots(list(self.plots.values()), visible, ticks_on_all=False))
+        self.view.setMinimumHeight(_show_plots(list(self.plots.values()), visible))  # each keeps its height: they scroll
 
     def set_device_labels(self, labels: dict[str, str]) -> None:
         """Legend names per device ring: one physical GPU is one set of curves, named with all its llama.cpp
@@ -421,5 +417,4 @@ class ThroughputPlots(QWidget):
         if shown == self.draft_plot_shown:
             return
         self.draft_plot_shown = shown
-        self.view.setMinimumHeight(_show_plots([self.prompt_plot, self.rate_plot, self.draft_plot],
-                                               [True, True, shown], ticks_on_all=True))
+        self.view.setMinimumHeight(_show_plots([self.prompt_plot, self.rate_plot, self.draft_plot], [True, True, shown]))
