@@ -198,7 +198,7 @@ _OTHERS: tuple[Flag, ...] = (
     _x("repack", "--repack", "toggle", neg="--no-repack -nr"),
     _x("embedding", "--embedding --embeddings", "switch"),
     _x("spec_draft_sampling", "--spec-draft-sampling"),
-    _x("predict", "--predict -n", "int"),
+    _x("predict", "--predict -n --n-predict", "int", env=_A + "N_PREDICT"),
     _x("threads_http", "--threads-http", "int", serving=True),
     _x("timeout", "--timeout -to", "int", serving=True),
     _x("cache_reuse", "--cache-reuse", "int"),

@@ -3,8 +3,8 @@
 The reply runs as a BackgroundJob on the long-job pool (a reply can take minutes; short queries never queue
 behind it). Text pieces arrive on the worker thread; they are gathered under a lock and the GUI is told once
 per batch (`text_received` carries everything since the last one), so a fast server costs one repaint per
-event-loop turn, not one per token. `stop()` cancels the stream: the connection closes and the server stops
-generating.
+event-loop turn, not one per token. `stop()` cancels the stream: the connection closes, and the reply ends once the
+server has let go of it (a long prompt is read to the end of its step first: services.chat.stream_reply).
 """
 
 from __future__ import annotations
@@ -29,15 +29,19 @@ class ChatSession(QObject):
         self.api_key: str | None = None
         self.system_prompt = ""
         self.model: str | None = None  # the router's model the next question goes to (None: a server of one model)
+        self.max_tokens: int | None = None  # the next reply's limit (None: the server's own)
+        self.asked_limit: int | None = None  # the limit the reply under way (or the last one) was asked with
         self.messages: list[dict] = []  # the user and assistant turns so far (the system prompt is added per reply)
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
+        self._quitting = threading.Event()  # a stopped reply no longer waits for the server
         self._lock = threading.Lock()
         self._pending: list[tuple[str, str]] = []
         self._posted = False
         self._text_posted.connect(self._on_self_text_posted)
-        if (app := QCoreApplication.instance()) is not None:  # a reply under way ends with the app (an attached
-            app.aboutToQuit.connect(self.stop)  # server keeps running and would keep streaming to no one)
+        # a reply under way ends with the app (an attached server keeps running and would stream to no one)
+        if (app := QCoreApplication.instance()) is not None:
+            app.aboutToQuit.connect(self._on_app_about_to_quit)
 
     @property
     def busy(self) -> bool:
@@ -54,19 +58,32 @@ class ChatSession(QObject):
         self.messages.append({"role": "user", "content": question})
         system = [{"role": "system", "content": self.system_prompt}] if self.system_prompt.strip() else []
         messages, url, key, model = system + list(self.messages), self.url, self.api_key, self.model
+        limit = self.asked_limit = self.max_tokens
+        params = {"max_tokens": limit} if limit else {}
         cancel = self._cancel = threading.Event()
 
         def run(_ctl) -> ChatReply:
-            return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text, model=model)
+            return stream_reply(url, key, messages, cancel=cancel, on_text=self._on_worker_text, model=model,
+                                give_up=self._quitting, **params)
 
         job = self._job = BackgroundJob(run, self, what="The chat reply", on_failed=self._on_job_failed)
         job.succeeded.connect(self._on_job_succeeded)
         job.start(long=True)
         return True
 
+    @property
+    def is_stopping(self) -> bool:
+        """Stop was pressed and the reply has not ended yet (the server may still be on it)."""
+        return self._job is not None and self._cancel.is_set()
+
     def stop(self) -> None:
-        """Cancel the reply under way (it ends as a stopped reply with the text so far)."""
+        """Cancel the reply under way: it ends as a stopped reply with the text so far once the server has let go
+        of it."""
         self._cancel.set()
+
+    def _on_app_about_to_quit(self) -> None:
+        self._quitting.set()
+        self.stop()
 
     def clear(self) -> None:
         """Forget the conversation (a reply under way is stopped first)."""

@@ -20,10 +20,15 @@ from dataclasses import dataclass, replace
 
 import httpx
 
+from llm_tuner.core import flags
+from llm_tuner.core.server_endpoints import parse_slots
 from llm_tuner.core.session import RequestRecord
 from llm_tuner.services.client import LlamaClient, ServerError, StreamCancelled
 
 REPLY_TIMEOUT_S = 600.0  # the longest the server may take for the first event (a long prompt) or between two
+STOP_WAIT_S = 120.0  # the longest a stopped reply waits for the server to let go of it
+STOP_POLL_S = 0.2
+DEFAULT_REPLY_LIMIT = 1024  # tokens: the Chat's own cap on a reply (a model without a template can run on for minutes)
 
 
 @dataclass(frozen=True)
@@ -36,6 +41,11 @@ class ChatReply:
     record: RequestRecord | None = None  # the server's own figures of this request; None when it sent none
     cancelled: bool = False  # the user stopped it (the text is what arrived until then)
     model: str | None = None
+    # A stopped reply: closing the connection does not stop a server reading a long prompt (it finishes the step
+    # it is on first). How long after Stop its slot was free (None: the server does not say), and whether it was
+    # still busy when the wait gave up (STOP_WAIT_S).
+    freed_after_s: float | None = None
+    still_busy: bool = False
 
 
 class ReplyAccumulator:
@@ -99,19 +109,91 @@ def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | 
     return acc.reply(model=model)
 
 
+def busy_slots(client: LlamaClient) -> frozenset[tuple[int | None, int | None]] | None:
+    """The server's slots working on a request now, as (slot id, task id); None when it does not say (its
+    /slots is off, or it answers something else). The server answers /slots between two steps of its work."""
+    try:
+        return frozenset((s.id, s.task) for s in parse_slots(client.slots()) if s.is_processing)
+    except (ServerError, httpx.HTTPError):
+        return None
+
+
+def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout: float = STOP_WAIT_S,
+                      poll_s: float = STOP_POLL_S, give_up: threading.Event | None = None) -> tuple[float | None, bool]:
+    """After a stopped reply: wait until the slots that took it up (busy now and not before it was asked: `before`)
+    are free. Returns (seconds waited, still busy after `timeout` or when `give_up` was set: the app quits); (None,
+    False) when the server does not say."""
+    if before is None:
+        return None, False
+    t0 = time.monotonic()
+    ours: frozenset | None = None
+    while True:
+        busy: frozenset | None
+        try:
+            busy = frozenset((s.id, s.task) for s in parse_slots(client.slots()) if s.is_processing)
+        except httpx.TimeoutException:  # the step it is on outlasts a short call: it is still busy
+            busy = None
+        except (ServerError, httpx.HTTPError):
+            return None, False
+        waited = time.monotonic() - t0
+        if busy is not None:
+            if ours is None:
+                ours = busy - before  # another client's requests are not this reply's
+            if not ours & busy:
+                return waited, False
+        if waited >= timeout or (give_up is not None and give_up.wait(poll_s)):
+            return waited, True
+        if give_up is None:
+            time.sleep(poll_s)
+
+
 def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel: threading.Event,
                  on_text: Callable[[str, str], None] | None = None, timeout: float = REPLY_TIMEOUT_S,
-                 model: str | None = None, **params) -> ChatReply:
+                 model: str | None = None, give_up: threading.Event | None = None, **params) -> ChatReply:
     """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed;
-    `model`: which of a router's models answers (None for a server of one model).
+    `model`: which of a router's models answers (None for a server of one model); `params` go with the request
+    (`max_tokens`: the reply's limit).
 
-    Setting `cancel` stops it within a fraction of a second (the connection closes, so the server stops
-    generating too). Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the
-    context, a router asked without a model), httpx errors when nothing answers."""
+    Setting `cancel` ends the stream within a fraction of a second and closes the connection; the server then
+    stops too, but only once the step it is on is done (reading a long prompt on a CPU: seconds). The reply
+    waits for that and says how long it took (freed_after_s), unless `give_up` is set (the app quits).
+    Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the context, a router asked
+    without a model), httpx errors when nothing answers."""
     with LlamaClient(url, api_key=api_key, timeout=timeout, model=model) as client:
         if cancel.is_set():
             return ChatReply("", cancelled=True)
-        return read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text, model=model)
+        before = busy_slots(client)
+        reply = read_reply(client.chat_stream(messages, cancel=cancel, **params), on_text, model=model)
+        if not reply.cancelled:
+            return reply
+        freed, busy = wait_until_let_go(client, before, give_up=give_up)
+        return replace(reply, freed_after_s=freed, still_busy=busy)
+
+
+def stop_text(reply: ChatReply) -> str:
+    """The line under a stopped reply: what the server did with it."""
+    said = "Stopped." if reply.text or reply.reasoning else "Stopped before the first word."
+    if reply.still_busy:
+        return (f"{said[:-1]} here; the server was still working on it {reply.freed_after_s:.0f} s after Stop (a long "
+                "prompt is read to the end of its step first): the next question waits for it.")
+    if reply.freed_after_s is None:
+        return (f"{said[:-1]} here; whether the server still works on it is not known (it does not report its slots): "
+                "a long prompt is read to the end of its step first.")
+    if reply.freed_after_s >= 1.0:
+        return (f"{said[:-1]}: the server let go of it {reply.freed_after_s:.1f} s after Stop (it finishes the step it "
+                "is on first).")
+    return said
+
+
+def server_reply_limit(user_args: Iterable[str], env: Mapping[str, str]) -> int | None:
+    """The server's own cap on generated tokens (-n, --predict, or its variable), from the command it runs; None
+    when it has none (absent, -1, or not a number)."""
+    value = flags.value_of(flags.effective_argv(list(user_args), env), "predict")
+    try:
+        n = int(value) if value is not None else -1
+    except ValueError:
+        return None
+    return n if n >= 0 else None
 
 
 def draft_text(rec: RequestRecord) -> str:

@@ -9,7 +9,7 @@ anything starts. LivePanel binds its widgets to a LiveFleet and runs each slot's
 
 Listeners get `notify(what, *details)` with `what` one of: "added" (slot), "selected" (slot: the views show
 it now), "titles" (a name, port or state in the list changed), "message" (slot), "state" (slot), "command"
-(the arguments Start launches were set here), "note" (text: why the edited profile is not the command),
+(the arguments Start launches were set here; the line shows `shown_command`: a running server's own), "note" (text: why the edited profile is not the command),
 "refusal" (the last Start was refused, or no longer is, for advice errors: "Launch anyway" shows).
 
 A slot's state is a services.supervised.ServerState, whose properties are the one definition of running,
@@ -266,6 +266,20 @@ class LiveFleet(Observable):
                 model = None
         if model is not None:
             self.set_command(shlex.join(flags.argv_for("model", str(model))))
+
+    @property
+    def command_locked(self) -> bool:
+        """The selected server runs: the arguments line shows its own command, which no edit can change."""
+        return self.selected.running
+
+    @property
+    def shown_command(self) -> str:
+        """What the arguments line shows: the selected server's own command while it runs (an attached server's
+        is not known here: ""), else the command Start launches (the edited profile's, or what was typed)."""
+        slot = self.selected
+        if slot.running:
+            return shlex.join(slot.plan.user_args) if slot.plan is not None else ""
+        return self.command
 
     @property
     def from_editor(self) -> bool:

@@ -377,7 +377,8 @@ class MainWindow(QMainWindow):
     def _apply_default_dock_sizes(self) -> None:
         # 390 px at 1366 (the editor keeps its room), 550 at 1920
         self.resizeDocks([self.models_dock], [max(340, min(580, int(self.width() / 3.5)))], Qt.Orientation.Horizontal)
-        self.resizeDocks([self.log_dock], [max(100, min(150, self.height() // 6))], Qt.Orientation.Vertical)
+        # the log: 150 px on a tall screen, 100 on a 768 px laptop (the Live plots and the Tune form need the rest)
+        self.resizeDocks([self.log_dock], [max(100, min(150, self.height() // 8))], Qt.Orientation.Vertical)
 
     def _on_app_about_to_quit(self) -> None:
         """After the Live servers (LivePanel.shutdown ran first): the RPC workers this app started stop on a

@@ -74,6 +74,7 @@ def chat_with(window, live) -> None:
     _wait_until(live.is_ready, 120)
     _wait_until(lambda: "temperature" in chat.sampling_label.text(), 30)
     chat.system_edit.setPlainText("You are a helpful assistant. Answer briefly.")
+    chat.limit_spin.setValue(48)  # the demo model has no chat template: it would run on to the 1024-token default
     done = []
     chat.session.reply_finished.connect(done.append)
     chat.send("Name three colours of the rainbow.")

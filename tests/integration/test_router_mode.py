@@ -78,3 +78,41 @@ def test_router_lists_its_models_requests_name_theirs_and_a_benchmark_keeps_the_
     wrong = BenchRunner(repo).run(target_from_profile(router_profile, label="router"),
                                   spec.model_copy(update={"model": "tiny-z"})).run
     assert wrong.status == "failed" and "no model named 'tiny-z'" in wrong.error and "tiny-a, tiny-b" in wrong.error
+
+
+def test_a_router_benchmark_counts_its_model_instance(demo_model, server_binary, tmp_path):
+    """Issue 35 item 11: a router serves each model from a child process; the benchmark's host memory and the CPU
+    that is "ours" count that instance, not the router alone ("Peak memory: Host 19 MiB", and the instance's CPU
+    reported as other processes' 99 %)."""
+    import psutil
+
+    from llm_tuner.services.bench import OtherCpuMeter
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "demo.gguf").symlink_to(demo_model)  # 241 MiB of weights, all read while it generates
+    profile = import_command(f"--models-dir {folder} --models-max 1 -c 1024 -np 1 -t 2").profile
+    repo = RunRepository(open_engine(tmp_path / "h.sqlite"))
+    spec = BenchSpec(prompt_tokens=(32,), gen_tokens=8, reps=1, warmup=1, model="demo")
+    run = BenchRunner(repo).run(target_from_profile(profile, label="router"), spec).run
+    assert run.status == "complete", run.error
+    host = [p.vram_used_mib for rep in repo.get_run(run.id).reps for p in rep.peaks if p.device == "Host"]
+    assert host and max(host) > 200, host  # the instance's weights, not the router's 19 MiB
+
+    argv, env = profile_to_argv(profile)
+    plan = plan_launch(server_binary, argv, env)
+    events = Events()
+    watched = WatchedServer(ServerSession(plan, events), telemetry=False)
+    watched.start()
+    try:
+        with LlamaClient(plan.url, model="demo", timeout=300) as client:
+            assert client.wait_ready(timeout=60, alive=watched.session.alive).ready
+            client.completion("Hello", n_predict=2)  # the router spawns the instance
+            instance = psutil.Process(watched.session.pid).children(recursive=True)[0]
+            before = sum(instance.cpu_times()[:2])
+            with OtherCpuMeter(watched.session.pid) as meter:
+                client.completion("Once upon a time", n_predict=48)
+            spent = sum(instance.cpu_times()[:2]) - before
+    finally:
+        watched.stop()
+    assert spent > 0.05 and meter.ours_cpu_s >= 0.9 * spent, (meter.ours_cpu_s, spent)

@@ -275,3 +275,46 @@ def test_the_model_picker_shows_for_a_router_only_and_needs_a_model(qtbot):
         chat.set_router_models(None)  # the server serves one model again
         assert chat.model_combo.isHidden() and chat.picked_model() is None
         qtbot.waitUntil(lambda: "asking" not in chat.sampling_label.text(), timeout=20_000)
+
+
+@pytest.mark.server
+def test_a_reply_has_a_length_limit_that_says_where_it_comes_from(qtbot, window, tiny_model):
+    """Issue 35 item 15: a model without a chat template runs on for minutes; the Chat has its own reply limit
+    (sent with each question) and names the server's own limit (-n) beside it."""
+    live, chat = window.live_panel, window.chat_panel
+    live.args_edit.setText(f"-m {tiny_model} -c 2048 -np 1 -t 2 -n 300 --temp 0")
+    assert live.start()
+    qtbot.waitUntil(live.is_ready, timeout=120_000)
+    assert "300" in chat.limit_spin.toolTip() and "-n" in chat.limit_spin.toolTip()  # the server's own cap
+    assert chat.limit_spin.value() > 0  # on by default
+    chat.limit_spin.setValue(6)
+    reply, _ = _reply(qtbot, chat, "Tell me everything.")
+    assert reply.finish_reason == "length" and reply.record.predicted_n == 6
+    assert "6-token reply limit" in chat.message_label.text()
+    _stop_server(qtbot, live)  # here, not in the fixture: pytest-qt closes the window before fixtures end
+
+
+@pytest.mark.server
+def test_stop_waits_until_the_server_has_let_go_of_the_reply(qtbot, window, demo_model):
+    """Issue 35 item 15: closing the connection does not stop a server reading a long prompt: it finishes the step it
+    is on (seconds on a CPU). Stop says it is stopping, and "Stopped" comes once the server's slot is free."""
+    from llm_tuner.services.client import LlamaClient
+
+    live, chat = window.live_panel, window.chat_panel
+    live.args_edit.setText(f"-m {demo_model} -c 4096 -np 1 -t 2")
+    assert live.start()
+    qtbot.waitUntil(live.is_ready, timeout=120_000)
+    qtbot.waitUntil(lambda: "temperature" in chat.sampling_label.text(), timeout=20_000)
+    long_prompt = "The quick brown fox jumps over the lazy dog. " * 250  # ~2,500 tokens: seconds to read
+    with qtbot.waitSignal(chat.session.reply_finished, timeout=240_000) as stopped:
+        assert chat.send(long_prompt)
+        qtbot.wait(500)  # the server is reading the prompt
+        chat.stop_button.click()
+        assert "Stopping" in chat.message_label.text() and not chat.stop_button.isEnabled()
+        assert not chat.send_button.isEnabled()  # the next question would wait behind it anyway
+    with LlamaClient(live.slot.url, timeout=10) as client:
+        assert not any(s.get("is_processing") for s in client.slots())  # "Stopped" is true: the server is free
+    assert stopped.args[0].cancelled
+    assert "Stopped" in chat.transcript.toPlainText().splitlines()[-1]
+    assert chat.send_button.isEnabled() and "Stopping" not in chat.message_label.text()
+    _stop_server(qtbot, live)  # here, not in the fixture: pytest-qt closes the window before fixtures end

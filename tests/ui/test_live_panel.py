@@ -513,3 +513,59 @@ def test_the_bridge_hands_log_lines_over_a_few_times_a_second(qtbot):
     assert 2 <= len(batches) <= elapsed / 0.25 + 1  # at most four a second (ten before)
     lines = [x.text for b in batches for x in b]
     assert lines == [f"line {i}" for i in range(len(lines))] and len(lines) > 100
+
+
+@pytest.mark.server
+def test_memory_by_owner_forgets_a_server_that_crashed(qtbot, ctx, tiny_model):
+    """Issue 35 item 10: after the server died, memory by owner no longer shows its weights and K/V in host RAM
+    (the last snapshot stayed, as if the memory were still held); it says the server is gone."""
+    import os
+    import signal
+
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    panel.args_edit.setText(f"-m {tiny_model} -c 1024 -np 1 -t 2")
+    assert panel.start()
+    qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
+    qtbot.waitUntil(lambda: bool(panel.memory_bars.last) and bool(panel.memory_bars.last[0].weights_mib),
+                    timeout=10_000)
+    os.kill(panel.bridge.session.pid, signal.SIGKILL)  # a crash: no goodbye
+    qtbot.waitUntil(lambda: "exited" in panel.state_label.text() or "did not" in panel.state_label.text(),
+                    timeout=30_000)
+    qtbot.wait(1500)  # a few redraws of the Devices tab
+    assert panel.memory_bars.last == []
+    assert "not running" in panel.memory_bars.rows.empty_text
+
+
+@pytest.mark.server
+def test_the_arguments_line_shows_the_selected_servers_command(qtbot, ctx, tiny_model):
+    """Issue 35 item 12: while a server runs, the arguments line is its command (read-only), not the profile edited
+    since; a new server's line is the edited profile's, which Start launches."""
+    import shlex
+
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    panel = LivePanel(ctx)
+    qtbot.addWidget(panel)
+    panel.show()
+    running = f"-m {tiny_model} -c 1024 -np 1 -t 2"
+    panel.args_edit.setText(running)
+    assert panel.start()
+    qtbot.waitUntil(lambda: "ready" in panel.state_label.text(), timeout=90_000)
+    ctx.state.set_profile(LaunchProfile(model=str(tiny_model), ctx_size=2048, threads=2))  # edited meanwhile
+    own = shlex.split(running) + ["--port", str(panel.slot.port)]  # its whole command: the port chosen for it too
+    assert shlex.split(panel.args_edit.text()) == own
+    assert panel.args_edit.isReadOnly()
+    assert "2048" in panel.start_button.toolTip()  # Start says what it would launch beside this one
+
+    panel.new_server_button.click()  # an empty slot: the edited profile, editable, is what Start launches
+    assert "--ctx-size 2048" in panel.args_edit.text() and not panel.args_edit.isReadOnly()
+    panel.server_combo.setCurrentIndex(0)
+    assert shlex.split(panel.args_edit.text()) == own and panel.args_edit.isReadOnly()
+    panel.stop_button.click()
+    qtbot.waitUntil(lambda: "exited" in panel.state_label.text(), timeout=30_000)
+    assert "--ctx-size 2048" in panel.args_edit.text() and not panel.args_edit.isReadOnly()  # Start's command again

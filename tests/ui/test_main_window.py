@@ -89,3 +89,26 @@ def test_plots_follow_a_switch_to_a_dark_palette(qtbot):
     finally:
         app.setPalette(light)
         pg.setConfigOptions(background=light.color(QPalette.ColorRole.Base), foreground=light.color(QPalette.ColorRole.Text))
+
+
+def test_a_fresh_window_shows_no_error_before_the_user_did_anything(qtbot):
+    """Issue 35 item 9: a new window's Advice names the first step (pick a model) without a red ERROR; Start still
+    refuses a command with no model, and a profile the user set up without one gets the error."""
+    from PySide6.QtCore import Qt
+
+    from llm_tuner.app import build_window
+    from llm_tuner.core.profile import LaunchProfile
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    advice = window.profile_panel.advice_list
+    items = [advice.item(i) for i in range(advice.count())]
+    texts = [i.text() for i in items]
+    assert not any(t.startswith("ERROR") for t in texts), texts
+    assert any("pick a model" in t.lower() for t in texts), texts
+    step = next(i for i in items if i.data(Qt.ItemDataRole.UserRole) == "no-model")
+    assert step.foreground().color().name() != "#c62828"  # not painted as an error
+    assert [a.id for a in ctx.state.profile_errors] == ["no-model"]  # Start refuses it, and says why
+    window.profile_panel.set_profile(LaunchProfile(ctx_size=4096))  # the user set something, still no model
+    texts = [advice.item(i).text() for i in range(advice.count())]
+    assert any(t.startswith("ERROR: no model") for t in texts), texts

@@ -127,7 +127,8 @@ def test_quick_start_from_model_to_verdict(qtbot, demo_model):
     # 6. A second profile (duplicate with -ub 256), benchmarked.
     qtbot.mouseClick(qs.buttons["second"], LEFT)
     assert profile.names_list.count() == 2 and profile.profile.ubatch_size == 256
-    assert "-ub 256" in live.args_edit.text() or "--ubatch-size 256" in live.args_edit.text()
+    # the next Start launches it; the line shows the running server's own command (issue 35 item 12)
+    assert "--ubatch-size 256" in live.fleet.command and "--ubatch-size" not in live.args_edit.text()
     _benchmark(qtbot, window)
     assert bench.last_run.label == profile.current_name
     qtbot.waitUntil(lambda: bench.history_model.rowCount() == 2, timeout=10_000)

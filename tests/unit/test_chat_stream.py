@@ -170,3 +170,16 @@ def test_a_refused_chat_is_a_server_error_with_its_message():
         with pytest.raises(ServerError, match="exceeds the available context size") as info:
             list(client.chat_stream([{"role": "user", "content": "hi"}]))
     assert info.value.status == 400 and info.value.kind == "exceed_context_size_error"
+
+
+def test_the_servers_own_reply_limit_is_read_in_every_spelling():
+    """The Chat sends the lower of its limit and the server's -n (a request's limit replaces -n): every way a
+    command gives -n counts (llama-server's --help: -n, --predict, --n-predict, LLAMA_ARG_N_PREDICT)."""
+    from llm_tuner.services.chat import server_reply_limit
+
+    for argv in (["-n", "32"], ["--predict", "32"], ["--n-predict", "32"], ["--n-predict=32"]):
+        assert server_reply_limit(["-m", "m.gguf", *argv], {}) == 32, argv
+    assert server_reply_limit(["-m", "m.gguf"], {"LLAMA_ARG_N_PREDICT": "32"}) == 32
+    assert server_reply_limit(["-n", "64"], {"LLAMA_ARG_N_PREDICT": "32"}) == 64  # the flag wins, as in llama-server
+    assert server_reply_limit(["-n", "-1"], {}) is None and server_reply_limit([], {}) is None
+    assert server_reply_limit(["-n", "many"], {}) is None

@@ -15,6 +15,7 @@ import psutil
 from llm_tuner.core.bench_spec import DevicePeak
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.telemetry import amd, nvml
+from llm_tuner.services.telemetry.host import ProcessTree
 from llm_tuner.services.telemetry.inventory import gpu_labels
 
 log = logging.getLogger(__name__)
@@ -109,10 +110,10 @@ class PeakTracker:
         self.source = source
         self.interval_s = interval_s
         self.clock = clock
-        self._server = None
+        self._server: ProcessTree | None = None
         if server_pid:
             try:
-                self._server = psutil.Process(server_pid)
+                self._server = ProcessTree(server_pid)
             except Exception:  # noqa: BLE001 - gone already, or no psutil
                 self._server = None
         self._stop = threading.Event()
@@ -123,8 +124,8 @@ class PeakTracker:
         """One reading of every device: peaks kept, energy integrated since the previous reading."""
         readings: list = []
         if self._server is not None:
-            try:  # host memory of the server (RSS includes the mmap-ed weights it touched)
-                readings.append({"device": "Host", "vram_used_mib": self._server.memory_info().rss / 2**20})
+            try:  # host memory of the server and a router's model instances (RSS: the mmap-ed weights they touched)
+                readings.append({"device": "Host", "vram_used_mib": self._server.rss_mib()})
             except Exception:  # noqa: BLE001 - the server is gone: no host reading from now on
                 self._server = None
         try:
@@ -189,40 +190,48 @@ class PeakTracker:
 
 
 class OtherCpuMeter:
-    """CPU used by processes other than the server and this app while a repetition runs, as % of all
-    cores. A busy machine (a browser, a build, another benchmark) makes runs differ for reasons that are
-    not the settings; comparisons warn when this is high."""
+    """CPU used by processes other than the server (with a router's model instances, its children) and this app
+    while a repetition runs, as % of all cores. A busy machine (a browser, a build, another benchmark) makes runs
+    differ for reasons that are not the settings; comparisons warn when this is high. `ours_cpu_s`: the CPU
+    seconds the server and this app used meanwhile."""
 
     def __init__(self, server_pid: int | None) -> None:
         self._psutil = psutil
-        self._procs = []
-        for pid in (server_pid, os.getpid()):
-            if pid:
-                try:
-                    self._procs.append(psutil.Process(pid))
-                except psutil.Error:
-                    pass
+        self._server: ProcessTree | None = None
+        self._app: psutil.Process | None = None
+        try:
+            self._server = ProcessTree(server_pid, refresh_s=0.0) if server_pid else None
+        except psutil.Error:
+            pass
+        try:
+            self._app = psutil.Process(os.getpid())
+        except psutil.Error:
+            pass
+        self.pct: float | None = None
+        self.ours_cpu_s: float | None = None
 
     def _busy(self) -> tuple[float, float, float]:
         t = self._psutil.cpu_times()
         total_busy = sum(t) - t.idle - getattr(t, "iowait", 0.0)
         ours = 0.0
-        for p in self._procs:
+        if self._server is not None:
             try:
-                c = p.cpu_times()
-                ours += c.user + c.system
+                ours += self._server.cpu_s()
             except self._psutil.Error:
-                pass
+                self._server = None  # gone (the run fails on it): no reading of it from now on
+        if self._app is not None:
+            ours += sum(self._app.cpu_times()[:2])
         return time.monotonic(), total_busy, ours
 
     def __enter__(self) -> OtherCpuMeter:
         self._t0 = self._busy()
-        self.pct: float | None = None
+        self.pct = self.ours_cpu_s = None
         return self
 
     def __exit__(self, *exc) -> None:
         w0, b0, o0 = self._t0
         w1, b1, o1 = self._busy()
+        self.ours_cpu_s = max(0.0, o1 - o0)
         wall = (w1 - w0) * (os.cpu_count() or 1)
         if wall > 0:
             self.pct = max(0.0, min(100.0, 100.0 * ((b1 - b0) - (o1 - o0)) / wall))

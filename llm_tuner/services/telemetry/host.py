@@ -55,37 +55,90 @@ def machine_record() -> dict:
     return host_entry(h.cpu_model, h.cores_physical, h.cores_logical, h.memory_total_mib, os_name)
 
 
+class ProcessTree:
+    """A server process with its descendants: a router (llama-server without a model of its own) serves each model
+    from a child process, whose memory and CPU are the server's too. The list of descendants is looked up at most
+    every `refresh_s` (psutil walks every process for it); each one's Process object is kept, so its CPU percent
+    counts from the previous reading. psutil.Error when the server itself is gone."""
+
+    def __init__(self, pid: int, refresh_s: float = 1.0) -> None:
+        self.root = psutil.Process(pid)
+        self.refresh_s = refresh_s
+        self._procs: dict[int, psutil.Process] = {pid: self.root}
+        self._listed_at = -float("inf")
+
+    @property
+    def pid(self) -> int:
+        return self.root.pid
+
+    def processes(self) -> list[psutil.Process]:
+        """The server, then its descendants (as listed at most `refresh_s` ago); raises when the server is gone."""
+        now = time.monotonic()
+        if now - self._listed_at >= self.refresh_s:
+            self._listed_at = now
+            children = {c.pid: c for c in self.root.children(recursive=True)}
+            self._procs = {self.root.pid: self.root,
+                           **{pid: self._procs.get(pid, c) for pid, c in children.items()}}
+        return list(self._procs.values())
+
+    def _each(self, read) -> list:
+        out = []
+        for p in self.processes():
+            try:
+                out.append(read(p))
+            except psutil.Error:
+                if p is self.root:
+                    raise
+                self._procs.pop(p.pid, None)  # an instance that ended (a router unloads a model)
+        return out
+
+    def rss_mib(self) -> float:
+        return sum(self._each(lambda p: p.memory_info().rss)) / 2**20
+
+    def cpu_percent(self) -> float:
+        """Per cent of one core since the previous call, every process summed (a new instance counts from its
+        second reading)."""
+        return sum(self._each(lambda p: p.cpu_percent(None)))
+
+    def cpu_s(self) -> float:
+        """CPU seconds (user + system) of the server and its live descendants, plus those of the children it
+        has reaped: an instance that ended between two readings still counts."""
+        times = self.root.cpu_times()
+        reaped = getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
+        return reaped + sum(self._each(lambda p: sum(p.cpu_times()[:2])))
+
+
 class HostReader:
-    """Host CPU and RAM, and the watched server's RSS and CPU (psutil). Callable: one HostSample."""
+    """Host CPU and RAM, and the watched server's RSS and CPU with its model instances' (psutil). Callable: one
+    HostSample."""
 
     def __init__(self, pid: callable = lambda: None) -> None:
         self.pid = pid
-        self._proc: psutil.Process | None = None
+        self._tree: ProcessTree | None = None
         psutil.cpu_percent(None)  # the first call primes the counter
 
-    def _server(self) -> psutil.Process | None:
+    def _server(self) -> ProcessTree | None:
         pid = self.pid()
         if pid is None:
-            self._proc = None
+            self._tree = None
             return None
-        if self._proc is None or self._proc.pid != pid:
+        if self._tree is None or self._tree.pid != pid:
             try:
-                self._proc = psutil.Process(pid)
-                self._proc.cpu_percent(None)
+                self._tree = ProcessTree(pid)
+                self._tree.cpu_percent()
             except psutil.Error:
-                self._proc = None
-        return self._proc
+                self._tree = None
+        return self._tree
 
     def __call__(self) -> list:
         vm = psutil.virtual_memory()
         rss = cpu = None
-        proc = self._server()
-        if proc is not None:
+        tree = self._server()
+        if tree is not None:
             try:
-                with proc.oneshot():
-                    rss = proc.memory_info().rss / 2**20
-                    cpu = proc.cpu_percent(None)
+                rss = tree.rss_mib()
+                cpu = tree.cpu_percent()
             except psutil.Error:
-                self._proc = None
+                self._tree = None
         return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None), ram_used_mib=(vm.total - vm.available) / 2**20,
                            ram_total_mib=vm.total / 2**20, server_rss_mib=rss, server_cpu_pct=cpu)]

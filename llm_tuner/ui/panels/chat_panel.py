@@ -25,6 +25,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QPlainTextEdit,
     QPushButton,
+    QSpinBox,
     QTextBrowser,
     QVBoxLayout,
     QWidget,
@@ -32,13 +33,23 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.qt.chat_session import ChatSession
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.chat import ChatReply, sampling_summary, speed_text, template_note, web_ui_problem
+from llm_tuner.services.chat import (
+    DEFAULT_REPLY_LIMIT,
+    ChatReply,
+    sampling_summary,
+    server_reply_limit,
+    speed_text,
+    stop_text,
+    template_note,
+    web_ui_problem,
+)
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.router_watch import is_router_props
 from llm_tuner.services.supervised import ServerState
 
 NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
 NO_ROUTER_MODEL = "This server is a router without models: give its profile a models folder or preset."
+STOPPING = "Stopping: the server ends this reply once the step it is on is done (reading a long prompt takes a while)…"
 
 
 def _server_of(slot, key: str | None) -> tuple[str, str | None, str | None, str]:
@@ -63,6 +74,8 @@ class ChatPanel(QWidget):
         self._talked_to: tuple[str, str | None] | None = None  # the URL and model the last reply came from
         self._router_items: list[tuple[str, str]] | None = None  # the picker's (model, state); None: no router
         self.last_reply: ChatReply | None = None
+        self._server_limit: int | None = None  # the server's own cap on a reply (-n), when its command is known
+        self._server_limit_known = False
 
         self.server_label = QLabel(NO_SERVER)
         self.server_label.setTextFormat(Qt.TextFormat.PlainText)
@@ -74,6 +87,14 @@ class ChatPanel(QWidget):
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.model_caption.hide()
         self.model_combo.hide()
+        self.limit_caption = QLabel("Reply limit:")
+        self.limit_spin = QSpinBox()  # the Chat's own cap on a reply, sent with each question (max_tokens)
+        self.limit_spin.setRange(0, 1_000_000)
+        self.limit_spin.setSingleStep(256)
+        self.limit_spin.setSpecialValueText("none")
+        self.limit_spin.setSuffix(" tokens")
+        self.limit_spin.setValue(DEFAULT_REPLY_LIMIT)
+        self._show_limit_tip()
         self.sampling_label = QLabel()
         self.sampling_label.setWordWrap(True)
         self.sampling_label.setStyleSheet("color: palette(placeholder-text)")
@@ -112,6 +133,8 @@ class ChatPanel(QWidget):
         top.addWidget(self.server_label, 1)
         top.addWidget(self.model_caption)
         top.addWidget(self.model_combo)
+        top.addWidget(self.limit_caption)
+        top.addWidget(self.limit_spin)
         top.addWidget(self.web_button)
         buttons = QVBoxLayout()
         for b in (self.send_button, self.stop_button, self.copy_button, self.clear_button):
@@ -135,7 +158,7 @@ class ChatPanel(QWidget):
         lay.addLayout(bottom)
 
         self.send_button.clicked.connect(self._on_send_clicked)
-        self.stop_button.clicked.connect(self.session.stop)
+        self.stop_button.clicked.connect(self._on_stop_clicked)
         self.copy_button.clicked.connect(self._on_copy_clicked)
         self.clear_button.clicked.connect(self._on_clear_clicked)
         self.web_button.clicked.connect(self._on_web_clicked)
@@ -149,6 +172,10 @@ class ChatPanel(QWidget):
         """Follow the Live tab's selected server slot (called on every change of it or its state); `api_key` is
         the key its clients send (LivePanel.api_key)."""
         name, url, key, waiting = _server_of(slot, api_key)
+        plan = getattr(slot, "plan", None)  # a launch's command: its own reply limit (-n); an attach's is not known
+        self._server_limit_known = plan is not None
+        self._server_limit = server_reply_limit(plan.user_args, plan.env_set) if plan is not None else None
+        self._show_limit_tip()
         self.set_server(name, url, key, waiting=waiting)
         self.set_router_models(getattr(slot, "router_models", None))
 
@@ -202,6 +229,9 @@ class ChatPanel(QWidget):
             return False
         self.session.system_prompt = self.system_edit.toPlainText()
         self.session.model = model
+        # a request's limit replaces the server's -n: the lower one of the two goes with it
+        limits = [n for n in (self.limit_spin.value(), self._server_limit) if n]
+        self.session.max_tokens = min(limits) if limits else None
         if not self.session.ask(question):
             return False
         who = f"{self.server_name} ({self.url}{f', model {model}' if model else ''})"
@@ -217,6 +247,11 @@ class ChatPanel(QWidget):
 
     def _on_send_clicked(self) -> None:
         self.send()
+
+    def _on_stop_clicked(self) -> None:
+        self.session.stop()
+        self._show_message(STOPPING)
+        self._update_controls()
 
     def _on_copy_clicked(self) -> None:
         if self.last_reply is not None and self.last_reply.text:
@@ -251,8 +286,10 @@ class ChatPanel(QWidget):
 
     def _on_session_reply_finished(self, reply: ChatReply) -> None:
         self.last_reply = reply
+        if self.message_label.text() == STOPPING:
+            self._show_message("")
         if reply.cancelled:
-            self._append_note("Stopped." if reply.text or reply.reasoning else "Stopped before the first word.")
+            self._append_note(stop_text(reply))
         elif reply.record is not None:
             self._append_note(speed_text(reply.record))
             if reply.record.implausible:
@@ -261,8 +298,30 @@ class ChatPanel(QWidget):
         else:
             self._append_note("The server sent no timings for this reply.")
         if reply.finish_reason == "length":
-            self._show_message("The reply stopped at the server's limit on generated tokens (set in its profile).")
+            self._show_message(self._limit_text(reply))
         self._update_controls()
+
+    def _limit_text(self, reply: ChatReply) -> str:
+        """Which limit ended a reply: the Chat's own (the one it was asked with), else the server's (-n)."""
+        asked, theirs = self.session.asked_limit, self._server_limit
+        if asked and asked == theirs:
+            return (f"The reply stopped at the server's own limit of {theirs} tokens (-n in its profile: change it "
+                    "there and restart the server).")
+        if asked:
+            return (f"The reply stopped at the {asked}-token reply limit (Reply limit, top right: raise it, or choose "
+                    "none, for longer replies).")
+        return "The reply stopped at the server's limit on generated tokens (-n, set in its command line)."
+
+    def _show_limit_tip(self) -> None:
+        if not self._server_limit_known:
+            theirs = "A server started elsewhere: its own limit (-n) is not known here, and this one replaces it."
+        elif self._server_limit is None:
+            theirs = "The server has no limit of its own (no -n in its profile)."
+        else:
+            theirs = f"The server's own limit: {self._server_limit} tokens (-n in its profile); the lower one counts."
+        self.limit_spin.setToolTip("The most tokens a reply may have, sent with each question (none: only the "
+                                   "server's limit). A model without a chat template can otherwise run on for "
+                                   f"minutes. {theirs}")
 
     def _on_session_reply_failed(self, message: str) -> None:
         self._append_note("No reply.")
@@ -315,7 +374,7 @@ class ChatPanel(QWidget):
         elif self.message_label.text() == NO_ROUTER_MODEL:
             self._show_message("")
         self.input_edit.setReadOnly(busy)
-        self.stop_button.setEnabled(busy)
+        self.stop_button.setEnabled(busy and not self.session.is_stopping)
         self.copy_button.setEnabled(self.last_reply is not None and bool(self.last_reply.text))
         self.clear_button.setEnabled(not self.transcript.document().isEmpty() or busy)
         self.web_button.setEnabled(ready and not self._web_problem)

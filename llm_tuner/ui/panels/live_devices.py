@@ -12,10 +12,12 @@ WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last
 
 
 class DevicesView(QSplitter):
-    """Device plots (with a note on what is drawn and a window choice) above the memory-by-owner bars."""
+    """Device plots beside a column with their time window, a note on what they draw and the memory-by-owner bars:
+    a laptop's 768 px leave the plots no height to share (each keeps MIN_CURVES_PX for its curves), and the bars'
+    rows read as well in a column."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
-        super().__init__(Qt.Orientation.Vertical, parent)
+        super().__init__(Qt.Orientation.Horizontal, parent)
         self.device_plots = DevicePlots()
         self.memory_bars = MemoryBars()
         self.window_combo = QComboBox()
@@ -27,20 +29,22 @@ class DevicesView(QSplitter):
         self.device_plots.set_window(float(self.window_combo.currentData()))
         self.devices_note = QLabel()
         self.devices_note.setWordWrap(True)
-        plots_bar = QHBoxLayout()
-        plots_bar.addWidget(self.devices_note, 1)
-        plots_bar.addWidget(QLabel("Show:"))
-        plots_bar.addWidget(self.window_combo)
-        plots_box = QWidget()
-        pl = QVBoxLayout(plots_box)
-        pl.setContentsMargins(0, 0, 0, 0)
-        pl.addLayout(plots_bar)
-        pl.addWidget(self.device_plots, 1)
-        self.addWidget(plots_box)
-        self.addWidget(self.memory_bars)
-        self.setStretchFactor(0, 4)
+        window_row = QHBoxLayout()
+        window_row.addWidget(QLabel("Plots show:"))
+        window_row.addWidget(self.window_combo, 1)
+        side = QWidget()  # the plots' window and what they show, then memory by owner
+        sl = QVBoxLayout(side)
+        sl.setContentsMargins(0, 0, 0, 0)
+        sl.addLayout(window_row)
+        sl.addWidget(self.devices_note)
+        sl.addWidget(self.memory_bars, 1)
+        side.setMinimumWidth(240)
+        self.addWidget(self.device_plots)
+        self.addWidget(side)
+        self.setStretchFactor(0, 2)
         self.setStretchFactor(1, 1)
-        self.setSizes([800, 100])  # scaled to the real height: the plots first (a 768 px screen is short)
+        self.setChildrenCollapsible(False)
+        self.setSizes([640, 320])  # scaled to the real width: the plots get two thirds
 
     def _on_window_combo_changed(self, _index: int) -> None:
         self.device_plots.set_window(float(self.window_combo.currentData()))

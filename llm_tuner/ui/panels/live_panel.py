@@ -48,6 +48,9 @@ from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import ThroughputPlots
 
 TEST_PROMPT = "Write one short sentence about the sea."
+ARGS_HINT = "llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 (or pick a model in the Models list)"
+START_TIP = "Launch llama-server with these arguments (a running server keeps running: a new one starts beside it)"
+GONE = "The server is not running: the memory it held is free again."
 
 
 class LivePanel(QWidget):
@@ -75,15 +78,13 @@ class LivePanel(QWidget):
         self.new_server_button.setToolTip("Keep the running servers and prepare another one (e.g. a code model "
                                           "beside a chat model); Start then launches it on its own port")
         self.args_edit = QLineEdit()
-        self.args_edit.setPlaceholderText("llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 "
-                                          "(or pick a model in the Models list)")
+        self.args_edit.setPlaceholderText(ARGS_HINT)
         self.watch_check = QCheckBox("Add watch flags")
         self.watch_check.setChecked(True)
         self.watch_check.setToolTip("Adds --metrics (and --log-jsonl where the binary has it) so the server "
                                     "reports memory and request figures. Not part of the copied command.")
         self.start_button = QPushButton("Start")
-        self.start_button.setToolTip("Launch llama-server with these arguments (a running server keeps running: "
-                                     "a new one starts beside it)")
+        self.start_button.setToolTip(START_TIP)
         self.anyway_button = QPushButton("Launch anyway")  # shown when Start was refused for advice errors
         self.anyway_button.setToolTip("Start despite the errors above (a fork may accept what this build refuses)")
         self.anyway_button.hide()
@@ -226,10 +227,11 @@ class LivePanel(QWidget):
             self._show_message(details[0])
         elif what == "state" and details[0] is fleet.selected:
             self._set_state_display(details[0])
-        elif what == "command" and self.args_edit.text() != fleet.command:
-            self.args_edit.setText(fleet.command)
+            self._show_command()
+        elif what == "command":
+            self._show_command()
         elif what == "note":
-            self.notes_label.setText(details[0])
+            self._show_notes(details[0])
         elif what == "refusal":
             self.anyway_button.setVisible(fleet.refused_for_advice)
 
@@ -262,10 +264,31 @@ class LivePanel(QWidget):
             self.log_console.append_lines(list(slot.log_lines))
         self.device_plots._versions.clear()
         self.memory_bars.set_segments([])
-        self.notes_label.setText(slot.notes)
+        self._show_notes(slot.notes)
         self._show_router_models(slot)
         self._show_message(slot)
         self._set_state_display(slot)
+        self._show_command()
+
+    def _show_command(self) -> None:
+        """The arguments line: the selected server's own command while it runs (read-only: a running server's
+        command cannot change), else the command Start launches; Start's tooltip says what it starts."""
+        fleet = self.fleet
+        locked = fleet.command_locked
+        if self.args_edit.text() != fleet.shown_command:
+            self.args_edit.setText(fleet.shown_command)
+        self.args_edit.setReadOnly(locked)
+        self.args_edit.setPlaceholderText(
+            ("An attached server: its command line is not known here" if fleet.selected.plan is None else "")
+            if locked else ARGS_HINT)
+        self.start_button.setToolTip(
+            f"Start another server beside this one, with: {fleet.command[:300] or '(no arguments yet)'}" if locked
+            else START_TIP)
+
+    def _show_notes(self, text: str) -> None:
+        """The launch's notes, or nothing: an empty line is not kept (a 768 px screen needs it for the plots)."""
+        self.notes_label.setText(text)
+        self.notes_label.setVisible(bool(text))
 
     def _show_message(self, slot: ServerSlot) -> None:
         self.message_label.setStyleSheet("color: #c62828" if slot.message_error else "")
@@ -311,7 +334,8 @@ class LivePanel(QWidget):
         self._on_copy_clicked()
 
     def _on_args_edit_text_changed(self, text: str) -> None:
-        self.fleet.command = text
+        if not self.fleet.command_locked:  # the line shows a running server's command, not the next Start's
+            self.fleet.command = text
 
     def _on_watch_check_toggled(self, checked: bool) -> None:
         self.fleet.watch = checked
@@ -368,7 +392,7 @@ class LivePanel(QWidget):
         t = result.get("timings", {})
         text = (result.get("content") or "").strip().replace("\n", " ")
         self.fleet.show_message(f"Test prompt answered: {t.get('predicted_n', '?')} tokens at "
-                                f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:120]}”. "
+                                f"{t.get('predicted_per_second', 0):.1f} tokens/s: “{text[:60]}”. "
                                 "See it in the Requests tab.", slot=slot)
 
     def _on_test_job_failed(self, slot: ServerSlot, exc: object) -> None:
@@ -403,6 +427,8 @@ class LivePanel(QWidget):
         restart = self.fleet.server_state_changed(slot, ev)
         if ev.state is ServerState.EXITED:
             self._load_history()
+            if slot is self.slot:
+                self._memory_stale = True  # the bars let go of what it held at the next redraw
         if restart:
             self._bridges[slot].launch(slot.plan)
 
@@ -470,6 +496,9 @@ class LivePanel(QWidget):
 
     def _refresh_memory_bars(self, tel) -> None:
         if self.bridge.session is None:
+            return
+        if not self.bridge.running:  # exited (stopped or crashed): the memory it held is free, its last figures stale
+            self.memory_bars.set_segments([], empty_text=GONE)
             return
         memory = self.bridge.memory  # the server's own memory lines, as its latest snapshot brought them
         latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}

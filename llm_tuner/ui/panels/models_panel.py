@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from PySide6.QtCore import QModelIndex, QSortFilterProxyModel, Qt
+from PySide6.QtCore import QEvent, QModelIndex, QSortFilterProxyModel, Qt
 from PySide6.QtGui import QColor
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -50,6 +50,7 @@ from llm_tuner.services.settings_store import save_settings
 if TYPE_CHECKING:
     from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
 
+IN_SIGHT = 4  # the columns after the name kept in sight beside it: parameters, quant, size, layers (then arch)
 EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
               "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
               "once installed: <code>python -m llm_tuner.services.demo_model</code>.</p>")
@@ -146,7 +147,9 @@ class ModelsPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
+        header.moveSection(1, IN_SIGHT + 1)  # Arch after Layers: name, parameters, quant, size and layers first
         self.table.setColumnWidth(0, 200)
+        self.table.viewport().installEventFilter(self)  # the dock resized: the name column follows
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
 
         self.empty_label = QLabel(EMPTY_HINT)
@@ -303,9 +306,29 @@ class ModelsPanel(QWidget):
             return
         self.progress_row.hide()
         self._update_summary(cancelled)
-        self.table.resizeColumnsToContents()
-        self.table.setColumnWidth(0, min(self.table.columnWidth(0), 240))
-        self.table.setColumnWidth(9, min(self.table.columnWidth(9), 240))
+        self._fit_columns()
+
+    def _fit_columns(self) -> None:
+        """Each column as wide as its cells and its title (without the room Qt's header keeps on every title for
+        a sort arrow: 28 px each), then the name column takes what is left of the list's width so that the
+        first columns stay in sight: Size and Layers were cut off in a 390 px dock (1366x768)."""
+        table, header = self.table, self.table.horizontalHeader()
+        fm = header.fontMetrics()
+        for c in range(1, header.count()):
+            title = str(table.model().headerData(c, Qt.Orientation.Horizontal) or "")
+            table.setColumnWidth(c, min(240, max(table.sizeHintForColumn(c), fm.horizontalAdvance(title) + 22)))
+        self._fit_name_column()
+
+    def _fit_name_column(self) -> None:
+        table, header = self.table, self.table.horizontalHeader()
+        others = sum(header.sectionSize(header.logicalIndex(v)) for v in range(1, IN_SIGHT + 1))
+        room = table.viewport().width() - others
+        table.setColumnWidth(0, max(90, min(table.sizeHintForColumn(0), 240, room)))
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802 - Qt override
+        if obj is self.table.viewport() and event.type() == QEvent.Type.Resize:
+            self._fit_name_column()
+        return super().eventFilter(obj, event)
 
     def _on_table_current_changed(self, current: QModelIndex, _previous: QModelIndex) -> None:
         if not current.isValid():

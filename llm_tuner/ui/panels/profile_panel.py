@@ -56,6 +56,9 @@ from llm_tuner.ui.wheel_guard import guard_wheel
 from llm_tuner.ui.widgets import ElidedLabel
 
 _SEVERITY_COLOUR = {"error": QColor("#c62828"), "warning": QColor("#b26a00"), "info": QColor("#1565c0")}
+# An empty profile's "no model" advice, as a step rather than an error (Start still refuses it and says why)
+FIRST_STEP = ("To start: pick a model in the Models list (or give the model file, -m); for a server of several "
+              "models, a models folder (--models-dir)")
 _COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
 _NUL_PROBLEM = "holds a NUL byte (\\0), which no program can take: remove it"
 
@@ -430,10 +433,14 @@ class ProfilePanel(ProfileLibrary, QWidget):
                              host_available_mib=inventory.host.memory_available_mib if inventory is not None else None)
         self.ctx.state.profile_errors = [a for a in self.advice if a.severity == "error"]  # Launch/Run refuse them
         self.advice_list.clear()
+        untouched = p == LaunchProfile()  # nothing set yet (a new window, New): no model is the first step
         for a in self.advice:
-            item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
+            if untouched and a.id == "no-model":
+                item = QListWidgetItem(FIRST_STEP)
+            else:
+                item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
+                item.setForeground(_SEVERITY_COLOUR[a.severity])
             item.setToolTip(f"{a.reason}\nSource: {a.source}\nid: {a.id}")
-            item.setForeground(_SEVERITY_COLOUR[a.severity])
             item.setData(Qt.ItemDataRole.UserRole, a.id)
             self.advice_list.addItem(item)
         if not self.advice:

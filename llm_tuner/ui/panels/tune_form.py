@@ -35,6 +35,7 @@ from llm_tuner.qt.tune_session import DEMO, EDITED
 
 KNOB_ROLE = Qt.ItemDataRole.UserRole
 CUSTOM_ROLE = Qt.ItemDataRole.UserRole + 1  # True on rows the user added
+KNOB_ROWS = 6  # knob rows in sight at least (a 1366x768 laptop with the quick start included)
 
 
 def spin(lo: int, hi: int, value: int, suffix: str = "", tip: str = "") -> QSpinBox:
@@ -76,21 +77,26 @@ class TuneForm(QWidget):
         self.knobs_box = self._build_knobs()
 
     # -- construction ------------------------------------------------------------------------
-    def _build_base(self) -> QGroupBox:
-        box = QGroupBox("Start from")
-        f = QFormLayout(box)
+    def _build_base(self) -> QWidget:
+        """One row, no frame: a 768 px screen needs the height for the objective and the knobs."""
+        row = QWidget()
+        h = QHBoxLayout(row)
+        h.setContentsMargins(0, 0, 0, 4)
         self.base_combo = QComboBox()
         self.base_combo.setToolTip("The tune's baseline: a saved profile's newest version, the profile being "
                                    "edited, or the demo model")
         self.extra_edit = QLineEdit()
-        self.extra_edit.setPlaceholderText("extra llama-server flags for the baseline, e.g. -c 8192")
-        f.addRow("Base profile:", self.base_combo)
-        f.addRow("Extra flags:", self.extra_edit)
-        return box
+        self.extra_edit.setPlaceholderText("extra flags, e.g. -c 8192")
+        self.extra_edit.setToolTip("Extra llama-server flags for the baseline")
+        h.addWidget(QLabel("<b>Start from</b>"))
+        h.addWidget(self.base_combo, 3)
+        h.addWidget(self.extra_edit, 2)
+        return row
 
     def _build_objective(self) -> QGroupBox:
         box = QGroupBox("Objective")
         f = QFormLayout(box)
+        f.setContentsMargins(8, 4, 8, 4)
         self.objective_combo = QComboBox()
         for kind, row in OBJECTIVES.items():
             self.objective_combo.addItem(row.label, kind)
@@ -124,6 +130,7 @@ class TuneForm(QWidget):
     def _build_constraints(self) -> QGroupBox:
         box = QGroupBox("Constraints and effort")
         f = QFormLayout(box)
+        f.setContentsMargins(8, 4, 8, 4)
         self.min_ctx_spin = spin(0, 10_000_000, 0, " tokens", "0: no minimum")
         self.min_ctx_spin.setSpecialValueText("none")
         self.headroom_spin = spin(0, 1_000_000, DEFAULT_MARGIN_MIB, " MiB", "memory left free on every GPU; a placement that runs out of memory raises it")
@@ -148,6 +155,7 @@ class TuneForm(QWidget):
     def _build_knobs(self) -> QGroupBox:
         box = QGroupBox("Knobs (checked ones are tried; edit the values, \"default\" leaves the flag out)")
         v = QVBoxLayout(box)
+        v.setContentsMargins(8, 4, 8, 4)
         self.knob_table = QTableWidget(0, 3)
         self.knob_table.setHorizontalHeaderLabels(["Knob", "Values", "Why"])
         self.knob_table.verticalHeader().setVisible(False)
@@ -156,10 +164,10 @@ class TuneForm(QWidget):
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
         self.knob_table.setColumnWidth(1, 130)  # room for a few values (a cell scrolls while edited); reasons: the rest
         header.setStretchLastSection(True)
-        # three rows stay in sight however short the window (1366x768 showed one and a half); a reason wraps to
-        # two lines in its row, the tooltip has it whole
+        # six rows stay in sight however short the window (1366x768 showed three); a reason wraps to two lines in
+        # its row, the tooltip has it whole
         row = self.knob_table.verticalHeader().defaultSectionSize()
-        self.knob_table.setMinimumHeight(header.sizeHint().height() + 3 * row + 2 * self.knob_table.frameWidth() + 2)
+        self.knob_table.setMinimumHeight(header.sizeHint().height() + KNOB_ROWS * row + 2 * self.knob_table.frameWidth() + 2)
         self.knobs_hint = QLabel("Choose a base profile: the app proposes knobs from its model, the binary and "
                                  "the devices.")
         self.knobs_hint.setWordWrap(True)

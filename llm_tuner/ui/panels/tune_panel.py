@@ -97,8 +97,7 @@ class TunePanel(QWidget):
         self.resume_button.clicked.connect(self._on_resume_clicked)
         self.progress = QProgressBar()
         self.progress.setRange(0, 1000)
-        self.status_label = QLabel("Choose the base profile, the objective and the knobs, then press Run. "
-                                   "Every trial is kept in the Benchmarks History.")
+        self.status_label = QLabel("Press Run to tune; every trial is kept in the Benchmarks History.")
         self.status_label.setWordWrap(True)
 
         self.trial_model = TrialTableModel(self)
@@ -122,25 +121,30 @@ class TunePanel(QWidget):
         scroll.setFrameShape(QFrame.Shape.NoFrame)
         scroll.setWidget(self.form)
         scroll.setMinimumWidth(340)
-        buttons = QHBoxLayout()
+        buttons = QHBoxLayout()  # one row: a 768 px screen needs the height for the form and the knobs
         buttons.addWidget(self.run_button)
         buttons.addWidget(self.cancel_button)
-        buttons.addWidget(self.progress, 1)
-        resume = QHBoxLayout()
+        buttons.addWidget(self.progress, 2)
+        self.resume_row = QWidget()  # shown while a tune can be resumed
+        resume = QHBoxLayout(self.resume_row)
+        resume.setContentsMargins(8, 0, 0, 0)
         resume.addWidget(QLabel("Interrupted:"))
         resume.addWidget(self.resume_combo, 1)
         resume.addWidget(self.resume_button)
+        self.resume_combo.setMinimumContentsLength(16)
+        self.resume_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.resume_row.hide()
+        buttons.addWidget(self.resume_row, 3)
         inputs = QSplitter(Qt.Orientation.Vertical)  # the form scrolls; the knob table keeps its own room
         inputs.addWidget(scroll)
         inputs.addWidget(self.form.knobs_box)
         inputs.setSizes([420, 260])
-        inputs.setCollapsible(1, False)  # the knob table keeps its minimum (three rows): the form above scrolls
+        inputs.setCollapsible(1, False)  # the knob table keeps its minimum (six rows): the form above scrolls
         left = QWidget()
         ll = QVBoxLayout(left)
         ll.setContentsMargins(0, 0, 0, 0)
         ll.addWidget(inputs, 1)
         ll.addLayout(buttons)
-        ll.addLayout(resume)
         ll.addWidget(self.status_label)
         split = QSplitter()
         split.addWidget(left)
@@ -184,6 +188,7 @@ class TunePanel(QWidget):
             why = "no candidate measured" if t.status == "complete" else t.status
             self.resume_combo.addItem(f"tune #{t.number or t.id} {t.label} ({why}, {t.n_trials} trials)", t)
         self.resume_button.setEnabled(self.resume_combo.count() > 0 and not self.session.is_running())
+        self.resume_row.setVisible(self.resume_combo.count() > 0)
 
     def _base_args(self):
         state = self.ctx.state

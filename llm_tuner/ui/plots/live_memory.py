@@ -15,6 +15,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSizePolicy, QToolTip
 from llm_tuner.core.units import format_mib
 from llm_tuner.services.telemetry.breakdown import MemorySegments
 
+NO_FIGURES = "No memory figures yet"
 SEGMENT_COLOURS = {"weights": "#1f77b4", "KV cache": "#2ca02c", "compute": "#ff7f0e", "rest of server": "#9467bd",
                    "other processes": "#7f7f7f", "free": "#b0b0b0"}
 
@@ -40,6 +41,7 @@ class _Rows(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.segments: list[MemorySegments] = []
+        self.empty_text = NO_FIGURES  # what the rows say while there are none
         self.setSizePolicy(QSizePolicy.Policy.Expanding, QSizePolicy.Policy.Fixed)
 
     def row_px(self) -> int:
@@ -70,7 +72,7 @@ class _Rows(QWidget):
         fm = p.fontMetrics()
         if not self.segments:
             p.setPen(pal.mid().color())
-            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter, "No memory figures yet")
+            p.drawText(self.rect(), Qt.AlignmentFlag.AlignCenter | Qt.TextFlag.TextWordWrap, self.empty_text)
         for s, label, bar, scale in self.rows():
             p.setPen(pal.windowText().color())
             p.drawText(label, Qt.AlignmentFlag.AlignVCenter | Qt.AlignmentFlag.AlignLeft,
@@ -120,7 +122,11 @@ class MemoryBars(QWidget):
         self.last: list[MemorySegments] = []
         self.setMinimumHeight(90)
 
-    def set_segments(self, segments: list[MemorySegments]) -> None:
+    def set_segments(self, segments: list[MemorySegments], *, empty_text: str = NO_FIGURES) -> None:
+        """Show a row per device; none: `empty_text` says why (no figures yet, the server is gone)."""
+        if empty_text != self.rows.empty_text:
+            self.rows.empty_text = empty_text
+            self.rows.update()
         if segments == self.last:
             return
         self.last = list(segments)

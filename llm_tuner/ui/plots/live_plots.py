@@ -77,7 +77,26 @@ def fitted_y(cur: tuple[float, float] | None, lo: float, hi: float) -> tuple[flo
 
 
 MIN_REQUEST_SPAN_S = 60.0  # the request plots' narrowest time window
-MIN_PLOT_HEIGHT_PX = 90  # a device plot's least height (title, ticks and a curve)
+MIN_CURVES_PX = 122  # the least height of a Live plot's curves (its ViewBox), title and axes not counted
+TITLE_PX = 20  # a plot's title row (9 pt text; pyqtgraph's own row is 30 px)
+TIME_AXIS_PX = 40  # the lowest plot's time axis: ticks and its label
+COLUMN_PX = 26  # the column's margins and the spacing between its plots
+
+
+def _title(plot: pg.PlotItem, text: str) -> None:
+    plot.setTitle(text, size="9pt")
+    plot.titleLabel.setMaximumHeight(TITLE_PX)
+    plot.layout.setRowFixedHeight(0, TITLE_PX)
+
+
+def _scrolling(view: QWidget) -> QScrollArea:
+    """`view` in a vertical scroll area (its minimum height decides when it scrolls)."""
+    scroll = QScrollArea()
+    scroll.setWidgetResizable(True)
+    scroll.setFrameShape(QFrame.Shape.NoFrame)
+    scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+    scroll.setWidget(view)
+    return scroll
 FRAME_S = 1.0  # the device plots' curves change at most this often: a pixel or two of ten minutes
 X_LEAD = 0.05  # the device plots' time axis reaches this share of the window past the newest sample (then it moves)
 
@@ -88,10 +107,13 @@ def _time_label(plot: pg.PlotItem) -> None:
     axis.setLabel("local time (h:min:s)", **{"font-size": "8pt", "color": axis.textPen().color().name()})
 
 
-def _show_plots(plots: list[pg.PlotItem], shown: list[bool], *, ticks_on_all: bool) -> None:
-    """Show some plots of a column (a hidden plot gives its height to the others) and put the named time axis
-    on the lowest one shown; `ticks_on_all` keeps the time ticks on every plot, else only on that one."""
+def _show_plots(plots: list[pg.PlotItem], shown: list[bool]) -> int:
+    """Show some plots of a column (a hidden plot gives its height to the others); the plots are x-linked and share
+    one named time axis, on the lowest one shown (ticks on each would cost a laptop 26 px a plot). Returns the
+    column's least height: each plot keeps MIN_CURVES_PX for its curves, so a short window scrolls the column
+    rather than crushing five plots into 45 px each (a 1366x768 laptop did)."""
     last = max(i for i, on in enumerate(shown) if on)
+    total = COLUMN_PX
     for i, (plot, on) in enumerate(zip(plots, shown, strict=True)):
         plot.setVisible(on)
         if i == last:
@@ -99,8 +121,11 @@ def _show_plots(plots: list[pg.PlotItem], shown: list[bool], *, ticks_on_all: bo
             _time_label(plot)
         else:
             plot.getAxis("bottom").showLabel(False)
-            if not ticks_on_all:
-                plot.hideAxis("bottom")
+            plot.hideAxis("bottom")
+        least = MIN_CURVES_PX + TITLE_PX + (TIME_AXIS_PX if i == last else 0) if on else 0
+        plot.setMinimumHeight(least)
+        total += least
+    return total
 
 
 class DevicePlots(QWidget):
@@ -111,20 +136,15 @@ class DevicePlots(QWidget):
         self.window_s = 600.0
         self.max_points = 800  # per curve: about the plot's width in pixels, min/max per bin
         self.view = pg.GraphicsLayoutWidget()
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(self.view)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(scroll)
+        lay.addWidget(_scrolling(self.view))
         self.plots: dict[str, pg.PlotItem] = {}
         first = None
         for row, (title, unit, _g, _h) in enumerate(METRICS):
             axis = pg.DateAxisItem(orientation="bottom")
             plot = self.view.addPlot(row=row, col=0, axisItems={"bottom": axis})
-            plot.setTitle(f"{title} ({unit})", size="9pt")
+            _title(plot, f"{title} ({unit})")
             _setup(plot, own_decimation=True)
             plot.disableAutoRange()
             plot.getAxis("left").setWidth(64)  # same width on every plot so the time axes line up
@@ -156,9 +176,7 @@ class DevicePlots(QWidget):
             return
         self.gpu_plots_shown = shown
         visible = [shown or bool(host_fields) for _t, _u, _g, host_fields in METRICS]
-        _show_plots(list(self.plots.values()), visible, ticks_on_all=False)  # one shared time axis, at the bottom
-        # Each plot keeps a readable height (a 768 px screen would crush five into 30 px each): they scroll.
-        self.view.setMinimumHeight(MIN_PLOT_HEIGHT_PX * sum(visible) + 40)
+        self.view.setMinimumHeight(_show_plots(list(self.plots.values()), visible))  # each keeps its height: they scroll
 
     def set_device_labels(self, labels: dict[str, str]) -> None:
         """Legend names per device ring: one physical GPU is one set of curves, named with all its llama.cpp
@@ -292,10 +310,11 @@ class ThroughputPlots(QWidget):
         self.view = pg.GraphicsLayoutWidget()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
-        lay.addWidget(self.view)
+        lay.addWidget(_scrolling(self.view))
+
         def make(row: int, title: str) -> pg.PlotItem:
             plot = self.view.addPlot(row=row, col=0, axisItems={"bottom": pg.DateAxisItem()})
-            plot.setTitle(title, size="9pt")
+            _title(plot, title)
             _setup(plot)
             plot.getAxis("left").setWidth(64)
             # At least a minute across: a few requests (or one) otherwise zoom the clock axis to
@@ -398,4 +417,4 @@ class ThroughputPlots(QWidget):
         if shown == self.draft_plot_shown:
             return
         self.draft_plot_shown = shown
-        _show_plots([self.prompt_plot, self.rate_plot, self.draft_plot], [True, True, shown], ticks_on_all=True)
+        self.view.setMinimumHeight(_show_plots([self.prompt_plot, self.rate_plot, self.draft_plot], [True, True, shown]))
