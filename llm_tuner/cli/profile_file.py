@@ -21,7 +21,8 @@ from pathlib import Path
 from llm_tuner.cli.output import CliError
 
 # keys of `profile import --json` beside its `profile` object
-_IMPORT_OUTPUT_KEYS = frozenset({"profile", "argv", "env", "unknown", "advice", "removed", "notes", "saved"})
+_IMPORT_OUTPUT_KEYS = frozenset({"profile", "argv", "env", "unknown", "bad_values", "advice", "removed", "notes",
+                                 "saved"})
 
 
 @dataclass(frozen=True)

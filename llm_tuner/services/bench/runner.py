@@ -163,7 +163,6 @@ class BenchRunner:
         self.repo = repo
         self.stall_s = stall_s  # the server we started shows no progress this long while we wait on it: run ends
         self._stall: StallWatch | None = None
-        self._stall_client: LlamaClient | None = None  # the stall watch's own /health connection
         self.on_server_line = on_server_line  # each output line of the server a run starts (its thread)
         self.settings = settings
         self.telemetry = telemetry
@@ -299,10 +298,7 @@ class BenchRunner:
                 report(0.0, "starting llama-server…")
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
-                watcher = LlamaClient(url)  # its own connection: a /health call beside a waiting request
-                self._stall = StallWatch(proc.pid, proc.kill, self.stall_s,
-                                         health=lambda: watcher.health(timeout=1.0).status_code is not None).__enter__()
-                self._stall_client = watcher
+                self._stall = StallWatch(proc.pid, proc.kill, self.stall_s, url=url).__enter__()
             with LlamaClient(url, api_key=_client_key(target), model=spec.model) as client:
                 if target.attached_url:
                     report(0.0, f"asking {url}/health …")
@@ -345,9 +341,6 @@ class BenchRunner:
             log.exception("benchmark run %s failed", run_id)
             status, error = ("incomplete" if self._has_reps(run_id) else "failed"), f"{type(exc).__name__}: {exc}"
         finally:
-            if self._stall_client is not None:
-                self._stall_client.close()
-                self._stall_client = None
             if self._stall is not None:
                 self._stall.__exit__(None, None, None)
                 if self._stall.reason is not None:  # the server was stuck: that is why the run ended

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterator
 
 import psutil
 
+from llm_tuner.services.client import LlamaClient
+
 # The default bound: far above llama.cpp's longest silence with CPU time standing still that we know of.
 DEFAULT_STALL_S = 120.0
 # A stopped process, or a /health that stopped answering while a request waits, for this long: stuck.
@@ -36,11 +38,16 @@ class StallWatch:
 
     def __init__(self, pid: int, kill: Callable[[], None], stall_s: float = DEFAULT_STALL_S, *,
                  poll_s: float = 0.25, clock: Callable[[], float] = time.monotonic,
-                 health: Callable[[], bool] | None = None, quick_s: float = QUICK_STALL_S) -> None:
+                 url: str | None = None, health: Callable[[], bool] | None = None,
+                 quick_s: float = QUICK_STALL_S) -> None:
         self.pid = pid
         self.stall_s = stall_s
         self.quick_s = min(quick_s, stall_s)
-        self._health = health  # one short /health call: True when the server answered it (any status)
+        # one short /health call: True when the server answered it (any status); on its own connection (`url`),
+        # beside the request that waits
+        self._client = LlamaClient(url) if url is not None and health is None else None
+        self._health = health or ((lambda: self._client.health(timeout=1.0).status_code is not None)
+                                  if self._client is not None else None)
         self._health_at = 0.0
         self._answered = False  # /health answered once: from then on its silence means a frozen server
         self._silent_since: float | None = None
@@ -67,6 +74,8 @@ class StallWatch:
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join(5.0)
+        if self._client is not None:
+            self._client.close()
 
     def progress(self) -> None:
         self._last = self.clock()
