@@ -11,7 +11,7 @@ from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QScrollArea
 
 from llm_tuner.core.devices import DeviceInventory, GpuInfo
-from llm_tuner.core.tune import Knob
+from llm_tuner.core.tune import Knob, TuneResult
 from llm_tuner.services.telemetry.breakdown import MemorySegments
 
 MIN_PLOT_PX = 120
@@ -104,9 +104,23 @@ def test_models_list_shows_size_and_layers(qtbot, demo_model):
     qtbot.wait(100)
     table, header = panel.table, panel.table.horizontalHeader()
     columns = [table.model().headerData(i, header.orientation()) for i in range(header.count())]
-    for name in ("Name", "Size", "Layers"):
-        i = columns.index(name)
-        left = header.sectionViewportPosition(i)
-        assert left >= 0 and left + header.sectionSize(i) <= table.viewport().width(), (name, left,
-                                                                                        table.viewport().width())
+
+    def in_sight() -> None:
+        for name in ("Name", "Size", "Layers"):
+            i = columns.index(name)
+            left = header.sectionViewportPosition(i)
+            assert left >= 0 and left + header.sectionSize(i) <= table.viewport().width(), (
+                name, left, table.viewport().width())
+
+    in_sight()
+    # a tune that kept its baseline and can be resumed: its result's buttons and the Resume row made the
+    # window's least width grow and the list shrink
+    base = ("-m", "m.gguf", "-ub", "512")
+    window.tune_panel.result_view.set_result(TuneResult(tune_id=1, baseline_argv=base, winner_argv=base), "demo")
+    window.tune_panel.resume_combo.addItem("tune #1 gemma-3-270m-q4_k_m (no candidate measured, 1 trials)")
+    window.tune_panel.resume_row.show()  # and it can be resumed
+    window.tune_panel.right_tabs.setCurrentWidget(window.tune_panel.result_view)
+    window.tabs.setCurrentWidget(window.tune_panel)
+    qtbot.wait(200)
+    in_sight()
     ctx.engine.dispose()

@@ -131,8 +131,11 @@ class TunePanel(QWidget):
         resume.addWidget(QLabel("Interrupted:"))
         resume.addWidget(self.resume_combo, 1)
         resume.addWidget(self.resume_button)
-        self.resume_combo.setMinimumContentsLength(16)
+        # the row stays narrow enough for a 1366 px window: the progress and the tune's name give way (its list
+        # shows it whole)
+        self.resume_combo.setMinimumContentsLength(4)
         self.resume_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToMinimumContentsLengthWithIcon)
+        self.progress.setMinimumWidth(40)
         self.resume_row.hide()
         buttons.addWidget(self.resume_row, 3)
         inputs = QSplitter(Qt.Orientation.Vertical)  # the form scrolls; the knob table keeps its own room

@@ -148,7 +148,10 @@ class TuneResultView(QWidget):
         self.details_label.setText("\n".join(lines))
         self.name_edit.setText(profile_name)
         self.save_button.setText("Save as new profile version" if result.verdict == "better"
-                                 else "Save the baseline as new profile version")
+                                 else "Save the baseline")  # short: a 1366 px window keeps the models list's columns
+        self.save_button.setToolTip("Save the winner's command as a new version of the profile named above"
+                                    if result.verdict == "better" else
+                                    "Save the baseline's command as a new version of the profile named above")
 
     def _on_save_clicked(self) -> None:
         name = self.name_edit.text().strip()
