@@ -1,0 +1,176 @@
+"""The speed model's I/O: the calibration probe (short llama-bench runs on the user's own hardware), the plan and
+traffic of a command line, and predictions for the CLI and the views.
+
+The probe runs llama-bench on one or two models at the host thread counts asked for, at depth 0 and `depth`,
+and fits the device rates (core.speed.calibrate). llama-bench's tests are the server's work without HTTP: a
+prompt of `-p` tokens after `-d` cells, then `-n` generated tokens, each at its own depth.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from llm_tuner.core import flags
+from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, predict, traffic
+from llm_tuner.core.speed.calibrate import Measurement, fit
+from llm_tuner.services import binaries
+from llm_tuner.services.library import read_model
+
+log = logging.getLogger(__name__)
+
+PROBE_PROMPT = 256
+PROBE_GEN = 32
+PROBE_DEPTH = 1024
+PROBE_KV = ("f16", "q8_0")  # crossed by llama-bench: the f16, q8_0 and mixed pairs each give attention's cost
+
+
+class ProbeError(Exception):
+    """The probe could not run or its output could not be read (the message says why)."""
+
+
+@dataclass(frozen=True)
+class BenchCell:
+    """One llama-bench result: a model at threads, K/V types, GPU layers and depth; prompt or generation t/s."""
+
+    model: str
+    threads: int
+    type_k: str
+    type_v: str
+    n_gpu_layers: int
+    n_prompt: int
+    n_gen: int
+    n_depth: int
+    n_ubatch: int
+    flash_attn: bool
+    tps: float
+    samples: tuple[float, ...] = ()
+
+    @property
+    def kind(self) -> str:
+        return "prefill" if self.n_prompt and not self.n_gen else "gen"
+
+
+def parse_bench_jsonl(text: str) -> list[BenchCell]:
+    """llama-bench's `-o jsonl` lines -> cells (lines that are not results are skipped)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            r = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if "avg_ts" not in r:
+            continue
+        fa = r.get("flash_attn")
+        out.append(BenchCell(str(r.get("model_filename", "")), int(r.get("n_threads", 0)), str(r.get("type_k", "f16")),
+                             str(r.get("type_v", "f16")), int(r.get("n_gpu_layers", 0)), int(r.get("n_prompt", 0)),
+                             int(r.get("n_gen", 0)), int(r.get("n_depth", 0)), int(r.get("n_ubatch", 512)),
+                             bool(fa) if not isinstance(fa, str) else fa.lower() in ("1", "on", "true"),
+                             float(r["avg_ts"]), tuple(float(x) for x in r.get("samples_ts") or ())))
+    return out
+
+
+def cell_argv(cell: BenchCell) -> list[str]:
+    """The llama-server arguments that do the work of a llama-bench cell (its context holds depth + prompt + gen)."""
+    argv = ["-m", cell.model, "-c", str(max(256, cell.n_depth + cell.n_prompt + cell.n_gen)), "-t", str(cell.threads),
+            "-ctk", cell.type_k, "-ctv", cell.type_v, "-ngl", str(cell.n_gpu_layers), "-ub", str(cell.n_ubatch),
+            "-fa", "on" if cell.flash_attn else "off", "--fit", "off", "-np", "1"]
+    return argv
+
+
+def plan_traffic(argv: Sequence[str], gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None, *,
+                 cpu_flags: Sequence[str] = (), model: Any = None) -> Traffic:
+    """The traffic of a llama-server command line on these devices (the model read from -m unless given)."""
+    pargs = parse_server_args(list(argv))
+    if model is None:
+        model = _model(pargs.model)
+    host = host or PlanDevice("Host", "CPU", None, None)
+    plan = plan_memory(model, pargs, list(gpus), host, cpu_flags=tuple(cpu_flags))
+    return traffic(model, plan, list(gpus), tuple(cpu_flags))
+
+
+_MODELS: dict[str, Any] = {}
+
+
+def _model(path: str | None) -> Any:
+    if not path:
+        raise ProbeError("no model (-m)")
+    key = os.path.abspath(path)
+    if key not in _MODELS:
+        info = read_model(path)
+        if info.error:
+            raise ProbeError(f"{path}: {info.error}")
+        _MODELS[key] = info
+    return _MODELS[key]
+
+
+def measurements(cells: Sequence[BenchCell], gpus: Sequence[PlanDevice] = (), *,
+                 cpu_flags: Sequence[str] = ()) -> list[Measurement]:
+    """Cells -> measurements for the fit (a prefill and a generation cell of one configuration stay apart)."""
+    out = []
+    for c in cells:
+        t = plan_traffic(cell_argv(c), gpus, cpu_flags=cpu_flags)
+        label = f"{Path(c.model).stem} t{c.threads} {c.type_k} ngl{c.n_gpu_layers} d{c.n_depth} {c.kind}"
+        if c.kind == "prefill":
+            out.append(Measurement(t, c.threads, c.n_depth, c.n_prompt, None, c.tps, label))
+        else:
+            out.append(Measurement(t, c.threads, c.n_depth + c.n_gen // 2, c.n_prompt or 1, c.tps, None, label))
+    return out
+
+
+def probe_argv(model: str, threads: Sequence[int], *, depth: int = PROBE_DEPTH, prompt: int = PROBE_PROMPT,
+               gen: int = PROBE_GEN, reps: int = 2, extra: Sequence[str] = ()) -> list[str]:
+    """llama-bench's arguments for one probe run of `model` (JSON lines out)."""
+    return ["-m", model, "-t", ",".join(str(t) for t in threads), "-d", f"0,{depth}", "-p", str(prompt),
+            "-n", str(gen), "-r", str(reps), "-fa", "1", "-ctk", ",".join(PROBE_KV), "-ctv", ",".join(PROBE_KV),
+            "-o", "jsonl", *extra]
+
+
+def run_probe(models: Sequence[str], threads: Sequence[int], *, gpus: Sequence[PlanDevice] = (),
+              cpu_flags: Sequence[str] = (), build: str = "", driver: str = "",
+              progress: Callable[[str], None] | None = None, bench_binary: str | None = None,
+              extra: Sequence[str] = ()) -> tuple[SpeedCalibration, list[Measurement]]:
+    """The probe: one llama-bench run per model (at most two), then the fit. ProbeError when it cannot run."""
+    cells: list[BenchCell] = []
+    for model in list(models)[:2]:
+        if progress:
+            progress(f"probing {Path(model).name} at {', '.join(map(str, threads))} threads")
+        argv = probe_argv(model, threads, extra=extra)
+        try:
+            if bench_binary:
+                run = binaries.run_short([bench_binary, *argv], timeout=900.0)
+            else:
+                run = binaries.run_llama_bench(argv, timeout=900.0)
+        except binaries.BinaryError as exc:
+            raise ProbeError(str(exc)) from None
+        got = parse_bench_jsonl(run.stdout)
+        if not got:
+            tail = (run.stderr.strip().splitlines() or ["(no output)"])[-1]
+            raise ProbeError(f"llama-bench gave no results for {Path(model).name}: {tail[:300]}")
+        cells += got
+    ms = measurements(cells, gpus, cpu_flags=cpu_flags)
+    names = " + ".join(Path(m).name for m in list(models)[:2])
+    cal = fit(ms, build=build, driver=driver, source=f"probe of {names}")
+    return cal, ms
+
+
+def predict_argv(argv: Sequence[str], calibration: SpeedCalibration | None, *, gpus: Sequence[PlanDevice] = (),
+                 host: PlanDevice | None = None, cpu_flags: Sequence[str] = (), depth: int = 0, prompt: int = 512,
+                 default_threads: int = 1, peaks: dict[str, tuple[float, str]] | None = None) -> Prediction:
+    """The predicted speed of a llama-server command line (its -t, else llama.cpp's default thread count)."""
+    t = plan_traffic(argv, gpus, host, cpu_flags=cpu_flags)
+    value = flags.value_of(list(argv), "threads")
+    try:
+        threads = int(value) if value is not None and int(value) > 0 else default_threads
+    except ValueError:
+        threads = default_threads
+    return predict(t, calibration, threads=threads, depth=depth, prompt_tokens=prompt, peaks=peaks)
