@@ -28,6 +28,7 @@ log = logging.getLogger(__name__)
 PROBE_PROMPT = 256
 PROBE_GEN = 32
 PROBE_DEPTH = 1024
+PROBE_REPS = 2
 PROBE_KV = ("f16", "q8_0")  # crossed by llama-bench: the f16, q8_0 and mixed pairs each give attention's cost
 
 
@@ -81,10 +82,11 @@ def parse_bench_jsonl(text: str) -> list[BenchCell]:
 
 def cell_argv(cell: BenchCell) -> list[str]:
     """The llama-server arguments that do the work of a llama-bench cell (its context holds depth + prompt + gen)."""
-    argv = ["-m", cell.model, "-c", str(max(256, cell.n_depth + cell.n_prompt + cell.n_gen)), "-t", str(cell.threads),
-            "-ctk", cell.type_k, "-ctv", cell.type_v, "-ngl", str(cell.n_gpu_layers), "-ub", str(cell.n_ubatch),
-            "-fa", "on" if cell.flash_attn else "off", "--fit", "off", "-np", "1"]
-    return argv
+    a = flags.argv_for
+    return [*a("model", cell.model), *a("ctx_size", str(max(256, cell.n_depth + cell.n_prompt + cell.n_gen))),
+            *a("threads", str(cell.threads)), *a("cache_type_k", cell.type_k), *a("cache_type_v", cell.type_v),
+            *a("gpu_layers", str(cell.n_gpu_layers)), *a("ubatch_size", str(cell.n_ubatch)),
+            *a("flash_attn", "on" if cell.flash_attn else "off"), *a("fit", "off"), *a("parallel", "1")]
 
 
 def plan_traffic(argv: Sequence[str], gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None, *,
@@ -127,12 +129,15 @@ def measurements(cells: Sequence[BenchCell], gpus: Sequence[PlanDevice] = (), *,
     return out
 
 
-def probe_argv(model: str, threads: Sequence[int], *, depth: int = PROBE_DEPTH, prompt: int = PROBE_PROMPT,
-               gen: int = PROBE_GEN, reps: int = 2, extra: Sequence[str] = ()) -> list[str]:
-    """llama-bench's arguments for one probe run of `model` (JSON lines out)."""
-    return ["-m", model, "-t", ",".join(str(t) for t in threads), "-d", f"0,{depth}", "-p", str(prompt),
-            "-n", str(gen), "-r", str(reps), "-fa", "1", "-ctk", ",".join(PROBE_KV), "-ctv", ",".join(PROBE_KV),
-            "-o", "jsonl", *extra]
+def probe_argv(model: str, threads: Sequence[int], *, extra: Sequence[str] = ()) -> list[str]:
+    """llama-bench's arguments for one probe run of `model` (JSON lines out; K/V types crossed; the PROBE_*
+    settings of this module)."""
+    server = [*flags.argv_for("model", model), *flags.argv_for("threads", ",".join(str(t) for t in threads)),
+              *flags.argv_for("flash_attn", "on"), *flags.argv_for("cache_type_k", ",".join(PROBE_KV)),
+              *flags.argv_for("cache_type_v", ",".join(PROBE_KV))]
+    bench, _ = flags.to_llama_bench(server)
+    return [*bench, flags.BENCH_DEPTH, f"0,{PROBE_DEPTH}", flags.BENCH_PROMPT, str(PROBE_PROMPT), flags.BENCH_GEN,
+            str(PROBE_GEN), flags.BENCH_REPS, str(PROBE_REPS), flags.BENCH_OUTPUT, "jsonl", *extra]
 
 
 def run_probe(models: Sequence[str], threads: Sequence[int], *, gpus: Sequence[PlanDevice] = (),

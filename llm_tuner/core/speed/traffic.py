@@ -89,9 +89,18 @@ def _kv_type(args: Any, which: str) -> str:
     return str(getattr(args, f"cache_type_{which}", "f16") or "f16").upper()
 
 
-def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDevice, ...] = (),
+def plan_gpus(plan: MemoryPlan) -> list[PlanDevice]:
+    """The GPUs a plan was made for, rebuilt from its devices (names, backends, memory, shared pools)."""
+    return [PlanDevice(d.name, d.backend, d.capacity_mib, d.available_mib, pool=d.pool) for d in plan.devices
+            if d.name != HOST]
+
+
+def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDevice, ...] | None = None,
             cpu_flags: tuple[str, ...] | frozenset[str] = ()) -> Traffic:
-    """Bytes read per generated token, FLOPs per prompt token and host->GPU copies per device of `plan`."""
+    """Bytes read per generated token, FLOPs per prompt token and host->GPU copies per device of `plan` (made
+    for `gpus`; None: the plan's own devices)."""
+    if gpus is None:
+        gpus = plan_gpus(plan)
     view = _view(model)
     args = plan.args
     share = (view.n_expert_used / view.n_expert) if view.n_expert and view.n_expert_used else 1.0
