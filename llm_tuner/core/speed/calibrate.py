@@ -42,7 +42,10 @@ def rows(m: Measurement) -> tuple[dict[str, float], dict[str, float]]:
     return at(gen), at(pre)
 
 
-def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int = 12) -> dict[str, float]:
+EXHAUSTIVE_UP_TO = 14  # unknowns for which every subset is tried (2^14 small solves; a probe has about 12)
+
+
+def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int = 16) -> dict[str, float]:
     """Non-negative least squares of Σ_k eq[k] × x_k ≈ y on relative error. Active set by enumeration from the
     full set downwards (systems here have a handful of unknowns). Unknowns no equation separates stay absent."""
     keys = sorted({k for e in eqs for k in e})
@@ -58,10 +61,10 @@ def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int 
             if best is None or err < best[0] - 1e-12:
                 best = (err, sol)
             found = True
-        if found and best is not None and n_free < len(keys):
-            break  # the best feasible set of this size; smaller sets only fit worse
         if found and n_free == len(keys):
-            break  # the unconstrained solution is feasible
+            break  # the unconstrained solution is feasible: it is the optimum
+        if found and len(keys) > EXHAUSTIVE_UP_TO:
+            break  # many unknowns: the best feasible set of the largest size (smaller sets rarely fit better)
     return best[1] if best else {}
 
 

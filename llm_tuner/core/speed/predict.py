@@ -26,9 +26,11 @@ from typing import Any
 from llm_tuner.core.speed.traffic import HOST, Traffic
 
 GB = 1e9
-# Relative cost of a FLOP on the CPU by kernel class (repacked GEMM = 1): measured on the lent machine's Xeon,
-# benchmarks/results/speed_model/ (session 1 of 2026-12-05), checked on session 2.
-CPU_CLASS_COST = {"repack": 1.0, "plain": 1.0, "experts": 1.0}
+# Relative cost of a prefill FLOP on the CPU by kernel class (weights ggml-cpu repacked for its GEMM kernels = 1;
+# other matmuls, e.g. Q5_0/Q6_K/Q8_0 on x86, and MoE expert matmuls cost more). Chosen on the pilot session of
+# benchmarks/speed_model.py (s1: the grid plain 1-5 x experts 1-6, least maximum prefill error) and checked on
+# the second session (s2), both on the lent machine's 16-core Xeon (AVX-512, AMX): another CPU may differ.
+CPU_CLASS_COST = {"repack": 1.0, "plain": 5.0, "experts": 6.0}
 # Defaults before any calibration (marked "default" where used): host DRAM ~8 GB/s a thread up to ~40 GB/s
 # (the recorded H200 host: 39-46 GB/s at 16 threads); ~12 GFLOP/s a thread on repacked weights; GPUs 60 % of
 # their peak read rate (llmfit PR #137 reports 50-70 %); PCIe 4 x16 ~12 GB/s between pageable and pinned.
