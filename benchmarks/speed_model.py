@@ -261,7 +261,7 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
     lines = [f"# Speed model vs measurements: the CPU set ({len(rows) // 2} configurations × prefill and generation)", "",
              f"Calibration: {cal.source}; {len(probe_cells)} probe cells. Costs fitted (s per GB, GFLOP, token):", ""]
     for k, v in sorted(cal.costs.items()):
-        lines.append(f"- {k}: {v:.4g}" + (f" ({1 / v:.1f} GB/s or GFLOP/s)" if not k.startswith(("fixed", "pfixed")) else
+        lines.append(f"- {k}: {v:.4g}" + ("" if not v else f" ({1 / v:.1f} GB/s or GFLOP/s)" if not k.startswith(("fixed", "pfixed")) else
                                           f" ({v * 1000:.2f} ms)"))
     for kind in ("gen", "prefill"):
         sel = [r for r in rows if r["kind"] == kind]

@@ -29,12 +29,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--calibrate", action="store_true", help="measure this machine first (llama-bench on the model "
                    "and a second model of another size, the demo model unless --calibrate-with: about a minute) "
                    "and keep the calibration for this build and driver; implies --speed")
+    g.add_argument("--calibrate-from-runs", action="store_true", help="fit the calibration over the benchmark runs "
+                   "in the history made with this llama-server (with --calibrate: together with the probe) and keep "
+                   "it; implies --speed")
     g.add_argument("--calibrate-with", metavar="MODEL.gguf", help="the probe's second model (another size, so the "
                    "fixed cost per token and the read rate can be told apart)")
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.speed or args.calibrate or args.bandwidth or args.calibrate_with)
+    return bool(args.speed or args.calibrate or args.bandwidth or args.calibrate_with or args.calibrate_from_runs)
 
 
 def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
@@ -123,8 +126,8 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
     repo = SpeedCalibrationRepo(open_engine(database_path()))
     cal: SpeedCalibration | None = None
     stored_id = None
-    if args.calibrate or args.calibrate_with:
-        cal = _calibrate(model, args.calibrate_with, gpus, cpu_flags, threads, build, driver, bench)
+    if args.calibrate or args.calibrate_with or args.calibrate_from_runs:
+        cal = _calibrate(model, args, gpus, cpu_flags, threads, build, driver, bench)
         try:
             stored_id = repo.save(cal)
         except StorageFullError as exc:
@@ -150,30 +153,68 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
     return out
 
 
-def _calibrate(model: Any, second: str | None, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
+def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
                threads: int, build: str, driver: str, bench: Path | None) -> SpeedCalibration:
-    from llm_tuner.core.speed.calibrate import with_error
-    from llm_tuner.services.demo_model import find_demo_model
+    """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
+    from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
     from llm_tuner.services.speed import ProbeError, run_probe
 
-    if bench is None:
-        raise CliError("--calibrate needs llama-bench (not found: set its path in Settings or LLM_TUNER_LLAMA_BENCH)")
+    ms: list[Measurement] = []
+    sources = []
+    if args.calibrate or args.calibrate_with:
+        models = _probe_models(model, args.calibrate_with)
+        if bench is None:
+            raise CliError("--calibrate needs llama-bench (not found: set its path in Settings or "
+                           "LLM_TUNER_LLAMA_BENCH)")
+        try:
+            _, probed = run_probe(models, [threads], gpus=gpus, cpu_flags=cpu_flags, build=build, driver=driver,
+                                  progress=lambda m: print(m, file=sys.stderr))
+        except ProbeError as exc:
+            raise CliError(f"--calibrate: {exc}") from None
+        ms += probed
+        sources.append("probe of " + " + ".join(Path(m).name for m in models))
+    if args.calibrate_from_runs:
+        stored, skipped = _stored_runs(gpus, cpu_flags, threads)
+        for why in skipped:
+            print(f"left out: {why}", file=sys.stderr)
+        if not stored and not ms:
+            raise CliError("--calibrate-from-runs: no benchmark run in the history can be used (see 'left out'); "
+                           "run a benchmark first, or use --calibrate")
+        ms += stored
+        sources.append(f"{len({m.label.split(' prompt')[0] for m in stored})} stored runs")
+    cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
+    return with_error(cal, ms)
+
+
+def _probe_models(model: Any, second: str | None) -> list[str]:
+    from llm_tuner.services.demo_model import find_demo_model
     from llm_tuner.services.library import read_model
 
     models = [str(model.path)]
-    other = Path(second) if second else find_demo_model()
     if second:
         info = read_model(second)
         if info.error:
             raise CliError(f"--calibrate-with: {second}: {info.error}")
+    other = Path(second) if second else find_demo_model()
     if other is not None and other.resolve() != Path(model.path).resolve():
         models.append(str(other))
-    try:
-        cal, ms = run_probe(models, [threads], gpus=gpus, cpu_flags=cpu_flags, build=build, driver=driver,
-                            progress=lambda m: print(m, file=sys.stderr))
-    except ProbeError as exc:
-        raise CliError(f"--calibrate: {exc}") from None
-    return with_error(cal, ms)
+    return models
+
+
+def _stored_runs(gpus: list[PlanDevice], cpu_flags: tuple[str, ...], threads: int) -> tuple[list[Any], list[str]]:
+    """The history's runs made with the llama-server in use (by path: runs do not record a build hash)."""
+    from llm_tuner.services import binaries
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.services.speed import run_measurements
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    loc = binaries.locate(binaries.SERVER)
+    runs = RunRepository(open_engine(database_path())).list_runs(limit=500)
+    mine = [r for r in runs if loc is not None and r.binary_path and Path(r.binary_path) == Path(loc.path)]
+    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads)
+    skipped += [f"run {r.id}: made with another llama-server ({r.binary_path})" for r in runs if r not in mine]
+    return ms, skipped
 
 
 def speed_text(speed: dict[str, Any]) -> list[str]:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -179,3 +180,41 @@ def predict_argv(argv: Sequence[str], calibration: SpeedCalibration | None, *, g
     except ValueError:
         threads = default_threads
     return predict(t, calibration, threads=threads, depth=depth, prompt_tokens=prompt, peaks=peaks)
+
+
+def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cpu_flags: Sequence[str] = (),
+                     default_threads: int = 1) -> tuple[list[Measurement], list[str]]:
+    """Stored benchmark runs -> measurements for the fit (one per run and prompt length: the medians of its
+    repetitions), and why the others were left out. Kept: finished runs of one client, started by the app (not
+    attached), without speculative decoding, whose model file is still there."""
+    out: list[Measurement] = []
+    skipped: list[str] = []
+    for run in runs:
+        name = f"run {run.id}"
+        argv = flags.effective_argv(list(run.server_argv), dict(run.server_env))
+        if run.status != "complete" or run.attached_url or run.spec.clients != 1:
+            skipped.append(f"{name}: not a finished single-client run of the app's own server")
+            continue
+        if flags.value_of(argv, "spec_type") not in (None, "none") or flags.has(argv, "draft_model"):
+            skipped.append(f"{name}: speculative decoding (not predicted)")
+            continue
+        try:
+            t = plan_traffic(argv, gpus, cpu_flags=cpu_flags)
+        except (ProbeError, ValueError) as exc:
+            skipped.append(f"{name}: {exc}")
+            continue
+        value = flags.value_of(argv, "threads")
+        threads = int(value) if value and value.isdigit() and int(value) > 0 else default_threads
+        by_len: dict[tuple[int, int], list[Any]] = {}
+        for rep in run.reps:
+            if rep.error is None and rep.predicted_per_second and rep.prompt_per_second:
+                by_len.setdefault((rep.prompt_tokens, rep.depth), []).append(rep)
+        for (prompt, depth), reps in sorted(by_len.items()):
+            gen = statistics.median(r.predicted_per_second for r in reps)
+            pre = statistics.median(r.prompt_per_second for r in reps)
+            n_pred = statistics.median(r.predicted_n or 0 for r in reps)
+            prompt_n = int(statistics.median(r.prompt_n or prompt for r in reps))
+            out.append(Measurement(t, threads, depth, max(1, prompt_n), None, pre, f"{name} prompt {prompt} prefill"))
+            out.append(Measurement(t, threads, int(depth + prompt + n_pred / 2), max(1, prompt_n), gen, None,
+                                   f"{name} prompt {prompt} gen"))
+    return out, skipped

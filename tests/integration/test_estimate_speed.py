@@ -77,3 +77,25 @@ def test_bad_bandwidth_values_give_one_clear_message(capsys, history, server_bin
     err = capsys.readouterr().err
     assert code == 2
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+
+
+def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history, server_binary, tmp_path):
+    """Two real benchmarks (two model sizes) in the history; --calibrate-from-runs fits them and predicts them back."""
+    small = write_qwen3_dense(tmp_path / "small.gguf", n_layer=2, n_embd=256)
+    large = write_qwen3_dense(tmp_path / "large.gguf", n_layer=6, n_embd=512, n_ff=1024)
+    common = ["--prompt-tokens", "64,256", "--gen-tokens", "16", "--reps", "2", "--json"]
+    for m in (small, large):
+        assert main(["bench", *common, "--", "-m", str(m), "-t", "2", "-c", "1024"]) == 0
+    capsys.readouterr()
+    assert main(["estimate", "--json", "--calibrate-from-runs", "--", "-m", str(large), "-c", "1024", "-t", "2"]) == 0
+    cap = capsys.readouterr()
+    got = json.loads(cap.out)["speed"]
+    assert got["calibration"]["calibrated"] and "2 stored runs" in got["calibration"]["source"]
+    assert got["devices"][0]["rate_source"] != "default" or "calibrated" in got["calibrated_on"]
+    assert got["expected_error"] < 0.35  # fitted on its own runs: far tighter than a default
+    # nothing usable: one clear message
+    empty = tmp_path / "empty"
+    import os
+    os.environ["LLM_TUNER_DATA_DIR"] = str(empty)
+    assert main(["estimate", "--calibrate-from-runs", "--", "-m", str(large), "-c", "1024"]) == 2
+    assert "no benchmark run in the history" in capsys.readouterr().err

@@ -47,7 +47,7 @@ EXHAUSTIVE_UP_TO = 14  # unknowns for which every subset is tried (2^14 small so
 
 def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int = 16) -> dict[str, float]:
     """Non-negative least squares of Σ_k eq[k] × x_k ≈ y on relative error. Active set by enumeration from the
-    full set downwards (systems here have a handful of unknowns). Unknowns no equation separates stay absent."""
+    full set downwards (systems here have a handful of unknowns). An unknown the best fit leaves out is 0."""
     keys = sorted({k for e in eqs for k in e})
     w = [{k: v / y for k, v in e.items()} for e, y in zip(eqs, ys, strict=True)]
     best: tuple[float, dict[str, float]] | None = None
@@ -65,7 +65,9 @@ def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int 
             break  # the unconstrained solution is feasible: it is the optimum
         if found and len(keys) > EXHAUSTIVE_UP_TO:
             break  # many unknowns: the best feasible set of the largest size (smaller sets rarely fit better)
-    return best[1] if best else {}
+    if best is None:
+        return {}
+    return {k: best[1].get(k, 0.0) for k in keys}  # a dropped unknown costs nothing in the best fit
 
 
 def _lstsq(rows_: list[dict[str, float]], free: Sequence[str]) -> dict[str, float] | None:
@@ -97,7 +99,7 @@ def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "
     pre = [m for m in measurements if m.prefill_tps]
     g = nnls([rows(m)[0] for m in gen], [1.0 / (m.gen_tps or 1.0) for m in gen]) if gen else {}
     p = nnls([rows(m)[1] for m in pre], [1.0 / (m.prefill_tps or 1.0) for m in pre]) if pre else {}
-    costs = {k: v for k, v in {**g, **p}.items() if v > 0}
+    costs = {k: max(0.0, v) for k, v in {**g, **p}.items()}  # 0: measured, and it explains nothing
     best: dict[str, float] = {}
     for m in gen:
         eq = rows(m)[0]

@@ -92,7 +92,10 @@ class SpeedCalibration:
         hi = [t for t in measured if t > threads]
         if lo and hi:
             a, b = lo[-1], hi[0]
-            ra, rb = 1 / self.costs[f"{key}@{a}"], 1 / self.costs[f"{key}@{b}"]
+            ca, cb = self.costs[f"{key}@{a}"], self.costs[f"{key}@{b}"]
+            if not ca or not cb:
+                return min(ca, cb), f"as at {a if not ca else b} threads"
+            ra, rb = 1 / ca, 1 / cb
             rate = ra + (rb - ra) * (threads - a) / (b - a)
             return 1 / rate, f"interpolated from {a} and {b} threads"
         if hi:
