@@ -139,11 +139,12 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
     if by_hand:
         base = cal or SpeedCalibration(source="rates set by hand")
         costs = dict(base.costs)
-        for name, gbps in by_hand.items():
-            costs[f"read:{name}@{threads}" if name == "Host" else f"read:{name}"] = 1.0 / gbps
+        keys = [f"read:{name}@{threads}" if name == "Host" else f"read:{name}" for name in by_hand]
+        for key, gbps in zip(keys, by_hand.values(), strict=True):
+            costs[key] = 1.0 / gbps
         cal = SpeedCalibration(costs, {**base.peaks_gbps, **by_hand}, base.build, base.driver,
                                (base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
-                               base.error, tuple(sorted({*base.threads, threads})))
+                               base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys))
     t = traffic(model, plan, gpus, cpu_flags)
     pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=_peaks(gpus))
     out = pr.to_json()

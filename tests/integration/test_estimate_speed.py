@@ -63,7 +63,8 @@ def test_calibrate_measures_keeps_and_reuses_a_calibration(capsys, history, serv
     assert "probe of" in again["calibrated_on"]
     by_hand = _speed(capsys, ["--bandwidth", "Host=1", "--", "-m", str(large), "-c", "1024", "-t", "2"])
     assert by_hand["gen_tps"] < again["gen_tps"]  # 1 GB/s is slower than anything measured
-    assert by_hand["devices"][0]["read_gbps"] == 1.0 and "--bandwidth Host=1" in by_hand["calibrated_on"]
+    host = by_hand["devices"][0]
+    assert host["read_gbps"] == 1.0 and host["rate_source"] == "set by hand" and "--bandwidth Host=1" in by_hand["calibrated_on"]
 
 
 @pytest.mark.parametrize("value, words", [

@@ -135,7 +135,8 @@ def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> Sp
     if not errs:
         return cal
     med = errs[len(errs) // 2]
-    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med), cal.threads)
+    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med), cal.threads,
+                            cal.by_hand)
 
 
 __all__ = ["GB", "Measurement", "fit", "nnls", "relative_errors", "rows", "with_error"]

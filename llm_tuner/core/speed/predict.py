@@ -76,18 +76,20 @@ class SpeedCalibration:
     source: str = ""  # what it was calibrated on ("probe of a.gguf + b.gguf")
     error: float | None = None  # expected relative error (from the benchmark); None: not known
     threads: tuple[int, ...] = ()  # the host thread counts measured
+    by_hand: tuple[str, ...] = ()  # keys set by hand (--bandwidth), not measured
 
     def cost(self, key: str, threads: int) -> tuple[float | None, str]:
         """(seconds per unit, how it was found) of a key; host keys at `threads`, interpolated in rate between
         measured counts (flat beyond the largest, proportional below the smallest); None when not calibrated."""
         if not is_host_key(key):
             v = self.costs.get(key)
-            return v, ("calibrated" if v is not None else "")
+            return v, ("" if v is None else "set by hand" if key in self.by_hand else "calibrated")
         measured = sorted({t for t in self.threads if f"{key}@{t}" in self.costs})
         if not measured:
             return None, ""
         if threads in measured:
-            return self.costs[f"{key}@{threads}"], "calibrated"
+            exact = f"{key}@{threads}"
+            return self.costs[exact], "set by hand" if exact in self.by_hand else "calibrated"
         lo = [t for t in measured if t < threads]
         hi = [t for t in measured if t > threads]
         if lo and hi:
@@ -273,6 +275,7 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
     cal = calibration or SpeedCalibration()
     gen, pre = terms(traffic, depth=depth, prompt_tokens=prompt_tokens)
     sources: dict[str, str] = {}
+    read_source: dict[str, str] = {}
     unknown: list[str] = []
     cost: dict[str, float] = {}
     for key in {**gen, **pre}:
@@ -282,6 +285,8 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
             unknown.append(dev)
             continue
         cost[key] = v
+        if key.startswith("read:"):
+            read_source[dev] = how
         if how == "default" or dev not in sources:
             sources[dev] = how
     devices = []
@@ -293,7 +298,8 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
         read_cost = cost.get(f"read:{d.name}")
         peak = cal.peaks_gbps.get(d.name) or (peaks or {}).get(d.name, (None, ""))[0]
         devices.append(DeviceSpeed(d.name, d.read_bytes(depth), gen_ms if mine else 0.0, pre_ms if pmine else 0.0,
-                                   1 / read_cost if read_cost else None, peak, sources.get(d.name, "")))
+                                   1 / read_cost if read_cost else None, peak,
+                                   read_source.get(d.name) or sources.get(d.name, "")))
     fixed_key = next(k for k in gen if k.startswith("fixed:"))
     fixed_ms = cost.get(fixed_key, 0.0) * 1000
     copy_ms = pre.get("link", 0.0) * cost.get("link", 0.0) * max(1, min(traffic.n_ubatch, prompt_tokens)) * 1000
@@ -332,7 +338,7 @@ def _calibrated_on(cal: SpeedCalibration, sources: dict[str, str]) -> str:
 def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:
     """A calibration as plain JSON (what the store keeps)."""
     return {"costs": dict(cal.costs), "peaks_gbps": dict(cal.peaks_gbps), "build": cal.build, "driver": cal.driver,
-            "source": cal.source, "error": cal.error, "threads": list(cal.threads)}
+            "source": cal.source, "error": cal.error, "threads": list(cal.threads), "by_hand": list(cal.by_hand)}
 
 
 def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
@@ -342,6 +348,7 @@ def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
                                 {str(k): float(v) for k, v in (d.get("peaks_gbps") or {}).items()},
                                 str(d.get("build") or ""), str(d.get("driver") or ""), str(d.get("source") or ""),
                                 None if d.get("error") is None else float(d["error"]),
-                                tuple(int(t) for t in d.get("threads") or ()))
+                                tuple(int(t) for t in d.get("threads") or ()),
+                                tuple(str(k) for k in d.get("by_hand") or ()))
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"not a speed calibration: {exc}") from None
