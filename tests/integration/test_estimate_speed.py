@@ -80,7 +80,8 @@ def test_bad_bandwidth_values_give_one_clear_message(capsys, history, server_bin
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history, server_binary, tmp_path):
+def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history, server_binary, tmp_path,
+                                                                monkeypatch):
     """Two real benchmarks (two model sizes) in the history; --calibrate-from-runs fits them and predicts them back."""
     small = write_qwen3_dense(tmp_path / "small.gguf", n_layer=2, n_embd=256)
     large = write_qwen3_dense(tmp_path / "large.gguf", n_layer=6, n_embd=512, n_ff=1024)
@@ -92,11 +93,9 @@ def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history,
     cap = capsys.readouterr()
     got = json.loads(cap.out)["speed"]
     assert got["calibration"]["calibrated"] and "2 stored runs" in got["calibration"]["source"]
-    assert got["devices"][0]["rate_source"] != "default" or "calibrated" in got["calibrated_on"]
-    assert got["expected_error"] < 0.35  # fitted on its own runs: far tighter than a default
+    assert got["devices"][0]["rate_source"] == "calibrated"  # the host's read rate comes from the runs
+    assert "2 stored runs" in got["calibrated_on"]
     # nothing usable: one clear message
-    empty = tmp_path / "empty"
-    import os
-    os.environ["LLM_TUNER_DATA_DIR"] = str(empty)
+    monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path / "empty"))
     assert main(["estimate", "--calibrate-from-runs", "--", "-m", str(large), "-c", "1024"]) == 2
     assert "no benchmark run in the history" in capsys.readouterr().err
