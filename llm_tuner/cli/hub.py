@@ -190,10 +190,11 @@ def cmd_files(args) -> int:
 
 
 def predicted_speed(info, plan) -> dict | None:
-    """The predicted speed of the plan (prompt and generation tokens/s) once a speed model exists; None until then.
-    Its one place in `models plan`: the JSON key `predicted_speed` (a text line to add beside the plan's)."""
-    del info, plan
-    return None
+    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there is
+    one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
+    from llm_tuner.cli.speed import predict_plan
+
+    return predict_plan(info, plan)
 
 
 @_hub_command
@@ -224,6 +225,8 @@ def cmd_plan(args) -> int:
              f"{d.compute_mib:.0f}) of {cap}" + ("" if d.fits is None else ("  fits" if d.fits else "  does NOT fit")))
     for w in plan.warnings:
         _say(f"warning: {w}", sys.stderr)
+    if speed is not None:
+        _say(f"predicted: {speed['text']}")
     _say({True: "Fits.", False: "Does NOT fit.", None: "No fit verdict: this machine's memory is unknown."}[plan.fits])
     return 0
 

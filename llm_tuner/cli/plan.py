@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from llm_tuner.cli import speed
 from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.core import flags
 
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a profile "
                    "file, with the LLAMA_ARG_* variables of its environment")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
+    speed.add_arguments(p)
     p.set_defaults(func=_estimate)
 
 
@@ -133,6 +135,8 @@ def _estimate(args: argparse.Namespace) -> int:
         out["llama_cpp"] = _check(server_args, plan, gpus)
     if args.check_fit:
         out["llama_fit_params"] = _check_fit(pargs, plan)
+    if speed.wanted(args):
+        out["speed"] = speed.speed_json(args, server_args, model, plan, gpus, tuple(flags), _physical_cores())
     code = 0 if plan.fits else 1  # a plan that does not fit is not a success (scripts test the status)
     if args.json:
         emit_json(out)
@@ -150,7 +154,17 @@ def _estimate(args: argparse.Namespace) -> int:
         print("does NOT fit: " + ", ".join(d.name for d in plan.devices if d.fits is False), file=sys.stderr)
     for line in check_text(out.get("llama_cpp")) + fit_params_text(out.get("llama_fit_params")):
         print(line)
+    if "speed" in out:
+        for line in speed.speed_text(out["speed"]):
+            print(line)
     return code
+
+
+def _physical_cores() -> int | None:
+    """llama.cpp's default thread count: the physical cores."""
+    from llm_tuner.services.telemetry.host import host_info
+
+    return host_info().cores_physical
 
 
 def check_text(check: dict | None) -> list[str]:

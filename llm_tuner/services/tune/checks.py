@@ -12,6 +12,7 @@ from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import parse_server_args
+from llm_tuner.core.speed import traffic
 from llm_tuner.core.tune.quality import parse_perplexity, perplexity_argv
 from llm_tuner.core.tune.report import bandwidth_figure
 from llm_tuner.services import binaries
@@ -111,28 +112,24 @@ def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC
 
 def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps: float | None, depth: int,
               prompt_tokens: int) -> dict | None:
-    """The winner's generation speed against its devices' memory-bandwidth limit: bytes read per token are the
-    plan's weights on each device (all of them for a dense model; the used share of experts for a MoE) and its
-    KV cache filled to the measured depth."""
+    """The winner's generation speed against its devices' memory-bandwidth limit: bytes read per token per device
+    from core.speed (the weights a token uses, the output head, the K/V cache at the measured depth)."""
     try:
         plan = memory_plan(list(argv), Path(binary) if binary else binaries_server(), env)
         if plan is None:
             return None
-
         model = read_model(parse_server_args(flags.effective_argv(argv, env)).model)
-        moe = (model.expert_used_count / model.expert_count) if model.expert_count else 1.0
         descriptions = _descriptions(binary)
-        fill = min(1.0, (depth + prompt_tokens) / max(1, plan.n_ctx))
-        devices = [{"name": d.name, "description": descriptions.get(d.name, ""),
-                    "bytes": (d.model_mib * moe + d.kv_mib * fill) * 2**20} for d in plan.devices
-                   if d.model_mib or d.kv_mib]
-        return bandwidth_figure(devices, gen_tps, _nvml_gbps(binary))
+        read = traffic(model, plan).read_bytes(depth + prompt_tokens)
+        devices = [{"name": name, "description": descriptions.get(name, ""), "bytes": b}
+                   for name, b in read.items() if b > 0]
+        return bandwidth_figure(devices, gen_tps, nvml_gbps(binary))
     except Exception as exc:  # noqa: BLE001 - a bonus figure
         log.info("no bandwidth figure: %s", exc)
         return None
 
 
-def _nvml_gbps(binary: str | None) -> dict[str, float]:
+def nvml_gbps(binary: str | None) -> dict[str, float]:
     """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
     try:
         by_index = nvml.memory_bandwidth_gbps()

@@ -1,0 +1,267 @@
+"""`estimate --speed`: the predicted speed of a command line per device (core.speed), with the calibration of
+this machine's build and driver from the history, `--calibrate` to measure one (llama-bench on the model at hand
+and, as a second size, the demo model) and `--bandwidth NAME=GB/s` to set a device's read rate by hand."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from llm_tuner.cli.output import CliError
+
+if TYPE_CHECKING:
+    from llm_tuner.core.memory import PlanDevice
+    from llm_tuner.core.speed import SpeedCalibration
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("speed (the speed model: predicted prefill and generation t/s per device)")
+    g.add_argument("--speed", action="store_true", help="also predict prefill and generation speed, TTFT and the "
+                   "roofline per device (with this machine's calibration from the history, if any)")
+    g.add_argument("--depth", type=int, default=0, metavar="N", help="tokens already in the cache when generating "
+                   "(default 0)")
+    g.add_argument("--prompt", type=int, default=512, metavar="N", help="prompt tokens for prefill and TTFT "
+                   "(default 512)")
+    g.add_argument("--bandwidth", metavar="NAME=GB/s,...", help="set a device's effective read rate by hand "
+                   "(e.g. CUDA0=700,Host=45); implies --speed")
+    g.add_argument("--calibrate", action="store_true", help="measure this machine first (llama-bench on the model "
+                   "and a second model of another size, the demo model unless --calibrate-with: about a minute) "
+                   "and keep the calibration for this build and driver; implies --speed")
+    g.add_argument("--calibrate-from-runs", action="store_true", help="fit the calibration over the benchmark runs "
+                   "in the history made with this llama-server (with --calibrate: together with the probe) and keep "
+                   "it; implies --speed")
+    g.add_argument("--calibrate-with", metavar="MODEL.gguf", help="the probe's second model (another size, so the "
+                   "fixed cost per token and the read rate can be told apart)")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return bool(args.speed or args.calibrate or args.bandwidth or args.calibrate_with or args.calibrate_from_runs)
+
+
+def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
+    """`CUDA0=700,Host=45` -> {device: GB/s}; CliError (one message) for anything else."""
+    out: dict[str, float] = {}
+    for part in (x.strip() for x in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise CliError(f"--bandwidth: {part!r} is not NAME=GB/s (e.g. CUDA0=700 or Host=45)")
+        try:
+            gbps = float(value)
+        except ValueError:
+            raise CliError(f"--bandwidth: {value.strip()!r} is not a number of GB/s (in {part!r})") from None
+        if not gbps > 0 or gbps == float("inf"):
+            raise CliError(f"--bandwidth: {part!r}: the rate must be a positive number of GB/s")
+        match = next((d for d in devices if d.lower() == name.lower()), None)
+        if match is None:
+            raise CliError(f"--bandwidth: {name!r} is not a device of this plan ({', '.join(devices)})")
+        out[match] = gbps
+    if not out:
+        raise CliError("--bandwidth: give NAME=GB/s (e.g. CUDA0=700 or Host=45)")
+    return out
+
+
+def _threads(server_args: list[str], default: int) -> int:
+    from llm_tuner.core import flags
+
+    value = flags.value_of(server_args, "threads")
+    try:
+        t = int(value) if value is not None else 0
+    except ValueError:
+        t = 0
+    return t if t > 0 else default
+
+
+def _identity() -> tuple[str, str, Path | None]:
+    """(build key, GPU driver, llama-bench path) of the binaries in use."""
+    from llm_tuner.services import binaries
+    from llm_tuner.services.telemetry import nvml
+
+    loc = binaries.locate(binaries.SERVER)
+    build = ""
+    if loc is not None:
+        try:
+            build = binaries.build_identity(loc.path).key
+        except binaries.BinaryError:
+            build = ""
+    gpus, _ = nvml.nvidia_gpus()
+    driver = gpus[0].driver if gpus else ""
+    bench = binaries.locate(binaries.BENCH)
+    return build, driver, (bench.path if bench else None)
+
+
+def _peaks(gpus: list[PlanDevice]) -> dict[str, tuple[float, str]]:
+    """Peak read rates of the GPUs: NVML's (memory clock x bus width), else the vendor's published figure."""
+    from llm_tuner.core.tune.report import published_gbps
+    from llm_tuner.services.tune.checks import nvml_gbps
+
+    out: dict[str, tuple[float, str]] = {}
+    measured = nvml_gbps(None)
+    for g in gpus:
+        if g.name in measured:
+            out[g.name] = (measured[g.name], "NVML")
+        elif (pub := published_gbps(g.description or "")) is not None:
+            out[g.name] = (pub, "published")
+    return out
+
+
+def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, plan: Any, gpus: list[PlanDevice],
+               cpu_flags: tuple[str, ...], physical_cores: int | None) -> dict[str, Any]:
+    """The `speed` object of `estimate --json` (and what the text output prints)."""
+    from llm_tuner.core.speed import SpeedCalibration, predict, traffic
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import StorageFullError, open_engine
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    if args.depth < 0 or args.prompt < 1:
+        raise CliError("--depth must be 0 or more and --prompt at least 1")
+    names = [d.name for d in plan.devices]
+    by_hand = parse_bandwidth(args.bandwidth, names) if args.bandwidth else {}
+    threads = _threads(server_args, physical_cores or 4)
+    build, driver, bench = _identity()
+    repo = SpeedCalibrationRepo(open_engine(database_path()))
+    cal: SpeedCalibration | None = None
+    stored_id = None
+    if args.calibrate or args.calibrate_with or args.calibrate_from_runs:
+        cal = _calibrate(model, args, gpus, cpu_flags, threads, build, driver, bench)
+        try:
+            stored_id = repo.save(cal)
+        except StorageFullError as exc:
+            print(f"warning: the calibration was not kept: {exc}", file=sys.stderr)
+    else:
+        stored = repo.latest(build, driver)
+        if stored is not None:
+            cal, stored_id = stored.calibration, stored.id
+    if by_hand:
+        base = cal or SpeedCalibration(source="rates set by hand")
+        costs = dict(base.costs)
+        keys = [f"read:{name}@{threads}" if name == "Host" else f"read:{name}" for name in by_hand]
+        for key, gbps in zip(keys, by_hand.values(), strict=True):
+            costs[key] = 1.0 / gbps
+        cal = SpeedCalibration(costs, {**base.peaks_gbps, **by_hand}, base.build, base.driver,
+                               (base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
+                               base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys))
+    t = traffic(model, plan, gpus, cpu_flags)
+    pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=_peaks(gpus))
+    out = pr.to_json()
+    out["calibration"] = {"id": stored_id, "build": build, "driver": driver or None,
+                          "source": cal.source if cal else None,
+                          "calibrated": bool(cal and cal.costs)}
+    return out
+
+
+def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
+               threads: int, build: str, driver: str, bench: Path | None) -> SpeedCalibration:
+    """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
+    from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
+    from llm_tuner.services.speed import ProbeError, run_probe
+
+    ms: list[Measurement] = []
+    sources = []
+    if args.calibrate or args.calibrate_with:
+        models = _probe_models(model, args.calibrate_with)
+        if bench is None:
+            raise CliError("--calibrate needs llama-bench (not found: set its path in Settings or "
+                           "LLM_TUNER_LLAMA_BENCH)")
+        try:
+            _, probed = run_probe(models, [threads], gpus=gpus, cpu_flags=cpu_flags, build=build, driver=driver,
+                                  progress=lambda m: print(m, file=sys.stderr))
+        except ProbeError as exc:
+            raise CliError(f"--calibrate: {exc}") from None
+        ms += probed
+        sources.append("probe of " + " + ".join(Path(m).name for m in models))
+    if args.calibrate_from_runs:
+        stored, skipped = _stored_runs(gpus, cpu_flags, threads)
+        for why in skipped:
+            print(f"left out: {why}", file=sys.stderr)
+        if not stored and not ms:
+            raise CliError("--calibrate-from-runs: no benchmark run in the history can be used (see 'left out'); "
+                           "run a benchmark first, or use --calibrate")
+        ms += stored
+        sources.append(f"{len({m.label.split(' prompt')[0] for m in stored})} stored runs")
+    cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
+    return with_error(cal, ms)
+
+
+def _probe_models(model: Any, second: str | None) -> list[str]:
+    from llm_tuner.services.demo_model import find_demo_model
+    from llm_tuner.services.library import read_model
+
+    models = [str(model.path)]
+    if second:
+        info = read_model(second)
+        if info.error:
+            raise CliError(f"--calibrate-with: {second}: {info.error}")
+    other = Path(second) if second else find_demo_model()
+    if other is not None and other.resolve() != Path(model.path).resolve():
+        models.append(str(other))
+    return models
+
+
+def _stored_runs(gpus: list[PlanDevice], cpu_flags: tuple[str, ...], threads: int) -> tuple[list[Any], list[str]]:
+    """The history's runs made with the llama-server in use (by path: runs do not record a build hash)."""
+    from llm_tuner.services import binaries
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.services.speed import run_measurements
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    loc = binaries.locate(binaries.SERVER)
+    runs = RunRepository(open_engine(database_path())).list_runs(limit=500)
+    mine = [r for r in runs if loc is not None and r.binary_path and Path(r.binary_path) == Path(loc.path)]
+    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads)
+    skipped += [f"run {r.id}: made with another llama-server ({r.binary_path})" for r in runs if r not in mine]
+    return ms, skipped
+
+
+def predict_plan(model: Any, plan: Any, *, depth: int = 0, prompt: int = 512) -> dict[str, Any] | None:
+    """The predicted speed of a plan with llama.cpp's default thread count and the history's calibration of the
+    build in use (defaults, said so, without one); None when the model cannot be predicted."""
+    from llm_tuner.core.speed import predict, traffic
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.services.telemetry.host import host_info
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    try:
+        t = traffic(model, plan)
+    except (ValueError, KeyError, IndexError):
+        return None
+    build, driver, _ = _identity()
+    stored = SpeedCalibrationRepo(open_engine(database_path())).latest(build, driver) if build else None
+    gpus = [d for d in plan.devices if d.name != "Host"]
+    peaks = _peaks([_as_plan_device(d) for d in gpus])
+    pr = predict(t, stored.calibration if stored else None, threads=host_info().cores_physical or 4, depth=depth,
+                 prompt_tokens=prompt, peaks=peaks)
+    return {**pr.to_json(), "text": pr.text()}
+
+
+def _as_plan_device(d: Any) -> PlanDevice:
+    from llm_tuner.core.memory import PlanDevice
+
+    return PlanDevice(d.name, d.backend, d.capacity_mib, d.available_mib)
+
+
+def speed_text(speed: dict[str, Any]) -> list[str]:
+    """`estimate --speed`'s lines as people read them."""
+    if speed.get("gen_tps") is None:
+        return [f"speed: unknown (no rate for {', '.join(speed.get('unknown_devices') or ['a device'])}); "
+                "give it with --bandwidth NAME=GB/s or measure it with --calibrate"]
+    r = lambda v, f: "–" if v is None else format(v, f)  # noqa: E731
+    lines = [f"speed at depth {speed['depth']}, prompt {speed['prompt_tokens']}, {speed['threads']} threads: "
+             f"generation {r(speed['gen_tps'], '.1f')} t/s, prefill {r(speed['prefill_tps'], '.0f')} t/s, "
+             f"TTFT {r(speed['ttft_ms'], '.0f')} ms, roofline {r(speed['roofline_tps'], '.1f')} t/s "
+             f"(±{speed['expected_error']:.0%})",
+             f"{'device':10} {'MiB/token':>10} {'gen ms':>8} {'share':>6} {'GB/s':>8}  rate from"]
+    for d in speed["devices"]:
+        share = d.get("time_share")
+        lines.append(f"{d['name']:10} {d['mib_per_token']:10.1f} {r(d['gen_ms'], '8.3f'):>8} "
+                     f"{'–' if share is None else format(share, '6.0%'):>6} {r(d['read_gbps'], '8.1f'):>8}  "
+                     f"{d['rate_source'] or '–'}")
+    lines.append(f"fixed cost {speed['fixed_ms_per_token']} ms per token; calibrated on: {speed['calibrated_on']}")
+    lines += [f"note: {n}" for n in speed.get("notes") or []]
+    return lines

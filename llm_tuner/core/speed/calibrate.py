@@ -1,0 +1,142 @@
+"""A calibration fitted from measurements: a probe's (a few llama-bench runs) or stored runs of this machine.
+
+Each measurement is one linear equation in the costs of core.speed.predict.terms (1 / gen t/s and 1 / prefill t/s
+are sums of units × costs); the host's costs are unknowns per thread count. They are fitted by non-negative
+least squares on relative error (each equation divided by its measured time, so a slow configuration weighs as
+much as a fast one). A cost the measurements cannot separate (no measurement varies it) stays out of the
+calibration and takes its default, marked as such, in a prediction. Pure: no numpy (core's contract); the
+systems are small.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from llm_tuner.core.speed.predict import GB, SpeedCalibration, is_host_key, predict, terms
+from llm_tuner.core.speed.traffic import Traffic
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """One measured configuration: its traffic (from its plan), host threads, depth, prompt and the speeds."""
+
+    traffic: Traffic
+    threads: int
+    depth: int
+    prompt_tokens: int
+    gen_tps: float | None
+    prefill_tps: float | None
+    label: str = ""
+
+
+def rows(m: Measurement) -> tuple[dict[str, float], dict[str, float]]:
+    """The measurement's generation and prefill equations with the host's keys at its thread count."""
+    gen, pre = terms(m.traffic, depth=m.depth, prompt_tokens=m.prompt_tokens)
+
+    def at(d: dict[str, float]) -> dict[str, float]:
+        return {(f"{k}@{m.threads}" if is_host_key(k) else k): v for k, v in d.items()}
+
+    return at(gen), at(pre)
+
+
+EXHAUSTIVE_UP_TO = 14  # unknowns for which every subset is tried (2^14 small solves; a probe has about 12)
+
+
+def nnls(eqs: Sequence[dict[str, float]], ys: Sequence[float], *, max_free: int = 16) -> dict[str, float]:
+    """Non-negative least squares of Σ_k eq[k] × x_k ≈ y on relative error. Active set by enumeration from the
+    full set downwards (systems here have a handful of unknowns). An unknown the best fit leaves out is 0."""
+    keys = sorted({k for e in eqs for k in e})
+    w = [{k: v / y for k, v in e.items()} for e, y in zip(eqs, ys, strict=True)]
+    best: tuple[float, dict[str, float]] | None = None
+    for n_free in range(min(len(keys), max_free), 0, -1):
+        found = False
+        for free in itertools.combinations(keys, n_free):
+            sol = _lstsq(w, free)
+            if sol is None or any(v < 0 for v in sol.values()):
+                continue
+            err = sum((sum(e.get(k, 0.0) * sol[k] for k in free) - 1.0) ** 2 for e in w)
+            if best is None or err < best[0] - 1e-12:
+                best = (err, sol)
+            found = True
+        if found and n_free == len(keys):
+            break  # the unconstrained solution is feasible: it is the optimum
+        if found and len(keys) > EXHAUSTIVE_UP_TO:
+            break  # many unknowns: the best feasible set of the largest size (smaller sets rarely fit better)
+    if best is None:
+        return {}
+    return {k: best[1].get(k, 0.0) for k in keys}  # a dropped unknown costs nothing in the best fit
+
+
+def _lstsq(rows_: list[dict[str, float]], free: Sequence[str]) -> dict[str, float] | None:
+    """Normal equations of the rows (target 1 each) in the `free` unknowns; None when singular."""
+    n = len(free)
+    a = [[sum(r.get(free[i], 0.0) * r.get(free[j], 0.0) for r in rows_) for j in range(n)] for i in range(n)]
+    b = [sum(r.get(free[i], 0.0) for r in rows_) for i in range(n)]
+    scale = max((abs(a[i][i]) for i in range(n)), default=1.0) or 1.0
+    for col in range(n):  # Gauss-Jordan with partial pivoting
+        piv = max(range(col, n), key=lambda i: abs(a[i][col]))
+        if abs(a[piv][col]) < 1e-10 * scale:
+            return None
+        a[col], a[piv] = a[piv], a[col]
+        b[col], b[piv] = b[piv], b[col]
+        for i in range(n):
+            if i != col and a[i][col]:
+                f = a[i][col] / a[col][col]
+                for j in range(col, n):
+                    a[i][j] -= f * a[col][j]
+                b[i] -= f * b[col]
+    return {free[i]: b[i] / a[i][i] for i in range(n)}
+
+
+def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "", source: str = "",
+        peaks: dict[str, float] | None = None) -> SpeedCalibration:
+    """A calibration from measurements (see the module's docstring). Generation and prefill are fitted apart
+    (they share no cost). Each device's peak read rate is the best a measurement reached, or `peaks` (NVML's)."""
+    gen = [m for m in measurements if m.gen_tps]
+    pre = [m for m in measurements if m.prefill_tps]
+    g = nnls([rows(m)[0] for m in gen], [1.0 / (m.gen_tps or 1.0) for m in gen]) if gen else {}
+    p = nnls([rows(m)[1] for m in pre], [1.0 / (m.prefill_tps or 1.0) for m in pre]) if pre else {}
+    costs = {k: max(0.0, v) for k, v in {**g, **p}.items()}  # 0: measured, and it explains nothing
+    best: dict[str, float] = {}
+    for m in gen:
+        eq = rows(m)[0]
+        total = 1.0 / (m.gen_tps or 1.0)
+        for k, gb in eq.items():
+            if not k.startswith("read:") or k not in costs:
+                continue
+            own = total - sum(v * costs.get(kk, 0.0) for kk, v in eq.items() if kk != k)
+            if own > 0:
+                dev = k.split(":")[1].split("@")[0]
+                best[dev] = max(best.get(dev, 0.0), gb / own)
+    for dev, v in (peaks or {}).items():
+        best[dev] = max(best.get(dev, 0.0), v)
+    threads = tuple(sorted({m.threads for m in measurements}))
+    return SpeedCalibration(costs, best, build, driver, source, None, threads)
+
+
+def relative_errors(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> list[tuple[str, float, float]]:
+    """(label, generation error, prefill error) of the calibration's predictions against measurements
+    ((predicted - measured) / measured; NaN where not measured or not predicted)."""
+    out = []
+    for m in measurements:
+        pr = predict(m.traffic, cal, threads=m.threads, depth=m.depth, prompt_tokens=m.prompt_tokens)
+        ge = (pr.gen_tps - m.gen_tps) / m.gen_tps if pr.gen_tps and m.gen_tps else math.nan
+        pe = (pr.prefill_tps - m.prefill_tps) / m.prefill_tps if pr.prefill_tps and m.prefill_tps else math.nan
+        out.append((m.label, ge, pe))
+    return out
+
+
+def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> SpeedCalibration:
+    """The calibration with its expected error: the median |generation error| on `measurements` (at least 5 %)."""
+    errs = sorted(abs(e) for _, e, _ in relative_errors(cal, measurements) if not math.isnan(e))
+    if not errs:
+        return cal
+    med = errs[len(errs) // 2]
+    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med), cal.threads,
+                            cal.by_hand)
+
+
+__all__ = ["GB", "Measurement", "fit", "nnls", "relative_errors", "rows", "with_error"]

@@ -1,0 +1,36 @@
+"""speed_calibrations: a calibration holds for the build and the driver it was measured with."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from llm_tuner.core.speed import SpeedCalibration
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.speed import SpeedCalibrationRepo
+
+
+def test_the_newest_calibration_of_this_build_and_driver_is_used_and_another_builds_is_not(tmp_path):
+    repo = SpeedCalibrationRepo(open_engine(tmp_path / "h.sqlite"))
+    old = SpeedCalibration({"read:Host@4": 0.05}, build="f:a h:b p:1", source="probe 1", threads=(4,))
+    new = SpeedCalibration({"read:Host@4": 0.04}, build="f:a h:b p:1", source="probe 2", threads=(4,))
+    other = SpeedCalibration({"read:Host@4": 0.01}, build="f:c h:b p:1", source="other build", threads=(4,))
+    repo.save(old)
+    new_id = repo.save(new)
+    repo.save(other)
+    got = repo.latest("f:a h:b p:1")
+    assert got is not None and got.id == new_id and got.calibration == new
+    assert repo.latest("f:a h:b p:1", driver="580.159.04") is None  # a driver change: not calibrated
+    assert repo.latest("f:z h:z p:9") is None
+
+
+def test_a_record_this_version_cannot_read_is_skipped_for_the_older_one(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    repo = SpeedCalibrationRepo(engine)
+    good = SpeedCalibration({"read:Host@2": 0.1}, build="b", source="good", threads=(2,))
+    repo.save(good)
+    bad_id = repo.save(SpeedCalibration({"read:Host@2": 0.2}, build="b", source="bad", threads=(2,)))
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE speed_calibrations SET calibration_json = '{\"costs\": {\"x\": \"fast\"}}' "
+                          "WHERE id = :i"), {"i": bad_id})
+    got = repo.latest("b")
+    assert got is not None and got.calibration.source == "good"
