@@ -12,6 +12,8 @@ import pytest
 from PySide6.QtCore import QObject, QUrl, Slot
 from PySide6.QtGui import QDesktopServices, QGuiApplication
 
+from tests.support.window import open_window
+
 
 class _Browser(QObject):
     """Stands where the desktop's browser would: QDesktopServices hands it the URLs "Open web UI" opens."""
@@ -27,12 +29,7 @@ class _Browser(QObject):
 
 @pytest.fixture
 def window(qtbot):
-    from llm_tuner.app import build_window
-
-    _app, ctx, win = build_window()
-    qtbot.addWidget(win)
-    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
-        pass
+    _ctx, win = open_window(qtbot)
     yield win
     if win.live_panel.slot.running:
         _stop_server(qtbot, win.live_panel)

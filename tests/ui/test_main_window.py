@@ -7,15 +7,12 @@ import sys
 
 import pytest
 
+from tests.support.window import open_window
+
 
 @pytest.mark.server
 def test_window_shows_areas_and_the_server_found(qtbot):
-    from llm_tuner.app import build_window
-
-    _app, ctx, window = build_window()
-    qtbot.addWidget(window)
-    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
-        pass
+    ctx, window = open_window(qtbot)
     tabs = [window.tabs.tabText(i) for i in range(window.tabs.count())]
     assert tabs == ["Profile", "Plan", "Live", "Chat", "Benchmarks", "Compare", "Tune"]
     assert window.models_dock.windowTitle() == "Models"
@@ -37,13 +34,9 @@ def test_version_flag():
 
 
 def test_settings_change_reprobes_and_reports_a_bad_server_path(qtbot, tmp_path):
-    from llm_tuner.app import build_window
     from llm_tuner.services.settings_store import load_settings
 
-    _app, ctx, window = build_window()
-    qtbot.addWidget(window)
-    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
-        pass
+    ctx, window = open_window(qtbot)
     bad = ctx.settings.model_copy(update={"llama_server_path": str(tmp_path / "missing-server"),
                                           "model_folders": [str(tmp_path)]})
     with qtbot.waitSignal(ctx.state.binaries_probed, timeout=60_000):

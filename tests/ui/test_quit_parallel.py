@@ -16,16 +16,12 @@ from PySide6.QtWidgets import QApplication
 from sqlalchemy import event
 
 from llm_tuner.services import process
+from tests.support.window import open_window
 
 
 @pytest.fixture
 def window(qtbot):
-    from llm_tuner.app import build_window
-
-    _app, ctx, win = build_window()
-    qtbot.addWidget(win)
-    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
-        pass
+    _ctx, win = open_window(qtbot)
     return win
 
 

@@ -7,16 +7,12 @@ import pytest
 
 from llm_tuner.services.supervised import ServerState
 from llm_tuner.state.live import STATE_COLOURS
+from tests.support.window import open_window
 
 
 @pytest.fixture
 def window(qtbot):
-    from llm_tuner.app import build_window
-
-    _app, ctx, win = build_window()
-    qtbot.addWidget(win)
-    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
-        pass
+    _ctx, win = open_window(qtbot)
     return win
 
 
