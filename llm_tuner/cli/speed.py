@@ -65,17 +65,6 @@ def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
     return out
 
 
-def _threads(server_args: list[str], default: int) -> int:
-    from llm_tuner.core import flags
-
-    value = flags.value_of(server_args, "threads")
-    try:
-        t = int(value) if value is not None else 0
-    except ValueError:
-        t = 0
-    return t if t > 0 else default
-
-
 def _identity() -> tuple[str, str, Path | None]:
     """(build key, GPU driver, llama-bench path) of the binaries in use."""
     from llm_tuner.services import binaries
@@ -114,6 +103,7 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
     """The `speed` object of `estimate --json` (and what the text output prints)."""
     from llm_tuner.core.speed import SpeedCalibration, predict, traffic
     from llm_tuner.services.settings_store import database_path
+    from llm_tuner.services.speed import threads_of
     from llm_tuner.store.db import StorageFullError, open_engine
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
@@ -121,7 +111,7 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
         raise CliError("--depth must be 0 or more and --prompt at least 1")
     names = [d.name for d in plan.devices]
     by_hand = parse_bandwidth(args.bandwidth, names) if args.bandwidth else {}
-    threads = _threads(server_args, physical_cores or 4)
+    threads = threads_of(server_args, physical_cores or 4)
     build, driver, bench = _identity()
     repo = SpeedCalibrationRepo(open_engine(database_path()))
     cal: SpeedCalibration | None = None
@@ -221,7 +211,7 @@ def _stored_runs(gpus: list[PlanDevice], cpu_flags: tuple[str, ...], threads: in
 def predict_plan(model: Any, plan: Any, *, depth: int = 0, prompt: int = 512) -> dict[str, Any] | None:
     """The predicted speed of a plan with llama.cpp's default thread count and the history's calibration of the
     build in use (defaults, said so, without one); None when the model cannot be predicted."""
-    from llm_tuner.core.speed import predict, traffic
+    from llm_tuner.core.speed import gpus_of_plan, predict, traffic
     from llm_tuner.services.settings_store import database_path
     from llm_tuner.services.telemetry.host import host_info
     from llm_tuner.store.db import open_engine
@@ -233,17 +223,10 @@ def predict_plan(model: Any, plan: Any, *, depth: int = 0, prompt: int = 512) ->
         return None
     build, driver, _ = _identity()
     stored = SpeedCalibrationRepo(open_engine(database_path())).latest(build, driver) if build else None
-    gpus = [d for d in plan.devices if d.name != "Host"]
-    peaks = _peaks([_as_plan_device(d) for d in gpus])
+    peaks = _peaks(gpus_of_plan(plan))
     pr = predict(t, stored.calibration if stored else None, threads=host_info().cores_physical or 4, depth=depth,
                  prompt_tokens=prompt, peaks=peaks)
     return {**pr.to_json(), "text": pr.text()}
-
-
-def _as_plan_device(d: Any) -> PlanDevice:
-    from llm_tuner.core.memory import PlanDevice
-
-    return PlanDevice(d.name, d.backend, d.capacity_mib, d.available_mib)
 
 
 def speed_text(speed: dict[str, Any]) -> list[str]:

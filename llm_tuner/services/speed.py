@@ -19,7 +19,7 @@ from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
-from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, predict, traffic
+from llm_tuner.core.speed import SpeedCalibration, Traffic, traffic
 from llm_tuner.core.speed.calibrate import Measurement, fit
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -169,17 +169,11 @@ def run_probe(models: Sequence[str], threads: Sequence[int], *, gpus: Sequence[P
     return cal, ms
 
 
-def predict_argv(argv: Sequence[str], calibration: SpeedCalibration | None, *, gpus: Sequence[PlanDevice] = (),
-                 host: PlanDevice | None = None, cpu_flags: Sequence[str] = (), depth: int = 0, prompt: int = 512,
-                 default_threads: int = 1, peaks: dict[str, tuple[float, str]] | None = None) -> Prediction:
-    """The predicted speed of a llama-server command line (its -t, else llama.cpp's default thread count)."""
-    t = plan_traffic(argv, gpus, host, cpu_flags=cpu_flags)
+def threads_of(argv: Sequence[str], default: int) -> int:
+    """The host thread count of a command line: its -t when a positive whole number, else `default` (llama.cpp's
+    own, the physical cores, as the caller knows it)."""
     value = flags.value_of(list(argv), "threads")
-    try:
-        threads = int(value) if value is not None and int(value) > 0 else default_threads
-    except ValueError:
-        threads = default_threads
-    return predict(t, calibration, threads=threads, depth=depth, prompt_tokens=prompt, peaks=peaks)
+    return int(value) if value is not None and value.isdigit() and int(value) > 0 else default
 
 
 def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cpu_flags: Sequence[str] = (),
@@ -203,8 +197,7 @@ def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cp
         except (ProbeError, ValueError) as exc:
             skipped.append(f"{name}: {exc}")
             continue
-        value = flags.value_of(argv, "threads")
-        threads = int(value) if value and value.isdigit() and int(value) > 0 else default_threads
+        threads = threads_of(argv, default_threads)
         by_len: dict[tuple[int, int], list[Any]] = {}
         for rep in run.reps:
             if rep.error is None and rep.predicted_per_second and rep.prompt_per_second:

@@ -16,7 +16,14 @@ from llm_tuner.core.speed.predict import (
     calibration_to_json,
     predict,
 )
-from llm_tuner.core.speed.traffic import HOST, OFFLOAD_MIN_BATCH, DeviceTraffic, Traffic, traffic
+from llm_tuner.core.speed.traffic import (
+    HOST,
+    OFFLOAD_MIN_BATCH,
+    DeviceTraffic,
+    Traffic,
+    gpus_of_plan,
+    traffic,
+)
 
 __all__ = [
     "HOST",
@@ -29,5 +36,6 @@ __all__ = [
     "calibration_from_json",
     "calibration_to_json",
     "predict",
+    "gpus_of_plan",
     "traffic",
 ]

@@ -89,7 +89,7 @@ def _kv_type(args: Any, which: str) -> str:
     return str(getattr(args, f"cache_type_{which}", "f16") or "f16").upper()
 
 
-def plan_gpus(plan: MemoryPlan) -> list[PlanDevice]:
+def gpus_of_plan(plan: MemoryPlan) -> list[PlanDevice]:
     """The GPUs a plan was made for, rebuilt from its devices (names, backends, memory, shared pools)."""
     return [PlanDevice(d.name, d.backend, d.capacity_mib, d.available_mib, pool=d.pool) for d in plan.devices
             if d.name != HOST]
@@ -100,7 +100,7 @@ def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDev
     """Bytes read per generated token, FLOPs per prompt token and host->GPU copies per device of `plan` (made
     for `gpus`; None: the plan's own devices)."""
     if gpus is None:
-        gpus = plan_gpus(plan)
+        gpus = gpus_of_plan(plan)
     view = _view(model)
     args = plan.args
     share = (view.n_expert_used / view.n_expert) if view.n_expert and view.n_expert_used else 1.0
