@@ -33,23 +33,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-# ---- the configuration list, fixed before anything is measured ---------------------------------------------
-# name -> (writer, shape); "demo" is the demo model's own header (Gemma 3 270M, Q4_K_M) over zero weights, so a
-# machine that cannot hold the demo package measures the same tensors, types and sizes.
-MODELS = {
-    "demo": ("header", {}),
-    "dense-s": ("qwen3_dense", dict(n_layer=12, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, head_dim=64)),
-    "dense-m": ("qwen3_dense", dict(n_layer=16, n_embd=1536, n_ff=4096, n_head=16, n_head_kv=8, head_dim=96)),
-    "moe-m": ("qwen3_moe", dict(n_layer=12, n_embd=1024, n_ff=2048, n_ff_exp=512, n_expert=32, n_expert_used=4,
-                                n_head=16, n_head_kv=4, head_dim=64)),
+# ---- the configuration lists, each fixed before anything of it was measured -----------------------------------
+# name -> (writer, shape). "demo": the demo model's own header (Gemma 3 270M, Q4_K_M) over zero weights (s2);
+# "demo-r": the same header over random weights in valid blocks of each tensor's own type (s3: zero weights made
+# attention free — every score equal — so the demo's depth rows measured nothing of it).
+_DENSE_S = ("qwen3_dense", dict(n_layer=12, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, head_dim=64))
+_DENSE_M = ("qwen3_dense", dict(n_layer=16, n_embd=1536, n_ff=4096, n_head=16, n_head_kv=8, head_dim=96))
+_MOE_M = ("qwen3_moe", dict(n_layer=12, n_embd=1024, n_ff=2048, n_ff_exp=512, n_expert=32, n_expert_used=4,
+                            n_head=16, n_head_kv=4, head_dim=64))
+SETS = {
+    # session 2 (2026-12-05): 4 and 16 threads; 16 threads on the 16-core VM spread up to 80 % between starts
+    "s2": dict(MODELS={"demo": ("header", {}), "dense-s": _DENSE_S, "dense-m": _DENSE_M, "moe-m": _MOE_M},
+               THREADS=(4, 16), PROMPT=512, GEN=32, REPS=1, STARTS=2, PROBE_MODELS=("dense-s", "dense-m")),
+    # session 3 (2026-12-06): the demo with random weights, a dense model larger than the 300 MiB L3 (dense-l,
+    # ~0.5 GB) so the probe spans both sides of the cache, 4 and 8 threads (half the cores: no contention with
+    # the VM's own work), two repetitions a start and 64 generated tokens
+    "s3": dict(MODELS={"demo-r": ("header-random", {}), "dense-s": _DENSE_S, "dense-m": _DENSE_M,
+                       "dense-l": ("qwen3_dense", dict(n_layer=16, n_embd=2048, n_ff=5632, n_head=16, n_head_kv=8,
+                                                       head_dim=128)),
+                       "moe-m": _MOE_M},
+               THREADS=(4, 8), PROMPT=512, GEN=64, REPS=2, STARTS=2, PROBE_MODELS=("dense-s", "dense-l")),
 }
-THREADS = (4, 16)  # the lent machine's 16 cores: a quarter and all
 KV_TYPES = ("f16", "q8_0")
 DEPTHS = (0, 2048)
-PROMPT, GEN, REPS, STARTS = 512, 32, 1, 2
-PROBE_MODELS = ("dense-s", "dense-m")
+MODELS: dict = {}
+THREADS: tuple = ()
+PROMPT = GEN = REPS = STARTS = 0
+PROBE_MODELS: tuple = ()
 # the lent machine's CPU (an Intel Xeon with AVX-512 and AMX, 16 cores): which weights ggml-cpu repacks
-CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_int8", "amx_tile")  # the calibration: the app's probe on these two (at most two runs in all)
+CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "amx_int8", "amx_tile")
+
+
+def use_set(name: str) -> None:
+    """Make `name`'s configuration list the one every phase uses."""
+    globals().update(SETS[name])
 # ----------------------------------------------------------------------------------------------------------
 
 
@@ -66,7 +83,7 @@ def cmd_models(a: argparse.Namespace) -> None:
         out = model_path(d, name)
         if out.exists():
             continue
-        if kind == "header":
+        if kind in ("header", "header-random"):
             head = Path(a.demo_header).read_bytes()
             size = int(Path(a.demo_header + ".size").read_text())
             with open(out, "wb") as f:
@@ -76,6 +93,8 @@ def cmd_models(a: argparse.Namespace) -> None:
                 while left > 0:
                     f.write(chunk[:min(left, len(chunk))])
                     left -= min(left, len(chunk))
+            if kind == "header-random":
+                randomize_weights(out)
             print(name, out.stat().st_size, flush=True)
             continue
         f16 = d / f"{name}-f16.gguf"
@@ -90,6 +109,41 @@ def cmd_models(a: argparse.Namespace) -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         f16.unlink()
         print(name, out.stat().st_size, f"{time.time() - t:.0f} s", flush=True)
+
+
+# Random blocks of each quantized type with a fixed scale, so every weight is finite and of a trained model's
+# order (~0.02): (block bytes, [(offset of an f16 scale, its value)]).
+_BLOCKS = {
+    "Q8_0": (34, [(0, 0.02 / 74)]),  # d, 32 x int8
+    "Q5_0": (22, [(0, 0.02 / 9.2)]),  # d, qh, 16 x nibbles
+    "Q4_K": (144, [(0, 0.02 / 140), (2, 0.02 / 140 * 7.5)]),  # d, dmin, 12 bytes of 6-bit scales, 128 nibbles
+    "Q6_K": (210, [(208, 0.02 / (74 * 18))]),  # ql, qh, 16 x int8 scales, d
+}
+
+
+def randomize_weights(path: Path, seed: int = 1) -> None:
+    """Fill a header-only model file's tensors with random weights in valid blocks of their own types (norms = 1)."""
+    import numpy as np
+    from gguf import GGUFReader
+
+    rng = np.random.default_rng(seed)
+    r = GGUFReader(path, "r+")
+    for t in r.tensors:
+        kind = t.tensor_type.name
+        data = t.data
+        if kind == "F32":
+            data[...] = 1.0
+            continue
+        if kind == "F16":
+            data[...] = (rng.standard_normal(data.shape) * 0.02).astype(np.float16)
+            continue
+        size, scales = _BLOCKS[kind]
+        flat = data.reshape(-1)
+        flat[...] = rng.integers(0, 256, flat.shape, dtype=np.uint8)
+        blocks = flat.reshape(-1, size)
+        for off, value in scales:
+            blocks[:, off:off + 2] = np.frombuffer(np.float16(value).tobytes(), np.uint8)
+    r.data.flush()
 
 
 def cpu_busy(seconds: float = 1.0) -> float:
@@ -194,11 +248,11 @@ def cmd_headers(a: argparse.Namespace) -> None:
         (out / f"{name}.head.size").write_text(str(p.stat().st_size))
 
 
-def restore_headers(src: Path, d: Path, names=tuple(MODELS)) -> None:
+def restore_headers(src: Path, d: Path, names: tuple = ()) -> None:
     """Model files from brought-back headers: the header, then a sparse hole to the file's size (a plan reads
     only the header)."""
     d.mkdir(parents=True, exist_ok=True)
-    for name in names:
+    for name in names or tuple(MODELS):
         head, size = src / f"{name}.head", src / f"{name}.head.size"
         p = model_path(d, name)
         if head.exists() and not p.exists():
@@ -438,6 +492,8 @@ def _weight_bytes(path: str) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", default="s3", choices=tuple(SETS),
+                    help="the configuration list (default s3; s2 recomputes session 2's tables)")
     sub = ap.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("models")
     p.add_argument("--dir", required=True)
@@ -471,6 +527,7 @@ def main() -> None:
     p.add_argument("--out")
     p.set_defaults(func=cmd_gpu_recorded)
     a = ap.parse_args()
+    use_set("s2" if a.cmd == "gpu-recorded" else a.set)  # the recorded GPU set is calibrated on session 2's models
     a.func(a)
 
 
