@@ -2,7 +2,7 @@
 # Session 3 of the speed model's CPU set (issue 33) on the lent machine's CPU: a CPU-only build of llama-bench and
 # llama-quantize (native, as `make` builds here), the s3 models (benchmarks/speed_model.py --set s3), then the app's
 # probe and the fixed list, each llama-bench run waiting for quiet cores. Started detached by the first device call
-# (setsid nohup bash run.sh > /tmp/s3/run.log); later calls copy /tmp/s3 back. Carry .dev (sdist, wheels, demo header).
+# (setsid nohup bash run.sh > /tmp/s3run.log); later calls copy /tmp/s3 back. Carry .dev (sdist, wheels, demo header).
 set -u
 step() { echo; echo "=== $(date +%T) $*"; }
 T0=$(date +%s)
