@@ -329,10 +329,16 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
                          f"{r['load']:.2f} |")
         errs = [abs(r["err"]) for r in sel]
         nerrs = [abs(r["naive_err"]) for r in sel]
+        target = 0.15 if kind == "gen" else 0.30  # the done-when's maximum
+        within = sum(1 for r in sel if abs(r["err"]) <= max(target, 2 * (0 if math.isnan(r["spread"]) else r["spread"])))
+        spreads = [r["spread"] for r in sel if not math.isnan(r["spread"])]
         lines += ["", f"{kind}: model median |error| {100 * statistics.median(errs):.1f} %, max "
                       f"{100 * max(errs):.1f} %; naive median {100 * statistics.median(nerrs):.1f} %, max "
-                      f"{100 * max(nerrs):.1f} %", "", "| row | model median | naive median | model beats naive |",
-                  "|---|---|---|---|"]
+                      f"{100 * max(nerrs):.1f} %",
+                  "", f"{kind}: between-start spread median {100 * statistics.median(spreads):.1f} %, max "
+                      f"{100 * max(spreads):.1f} %; within max({100 * target:.0f} %, 2x the cell's spread): "
+                      f"{within} of {len(sel)}",
+                  "", "| row | model median | naive median | model beats naive |", "|---|---|---|---|"]
         for field, values in (("depth", DEPTHS), ("kv", KV_TYPES), ("threads", THREADS), ("model", tuple(MODELS))):
             for v in values:
                 sub = [r for r in sel if r[field] == v]
