@@ -98,13 +98,11 @@ def _hub():
 
 def _ask(hub, work):
     """`work()` against the hub; its failure as one line: bad input (exit 2) or the hub's failure (exit 1)."""
-    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
-
-    from llm_tuner.services.hub import describe_error
+    from llm_tuner.services.hub import BAD_INPUT_ERRORS, describe_error
 
     try:
         return work()
-    except (GatedRepoError, HFValidationError, RepositoryNotFoundError) as exc:
+    except BAD_INPUT_ERRORS as exc:
         raise CliError(describe_error(exc, hub)) from None
     except Exception as exc:  # noqa: BLE001 - the hub's or the network's failure, said in one line
         why = describe_error(exc, hub)

@@ -8,6 +8,7 @@ search, listing, where a file is), `ranged` (RangeFile, read_remote_model, defau
 from __future__ import annotations
 
 from llm_tuner.services.hub.client import (
+    BAD_INPUT_ERRORS,
     DEFAULT_ENDPOINT,
     FileLocation,
     Hub,
@@ -37,6 +38,7 @@ from llm_tuner.services.hub.ranged import (
 )
 
 __all__ = [
+    "BAD_INPUT_ERRORS",
     "ChecksumError",
     "DEFAULT_ENDPOINT",
     "DownloadCancelled",

@@ -10,9 +10,9 @@ A header is a few MiB (a 262,144-token vocabulary is read through; its scores ar
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, BinaryIO, cast
 
-from huggingface_hub.utils import get_session
+from huggingface_hub import get_session
 
 from llm_tuner.core.gguf_info import GGUFError, ModelInfo, error_info, model_info_from_headers, parse_header
 from llm_tuner.core.hub_files import RemoteModel
@@ -89,7 +89,7 @@ class RangeFile(io.RawIOBase):
         self.fetched_bytes += len(data)
         return data
 
-    def readinto(self, b) -> int:  # io.RawIOBase's protocol; the header reader calls read()
+    def readinto(self, b: Any) -> int:  # io.RawIOBase's protocol; the header reader calls read()
         data = self.read(len(b))
         b[:len(data)] = data
         return len(data)
@@ -110,7 +110,8 @@ def read_remote_model(hub: Hub, model: RemoteModel) -> ModelInfo:
             size = where.size_bytes if where.size_bytes is not None else part.size_bytes
             with RangeFile(where.url, size, where.headers) as fh:
                 try:
-                    headers.append(parse_header(fh, size=size))
+                    # a raw binary file (read, seek, tell), which is all the header reader uses of BinaryIO
+                    headers.append(parse_header(cast(BinaryIO, fh), size=size))
                 except GGUFError as exc:
                     raise GGUFError(f"{part.path}: {exc}" if len(model.files) > 1 else str(exc)) from None
         return model_info_from_headers(path, files, headers, sizes)
