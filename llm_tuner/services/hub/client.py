@@ -109,8 +109,8 @@ def locate(hub: Hub, model: RemoteModel, part: RemoteFile) -> FileLocation:
     return FileLocation(where, meta.size, meta.etag, hub.headers(auth=hub.on_hub(where)))
 
 
-#: The hub's refusals of what was asked (a gated or missing repository, a name that is not one): bad input, not a
-#: failure of the hub or the network. Callers outside this package catch these, never the library's classes.
+#: The hub's refusals of what was asked (a gated or missing repository, a name that is not one): bad input,
+#: not a failure of the hub or the network. Callers outside this package catch these, not the library's classes.
 BAD_INPUT_ERRORS: tuple[type[Exception], ...] = (GatedRepoError, HFValidationError, RepositoryNotFoundError)
 
 #: The network failing under a request (no connection, a timeout): `describe_error` says to check the network.
