@@ -110,7 +110,7 @@ def locate(hub: Hub, model: RemoteModel, part: RemoteFile) -> FileLocation:
 
 
 #: The hub's refusals of what was asked (a gated or missing repository, a name that is not one): bad input,
-#: not a failure of the hub or the network. Callers outside this package catch these, not the library's classes.
+#: not a failure of the hub or the network. Callers outside this package catch these, not the library's.
 BAD_INPUT_ERRORS: tuple[type[Exception], ...] = (GatedRepoError, HFValidationError, RepositoryNotFoundError)
 
 #: The network failing under a request (no connection, a timeout): `describe_error` says to check the network.
