@@ -4,12 +4,12 @@ The bytes come through the library's public HTTP client (`huggingface_hub.get_se
 `hf_raise_for_status`); a connection dropped midway is resumed here with a range request (`_fetch`: up to
 `ATTEMPTS` tries without a new byte, as the library's own download does). The library's `http_get` did this
 before; it is not part of the library's public face (`huggingface_hub.file_download`, not exported), so it
-could change under us in any release. Across calls: each file grows as `<name>.part` beside its final name, with `<name>.part.json` saying which version of the file
-it is (the hub's ETag), so a download cancelled, or cut by a crash or a closed laptop, goes on from where it
-stopped the next time (a changed file on the hub starts over). When the repository gives a sha256 (the hub
-does for every LFS file) the finished file is checked against it before it takes its name; a mismatch is
-removed, never listed. Only complete, checked files ever carry a `.gguf` name, so the library never lists
-half a model.
+could change under us in any release. Across calls: each file grows as `<name>.part` beside its final name,
+with `<name>.part.json` saying which version of the file it is (the hub's ETag), so a download cancelled, or
+cut by a crash or a closed laptop, goes on from where it stopped the next time (a changed file on the hub
+starts over). When the repository gives a sha256 (the hub does for every LFS file) the finished file is
+checked against it before it takes its name; a mismatch is removed, never listed. Only complete, checked files
+ever carry a `.gguf` name, so the library never lists half a model.
 """
 
 from __future__ import annotations
@@ -54,7 +54,8 @@ class ChecksumError(Exception):
 
 
 class NotEnoughSpace(OSError):
-    """The models folder's disk has less free space than the download needs (checked before a byte is written)."""
+    """The models folder's disk has less free space than the download needs (checked before a byte is
+    written)."""
 
 
 @dataclass(frozen=True)
@@ -74,7 +75,8 @@ class DownloadProgress:
     def text(self) -> str:
         what = "Checking" if self.phase == "verify" else "Downloading"
         resumed = f", resumed at {format_bytes(self.resumed_from)}" if self.resumed_from else ""
-        return f"{what} {self.file_name}: {format_bytes(self.done_bytes)} of {format_bytes(self.total_bytes)}{resumed}"
+        done, total = format_bytes(self.done_bytes), format_bytes(self.total_bytes)
+        return f"{what} {self.file_name}: {done} of {total}{resumed}"
 
 
 def partial_path(dest: Path) -> Path:
@@ -92,7 +94,8 @@ def download_folder(settings: _Settings) -> Path:
 
 
 def destination(model: RemoteModel, folder: Path | str) -> Path:
-    """Where the model's first file lands: the folder, the repository's file name (its sub-folders dropped)."""
+    """Where the model's first file lands: the folder, the repository's file name (its sub-folders
+    dropped)."""
     return Path(folder).expanduser() / model.file_name
 
 
@@ -128,8 +131,8 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
 
 
 def missing_bytes(model: RemoteModel, folder: Path | str) -> int:
-    """What is left to download of `model` into `folder`: its parts' sizes less the files already there (whole or
-    as a `.part` to resume). A file there of another size counts whole (it is refused at its turn)."""
+    """What is left to download of `model` into `folder`: its parts' sizes less the files already there (whole
+    or as a `.part` to resume). A file there of another size counts whole (it is refused at its turn)."""
     folder = Path(folder).expanduser()
     left = 0
     for part in model.files:
@@ -156,12 +159,14 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
     def on_hashed(n: int) -> None:
         report(DownloadProgress(done_before + n, total, name, "verify"))
 
-    if dest.exists():  # downloaded before (another part's failure, or the same model again): keep it if it is this
+    # downloaded before (another part's failure, or the same model again): keep it if it is this
+    if dest.exists():
         if dest.stat().st_size == part.size_bytes and (part.sha256 is None or
                                                        _sha256(dest, on_hashed, cancelled) == part.sha256):
             on_hashed(part.size_bytes)
             return
-        raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another folder")
+        raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another "
+                              "folder")
     where = locate(hub, model, part)
     size = where.size_bytes if where.size_bytes is not None else part.size_bytes
     expected_sha = part.sha256 or (where.etag if where.etag and _SHA256_RE.match(where.etag) else None)
@@ -197,17 +202,18 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
         if digest != expected_sha:
             part_file.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
-            raise ChecksumError(f"{name}: the downloaded file's sha256 ({digest[:12]}…) is not the repository's "
-                                f"({expected_sha[:12]}…); it was removed. Download it again.")
+            raise ChecksumError(f"{name}: the downloaded file's sha256 ({digest[:12]}…) is not the "
+                                f"repository's ({expected_sha[:12]}…); it was removed. Download it again.")
     os.replace(part_file, dest)
     sidecar.unlink(missing_ok=True)
 
 
 def _fetch(url: str, headers: dict[str, str], fh: BinaryIO, position: int, size: int,
            on_written: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
-    """Write the bytes of `url` from `position` to `size` into `fh` (at `position`). A connection that drops or
-    stalls is asked again from the byte it stopped at; `ATTEMPTS` tries in a row without a new byte give up
-    with the last error. A server that ignores the range sends the whole file: it is written from the start."""
+    """Write the bytes of `url` from `position` to `size` into `fh` (at `position`). A connection that drops
+    or stalls is asked again from the byte it stopped at; `ATTEMPTS` tries in a row without a new byte give up
+    with the last error. A server that ignores the range sends the whole file: it is written from the
+    start."""
     failures = 0
     while position < size:
         ask = dict(headers)
@@ -233,7 +239,8 @@ def _fetch(url: str, headers: dict[str, str], fh: BinaryIO, position: int, size:
             failures = 0 if position > before else failures + 1
             if failures >= ATTEMPTS:
                 raise
-            log.warning("download of %s interrupted at %d of %d bytes (%s); trying again", url, position, size, exc)
+            log.warning("download of %s interrupted at %d of %d bytes (%s); trying again",
+                        url, position, size, exc)
             if position == before:
                 time.sleep(1.0)
             continue

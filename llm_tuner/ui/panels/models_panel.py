@@ -48,7 +48,8 @@ from llm_tuner.state.models import NOTHING_SELECTED, ModelsState, details_html, 
 if TYPE_CHECKING:
     from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
 
-IN_SIGHT = 4  # the columns after the name kept in sight beside it: parameters, quant, size, layers (then arch)
+# the columns after the name kept in sight beside it: parameters, quant, size, layers (then arch)
+IN_SIGHT = 4
 EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
               "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
               "once installed: <code>python -m llm_tuner.services.demo_model</code>.</p>")
@@ -104,10 +105,12 @@ class ModelsPanel(QWidget):
         self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self.proxy.setFilterFixedString)
         self.add_folder_button = QPushButton("Add folder…")
-        self.add_folder_button.setToolTip("Add a folder with .gguf files to the library (searched recursively)")
+        self.add_folder_button.setToolTip("Add a folder with .gguf files to the library (searched "
+                                          "recursively)")
         self.add_folder_button.clicked.connect(self._on_add_folder_clicked)
         self.rescan_button = QPushButton("Rescan")
-        self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the cache)")
+        self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the "
+                                      "cache)")
         self.rescan_button.clicked.connect(self.rescan)
         self.get_models_button = QPushButton("Get models…")
         self.get_models_button.setToolTip("Search a model hub, see each file's memory plan here, download it")
@@ -144,7 +147,8 @@ class ModelsPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
-        header.moveSection(1, IN_SIGHT + 1)  # Arch after Layers: name, parameters, quant, size and layers first
+        # Arch after Layers: name, parameters, quant, size and layers first
+        header.moveSection(1, IN_SIGHT + 1)
         self.table.setColumnWidth(0, 200)
         self.table.viewport().installEventFilter(self)  # the dock resized: the name column follows
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
@@ -215,9 +219,11 @@ class ModelsPanel(QWidget):
         self.ctx.state.settings_changed.emit(settings)  # rescans through _on_state_settings_changed
 
     def open_get_models(self) -> GetModelsDialog:
-        """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and selected."""
+        """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and
+        selected."""
         if self.get_models_dialog is None:
-            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for it
+            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for
+            # it
             from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog  # noqa: PLC0415
 
             self.get_models_dialog = GetModelsDialog(self.ctx, self)
@@ -298,14 +304,15 @@ class ModelsPanel(QWidget):
         self._fit_columns()
 
     def _fit_columns(self) -> None:
-        """Each column as wide as its cells and its title (without the room Qt's header keeps on every title for
-        a sort arrow: 28 px each), then the name column takes what is left of the list's width so that the
+        """Each column as wide as its cells and its title (without the room Qt's header keeps on every title
+        for a sort arrow: 28 px each), then the name column takes what is left of the list's width so that the
         first columns stay in sight: Size and Layers were cut off in a 390 px dock (1366x768)."""
         table, header = self.table, self.table.horizontalHeader()
         fm = header.fontMetrics()
         for c in range(1, header.count()):
             title = str(table.model().headerData(c, Qt.Orientation.Horizontal) or "")
-            table.setColumnWidth(c, min(240, max(table.sizeHintForColumn(c), fm.horizontalAdvance(title) + 22)))
+            wide = max(table.sizeHintForColumn(c), fm.horizontalAdvance(title) + 22)
+            table.setColumnWidth(c, min(240, wide))
         self._fit_name_column()
 
     def _fit_name_column(self) -> None:
