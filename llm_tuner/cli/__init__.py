@@ -64,7 +64,8 @@ def _is_database_error(exc: BaseException) -> bool:
 
 
 def _is_storage_full(exc: BaseException) -> bool:
-    """The history's disk is full (store.db.StorageFullError) or a file could not be written for want of space."""
+    """The history's disk is full (store.db.StorageFullError) or a file could not be written for want of
+    space."""
     db = sys.modules.get("llm_tuner.store.db")
     if db is not None and isinstance(exc, db.StorageFullError):
         return True

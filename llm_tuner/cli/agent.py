@@ -1,4 +1,5 @@
-"""`llm-tuner agent`: serve this machine's GPU samples over HTTP for another machine's Live panel (headless)."""
+"""`llm-tuner agent`: serve this machine's GPU samples over HTTP for another machine's Live panel
+(headless)."""
 
 from __future__ import annotations
 

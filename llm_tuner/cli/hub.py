@@ -13,8 +13,8 @@ repository's sha256, and checks the disk's free space before a byte is written.
 
 Exit status: 0 done; 1 the hub or the network failed; 2 bad input (not a repository, no such repository or
 file); download also 3 when the file's sha256 is not the repository's (the file is removed), 5 when the disk
-has not enough free space (nothing more is written) and 130 when cancelled (Ctrl-C; what came is kept, the same
-command goes on from there).
+has not enough free space (nothing more is written) and 130 when cancelled (Ctrl-C; what came is kept, the
+same command goes on from there).
 """
 
 from __future__ import annotations
@@ -188,8 +188,8 @@ def cmd_files(args) -> int:
 
 
 def predicted_speed(info, plan) -> dict | None:
-    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there is
-    one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
+    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there
+    is one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
     from llm_tuner.cli.speed import predict_plan
 
     return predict_plan(info, plan)
@@ -338,7 +338,8 @@ def _add_model_folder(settings, folder) -> bool:
 
 
 class _Progress:
-    """Progress on stderr: one line rewritten on a terminal, else a line about every second (and at each phase)."""
+    """Progress on stderr: one line rewritten on a terminal, else a line about every second (and at each
+    phase)."""
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()

@@ -50,7 +50,8 @@ def load_profile(ref: str) -> LoadedProfile:
 
 
 def refuse_unusable(profile, where: str):
-    """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no name."""
+    """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no
+    name."""
     from llm_tuner.core.profile import bad_env_names, nul_fields
 
     bad = nul_fields(profile)

@@ -66,7 +66,8 @@ def inventory_here():
 
 
 def _profile(args):
-    """The profile to solve for: --profile, or the llama-server arguments after -- (read as `profile import`)."""
+    """The profile to solve for: --profile, or the llama-server arguments after -- (read as `profile
+    import`)."""
     from llm_tuner.cli.profile_file import load_profile, refuse_unusable
     from llm_tuner.core.cmdline import import_command
     from llm_tuner.services.binaries import default_catalog

@@ -1,4 +1,5 @@
-"""`llm-tuner devices`, `llm-tuner binaries` and `llm-tuner database` (check or move aside the history file)."""
+"""`llm-tuner devices`, `llm-tuner binaries` and `llm-tuner database` (check or move aside the history
+file)."""
 
 from __future__ import annotations
 
@@ -49,7 +50,9 @@ def cmd_devices(args) -> int:
     if loc is None and rpc:
         raise CliError("llama-server not found: it is what reads the RPC workers' devices")
     if loc is not None:
-        try:  # PCI addresses: cached from earlier loads, else learned once with the demo model (a card, two backends)
+        # PCI addresses: cached from earlier loads, else learned once with the demo model (a card, two
+        # backends)
+        try:
             listed = list_devices(loc.path, rpc) if rpc else None  # with the workers' RPC devices
             inv = inventory_for(loc.path, learn_with=find_demo_model(), devices=listed)
         except BinaryError as exc:
@@ -68,8 +71,9 @@ def cmd_devices(args) -> int:
 
 
 def devices_text(data: dict) -> list[str]:
-    """`llm-tuner devices` as text, from DeviceInventory.to_json(): one line per physical GPU, with every llama.cpp
-    name it has ("CUDA0 = Vulkan0, one card") and which of those are only a guess by model name and memory."""
+    """`llm-tuner devices` as text, from DeviceInventory.to_json(): one line per physical GPU, with every
+    llama.cpp name it has ("CUDA0 = Vulkan0, one card") and which of those are only a guess by model name and
+    memory."""
     h = data["host"]
     out = [f"Host: {h['cpu_model']} · {h['cores_physical']} cores / {h['cores_logical']} threads · "
            f"{h['memory_total_mib']} MiB RAM ({h['memory_available_mib']} MiB available)"]

@@ -35,12 +35,12 @@ MASK = "********"
 class Flag:
     """One llama-server flag.
 
-    `key` names it in code; for a flag the profile models it is also the LaunchProfile field (`field`). `names` are its positive
-    spellings, the one written first unless the binary lacks it; `neg` the negative spellings of a
-    toggle. `kind` says whether and what value it takes ('switch' and 'toggle' take none). `env` is the
-    variable llama-server reads for it. `bench` is llama-bench's spelling (None: llama-bench has no such
-    setting) and `bench_sep` the separator llama-bench wants inside a list value ('/' for `-ts`, since it
-    uses ',' between configurations). `serving` flags only concern serving (network, UI, logging) and
+    `key` names it in code; for a flag the profile models it is also the LaunchProfile field (`field`).
+    `names` are its positive spellings, the one written first unless the binary lacks it; `neg` the negative
+    spellings of a toggle. `kind` says whether and what value it takes ('switch' and 'toggle' take none).
+    `env` is the variable llama-server reads for it. `bench` is llama-bench's spelling (None: llama-bench has
+    no such setting) and `bench_sep` the separator llama-bench wants inside a list value ('/' for `-ts`, since
+    it uses ',' between configurations). `serving` flags only concern serving (network, UI, logging) and
     have no effect on speed. `repeats`: llama-server adds each use's value to a list.
     """
 
@@ -278,7 +278,8 @@ class Removed:
 
 
 REMOVED: dict[str, Removed] = {
-    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without mmap
+    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without
+    # mmap
     "--mlock": Removed("--load-mode mmap+mlock (what --mlock did; mlock alone also turns mmap off)",
                        ("--load-mode", "mmap+mlock")),
     "--no-mmap": Removed("--load-mode none", ("--load-mode", "none")),

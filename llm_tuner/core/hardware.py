@@ -1,10 +1,10 @@
 """What a measurement ran on, as a report names it: CPU, cores, RAM, OS, GPUs with their driver, RPC devices,
 the llama.cpp build and its backends.
 
-A run keeps it in its `devices` record (a JSON list, no schema change): the inventory's GPUs (GpuInfo as JSON),
-its RPC devices (services.rpc.run_devices) and one entry of kind `HOST_KIND` for the machine itself
-(services.telemetry.host.machine_record). `hardware_lines` renders that record as a Markdown block; run reports,
-comparison reports and the tune report all call it, so they name the hardware alike.
+A run keeps it in its `devices` record (a JSON list, no schema change): the inventory's GPUs (GpuInfo as
+JSON), its RPC devices (services.rpc.run_devices) and one entry of kind `HOST_KIND` for the machine itself
+(services.telemetry.host.machine_record). `hardware_lines` renders that record as a Markdown block; run
+reports, comparison reports and the tune report all call it, so they name the hardware alike.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ def _device_text(d: Mapping[str, Any]) -> str:
 
 def hardware_lines(devices: Iterable[Mapping[str, Any]], binary_version: str | None = None,
                    binary_backends: Sequence[str] = (), *, title: str = "## Hardware") -> list[str]:
-    """The hardware block of a report (Markdown lines, a blank line last). What was not recorded says so (a run
-    stored before the machine was recorded has no CPU or OS line to give)."""
+    """The hardware block of a report (Markdown lines, a blank line last). What was not recorded says so (a
+    run stored before the machine was recorded has no CPU or OS line to give)."""
     devices = [d for d in devices if isinstance(d, Mapping)]
     host = next((d for d in devices if is_host(d)), None)
     rpc = [d for d in devices if not is_host(d) and str(d.get("name", "")).startswith("RPC")]

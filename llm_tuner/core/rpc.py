@@ -99,8 +99,8 @@ NO_RPC = ("this llama-server was built without RPC: use a build configured with 
 
 
 def rpc_support_error(catalog: FlagCatalog | None) -> str | None:
-    """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds without
-    the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
+    """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds
+    without the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
     if catalog is None or catalog.lookup(flags.spelling("rpc")) is not None:
         return None
     return f"no RPC: {NO_RPC}"

@@ -68,8 +68,8 @@ class RemotePlans(QObject):
 
 def download_job(hub: Hub, model: RemoteModel, folder: Path, parent: QObject | None = None, *,
                  on_failed: Callable[[BaseException], Any]) -> BackgroundJob:
-    """A download of `model` into `folder` as a job (not started; start it with `long=True`); `on_failed` says a
-    failure where the download shows."""
+    """A download of `model` into `folder` as a job (not started; start it with `long=True`); `on_failed` says
+    a failure where the download shows."""
 
     def run(ctl: JobControl) -> Path:
         last = [0.0, ""]

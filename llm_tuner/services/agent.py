@@ -40,14 +40,16 @@ from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
 
 DEFAULT_PORT = 50100
 PATH = "/v1/gpus"
-TOKEN_ENV = "LLM_TUNER_AGENT_TOKEN"  # the agent's token, and the one `workers add` gives a worker, off the command line
+# the agent's token, and the one `workers add` gives a worker, off the command line
+TOKEN_ENV = "LLM_TUNER_AGENT_TOKEN"
 REQUEST_TIMEOUT_S = 10.0  # a whole request (headers and all): a client that sends nothing more is cut off
 LISTEN_BACKLOG = 128  # connections waiting to be accepted (socketserver's default is 5)
 _GPU_KEYS = {f.name for f in fields(GpuSample)}
 
 
 def read_token(value: str | None = None, path: str | None = None) -> str | None:
-    """The token given: from a file (`path`, first line; "-" is stdin), else `value`, else $LLM_TUNER_AGENT_TOKEN.
+    """The token given: from a file (`path`, first line; "-" is stdin), else `value`, else
+    $LLM_TUNER_AGENT_TOKEN.
 
     Raises:
         ValueError: the file cannot be read or holds no token (the message names it).
@@ -65,7 +67,8 @@ def read_token(value: str | None = None, path: str | None = None) -> str | None:
 
 
 def _loopback_host_header(value: str | None) -> bool:
-    """Whether a Host header names this machine's loopback (`localhost`, `127.0.0.1`, `[::1]`, with a port)."""
+    """Whether a Host header names this machine's loopback (`localhost`, `127.0.0.1`, `[::1]`, with a
+    port)."""
     if not value:
         return False
     host = value.strip()
@@ -82,7 +85,8 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
     def handle_error(self, request, client_address) -> None:
-        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the terminal."""
+        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the
+        terminal."""
         if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
@@ -223,6 +227,7 @@ class AgentReader:
 
 
 def agent_readers(workers: Sequence[object]) -> dict[str, AgentReader]:
-    """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry ("gpu:...")."""
+    """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry
+    ("gpu:...")."""
     return {f"gpu:agent:{w.endpoint}": AgentReader(w.agent_url, w.agent_token, label=w.endpoint)
             for w in workers if getattr(w, "agent_url", None)}

@@ -28,7 +28,8 @@ from llm_tuner.services.client import LlamaClient, ServerError, StreamCancelled
 REPLY_TIMEOUT_S = 600.0  # the longest the server may take for the first event (a long prompt) or between two
 STOP_WAIT_S = 120.0  # the longest a stopped reply waits for the server to let go of it
 STOP_POLL_S = 0.2
-DEFAULT_REPLY_LIMIT = 1024  # tokens: the Chat's own cap on a reply (a model without a template can run on for minutes)
+# tokens: the Chat's own cap on a reply (a model without a template can run on for minutes)
+DEFAULT_REPLY_LIMIT = 1024
 
 
 @dataclass(frozen=True)
@@ -37,13 +38,14 @@ class ChatReply:
 
     text: str
     reasoning: str = ""  # the model's thinking, when the server separates it (reasoning_content)
-    finish_reason: str | None = None  # "stop" (the model ended), "length" (the token limit); None when stopped
+    # "stop" (the model ended), "length" (the token limit); None when stopped
+    finish_reason: str | None = None
     record: RequestRecord | None = None  # the server's own figures of this request; None when it sent none
     cancelled: bool = False  # the user stopped it (the text is what arrived until then)
     model: str | None = None
-    # A stopped reply: closing the connection does not stop a server reading a long prompt (it finishes the step
-    # it is on first). How long after Stop its slot was free (None: the server does not say), and whether it was
-    # still busy when the wait gave up (STOP_WAIT_S).
+    # A stopped reply: closing the connection does not stop a server reading a long prompt (it finishes the
+    # step it is on first). How long after Stop its slot was free (None: the server does not say), and whether
+    # it was still busy when the wait gave up (STOP_WAIT_S).
     freed_after_s: float | None = None
     still_busy: bool = False
 
@@ -73,7 +75,8 @@ class ReplyAccumulator:
                 reasoning = r if isinstance(r, str) else ""
             if isinstance(choice.get("finish_reason"), str):
                 self.finish_reason = choice["finish_reason"]
-        if isinstance(chunk.get("timings"), Mapping):  # on the last chunk (on every one with timings_per_token)
+        # on the last chunk (on every one with timings_per_token)
+        if isinstance(chunk.get("timings"), Mapping):
             self.timings = chunk["timings"]
         if text:
             self.text.append(text)
@@ -95,9 +98,9 @@ class ReplyAccumulator:
 
 def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | None = None, *,
                model: str | None = None) -> ChatReply:
-    """A whole reply from its chunks (as LlamaClient.chat_stream yields them), `on_text(text, reasoning)` for each
-    piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so far.
-    `model`: the router's model the request named (the reply's record carries it)."""
+    """A whole reply from its chunks (as LlamaClient.chat_stream yields them), `on_text(text, reasoning)` for
+    each piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so
+    far. `model`: the router's model the request named (the reply's record carries it)."""
     acc = ReplyAccumulator()
     try:
         for chunk in chunks:
@@ -120,9 +123,9 @@ def busy_slots(client: LlamaClient) -> frozenset[tuple[int | None, int | None]] 
 
 def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout: float = STOP_WAIT_S,
                       poll_s: float = STOP_POLL_S, give_up: threading.Event | None = None) -> tuple[float | None, bool]:
-    """After a stopped reply: wait until the slots that took it up (busy now and not before it was asked: `before`)
-    are free. Returns (seconds waited, still busy after `timeout` or when `give_up` was set: the app quits); (None,
-    False) when the server does not say."""
+    """After a stopped reply: wait until the slots that took it up (busy now and not before it was asked:
+    `before`) are free. Returns (seconds waited, still busy after `timeout` or when `give_up` was set: the app
+    quits); (None, False) when the server does not say."""
     if before is None:
         return None, False
     t0 = time.monotonic()
@@ -157,8 +160,8 @@ def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel:
     Setting `cancel` ends the stream within a fraction of a second and closes the connection; the server then
     stops too, but only once the step it is on is done (reading a long prompt on a CPU: seconds). The reply
     waits for that and says how long it took (freed_after_s), unless `give_up` is set (the app quits).
-    Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the context, a router asked
-    without a model), httpx errors when nothing answers."""
+    Raises client.ServerError for the server's refusal (a wrong API key, a prompt over the context, a router
+    asked without a model), httpx errors when nothing answers."""
     with LlamaClient(url, api_key=api_key, timeout=timeout, model=model) as client:
         if cancel.is_set():
             return ChatReply("", cancelled=True)
@@ -186,8 +189,8 @@ def stop_text(reply: ChatReply) -> str:
 
 
 def server_reply_limit(user_args: Iterable[str], env: Mapping[str, str]) -> int | None:
-    """The server's own cap on generated tokens (-n, --predict, or its variable), from the command it runs; None
-    when it has none (absent, -1, or not a number)."""
+    """The server's own cap on generated tokens (-n, --predict, or its variable), from the command it runs;
+    None when it has none (absent, -1, or not a number)."""
     value = flags.value_of(flags.effective_argv(list(user_args), env), "predict")
     try:
         n = int(value) if value is not None else -1
@@ -197,14 +200,16 @@ def server_reply_limit(user_args: Iterable[str], env: Mapping[str, str]) -> int 
 
 
 def draft_text(rec: RequestRecord) -> str:
-    """The drafted tokens the server accepted, as the Draft accepted column (and the Chat's speed row) shows them."""
+    """The drafted tokens the server accepted, as the Draft accepted column (and the Chat's speed row) shows
+    them."""
     if not rec.draft_n:
         return "—"
     return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
 
 
 def speed_text(rec: RequestRecord) -> str:
-    """One reply's figures as the speed row under it (the Requests table's, in words), led by its router model."""
+    """One reply's figures as the speed row under it (the Requests table's, in words), led by its router
+    model."""
 
     def rate(value: float | None) -> str:
         return "—" if value is None else f"{value:.2f} t/s"
@@ -229,7 +234,8 @@ SAMPLING_NAMES = (("temperature", "temperature"), ("top_k", "top-k"), ("top_p", 
 
 
 def sampling_summary(props: Mapping) -> str:
-    """The server's default sampling (what a reply uses: its command line's values) as one line, from /props."""
+    """The server's default sampling (what a reply uses: its command line's values) as one line, from
+    /props."""
     settings = props.get("default_generation_settings")
     params = settings.get("params") if isinstance(settings, Mapping) else None
     if not isinstance(params, Mapping):
@@ -244,8 +250,8 @@ def sampling_summary(props: Mapping) -> str:
 
 def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
     """Why "Open web UI" cannot work on this server, or "" (it can, or nothing says otherwise). `props` is its
-    /props (`ui`, `webui` in older builds: switched off); `page_found` whether "/" answered (a build made without
-    its web page, as the embedded one, answers 404 there while /props still says the UI is on)."""
+    /props (`ui`, `webui` in older builds: switched off); `page_found` whether "/" answered (a build made
+    without its web page, as the embedded one, answers 404 there while /props still says the UI is on)."""
     value = props.get("ui", props.get("webui"))
     if value is False:
         return "This server runs without its own web page (its web UI is switched off in the profile)."
@@ -255,13 +261,15 @@ def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
     return ""
 
 
-GENERIC_TEMPLATE_MARK = "<|im_start|>"  # ChatML: what llama-server falls back to for a model without a template
+# ChatML: what llama-server falls back to for a model without a template
+GENERIC_TEMPLATE_MARK = "<|im_start|>"
 
 
 def template_note(props: Mapping) -> str:
-    """A warning when the server chats through its generic template because the model file has none (the demo model
-    is one): such a model was not trained on it and its replies can be nonsense. Reads the model's header (a
-    worker thread's job); empty when the model has its own template, the profile set one, or the file is not here."""
+    """A warning when the server chats through its generic template because the model file has none (the demo
+    model is one): such a model was not trained on it and its replies can be nonsense. Reads the model's
+    header (a worker thread's job); empty when the model has its own template, the profile set one, or the
+    file is not here."""
     path, template = props.get("model_path"), props.get("chat_template")
     if not isinstance(path, str) or not isinstance(template, str) or GENERIC_TEMPLATE_MARK not in template:
         return ""

@@ -1,13 +1,14 @@
 """HTTP client for llama-server: /health /props /slots /metrics /completion /v1/chat/completions /tokenize.
 
-Thin and synchronous (httpx); callers run it off the GUI thread. Streamed answers (server-sent events) are read
-by sse_events and can be cancelled from another thread (a threading.Event, seen within CANCEL_POLL_S).
+Thin and synchronous (httpx); callers run it off the GUI thread. Streamed answers (server-sent events) are
+read by sse_events and can be cancelled from another thread (a threading.Event, seen within CANCEL_POLL_S).
 
 Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
-memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
-a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but /completion),
-be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout), and be JSON of
-the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was wrong.
+memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one
+byte a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but
+/completion), be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout),
+and be JSON of the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was
+wrong.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from llm_tuner.core.server_endpoints import RouterModel, parse_router_models
 
 MAX_BODY_BYTES = 8 * 2**20  # llama-server's answers are KiB (/props with a long chat template: ~100 KiB)
 MAX_EVENT_BYTES = 2 * 2**20  # one streamed /completion event (a token or a few, with probabilities if asked)
-SHORT_CALL_S = 60.0  # the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
+# the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
+SHORT_CALL_S = 60.0
 
 
 class ServerError(Exception):
@@ -40,8 +42,8 @@ class ServerError(Exception):
 
 
 class BadAnswer(ServerError):
-    """The server's answer is not what llama-server sends: too big, too slow to arrive whole, not JSON, or JSON
-    of another shape. `message` says which, for the user."""
+    """The server's answer is not what llama-server sends: too big, too slow to arrive whole, not JSON, or
+    JSON of another shape. `message` says which, for the user."""
 
     def __init__(self, status: int, path: str, what: str) -> None:
         super().__init__(status, f"the answer to {path} is not llama-server's: {what}", "bad_answer")
@@ -75,15 +77,18 @@ def _within(seconds: float | None):
         _deadline.at = prev
 
 
-# -- cancel: a stream the user stops ends within CANCEL_POLL_S, while waiting for headers or the next event --------
+# -- cancel: a stream the user stops ends within CANCEL_POLL_S, while waiting for headers or the next event
+# --------
 
 CANCEL_POLL_S = 0.2
-_cancel = threading.local()  # .event: the threading.Event that cancels the current call's reads on this thread
+# .event: the threading.Event that cancels the current call's reads on this thread
+_cancel = threading.local()
 
 
 @contextmanager
 def _cancellable(event: threading.Event | None):
-    """Reads on this thread wait in slices of CANCEL_POLL_S and end with StreamCancelled once `event` is set."""
+    """Reads on this thread wait in slices of CANCEL_POLL_S and end with StreamCancelled once `event` is
+    set."""
     prev = getattr(_cancel, "event", None)
     _cancel.event = event
     try:
@@ -180,7 +185,8 @@ def _error_message(data, fallback: str) -> tuple[str, str | None]:
         return err[:500], None
     return fallback[:200], None
 
-_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")  # a router answers these itself (no model named)
+# a router answers these itself (no model named)
+_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")
 
 
 class LlamaClient:
@@ -194,8 +200,8 @@ class LlamaClient:
         if model:
             # A router closes the connection after every answer it passes on from a model's instance while its
             # headers promise keep-alive: a request sent on that connection before its close arrived failed
-            # with "Server disconnected without sending a response" (1 benchmark in 5 on the real router). Each
-            # request gets a connection of its own, as the router gives it anyway.
+            # with "Server disconnected without sending a response" (1 benchmark in 5 on the real router).
+            # Each request gets a connection of its own, as the router gives it anyway.
             headers["Connection"] = "close"
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout  # the longest a whole answer (or one streamed event) may take
@@ -230,8 +236,8 @@ class LlamaClient:
             return _Answer(r.status_code, bytes(body))
 
     def _for_model(self, method: str, path: str, kw: dict) -> dict:
-        """The request's arguments naming the client's router model (see __init__); unchanged without one, and for
-        the router's own endpoints (/health, /models)."""
+        """The request's arguments naming the client's router model (see __init__); unchanged without one, and
+        for the router's own endpoints (/health, /models)."""
         if not self.model or path in _ROUTER_OWN:
             return kw
         if isinstance(kw.get("json"), dict):
@@ -266,7 +272,8 @@ class LlamaClient:
         """/health within `timeout` (all of it: connect, headers, body). Never raises."""
         try:
             r = self._fetch("GET", "/health", timeout=timeout)
-        except BadAnswer as exc:  # no llama-server answers there: as unreachable, so an attach ends saying why
+        # no llama-server answers there: as unreachable, so an attach ends saying why
+        except BadAnswer as exc:
             return Health(None, False, exc.message)
         except httpx.TimeoutException as exc:
             return Health(None, False, f"no whole answer within {timeout:g} s ({exc.__class__.__name__})")
@@ -344,18 +351,18 @@ class LlamaClient:
 
     def chat_stream(self, messages: list[dict], *, cancel: threading.Event | None = None,
                     **params) -> Iterator[dict]:
-        """Streaming /v1/chat/completions (OpenAI's shape): yields each chunk, `choices[0].delta` holding the new
-        text; the last chunk has `finish_reason` and the server's `timings`. Sampling not given in `params` is the
-        server's own default (what its command line set). See stream."""
+        """Streaming /v1/chat/completions (OpenAI's shape): yields each chunk, `choices[0].delta` holding the
+        new text; the last chunk has `finish_reason` and the server's `timings`. Sampling not given in
+        `params` is the server's own default (what its command line set). See stream."""
         return self.stream("/v1/chat/completions", {"messages": messages, "stream": True, **params}, cancel=cancel)
 
     def stream(self, path: str, body: dict, *, cancel: threading.Event | None = None) -> Iterator[dict]:
         """POST `body` and yield each server-sent event's JSON object (see sse_events).
 
-        Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time the
-        caller spends between events is not counted. Setting `cancel` (from any thread) ends the wait for the
-        answer or the next event within CANCEL_POLL_S with StreamCancelled, and closing the connection tells the
-        server to stop generating. A streamed error (`{"error": …}`) is a ServerError."""
+        Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time
+        the caller spends between events is not counted. Setting `cancel` (from any thread) ends the wait for
+        the answer or the next event within CANCEL_POLL_S with StreamCancelled, and closing the connection
+        tells the server to stop generating. A streamed error (`{"error": …}`) is a ServerError."""
         return self._stream(path, body, cancel)
 
     def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
@@ -374,7 +381,8 @@ class LlamaClient:
                 self._check(_Answer(r.status_code, bytes(content[:MAX_BODY_BYTES])), path)
             events = sse_events(r.iter_bytes(), r.status_code, path)
             while True:
-                with _cancellable(cancel), _within(self.timeout):  # one whole event (or the end) within the timeout
+                # one whole event (or the end) within the timeout
+                with _cancellable(cancel), _within(self.timeout):
                     event = next(events, None)
                 if event is None:
                     return
@@ -403,10 +411,10 @@ def _error_event(payload: str, status: int, path: str) -> ServerError:
 def sse_events(chunks: Iterable[bytes], status: int = 200, path: str = "") -> Iterator[dict]:
     """Server-sent events (the bytes as they arrive, cut anywhere) -> each event's JSON object.
 
-    llama-server sends `data: <json>` lines, each event ended by a blank line; `:` lines are keep-alive comments;
-    `data: [DONE]` ends an OpenAI-style stream; a failure inside a stream arrives as `data: {"error": …}` (or, from
-    some builds, an `error: <json>` line): a ServerError. An event longer than MAX_EVENT_BYTES, or one that is not
-    a JSON object, is a BadAnswer."""
+    llama-server sends `data: <json>` lines, each event ended by a blank line; `:` lines are keep-alive
+    comments; `data: [DONE]` ends an OpenAI-style stream; a failure inside a stream arrives as `data:
+    {"error": …}` (or, from some builds, an `error: <json>` line): a ServerError. An event longer than
+    MAX_EVENT_BYTES, or one that is not a JSON object, is a BadAnswer."""
     buf, data = b"", []
     chunks = iter(chunks)
     ended = False

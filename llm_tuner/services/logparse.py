@@ -275,9 +275,9 @@ class LogParser:
 
     # -- internals ------------------------------------------------------------------------------
     def _instance_line(self, port: str, text: str) -> list[Event]:
-        """A line of one of a router's model instances (`[port] line`): its own parser reads it; the console gets
-        it named by its model, and its finished requests carry the model's name. The instance's other events (its
-        load, its port, its slots) are not the router's: they are left out."""
+        """A line of one of a router's model instances (`[port] line`): its own parser reads it; the console
+        gets it named by its model, and its finished requests carry the model's name. The instance's other
+        events (its load, its port, its slots) are not the router's: they are left out."""
         instance = self._instances.setdefault(port, LogParser())
         name = self._names.get(port)
         out: list[Event] = []
@@ -295,7 +295,8 @@ class LogParser:
         if kind == "log":
             t = obj.get("time")
             msg = str(obj.get("msg", "")).rstrip("\n")
-            if (child := _CHILD.match(msg)) is not None:  # a router's instance, its line wrapped in the router's
+            # a router's instance, its line wrapped in the router's
+            if (child := _CHILD.match(msg)) is not None:
                 return self._instance_line(child.group(1), child.group(2))
             return self._feed_msg(str(obj.get("level", "info")), msg, t / 1e6 if isinstance(t, int | float) else None)
         if kind == "fit_memory_breakdown":

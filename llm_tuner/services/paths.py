@@ -76,6 +76,7 @@ def log_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Shared cache (the assembled demo model). Not moved by `LLM_TUNER_DATA_DIR`: it is large and immutable."""
+    """Shared cache (the assembled demo model). Not moved by `LLM_TUNER_DATA_DIR`: it is large and
+    immutable."""
     return _ensure(Path(platformdirs.user_cache_dir(APP_NAME)))
 

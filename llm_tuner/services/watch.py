@@ -7,8 +7,8 @@ samples go to ring buffers and to `on_samples`. Everything arrives on service th
 The store writes run on one writer thread (`llm-tuner:history`), so a locked database never holds up the
 server's log reader. A write that fails (another program holds the write lock past the busy timeout, a full
 disk) keeps its requests and is tried again; the user is told at once (a HistoryStatus event and an error log
-line: `run` prints them, Live's log shows the line) and again when the writes catch up or, at the end, how many
-requests could not be kept.
+line: `run` prints them, Live's log shows the line) and again when the writes catch up or, at the end, how
+many requests could not be kept.
 """
 
 from __future__ import annotations
@@ -77,11 +77,12 @@ class _HistoryWriter:
     """The one thread that writes a session's history, in order; a failed write is retried (see module doc).
 
     Requests are written in batches: the requests queued at the head go in one transaction
-    (`write_requests(records)`), and after a write of requests the thread gathers for `batch_s` before the next,
-    so a busy server costs a few transactions a second, not one per request (each cost ~0.4 ms of CPU, the
-    server's cores: benchmarks/results/live_load_profile.txt). Other ops (`fn()`: the URL, the end) keep their
-    place in the order. `close(deadline_s)`: no more ops; the thread writes what is left at once and ends once
-    all are written or, after `deadline_s` of failures, gives up (the requests left count as lost)."""
+    (`write_requests(records)`), and after a write of requests the thread gathers for `batch_s` before the
+    next, so a busy server costs a few transactions a second, not one per request (each cost ~0.4 ms of CPU,
+    the server's cores: benchmarks/results/live_load_profile.txt). Other ops (`fn()`: the URL, the end) keep
+    their place in the order. `close(deadline_s)`: no more ops; the thread writes what is left at once and
+    ends once all are written or, after `deadline_s` of failures, gives up (the requests left count as
+    lost)."""
 
     MAX_UNSAVED = 50_000  # a database locked for hours at 15 requests/s: the oldest beyond this are lost
     MAX_BATCH = 2_000  # requests in one transaction (catching up after a lock: a few ms each)
@@ -122,8 +123,8 @@ class _HistoryWriter:
                 self._cond.notify()
 
     def close(self, deadline_s: float) -> bool:
-        """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure after
-        `deadline_s` (a try under way then may take its busy timeout). True when it ended."""
+        """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure
+        after `deadline_s` (a try under way then may take its busy timeout). True when it ended."""
         with self._cond:
             if self._closing_until is None:
                 self._closing_until = time.monotonic() + deadline_s
@@ -240,7 +241,8 @@ class WatchedServer:
         self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples,
                                    on_error=on_sampler_error)
         self._ended = threading.Event()
-        self.router = RouterWatch(session, self._forward, self._ended)  # a router's models (RouterModels events)
+        # a router's models (RouterModels events)
+        self.router = RouterWatch(session, self._forward, self._ended)
 
     def _gpu_labels(self) -> dict[str, str]:
         """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""

@@ -1,7 +1,8 @@
-"""Advice rules for what llama.cpp switches off or moves silently (docs: ../shared/reference/speed-and-cliffs.md,
-each fact checked against the tested build's source, cited by file and line): pipeline parallelism lost, K/V
-types this build cannot run in a GPU attention kernel, the prompt cache crowding the host, a draft model that is
-the main model, -sm tensor with quantized K/V or fit, a negative -ngl and an explicit -np without -kvu."""
+"""Advice rules for what llama.cpp switches off or moves silently (docs:
+../shared/reference/speed-and-cliffs.md, each fact checked against the tested build's source, cited by file
+and line): pipeline parallelism lost, K/V types this build cannot run in a GPU attention kernel, the prompt
+cache crowding the host, a draft model that is the main model, -sm tensor with quantized K/V or fit, a
+negative -ngl and an explicit -np without -kvu."""
 
 from __future__ import annotations
 
@@ -13,11 +14,11 @@ from llm_tuner.core.advice.base import Advice, Facts, advice
 from llm_tuner.core.memory import PIPELINE_SOURCE, args_from_profile, why_off
 from llm_tuner.core.units import format_mib
 
-# the pairs every CUDA build compiles a flash-attention vector kernel for (ggml/CMakeLists.txt:208, the default
-# GGML_CUDA_FA_QUANTS; f16-f16 always, ggml/cmake/common.cmake:75)
+# the pairs every CUDA build compiles a flash-attention vector kernel for (ggml/CMakeLists.txt:208, the
+# default GGML_CUDA_FA_QUANTS; f16-f16 always, ggml/cmake/common.cmake:75)
 DEFAULT_FA_QUANTS = ("q4_0-q4_0", "q8_0-q8_0", "f16-f16", "bf16-bf16")
-# K/V types CUDA flash attention takes at all (fattn.cu:525-539 ggml_cuda_fattn_kv_type_supported); others make
-# the op unsupported on the GPU, so the scheduler runs attention on the CPU
+# K/V types CUDA flash attention takes at all (fattn.cu:525-539 ggml_cuda_fattn_kv_type_supported); others
+# make the op unsupported on the GPU, so the scheduler runs attention on the CPU
 CUDA_FA_TYPES = ("f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0")
 FA_SOURCE = ("ggml/src/ggml-cuda/fattn.cu:496-510 (no vector kernel compiled: K and V converted to f16, slow), "
              ":525-539 (types CUDA flash attention takes); ggml/cmake/common.cmake:53-110 (GGML_CUDA_FA_QUANTS); "
@@ -31,14 +32,17 @@ def _ngl_int(f: Facts) -> int | None:
 
 # -- pipeline parallelism ------------------------------------------------------------------------------
 def pipeline_parallel_off(f: Facts) -> Iterator[Advice]:
-    """Several devices on a layer split, and something turns pipeline parallelism off: any tensor override (-ot,
-    --cpu-moe, --n-cpu-moe, or fit's own expert overflow, which only a plan knows), -nkvo, or -ngl equal to the
-    model's layer count. A partial offload (-ngl below it) is a choice the Plan's line describes, not a trap."""
+    """Several devices on a layer split, and something turns pipeline parallelism off: any tensor override
+    (-ot,
+    --cpu-moe, --n-cpu-moe, or fit's own expert overflow, which only a plan knows), -nkvo, or -ngl equal to
+    the model's layer count. A partial offload (-ngl below it) is a choice the Plan's line describes, not a
+    trap."""
     p, plan = f.p, f.plan
     if plan is not None and plan.pipeline_parallel is not None:  # a multi-device plan: its args are after fit
         if plan.pipeline_parallel is not False:
             return
-        reasons = why_off(plan.args, plan, args_from_profile(f.raw))  # the profile's own: fit's overrides told apart
+        # the profile's own: fit's overrides told apart
+        reasons = why_off(plan.args, plan, args_from_profile(f.raw))
         n_layer = plan.n_layers_total - 1
         equal = plan.args.ngl == n_layer
         nkvo = flags.short("kv_offload", negative=True)
@@ -76,11 +80,13 @@ def pipeline_parallel_off(f: Facts) -> Iterator[Advice]:
 
 # -- flash attention kernels -----------------------------------------------------------------------------
 def kv_type_gpu_attention(f: Facts) -> Iterator[Advice]:
-    """K/V types this build cannot run in a GPU flash-attention kernel, read from its log's FA_QUANTS line once it
-    has started; before that, a pair beyond the default build's is "unknown". Mixed pairs: kv-type-mismatch."""
+    """K/V types this build cannot run in a GPU flash-attention kernel, read from its log's FA_QUANTS line
+    once it has started; before that, a pair beyond the default build's is "unknown". Mixed pairs:
+    kv-type-mismatch."""
     p = f.p
     k, v = (p.cache_type_k or "f16").lower(), (p.cache_type_v or "f16").lower()
-    no_gpu = f.n_gpus == 0 and not p.rpc and not p.devices and f.fa_quants is None  # nothing to offload to here
+    # nothing to offload to here
+    no_gpu = f.n_gpus == 0 and not p.rpc and not p.devices and f.fa_quants is None
     if k != v or f.fa_off or p.gpu_layers == 0 or list(p.devices) == ["none"] or f.fa_quants == () or no_gpu:
         return
     pair = f"{k}-{v}"

@@ -1,6 +1,6 @@
-"""The advice rules on flags, the model file, the K/V cache, devices, threads, fit, drafting, context, batching,
-chat, exposure and the environment: one small function per finding, each with its id, severity, message,
-reason and source. A rule takes the Facts and returns its findings (none when it does not apply)."""
+"""The advice rules on flags, the model file, the K/V cache, devices, threads, fit, drafting, context,
+batching, chat, exposure and the environment: one small function per finding, each with its id, severity,
+message, reason and source. A rule takes the Facts and returns its findings (none when it does not apply)."""
 
 from __future__ import annotations
 
@@ -94,7 +94,8 @@ def model_file_missing(f: Facts) -> Iterator[Advice]:
 def no_gpu_for_layers(f: Facts) -> Iterator[Advice]:
     p = f.p
     ngl = str(p.gpu_layers).strip().lower() if p.gpu_layers is not None else None
-    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers there
+    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers
+    # there
     if f.n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices and not p.rpc:
         yield advice("no-gpu-for-layers", "info",
                      f"no offload device on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
@@ -229,7 +230,8 @@ def threads_batch_over_logical(f: Facts) -> Iterator[Advice]:
 # -- fit ------------------------------------------------------------------------------------------------
 def fit_ignored(f: Facts) -> Iterator[Advice]:
     p = f.p
-    if p.fit is False or p.split_mode == "tensor":  # -sm tensor: fit does not run at all (split-tensor-no-fit)
+    # -sm tensor: fit does not run at all (split-tensor-no-fit)
+    if p.fit is False or p.split_mode == "tensor":
         return
     # -ngl -1 is llama.cpp's own "auto" (fit's default), not a setting that stops it (common/fit.cpp:463)
     blockers = [flags.short(key) for key, on in (

@@ -360,8 +360,10 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             seen.add(ff.field)
             out.values[ff.field] = value
             spelled = flags.normalize(tok)
-            if spelled != ff.flag and spelled.startswith("--"):  # another long name (an older build's, a fork's):
-                out.spellings[ff.field] = spelled  # written back as is (short aliases are alike in every build)
+            # another long name (an older build's, a fork's):
+            if spelled != ff.flag and spelled.startswith("--"):
+                # written back as is (short aliases are alike in every build)
+                out.spellings[ff.field] = spelled
             else:
                 out.spellings.pop(ff.field, None)
             if isinstance(value, str) and ("$" in value or value.startswith("~")):
@@ -443,7 +445,8 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     if binary is not None:
         if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
             kept_binary = binary
-        elif re.match(r"^\.{1,2}[\\/]", binary) or ("/" in binary and ":" not in binary):  # not a docker image
+        # not a docker image
+        elif re.match(r"^\.{1,2}[\\/]", binary) or ("/" in binary and ":" not in binary):
             kept_binary = binary
             out.notes.append(f"the program {binary} is a relative path: kept as the profile's program, which "
                              "runs only once you confirm it (choose the file in the Profile tab)")

@@ -248,8 +248,9 @@ class _Cursor:
 
 
     def _skip_hole(self, left: int) -> int:
-        """At the end of the buffer: skip up to `left` empty strings that lie in a hole of a sparse file (read as
-        zeros: length 0), found with SEEK_DATA without reading them; return how many (0 where unsupported)."""
+        """At the end of the buffer: skip up to `left` empty strings that lie in a hole of a sparse file (read
+        as zeros: length 0), found with SEEK_DATA without reading them; return how many (0 where
+        unsupported)."""
         seek_data = getattr(os, "SEEK_DATA", None)
         if self._seek is None or seek_data is None:
             return 0

@@ -58,14 +58,15 @@ class DeviceMemory:
     # disk), so they need not all be resident. -lm mmap+mlock locks them; -lm none/mlock/dio allocates them.
     mapped_mib: float = 0.0
     pool: str | None = None  # the card's memory pool (PlanDevice.pool); devices sharing one are one GPU
-    # Host only: what llama-server's prompt cache may grow to while serving (--cache-ram, default 8192 MiB; -1 no
-    # size limit: up to n_ctx tokens of cached states, about the KV size), allocated as prompts are cached, not
-    # at start: in the total, not in what must be resident to start (`resident_mib`, the fit verdict)
+    # Host only: what llama-server's prompt cache may grow to while serving (--cache-ram, default 8192 MiB; -1
+    # no size limit: up to n_ctx tokens of cached states, about the KV size), allocated as prompts are cached,
+    # not at start: in the total, not in what must be resident to start (`resident_mib`, the fit verdict)
     prompt_cache_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
-        """Everything the device may hold: allocated buffers, runtime, (host) mapped weights and prompt cache."""
+        """Everything the device may hold: allocated buffers, runtime, (host) mapped weights and prompt
+        cache."""
         return (self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
                 + self.prompt_cache_mib)
 
@@ -96,7 +97,8 @@ class DeviceMemory:
 
     @property
     def reserved_all(self) -> bool:
-        """A (planned) card whose whole capacity goes to what its driver reserves: nothing can be placed on it."""
+        """A (planned) card whose whole capacity goes to what its driver reserves: nothing can be placed on
+        it."""
         return (self.available_mib is None and self.capacity_mib is not None and self.name != "Host"
                 and self.capacity_mib <= DRIVER_RESERVED_MIB.get(self.backend, 0))
 
@@ -137,7 +139,8 @@ class SharedPool:
     names: tuple[str, ...]
     description: str
     used_mib: float  # what must be resident on the card: every member's buffers + the shared runtime
-    budget_mib: float | None  # the card's free memory (plus runtime already out of it), as DeviceMemory.budget_mib
+    # the card's free memory (plus runtime already out of it), as DeviceMemory.budget_mib
+    budget_mib: float | None
 
     @property
     def fits(self) -> bool | None:
@@ -185,8 +188,9 @@ class MemoryPlan:
     kv_cells: tuple[tuple[str, int, int], ...] = ()  # (cache, cells, layers)
     fit_changes: tuple[str, ...] = ()
     pools: tuple[SharedPool, ...] = ()  # devices that share one card's memory (two backends on one GPU)
-    # llama.cpp's pipeline parallelism (src/llama-context.cpp:432-437, sizing.pipeline_parallel_on): on or off;
-    # None with one device (it never applies). core.memory.pipeline says why and what it changes in memory.
+    # llama.cpp's pipeline parallelism (src/llama-context.cpp:432-437, sizing.pipeline_parallel_on): on or
+    # off; None with one device (it never applies). core.memory.pipeline says why and what it changes in
+    # memory.
     pipeline_parallel: bool | None = None
 
     @property
@@ -277,7 +281,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
             for d, v in src.items():
                 dst[d] = dst.get(d, 0.0) + v
         out_b += dview.n_vocab * n_seq * 4 / MIB
-        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB  # its vocabulary and metadata (heap)
+        # its vocabulary and metadata (heap)
+        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB
     scale = (calibration.compute_scale if calibration else {}) or {}
     over = (calibration.overhead_mib if calibration else {}) or {}
     devices: list[DeviceMemory] = []
@@ -316,8 +321,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
 
 
 def _prompt_cache_mib(args: PlacementArgs, kv: dict[str, float]) -> float:
-    """The prompt cache's ceiling in host RAM (tools/server/server-task.h server_prompt_cache: --cache-ram MiB,
-    0 = off; -1 = no size limit, only n_ctx tokens of states: about the main KV cache's size)."""
+    """The prompt cache's ceiling in host RAM (tools/server/server-task.h server_prompt_cache: --cache-ram
+    MiB, 0 = off; -1 = no size limit, only n_ctx tokens of states: about the main KV cache's size)."""
     if args.cache_ram_mib < 0:
         return float(sum(kv.values()))
     return float(args.cache_ram_mib)

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from llm_tuner.core.buffer_devices import buffer_shares, known_devices
+from llm_tuner.core.devices import DeviceInventory, LlamaDevice
 from llm_tuner.core.memory_log import BufferLine, MemoryBreakdown, merge_buffers
 from llm_tuner.core.rpc import device_endpoint, is_rpc_device
 
@@ -110,7 +111,7 @@ def gpu_segments(device: str, parts: dict[str, float] | None, *, used_mib: float
     return MemorySegments(device, w, kv, c, rest, others, free, total_mib)
 
 
-def llama_to_app_names(inventory) -> dict[str, str]:
+def llama_to_app_names(inventory: DeviceInventory | None) -> dict[str, str]:
     """{llama.cpp device name: app device name} from a core.devices.DeviceInventory (None: empty)."""
     out: dict[str, str] = {}
     if inventory is not None:
@@ -121,7 +122,8 @@ def llama_to_app_names(inventory) -> dict[str, str]:
 
 
 def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown: MemoryBreakdown | None,
-                  buffers: Iterable[BufferLine] | None, inventory=None, devices: Iterable[object] = ()
+                  buffers: Iterable[BufferLine] | None, inventory: DeviceInventory | None = None,
+                  devices: Iterable[LlamaDevice] = ()
                   ) -> list[MemorySegments]:
     """The Live memory bars: one stack per GPU (or host RAM when there is no GPU), then one per RPC device.
 

@@ -56,10 +56,10 @@ def machine_record() -> dict:
 
 
 class ProcessTree:
-    """A server process with its descendants: a router (llama-server without a model of its own) serves each model
-    from a child process, whose memory and CPU are the server's too. The list of descendants is looked up at most
-    every `refresh_s` (psutil walks every process for it); each one's Process object is kept, so its CPU percent
-    counts from the previous reading. psutil.Error when the server itself is gone."""
+    """A server process with its descendants: a router (llama-server without a model of its own) serves each
+    model from a child process, whose memory and CPU are the server's too. The list of descendants is looked
+    up at most every `refresh_s` (psutil walks every process for it); each one's Process object is kept, so
+    its CPU percent counts from the previous reading. psutil.Error when the server itself is gone."""
 
     def __init__(self, pid: int, refresh_s: float = 1.0) -> None:
         self.root = psutil.Process(pid)
@@ -72,7 +72,8 @@ class ProcessTree:
         return self.root.pid
 
     def processes(self) -> list[psutil.Process]:
-        """The server, then its descendants (as listed at most `refresh_s` ago); raises when the server is gone."""
+        """The server, then its descendants (as listed at most `refresh_s` ago); raises when the server is
+        gone."""
         now = time.monotonic()
         if now - self._listed_at >= self.refresh_s:
             self._listed_at = now
@@ -109,8 +110,8 @@ class ProcessTree:
 
 
 class HostReader:
-    """Host CPU and RAM, and the watched server's RSS and CPU with its model instances' (psutil). Callable: one
-    HostSample."""
+    """Host CPU and RAM, and the watched server's RSS and CPU with its model instances' (psutil). Callable:
+    one HostSample."""
 
     def __init__(self, pid: callable = lambda: None) -> None:
         self.pid = pid

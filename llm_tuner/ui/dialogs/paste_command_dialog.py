@@ -139,7 +139,8 @@ class PasteCommandDialog(QDialog):
             self._show(None, f"<b>Not importable:</b> {html.escape(', '.join(bad))} holds a NUL byte (\\0), which "
                        "no program can take. Remove it from the text.")
             return
-        if result.problem:  # a wrong paste (no model, no flag): Import stays disabled, as `profile import` exits 2
+        # a wrong paste (no model, no flag): Import stays disabled, as `profile import` exits 2
+        if result.problem:
             self._show(None, f"<b>Not importable:</b> {html.escape(result.problem)}.<br><br>{report}")
             return
         self._show(result, report)

@@ -12,9 +12,9 @@ WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last
 
 
 class DevicesView(QSplitter):
-    """Device plots beside a column with their time window, a note on what they draw and the memory-by-owner bars:
-    a laptop's 768 px leave the plots no height to share (each keeps MIN_CURVES_PX for its curves), and the bars'
-    rows read as well in a column."""
+    """Device plots beside a column with their time window, a note on what they draw and the memory-by-owner
+    bars: a laptop's 768 px leave the plots no height to share (each keeps MIN_CURVES_PX for its curves), and
+    the bars' rows read as well in a column."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)

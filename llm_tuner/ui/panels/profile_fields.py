@@ -138,14 +138,16 @@ def _tooltip(ff: FieldFlag, catalog: FlagCatalog | None) -> str:
 
 
 class ProgramRow(QWidget):
-    """The profile's own program (`binary`): the file its launches, checks and benchmarks run, and whether it may.
+    """The profile's own program (`binary`): the file its launches, checks and benchmarks run, and whether it
+    may.
 
     A path that came with the profile (a pasted command's `./build/bin/llama-server`, a shared file's
     `binary`) runs only once confirmed here (or picked with Choose…, or `--trust-binary` in the CLI): nothing
     runs it before, not even `--help`. The panel decides the state (services.binaries.is_trusted).
     """
 
-    program_chosen = Signal(object)  # str | None: the file picked with Choose…, or None (use the configured one)
+    # str | None: the file picked with Choose…, or None (use the configured one)
+    program_chosen = Signal(object)
     program_confirmed = Signal(str)  # the user confirmed that this program may run
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -179,8 +181,8 @@ class ProgramRow(QWidget):
         self.show_state(None, "none")
 
     def show_state(self, path: str | None, state: str, error: str | None = None) -> None:
-        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative to
-        a folder the app does not know); `error` from a failed Confirm or Choose."""
+        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative
+        to a folder the app does not know); `error` from a failed Confirm or Choose."""
         self._path = path
         self.path_edit.setText(path or "")
         self.path_edit.setToolTip(path or "")

@@ -1,6 +1,7 @@
-"""The Tune view's Candidates tab: what the tune would try, before it starts (the list `tune --dry-run` prints):
-each knob value with the memory plan's verdict, the arguments it changes and the plan's figures. Where the model
-does not fit its GPUs, the placement knob's values are the placements that fit each K/V type."""
+"""The Tune view's Candidates tab: what the tune would try, before it starts (the list `tune --dry-run`
+prints): each knob value with the memory plan's verdict, the arguments it changes and the plan's figures.
+Where the model does not fit its GPUs, the placement knob's values are the placements that fit each K/V
+type."""
 
 from __future__ import annotations
 
