@@ -34,6 +34,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from llm_tuner.core.rpc import is_loopback
+from llm_tuner.core.settings import RpcWorker
 from llm_tuner.services.telemetry.inventory import gpu_labels
 from llm_tuner.services.telemetry.readers import default_gpu_readers
 from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
@@ -226,8 +227,8 @@ class AgentReader:
         return out
 
 
-def agent_readers(workers: Sequence[object]) -> dict[str, AgentReader]:
+def agent_readers(workers: Sequence[RpcWorker]) -> dict[str, AgentReader]:
     """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry
     ("gpu:...")."""
     return {f"gpu:agent:{w.endpoint}": AgentReader(w.agent_url, w.agent_token, label=w.endpoint)
-            for w in workers if getattr(w, "agent_url", None)}
+            for w in workers if w.agent_url}

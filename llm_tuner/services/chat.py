@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 
@@ -57,10 +58,10 @@ class ReplyAccumulator:
         self.text: list[str] = []
         self.reasoning: list[str] = []
         self.finish_reason: str | None = None
-        self.timings: Mapping | None = None
+        self.timings: Mapping[str, Any] | None = None
         self.model: str | None = None
 
-    def feed(self, chunk: Mapping) -> tuple[str, str]:
+    def feed(self, chunk: Mapping[str, Any]) -> tuple[str, str]:
         """Take one chunk; returns the new (text, reasoning) it carried."""
         text = reasoning = ""
         if isinstance(chunk.get("model"), str):
@@ -70,7 +71,8 @@ class ReplyAccumulator:
             choice = choices[0]
             delta = choice.get("delta")
             if isinstance(delta, Mapping):
-                text = delta.get("content") if isinstance(delta.get("content"), str) else ""
+                content = delta.get("content")
+                text = content if isinstance(content, str) else ""
                 r = delta.get("reasoning_content")
                 reasoning = r if isinstance(r, str) else ""
             if isinstance(choice.get("finish_reason"), str):
@@ -96,7 +98,7 @@ class ReplyAccumulator:
                          record, cancelled, self.model)
 
 
-def read_reply(chunks: Iterable[Mapping], on_text: Callable[[str, str], None] | None = None, *,
+def read_reply(chunks: Iterable[Mapping[str, Any]], on_text: Callable[[str, str], None] | None = None, *,
                model: str | None = None) -> ChatReply:
     """A whole reply from its chunks (as LlamaClient.chat_stream yields them), `on_text(text, reasoning)` for
     each piece as it arrives. A StreamCancelled from the chunks ends it as a stopped reply with what came so
@@ -121,17 +123,18 @@ def busy_slots(client: LlamaClient) -> frozenset[tuple[int | None, int | None]] 
         return None
 
 
-def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout: float = STOP_WAIT_S,
-                      poll_s: float = STOP_POLL_S, give_up: threading.Event | None = None) -> tuple[float | None, bool]:
+def wait_until_let_go(client: LlamaClient, before: frozenset[tuple[int | None, int | None]] | None, *,
+                      timeout: float = STOP_WAIT_S, poll_s: float = STOP_POLL_S,
+                      give_up: threading.Event | None = None) -> tuple[float | None, bool]:
     """After a stopped reply: wait until the slots that took it up (busy now and not before it was asked:
     `before`) are free. Returns (seconds waited, still busy after `timeout` or when `give_up` was set: the app
     quits); (None, False) when the server does not say."""
     if before is None:
         return None, False
     t0 = time.monotonic()
-    ours: frozenset | None = None
+    ours: frozenset[tuple[int | None, int | None]] | None = None
     while True:
-        busy: frozenset | None
+        busy: frozenset[tuple[int | None, int | None]] | None
         try:
             busy = frozenset((s.id, s.task) for s in parse_slots(client.slots()) if s.is_processing)
         except httpx.TimeoutException:  # the step it is on outlasts a short call: it is still busy
@@ -150,9 +153,10 @@ def wait_until_let_go(client: LlamaClient, before: frozenset | None, *, timeout:
             time.sleep(poll_s)
 
 
-def stream_reply(url: str, api_key: str | None, messages: list[dict], *, cancel: threading.Event,
+def stream_reply(url: str, api_key: str | None, messages: list[dict[str, Any]], *,
+                 cancel: threading.Event,
                  on_text: Callable[[str, str], None] | None = None, timeout: float = REPLY_TIMEOUT_S,
-                 model: str | None = None, give_up: threading.Event | None = None, **params) -> ChatReply:
+                 model: str | None = None, give_up: threading.Event | None = None, **params: Any) -> ChatReply:
     """Ask the server at `url` for the next reply to `messages` (a list of {"role", "content"}), streamed;
     `model`: which of a router's models answers (None for a server of one model); `params` go with the request
     (`max_tokens`: the reply's limit).
@@ -204,7 +208,8 @@ def draft_text(rec: RequestRecord) -> str:
     them."""
     if not rec.draft_n:
         return "—"
-    return f"{rec.draft_n_accepted}/{rec.draft_n} ({100 * rec.draft_acceptance:.0f} %)"
+    share = f" ({100 * rec.draft_acceptance:.0f} %)" if rec.draft_acceptance is not None else ""
+    return f"{rec.draft_n_accepted}/{rec.draft_n}{share}"
 
 
 def speed_text(rec: RequestRecord) -> str:
@@ -233,7 +238,7 @@ SAMPLING_NAMES = (("temperature", "temperature"), ("top_k", "top-k"), ("top_p", 
                   ("frequency_penalty", "frequency penalty"))
 
 
-def sampling_summary(props: Mapping) -> str:
+def sampling_summary(props: Mapping[str, Any]) -> str:
     """The server's default sampling (what a reply uses: its command line's values) as one line, from
     /props."""
     settings = props.get("default_generation_settings")
@@ -248,7 +253,7 @@ def sampling_summary(props: Mapping) -> str:
     return " · ".join(parts)
 
 
-def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
+def web_ui_problem(props: Mapping[str, Any], page_found: bool | None) -> str:
     """Why "Open web UI" cannot work on this server, or "" (it can, or nothing says otherwise). `props` is its
     /props (`ui`, `webui` in older builds: switched off); `page_found` whether "/" answered (a build made
     without its web page, as the embedded one, answers 404 there while /props still says the UI is on)."""
@@ -265,7 +270,7 @@ def web_ui_problem(props: Mapping, page_found: bool | None) -> str:
 GENERIC_TEMPLATE_MARK = "<|im_start|>"
 
 
-def template_note(props: Mapping) -> str:
+def template_note(props: Mapping[str, Any]) -> str:
     """A warning when the server chats through its generic template because the model file has none (the demo
     model is one): such a model was not trained on it and its replies can be nonsense. Reads the model's
     header (a worker thread's job); empty when the model has its own template, the profile set one, or the

@@ -16,6 +16,7 @@ from typing import Any
 
 from llm_tuner.core.advice import Advice, advise
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, import_command
+from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.core.memory import (
     ArgumentError,
@@ -82,10 +83,11 @@ def _server_binary(profile: LaunchProfile) -> str | None:
     return str(loc.path) if loc is not None else None
 
 
-def plan_here(profile: LaunchProfile, info: object | None, inventory: object | None) -> tuple[object, object]:
+def plan_here(profile: LaunchProfile, info: ModelInfo | None,
+              inventory: DeviceInventory | None) -> tuple[object, object]:
     """The profile's memory plan on this machine and its pipeline parallelism (core.memory.plan_memory and
     pipeline), or (None, None) without a readable model header or an inventory. Never raises."""
-    if info is None or getattr(info, "error", None) or inventory is None:
+    if info is None or info.error or inventory is None:
         return None, None
     try:
         args = args_from_profile(profile)
@@ -94,9 +96,9 @@ def plan_here(profile: LaunchProfile, info: object | None, inventory: object | N
         return None, None
     try:
         gpus, host = plan_gpus(inventory), host_device(inventory)
-        if getattr(inventory, "devices", ()) and not gpus:
+        if inventory.devices and not gpus:
             return None, None  # GPUs here but not yet listed by llama-server: a CPU-only plan would mislead
-        flags = tuple(getattr(getattr(inventory, "host", None), "cpu_flags", ()) or ())
+        flags = tuple(inventory.host.cpu_flags or ())
         plan = plan_memory(info, args, gpus, host, cpu_flags=flags)
         return plan, pipeline(info, plan, gpus, host, user_args=args, cpu_flags=flags)
     except Exception as exc:  # noqa: BLE001 - advice without the plan's rules still helps

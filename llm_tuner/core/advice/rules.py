@@ -250,7 +250,7 @@ def fit_ignored(f: Facts) -> Iterator[Advice]:
 
 # -- speculative decoding ----------------------------------------------------------------------------
 def draft_mtp_without_mtp_layers(f: Facts) -> Iterator[Advice]:
-    if f.model is not None and "draft-mtp" in f.p.spec_type and (getattr(f.model, "nextn_layers", None) or 0) == 0:
+    if f.model is not None and "draft-mtp" in f.p.spec_type and not f.model.nextn_layers:
         yield advice("draft-mtp-without-mtp-layers", "error", "draft-mtp needs a model with MTP layers; this one has "
                      "none", "draft-mtp drafts with the main model's nextn (MTP) layers; the GGUF has "
                      "nextn_predict_layers = 0.", "common/common.cpp:1683; src/llama-model.cpp:1331", "spec_type")
@@ -272,7 +272,7 @@ def draft_min_over_max(f: Facts) -> Iterator[Advice]:
 
 # -- context -----------------------------------------------------------------------------------------
 def ctx_over_trained(f: Facts) -> Iterator[Advice]:
-    trained = getattr(f.model, "context_length", None) if f.model is not None else None
+    trained = f.model.context_length if f.model is not None else None
     if trained and f.p.ctx_size and f.p.ctx_size > trained:
         yield advice("ctx-over-trained", "warning", f"context {f.p.ctx_size} is over the model's trained {trained} "
                      "tokens", "Beyond n_ctx_train quality degrades unless RoPE scaling (YaRN) is configured for it.",

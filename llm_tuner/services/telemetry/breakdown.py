@@ -163,18 +163,19 @@ def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown
     return segments + rpc_segments(parts, llama_devices)
 
 
-def rpc_segments(parts: Mapping[str, Mapping[str, float]], devices: Iterable[object]) -> list[MemorySegments]:
+def rpc_segments(parts: Mapping[str, Mapping[str, float]],
+                 devices: Iterable[LlamaDevice]) -> list[MemorySegments]:
     """One stack per RPC device the server put something on, named `RPC0 (host:port)`: its weights, KV and
     compute from llama.cpp's buffers, what was in use before the load (total - free at start) as "others",
     and the rest free. A worker's own telemetry comes from its agent (services.agent), not from here."""
-    listed = {d.name: d for d in devices if hasattr(d, "name")}
+    listed = {d.name: d for d in devices}
     out = []
     for name in sorted(n for n in parts if is_rpc_device(n)):
         p = parts[name]
         d = listed.get(name)
         ep = device_endpoint(d) if d is not None else None
-        total = getattr(d, "memory_total_mib", None)
-        free0 = getattr(d, "memory_free_mib", None)
+        total = d.memory_total_mib if d is not None else None
+        free0 = d.memory_free_mib if d is not None else None
         ours = sum(p.values())
         others = max(0.0, total - free0) if total is not None and free0 is not None else None
         free = max(0.0, free0 - ours) if free0 is not None else None
