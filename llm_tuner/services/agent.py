@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -85,7 +86,7 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:
+    def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that went away or was cut off (OSError) is no error of ours: no traceback on the
         terminal."""
         if isinstance(sys.exc_info()[1], OSError):
@@ -95,7 +96,8 @@ class _Server(ThreadingHTTPServer):
 
 def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
     """This machine's GPU readers (the local sampler's), named by llama.cpp where a llama-server says."""
-    return default_gpu_readers(frozenset, gpu_labels)
+    readers, notes = default_gpu_readers(frozenset, gpu_labels)
+    return dict(readers.items()), notes
 
 
 class AgentServer:
@@ -114,7 +116,7 @@ class AgentServer:
         self.min_interval_s = min_interval_s
         self.request_timeout_s = request_timeout_s  # tests shorten it; clients keep REQUEST_TIMEOUT_S
         self._lock = threading.Lock()
-        self._last: tuple[float, dict] | None = None
+        self._last: tuple[float, dict[str, Any]] | None = None
         self._httpd = _Server((host, port), self._handler())
         self.port = self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
@@ -124,7 +126,7 @@ class AgentServer:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{('[' + host + ']') if ':' in host else host}:{self.port}"
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Every reader's newest samples (cached for `min_interval_s`, so many clients cost one read)."""
         with self._lock:
             now = time.monotonic()
@@ -140,13 +142,13 @@ class AgentServer:
             self._last = (now, body)
             return body
 
-    def _handler(self):
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
             timeout = agent.request_timeout_s  # each read; the whole request's bound is the timer in setup()
 
-            def log_message(self, *_a) -> None:  # quiet: one line per request would flood a terminal
+            def log_message(self, *_a: Any) -> None:  # quiet: one line per request would flood a terminal
                 pass
 
             def setup(self) -> None:
@@ -166,7 +168,7 @@ class AgentServer:
                 self._cut.cancel()
                 super().finish()
 
-            def _send(self, code: int, body: dict) -> None:
+            def _send(self, code: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
