@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from llm_tuner.core import flags
 
@@ -65,7 +66,8 @@ def _pdeathsig(parent_pid: int) -> Callable[[], None]:
     prctl, sigkill = _PRCTL, int(signal.SIGKILL)
 
     def set_it() -> None:  # pragma: no cover - runs in the child
-        prctl(_PR_SET_PDEATHSIG, sigkill)
+        if prctl is not None:  # Linux: looked up in the parent
+            prctl(_PR_SET_PDEATHSIG, sigkill)
         if os.getppid() != parent_pid:
             os._exit(1)
 
@@ -76,7 +78,8 @@ class _Spawner:
     """One daemon thread that performs every Popen (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._q: queue.Queue = queue.Queue()
+        self._q: queue.Queue[tuple[Callable[[], subprocess.Popen[str]], Future[subprocess.Popen[str]]]] = \
+            queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -88,12 +91,12 @@ class _Spawner:
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
                 fut.set_exception(exc)
 
-    def run(self, fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    def run(self, fn: Callable[[], subprocess.Popen[str]]) -> subprocess.Popen[str]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="llm-tuner-spawner", daemon=True)
                 self._thread.start()
-        fut: Future = Future()
+        fut: Future[subprocess.Popen[str]] = Future()
         self._q.put((fn, fut))
         try:
             return fut.result()
@@ -104,7 +107,7 @@ class _Spawner:
             raise
 
 
-def _end_started(fut: Future) -> None:
+def _end_started(fut: Future[subprocess.Popen[str]]) -> None:
     """The wait for a spawn was interrupted: the spawner still starts the child, which no caller will ever
     hold (a Ctrl-C at that moment left a model load running): wait for it and kill its group."""
     try:
@@ -128,7 +131,7 @@ class StopResult:
 class Child:
     """One started child process in its own process group (`popen`: its subprocess.Popen)."""
 
-    def __init__(self, popen: subprocess.Popen) -> None:
+    def __init__(self, popen: subprocess.Popen[str]) -> None:
         self.popen = popen
 
     @property
@@ -158,7 +161,7 @@ class Child:
             if os.name != "nt":
                 os.killpg(self.popen.pid, sig)
             elif sig == signal.SIGINT:  # pragma: no cover - Windows
-                self.popen.send_signal(signal.CTRL_BREAK_EVENT)
+                self.popen.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined,unused-ignore]
             else:  # pragma: no cover
                 self.popen.kill()
         except (ProcessLookupError, PermissionError):
@@ -192,18 +195,18 @@ def spawn(argv: list[str], *, env: dict[str, str] | None = None, merge_stderr: b
 
     `ignore_sigpipe` keeps Python's SIG_IGN for SIGPIPE in the child (ggml-rpc-server writes to clients that
     are gone). Raises OSError when it cannot start."""
-    kwargs: dict = {}
+    kwargs: dict[str, Any] = {}
     if os.name != "nt":
         kwargs.update(start_new_session=True, restore_signals=not ignore_sigpipe)
         if _LINUX:
             kwargs["preexec_fn"] = _pdeathsig(os.getpid())
     else:  # pragma: no cover - Windows
-        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
+        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined,unused-ignore]
     if line_buffered:
         kwargs["bufsize"] = 1
     env = child_env()[0] if env is None else env
 
-    def start() -> subprocess.Popen:
+    def start() -> subprocess.Popen[str]:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, env=env, text=True,
                                 errors="replace", **kwargs)
