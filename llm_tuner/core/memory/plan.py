@@ -119,8 +119,10 @@ class DeviceMemory:
         h = self.headroom_mib
         return None if h is None else h >= 0
 
-    def to_json(self) -> dict:
-        r = lambda x: round(x, 1)  # noqa: E731
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float) -> float:
+            return round(x, 1)
+
         return {"name": self.name, "model_mib": r(self.model_mib), "kv_mib": r(self.kv_mib),
                 "compute_mib": r(self.compute_mib), "output_mib": r(self.output_mib),
                 "overhead_mib": r(self.overhead_mib), "total_mib": r(self.total_mib),
@@ -150,7 +152,8 @@ class SharedPool:
         """'CUDA0 + Vulkan0 share one NVIDIA H200: 61.2 of 139.3 GiB'."""
         card = f"one {self.description}" if self.description else "one GPU"
         of = f" of {self.budget_mib / 1024:.1f} GiB" if self.budget_mib is not None else ""
-        short = (f" ({self.used_mib - self.budget_mib:.0f} MiB short)" if self.fits is False else "")
+        short = (f" ({self.used_mib - self.budget_mib:.0f} MiB short)"
+                 if self.fits is False and self.budget_mib is not None else "")
         return f"{' + '.join(self.names)} share {card}: {self.used_mib / 1024:.1f}{of}{short}"
 
 
@@ -203,7 +206,7 @@ class MemoryPlan:
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.name == name), None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings),
                 "n_ctx": self.n_ctx, "n_ctx_seq": self.n_ctx_seq, "n_parallel": self.n_seq_max,
                 "kv_unified": self.kv_unified, "flash_attn": self.flash_attn,
@@ -254,8 +257,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         else:
             mkv, mcaches, mcells, mswa, _ = _kv(view, args, layer_dev, fa, mtp_ctx=True,
                                                type_k=args.draft_cache_type_k, type_v=args.draft_cache_type_v)
-            for d, v in mkv.items():
-                extra_kv[d] = extra_kv.get(d, 0.0) + v
+            for name, v in mkv.items():
+                extra_kv[name] = extra_kv.get(name, 0.0) + v
             mdev = layer_dev[view.n_layer] if view.n_layer < len(layer_dev) - 1 else layer_dev[-1]
             extra_compute[mdev] = extra_compute.get(mdev, 0.0) + _compute_mtp(view, args, fa, mcells) / MIB
             if any(d.backend != "CPU" for d in devs):
@@ -278,8 +281,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
         dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
         for src, dst in ((dweights, extra_model), (dkv, extra_kv), (dcomp, extra_compute)):
-            for d, v in src.items():
-                dst[d] = dst.get(d, 0.0) + v
+            for name, v in src.items():
+                dst[name] = dst.get(name, 0.0) + v
         out_b += dview.n_vocab * n_seq * 4 / MIB
         # its vocabulary and metadata (heap)
         draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB
@@ -386,7 +389,7 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
             w.append(f"{d.name}: its {d.capacity_mib} MiB are less than the {d.backend} driver reserves "
                      f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a larger "
                      "card, or run without it (-dev none: the CPU alone)")
-        elif d.fits is False:
+        elif d.fits is False and d.headroom_mib is not None:
             w.append(f"{d.name}: needs {d.resident_mib:.0f} MiB but has {d.budget_mib} MiB "
                      f"({-d.headroom_mib:.0f} MiB short)" + (
                          f"; besides that, {d.mapped_mib:.0f} MiB of weights are mapped from the file (page cache)"
