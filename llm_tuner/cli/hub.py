@@ -40,26 +40,26 @@ PROGRESS_INTERVAL_S = 1.0  # progress lines when stderr is not a terminal (a log
 def register(msub: argparse._SubParsersAction) -> None:
     """Add search, files, plan and download under `models` (cli.models makes the group)."""
     epilog = __doc__.split("\n\n")[-1]
-    q = msub.add_parser("search", help="search the model hub for repositories with GGUF files (most downloaded "
-                        "first)", epilog=epilog)
+    q = msub.add_parser("search", help="search the model hub for repositories with GGUF files (most "
+                        "downloaded first)", epilog=epilog)
     q.add_argument("query", help="words in the repository's name")
     q.add_argument("--limit", type=positive_int, default=50, help="at most this many repositories (default 50)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_search)
-    q = msub.add_parser("files", help="a hub repository's GGUF models: split sets as one, sizes, quantisation, "
-                        "sha256", epilog=epilog)
+    q = msub.add_parser("files", help="a hub repository's GGUF models: split sets as one, sizes, "
+                        "quantisation, sha256", epilog=epilog)
     q.add_argument("repo", metavar="REPO", help="owner/name")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_files)
-    q = _model_parser(msub, "plan", "a hub model's memory plan on this machine before downloading it (its header "
-                      "only, read with range requests)", epilog)
+    q = _model_parser(msub, "plan", "a hub model's memory plan on this machine before downloading it (its "
+                      "header only, read with range requests)", epilog)
     add_devices_argument(q)
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_plan)
-    q = _model_parser(msub, "download", "download a hub model into a models folder (resumes, checks sha256 and "
-                      "free space)", epilog)
-    q.add_argument("--to", metavar="DIR", help="the folder (default: the first of Settings' model folders); it "
-                   "is added to the model folders, as the window does")
+    q = _model_parser(msub, "download", "download a hub model into a models folder (resumes, checks sha256 "
+                      "and free space)", epilog)
+    q.add_argument("--to", metavar="DIR", help="the folder (default: the first of Settings' model folders); "
+                   "it is added to the model folders, as the window does")
     q.add_argument("--json", action="store_true", help="print JSON when done (progress stays on stderr)")
     q.set_defaults(func=cmd_download)
 
@@ -293,8 +293,8 @@ def _download(hub, model, folder, settings, as_json: bool) -> int:
         except OSError as exc:
             progress.end()
             if _disk_full(exc):
-                _say(f"llm-tuner: error: the disk of {folder} is full: what was downloaded is kept; free space "
-                     "there and run the same command again", sys.stderr)
+                _say(f"llm-tuner: error: the disk of {folder} is full: what was downloaded is kept; free "
+                     "space there and run the same command again", sys.stderr)
                 return DISK_FULL_EXIT
             raise HubFailed(_failure(exc, hub)) from None
         except Exception as exc:  # noqa: BLE001 - the hub's or the network's failure, said in one line

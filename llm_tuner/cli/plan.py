@@ -31,17 +31,17 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     p = sub.add_parser("estimate", help="memory per device for llama-server arguments (weights, KV, compute)",
-                       description=__doc__.split("\n\n")[0] + " Exit status: 0 when the plan fits, 1 when it does "
-                       "not, 2 when the arguments or the model cannot be read.")
+                       description=__doc__.split("\n\n")[0] + " Exit status: 0 when the plan fits, 1 when it "
+                       "does not, 2 when the arguments or the model cannot be read.")
     p.add_argument("--json", action="store_true", help="print JSON (the default output is a short table)")
     p.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
                    "(e.g. CUDA0=16384,Vulkan1=24576; Host=65536 sets RAM)")
-    p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU build: "
-                   "host buffers only)")
-    p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would choose "
-                   "(-c, -ngl, -ts, -ot) for the detected devices")
-    p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a profile "
-                   "file, with the LLAMA_ARG_* variables of its environment")
+    p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU "
+                   "build: host buffers only)")
+    p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would "
+                   "choose (-c, -ngl, -ts, -ot) for the detected devices")
+    p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a "
+                   "profile file, with the LLAMA_ARG_* variables of its environment")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
     speed.add_arguments(p)
     p.set_defaults(func=_estimate)
@@ -67,8 +67,8 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
         if not re.fullmatch(r"[A-Za-z][\w.:-]*", name):
             raise CliError(f"--devices: {part!r} needs a device name before '=' (CUDA0, Vulkan1, Host)")
         if not re.fullmatch(r"[0-9]{1,9}", mib) or int(mib) == 0:
-            raise CliError(f"--devices: {name}={mib}: the memory is a whole number of MiB from 1 to 999999999 "
-                           "(e.g. CUDA0=24576)")
+            raise CliError(f"--devices: {name}={mib}: the memory is a whole number of MiB from 1 to "
+                           "999999999 (e.g. CUDA0=24576)")
         value = int(mib)
         if name.lower() in ("host", "cpu", "ram"):
             host = PlanDevice("Host", "CPU", value, None, "planned RAM", True)

@@ -46,12 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --attach: end with exit 1 when the server has stopped answering this long (10 s)")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
-    p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, else the "
-                   "configured or embedded one)")
+    p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, "
+                   "else the configured or embedded one)")
     add_trust_argument(p)
     p.add_argument("--force", action="store_true",
-                   help="launch even when the profile has advice errors (llama-server would refuse or fail; a fork "
-                   "may accept them). Without it such a launch is refused: event \"refused\", exit 1")
+                   help="launch even when the profile has advice errors (llama-server would refuse or fail; "
+                   "a fork may accept them). Without it such a launch is refused: event \"refused\", exit 1")
     p.add_argument("--no-watch-flags", action="store_true",
                    help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")
     p.add_argument("--no-samples", action="store_true", help="no telemetry samplers")

@@ -86,7 +86,8 @@ def devices_text(data: dict) -> list[str]:
             line += (f" · {', '.join(d['guessed_names'])}: matched by model name and memory only (a guess; "
                      "a model load tells the PCI address)")
         out.append(line)
-    out.extend(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
+    out.extend(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB "
+               f"({d['memory_free_mib']} MiB free)"
                for d in data.get("llama_devices", ()) if d.get("endpoint"))
     out.extend(f"note: {n}" for n in data["notes"])
     return out

@@ -133,7 +133,8 @@ _FIELDS: tuple[Flag, ...] = (
        _A + "SPEC_DRAFT_CACHE_TYPE_K", label="draft K cache type"),
     _f("draft_cache_type_v", "--spec-draft-type-v -ctvd --cache-type-v-draft", "str", _SPEC,
        _A + "SPEC_DRAFT_CACHE_TYPE_V", label="draft V cache type"),
-    _f("draft_override_tensor", "--spec-draft-override-tensor -otd --override-tensor-draft", "overrides", _SPEC,
+    _f("draft_override_tensor", "--spec-draft-override-tensor -otd "
+                                "--override-tensor-draft", "overrides", _SPEC,
        label="draft override tensor rules"),
     _f("draft_p_min", "--spec-draft-p-min --draft-p-min", "float", _SPEC, _A + "SPEC_DRAFT_P_MIN",
        label="draft p-min"),

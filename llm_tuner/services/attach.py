@@ -137,11 +137,11 @@ class AttachedSession(SupervisedSession):
             if h.status_code is not None:
                 ever_reachable, since = True, time.monotonic()
             elif not ever_reachable and time.monotonic() - since >= self.connect_timeout_s:
-                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the server "
-                                     "running, and is the URL (host and port) right?")
+                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the "
+                                     "server running, and is the URL (host and port) right?")
             elif ever_reachable and time.monotonic() - since >= self.gone_grace_s:
-                return self._give_up("gone", f"the server at {self.url} stopped answering {self.gone_grace_s:g} s "
-                                     f"ago ({h.message}); it was stopped or crashed")
+                return self._give_up("gone", f"the server at {self.url} stopped answering "
+                                     f"{self.gone_grace_s:g} s ago ({h.message}); it was stopped or crashed")
             if h.status_code == 503:
                 self._set_state(ServerState.LOADING)
             if (h.status_code is not None) != was_reachable:
@@ -167,9 +167,9 @@ class AttachedSession(SupervisedSession):
                     if has_slots:
                         log_once(f"reading /slots of {self.url}", exc, trace=not _remote(exc))
                     else:
-                        self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer /slots "
-                                                    "(started with --no-slots, or a router): its requests cannot be "
-                                                    "seen without its log"))
+                        self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer "
+                                                    "/slots (started with --no-slots, or a router): its "
+                                                    "requests cannot be seen without its log"))
             if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)

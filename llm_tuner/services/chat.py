@@ -181,14 +181,14 @@ def stop_text(reply: ChatReply) -> str:
     """The line under a stopped reply: what the server did with it."""
     said = "Stopped." if reply.text or reply.reasoning else "Stopped before the first word."
     if reply.still_busy:
-        return (f"{said[:-1]} here; the server was still working on it {reply.freed_after_s:.0f} s after Stop (a long "
-                "prompt is read to the end of its step first): the next question waits for it.")
+        return (f"{said[:-1]} here; the server was still working on it {reply.freed_after_s:.0f} s after "
+                "Stop (a long prompt is read to the end of its step first): the next question waits for it.")
     if reply.freed_after_s is None:
-        return (f"{said[:-1]} here; whether the server still works on it is not known (it does not report its slots): "
-                "a long prompt is read to the end of its step first.")
+        return (f"{said[:-1]} here; whether the server still works on it is not known (it does not report "
+                "its slots): a long prompt is read to the end of its step first.")
     if reply.freed_after_s >= 1.0:
-        return (f"{said[:-1]}: the server let go of it {reply.freed_after_s:.1f} s after Stop (it finishes the step it "
-                "is on first).")
+        return (f"{said[:-1]}: the server let go of it {reply.freed_after_s:.1f} s after Stop (it finishes "
+                "the step it is on first).")
     return said
 
 
@@ -220,7 +220,8 @@ def speed_text(rec: RequestRecord) -> str:
         return "—" if value is None else f"{value:.2f} t/s"
 
     cached = f" (+{rec.cache_n} cached)" if rec.cache_n else ""
-    parts = [f"prompt {rec.prompt_n if rec.prompt_n is not None else '—'} tokens{cached} at {rate(rec.prompt_per_second)}",
+    parts = [f"prompt {rec.prompt_n if rec.prompt_n is not None else '—'} tokens{cached} at "
+             f"{rate(rec.prompt_per_second)}",
              f"generation {rec.predicted_n if rec.predicted_n is not None else '—'} tokens at "
              f"{rate(rec.predicted_per_second)}",
              f"TTFT {'—' if rec.ttft_ms is None else f'{rec.ttft_ms:.0f} ms'}"]
@@ -261,8 +262,8 @@ def web_ui_problem(props: Mapping[str, Any], page_found: bool | None) -> str:
     if value is False:
         return "This server runs without its own web page (its web UI is switched off in the profile)."
     if page_found is False:
-        return ("This llama-server build has no web page (it was built without its web UI): use the Chat here, "
-                "or a llama-server built with it.")
+        return ("This llama-server build has no web page (it was built without its web UI): use the Chat "
+                "here, or a llama-server built with it.")
     return ""
 
 
@@ -283,9 +284,9 @@ def template_note(props: Mapping[str, Any]) -> str:
     info = read_model(path)
     if info.error or info.chat_template:
         return ""
-    return ("This model file has no chat template of its own, so the server uses a generic one (ChatML) that the "
-            "model may not know: its replies can be nonsense. Give the profile a chat template made for this model "
-            "(the Profile tab's chat fields).")
+    return ("This model file has no chat template of its own, so the server uses a generic one (ChatML) that "
+            "the model may not know: its replies can be nonsense. Give the profile a chat template made for "
+            "this model (the Profile tab's chat fields).")
 
 
 def failure_text(exc: object) -> str:

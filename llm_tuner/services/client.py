@@ -235,8 +235,8 @@ class LlamaClient:
             for chunk in r.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any of its "
-                                    "answers takes")
+                    raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any "
+                                    "of its answers takes")
             return _Answer(r.status_code, bytes(body))
 
     def _for_model(self, method: str, path: str, kw: dict[str, Any]) -> dict[str, Any]:

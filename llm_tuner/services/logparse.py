@@ -485,8 +485,8 @@ def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Fail
         flag = hit.split("invalid argument:", 1)[1].strip()
         removed = flags.REMOVED.get(flags.normalize(flag))
         extra = f" This build replaced it: use {removed.replacement}." if removed is not None else ""
-        return Failure("unknown_flag", f"This llama-server does not know the flag {flag}.{extra} "
-                       "Remove or replace it in the profile (the flag list comes from the binary's --help).", hit)
+        return Failure("unknown_flag", f"This llama-server does not know the flag {flag}.{extra} Remove or "
+                       "replace it in the profile (the flag list comes from the binary's --help).", hit)
     if (hit := first(r'error while handling argument "[^"]+": invalid device: ')) is not None:
         dev = hit.rsplit("invalid device:", 1)[1].strip()
         return Failure("unknown_device", f"This llama-server has no device named {dev}. Check the device list "
@@ -499,8 +499,8 @@ def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Fail
         return Failure("port_in_use", f"Port {where} is already taken (another server is running there?). "
                        "Stop that server or choose another port.", hit)
     if (hit := first(r"quantized V cache requires flash_attn")) is not None:
-        return Failure("quant_v_needs_fa", "A quantized V cache (-ctv) needs flash attention: set -fa on or auto, "
-                       "or use -ctv f16.", hit)
+        return Failure("quant_v_needs_fa", "A quantized V cache (-ctv) needs flash attention: set -fa on or "
+                       "auto, or use -ctv f16.", hit)
     if (hit := first(r"failed to open GGUF file")) is not None:
         m = re.search(r"failed to open GGUF file '(.*)' \((.*)\)", hit)
         path, why = (m.group(1), m.group(2)) if m else ("?", "")
@@ -508,14 +508,15 @@ def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Fail
         verb = "does not exist" if kind == "model_missing" else f"cannot be read ({why})"
         return Failure(kind, f"The model file {path} {verb}. Pick the file again in the profile.", hit)
     if (hit := first(r"gguf_init_from_file.*(invalid magic|failed to read|tensor .* data is not within)")) is not None:
-        return Failure("model_unreadable", f"The model file is not a valid GGUF (damaged or incomplete download?): "
-                       f"{hit}", hit)
+        return Failure("model_unreadable", "The model file is not a valid GGUF (damaged or incomplete "
+                       f"download?): {hit}", hit)
     oom = _classify_oom(texts)
     if oom is not None:
         return oom
     if (hit := first(r"exiting due to|failed to load model|failed to create.context")) is not None:
         errs = [t for t in texts if t.startswith(("E ",)) or "error" in t.lower()]
-        return Failure("load_failed", f"llama-server could not load the model: {errs[0] if errs else hit}", hit)
+        return Failure("load_failed", "llama-server could not load the model: "
+                                      f"{errs[0] if errs else hit}", hit)
     if exit_code not in (None, 0):
         tail = texts[-1] if texts else "(no output)"
         return Failure("unknown", f"llama-server exited with code {exit_code}: {tail}", tail)

@@ -89,9 +89,9 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
         devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s, max_age_s=0)  # asked now
     except binaries.BinaryError as exc:
         if "did not finish" in str(exc):  # connected, then no answer: the worker serves someone else
-            raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not answer "
-                              f"within {timeout_s:g} s. ggml-rpc-server serves one llama-server at a time: stop the "
-                              "one using it (or wait), then ask again.") from exc
+            raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not "
+                              f"answer within {timeout_s:g} s. ggml-rpc-server serves one llama-server at a "
+                              "time: stop the one using it (or wait), then ask again.") from exc
         raise WorkerError(str(exc)) from exc
     return [d for d in devices if is_rpc_device(d.name)]
 

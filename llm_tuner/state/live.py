@@ -116,8 +116,8 @@ class ServerSlot:
         if state is ServerState.STOPPING:
             return f"{self.name} is stopping."
         if state is ServerState.GONE:
-            return (f"{self.name} is not answering at {self.url}: it may have stopped or hung. It is watched a few "
-                    "seconds more, then given up.")
+            return (f"{self.name} is not answering at {self.url}: it may have stopped or hung. It is watched "
+                    "a few seconds more, then given up.")
         return f"{self.name} is not running ({self.display_state}). Start it in the Live tab (F5)."
 
     def clear(self) -> None:
@@ -432,8 +432,8 @@ class LiveFleet(Observable):
         elif state is ServerState.LOADING:
             self.show_message("Loading the model…", slot=slot)
         elif state is ServerState.GONE:
-            self.show_message(f"{slot.url} stopped answering: the server may have stopped or hung. It is watched a "
-                              "few seconds more, then given up.", error=True, slot=slot)
+            self.show_message(f"{slot.url} stopped answering: the server may have stopped or hung. It is "
+                              "watched a few seconds more, then given up.", error=True, slot=slot)
         elif state is ServerState.EXITED:
             if ev.failure is not None:
                 # a server that never got ready (port taken, model missing, out of memory) did not start

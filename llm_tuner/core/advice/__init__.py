@@ -52,8 +52,8 @@ def router_text(profile: LaunchProfile) -> str | None:
     argv = server_argv(profile)
     where = [f"the GGUF files in {d}" for d in [flags.value_of(argv, "models_dir")] if d]
     where += [f"the models of the presets file {f}" for f in [flags.value_of(argv, "models_preset")] if f]
-    return (f"Router mode: no model of its own. llama-server serves {' and '.join(where)}, loading each when a "
-            "request names it (the request's \"model\"). Live lists them and which are loaded; a benchmark "
+    return (f"Router mode: no model of its own. llama-server serves {' and '.join(where)}, loading each when "
+            "a request names it (the request's \"model\"). Live lists them and which are loaded; a benchmark "
             "measures the one you name.")
 
 

@@ -95,8 +95,8 @@ def runtime_overhead_note(backend: str, description: str = "") -> str | None:
     if backend != "Vulkan":
         return None
     if "nvidia" in description.lower():
-        return (f"Vulkan's runtime overhead ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB) is measured on NVIDIA's Vulkan driver "
-                "(H200); other drivers may differ.")
+        return (f"Vulkan's runtime overhead ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB) is measured on NVIDIA's "
+                "Vulkan driver (H200); other drivers may differ.")
     return (f"Vulkan's runtime overhead ({RUNTIME_OVERHEAD_MIB['Vulkan']} MiB) is a default from public reports; it "
             f"was measured only on NVIDIA's Vulkan driver ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB), AMD's may differ.")
 # Of that, what a process holds beyond the context that `llama-server --list-devices` itself holds when it

@@ -58,11 +58,11 @@ def why_off(args: PlacementArgs, plan: MemoryPlan, user_args: PlacementArgs | No
     if plan.n_gpu_layers <= n_layer:
         ngl = args.ngl
         if ngl is not None and ngl == n_layer:
-            out.append(f"-ngl {ngl} equals the model's {n_layer} layers, so the output layer stays on the CPU; "
-                       f"-ngl {n_layer + 1} (or all) puts it on a GPU")
+            out.append(f"-ngl {ngl} equals the model's {n_layer} layers, so the output layer stays on the "
+                       f"CPU; -ngl {n_layer + 1} (or all) puts it on a GPU")
         else:
-            out.append(f"{plan.n_gpu_layers} of the {plan.n_layers_total} layers (the output included) are offloaded; "
-                       "it needs all of them")
+            out.append(f"{plan.n_gpu_layers} of the {plan.n_layers_total} layers (the output included) are "
+                       "offloaded; it needs all of them")
     if args.split_mode != "layer":
         out.append(f"-sm {args.split_mode} (it needs -sm layer)")
     if args.no_kv_offload:

@@ -375,8 +375,8 @@ def _mapped_warnings(plan: MemoryPlan) -> list[str]:
     if host.mapped_mib and host.mapped_cached_mib is not None and host.mapped_cached_mib < host.mapped_mib:
         return [f"Host: {host.mapped_mib:.0f} MiB of weights are mapped from the model file (-lm {mode}); "
                 f"{host.resident_mib:.0f} MiB must stay resident, which leaves page cache for "
-                f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs (slow, "
-                "not a failure). -lm mmap+mlock or -lm none would need all of it resident "
+                f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs "
+                "(slow, not a failure). -lm mmap+mlock or -lm none would need all of it resident "
                 f"({host.resident_mib + host.mapped_mib:.0f} MiB)"]
     return []
 
@@ -387,8 +387,8 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     for d in plan.devices:
         if d.reserved_all:
             w.append(f"{d.name}: its {d.capacity_mib} MiB are less than the {d.backend} driver reserves "
-                     f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a larger "
-                     "card, or run without it (-dev none: the CPU alone)")
+                     f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a "
+                     "larger card, or run without it (-dev none: the CPU alone)")
         elif d.fits is False and d.headroom_mib is not None:
             w.append(f"{d.name}: needs {d.resident_mib:.0f} MiB but has {d.budget_mib} MiB "
                      f"({-d.headroom_mib:.0f} MiB short)" + (
@@ -420,11 +420,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
                      f"type ({a.cache_type_k}/{a.cache_type_v}) and upstream's sizes; measure to confirm")
     if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
         w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
-                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "
-                 "Use -sm layer (or -sm tensor)")
+                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split "
+                 "buffers'). Use -sm layer (or -sm tensor)")
     if a.split_mode == "tensor":
-        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and KV "
-                 "spread over the GPUs by -ts; fit does not run for it")
+        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and "
+                 "KV spread over the GPUs by -ts; fit does not run for it")
     known = {d.name for d in devs}
     odd = sorted({b for _p, b in a.overrides if not b.upper().startswith("CPU") and b not in known})
     if odd:

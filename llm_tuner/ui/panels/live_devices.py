@@ -57,7 +57,7 @@ class DevicesView(QSplitter):
             self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
                                       "share). Temperature, power and clocks are GPU figures: not shown.")
         else:
-            self.devices_note.setText("One curve per GPU (a card under two backends is one GPU: CUDA0 + Vulkan0); "
-                                      "red shading marks throttling.")
+            self.devices_note.setText("One curve per GPU (a card under two backends is one GPU: CUDA0 + "
+                                      "Vulkan0); red shading marks throttling.")
         self.device_plots.set_device_labels({g.name: g.label for g in inventory.devices} if inventory else {})
         self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))

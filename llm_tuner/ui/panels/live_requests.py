@@ -46,9 +46,9 @@ class RequestsView(QWidget):
         header.setResizeContentsPrecision(FIT_ROWS)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
-        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, your "
-                           "editor) at the server's URL: every request appears here with its prompt and generation "
-                           "speed.")
+        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, "
+                           "your editor) at the server's URL: every request appears here with its prompt and "
+                           "generation speed.")
         self.hint.setWordWrap(True)
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -56,8 +56,8 @@ class RequestsView(QWidget):
         self.all_button = QPushButton("Show all")
         self.all_button.setToolTip("Read every request of this session back from the history and show them all")
         self.fit_button = QPushButton("Fit columns")
-        self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge fits "
-                                   "that one)")
+        self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge "
+                                   "fits that one)")
         bar = QHBoxLayout()
         bar.addWidget(self.note, 1)
         bar.addWidget(self.all_button)

@@ -133,8 +133,8 @@ class LogConsole(QWidget):
         self.follow = QCheckBox("Follow")
         self.follow.setChecked(True)
         self.count = QLabel()
-        self.count.setToolTip(f"Lines received from the server (the newest {max_lines:,} are kept). Select lines "
-                              "and press Ctrl+C to copy them.")
+        self.count.setToolTip(f"Lines received from the server (the newest {max_lines:,} are kept). Select "
+                              "lines and press Ctrl+C to copy them.")
         # room for the largest count, so the label is never clipped and the row does not shift as it grows
         self.count.setMinimumWidth(self.count.fontMetrics().horizontalAdvance(f"{max_lines} lines") + 8)
         self.count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)

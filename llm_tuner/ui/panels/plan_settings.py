@@ -134,8 +134,8 @@ class PlanSettingsBox(QGroupBox):
                 label.setText(text)
                 label.setStyleSheet("")
         self.controls_note.setText("" if not self.unshown else (
-            "The profile's " + "; ".join(self.unshown.values()) + ". Kept as it is: the box shows another value "
-            "until you set one here (or edit it in the Profile tab)."))
+            "The profile's " + "; ".join(self.unshown.values()) + ". Kept as it is: the box shows another "
+            "value until you set one here (or edit it in the Profile tab)."))
         self.controls_note.setVisible(bool(self.unshown))
 
     def _on_control_changed(self, key: str) -> None:

@@ -62,7 +62,8 @@ class _FieldEditor:
             self.widget.addItems([_DEFAULT, *_CHOICES[ff.field]])
         elif k == "overrides":
             self.widget = QPlainTextEdit()
-            self.widget.setPlaceholderText("one rule per line: PATTERN=BUFFER, e.g. blk\\.(0|3|6)\\.ffn_.*=CPU")
+            self.widget.setPlaceholderText("one rule per line: PATTERN=BUFFER, e.g. "
+                                           "blk\\.(0|3|6)\\.ffn_.*=CPU")
             self.widget.setFixedHeight(64)
         else:
             self.widget = QLineEdit()
@@ -195,14 +196,14 @@ class ProgramRow(QWidget):
                                            "llm-tuner bench). Confirm only if you know what this file is.")
         text, colour = {
             "none": ("", ""),
-            "trusted": ("Confirmed: this profile's launches (Live tab, llm-tuner run), benchmarks and checks run "
-                        "this program.", ""),
+            "trusted": ("Confirmed: this profile's launches (Live tab, llm-tuner run), benchmarks and checks "
+                        "run this program.", ""),
             "untrusted": (f"Not confirmed: {path} came with the profile (a pasted command or a shared file). "
                           "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
             "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "
                         "configured one.", "#c62828"),
-            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server file "
-                         "(Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
+            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server "
+                         "file (Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
         }[state]
         if error:
             text, colour = error, "#c62828"

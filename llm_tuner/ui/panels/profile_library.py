@@ -261,7 +261,8 @@ class ProfileLibrary:
         self.versions_list.clear()
         for v in versions:
             item = QListWidgetItem(f"v{v.version}  {v.created_at:%Y-%m-%d %H:%M}  {v.note}")
-            item.setToolTip(f"Version {v.version}, saved {v.created_at:%Y-%m-%d %H:%M}" + (f": {v.note}" if v.note else ""))
+            item.setToolTip(f"Version {v.version}, saved "
+                            f"{v.created_at:%Y-%m-%d %H:%M}" + (f": {v.note}" if v.note else ""))
             item.setData(Qt.ItemDataRole.UserRole, v.version)
             self.versions_list.addItem(item)
         self.revert_button.setEnabled(self.versions_list.count() > 1)

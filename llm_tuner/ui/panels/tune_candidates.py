@@ -63,8 +63,8 @@ class CandidateView(QWidget):
         text = (f"{len(cands)} candidates, {pruned} pruned by the memory plan (never started)." if cands else
                 "No knob is checked.")
         if placement:
-            text += (" The model does not fit the GPUs: the placement knob races the placements that fit, with their "
-                     "K/V types, fewest bytes read from host memory first.")
+            text += (" The model does not fit the GPUs: the placement knob races the placements that fit, "
+                     "with their K/V types, fewest bytes read from host memory first.")
         self.summary.setText(text)
         muted = self.palette().color(self.palette().ColorRole.PlaceholderText)
         for c in cands:
