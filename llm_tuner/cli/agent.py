@@ -44,8 +44,8 @@ def cmd_agent(args) -> int:
     agent.start()
     try:
         if args.json:
-            print(json.dumps({"event": "listening", "url": agent.url, "token": agent.token, "notes": agent.notes}),
-                  flush=True)
+            print(json.dumps({"event": "listening", "url": agent.url, "token": agent.token,
+                              "notes": agent.notes}), flush=True)
         else:
             print(f"llm-tuner agent on {agent.url} (GPU samples at /v1/gpus); Ctrl-C stops it", flush=True)
             if agent.token:

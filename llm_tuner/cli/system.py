@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=("check", "move-aside"),
                    help="check: quick integrity and version check; move-aside: rename an unusable file "
                         "(never deleted) so the next start creates a fresh one")
-    p.add_argument("--json", action="store_true", help="print JSON (path, ok, error, moved_to); exit codes as without")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (path, ok, error, moved_to); exit codes as without")
     p.set_defaults(func=cmd_database)
 
 
@@ -108,7 +109,8 @@ def cmd_binaries(args) -> int:
             if info.ok:
                 print(f"{kind}: {info.path} ({info.source}) version {info.version} "
                       f"[{', '.join(info.backends)}], "
-                      + (f"{len(info.catalog.flags)} flags" if info.catalog else "its --help could not be read"))
+                      + (f"{len(info.catalog.flags)} flags" if info.catalog
+                         else "its --help could not be read"))
             else:
                 print(f"{kind}: {info.error}")
         print(f"{RPC_SERVER}: {rpc.path} ({rpc.source})" if rpc else f"{RPC_SERVER}: not found (RPC workers)")

@@ -73,7 +73,8 @@ class BenchSpec(BaseModel):
 
     def describe(self) -> str:
         parts = [f"prompt {','.join(map(str, self.prompt_tokens))} tok", f"gen {self.gen_tokens} tok",
-                 f"{self.reps} reps", f"warm-up {self.warmup}", "warm cache" if self.warm_cache else "cold cache"]
+                 f"{self.reps} reps", f"warm-up {self.warmup}",
+                 "warm cache" if self.warm_cache else "cold cache"]
         if self.depth:
             parts.append(f"depth {self.depth}")
         if self.clients > 1:

@@ -50,9 +50,11 @@ def hardware_lines(devices: Iterable[Mapping[str, Any]], binary_version: str | N
     gpus = [d for d in devices if not is_host(d) and d not in rpc]
     lines = [title, ""] if title else []
     if host is not None:
-        cores = ", ".join(x for x in (f"{host['cores_physical']} cores" if host.get("cores_physical") else "",
-                                      f"{host['cores_logical']} threads" if host.get("cores_logical") else "") if x)
-        lines.append(f"- CPU: {host.get('cpu_model') or 'model not known'}" + (f" ({cores})" if cores else ""))
+        physical = f"{host['cores_physical']} cores" if host.get("cores_physical") else ""
+        logical = f"{host['cores_logical']} threads" if host.get("cores_logical") else ""
+        cores = ", ".join(x for x in (physical, logical) if x)
+        cpu = host.get("cpu_model") or "model not known"
+        lines.append(f"- CPU: {cpu}" + (f" ({cores})" if cores else ""))
         lines.append(f"- RAM: {_gib(host.get('memory_total_mib'))}")
         lines.append(f"- OS: {host.get('os') or 'not known'}")
     else:

@@ -109,7 +109,8 @@ def rpc_support_error(catalog: FlagCatalog | None) -> str | None:
 # llama.cpp's messages (ggml/src/ggml-rpc/ggml-rpc.cpp, common/arg.cpp) -> (kind, what it means, what to do)
 _ERRORS = (
     (re.compile(r"Failed to connect to (\S+)"), "connection refused",
-     "nothing answers at {0}: is ggml-rpc-server running there, on that port, and does a firewall let it through?"),
+     "nothing answers at {0}: is ggml-rpc-server running there, on that port, and does a firewall let it "
+     "through?"),
     (re.compile(r"RPC server version mismatch: (\S+)"), "version mismatch",
      "the worker's ggml-rpc-server speaks RPC protocol {0}, which this llama-server does not: run the same "
      "llama.cpp build (or release) on both machines"),

@@ -122,7 +122,8 @@ def parse_slots(data: Iterable[Mapping[str, Any]] | None) -> list[SlotState]:
             nxt if isinstance(nxt, Mapping) else {})
         out.append(SlotState(
             id=_int(s.get("id")), task=_int(s.get("id_task")), is_processing=bool(s.get("is_processing")),
-            n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")), n_remain=_int(nt.get("n_remain")),
+            n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")),
+            n_remain=_int(nt.get("n_remain")),
             n_prompt_processed=_int(s.get("n_prompt_tokens_processed")),
             n_prompt_cache=_int(s.get("n_prompt_tokens_cache")), n_tokens=_int(s.get("n_prompt_tokens"))))
     return out

@@ -103,7 +103,8 @@ class ServerBridge(QObject):
                                      on_sampler_error=lambda name, msg: self._post(_SamplerFailed(name, msg)))
         for note in self.watched.notes:
             self._post(logparse.LogLine("info", note))
-        threading.Thread(target=self._start_watched, args=(self.watched,), name="server-start", daemon=True).start()
+        threading.Thread(target=self._start_watched, args=(self.watched,), name="server-start",
+                         daemon=True).start()
 
     @staticmethod
     def _start_watched(w: WatchedServer) -> None:
@@ -113,7 +114,8 @@ class ServerBridge(QObject):
             w.start()
         except Exception as exc:  # noqa: BLE001 - reported, and the session ends as failed
             report_failure("Starting the server", exc, shown=True,
-                           advice="Check the arguments and llama-server's path in Settings, then start it again.")
+                           advice="Check the arguments and llama-server's path in Settings, then start it "
+                                  "again.")
             w.session.abandon(logparse.Failure("not_started", f"it could not be started: {exc}", repr(exc)))
 
     def _unfinished(self) -> bool:

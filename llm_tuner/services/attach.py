@@ -80,7 +80,8 @@ class AttachedSession(SupervisedSession):
         targets: list[tuple[Callable[..., None], tuple[Any, ...]]] = [(self._poll_loop, ())]
         # the log's end is taken now, so what is written after start() returns is never missed
         if self.log_path:
-            targets.append((self._tail_loop, (self.log_path.stat().st_size if self.log_path.exists() else 0,)))
+            end = self.log_path.stat().st_size if self.log_path.exists() else 0
+            targets.append((self._tail_loop, (end,)))
         for fn, args in targets:
             t = threading.Thread(target=fn, args=args, name=f"attach-{fn.__name__}", daemon=True)
             self._threads.append(t)
@@ -147,7 +148,8 @@ class AttachedSession(SupervisedSession):
             if (h.status_code is not None) != was_reachable:
                 was_reachable = h.status_code is not None
                 if not was_reachable:
-                    self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
+                    self._emit(logparse.LogLine("warn",
+                                                f"server at {self.url} is not reachable ({h.message})"))
                     self._set_state(ServerState.GONE if ever_reachable else ServerState.STARTING)
             if h.ready and self.log_path is None and has_slots:
                 try:

@@ -16,7 +16,8 @@ _seen: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
 
-def log_once(where: str, exc: BaseException, *, logger: logging.Logger | None = None, trace: bool = True) -> bool:
+def log_once(where: str, exc: BaseException, *, logger: logging.Logger | None = None,
+             trace: bool = True) -> bool:
     """Log `exc` (with its traceback, unless not `trace`: a remote server's bad answer, whose words say it all
     and whose traceback only shows our own reading code) under `where` unless this kind was logged already;
     True when logged."""

@@ -44,8 +44,8 @@ def tighten_app_files() -> list[str]:
     and the files in them to 0600. Returns one note per change, for the log."""
     notes: list[str] = []
     for folder in {data_dir(), config_dir(), log_dir()}:
-        for path, want in [(folder, PRIVATE_DIR)] + [(p, PRIVATE_FILE) for p in folder.iterdir() if p.is_file()
-                                                    and not p.is_symlink()]:
+        files = [(p, PRIVATE_FILE) for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+        for path, want in [(folder, PRIVATE_DIR), *files]:
             try:
                 mode = stat.S_IMODE(path.stat().st_mode)
                 if mode & ~want & 0o077:

@@ -106,8 +106,8 @@ def plan_here(profile: LaunchProfile, info: ModelInfo | None,
         return None, None
 
 
-def advice_here(profile: LaunchProfile, catalog: FlagCatalog | None = None, *, machine: dict[str, Any] | None = None,
-                look: ModelLook | None = None) -> list[Advice]:
+def advice_here(profile: LaunchProfile, catalog: FlagCatalog | None = None, *,
+                machine: dict[str, Any] | None = None, look: ModelLook | None = None) -> list[Advice]:
     """core.advice.advise with this machine's facts: the model file looked at, the GPUs, cores and RAM, the
     memory plan (the prompt cache against host RAM, fit's own overrides, pipeline parallelism's memory) and
     the binary's FA_QUANTS once it has started (services.device_ids)."""
@@ -150,7 +150,8 @@ def preflight_errors(profile: LaunchProfile | None = None, catalog: FlagCatalog 
 
 
 def check_launch(profile: LaunchProfile | None = None, catalog: FlagCatalog | None = None, *,
-                 argv: list[str] | None = None, env: dict[str, str] | None = None, force: bool = False) -> list[Advice]:
+                 argv: list[str] | None = None, env: dict[str, str] | None = None,
+                 force: bool = False) -> list[Advice]:
     """Raise PreflightRefused when the profile (or argv) has advice errors and not `force`; else return the
     errors (empty, or the ones the user chose to launch anyway)."""
     errors = preflight_errors(profile, catalog, argv=argv, env=env)

@@ -49,8 +49,10 @@ class ServerProcess:
         return self._child.popen if self._child else None
 
     def start(self) -> None:
-        self._child = process.spawn(self.argv, env=self.env, ignore_sigpipe=self.ignore_sigpipe, line_buffered=True)
-        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._child.pid}", daemon=True)
+        self._child = process.spawn(self.argv, env=self.env, ignore_sigpipe=self.ignore_sigpipe,
+                                    line_buffered=True)
+        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._child.pid}",
+                                        daemon=True)
         self._reader.start()
 
     def _read(self) -> None:

@@ -16,7 +16,8 @@ Callback = Callable[..., None]
 Run = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
 
 
-def run_now(work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
+def run_now(work: Callable[[], Any], done: Callable[[Any], None],
+            failed: Callable[[BaseException], None]) -> None:
     """The `Run` without threads: the work now, then its answer (tests, and any caller without an event
     loop)."""
     try:

@@ -39,7 +39,8 @@ class Advice(BaseModel):
 
 def advice(id_: str, severity: Severity, message: str, reason: str, source: str, *fields: str) -> Advice:
     """One finding (a rule's return value)."""
-    return Advice(id=id_, severity=severity, message=message, reason=reason, source=source, fields=tuple(fields))
+    return Advice(id=id_, severity=severity, message=message, reason=reason, source=source,
+                  fields=tuple(fields))
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,8 @@ FIELD_FLAGS: tuple[FieldFlag, ...] = flags.FIELD_FLAGS
 FIELD_BY_NAME: dict[str, FieldFlag] = {f.field: f for f in FIELD_FLAGS if f.field is not None}
 # modelled flags only, by every spelling: (flag, positive spelling?)
 _BY_SPELLING: dict[str, tuple[FieldFlag, bool]] = {
-    **{n: (f, True) for f in FIELD_FLAGS for n in f.names}, **{n: (f, False) for f in FIELD_FLAGS for n in f.neg}}
+    **{n: (f, True) for f in FIELD_FLAGS for n in f.names},
+    **{n: (f, False) for f in FIELD_FLAGS for n in f.neg}}
 _BY_ENV: dict[str, FieldFlag] = {f.env: f for f in FIELD_FLAGS if f.env}
 REMOVED_FLAGS = flags.REMOVED
 _FA_VALUES = flags.FA_VALUES

@@ -97,8 +97,9 @@ def runtime_overhead_note(backend: str, description: str = "") -> str | None:
     if "nvidia" in description.lower():
         return (f"Vulkan's runtime overhead ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB) is measured on NVIDIA's "
                 "Vulkan driver (H200); other drivers may differ.")
-    return (f"Vulkan's runtime overhead ({RUNTIME_OVERHEAD_MIB['Vulkan']} MiB) is a default from public reports; it "
-            f"was measured only on NVIDIA's Vulkan driver ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB), AMD's may differ.")
+    return (f"Vulkan's runtime overhead ({RUNTIME_OVERHEAD_MIB['Vulkan']} MiB) is a default from public "
+            f"reports; it was measured only on NVIDIA's Vulkan driver ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB), AMD's "
+            "may differ.")
 # Of that, what a process holds beyond the context that `llama-server --list-devices` itself holds when it
 # reports free memory (PlanDevice.free_includes_runtime): free-at-listing minus free-at-exit minus buffers,
 # median 71 MiB (70..104) on the H200. Free memory reported that way already lacks the rest.

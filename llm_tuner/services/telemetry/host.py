@@ -146,5 +146,6 @@ class HostReader:
                 cpu = tree.cpu_percent()
             except psutil.Error:
                 self._tree = None
-        return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None), ram_used_mib=(vm.total - vm.available) / 2**20,
-                           ram_total_mib=vm.total / 2**20, server_rss_mib=rss, server_cpu_pct=cpu)]
+        return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None),
+                           ram_used_mib=(vm.total - vm.available) / 2**20, ram_total_mib=vm.total / 2**20,
+                           server_rss_mib=rss, server_cpu_pct=cpu)]

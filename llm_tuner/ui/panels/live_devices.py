@@ -8,7 +8,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLa
 from llm_tuner.ui.plots.live_memory import MemoryBars
 from llm_tuner.ui.plots.live_plots import DevicePlots
 
-WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800), ("last 2 h", 7200))
+WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800),
+           ("last 2 h", 7200))
 
 
 class DevicesView(QSplitter):

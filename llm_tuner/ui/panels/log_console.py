@@ -157,7 +157,8 @@ class LogConsole(QWidget):
     def _filter(self, lines) -> list:
         """The lines that pass the level filter and the search (the widgets are read once, not per line)."""
         most, needle = self.level.currentData(), self.search.text().lower()
-        return [x for x in lines if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
+        return [x for x in lines
+                if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
 
     def append_lines(self, lines: list) -> None:
         """A batch of new lines (the bridge sends them every FRAME_MS: four times a second)."""
