@@ -27,8 +27,8 @@ class _PrivateLogHandler(logging.handlers.RotatingFileHandler):
         return stream
 
     def handleError(self, record) -> None:  # noqa: N802 - logging's name
-        """A line the log cannot take (its disk is full): lost quietly, never a traceback on the user's terminal;
-        the command's own error line says what is wrong."""
+        """A line the log cannot take (its disk is full): lost quietly, never a traceback on the user's
+        terminal; the command's own error line says what is wrong."""
 
 
 def setup_logging() -> None:
@@ -46,7 +46,8 @@ def setup_logging() -> None:
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root.addHandler(handler)
     root.setLevel(logging.INFO)
-    for chatty in ("httpx", "httpcore"):  # a line per HTTP request (every /tokenize of a benchmark) buries ours
+    # a line per HTTP request (every /tokenize of a benchmark) buries ours
+    for chatty in ("httpx", "httpcore"):
         logging.getLogger(chatty).setLevel(logging.WARNING)
     check_file_modes()
 
@@ -61,12 +62,13 @@ def check_file_modes() -> None:
         log.info("file permissions: %s", note)
     chosen = load_settings().data_dir
     if chosen and not os.environ.get("LLM_TUNER_DATA_DIR") and readable_by_others(Path(chosen).expanduser()):
-        log.warning("the data folder %s (chosen in Settings) can be read by other users; the history database "
-                    "in it may hold API keys of saved profiles: consider 'chmod 700 %s'", chosen, chosen)
+        log.warning("the data folder %s (chosen in Settings) can be read by other users; the history "
+                    "database in it may hold API keys of saved profiles: consider 'chmod 700 %s'",
+                    chosen, chosen)
 
 
 def _is_cli(argv: list[str]) -> bool:
-    return any(not a.startswith("-") for a in argv[:1]) or "--version" in argv or "-h" in argv or "--help" in argv
+    return any(not a.startswith("-") for a in argv[:1]) or bool({"--version", "-h", "--help"} & set(argv))
 
 
 def _open_history(path: Path, smoke_test: bool):
@@ -94,7 +96,8 @@ def _open_history(path: Path, smoke_test: bool):
 
 
 def close_interrupted_sessions(engine):
-    """Sessions a killed app left open are closed as interrupted (never a running instance's); noted in the log."""
+    """Sessions a killed app left open are closed as interrupted (never a running instance's); noted in the
+    log."""
     from llm_tuner.store.sessions import SessionRepository
 
     n = SessionRepository(engine).close_interrupted()
@@ -127,7 +130,8 @@ def build_window(smoke_test: bool = False):
         from llm_tuner.qt.gui_gc import GuiThreadCollector
         from llm_tuner.qt.heap import steady_heap
 
-        app._llm_tuner_gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)  # the window is built by then
+        # the window is built by then
+        app._llm_tuner_gc = GuiThreadCollector(parent=app, freeze_after_ms=10_000)
         steady_heap()  # paint buffers out of the main heap: RSS that does not step up at each tab switch
     icon = Path(__file__).resolve().parent / "data" / "icons" / "llm-tuner.svg"  # shipped in the package
     if icon.is_file():
@@ -145,9 +149,10 @@ def build_window(smoke_test: bool = False):
 
 
 def install_excepthook() -> None:
-    """Every exception nobody caught, on the GUI thread (`sys.excepthook`) or another (`threading.excepthook`),
-    goes to the app's one error surface (qt.errors): logged once, said in the status bar, kept in the Errors
-    list. Under --smoke-test nobody reads a status bar: it goes to stderr and the process ends with code 3."""
+    """Every exception nobody caught, on the GUI thread (`sys.excepthook`) or another
+    (`threading.excepthook`), goes to the app's one error surface (qt.errors): logged once, said in the status
+    bar, kept in the Errors list. Under --smoke-test nobody reads a status bar: it goes to stderr and the
+    process ends with code 3."""
     from llm_tuner.qt.errors import install_hooks
 
     install_hooks(fatal=bool(os.environ.get("LLM_TUNER_SMOKE_TEST")))
@@ -185,7 +190,8 @@ def _check_file_modes_for_cli() -> None:
             root.removeHandler(h)
             try:
                 h.close()
-            except OSError:  # the last lines did not fit (a full disk): the command goes on and says what is wrong
+            # the last lines did not fit (a full disk): the command goes on and says what is wrong
+            except OSError:
                 pass
         root.setLevel(level)
     return None
@@ -201,7 +207,8 @@ def _smoke_check_data() -> int:
     except Exception as exc:  # noqa: BLE001 - reported, then a non-zero exit
         print(f"smoke test: shipped data missing: {exc.__class__.__name__}: {exc}", file=sys.stderr)
         return 3
-    print(f"smoke test: ok ({n_texts} prompt texts in {prompts_dir()}, {n_flags} flags in the default catalog)")
+    print(f"smoke test: ok ({n_texts} prompt texts in {prompts_dir()}, "
+          f"{n_flags} flags in the default catalog)")
     return 0
 
 

@@ -22,7 +22,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="llm-tuner", description="Tune llama.cpp's llama-server.")
     parser.add_argument("--version", action="version", version=f"llm-tuner {__version__}")
     parser.add_argument("--smoke-test", action="store_true",
-                        help="open the main window, let the event loop settle, exit 0 (non-zero on any error)")
+                        help="open the main window, let the event loop settle, exit 0 (non-zero on any "
+                             "error)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in _MODULES:
         module.register(sub)
@@ -64,7 +65,8 @@ def _is_database_error(exc: BaseException) -> bool:
 
 
 def _is_storage_full(exc: BaseException) -> bool:
-    """The history's disk is full (store.db.StorageFullError) or a file could not be written for want of space."""
+    """The history's disk is full (store.db.StorageFullError) or a file could not be written for want of
+    space."""
     db = sys.modules.get("llm_tuner.store.db")
     if db is not None and isinstance(exc, db.StorageFullError):
         return True
@@ -74,7 +76,8 @@ def _is_storage_full(exc: BaseException) -> bool:
 def _storage_full_text(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         where = f" for {exc.filename}" if exc.filename else ""
-        return f"no space left on the disk{where}: nothing more could be written. Free space on that disk and try again"
+        return (f"no space left on the disk{where}: nothing more could be written. Free space on that disk and "
+                "try again")
     return str(exc)
 
 

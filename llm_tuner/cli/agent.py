@@ -1,4 +1,5 @@
-"""`llm-tuner agent`: serve this machine's GPU samples over HTTP for another machine's Live panel (headless)."""
+"""`llm-tuner agent`: serve this machine's GPU samples over HTTP for another machine's Live panel
+(headless)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="address to bind (default loopback; anything else requires the token it prints)")
     p.add_argument("--port", type=int, default=None, help="port (default 50100; 0: a free one)")
     p.add_argument("--token", default=None,
-                   help="the token clients must send (default: $LLM_TUNER_AGENT_TOKEN, which `ps` does not show; "
-                        "else generated when not loopback)")
+                   help="the token clients must send (default: $LLM_TUNER_AGENT_TOKEN, which `ps` does not "
+                        "show; else generated when not loopback)")
     p.add_argument("--token-file", metavar="FILE", default=None,
                    help="read the token from the first line of FILE ('-': stdin) instead of the command line")
     p.add_argument("--json", action="store_true", help="print the start line as JSON")
@@ -37,13 +38,14 @@ def cmd_agent(args) -> int:
     try:
         agent = AgentServer(args.host, port, token=token)
     except OSError as exc:
-        print(f"llm-tuner: error: cannot listen on {args.host}:{port}: {exc.strerror or exc}", file=sys.stderr)
+        print(f"llm-tuner: error: cannot listen on {args.host}:{port}: "
+              f"{exc.strerror or exc}", file=sys.stderr)
         return 2
     agent.start()
     try:
         if args.json:
-            print(json.dumps({"event": "listening", "url": agent.url, "token": agent.token, "notes": agent.notes}),
-                  flush=True)
+            print(json.dumps({"event": "listening", "url": agent.url, "token": agent.token,
+                              "notes": agent.notes}), flush=True)
         else:
             print(f"llm-tuner agent on {agent.url} (GPU samples at /v1/gpus); Ctrl-C stops it", flush=True)
             if agent.token:

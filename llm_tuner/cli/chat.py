@@ -4,11 +4,11 @@
                    [--json] "PROMPT"
 
 --url asks a running server (its API key from --api-key or $LLAMA_API_KEY); --profile starts the profile's
-server for this one reply (as the Live tab would launch it), and stops it after. The reply streams to stdout as
-it arrives; the figures (prompt and generation tokens/s, TTFT, draft acceptance) are the server's own `timings`
-of that request, the Chat tab's speed row, on stderr. --json prints one JSON object when the reply is done
-instead. `--model` names a router's model (llama-server in router mode answers no request that names none).
-Sampling is the server's own defaults (what its command line set). The same service as the Chat tab
+server for this one reply (as the Live tab would launch it), and stops it after. The reply streams to stdout
+as it arrives; the figures (prompt and generation tokens/s, TTFT, draft acceptance) are the server's own
+`timings` of that request, the Chat tab's speed row, on stderr. --json prints one JSON object when the reply
+is done instead. `--model` names a router's model (llama-server in router mode answers no request that names
+none). Sampling is the server's own defaults (what its command line set). The same service as the Chat tab
 (services.chat).
 
 Exit status: 0 a reply came; 1 the server refused or failed (said in one line); 2 bad input; 130 Ctrl-C (the

@@ -13,8 +13,8 @@ repository's sha256, and checks the disk's free space before a byte is written.
 
 Exit status: 0 done; 1 the hub or the network failed; 2 bad input (not a repository, no such repository or
 file); download also 3 when the file's sha256 is not the repository's (the file is removed), 5 when the disk
-has not enough free space (nothing more is written) and 130 when cancelled (Ctrl-C; what came is kept, the same
-command goes on from there).
+has not enough free space (nothing more is written) and 130 when cancelled (Ctrl-C; what came is kept, the
+same command goes on from there).
 """
 
 from __future__ import annotations
@@ -40,26 +40,26 @@ PROGRESS_INTERVAL_S = 1.0  # progress lines when stderr is not a terminal (a log
 def register(msub: argparse._SubParsersAction) -> None:
     """Add search, files, plan and download under `models` (cli.models makes the group)."""
     epilog = __doc__.split("\n\n")[-1]
-    q = msub.add_parser("search", help="search the model hub for repositories with GGUF files (most downloaded "
-                        "first)", epilog=epilog)
+    q = msub.add_parser("search", help="search the model hub for repositories with GGUF files (most "
+                        "downloaded first)", epilog=epilog)
     q.add_argument("query", help="words in the repository's name")
     q.add_argument("--limit", type=positive_int, default=50, help="at most this many repositories (default 50)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_search)
-    q = msub.add_parser("files", help="a hub repository's GGUF models: split sets as one, sizes, quantisation, "
-                        "sha256", epilog=epilog)
+    q = msub.add_parser("files", help="a hub repository's GGUF models: split sets as one, sizes, "
+                        "quantisation, sha256", epilog=epilog)
     q.add_argument("repo", metavar="REPO", help="owner/name")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_files)
-    q = _model_parser(msub, "plan", "a hub model's memory plan on this machine before downloading it (its header "
-                      "only, read with range requests)", epilog)
+    q = _model_parser(msub, "plan", "a hub model's memory plan on this machine before downloading it (its "
+                      "header only, read with range requests)", epilog)
     add_devices_argument(q)
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_plan)
-    q = _model_parser(msub, "download", "download a hub model into a models folder (resumes, checks sha256 and "
-                      "free space)", epilog)
-    q.add_argument("--to", metavar="DIR", help="the folder (default: the first of Settings' model folders); it "
-                   "is added to the model folders, as the window does")
+    q = _model_parser(msub, "download", "download a hub model into a models folder (resumes, checks sha256 "
+                      "and free space)", epilog)
+    q.add_argument("--to", metavar="DIR", help="the folder (default: the first of Settings' model folders); "
+                   "it is added to the model folders, as the window does")
     q.add_argument("--json", action="store_true", help="print JSON when done (progress stays on stderr)")
     q.set_defaults(func=cmd_download)
 
@@ -98,13 +98,11 @@ def _hub():
 
 def _ask(hub, work):
     """`work()` against the hub; its failure as one line: bad input (exit 2) or the hub's failure (exit 1)."""
-    from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
-
-    from llm_tuner.services.hub import describe_error
+    from llm_tuner.services.hub import BAD_INPUT_ERRORS, describe_error
 
     try:
         return work()
-    except (GatedRepoError, HFValidationError, RepositoryNotFoundError) as exc:
+    except BAD_INPUT_ERRORS as exc:
         raise CliError(describe_error(exc, hub)) from None
     except Exception as exc:  # noqa: BLE001 - the hub's or the network's failure, said in one line
         why = describe_error(exc, hub)
@@ -190,8 +188,8 @@ def cmd_files(args) -> int:
 
 
 def predicted_speed(info, plan) -> dict | None:
-    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there is
-    one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
+    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there
+    is one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
     from llm_tuner.cli.speed import predict_plan
 
     return predict_plan(info, plan)
@@ -295,8 +293,8 @@ def _download(hub, model, folder, settings, as_json: bool) -> int:
         except OSError as exc:
             progress.end()
             if _disk_full(exc):
-                _say(f"llm-tuner: error: the disk of {folder} is full: what was downloaded is kept; free space "
-                     "there and run the same command again", sys.stderr)
+                _say(f"llm-tuner: error: the disk of {folder} is full: what was downloaded is kept; free "
+                     "space there and run the same command again", sys.stderr)
                 return DISK_FULL_EXIT
             raise HubFailed(_failure(exc, hub)) from None
         except Exception as exc:  # noqa: BLE001 - the hub's or the network's failure, said in one line
@@ -340,7 +338,8 @@ def _add_model_folder(settings, folder) -> bool:
 
 
 class _Progress:
-    """Progress on stderr: one line rewritten on a terminal, else a line about every second (and at each phase)."""
+    """Progress on stderr: one line rewritten on a terminal, else a line about every second (and at each
+    phase)."""
 
     def __init__(self) -> None:
         self.tty = sys.stderr.isatty()

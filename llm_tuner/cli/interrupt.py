@@ -12,9 +12,10 @@ import time
 
 
 class Interrupt:
-    """Within `with Interrupt() as stop:`, Ctrl-C (SIGINT) and SIGTERM set `stop.event` instead of raising, so the
-    work polling it (a download between chunks, a streamed reply) stops cleanly and keeps what it has; a
-    KeyboardInterrupt raised inside a client library could land anywhere. The previous handlers come back after."""
+    """Within `with Interrupt() as stop:`, Ctrl-C (SIGINT) and SIGTERM set `stop.event` instead of raising, so
+    the work polling it (a download between chunks, a streamed reply) stops cleanly and keeps what it has; a
+    KeyboardInterrupt raised inside a client library could land anywhere. The previous handlers come back
+    after."""
 
     def __init__(self) -> None:
         self.event = threading.Event()

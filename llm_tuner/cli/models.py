@@ -43,7 +43,8 @@ def _fmt_gib(n: int | None) -> str:
 
 
 def _say(line: str) -> None:
-    """One line of text output: a GGUF's strings (name, architecture, tensor names) never act on the terminal."""
+    """One line of text output: a GGUF's strings (name, architecture, tensor names) never act on the
+    terminal."""
     from llm_tuner.core.units import printable
 
     print(printable(line))

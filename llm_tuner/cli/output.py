@@ -1,6 +1,7 @@
 """What every command shares: its one JSON printer, its user-facing error and the database exit code.
 
-A leaf of the cli package (the commands import it; it imports none of them), so the package has no import circle.
+A leaf of the cli package (the commands import it; it imports none of them), so the package has no import
+circle.
 """
 
 from __future__ import annotations

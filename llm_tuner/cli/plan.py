@@ -1,10 +1,11 @@
-"""`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] (--profile NAME|FILE | -- <llama-server args>)`.
+"""`llm-tuner estimate --json [--devices NAME=MiB,...] [--check] (--profile NAME|FILE | -- <llama-server
+args>)`.
 
 Prints the memory plan per device (GPUs by llama.cpp's names, then `Host`) for the arguments as
 given (the host's weights read from the file mapping apart, as `mapped_mib`: the page cache may evict them, so
-`fits` compares `resident_mib`; `-lm mmap+mlock`/`none` makes them resident), with llama.cpp's defaults; what `--fit` would change is applied and said in `warnings`. A profile
-is planned with its effective arguments: its flags and the LLAMA_ARG_* variables of its environment, as
-llama-server reads them.
+`fits` compares `resident_mib`; `-lm mmap+mlock`/`none` makes them resident), with llama.cpp's defaults; what
+`--fit` would change is applied and said in `warnings`. A profile is planned with its effective arguments: its
+flags and the LLAMA_ARG_* variables of its environment, as llama-server reads them.
 `--devices` plans for the devices given instead of the detected ones (backend from the name's
 prefix, capacity = the MiB given; `Host=MiB` sets host RAM). `--check` also starts the real
 llama-server once (`-lv 4 -fit off`), reads what it allocates, and adds it beside the estimate.
@@ -30,17 +31,17 @@ if TYPE_CHECKING:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add this module's subcommands."""
     p = sub.add_parser("estimate", help="memory per device for llama-server arguments (weights, KV, compute)",
-                       description=__doc__.split("\n\n")[0] + " Exit status: 0 when the plan fits, 1 when it does "
-                       "not, 2 when the arguments or the model cannot be read.")
+                       description=__doc__.split("\n\n")[0] + " Exit status: 0 when the plan fits, 1 when it "
+                       "does not, 2 when the arguments or the model cannot be read.")
     p.add_argument("--json", action="store_true", help="print JSON (the default output is a short table)")
     p.add_argument("--devices", help="plan for these devices instead of the detected ones: NAME=MiB,... "
                    "(e.g. CUDA0=16384,Vulkan1=24576; Host=65536 sets RAM)")
-    p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU build: "
-                   "host buffers only)")
-    p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would choose "
-                   "(-c, -ngl, -ts, -ot) for the detected devices")
-    p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a profile "
-                   "file, with the LLAMA_ARG_* variables of its environment")
+    p.add_argument("--check", action="store_true", help="also ask llama.cpp (starts llama-server once, CPU "
+                   "build: host buffers only)")
+    p.add_argument("--check-fit", action="store_true", help="also ask llama-fit-params what --fit would "
+                   "choose (-c, -ngl, -ts, -ot) for the detected devices")
+    p.add_argument("--profile", metavar="NAME|FILE", help="plan a saved profile (its newest version) or a "
+                   "profile file, with the LLAMA_ARG_* variables of its environment")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="-- then llama-server arguments with -m")
     speed.add_arguments(p)
     p.set_defaults(func=_estimate)
@@ -66,8 +67,8 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
         if not re.fullmatch(r"[A-Za-z][\w.:-]*", name):
             raise CliError(f"--devices: {part!r} needs a device name before '=' (CUDA0, Vulkan1, Host)")
         if not re.fullmatch(r"[0-9]{1,9}", mib) or int(mib) == 0:
-            raise CliError(f"--devices: {name}={mib}: the memory is a whole number of MiB from 1 to 999999999 "
-                           "(e.g. CUDA0=24576)")
+            raise CliError(f"--devices: {name}={mib}: the memory is a whole number of MiB from 1 to "
+                           "999999999 (e.g. CUDA0=24576)")
         value = int(mib)
         if name.lower() in ("host", "cpu", "ram"):
             host = PlanDevice("Host", "CPU", value, None, "planned RAM", True)
@@ -77,8 +78,8 @@ def parse_devices(text: str) -> tuple[list[PlanDevice], PlanDevice | None]:
 
 
 def detect_devices(server_args: list[str] | None = None) -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
-    """GPUs as the llama-server binary lists them (with the `--rpc` workers' devices of `server_args`), host RAM
-    and CPU flags."""
+    """GPUs as the llama-server binary lists them (with the `--rpc` workers' devices of `server_args`), host
+    RAM and CPU flags."""
     from llm_tuner.core.memory import PlanDevice
     from llm_tuner.services.binaries import SERVER, BinaryError, locate
     from llm_tuner.services.rpc import WorkerError, planned_gpus
@@ -141,7 +142,8 @@ def _estimate(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return code
-    # 'mapped': weights read from the file mapping (page cache, evictable); 'fits' compares what must be resident
+    # 'mapped': weights read from the file mapping (page cache, evictable); 'fits' compares what must be
+    # resident
     print(f"{'device':10} {'weights':>10} {'KV':>10} {'compute':>10} {'output':>8} {'overhead':>9} "
           f"{'total':>10} {'mapped':>8} {'capacity':>10}  fits")
     for d in plan.devices:
@@ -168,7 +170,8 @@ def _physical_cores() -> int | None:
 
 
 def check_text(check: dict | None) -> list[str]:
-    """`--check`'s answer as people read it: llama.cpp's MiB per device and kind beside the plan's difference."""
+    """`--check`'s answer as people read it: llama.cpp's MiB per device and kind beside the plan's
+    difference."""
     if check is None:
         return []
     if "error" in check:
@@ -183,7 +186,8 @@ def check_text(check: dict | None) -> list[str]:
 
 
 def fit_params_text(fit: dict | None) -> list[str]:
-    """`--check-fit`'s answer as people read it: llama-fit-params' arguments beside what our emulation chose."""
+    """`--check-fit`'s answer as people read it: llama-fit-params' arguments beside what our emulation
+    chose."""
     if fit is None:
         return []
     if "error" in fit:

@@ -50,7 +50,8 @@ def load_profile(ref: str) -> LoadedProfile:
 
 
 def refuse_unusable(profile, where: str):
-    """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no name."""
+    """The profile, or CliError naming what no program can take: a NUL byte, an environment name that is no
+    name."""
     from llm_tuner.core.profile import bad_env_names, nul_fields
 
     bad = nul_fields(profile)
@@ -60,17 +61,17 @@ def refuse_unusable(profile, where: str):
                        f"{'hold' if many else 'holds'} a NUL byte (\\0), which no program can take: remove it and try again")
     names = bad_env_names(profile)
     if names:
-        raise CliError(f"{where}: {names[0]!r} is not an environment variable name (letters, digits and _, not "
-                       "starting with a digit): rename or remove it in 'env' and try again")
+        raise CliError(f"{where}: {names[0]!r} is not an environment variable name (letters, digits and _, "
+                       "not starting with a digit): rename or remove it in 'env' and try again")
     return profile
 
 
 def add_trust_argument(parser) -> None:
     """`--trust-binary`: the CLI's counterpart of the Profile tab's Confirm for a profile's own program."""
     parser.add_argument("--trust-binary", action="store_true",
-                        help="confirm that the profile's own program (its `binary`, e.g. from a pasted command or "
-                             "a shared file) may run; recorded in settings like the Profile tab's Confirm. "
-                             "Without it an unconfirmed program is never run, not even with --help")
+                        help="confirm that the profile's own program (its `binary`, e.g. from a pasted "
+                             "command or a shared file) may run; recorded in settings like the Profile tab's "
+                             "Confirm. Without it an unconfirmed program is never run, not even with --help")
 
 
 def profile_binary(profile, trust: bool = False) -> str | None:

@@ -27,7 +27,8 @@ def register(psub: argparse._SubParsersAction) -> None:
     q.add_argument("name", metavar="NAME")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_delete)
-    q = psub.add_parser("duplicate", help="a new profile whose first version is a saved one's newest settings")
+    q = psub.add_parser("duplicate",
+                        help="a new profile whose first version is a saved one's newest settings")
     q.add_argument("name", metavar="NAME")
     q.add_argument("new", metavar="NEW")
     q.add_argument("--json", action="store_true", help="print JSON")
@@ -67,7 +68,8 @@ def cmd_rename(args) -> int:
 
 def cmd_delete(args) -> int:
     _change(lambda repo: repo.delete(args.name))
-    return _done(args, {"deleted": args.name}, f"deleted {args.name!r} (runs keep the settings they ran with)")
+    return _done(args, {"deleted": args.name},
+                 f"deleted {args.name!r} (runs keep the settings they ran with)")
 
 
 def cmd_duplicate(args) -> int:

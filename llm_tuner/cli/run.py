@@ -1,6 +1,7 @@
 """`llm-tuner run`: start (or attach to) a llama-server and print one JSON object per event.
 
-    llm-tuner run --json-lines [--duration SECONDS] (--profile NAME|FILE | --attach URL | -- <llama-server args>)
+    llm-tuner run --json-lines [--duration SECONDS] (--profile NAME|FILE | --attach URL | -- <llama-server
+    args>)
 
 Events: {"event": "plan"} (the command and what the app adds), {"event": "state"}, {"event": "listening",
 "url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
@@ -8,10 +9,10 @@ Events: {"event": "plan"} (the command and what the app adds), {"event": "state"
 {"event": "history", "ok", "unsaved", "lost", "error", "text"} (when writing the history fails, and when it
 catches up).
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
-A profile (or arguments) with advice errors (no model, a value llama-server refuses, a missing model file, ...)
-is refused before anything starts: {"event": "refused", "errors"}, exit 1; --force launches it anyway.
-With --attach, nothing answering for --connect-timeout seconds (5), or a server that stops answering (state "gone")
-for --gone-after seconds (10), ends the run with exit 1 and the reason.
+A profile (or arguments) with advice errors (no model, a value llama-server refuses, a missing model file,
+...) is refused before anything starts: {"event": "refused", "errors"}, exit 1; --force launches it anyway.
+With --attach, nothing answering for --connect-timeout seconds (5), or a server that stops answering (state
+"gone") for --gone-after seconds (10), ends the run with exit 1 and the reason.
 """
 
 from __future__ import annotations
@@ -45,12 +46,12 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --attach: end with exit 1 when the server has stopped answering this long (10 s)")
     p.add_argument("--api-key", default=os.environ.get(flags.API_KEY_ENV),
                    help="with --attach: the server's API key (default: $LLAMA_API_KEY, which `ps` does not show)")
-    p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, else the "
-                   "configured or embedded one)")
+    p.add_argument("--binary", help="the llama-server to run (default: the profile's own once confirmed, "
+                   "else the configured or embedded one)")
     add_trust_argument(p)
     p.add_argument("--force", action="store_true",
-                   help="launch even when the profile has advice errors (llama-server would refuse or fail; a fork "
-                   "may accept them). Without it such a launch is refused: event \"refused\", exit 1")
+                   help="launch even when the profile has advice errors (llama-server would refuse or fail; "
+                   "a fork may accept them). Without it such a launch is refused: event \"refused\", exit 1")
     p.add_argument("--no-watch-flags", action="store_true",
                    help="do not add --metrics/--log-jsonl (fewer server figures; requests still come from the log)")
     p.add_argument("--no-samples", action="store_true", help="no telemetry samplers")
@@ -63,8 +64,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _event_json(ev, pci: dict[str, str] | None = None) -> dict | None:
-    """One event as JSON. `pci`: the devices' PCI addresses known so far (cached, and this log's "using device"
-    lines), so a memory table also says what is unaccounted per physical GPU ("pools")."""
+    """One event as JSON. `pci`: the devices' PCI addresses known so far (cached, and this log's "using
+    device" lines), so a memory table also says what is unaccounted per physical GPU ("pools")."""
     from llm_tuner.services import logparse
     from llm_tuner.services.supervised import RequestFinished, ServerState, StateChanged
     from llm_tuner.services.watch import HistoryStatus

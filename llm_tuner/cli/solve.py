@@ -27,15 +27,15 @@ GOALS = {"layers": "the most GPU layers (MoE: all layers, the fewest expert bloc
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("solve", help="what fits: the most GPU layers, the largest context or a balanced split "
-                       "(the Plan tab's buttons)", description=__doc__.split("\n\n")[2],
+    p = sub.add_parser("solve", help="what fits: the most GPU layers, the largest context or a balanced "
+                       "split (the Plan tab's buttons)", description=__doc__.split("\n\n")[2],
                        epilog=__doc__.split("\n\n")[-1])
     gsub = p.add_subparsers(dest="goal", metavar="GOAL", required=True)
     for goal, what in GOALS.items():
         q = gsub.add_parser(goal, help=what, description=what, epilog=__doc__.split("\n\n")[-1])
         add_devices_argument(q)
-        q.add_argument("--profile", metavar="NAME|FILE", help="solve for a saved profile (its newest version) or a "
-                       "profile file")
+        q.add_argument("--profile", metavar="NAME|FILE", help="solve for a saved profile (its newest "
+                       "version) or a profile file")
         q.add_argument("--save-as", metavar="NAME", help="save the profile with the answer applied as a new "
                        "version of NAME (a new name, or the profile's own to update it)")
         q.add_argument("--json", action="store_true", help="print JSON")
@@ -66,7 +66,8 @@ def inventory_here():
 
 
 def _profile(args):
-    """The profile to solve for: --profile, or the llama-server arguments after -- (read as `profile import`)."""
+    """The profile to solve for: --profile, or the llama-server arguments after -- (read as `profile
+    import`)."""
     from llm_tuner.cli.profile_file import load_profile, refuse_unusable
     from llm_tuner.core.cmdline import import_command
     from llm_tuner.services.binaries import default_catalog
@@ -79,8 +80,8 @@ def _profile(args):
             raise CliError("give either --profile or llama-server arguments after --, not both")
         return load_profile(args.profile).profile
     if not argv:
-        raise CliError("nothing to solve for: give --profile NAME|FILE, or llama-server arguments after -- with "
-                       "-m MODEL.gguf")
+        raise CliError("nothing to solve for: give --profile NAME|FILE, or llama-server arguments after -- "
+                       "with -m MODEL.gguf")
     result = import_command(argv, default_catalog())
     if result.problem:
         raise CliError(result.problem)

@@ -1,4 +1,5 @@
-"""`llm-tuner devices`, `llm-tuner binaries` and `llm-tuner database` (check or move aside the history file)."""
+"""`llm-tuner devices`, `llm-tuner binaries` and `llm-tuner database` (check or move aside the history
+file)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("action", choices=("check", "move-aside"),
                    help="check: quick integrity and version check; move-aside: rename an unusable file "
                         "(never deleted) so the next start creates a fresh one")
-    p.add_argument("--json", action="store_true", help="print JSON (path, ok, error, moved_to); exit codes as without")
+    p.add_argument("--json", action="store_true",
+                   help="print JSON (path, ok, error, moved_to); exit codes as without")
     p.set_defaults(func=cmd_database)
 
 
@@ -49,7 +51,9 @@ def cmd_devices(args) -> int:
     if loc is None and rpc:
         raise CliError("llama-server not found: it is what reads the RPC workers' devices")
     if loc is not None:
-        try:  # PCI addresses: cached from earlier loads, else learned once with the demo model (a card, two backends)
+        # PCI addresses: cached from earlier loads, else learned once with the demo model (a card, two
+        # backends)
+        try:
             listed = list_devices(loc.path, rpc) if rpc else None  # with the workers' RPC devices
             inv = inventory_for(loc.path, learn_with=find_demo_model(), devices=listed)
         except BinaryError as exc:
@@ -68,8 +72,9 @@ def cmd_devices(args) -> int:
 
 
 def devices_text(data: dict) -> list[str]:
-    """`llm-tuner devices` as text, from DeviceInventory.to_json(): one line per physical GPU, with every llama.cpp
-    name it has ("CUDA0 = Vulkan0, one card") and which of those are only a guess by model name and memory."""
+    """`llm-tuner devices` as text, from DeviceInventory.to_json(): one line per physical GPU, with every
+    llama.cpp name it has ("CUDA0 = Vulkan0, one card") and which of those are only a guess by model name and
+    memory."""
     h = data["host"]
     out = [f"Host: {h['cpu_model']} · {h['cores_physical']} cores / {h['cores_logical']} threads · "
            f"{h['memory_total_mib']} MiB RAM ({h['memory_available_mib']} MiB available)"]
@@ -82,7 +87,8 @@ def devices_text(data: dict) -> list[str]:
             line += (f" · {', '.join(d['guessed_names'])}: matched by model name and memory only (a guess; "
                      "a model load tells the PCI address)")
         out.append(line)
-    out.extend(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB ({d['memory_free_mib']} MiB free)"
+    out.extend(f"{d['name']}: RPC worker {d['endpoint']} · {d['memory_total_mib']} MiB "
+               f"({d['memory_free_mib']} MiB free)"
                for d in data.get("llama_devices", ()) if d.get("endpoint"))
     out.extend(f"note: {n}" for n in data["notes"])
     return out
@@ -103,7 +109,8 @@ def cmd_binaries(args) -> int:
             if info.ok:
                 print(f"{kind}: {info.path} ({info.source}) version {info.version} "
                       f"[{', '.join(info.backends)}], "
-                      + (f"{len(info.catalog.flags)} flags" if info.catalog else "its --help could not be read"))
+                      + (f"{len(info.catalog.flags)} flags" if info.catalog
+                         else "its --help could not be read"))
             else:
                 print(f"{kind}: {info.error}")
         print(f"{RPC_SERVER}: {rpc.path} ({rpc.source})" if rpc else f"{RPC_SERVER}: not found (RPC workers)")

@@ -39,8 +39,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("endpoint")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_stop)
-    q = wsub.add_parser("devices", help="the workers' devices as llama-server sees them (RPC0, RPC1, ...); a worker "
-                        "that does not answer is named with why (exit 1; 2 when none answers)")
+    q = wsub.add_parser("devices", help="the workers' devices as llama-server sees them (RPC0, RPC1, ...); a "
+                        "worker that does not answer is named with why (exit 1; 2 when none answers)")
     q.add_argument("endpoints", nargs="*", help="host:port ... (default: the workers in Settings)")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_devices)

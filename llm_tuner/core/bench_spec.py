@@ -22,9 +22,9 @@ class BenchSpec(BaseModel):
     reprocesses it all (server-context.cpp: `n_past = 0`), and each repetition also uses a different
     slice of the text. `warm_cache=True` primes the cache with the prompt first, so the measured
     request processes only what is not cached (mostly generation). `depth` fills the context with
-    that many tokens first (cached), then measures N new prompt tokens after it. `model`: for a router (llama-server
-    without -m, with --models-dir/--models-preset), the model measured, sent as each request's `model`; the router
-    loads it on demand (the first request waits for the load: use a warm-up).
+    that many tokens first (cached), then measures N new prompt tokens after it. `model`: for a router
+    (llama-server without -m, with --models-dir/--models-preset), the model measured, sent as each request's
+    `model`; the router loads it on demand (the first request waits for the load: use a warm-up).
     """
 
     model_config = ConfigDict(frozen=True)
@@ -73,7 +73,8 @@ class BenchSpec(BaseModel):
 
     def describe(self) -> str:
         parts = [f"prompt {','.join(map(str, self.prompt_tokens))} tok", f"gen {self.gen_tokens} tok",
-                 f"{self.reps} reps", f"warm-up {self.warmup}", "warm cache" if self.warm_cache else "cold cache"]
+                 f"{self.reps} reps", f"warm-up {self.warmup}",
+                 "warm cache" if self.warm_cache else "cold cache"]
         if self.depth:
             parts.append(f"depth {self.depth}")
         if self.clients > 1:
@@ -95,7 +96,8 @@ class DevicePeak(BaseModel):
     power_w: float | None = None
     temp_c: float | None = None
     energy_j: float | None = None
-    throttled: bool | None = None  # a GPU slowed by power, heat or a hardware brake at some point of the request
+    # a GPU slowed by power, heat or a hardware brake at some point of the request
+    throttled: bool | None = None
 
 
 class Repetition(BaseModel):
@@ -118,7 +120,8 @@ class Repetition(BaseModel):
     predicted_per_second: float | None = None
     draft_n: int | None = None
     draft_n_accepted: int | None = None
-    draft_steps: int | None = None  # verification steps, from /metrics spec_decode_num_drafts_total (1 client)
+    # verification steps, from /metrics spec_decode_num_drafts_total (1 client)
+    draft_steps: int | None = None
     # accepted tokens per draft position (0-based) during this request: the delta of /metrics
     # spec_decode_num_accepted_tokens_per_pos_total{position=p} (1 client; () when not measured)
     draft_accepted_per_pos: tuple[int, ...] = ()
@@ -222,7 +225,8 @@ class RunGroup(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     id: int | None = None
-    number: int | None = None  # among the groups of its kind (sweep 3), as people name it; None before it is stored
+    # among the groups of its kind (sweep 3), as people name it; None before it is stored
+    number: int | None = None
     kind: str = "sweep"
     param: str = ""
     values: tuple[str, ...] = ()

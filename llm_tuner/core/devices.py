@@ -123,7 +123,8 @@ _SKIPPING_RE = re.compile(r"skipping device (\S+) \((.*)\) with id (\S+) - alrea
 
 
 def parse_device_line(line: str) -> DeviceIdLine | None:
-    """The one parser of llama.cpp's "using device" / "skipping device" lines (any log prefix); None otherwise."""
+    """The one parser of llama.cpp's "using device" / "skipping device" lines (any log prefix); None
+    otherwise."""
     if "using device" in line and (m := _USING_RE.search(line)) is not None:
         return DeviceIdLine(m.group(1), m.group(2), normalize_pci(m.group(3)), free_mib=int(m.group(4)))
     if "skipping device" in line and (m := _SKIPPING_RE.search(line)) is not None:
@@ -132,7 +133,8 @@ def parse_device_line(line: str) -> DeviceIdLine | None:
 
 
 def pci_ids_from_log(lines: str | Iterable[str]) -> dict[str, str]:
-    """{llama.cpp device name: PCI address} from a log's device lines (a str or lines); unknown ids left out."""
+    """{llama.cpp device name: PCI address} from a log's device lines (a str or lines); unknown ids left
+    out."""
     if isinstance(lines, str):
         lines = lines.splitlines()
     out: dict[str, str] = {}
@@ -233,7 +235,8 @@ class DeviceInventory(BaseModel):
         return next((g for g in self.devices if llama_name in g.llama_names), None)
 
     def pool_of(self, llama_name: str) -> str | None:
-        """The memory pool (PCI address, else card name) of a llama.cpp device; devices of one card share it."""
+        """The memory pool (PCI address, else card name) of a llama.cpp device; devices of one card share
+        it."""
         g = self.gpu_of(llama_name)
         return g.pool if g is not None else None
 

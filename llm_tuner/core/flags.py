@@ -35,12 +35,12 @@ MASK = "********"
 class Flag:
     """One llama-server flag.
 
-    `key` names it in code; for a flag the profile models it is also the LaunchProfile field (`field`). `names` are its positive
-    spellings, the one written first unless the binary lacks it; `neg` the negative spellings of a
-    toggle. `kind` says whether and what value it takes ('switch' and 'toggle' take none). `env` is the
-    variable llama-server reads for it. `bench` is llama-bench's spelling (None: llama-bench has no such
-    setting) and `bench_sep` the separator llama-bench wants inside a list value ('/' for `-ts`, since it
-    uses ',' between configurations). `serving` flags only concern serving (network, UI, logging) and
+    `key` names it in code; for a flag the profile models it is also the LaunchProfile field (`field`).
+    `names` are its positive spellings, the one written first unless the binary lacks it; `neg` the negative
+    spellings of a toggle. `kind` says whether and what value it takes ('switch' and 'toggle' take none).
+    `env` is the variable llama-server reads for it. `bench` is llama-bench's spelling (None: llama-bench has
+    no such setting) and `bench_sep` the separator llama-bench wants inside a list value ('/' for `-ts`, since
+    it uses ',' between configurations). `serving` flags only concern serving (network, UI, logging) and
     have no effect on speed. `repeats`: llama-server adds each use's value to a list.
     """
 
@@ -133,7 +133,8 @@ _FIELDS: tuple[Flag, ...] = (
        _A + "SPEC_DRAFT_CACHE_TYPE_K", label="draft K cache type"),
     _f("draft_cache_type_v", "--spec-draft-type-v -ctvd --cache-type-v-draft", "str", _SPEC,
        _A + "SPEC_DRAFT_CACHE_TYPE_V", label="draft V cache type"),
-    _f("draft_override_tensor", "--spec-draft-override-tensor -otd --override-tensor-draft", "overrides", _SPEC,
+    _f("draft_override_tensor", "--spec-draft-override-tensor -otd "
+                                "--override-tensor-draft", "overrides", _SPEC,
        label="draft override tensor rules"),
     _f("draft_p_min", "--spec-draft-p-min --draft-p-min", "float", _SPEC, _A + "SPEC_DRAFT_P_MIN",
        label="draft p-min"),
@@ -278,7 +279,8 @@ class Removed:
 
 
 REMOVED: dict[str, Removed] = {
-    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without mmap
+    # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without
+    # mmap
     "--mlock": Removed("--load-mode mmap+mlock (what --mlock did; mlock alone also turns mmap off)",
                        ("--load-mode", "mmap+mlock")),
     "--no-mmap": Removed("--load-mode none", ("--load-mode", "none")),

@@ -1,10 +1,10 @@
 """What a measurement ran on, as a report names it: CPU, cores, RAM, OS, GPUs with their driver, RPC devices,
 the llama.cpp build and its backends.
 
-A run keeps it in its `devices` record (a JSON list, no schema change): the inventory's GPUs (GpuInfo as JSON),
-its RPC devices (services.rpc.run_devices) and one entry of kind `HOST_KIND` for the machine itself
-(services.telemetry.host.machine_record). `hardware_lines` renders that record as a Markdown block; run reports,
-comparison reports and the tune report all call it, so they name the hardware alike.
+A run keeps it in its `devices` record (a JSON list, no schema change): the inventory's GPUs (GpuInfo as
+JSON), its RPC devices (services.rpc.run_devices) and one entry of kind `HOST_KIND` for the machine itself
+(services.telemetry.host.machine_record). `hardware_lines` renders that record as a Markdown block; run
+reports, comparison reports and the tune report all call it, so they name the hardware alike.
 """
 
 from __future__ import annotations
@@ -42,17 +42,19 @@ def _device_text(d: Mapping[str, Any]) -> str:
 
 def hardware_lines(devices: Iterable[Mapping[str, Any]], binary_version: str | None = None,
                    binary_backends: Sequence[str] = (), *, title: str = "## Hardware") -> list[str]:
-    """The hardware block of a report (Markdown lines, a blank line last). What was not recorded says so (a run
-    stored before the machine was recorded has no CPU or OS line to give)."""
+    """The hardware block of a report (Markdown lines, a blank line last). What was not recorded says so (a
+    run stored before the machine was recorded has no CPU or OS line to give)."""
     devices = [d for d in devices if isinstance(d, Mapping)]
     host = next((d for d in devices if is_host(d)), None)
     rpc = [d for d in devices if not is_host(d) and str(d.get("name", "")).startswith("RPC")]
     gpus = [d for d in devices if not is_host(d) and d not in rpc]
     lines = [title, ""] if title else []
     if host is not None:
-        cores = ", ".join(x for x in (f"{host['cores_physical']} cores" if host.get("cores_physical") else "",
-                                      f"{host['cores_logical']} threads" if host.get("cores_logical") else "") if x)
-        lines.append(f"- CPU: {host.get('cpu_model') or 'model not known'}" + (f" ({cores})" if cores else ""))
+        physical = f"{host['cores_physical']} cores" if host.get("cores_physical") else ""
+        logical = f"{host['cores_logical']} threads" if host.get("cores_logical") else ""
+        cores = ", ".join(x for x in (physical, logical) if x)
+        cpu = host.get("cpu_model") or "model not known"
+        lines.append(f"- CPU: {cpu}" + (f" ({cores})" if cores else ""))
         lines.append(f"- RAM: {_gib(host.get('memory_total_mib'))}")
         lines.append(f"- OS: {host.get('os') or 'not known'}")
     else:

@@ -34,7 +34,8 @@ def quant_from_name(name: str) -> str | None:
 
 @dataclass(frozen=True)
 class RemoteFile:
-    """One file of a repository: its path in the repository, size, and sha256 when the repository gives one."""
+    """One file of a repository: its path in the repository, size, and sha256 when the repository gives
+    one."""
 
     path: str
     size_bytes: int

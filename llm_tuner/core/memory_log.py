@@ -50,7 +50,8 @@ _FITP_RE = re.compile(r"^(\S+) (\d+) (\d+) (\d+)\s*$")
 
 @dataclass(frozen=True)
 class BufferLine:
-    """One allocated buffer as llama.cpp logged it. `kind`: model, output, kv, rs (recurrent state), compute."""
+    """One allocated buffer as llama.cpp logged it. `kind`: model, output, kv, rs (recurrent state),
+    compute."""
 
     kind: str
     buffer: str  # buffer type name: CPU_Mapped, CPU_REPACK, CUDA0, CUDA_Host, CPU, RPC0[host:port], ...
@@ -82,11 +83,13 @@ class BreakdownRow:
 @dataclass(frozen=True)
 class PoolRow:
     """The breakdown's device rows of one physical GPU summed: its llama.cpp devices (CUDA0 and Vulkan0 of one
-    card) each report the card's whole free memory, so each one's own 'unaccounted' (total - free - self) counts
-    the other's buffers (1273 and 1741 MiB on one H200, where the card's is 677). Per card it is right again."""
+    card) each report the card's whole free memory, so each one's own 'unaccounted' (total - free - self)
+    counts the other's buffers (1273 and 1741 MiB on one H200, where the card's is 677). Per card it is right
+    again."""
 
     devices: tuple[str, ...]
-    total_mib: int | None  # the smallest member total (CUDA's leaves out the driver's reservation, Vulkan's not)
+    # the smallest member total (CUDA's leaves out the driver's reservation, Vulkan's not)
+    total_mib: int | None
     free_mib: int | None
     self_mib: int
 
@@ -125,7 +128,8 @@ class MemoryBreakdown:
 
 
 def parse_buffer_line(line: str) -> tuple[str, str, float] | None:
-    """`(kind, buffer, MiB)` of a `-lv 4` buffer line (with or without the log prefix); None for other lines."""
+    """`(kind, buffer, MiB)` of a `-lv 4` buffer line (with or without the log prefix); None for other
+    lines."""
     for kind, rx in _BUFFER_RES:
         m = rx.search(line)
         if m:

@@ -34,7 +34,8 @@ ON_OFF_AUTO = ("on", "off", "auto")
 
 
 class OverrideRule(BaseModel):
-    """One `--override-tensor` rule: tensors whose name matches `pattern` (std::regex_search) go to `buffer`."""
+    """One `--override-tensor` rule: tensors whose name matches `pattern` (std::regex_search) go to
+    `buffer`."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -178,7 +179,8 @@ class LaunchProfile(BaseModel):
 
 
 def nul_fields(profile: LaunchProfile) -> list[str]:
-    """The fields of a profile holding a NUL byte (`env.NAME` for a variable, `extra_args[i]` for an argument).
+    """The fields of a profile holding a NUL byte (`env.NAME` for a variable, `extra_args[i]` for an
+    argument).
 
     No program can take a NUL in an argument or a variable (the launch would fail with a traceback) and a
     terminal shows it as nothing, so the file loader and the editor refuse such a profile, naming the field.
@@ -210,7 +212,8 @@ def nul_fields(profile: LaunchProfile) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-# A name a POSIX shell takes in `NAME=value` (and every program's environment): letters, digits, "_", not a digit first
+# A name a POSIX shell takes in `NAME=value` (and every program's environment): letters, digits, "_", not a
+# digit first
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
@@ -230,8 +233,11 @@ class ModelFacts(Protocol):
     Attributes: `nextn_layers` (MTP layers, 0 when none), `context_length` (n_ctx_train or None).
     """
 
-    nextn_layers: int | None
-    context_length: int | None
+    @property
+    def nextn_layers(self) -> int | None: ...  # read-only: a frozen ModelInfo's `int` fits
+
+    @property
+    def context_length(self) -> int | None: ...
 
 
 class SavedProfile(BaseModel):

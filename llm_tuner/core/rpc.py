@@ -20,10 +20,10 @@ if TYPE_CHECKING:
     from llm_tuner.core.cmdline.help import FlagCatalog
 
 # Upstream's words (tools/rpc/rpc-server.cpp prints them when bound to anything but 127.0.0.1).
-INSECURE_WARNING = ("ggml-rpc-server is bound to {host}, not loopback: anyone who can reach {host}:{port} can run "
-                    "code in it and read or change what it holds. Upstream: \"Never expose the RPC server to an "
-                    "open network! This is an experimental feature and is not secure!\" Use it only on a "
-                    "network you trust (a private LAN, a VPN or an SSH tunnel).")
+INSECURE_WARNING = ("ggml-rpc-server is bound to {host}, not loopback: anyone who can reach {host}:{port} "
+                    "can run code in it and read or change what it holds. Upstream: \"Never expose the RPC "
+                    "server to an open network! This is an experimental feature and is not secure!\" Use it "
+                    "only on a network you trust (a private LAN, a VPN or an SSH tunnel).")
 
 _ENDPOINT = re.compile(r"^(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(\d{1,5})$")
 
@@ -94,13 +94,13 @@ def device_endpoint(device: object) -> str | None:
     return desc
 
 
-NO_RPC = ("this llama-server was built without RPC: use a build configured with -DGGML_RPC=ON (the built-in one "
-          "is), or choose another llama-server in Settings")
+NO_RPC = ("this llama-server was built without RPC: use a build configured with -DGGML_RPC=ON (the built-in "
+          "one is), or choose another llama-server in Settings")
 
 
 def rpc_support_error(catalog: FlagCatalog | None) -> str | None:
-    """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds without
-    the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
+    """NO_RPC when a binary's flag catalog (its --help, core.cmdline.FlagCatalog) lacks `--rpc`: builds
+    without the RPC backend (older llama.cpp, forks) do not list it; None when it is there or unknown."""
     if catalog is None or catalog.lookup(flags.spelling("rpc")) is not None:
         return None
     return f"no RPC: {NO_RPC}"
@@ -109,7 +109,8 @@ def rpc_support_error(catalog: FlagCatalog | None) -> str | None:
 # llama.cpp's messages (ggml/src/ggml-rpc/ggml-rpc.cpp, common/arg.cpp) -> (kind, what it means, what to do)
 _ERRORS = (
     (re.compile(r"Failed to connect to (\S+)"), "connection refused",
-     "nothing answers at {0}: is ggml-rpc-server running there, on that port, and does a firewall let it through?"),
+     "nothing answers at {0}: is ggml-rpc-server running there, on that port, and does a firewall let it "
+     "through?"),
     (re.compile(r"RPC server version mismatch: (\S+)"), "version mismatch",
      "the worker's ggml-rpc-server speaks RPC protocol {0}, which this llama-server does not: run the same "
      "llama.cpp build (or release) on both machines"),

@@ -1,4 +1,5 @@
-"""llama-server's HTTP answers as data: `/metrics` (Prometheus text), `/slots` and a router's `/models` (JSON).
+"""llama-server's HTTP answers as data: `/metrics` (Prometheus text), `/slots` and a router's `/models`
+(JSON).
 
 The one parser of each: the telemetry reader, the attach-mode request watcher and the benchmarks ask
 here (services.client only fetches). Pure: text or decoded JSON in, data out.
@@ -95,14 +96,16 @@ class SlotState:
     n_remain: int | None = None  # tokens still allowed (next_token[0].n_remain; -1: no limit)
     n_prompt_processed: int | None = None  # n_prompt_tokens_processed
     n_prompt_cache: int | None = None  # n_prompt_tokens_cache: prompt tokens reused from the cache
-    # n_prompt_tokens: the tokens the slot holds. While it generates: the whole prompt + n_decoded; once idle, the
-    # last task's prompt + its generated tokens - 1 (the last one is never fed back), so the generated count of a
-    # finished task is (idle n_tokens) - (busy n_tokens - busy n_decoded) + 1 (checked on the real server)
+    # n_prompt_tokens: the tokens the slot holds. While it generates: the whole prompt + n_decoded; once idle,
+    # the last task's prompt + its generated tokens - 1 (the last one is never fed back), so the generated
+    # count of a finished task is (idle n_tokens) - (busy n_tokens - busy n_decoded) + 1 (checked on the real
+    # server)
     n_tokens: int | None = None
 
 
 def _int(x: object) -> int | None:
-    """A whole number a database can keep (|x| < 2**63), else None: a lying server's 1e300 or NaN is no count."""
+    """A whole number a database can keep (|x| < 2**63), else None: a lying server's 1e300 or NaN is no
+    count."""
     if not isinstance(x, int | float) or isinstance(x, bool) or not math.isfinite(x) or abs(x) >= 2**63:
         return None
     return int(x)
@@ -119,7 +122,8 @@ def parse_slots(data: Iterable[Mapping[str, Any]] | None) -> list[SlotState]:
             nxt if isinstance(nxt, Mapping) else {})
         out.append(SlotState(
             id=_int(s.get("id")), task=_int(s.get("id_task")), is_processing=bool(s.get("is_processing")),
-            n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")), n_remain=_int(nt.get("n_remain")),
+            n_ctx=_int(s.get("n_ctx")), n_decoded=_int(nt.get("n_decoded")),
+            n_remain=_int(nt.get("n_remain")),
             n_prompt_processed=_int(s.get("n_prompt_tokens_processed")),
             n_prompt_cache=_int(s.get("n_prompt_tokens_cache")), n_tokens=_int(s.get("n_prompt_tokens"))))
     return out
@@ -127,10 +131,12 @@ def parse_slots(data: Iterable[Mapping[str, Any]] | None) -> list[SlotState]:
 
 @dataclass(frozen=True)
 class RouterModel:
-    """One model a router (llama-server without -m, with --models-dir/--models-preset) knows, from `GET /models`.
+    """One model a router (llama-server without -m, with --models-dir/--models-preset) knows, from `GET
+    /models`.
 
-    `status`: the router's word for it ("unloaded", "loading", "loaded", ...); `source`: where the router found it
-    ("models_dir", "preset", ...); `path`: the GGUF file its instance loads (the `--model` of its command line)."""
+    `status`: the router's word for it ("unloaded", "loading", "loaded", ...); `source`: where the router
+    found it ("models_dir", "preset", ...); `path`: the GGUF file its instance loads (the `--model` of its
+    command line)."""
 
     id: str
     status: str
@@ -143,10 +149,10 @@ class RouterModel:
 
 
 def parse_router_models(data: Mapping[str, Any] | None) -> list[RouterModel]:
-    """The decoded `GET /models` JSON of a router -> RouterModel per entry of `data` (sorted by id). The router
-    answers `{"data": [{"id", "status": {"value", "args": [...]}, "source", ...}], "object": "list"}` (checked on
-    the embedded build); entries without a text id are skipped. A plain server's answer (no `status`) reads as
-    "loaded": it serves its one model."""
+    """The decoded `GET /models` JSON of a router -> RouterModel per entry of `data` (sorted by id). The
+    router answers `{"data": [{"id", "status": {"value", "args": [...]}, "source", ...}], "object": "list"}`
+    (checked on the embedded build); entries without a text id are skipped. A plain server's answer (no
+    `status`) reads as "loaded": it serves its one model."""
     out = []
     entries = data.get("data") if isinstance(data, Mapping) else None
     for e in entries if isinstance(entries, list) else ():

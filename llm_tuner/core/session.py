@@ -11,17 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-# What one request's figures can be. Beyond these a server (or something posing as one) lies: the figure is not
-# kept as a measurement (a benchmark repetition with one is a failed request, saying which; a watched request
-# keeps its other figures and names the dropped one). 2**31 tokens is far past any context llama.cpp takes.
+# What one request's figures can be. Beyond these a server (or something posing as one) lies: the figure is
+# not kept as a measurement (a benchmark repetition with one is a failed request, saying which; a watched
+# request keeps its other figures and names the dropped one). 2**31 tokens is far past any context llama.cpp
+# takes.
 MAX_TOKENS = 2**31
 MAX_MS = 7 * 24 * 3600 * 1000.0  # a week for one request
 MAX_TOKENS_PER_S = 1e8
 COUNT_KEYS = ("cache_n", "prompt_n", "predicted_n", "draft_n", "draft_n_accepted")
 MS_KEYS = ("prompt_ms", "predicted_ms", "ttft_ms", "latency_ms")
 RATE_KEYS = ("prompt_per_second", "predicted_per_second")
-# What a request keeps of the server's own `timings` object (a /completion answer's, or the last event of a streamed
-# reply, /v1/chat/completions included), under the server's names; draft_* are there only when it drafted.
+# What a request keeps of the server's own `timings` object (a /completion answer's, or the last event of a
+# streamed reply, /v1/chat/completions included), under the server's names; draft_* are there only when it
+# drafted.
 TIMINGS_KEYS = ("cache_n", "prompt_n", "prompt_ms", "prompt_per_second", "predicted_n", "predicted_ms",
                 "predicted_per_second", "draft_n", "draft_n_accepted")
 
@@ -98,10 +100,10 @@ class RequestRecord:
 
     @classmethod
     def from_timings(cls, timings: Mapping[str, Any], time_unix: float) -> RequestRecord:
-        """One reply's record from the server's own `timings` (see server_timings): the figures the Requests table
-        shows for the same request from the server's log. TTFT is the server's prompt time and latency its prompt
-        plus generation time, as the log's record has them (services.logparse.RequestTimings); a figure no real
-        request has is dropped and named (see implausible)."""
+        """One reply's record from the server's own `timings` (see server_timings): the figures the Requests
+        table shows for the same request from the server's log. TTFT is the server's prompt time and latency
+        its prompt plus generation time, as the log's record has them (services.logparse.RequestTimings); a
+        figure no real request has is dropped and named (see implausible)."""
         figures = server_timings(timings)
         prompt_ms, predicted_ms = figures["prompt_ms"], figures["predicted_ms"]
         both = all(isinstance(v, int | float) and not isinstance(v, bool) for v in (prompt_ms, predicted_ms))

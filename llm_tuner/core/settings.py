@@ -33,7 +33,8 @@ class RpcWorker(BaseModel):
 
 
 class Settings(BaseModel):
-    """Settings kept in settings.json under the config folder. Unknown keys are kept for forward compatibility."""
+    """Settings kept in settings.json under the config folder. Unknown keys are kept for forward
+    compatibility."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 BETTER, WORSE, NOISE = "better", "worse", "within noise"
-# The practical A/B threshold (%): a smaller difference is "within noise" even when its interval excludes zero.
-# Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
+# The practical A/B threshold (%): a smaller difference is "within noise" even when its interval excludes
+# zero. Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
 AB_THRESHOLD_PCT = 2.0
 
 
@@ -203,7 +203,8 @@ def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct
     final, reports): Welch's interval on the logs of positive values, back-transformed, so it stays above
     −100 % and is symmetric as a factor (×0.8 … ×1.25). Values that are not all positive fall back to Welch's
     interval of the difference of means divided by A's mean. The interval is widened to include `delta_pct`
-    (the Δ shown, from the medians) when given. None when a side has fewer than 2 values (or A's mean is 0)."""
+    (the Δ shown, from the medians) when given. None when a side has fewer than 2 values (or A's mean is
+    0)."""
     xa, xb = _clean(a), _clean(b)
     if len(xa) < 2 or len(xb) < 2:
         return None
@@ -315,8 +316,8 @@ def pooled_cv(groups: Sequence[Sequence[float]]) -> float | None:
 def reps_to_detect(cv: float | None, gain: float | None, threshold_pct: float, minimum: int, maximum: int) -> int:
     """Repetitions per side for a two-sample comparison to call a real gain (95% interval, 80% power):
     n = 2 ((1.96 + 0.84) CV / effect)² + 1, the effect being the screened gain shrunk to 70% (a screen's best
-    reads high: it was picked as the best of several) and at least the threshold. Clamped to [minimum, maximum];
-    `minimum` when the spread or the gain is unknown."""
+    reads high: it was picked as the best of several) and at least the threshold. Clamped to [minimum,
+    maximum]; `minimum` when the spread or the gain is unknown."""
     if not cv or not gain or gain <= 0:
         return minimum
     effect = max(threshold_pct / 100.0, 0.7 * gain)

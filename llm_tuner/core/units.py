@@ -9,7 +9,8 @@ MIB = 1024 * 1024
 
 
 def format_bytes(n_bytes: float | None) -> str:
-    """A file or buffer size with binary units ('512 B', '1.0 KiB', '241.4 MiB', '4.37 GiB'); '—' if unknown."""
+    """A file or buffer size with binary units ('512 B', '1.0 KiB', '241.4 MiB', '4.37 GiB'); '—' if
+    unknown."""
     if n_bytes is None:
         return "—"
     value = float(n_bytes)
@@ -41,12 +42,13 @@ _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: object, *, keep_lines: bool = False) -> str:
-    """`text` safe to print on a terminal: control characters (ESC starting a sequence that retitles or clears the
-    terminal, BEL, CR, newlines, C1, bidi overrides) shown as escapes (`\\x1b`, `\\n`, `\\u202e`), the rest as is.
-    `keep_lines`: newlines and tabs stay (a model's reply, printed as text).
+    """`text` safe to print on a terminal: control characters (ESC starting a sequence that retitles or clears
+    the terminal, BEL, CR, newlines, C1, bidi overrides) shown as escapes (`\\x1b`, `\\n`, `\\u202e`), the
+    rest as is. `keep_lines`: newlines and tabs stay (a model's reply, printed as text).
 
     For text output of strings that come from files or servers (a GGUF's `general.name`, a run's label): one
-    such string must never act on the user's terminal. JSON output needs none of this (json.dumps escapes them).
+    such string must never act on the user's terminal. JSON output needs none of this (json.dumps escapes
+    them).
     """
     def escape(m: re.Match[str]) -> str:
         c = m.group()

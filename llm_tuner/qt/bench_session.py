@@ -40,8 +40,9 @@ def inventory_devices(ctx: AppContext) -> list[dict]:
 
 def bench_runner_for(ctx: AppContext, repo: RunRepository, devices: list[dict],
                      emit_lines: Callable[[list], None]) -> bench_service.BenchRunner:
-    """The benchmark engine the app's sessions (benchmarks, tunes) run: the user's settings, NVML/AMD telemetry
-    (probed here: build it on the job's thread) and the server's output as LogLine batches for the log dock."""
+    """The benchmark engine the app's sessions (benchmarks, tunes) run: the user's settings, NVML/AMD
+    telemetry (probed here: build it on the job's thread) and the server's output as LogLine batches for the
+    log dock."""
     parser = LogParser()
 
     def on_server_line(line: str) -> None:  # the runner's log-reader thread
@@ -81,20 +82,22 @@ def run_notes(run: BenchRun) -> list[str]:
 
 
 class LongJobSession(QObject):
-    """One long job at a time on `long_pool()` (a benchmark, a tune): its state, Cancel, and how it is started.
-    Subclasses keep their own Signals; `_launch` wires the job's to them."""
+    """One long job at a time on `long_pool()` (a benchmark, a tune): its state, Cancel, and how it is
+    started. Subclasses keep their own Signals; `_launch` wires the job's to them."""
 
     def __init__(self, ctx: AppContext, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
         self._job: BackgroundJob | None = None
-        self._progressed: Callable[[float, str], None] = lambda _f, _t: None  # the running job's progress slot
+        # the running job's progress slot
+        self._progressed: Callable[[float, str], None] = lambda _f, _t: None
 
     def is_running(self) -> bool:
         return self._job is not None
 
     def cancel(self) -> None:
-        """Ask the job to stop after the current request (its runner stops its server; what it stored is kept)."""
+        """Ask the job to stop after the current request (its runner stops its server; what it stored is
+        kept)."""
         if self._job is not None:
             self._job.cancel()
 
@@ -104,9 +107,10 @@ class LongJobSession(QObject):
     def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled, finished) -> None:
         """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread).
 
-        After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report 1.0 as
-        they wind up, and the bar must stay where the work stopped."""
-        self._job = BackgroundJob(job, what=what, on_failed=getattr(failed, "emit", failed))  # the panel says it
+        After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report
+        1.0 as they wind up, and the bar must stay where the work stopped."""
+        # the panel says it
+        self._job = BackgroundJob(job, what=what, on_failed=getattr(failed, "emit", failed))
         self._progressed = getattr(progressed, "emit", progressed)  # a slot, or a Signal to pass it on
         self._job.progressed.connect(self._on_long_job_progressed)
         self._job.succeeded.connect(succeeded)

@@ -3,8 +3,9 @@
 The reply runs as a BackgroundJob on the long-job pool (a reply can take minutes; short queries never queue
 behind it). Text pieces arrive on the worker thread; they are gathered under a lock and the GUI is told once
 per batch (`text_received` carries everything since the last one), so a fast server costs one repaint per
-event-loop turn, not one per token. `stop()` cancels the stream: the connection closes, and the reply ends once the
-server has let go of it (a long prompt is read to the end of its step first: services.chat.stream_reply).
+event-loop turn, not one per token. `stop()` cancels the stream: the connection closes, and the reply ends
+once the server has let go of it (a long prompt is read to the end of its step first:
+services.chat.stream_reply).
 """
 
 from __future__ import annotations
@@ -28,10 +29,12 @@ class ChatSession(QObject):
         self.url: str | None = None
         self.api_key: str | None = None
         self.system_prompt = ""
-        self.model: str | None = None  # the router's model the next question goes to (None: a server of one model)
+        # the router's model the next question goes to (None: a server of one model)
+        self.model: str | None = None
         self.max_tokens: int | None = None  # the next reply's limit (None: the server's own)
         self.asked_limit: int | None = None  # the limit the reply under way (or the last one) was asked with
-        self.messages: list[dict] = []  # the user and assistant turns so far (the system prompt is added per reply)
+        # the user and assistant turns so far (the system prompt is added per reply)
+        self.messages: list[dict] = []
         self._job: BackgroundJob | None = None
         self._cancel = threading.Event()
         self._quitting = threading.Event()  # a stopped reply no longer waits for the server
@@ -77,8 +80,8 @@ class ChatSession(QObject):
         return self._job is not None and self._cancel.is_set()
 
     def stop(self) -> None:
-        """Cancel the reply under way: it ends as a stopped reply with the text so far once the server has let go
-        of it."""
+        """Cancel the reply under way: it ends as a stopped reply with the text so far once the server has let
+        go of it."""
         self._cancel.set()
 
     def _on_app_about_to_quit(self) -> None:

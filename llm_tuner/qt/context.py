@@ -33,7 +33,8 @@ class AppState(QObject):
         self.profile = None
         self.profile_name: str | None = None  # saved name of the edited profile (None = unsaved)
         self.profile_problem: str | None = None  # why the edited profile must not run now (an invalid field)
-        self.profile_errors: list = []  # the edited profile's advice errors (core.advice.Advice): launch refuses
+        # the edited profile's advice errors (core.advice.Advice): launch refuses
+        self.profile_errors: list = []
 
     def set_binaries(self, binaries: dict[str, BinaryInfo]) -> None:
         self.binaries = binaries
@@ -57,4 +58,5 @@ class AppContext:
     settings: Settings
     engine: Engine
     state: AppState = field(default_factory=AppState)
-    workers: WorkerPool = field(default_factory=WorkerPool)  # local RPC workers this app started (stopped at quit)
+    # local RPC workers this app started (stopped at quit)
+    workers: WorkerPool = field(default_factory=WorkerPool)

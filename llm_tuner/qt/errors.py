@@ -1,14 +1,14 @@
 """The app's one error surface: every failure the user should hear of ends here, and is logged once.
 
-What reports here: a background job that raised (qt.workers.BackgroundJob cannot be made without saying what it
-does, so its failure always has words), the threads that start and stop servers (qt.server_bridge), and every
-exception nobody caught (`sys.excepthook`, `threading.excepthook`, installed by `install_hooks`).
+What reports here: a background job that raised (qt.workers.BackgroundJob cannot be made without saying what
+it does, so its failure always has words), the threads that start and stop servers (qt.server_bridge), and
+every exception nobody caught (`sys.excepthook`, `threading.excepthook`, installed by `install_hooks`).
 
-`report` logs the failure once with its traceback, keeps it in a bounded list the user can open again (the main
-window's Errors list, with "Copy details"), and emits `reported` (queued to the GUI thread). The main window says
-what happened and what to do in the status bar, and opens a dialog only when the user must act (a full disk). A
-view that shows a failure in its own place (the Chat's error line, the Plan check's label) reports it with
-`shown=True`: logged and listed, not said a second time in the status bar.
+`report` logs the failure once with its traceback, keeps it in a bounded list the user can open again (the
+main window's Errors list, with "Copy details"), and emits `reported` (queued to the GUI thread). The main
+window says what happened and what to do in the status bar, and opens a dialog only when the user must act (a
+full disk). A view that shows a failure in its own place (the Chat's error line, the Plan check's label)
+reports it with `shown=True`: logged and listed, not said a second time in the status bar.
 
 napari's notification manager and superqt's WorkerBase were the models. QtCore only: the window draws it.
 """
@@ -62,7 +62,8 @@ def advice_for(exc: BaseException) -> tuple[str, bool]:
     if isinstance(exc, StorageFullError) or (isinstance(exc, OSError) and exc.errno == 28):
         return "Free some disk space (the history database's folder is in Settings), then try again.", True
     text = str(exc).lower()
-    if "database is locked" in text or "database is busy" in text:  # sqlite3's, or SQLAlchemy's wrapping of it
+    # sqlite3's, or SQLAlchemy's wrapping of it
+    if "database is locked" in text or "database is busy" in text:
         return ("Another program may hold the history database (a benchmark or tune in another window): "
                 "wait for it, then try again."), False
     if isinstance(exc, PermissionError):
@@ -134,9 +135,9 @@ def report_failure(what: str, exc: BaseException, **kw) -> Failure:
 
 
 def install_hooks(*, fatal: bool = False) -> None:
-    """Uncaught exceptions of the GUI thread (`sys.excepthook`) and of any other thread (`threading.excepthook`)
-    go to the error center. `fatal` (a smoke test: nobody can read a status bar) writes them to stderr and ends
-    the process with exit code 3."""
+    """Uncaught exceptions of the GUI thread (`sys.excepthook`) and of any other thread
+    (`threading.excepthook`) go to the error center. `fatal` (a smoke test: nobody can read a status bar)
+    writes them to stderr and ends the process with exit code 3."""
     def on_uncaught(exc_type, exc, tb, where: str) -> None:
         if exc is None or isinstance(exc, (KeyboardInterrupt, SystemExit)):
             return

@@ -1,9 +1,9 @@
 """A steady heap for the long-running GUI process (glibc on Linux).
 
-glibc serves a large block (128 KiB and more) from a mapping of its own, returned to the system when freed, but
-each such free raises that threshold to the freed size (up to 32 MiB): after the first paint buffers of a view are
-freed, the later ones come from the main heap, which then grows in steps that it does not give back. In Live that
-was 1.3-2.4 MiB of RSS at every switch between its tabs, for as long as the app ran (issue 26:
+glibc serves a large block (128 KiB and more) from a mapping of its own, returned to the system when freed,
+but each such free raises that threshold to the freed size (up to 32 MiB): after the first paint buffers of a
+view are freed, the later ones come from the main heap, which then grows in steps that it does not give back.
+In Live that was 1.3-2.4 MiB of RSS at every switch between its tabs, for as long as the app ran (issue 26:
 benchmarks/results/live_load/live_load_profile.txt). Setting the threshold fixes it at glibc's default again.
 """
 

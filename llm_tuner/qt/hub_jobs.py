@@ -68,16 +68,18 @@ class RemotePlans(QObject):
 
 def download_job(hub: Hub, model: RemoteModel, folder: Path, parent: QObject | None = None, *,
                  on_failed: Callable[[BaseException], Any]) -> BackgroundJob:
-    """A download of `model` into `folder` as a job (not started; start it with `long=True`); `on_failed` says a
-    failure where the download shows."""
+    """A download of `model` into `folder` as a job (not started; start it with `long=True`); `on_failed` says
+    a failure where the download shows."""
 
     def run(ctl: JobControl) -> Path:
-        last = [0.0, ""]
+        last: list[Any] = [0.0, "", 0.0]  # when, phase, fraction of the last update sent
 
         def progress(p: DownloadProgress) -> None:
+            # a step of a percent goes at once: the bytes before a stall (a slow CDN) are shown, not held back
             now = time.monotonic()
-            if now - last[0] >= PROGRESS_INTERVAL_S or p.phase != last[1] or p.done_bytes >= p.total_bytes:
-                last[0], last[1] = now, p.phase
+            if (now - last[0] >= PROGRESS_INTERVAL_S or p.phase != last[1] or p.done_bytes >= p.total_bytes
+                    or p.fraction - last[2] >= 0.01):
+                last[:] = [now, p.phase, p.fraction]
                 ctl.progress(p.fraction, p.text())
 
         return download_model(hub, model, folder, progress=progress, cancelled=ctl.cancelled)

@@ -225,7 +225,8 @@ class LibraryScan(QObject):
 
     entries_listed = Signal(object)
     model_read = Signal(object)
-    skipped = Signal(str, str)  # a path the scan could not use (unreadable folder, not a file, broken link), why
+    # a path the scan could not use (unreadable folder, not a file, broken link), why
+    skipped = Signal(str, str)
     progressed = Signal(float, str)
     finished = Signal(bool)
 

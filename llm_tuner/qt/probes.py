@@ -20,7 +20,8 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
             return binaries, detect_inventory(None)
         # PCI addresses tell one card under two backends (CUDA0 = Vulkan0): cached from earlier loads, else
         # learned once here with the demo model (a short llama-server run, on this job's thread)
-        return binaries, inventory_for(server.path, learn_with=find_demo_model(), devices=list(server.devices))
+        return binaries, inventory_for(server.path, learn_with=find_demo_model(),
+                                       devices=list(server.devices))
 
     def done(result) -> None:
         binaries, inventory = result

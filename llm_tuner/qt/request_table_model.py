@@ -92,7 +92,8 @@ class RequestTableModel(QAbstractTableModel):
         self.records: deque[RequestRecord] = deque(maxlen=max_rows)
         self.total = 0  # requests appended since the last reset (more than the rows once the ring is full)
         self._text_cache: dict[int, tuple[RequestRecord, tuple[str, ...]]] = {}
-        self.names_models = False  # whether a request shown named its model (a router's): the Model column shows
+        # whether a request shown named its model (a router's): the Model column shows
+        self.names_models = False
 
     def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
         return 0 if parent is not None and parent.isValid() else len(self.records)

@@ -2,16 +2,16 @@
 
 The session, its samplers and the store writes live on service threads (services/watch.py); their
 callbacks land here and are re-emitted as queued signals on the GUI thread. Log lines are batched
-(they can come by the thousand at -lv 4) and flushed every FRAME_MS (four times a second: each flush repaints the
-log view, and with it the Live panel inserts the request rows that came since, in the same paint, at most once a
-second while the table shows; painting, not the Python work, was most of the app's CPU under a busy server,
-benchmarks/results/live_load/live_load_profile.txt).
-Samples are not signalled: they go to ring buffers that the panel's redraw timer reads. What the server said about
-its memory arrives as frozen snapshots (memory_changed; the latest is `memory`), for Live's memory bars.
+(they can come by the thousand at -lv 4) and flushed every FRAME_MS (four times a second: each flush repaints
+the log view, and with it the Live panel inserts the request rows that came since, in the same paint, at most
+once a second while the table shows; painting, not the Python work, was most of the app's CPU under a busy
+server, benchmarks/results/live_load/live_load_profile.txt).
+Samples are not signalled: they go to ring buffers that the panel's redraw timer reads. What the server said
+about its memory arrives as frozen snapshots (memory_changed; the latest is `memory`), for Live's memory bars.
 
-A session starts on a `server-start` thread and stops on a `server-stop` thread; what either raises goes to the
-app's error surface (qt.errors) and ends the session as failed, so no view waits on a start or stop that died.
-At quit, `stop_at_quit` stops each server on its own thread: the Live panel stops them all in parallel.
+A session starts on a `server-start` thread and stops on a `server-stop` thread; what either raises goes to
+the app's error surface (qt.errors) and ends the session as failed, so no view waits on a start or stop that
+died. At quit, `stop_at_quit` stops each server on its own thread: the Live panel stops them all in parallel.
 """
 
 from __future__ import annotations
@@ -63,7 +63,8 @@ class ServerBridge(QObject):
         self.agents = agents  # () -> the RPC workers whose agents' GPUs Live plots (read at each launch)
         self.capacity = capacity
         self.watched: WatchedServer | None = None
-        self.memory = MemorySnapshot()  # the watched server's latest, as memory_changed brought it (GUI thread)
+        # the watched server's latest, as memory_changed brought it (GUI thread)
+        self.memory = MemorySnapshot()
         self._pending_lines: list[logparse.LogLine] = []
         self._lock = threading.Lock()
         self._event_posted.connect(self._on_service_event)
@@ -102,7 +103,8 @@ class ServerBridge(QObject):
                                      on_sampler_error=lambda name, msg: self._post(_SamplerFailed(name, msg)))
         for note in self.watched.notes:
             self._post(logparse.LogLine("info", note))
-        threading.Thread(target=self._start_watched, args=(self.watched,), name="server-start", daemon=True).start()
+        threading.Thread(target=self._start_watched, args=(self.watched,), name="server-start",
+                         daemon=True).start()
 
     @staticmethod
     def _start_watched(w: WatchedServer) -> None:
@@ -112,7 +114,8 @@ class ServerBridge(QObject):
             w.start()
         except Exception as exc:  # noqa: BLE001 - reported, and the session ends as failed
             report_failure("Starting the server", exc, shown=True,
-                           advice="Check the arguments and llama-server's path in Settings, then start it again.")
+                           advice="Check the arguments and llama-server's path in Settings, then start it "
+                                  "again.")
             w.session.abandon(logparse.Failure("not_started", f"it could not be started: {exc}", repr(exc)))
 
     def _unfinished(self) -> bool:
@@ -129,8 +132,8 @@ class ServerBridge(QObject):
     def stop_at_quit(self, timeout_s: float = 8.0) -> threading.Event | None:
         """At application quit: stop (or detach) on a `server-stop` thread, SIGINT then SIGTERM then SIGKILL
         within about `timeout_s`, and give the history a moment to write the end. The Event is set once it
-        is over; None when nothing runs. The GUI thread never waits here (the parent-death signal covers a quit
-        that does not wait)."""
+        is over; None when nothing runs. The GUI thread never waits here (the parent-death signal covers a
+        quit that does not wait)."""
         w = self.watched
         if w is None or not self._unfinished():
             return None

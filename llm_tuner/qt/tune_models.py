@@ -23,7 +23,8 @@ def value_text(value: str | None) -> str:
 
 
 def knob_label(knob) -> str:
-    """A knob as the user reads it: its flag's long spelling ("--ubatch-size"), pairs joined ("--cache-type-k +
+    """A knob as the user reads it: its flag's long spelling ("--ubatch-size"), pairs joined ("--cache-type-k
+    +
     --cache-type-v"), a custom flag as typed."""
     out = []
     for part in knob.flag.split("+"):

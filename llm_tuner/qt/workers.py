@@ -5,10 +5,10 @@
     job.start()
 
 The function receives a `JobControl`; it calls `ctl.progress(fraction, text)` and checks
-`ctl.cancelled()`. A job cannot be made without its failure path: `what` (required) names it in the user's words,
-and an exception it raises goes to the app's error surface (qt.errors: logged once, listed, said in the status
-bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object, and the
-status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
+`ctl.cancelled()`. A job cannot be made without its failure path: `what` (required) names it in the user's
+words, and an exception it raises goes to the app's error surface (qt.errors: logged once, listed, said in the
+status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
+and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
 Two pools: short queries (a History load, a file's header) run on Qt's global pool; long jobs (a benchmark,
 a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query never

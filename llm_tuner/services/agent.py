@@ -29,25 +29,29 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, fields
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
 
 from llm_tuner.core.rpc import is_loopback
+from llm_tuner.core.settings import RpcWorker
 from llm_tuner.services.telemetry.inventory import gpu_labels
 from llm_tuner.services.telemetry.readers import default_gpu_readers
 from llm_tuner.services.telemetry.sampler import THREAD_PREFIX, GpuSample
 
 DEFAULT_PORT = 50100
 PATH = "/v1/gpus"
-TOKEN_ENV = "LLM_TUNER_AGENT_TOKEN"  # the agent's token, and the one `workers add` gives a worker, off the command line
+# the agent's token, and the one `workers add` gives a worker, off the command line
+TOKEN_ENV = "LLM_TUNER_AGENT_TOKEN"
 REQUEST_TIMEOUT_S = 10.0  # a whole request (headers and all): a client that sends nothing more is cut off
 LISTEN_BACKLOG = 128  # connections waiting to be accepted (socketserver's default is 5)
 _GPU_KEYS = {f.name for f in fields(GpuSample)}
 
 
 def read_token(value: str | None = None, path: str | None = None) -> str | None:
-    """The token given: from a file (`path`, first line; "-" is stdin), else `value`, else $LLM_TUNER_AGENT_TOKEN.
+    """The token given: from a file (`path`, first line; "-" is stdin), else `value`, else
+    $LLM_TUNER_AGENT_TOKEN.
 
     Raises:
         ValueError: the file cannot be read or holds no token (the message names it).
@@ -65,7 +69,8 @@ def read_token(value: str | None = None, path: str | None = None) -> str | None:
 
 
 def _loopback_host_header(value: str | None) -> bool:
-    """Whether a Host header names this machine's loopback (`localhost`, `127.0.0.1`, `[::1]`, with a port)."""
+    """Whether a Host header names this machine's loopback (`localhost`, `127.0.0.1`, `[::1]`, with a
+    port)."""
     if not value:
         return False
     host = value.strip()
@@ -81,8 +86,9 @@ class _Server(ThreadingHTTPServer):
     request_queue_size = LISTEN_BACKLOG
     daemon_threads = True
 
-    def handle_error(self, request, client_address) -> None:
-        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the terminal."""
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away or was cut off (OSError) is no error of ours: no traceback on the
+        terminal."""
         if isinstance(sys.exc_info()[1], OSError):
             return
         super().handle_error(request, client_address)
@@ -90,7 +96,8 @@ class _Server(ThreadingHTTPServer):
 
 def default_readers() -> tuple[dict[str, Callable[[], Sequence[GpuSample]]], list[str]]:
     """This machine's GPU readers (the local sampler's), named by llama.cpp where a llama-server says."""
-    return default_gpu_readers(frozenset, gpu_labels)
+    readers, notes = default_gpu_readers(frozenset, gpu_labels)
+    return dict(readers.items()), notes
 
 
 class AgentServer:
@@ -109,7 +116,7 @@ class AgentServer:
         self.min_interval_s = min_interval_s
         self.request_timeout_s = request_timeout_s  # tests shorten it; clients keep REQUEST_TIMEOUT_S
         self._lock = threading.Lock()
-        self._last: tuple[float, dict] | None = None
+        self._last: tuple[float, dict[str, Any]] | None = None
         self._httpd = _Server((host, port), self._handler())
         self.port = self._httpd.server_address[1]
         self._thread: threading.Thread | None = None
@@ -119,7 +126,7 @@ class AgentServer:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "") else self.host
         return f"http://{('[' + host + ']') if ':' in host else host}:{self.port}"
 
-    def snapshot(self) -> dict:
+    def snapshot(self) -> dict[str, Any]:
         """Every reader's newest samples (cached for `min_interval_s`, so many clients cost one read)."""
         with self._lock:
             now = time.monotonic()
@@ -135,13 +142,13 @@ class AgentServer:
             self._last = (now, body)
             return body
 
-    def _handler(self):
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
         agent = self
 
         class Handler(BaseHTTPRequestHandler):
             timeout = agent.request_timeout_s  # each read; the whole request's bound is the timer in setup()
 
-            def log_message(self, *_a) -> None:  # quiet: one line per request would flood a terminal
+            def log_message(self, *_a: Any) -> None:  # quiet: one line per request would flood a terminal
                 pass
 
             def setup(self) -> None:
@@ -161,7 +168,7 @@ class AgentServer:
                 self._cut.cancel()
                 super().finish()
 
-            def _send(self, code: int, body: dict) -> None:
+            def _send(self, code: int, body: dict[str, Any]) -> None:
                 data = json.dumps(body).encode()
                 self.send_response(code)
                 self.send_header("Content-Type", "application/json")
@@ -222,7 +229,8 @@ class AgentReader:
         return out
 
 
-def agent_readers(workers: Sequence[object]) -> dict[str, AgentReader]:
-    """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry ("gpu:...")."""
+def agent_readers(workers: Sequence[RpcWorker]) -> dict[str, AgentReader]:
+    """Readers for the workers (core.settings.RpcWorker) that name an agent, keyed for Telemetry
+    ("gpu:...")."""
     return {f"gpu:agent:{w.endpoint}": AgentReader(w.agent_url, w.agent_token, label=w.endpoint)
-            for w in workers if getattr(w, "agent_url", None)}
+            for w in workers if w.agent_url}

@@ -1,7 +1,8 @@
-"""Watch a llama-server someone else started, by URL: AttachedSession, a services.supervised.SupervisedSession.
+"""Watch a llama-server someone else started, by URL: AttachedSession, a
+services.supervised.SupervisedSession.
 
-The app does not own the process (no pid, no plan; stop = detach). Requests come from the server's log file when
-the user names it (precise), else from `/slots` and `/metrics` deltas (approximate).
+The app does not own the process (no pid, no plan; stop = detach). Requests come from the server's log file
+when the user names it (precise), else from `/slots` and `/metrics` deltas (approximate).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,7 +28,8 @@ from llm_tuner.services.telemetry.server_metrics import SlotWatcher, endpoint_of
 
 
 def _remote(exc: BaseException) -> bool:
-    """A failure of the server's answer (not JSON, not llama-server's, a dropped connection), not of our code."""
+    """A failure of the server's answer (not JSON, not llama-server's, a dropped connection), not of our
+    code."""
     return isinstance(exc, (BadAnswer, httpx.HTTPError))
 
 class AttachedSession(SupervisedSession):
@@ -40,7 +43,8 @@ class AttachedSession(SupervisedSession):
     kind = "attach"
 
     def __init__(self, url: str, on_event: Callable[[object], None], *, log_path: str | Path | None = None,
-                 api_key: str | None = None, poll_s: float = 0.5, client_factory=None,
+                 api_key: str | None = None, poll_s: float = 0.5,
+                 client_factory: Callable[..., LlamaClient] | None = None,
                  connect_timeout_s: float = 5.0, gone_grace_s: float = 10.0) -> None:
         super().__init__(on_event)
         self.url = url.rstrip("/")
@@ -73,9 +77,11 @@ class AttachedSession(SupervisedSession):
     def start(self) -> None:
         self.started_unix = time.time()
         self._set_state(ServerState.STARTING)
-        targets: list[tuple] = [(self._poll_loop, ())]
-        if self.log_path:  # the log's end is taken now, so what is written after start() returns is never missed
-            targets.append((self._tail_loop, (self.log_path.stat().st_size if self.log_path.exists() else 0,)))
+        targets: list[tuple[Callable[..., None], tuple[Any, ...]]] = [(self._poll_loop, ())]
+        # the log's end is taken now, so what is written after start() returns is never missed
+        if self.log_path:
+            end = self.log_path.stat().st_size if self.log_path.exists() else 0
+            targets.append((self._tail_loop, (end,)))
         for fn, args in targets:
             t = threading.Thread(target=fn, args=args, name=f"attach-{fn.__name__}", daemon=True)
             self._threads.append(t)
@@ -92,7 +98,7 @@ class AttachedSession(SupervisedSession):
                 t.join(5.0)
         self._finish("detached", None)
 
-    def _finish(self, reason: str, failure) -> None:
+    def _finish(self, reason: str, failure: logparse.Failure | None) -> None:
         with self._finish_lock:
             if self._done.is_set():
                 return
@@ -101,7 +107,8 @@ class AttachedSession(SupervisedSession):
             self._done.set()
 
     def _give_up(self, kind: str, message: str) -> None:
-        """The poll loop ends the session: nothing answered, or a server stopped answering for the grace period."""
+        """The poll loop ends the session: nothing answered, or a server stopped answering for the grace
+        period."""
         self._stop.set()
         self._emit(logparse.LogLine("error", message))
         self._finish(kind, logparse.Failure(kind=kind, message=message, evidence=""))
@@ -118,9 +125,10 @@ class AttachedSession(SupervisedSession):
 
     def _poll_loop(self) -> None:
         watcher = SlotWatcher()
-        # An endpoint the server will never answer (server_metrics.endpoint_off: no --metrics, --no-slots, a router)
-        # is not asked again: llama-server closes the connection after a 501 while promising keep-alive, so asking
-        # every poll made a connection per poll (299 of 300, measured), and the next request could meet the close.
+        # An endpoint the server will never answer (server_metrics.endpoint_off: no --metrics, --no-slots, a
+        # router) is not asked again: llama-server closes the connection after a 501 while promising
+        # keep-alive, so asking every poll made a connection per poll (299 of 300, measured), and the next
+        # request could meet the close.
         has_metrics = has_slots = True
         was_reachable = None
         ever_reachable = False
@@ -130,17 +138,18 @@ class AttachedSession(SupervisedSession):
             if h.status_code is not None:
                 ever_reachable, since = True, time.monotonic()
             elif not ever_reachable and time.monotonic() - since >= self.connect_timeout_s:
-                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the server "
-                                     "running, and is the URL (host and port) right?")
+                return self._give_up("unreachable", f"nothing answers at {self.url} ({h.message}): is the "
+                                     "server running, and is the URL (host and port) right?")
             elif ever_reachable and time.monotonic() - since >= self.gone_grace_s:
-                return self._give_up("gone", f"the server at {self.url} stopped answering {self.gone_grace_s:g} s "
-                                     f"ago ({h.message}); it was stopped or crashed")
+                return self._give_up("gone", f"the server at {self.url} stopped answering "
+                                     f"{self.gone_grace_s:g} s ago ({h.message}); it was stopped or crashed")
             if h.status_code == 503:
                 self._set_state(ServerState.LOADING)
             if (h.status_code is not None) != was_reachable:
                 was_reachable = h.status_code is not None
                 if not was_reachable:
-                    self._emit(logparse.LogLine("warn", f"server at {self.url} is not reachable ({h.message})"))
+                    self._emit(logparse.LogLine("warn",
+                                                f"server at {self.url} is not reachable ({h.message})"))
                     self._set_state(ServerState.GONE if ever_reachable else ServerState.STARTING)
             if h.ready and self.log_path is None and has_slots:
                 try:
@@ -160,9 +169,9 @@ class AttachedSession(SupervisedSession):
                     if has_slots:
                         log_once(f"reading /slots of {self.url}", exc, trace=not _remote(exc))
                     else:
-                        self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer /slots "
-                                                    "(started with --no-slots, or a router): its requests cannot be "
-                                                    "seen without its log"))
+                        self._emit(logparse.LogLine("warn", f"the server at {self.url} does not answer "
+                                                    "/slots (started with --no-slots, or a router): its "
+                                                    "requests cannot be seen without its log"))
             if h.ready:  # after the first /slots + /metrics poll, so requests sent on "ready" have a baseline
                 self._set_state(ServerState.READY)
             self._stop.wait(self.poll_s)

@@ -9,6 +9,7 @@ import csv
 import json
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core.bench_report import (
     REP_CSV_FIELDS,
@@ -55,7 +56,7 @@ def export_run(run: BenchRun, out_dir: Path, fmt: str, plots: PlotRenderer | Non
     return path
 
 
-def export_comparison(a: BenchRun, b: BenchRun, data: dict, out_dir: Path, fmt: str = "md") -> Path:
+def export_comparison(a: BenchRun, b: BenchRun, data: dict[str, Any], out_dir: Path, fmt: str = "md") -> Path:
     """Write the comparison of B against A (`data`: as `runs compare --json` prints it) to `out_dir` as
     `compare-<a>-<b>.md` (core.bench_report.compare_report_markdown, the hardware included) or `.json`."""
     out_dir = Path(out_dir)

@@ -1,13 +1,14 @@
 """HTTP client for llama-server: /health /props /slots /metrics /completion /v1/chat/completions /tokenize.
 
-Thin and synchronous (httpx); callers run it off the GUI thread. Streamed answers (server-sent events) are read
-by sse_events and can be cancelled from another thread (a threading.Event, seen within CANCEL_POLL_S).
+Thin and synchronous (httpx); callers run it off the GUI thread. Streamed answers (server-sent events) are
+read by sse_events and can be cancelled from another thread (a threading.Event, seen within CANCEL_POLL_S).
 
 Every read is bounded, so a server that lies (or is not llama-server at all) cannot hold a caller or fill its
-memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one byte
-a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but /completion),
-be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout), and be JSON of
-the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was wrong.
+memory: an answer must arrive whole, headers included, within the call's timeout (a body that trickles one
+byte a second is cut off at the deadline, not each second's read; at most SHORT_CALL_S for all but
+/completion), be at most MAX_BODY_BYTES (a streamed event at most MAX_EVENT_BYTES, each within the timeout),
+and be JSON of the shape llama-server sends; anything else is a BadAnswer (a ServerError) that says what was
+wrong.
 """
 
 from __future__ import annotations
@@ -15,9 +16,10 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 import httpcore
 import httpx
@@ -26,7 +28,8 @@ from llm_tuner.core.server_endpoints import RouterModel, parse_router_models
 
 MAX_BODY_BYTES = 8 * 2**20  # llama-server's answers are KiB (/props with a long chat template: ~100 KiB)
 MAX_EVENT_BYTES = 2 * 2**20  # one streamed /completion event (a token or a few, with probabilities if asked)
-SHORT_CALL_S = 60.0  # the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
+# the longest /props /slots /metrics /tokenize /detokenize may take (the timeout, if shorter)
+SHORT_CALL_S = 60.0
 
 
 class ServerError(Exception):
@@ -40,8 +43,8 @@ class ServerError(Exception):
 
 
 class BadAnswer(ServerError):
-    """The server's answer is not what llama-server sends: too big, too slow to arrive whole, not JSON, or JSON
-    of another shape. `message` says which, for the user."""
+    """The server's answer is not what llama-server sends: too big, too slow to arrive whole, not JSON, or
+    JSON of another shape. `message` says which, for the user."""
 
     def __init__(self, status: int, path: str, what: str) -> None:
         super().__init__(status, f"the answer to {path} is not llama-server's: {what}", "bad_answer")
@@ -53,7 +56,7 @@ _deadline = threading.local()  # .at: the monotonic time by which the current ca
 
 
 def _bounded(timeout: float | None) -> float | None:
-    at = getattr(_deadline, "at", None)
+    at: float | None = getattr(_deadline, "at", None)  # a threading.local: unset on a thread that set none
     if at is None:
         return timeout
     left = at - time.monotonic()
@@ -63,7 +66,7 @@ def _bounded(timeout: float | None) -> float | None:
 
 
 @contextmanager
-def _within(seconds: float | None):
+def _within(seconds: float | None) -> Iterator[None]:
     """Reads and writes on this thread end by `seconds` from now (nested calls keep the earlier end)."""
     prev = getattr(_deadline, "at", None)
     if seconds is not None:
@@ -75,15 +78,18 @@ def _within(seconds: float | None):
         _deadline.at = prev
 
 
-# -- cancel: a stream the user stops ends within CANCEL_POLL_S, while waiting for headers or the next event --------
+# -- cancel: a stream the user stops ends within CANCEL_POLL_S, while waiting for headers or the next event
+# --------
 
 CANCEL_POLL_S = 0.2
-_cancel = threading.local()  # .event: the threading.Event that cancels the current call's reads on this thread
+# .event: the threading.Event that cancels the current call's reads on this thread
+_cancel = threading.local()
 
 
 @contextmanager
-def _cancellable(event: threading.Event | None):
-    """Reads on this thread wait in slices of CANCEL_POLL_S and end with StreamCancelled once `event` is set."""
+def _cancellable(event: threading.Event | None) -> Iterator[None]:
+    """Reads on this thread wait in slices of CANCEL_POLL_S and end with StreamCancelled once `event` is
+    set."""
     prev = getattr(_cancel, "event", None)
     _cancel.event = event
     try:
@@ -121,10 +127,11 @@ class _DeadlineStream(httpcore.NetworkStream):
     def close(self) -> None:
         self._stream.close()
 
-    def start_tls(self, ssl_context, server_hostname=None, timeout=None) -> httpcore.NetworkStream:
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
         return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _bounded(timeout)))
 
-    def get_extra_info(self, info: str):
+    def get_extra_info(self, info: str) -> Any:
         return self._stream.get_extra_info(info)
 
 
@@ -134,10 +141,12 @@ class _DeadlineBackend(httpcore.NetworkBackend):
     def __init__(self) -> None:
         self._backend = httpcore.SyncBackend()
 
-    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
         return _DeadlineStream(self._backend.connect_tcp(host, port, _bounded(timeout), local_address, socket_options))
 
-    def connect_unix_socket(self, path, timeout=None, socket_options=None):
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
         return _DeadlineStream(self._backend.connect_unix_socket(path, _bounded(timeout), socket_options))
 
     def sleep(self, seconds: float) -> None:
@@ -171,7 +180,7 @@ class _Answer:
         return self.content.decode("utf-8", errors="replace")
 
 
-def _error_message(data, fallback: str) -> tuple[str, str | None]:
+def _error_message(data: Any, fallback: str) -> tuple[str, str | None]:
     """llama-server's `{"error": {"message", "type"}}` (or a bare string), else the start of the body."""
     err = data.get("error") if isinstance(data, dict) else None
     if isinstance(err, dict) and isinstance(err.get("message"), str):
@@ -180,7 +189,8 @@ def _error_message(data, fallback: str) -> tuple[str, str | None]:
         return err[:500], None
     return fallback[:200], None
 
-_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")  # a router answers these itself (no model named)
+# a router answers these itself (no model named)
+_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")
 
 
 class LlamaClient:
@@ -194,8 +204,8 @@ class LlamaClient:
         if model:
             # A router closes the connection after every answer it passes on from a model's instance while its
             # headers promise keep-alive: a request sent on that connection before its close arrived failed
-            # with "Server disconnected without sending a response" (1 benchmark in 5 on the real router). Each
-            # request gets a connection of its own, as the router gives it anyway.
+            # with "Server disconnected without sending a response" (1 benchmark in 5 on the real router).
+            # Each request gets a connection of its own, as the router gives it anyway.
             headers["Connection"] = "close"
         self.base_url = base_url.rstrip("/")
         self.timeout = timeout  # the longest a whole answer (or one streamed event) may take
@@ -208,11 +218,11 @@ class LlamaClient:
     def __enter__(self) -> LlamaClient:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- helpers --------------------------------------------------------------------------------
-    def _fetch(self, method: str, path: str, *, timeout: float | None = None, **kw) -> _Answer:
+    def _fetch(self, method: str, path: str, *, timeout: float | None = None, **kw: Any) -> _Answer:
         """One whole answer, bounded in size (MAX_BODY_BYTES) and in time (`timeout`, else the client's)."""
         limit = self.timeout if timeout is None else timeout
         kw = self._for_model(method, path, kw)
@@ -225,13 +235,13 @@ class LlamaClient:
             for chunk in r.iter_bytes():
                 body += chunk
                 if len(body) > MAX_BODY_BYTES:
-                    raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any of its "
-                                    "answers takes")
+                    raise BadAnswer(r.status_code, path, f"more than the {MAX_BODY_BYTES // 2**20} MiB any "
+                                    "of its answers takes")
             return _Answer(r.status_code, bytes(body))
 
-    def _for_model(self, method: str, path: str, kw: dict) -> dict:
-        """The request's arguments naming the client's router model (see __init__); unchanged without one, and for
-        the router's own endpoints (/health, /models)."""
+    def _for_model(self, method: str, path: str, kw: dict[str, Any]) -> dict[str, Any]:
+        """The request's arguments naming the client's router model (see __init__); unchanged without one, and
+        for the router's own endpoints (/health, /models)."""
         if not self.model or path in _ROUTER_OWN:
             return kw
         if isinstance(kw.get("json"), dict):
@@ -250,7 +260,7 @@ class LlamaClient:
             raise ServerError(r.status_code, message, kind)
         return r
 
-    def _json(self, method: str, path: str, shape: type | tuple[type, ...], **kw):
+    def _json(self, method: str, path: str, shape: type | tuple[type, ...], **kw: Any) -> Any:
         """The answer's JSON, checked to be of `shape` (dict or list)."""
         r = self._check(self._fetch(method, path, **kw), path)
         try:
@@ -266,7 +276,8 @@ class LlamaClient:
         """/health within `timeout` (all of it: connect, headers, body). Never raises."""
         try:
             r = self._fetch("GET", "/health", timeout=timeout)
-        except BadAnswer as exc:  # no llama-server answers there: as unreachable, so an attach ends saying why
+        # no llama-server answers there: as unreachable, so an attach ends saying why
+        except BadAnswer as exc:
             return Health(None, False, exc.message)
         except httpx.TimeoutException as exc:
             return Health(None, False, f"no whole answer within {timeout:g} s ({exc.__class__.__name__})")
@@ -280,7 +291,7 @@ class LlamaClient:
             data = None
         return Health(r.status_code, False, _error_message(data, r.text)[0][:100])
 
-    def wait_ready(self, timeout: float = 120.0, poll_s: float = 0.2, alive=lambda: True,
+    def wait_ready(self, timeout: float = 120.0, poll_s: float = 0.2, alive: Callable[[], bool] = lambda: True,
                    unanswered_s: float | None = None) -> Health:
         """Poll /health until 200, the timeout, or `alive()` turning False (the process died). `unanswered_s`:
         give up sooner when no whole answer at all (not even "loading") came for that long (a server someone
@@ -304,10 +315,11 @@ class LlamaClient:
         """Whether the server's own web page is there (a build without its web UI answers 404 at "/")."""
         return self._fetch("HEAD", "/", timeout=self._short()).status_code == 200
 
-    def props(self) -> dict:
-        return self._json("GET", "/props", dict, timeout=self._short())
+    def props(self) -> dict[str, Any]:
+        props: dict[str, Any] = self._json("GET", "/props", dict, timeout=self._short())
+        return props
 
-    def slots(self) -> list[dict]:
+    def slots(self) -> list[dict[str, Any]]:
         return [s for s in self._json("GET", "/slots", list, timeout=self._short()) if isinstance(s, dict)]
 
     def metrics_text(self) -> str:
@@ -329,36 +341,40 @@ class LlamaClient:
         data = self._json("POST", "/detokenize", dict, json={"tokens": tokens}, timeout=self._short())
         if not isinstance(data.get("content"), str):
             raise BadAnswer(200, "/detokenize", "no text in 'content'")
-        return data["content"]
+        content: str = data["content"]
+        return content
 
-    def completion(self, prompt, n_predict: int = 16, **params) -> dict:
+    def completion(self, prompt: Any, n_predict: int = 16, **params: Any) -> dict[str, Any]:
         """Non-streaming /completion; returns the server's JSON (with its `timings`)."""
         body = {"prompt": prompt, "n_predict": n_predict, "stream": False, **params}
-        return self._json("POST", "/completion", dict, json=body)
+        answer: dict[str, Any] = self._json("POST", "/completion", dict, json=body)
+        return answer
 
-    def completion_stream(self, prompt, n_predict: int = 16, *, cancel: threading.Event | None = None,
-                          **params) -> Iterator[dict]:
+    def completion_stream(self, prompt: Any, n_predict: int = 16, *, cancel: threading.Event | None = None,
+                          **params: Any) -> Iterator[dict[str, Any]]:
         """Streaming /completion: yields each server-sent JSON chunk (the last has `timings`); see stream."""
         body = {"prompt": prompt, "n_predict": n_predict, "stream": True, **params}
         return self.stream("/completion", body, cancel=cancel)
 
-    def chat_stream(self, messages: list[dict], *, cancel: threading.Event | None = None,
-                    **params) -> Iterator[dict]:
-        """Streaming /v1/chat/completions (OpenAI's shape): yields each chunk, `choices[0].delta` holding the new
-        text; the last chunk has `finish_reason` and the server's `timings`. Sampling not given in `params` is the
-        server's own default (what its command line set). See stream."""
+    def chat_stream(self, messages: list[dict[str, Any]], *, cancel: threading.Event | None = None,
+                    **params: Any) -> Iterator[dict[str, Any]]:
+        """Streaming /v1/chat/completions (OpenAI's shape): yields each chunk, `choices[0].delta` holding the
+        new text; the last chunk has `finish_reason` and the server's `timings`. Sampling not given in
+        `params` is the server's own default (what its command line set). See stream."""
         return self.stream("/v1/chat/completions", {"messages": messages, "stream": True, **params}, cancel=cancel)
 
-    def stream(self, path: str, body: dict, *, cancel: threading.Event | None = None) -> Iterator[dict]:
+    def stream(self, path: str, body: dict[str, Any], *,
+               cancel: threading.Event | None = None) -> Iterator[dict[str, Any]]:
         """POST `body` and yield each server-sent event's JSON object (see sse_events).
 
-        Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time the
-        caller spends between events is not counted. Setting `cancel` (from any thread) ends the wait for the
-        answer or the next event within CANCEL_POLL_S with StreamCancelled, and closing the connection tells the
-        server to stop generating. A streamed error (`{"error": …}`) is a ServerError."""
+        Each event must arrive whole within the client's timeout and hold at most MAX_EVENT_BYTES; the time
+        the caller spends between events is not counted. Setting `cancel` (from any thread) ends the wait for
+        the answer or the next event within CANCEL_POLL_S with StreamCancelled, and closing the connection
+        tells the server to stop generating. A streamed error (`{"error": …}`) is a ServerError."""
         return self._stream(path, body, cancel)
 
-    def _stream(self, path: str, body: dict, cancel: threading.Event | None) -> Iterator[dict]:
+    def _stream(self, path: str, body: dict[str, Any],
+                cancel: threading.Event | None) -> Iterator[dict[str, Any]]:
         with _cancellable(cancel):
             with _within(self.timeout):
                 cm = self._http.stream("POST", path, **self._for_model("POST", path, {"json": body}))
@@ -374,7 +390,8 @@ class LlamaClient:
                 self._check(_Answer(r.status_code, bytes(content[:MAX_BODY_BYTES])), path)
             events = sse_events(r.iter_bytes(), r.status_code, path)
             while True:
-                with _cancellable(cancel), _within(self.timeout):  # one whole event (or the end) within the timeout
+                # one whole event (or the end) within the timeout
+                with _cancellable(cancel), _within(self.timeout):
                     event = next(events, None)
                 if event is None:
                     return
@@ -400,13 +417,13 @@ def _error_event(payload: str, status: int, path: str) -> ServerError:
     return ServerError(code if type(code) is int and 400 <= code < 600 else status, message, kind)
 
 
-def sse_events(chunks: Iterable[bytes], status: int = 200, path: str = "") -> Iterator[dict]:
+def sse_events(chunks: Iterable[bytes], status: int = 200, path: str = "") -> Iterator[dict[str, Any]]:
     """Server-sent events (the bytes as they arrive, cut anywhere) -> each event's JSON object.
 
-    llama-server sends `data: <json>` lines, each event ended by a blank line; `:` lines are keep-alive comments;
-    `data: [DONE]` ends an OpenAI-style stream; a failure inside a stream arrives as `data: {"error": …}` (or, from
-    some builds, an `error: <json>` line): a ServerError. An event longer than MAX_EVENT_BYTES, or one that is not
-    a JSON object, is a BadAnswer."""
+    llama-server sends `data: <json>` lines, each event ended by a blank line; `:` lines are keep-alive
+    comments; `data: [DONE]` ends an OpenAI-style stream; a failure inside a stream arrives as `data:
+    {"error": …}` (or, from some builds, an `error: <json>` line): a ServerError. An event longer than
+    MAX_EVENT_BYTES, or one that is not a JSON object, is a BadAnswer."""
     buf, data = b"", []
     chunks = iter(chunks)
     ended = False
@@ -450,7 +467,7 @@ def sse_events(chunks: Iterable[bytes], status: int = 200, path: str = "") -> It
             return
 
 
-def _event(payload: str, status: int, path: str) -> dict:
+def _event(payload: str, status: int, path: str) -> dict[str, Any]:
     try:
         event = json.loads(payload)
     except ValueError:

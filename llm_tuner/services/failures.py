@@ -1,8 +1,8 @@
 """Failures a service survives on purpose, logged once per kind (nvitop's `nvmlQuery` style).
 
-A loop that must go on (a log reader, a telemetry sampler, a supervision callback) catches what a consumer or a
-sensor raises; each kind of failure (where + exception type) is written to the log the first time, so a bug is
-seen without flooding the log at 15 samples a second.
+A loop that must go on (a log reader, a telemetry sampler, a supervision callback) catches what a consumer or
+a sensor raises; each kind of failure (where + exception type) is written to the log the first time, so a bug
+is seen without flooding the log at 15 samples a second.
 """
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ _seen: set[tuple[str, str]] = set()
 _lock = threading.Lock()
 
 
-def log_once(where: str, exc: BaseException, *, logger: logging.Logger | None = None, trace: bool = True) -> bool:
-    """Log `exc` (with its traceback, unless not `trace`: a remote server's bad answer, whose words say it all and
-    whose traceback only shows our own reading code) under `where` unless this kind was logged already; True when
-    logged."""
+def log_once(where: str, exc: BaseException, *, logger: logging.Logger | None = None,
+             trace: bool = True) -> bool:
+    """Log `exc` (with its traceback, unless not `trace`: a remote server's bad answer, whose words say it all
+    and whose traceback only shows our own reading code) under `where` unless this kind was logged already;
+    True when logged."""
     key = (where, type(exc).__qualname__)
     with _lock:
         if key in _seen:

@@ -1,19 +1,22 @@
 """What a launch of llama-server will run: the user's flags, the app's watch flags, the environment.
 
 A LaunchPlan is built before anything starts, so the Live panel and the CLI can show the exact command
-(secrets masked) and what the app adds or drops; services.server runs it. The ports a launch takes are chosen and
-checked here too (free_port, port_in_use).
+(secrets masked) and what the app adds or drops; services.server runs it. The ports a launch takes are chosen
+and checked here too (free_port, port_in_use).
 """
 
 from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import profile_to_argv, render_shell, respell
+from llm_tuner.core.cmdline import FlagCatalog, profile_to_argv, render_shell, respell
+from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.services.process import child_env
 
 
@@ -21,7 +24,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free right now on `host`."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -31,7 +35,7 @@ def port_in_use(host: str, port: int) -> bool:
         return s.connect_ex((host if host not in ("0.0.0.0", "") else "127.0.0.1", port)) == 0
 
 
-def config_ini_paths(env: dict[str, str] | None = None) -> list[Path]:
+def config_ini_paths(env: Mapping[str, str] | None = None) -> list[Path]:
     """llama.cpp's config files that apply to every launch (before env vars and flags), if present."""
     env = os.environ if env is None else env
     candidates = [Path("/etc/llama.cpp/config.ini")]
@@ -102,7 +106,7 @@ class LaunchPlan:
 
 
 def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str, str] | None = None, *,
-                catalog=None, watch: bool = True, base_env: dict[str, str] | None = None,
+                catalog: FlagCatalog | None = None, watch: bool = True, base_env: dict[str, str] | None = None,
                 port: int | None = None) -> LaunchPlan:
     """Build the launch: user flags + watch flags, and a clean environment.
 
@@ -117,7 +121,8 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
     """
     profile_env = dict(profile_env or {})
     env, dropped = child_env(profile_env, base_env)
-    args = respell(user_args, catalog)  # each flag as this binary's --help spells it (the user's own if listed)
+    # each flag as this binary's --help spells it (the user's own if listed)
+    args = respell(user_args, catalog)
     _rest, env = flags.secrets_to_env(args, env)
     effective = flags.effective_argv(args, profile_env)
     host = flags.value_of(effective, "host") or "127.0.0.1"
@@ -142,7 +147,7 @@ def plan_launch(binary: str | Path, user_args: list[str], profile_env: dict[str,
                       host=host.split(",")[0], port=int(port_s), env=env)
 
 
-def plan_from_profile(binary: str | Path, profile, **kwargs) -> LaunchPlan:
+def plan_from_profile(binary: str | Path, profile: LaunchProfile, **kwargs: Any) -> LaunchPlan:
     """A LaunchProfile -> LaunchPlan, its flags spelled as the binary's catalog (when given) lists them."""
     argv, env = profile_to_argv(profile, kwargs.get("catalog"))
     return plan_launch(binary, list(argv), dict(env), **kwargs)

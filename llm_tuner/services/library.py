@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from llm_tuner.core.gguf_info import (
     GGUFError,
@@ -149,7 +150,8 @@ class ModelEntry:
     size_bytes: int
     mtime_ns: int
     is_projector: bool
-    also_at: tuple[str, ...] = ()  # other paths of the same file (a symlink, a hard link), listed once as `path`
+    # other paths of the same file (a symlink, a hard link), listed once as `path`
+    also_at: tuple[str, ...] = ()
 
     @property
     def file_name(self) -> str:
@@ -257,7 +259,7 @@ def _one_path_per_file(found: dict[str, os.stat_result]) -> tuple[dict[str, os.s
     return {full: found[full] for full in by_file.values()}, aliases
 
 
-class _Cache:
+class _Cache(Protocol):
     """What scan needs from the store (store.model_cache.ModelCacheRepo satisfies it)."""
 
     def get_many(self, keys: Sequence[tuple[str, int, int]]) -> dict[str, ModelInfo]: ...  # pragma: no cover

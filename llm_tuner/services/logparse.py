@@ -20,6 +20,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.devices import DeviceIdLine, LlamaDevice, parse_device_info_line, parse_device_line
@@ -136,7 +137,7 @@ class RequestTimings:
             return None
         return (self.draft_n_accepted or 0) / self.draft_n
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         """The server's own key names (plus ttft_ms and latency_ms)."""
         return {"slot": self.slot, "task": self.task, "cache_n": self.cache_n, "prompt_n": self.prompt_n,
                 "prompt_ms": self.prompt_ms, "prompt_per_second": self.prompt_per_second,
@@ -226,7 +227,7 @@ class _Pending:
     task: int
     t_start_s: float | None = None
     n_prompt_total: int | None = None
-    values: dict = field(default_factory=dict)
+    values: dict[str, Any] = field(default_factory=dict)
 
 
 class LogParser:
@@ -275,9 +276,9 @@ class LogParser:
 
     # -- internals ------------------------------------------------------------------------------
     def _instance_line(self, port: str, text: str) -> list[Event]:
-        """A line of one of a router's model instances (`[port] line`): its own parser reads it; the console gets
-        it named by its model, and its finished requests carry the model's name. The instance's other events (its
-        load, its port, its slots) are not the router's: they are left out."""
+        """A line of one of a router's model instances (`[port] line`): its own parser reads it; the console
+        gets it named by its model, and its finished requests carry the model's name. The instance's other
+        events (its load, its port, its slots) are not the router's: they are left out."""
         instance = self._instances.setdefault(port, LogParser())
         name = self._names.get(port)
         out: list[Event] = []
@@ -290,12 +291,13 @@ class LogParser:
                 out.append(e)
         return out
 
-    def _feed_json(self, obj: dict, raw: str) -> list[Event]:
+    def _feed_json(self, obj: dict[str, Any], raw: str) -> list[Event]:
         kind = obj.get("type")
         if kind == "log":
             t = obj.get("time")
             msg = str(obj.get("msg", "")).rstrip("\n")
-            if (child := _CHILD.match(msg)) is not None:  # a router's instance, its line wrapped in the router's
+            # a router's instance, its line wrapped in the router's
+            if (child := _CHILD.match(msg)) is not None:
                 return self._instance_line(child.group(1), child.group(2))
             return self._feed_msg(str(obj.get("level", "info")), msg, t / 1e6 if isinstance(t, int | float) else None)
         if kind == "fit_memory_breakdown":
@@ -335,8 +337,8 @@ class LogParser:
     def _slot_line(self, slot: int, task: int, rest: str, t_s: float | None) -> list[Event]:
         out: list[Event] = []
         if task < 0:
-            if _SEL_LCP.search(rest):
-                out.append(SlotSelected(slot, "lcp", float(_SEL_LCP.search(rest).group(1))))
+            if lcp := _SEL_LCP.search(rest):
+                out.append(SlotSelected(slot, "lcp", float(lcp.group(1))))
             elif _SEL_LRU.search(rest):
                 out.append(SlotSelected(slot, "lru"))
             elif _SEL_ID.search(rest):
@@ -474,46 +476,47 @@ def classify_failure(lines: Iterable[str], exit_code: int | None = None) -> Fail
                 return t
         return None
 
-    if (ev := first(r"error while handling argument .*the argument has been removed")) is not None:
-        m = re.search(r'argument "([^"]+)": the argument has been removed\. (.*)$', ev)
+    if (hit := first(r"error while handling argument .*the argument has been removed")) is not None:
+        m = re.search(r'argument "([^"]+)": the argument has been removed\. (.*)$', hit)
         flag, hint = (m.group(1), m.group(2)) if m else ("?", "")
         return Failure("removed_flag", f"The flag {flag} was removed from this llama-server build: {hint}. "
-                       "Edit the profile and use the new flag.", ev)
-    if (ev := first(r"^error: invalid argument: ")) is not None:
-        flag = ev.split("invalid argument:", 1)[1].strip()
+                       "Edit the profile and use the new flag.", hit)
+    if (hit := first(r"^error: invalid argument: ")) is not None:
+        flag = hit.split("invalid argument:", 1)[1].strip()
         removed = flags.REMOVED.get(flags.normalize(flag))
         extra = f" This build replaced it: use {removed.replacement}." if removed is not None else ""
-        return Failure("unknown_flag", f"This llama-server does not know the flag {flag}.{extra} "
-                       "Remove or replace it in the profile (the flag list comes from the binary's --help).", ev)
-    if (ev := first(r'error while handling argument "[^"]+": invalid device: ')) is not None:
-        dev = ev.rsplit("invalid device:", 1)[1].strip()
+        return Failure("unknown_flag", f"This llama-server does not know the flag {flag}.{extra} Remove or "
+                       "replace it in the profile (the flag list comes from the binary's --help).", hit)
+    if (hit := first(r'error while handling argument "[^"]+": invalid device: ')) is not None:
+        dev = hit.rsplit("invalid device:", 1)[1].strip()
         return Failure("unknown_device", f"This llama-server has no device named {dev}. Check the device list "
-                       "(llama-server --list-devices) and whether the binary was built with that backend.", ev)
-    if (ev := first(r"^error while handling (argument|environment variable)")) is not None:
-        return Failure("bad_value", f"llama-server rejected a setting: {ev}. Fix the value in the profile.", ev)
-    if (ev := first(r"couldn't bind HTTP server socket")) is not None:
-        m = re.search(r"hostname: (\S+), port: (\d+)", ev)
+                       "(llama-server --list-devices) and whether the binary was built with that backend.", hit)
+    if (hit := first(r"^error while handling (argument|environment variable)")) is not None:
+        return Failure("bad_value", f"llama-server rejected a setting: {hit}. Fix the value in the profile.", hit)
+    if (hit := first(r"couldn't bind HTTP server socket")) is not None:
+        m = re.search(r"hostname: (\S+), port: (\d+)", hit)
         where = f"{m.group(1)}:{m.group(2)}" if m else "the chosen address"
         return Failure("port_in_use", f"Port {where} is already taken (another server is running there?). "
-                       "Stop that server or choose another port.", ev)
-    if (ev := first(r"quantized V cache requires flash_attn")) is not None:
-        return Failure("quant_v_needs_fa", "A quantized V cache (-ctv) needs flash attention: set -fa on or auto, "
-                       "or use -ctv f16.", ev)
-    if (ev := first(r"failed to open GGUF file")) is not None:
-        m = re.search(r"failed to open GGUF file '(.*)' \((.*)\)", ev)
+                       "Stop that server or choose another port.", hit)
+    if (hit := first(r"quantized V cache requires flash_attn")) is not None:
+        return Failure("quant_v_needs_fa", "A quantized V cache (-ctv) needs flash attention: set -fa on or "
+                       "auto, or use -ctv f16.", hit)
+    if (hit := first(r"failed to open GGUF file")) is not None:
+        m = re.search(r"failed to open GGUF file '(.*)' \((.*)\)", hit)
         path, why = (m.group(1), m.group(2)) if m else ("?", "")
         kind = "model_missing" if "No such file" in why else "model_unreadable"
         verb = "does not exist" if kind == "model_missing" else f"cannot be read ({why})"
-        return Failure(kind, f"The model file {path} {verb}. Pick the file again in the profile.", ev)
-    if (ev := first(r"gguf_init_from_file.*(invalid magic|failed to read|tensor .* data is not within)")) is not None:
-        return Failure("model_unreadable", f"The model file is not a valid GGUF (damaged or incomplete download?): "
-                       f"{ev}", ev)
+        return Failure(kind, f"The model file {path} {verb}. Pick the file again in the profile.", hit)
+    if (hit := first(r"gguf_init_from_file.*(invalid magic|failed to read|tensor .* data is not within)")) is not None:
+        return Failure("model_unreadable", "The model file is not a valid GGUF (damaged or incomplete "
+                       f"download?): {hit}", hit)
     oom = _classify_oom(texts)
     if oom is not None:
         return oom
-    if (ev := first(r"exiting due to|failed to load model|failed to create.context")) is not None:
+    if (hit := first(r"exiting due to|failed to load model|failed to create.context")) is not None:
         errs = [t for t in texts if t.startswith(("E ",)) or "error" in t.lower()]
-        return Failure("load_failed", f"llama-server could not load the model: {errs[0] if errs else ev}", ev)
+        return Failure("load_failed", "llama-server could not load the model: "
+                                      f"{errs[0] if errs else hit}", hit)
     if exit_code not in (None, 0):
         tail = texts[-1] if texts else "(no output)"
         return Failure("unknown", f"llama-server exited with code {exit_code}: {tail}", tail)

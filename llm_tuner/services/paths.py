@@ -44,8 +44,8 @@ def tighten_app_files() -> list[str]:
     and the files in them to 0600. Returns one note per change, for the log."""
     notes: list[str] = []
     for folder in {data_dir(), config_dir(), log_dir()}:
-        for path, want in [(folder, PRIVATE_DIR)] + [(p, PRIVATE_FILE) for p in folder.iterdir() if p.is_file()
-                                                    and not p.is_symlink()]:
+        files = [(p, PRIVATE_FILE) for p in folder.iterdir() if p.is_file() and not p.is_symlink()]
+        for path, want in [(folder, PRIVATE_DIR), *files]:
             try:
                 mode = stat.S_IMODE(path.stat().st_mode)
                 if mode & ~want & 0o077:
@@ -76,6 +76,7 @@ def log_dir() -> Path:
 
 
 def cache_dir() -> Path:
-    """Shared cache (the assembled demo model). Not moved by `LLM_TUNER_DATA_DIR`: it is large and immutable."""
+    """Shared cache (the assembled demo model). Not moved by `LLM_TUNER_DATA_DIR`: it is large and
+    immutable."""
     return _ensure(Path(platformdirs.user_cache_dir(APP_NAME)))
 

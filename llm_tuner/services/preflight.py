@@ -2,8 +2,8 @@
 
 core.advice judges a profile; this module gathers what it needs from this machine (no Qt): whether the model
 file exists, what the GGUF header reader makes of it (a folder, a truncated download: `ModelInfo.error`), the
-GPUs and physical cores. `profile check`, `profile import`, the Profile tab, and every launch and benchmark ask
-here, so they all name the same errors. A launch or benchmark of a profile with advice errors is refused
+GPUs and physical cores. `profile check`, `profile import`, the Profile tab, and every launch and benchmark
+ask here, so they all name the same errors. A launch or benchmark of a profile with advice errors is refused
 before a server starts (`PreflightRefused`), unless the user says "launch anyway" (`--force`, the Live tab's
 button): a fork may accept what the tested build refuses.
 """
@@ -12,9 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core.advice import Advice, advise
 from llm_tuner.core.cmdline import FlagCatalog, effective_profile, import_command
+from llm_tuner.core.devices import DeviceInventory
+from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.core.memory import (
     ArgumentError,
     args_from_profile,
@@ -38,7 +41,7 @@ class ModelLook:
     reader's ModelInfo (its `error` set when the path is a folder, truncated, not a GGUF...)."""
 
     exists: bool | None
-    info: object | None = None  # core.gguf_info.ModelInfo
+    info: ModelInfo | None = None
 
 
 def look_at_model(model: str | None) -> ModelLook:
@@ -55,10 +58,10 @@ def look_at_model(model: str | None) -> ModelLook:
         return ModelLook(True)
 
 
-def machine_facts() -> dict:
+def machine_facts() -> dict[str, Any]:
     """The advice's facts about this machine: GPUs (the inventory `llm-tuner devices` lists, without running a
-    binary), physical CPU cores, available RAM, and the inventory itself (for the memory plan); empty when unknown
-    (advice without those rules is still useful)."""
+    binary), physical CPU cores, available RAM, and the inventory itself (for the memory plan); empty when
+    unknown (advice without those rules is still useful)."""
     try:
         inv = detect_inventory()
         return {"n_gpus": len(inv.devices), "physical_cores": inv.host.cores_physical,
@@ -80,20 +83,22 @@ def _server_binary(profile: LaunchProfile) -> str | None:
     return str(loc.path) if loc is not None else None
 
 
-def plan_here(profile: LaunchProfile, info: object | None, inventory: object | None) -> tuple[object, object]:
+def plan_here(profile: LaunchProfile, info: ModelInfo | None,
+              inventory: DeviceInventory | None) -> tuple[object, object]:
     """The profile's memory plan on this machine and its pipeline parallelism (core.memory.plan_memory and
     pipeline), or (None, None) without a readable model header or an inventory. Never raises."""
-    if info is None or getattr(info, "error", None) or inventory is None:
+    if info is None or info.error or inventory is None:
         return None, None
     try:
         args = args_from_profile(profile)
-    except ArgumentError:  # a value llama-server refuses (-c abc): the Plan and Start say it; no plan to advise on
+    # a value llama-server refuses (-c abc): the Plan and Start say it; no plan to advise on
+    except ArgumentError:
         return None, None
     try:
         gpus, host = plan_gpus(inventory), host_device(inventory)
-        if getattr(inventory, "devices", ()) and not gpus:
+        if inventory.devices and not gpus:
             return None, None  # GPUs here but not yet listed by llama-server: a CPU-only plan would mislead
-        flags = tuple(getattr(getattr(inventory, "host", None), "cpu_flags", ()) or ())
+        flags = tuple(inventory.host.cpu_flags or ())
         plan = plan_memory(info, args, gpus, host, cpu_flags=flags)
         return plan, pipeline(info, plan, gpus, host, user_args=args, cpu_flags=flags)
     except Exception as exc:  # noqa: BLE001 - advice without the plan's rules still helps
@@ -101,11 +106,11 @@ def plan_here(profile: LaunchProfile, info: object | None, inventory: object | N
         return None, None
 
 
-def advice_here(profile: LaunchProfile, catalog: FlagCatalog | None = None, *, machine: dict | None = None,
-                look: ModelLook | None = None) -> list[Advice]:
+def advice_here(profile: LaunchProfile, catalog: FlagCatalog | None = None, *,
+                machine: dict[str, Any] | None = None, look: ModelLook | None = None) -> list[Advice]:
     """core.advice.advise with this machine's facts: the model file looked at, the GPUs, cores and RAM, the
-    memory plan (the prompt cache against host RAM, fit's own overrides, pipeline parallelism's memory) and the
-    binary's FA_QUANTS once it has started (services.device_ids)."""
+    memory plan (the prompt cache against host RAM, fit's own overrides, pipeline parallelism's memory) and
+    the binary's FA_QUANTS once it has started (services.device_ids)."""
     look = look if look is not None else look_at_model(effective_profile(profile).model)
     facts = dict(machine if machine is not None else machine_facts())
     inventory = facts.pop("inventory", None)
@@ -137,15 +142,16 @@ def preflight_errors(profile: LaunchProfile | None = None, catalog: FlagCatalog 
                      look: ModelLook | None = None) -> list[Advice]:
     """The advice errors of a profile, or of llama-server arguments (`argv`, `env`, read as a pasted command),
     that would make the server refuse to start or fail: what every launch checks first. The model file is
-    looked at unless `look` is given (`ModelLook(None)`: no file I/O, e.g. on the GUI thread); no GPU inventory
-    is read (no error rule needs it)."""
+    looked at unless `look` is given (`ModelLook(None)`: no file I/O, e.g. on the GUI thread); no GPU
+    inventory is read (no error rule needs it)."""
     if profile is None:
         profile = import_command(list(argv or []), catalog, env=env).profile
     return [a for a in advice_here(profile, catalog, machine={}, look=look) if a.severity == "error"]
 
 
 def check_launch(profile: LaunchProfile | None = None, catalog: FlagCatalog | None = None, *,
-                 argv: list[str] | None = None, env: dict[str, str] | None = None, force: bool = False) -> list[Advice]:
+                 argv: list[str] | None = None, env: dict[str, str] | None = None,
+                 force: bool = False) -> list[Advice]:
     """Raise PreflightRefused when the profile (or argv) has advice errors and not `force`; else return the
     errors (empty, or the ones the user chose to launch anyway)."""
     errors = preflight_errors(profile, catalog, argv=argv, env=env)

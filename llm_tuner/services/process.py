@@ -8,8 +8,8 @@ SIGINT, then SIGTERM, then SIGKILL to the group, each with its timeout. `run` (a
 any exception in the waiting thread (KeyboardInterrupt included). `spawn` starts a long-lived child
 (llama-server, ggml-rpc-server) whose owner stops it (services.server.ServerProcess).
 
-PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. Thread-pool threads come
-and go, so every child is forked from one long-lived spawner thread owned here (`llm-tuner-spawner`).
+PR_SET_PDEATHSIG fires when the *thread* that forked the child exits, not the process. Thread-pool threads
+come and go, so every child is forked from one long-lived spawner thread owned here (`llm-tuner-spawner`).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Any
 
 from llm_tuner.core import flags
 
@@ -49,10 +50,10 @@ def child_env(profile_env: dict[str, str] | None = None,
     return env, dropped
 
 
-# libc's prctl, looked up once here in the parent. The child must not load it between fork and exec: dlopen there
-# waits on the dynamic loader's lock, and when another thread of the app held it at the fork (a job thread importing
-# an extension module, Qt loading a plugin) the child hung before exec, and the spawner with it (seen in a full test
-# run: every later start waited forever).
+# libc's prctl, looked up once here in the parent. The child must not load it between fork and exec: dlopen
+# there waits on the dynamic loader's lock, and when another thread of the app held it at the fork (a job
+# thread importing an extension module, Qt loading a plugin) the child hung before exec, and the spawner with
+# it (seen in a full test run: every later start waited forever).
 _PRCTL = ctypes.CDLL("libc.so.6", use_errno=True).prctl if _LINUX else None
 _PR_SET_PDEATHSIG = 1
 
@@ -65,7 +66,8 @@ def _pdeathsig(parent_pid: int) -> Callable[[], None]:
     prctl, sigkill = _PRCTL, int(signal.SIGKILL)
 
     def set_it() -> None:  # pragma: no cover - runs in the child
-        prctl(_PR_SET_PDEATHSIG, sigkill)
+        if prctl is not None:  # Linux: looked up in the parent
+            prctl(_PR_SET_PDEATHSIG, sigkill)
         if os.getppid() != parent_pid:
             os._exit(1)
 
@@ -76,7 +78,8 @@ class _Spawner:
     """One daemon thread that performs every Popen (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._q: queue.Queue = queue.Queue()
+        self._q: queue.Queue[tuple[Callable[[], subprocess.Popen[str]], Future[subprocess.Popen[str]]]] = \
+            queue.Queue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
 
@@ -88,24 +91,25 @@ class _Spawner:
             except BaseException as exc:  # noqa: BLE001 - handed back to the caller
                 fut.set_exception(exc)
 
-    def run(self, fn: Callable[[], subprocess.Popen]) -> subprocess.Popen:
+    def run(self, fn: Callable[[], subprocess.Popen[str]]) -> subprocess.Popen[str]:
         with self._lock:
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, name="llm-tuner-spawner", daemon=True)
                 self._thread.start()
-        fut: Future = Future()
+        fut: Future[subprocess.Popen[str]] = Future()
         self._q.put((fn, fut))
         try:
             return fut.result()
         except BaseException as exc:
-            if not (fut.done() and fut.exception() is exc):  # interrupted (Ctrl-C) while the child was started
+            # interrupted (Ctrl-C) while the child was started
+            if not (fut.done() and fut.exception() is exc):
                 _end_started(fut)
             raise
 
 
-def _end_started(fut: Future) -> None:
-    """The wait for a spawn was interrupted: the spawner still starts the child, which no caller will ever hold
-    (a Ctrl-C at that moment left a model load running): wait for it and kill its group."""
+def _end_started(fut: Future[subprocess.Popen[str]]) -> None:
+    """The wait for a spawn was interrupted: the spawner still starts the child, which no caller will ever
+    hold (a Ctrl-C at that moment left a model load running): wait for it and kill its group."""
     try:
         popen = fut.result(timeout=30)
     except BaseException:  # noqa: BLE001 - it did not start after all (or a second Ctrl-C): nothing to end
@@ -127,7 +131,7 @@ class StopResult:
 class Child:
     """One started child process in its own process group (`popen`: its subprocess.Popen)."""
 
-    def __init__(self, popen: subprocess.Popen) -> None:
+    def __init__(self, popen: subprocess.Popen[str]) -> None:
         self.popen = popen
 
     @property
@@ -157,15 +161,16 @@ class Child:
             if os.name != "nt":
                 os.killpg(self.popen.pid, sig)
             elif sig == signal.SIGINT:  # pragma: no cover - Windows
-                self.popen.send_signal(signal.CTRL_BREAK_EVENT)
+                self.popen.send_signal(signal.CTRL_BREAK_EVENT)  # type: ignore[attr-defined,unused-ignore]
             else:  # pragma: no cover
                 self.popen.kill()
         except (ProcessLookupError, PermissionError):
             pass
 
     def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> StopResult:
-        """SIGINT, then SIGTERM, then SIGKILL to the process group, each with its timeout. Interrupted while it
-        waits (Ctrl-C), it kills the group at once and re-raises: the child never outlives an interrupted stop."""
+        """SIGINT, then SIGTERM, then SIGKILL to the process group, each with its timeout. Interrupted while
+        it waits (Ctrl-C), it kills the group at once and re-raises: the child never outlives an interrupted
+        stop."""
         if self.popen.poll() is not None:
             return StopResult(self.popen.returncode, "already exited")
         kill = getattr(signal, "SIGKILL", signal.SIGTERM)
@@ -188,20 +193,20 @@ def spawn(argv: list[str], *, env: dict[str, str] | None = None, merge_stderr: b
     """Start `argv` (text pipes: stdout, and stderr unless `merge_stderr` sends it to stdout) from the spawner
     thread, in its own process group, with the parent-death signal. `env` None: `child_env()`.
 
-    `ignore_sigpipe` keeps Python's SIG_IGN for SIGPIPE in the child (ggml-rpc-server writes to clients that are
-    gone). Raises OSError when it cannot start."""
-    kwargs: dict = {}
+    `ignore_sigpipe` keeps Python's SIG_IGN for SIGPIPE in the child (ggml-rpc-server writes to clients that
+    are gone). Raises OSError when it cannot start."""
+    kwargs: dict[str, Any] = {}
     if os.name != "nt":
         kwargs.update(start_new_session=True, restore_signals=not ignore_sigpipe)
         if _LINUX:
             kwargs["preexec_fn"] = _pdeathsig(os.getpid())
     else:  # pragma: no cover - Windows
-        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
+        kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP  # type: ignore[attr-defined,unused-ignore]
     if line_buffered:
         kwargs["bufsize"] = 1
     env = child_env()[0] if env is None else env
 
-    def start() -> subprocess.Popen:
+    def start() -> subprocess.Popen[str]:
         return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE, env=env, text=True,
                                 errors="replace", **kwargs)
@@ -237,7 +242,8 @@ SHORT_STOP_S = (1.0, 1.0, 5.0)
 def run(argv: list[str], *, timeout: float, env: dict[str, str] | None = None,
         cancel_check: Callable[[], bool] | None = None, poll_s: float = 0.2) -> Completed:
     """Run `argv` to its end and capture stdout and stderr; stop it (see SHORT_STOP_S) on the timeout, when
-    `cancel_check()` turns true, or when anything interrupts the wait (KeyboardInterrupt included, re-raised)."""
+    `cancel_check()` turns true, or when anything interrupts the wait (KeyboardInterrupt included,
+    re-raised)."""
     deadline = time.monotonic() + timeout
     ended = "exited"
     child = spawn(argv, env=env, merge_stderr=False)

@@ -19,13 +19,14 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.devices import LlamaDevice
-from llm_tuner.core.memory import plan_gpus
+from llm_tuner.core.memory import PlanDevice, plan_gpus
 from llm_tuner.core.rpc import (
     bind_warning,
     default_device_order,
@@ -38,7 +39,7 @@ from llm_tuner.core.rpc import (
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
 from llm_tuner.services.launch import free_port
-from llm_tuner.services.process import StopResult
+from llm_tuner.services.process import StopResult, child_env
 from llm_tuner.services.server import ServerProcess
 from llm_tuner.services.telemetry.inventory import inventory_for
 
@@ -68,7 +69,8 @@ def reachable(endpoint: str, timeout_s: float = 3.0) -> str | None:
 def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
                    server_binary: Path | None = None, timeout_s: float = 30.0) -> list[LlamaDevice]:
     """The RPC devices (`RPC0`, `RPC1`, ... with their endpoint as description) llama-server sees with these
-    workers, in `--rpc` order. WorkerError in plain words: unreachable, version mismatch, no RPC in the build."""
+    workers, in `--rpc` order. WorkerError in plain words: unreachable, version mismatch, no RPC in the
+    build."""
     for ep in endpoints:
         if (why := reachable(ep)) is not None:
             raise WorkerError(why)
@@ -87,9 +89,9 @@ def worker_devices(endpoints: list[str], settings: Settings | None = None, *,
         devices = binaries.list_devices(server_binary, endpoints, timeout=timeout_s, max_age_s=0)  # asked now
     except binaries.BinaryError as exc:
         if "did not finish" in str(exc):  # connected, then no answer: the worker serves someone else
-            raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not answer "
-                              f"within {timeout_s:g} s. ggml-rpc-server serves one llama-server at a time: stop the "
-                              "one using it (or wait), then ask again.") from exc
+            raise WorkerError(f"busy: a worker of {', '.join(endpoints)} accepted the connection but did not "
+                              f"answer within {timeout_s:g} s. ggml-rpc-server serves one llama-server at a "
+                              "time: stop the one using it (or wait), then ask again.") from exc
         raise WorkerError(str(exc)) from exc
     return [d for d in devices if is_rpc_device(d.name)]
 
@@ -108,25 +110,26 @@ def workers_devices(endpoints: list[str], settings: Settings | None = None, *, s
         return [], {ep: errors.get(ep, str(exc)) for ep in endpoints}
 
 
-def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list:
-    """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one card
-    under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first, as
-    llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark prediction."""
+def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list[PlanDevice]:
+    """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one
+    card under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first,
+    as llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark
+    prediction."""
     rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
     listed = binaries.list_devices(binary, rpc) if rpc else None
     return default_device_order(plan_gpus(inventory_for(binary, devices=listed)))
 
 
-def devices_json(devices: list[LlamaDevice]) -> list[dict]:
+def devices_json(devices: list[LlamaDevice]) -> list[dict[str, Any]]:
     """`llm-tuner devices/workers --json`: each device with its endpoint (RPC) and memory."""
     return [{"name": d.name, "backend": d.backend, "description": d.description, "endpoint": device_endpoint(d),
              "memory_total_mib": d.memory_total_mib, "memory_free_mib": d.memory_free_mib} for d in devices]
 
 
-def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path | None) -> list[dict]:
-    """The RPC devices of a run's arguments (`--rpc`, or LLAMA_ARG_RPC), for its record: name, endpoint, memory
-    (`model` reads "RPC worker host:port" in reports). A worker that cannot be asked is recorded with its
-    endpoint and the error (the others with their devices). [] without RPC."""
+def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path | None) -> list[dict[str, Any]]:
+    """The RPC devices of a run's arguments (`--rpc`, or LLAMA_ARG_RPC), for its record: name, endpoint,
+    memory (`model` reads "RPC worker host:port" in reports). A worker that cannot be asked is recorded with
+    its endpoint and the error (the others with their devices). [] without RPC."""
     try:
         endpoints = split_endpoints(flags.value_of(flags.effective_argv(argv, env or {}), "rpc") or "")
     except ValueError as exc:
@@ -141,8 +144,9 @@ def run_devices(argv: list[str], env: dict[str, str] | None, server_binary: Path
 
 @dataclass(frozen=True)
 class WorkerSpec:
-    """A local ggml-rpc-server to start: which devices (`CPU`, `CUDA0`), where it listens, and its cache folder
-    (`cache_dir`: tensors it received are kept there, so a restart of llama-server does not re-send weights)."""
+    """A local ggml-rpc-server to start: which devices (`CPU`, `CUDA0`), where it listens, and its cache
+    folder (`cache_dir`: tensors it received are kept there, so a restart of llama-server does not re-send
+    weights)."""
 
     host: str = "127.0.0.1"
     port: int = 0  # 0: a free port now
@@ -190,7 +194,7 @@ class LocalWorker:
         env["GGML_NO_BACKTRACE"] = "1"
         # ggml-rpc-server writes to clients without MSG_NOSIGNAL: a client gone mid-connection (a llama-server
         # killed, a timed-out --list-devices) would end it with SIGPIPE unless that signal stays ignored
-        self.process = ServerProcess(worker_argv(binary, spec), binaries.child_env(env)[0], keep_lines=200,
+        self.process = ServerProcess(worker_argv(binary, spec), child_env(env)[0], keep_lines=200,
                                      ignore_sigpipe=True)
 
     @property
@@ -227,7 +231,7 @@ class LocalWorker:
     def stop(self) -> StopResult:
         return self.process.stop(sigint_s=3.0, sigterm_s=3.0, sigkill_s=3.0)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"endpoint": self.endpoint, "pid": self.pid, "devices": list(self.spec.devices),
                 "cache_dir": self.spec.cache_dir, "alive": self.alive(), "warning": self.warning}
 
@@ -281,7 +285,8 @@ def stop_local_worker(endpoint: str) -> int | None:
                     proc.wait(5)
                 except psutil.TimeoutExpired:
                     proc.kill()
-                return proc.pid
+                pid: int = proc.pid
+                return pid
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return None

@@ -1,5 +1,5 @@
-"""Start, stop and supervise a long-lived llama-server process: ServerProcess (the child and its log lines) and
-ServerSession (a launch as a services.supervised.SupervisedSession).
+"""Start, stop and supervise a long-lived llama-server process: ServerProcess (the child and its log lines)
+and ServerSession (a launch as a services.supervised.SupervisedSession).
 
 Its processes start through services.process (the one spawner): an argument list (never a shell), its own
 process group, and on Linux a parent-death signal, so a server never outlives the app, also when the app is
@@ -13,8 +13,9 @@ import signal
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
-from llm_tuner.core.devices import fa_quants_from_log
+from llm_tuner.core.devices import DeviceIdLine, fa_quants_from_log
 from llm_tuner.services import device_ids, logparse, process
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.failures import log_once
@@ -30,7 +31,8 @@ class ServerProcess:
                  on_line: Callable[[str], None] | None = None, keep_lines: int = 2000, *,
                  ignore_sigpipe: bool = False) -> None:
         self.argv = list(argv)
-        self.ignore_sigpipe = ignore_sigpipe  # keep Python's SIG_IGN (a worker writing to a gone client lives on)
+        # keep Python's SIG_IGN (a worker writing to a gone client lives on)
+        self.ignore_sigpipe = ignore_sigpipe
         self.env = env
         self.on_line = on_line
         self.lines: collections.deque[str] = collections.deque(maxlen=keep_lines)
@@ -42,13 +44,15 @@ class ServerProcess:
         return self._child.pid if self._child else None
 
     @property
-    def _proc(self):
-        """The subprocess.Popen (tests send it signals)."""
+    def _proc(self) -> Any:
+        """The subprocess.Popen (tests send it signals; only services.process names that type)."""
         return self._child.popen if self._child else None
 
     def start(self) -> None:
-        self._child = process.spawn(self.argv, env=self.env, ignore_sigpipe=self.ignore_sigpipe, line_buffered=True)
-        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._child.pid}", daemon=True)
+        self._child = process.spawn(self.argv, env=self.env, ignore_sigpipe=self.ignore_sigpipe,
+                                    line_buffered=True)
+        self._reader = threading.Thread(target=self._read, name=f"llama-server-log-{self._child.pid}",
+                                        daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
@@ -93,13 +97,14 @@ class ServerSession(SupervisedSession):
     """One supervised llama-server launch: states, health, parsed log events, request records.
 
     Everything it learns goes to `on_event` from its own threads (log reader, health poller, exit
-    waiter): the events of services.supervised. The consumer (a Qt bridge, the CLI) must be quick and thread-safe.
+    waiter): the events of services.supervised. The consumer (a Qt bridge, the CLI) must be quick and
+    thread-safe.
     """
 
     kind = "launch"
 
     def __init__(self, plan: LaunchPlan, on_event: Callable[[object], None], *, health_poll_s: float = 0.25,
-                 client_factory=None) -> None:
+                 client_factory: Callable[..., LlamaClient] | None = None) -> None:
         super().__init__(on_event)
         self._plan = plan
         self.health_poll_s = health_poll_s
@@ -129,7 +134,7 @@ class ServerSession(SupervisedSession):
         return self._proc is not None and self._proc.alive()
 
     @property
-    def lines(self):
+    def lines(self) -> collections.deque[str]:
         """The newest lines of the server's output (a failed start's evidence)."""
         return self._proc.lines if self._proc else collections.deque()
 
@@ -210,7 +215,7 @@ class ServerSession(SupervisedSession):
             return
         if isinstance(ev, logparse.Loading):
             self._set_state(ServerState.LOADING)
-        elif isinstance(ev, logparse.DeviceIdLine) and ev.pci_bus_id:  # kept for the inventory (device_ids)
+        elif isinstance(ev, DeviceIdLine) and ev.pci_bus_id:  # kept for the inventory (device_ids)
             device_ids.remember(self.plan.binary, {ev.name: ev.pci_bus_id})
         self._on_log_event(ev)
 
@@ -244,8 +249,9 @@ class ServerSession(SupervisedSession):
             reason = f"exited with code {code}"
         if not self._stop_requested.is_set() and code != 0:
             self.failure = logparse.classify_failure(list(self._proc.lines), code)
-            if (self.failure is None or self.failure.kind == "unknown") and signal_name(code):
-                self.failure = logparse.signal_failure(signal_name(code), self._proc.lines)
+            sig = signal_name(code)
+            if (self.failure is None or self.failure.kind == "unknown") and sig:
+                self.failure = logparse.signal_failure(sig, self._proc.lines)
                 if self.failure.kind == "crashed":
                     reason = f"crashed ({signal_name(code)})"
             if self.failure is not None and self.failure.kind not in ("killed", "crashed", "unknown"):

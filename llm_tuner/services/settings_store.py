@@ -1,6 +1,7 @@
 """Load and save `Settings` as JSON in the config folder. A broken file is kept aside, never lost.
 
-The history database's path lives here too: it depends on a setting (the data folder), and paths.py stays a leaf.
+The history database's path lives here too: it depends on a setting (the data folder), and paths.py stays a
+leaf.
 """
 
 from __future__ import annotations
@@ -49,11 +50,12 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
 
 
 def database_path(configured_dir: str | None = None) -> Path:
-    """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the app
-    use one history), unless LLM_TUNER_DATA_DIR overrides."""
+    """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the
+    app use one history), unless LLM_TUNER_DATA_DIR overrides."""
     if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
         configured_dir = load_settings().data_dir
-    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):  # the user's folder: created, never changed
+    # the user's folder: created, never changed
+    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
         folder = Path(configured_dir).expanduser()
         folder.mkdir(parents=True, exist_ok=True)
         return folder / "llm-tuner.sqlite"

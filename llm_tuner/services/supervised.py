@@ -1,13 +1,16 @@
 """One interface for a watched llama-server, launched (services.server) or attached (services.attach).
 
-In the spirit of jupyter_client's KernelManagerABC: the watcher (services.watch), the Qt bridge and `llm-tuner run`
-hold a `SupervisedSession` and never ask which kind it is. Each kind starts, stops and waits in its own way; what
-they share (states, the events they send, the one request record, the memory snapshot) is defined here once.
+In the spirit of jupyter_client's KernelManagerABC: the watcher (services.watch), the Qt bridge and `llm-tuner
+run` hold a `SupervisedSession` and never ask which kind it is. Each kind starts, stops and waits in its own
+way; what they share (states, the events they send, the one request record, the memory snapshot) is defined
+here once.
 
 A session sends its events to `on_event` from its own threads; the consumer must be quick and thread-safe:
-- `StateChanged` (idle -> starting -> loading -> ready -> stopping -> exited; `gone` for an attach that stopped
+- `StateChanged` (idle -> starting -> loading -> ready -> stopping -> exited; `gone` for an attach that
+stopped
   answering),
-- `RequestFinished`, exactly one per finished request, with its one record (the log's timings, or in attach mode
+- `RequestFinished`, exactly one per finished request, with its one record (the log's timings, or in attach
+mode
   without a log the `/slots` + `/metrics` deltas, marked approximate),
 - `MemorySnapshot`, frozen, whenever what the server said about its memory grew (buffers, breakdown, devices),
 - and the log parser's other events (LogLine, Listening, MemoryBreakdown, ...; services.logparse).
@@ -21,9 +24,10 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from llm_tuner.core.devices import LlamaDevice
+from llm_tuner.core.memory_log import MemoryBreakdown
 from llm_tuner.core.session import RequestRecord
 from llm_tuner.services import logparse
 from llm_tuner.services.failures import log_once
@@ -73,8 +77,8 @@ class StateChanged:
     failure: logparse.Failure | None = None
     t: float = field(default_factory=time.time)
 
-    def to_json(self) -> dict:
-        d = {"event": "state", "state": str(self.state), "url": self.url}
+    def to_json(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"event": "state", "state": str(self.state), "url": self.url}
         if self.state == ServerState.EXITED:
             d.update(code=self.code, reason=self.reason)
             if self.failure is not None:
@@ -91,10 +95,11 @@ class RequestFinished:
 
 @dataclass(frozen=True)
 class MemorySnapshot:
-    """What the server said about its memory so far: `-lv 4` buffer lines, the breakdown table (at exit, or with
+    """What the server said about its memory so far: `-lv 4` buffer lines, the breakdown table (at exit, or
+    with
     --log-jsonl at load) and the device list it logged (RPC endpoints). Live's memory bars draw it."""
 
-    breakdown: logparse.MemoryBreakdown | None = None
+    breakdown: MemoryBreakdown | None = None
     buffers: tuple[logparse.BufferSize, ...] = ()
     devices: tuple[LlamaDevice, ...] = ()
 
@@ -110,7 +115,8 @@ def record_from_timings(t: logparse.RequestTimings, time_unix: float | None = No
 
 
 def record_from_slots(a: ApproxRequest, time_unix: float | None = None) -> RequestRecord:
-    """The record of a request seen only through `/slots` and `/metrics` (attach without a log): approximate."""
+    """The record of a request seen only through `/slots` and `/metrics` (attach without a log):
+    approximate."""
     return RequestRecord(time_unix=time_unix or time.time(), slot=a.slot, task=a.task, cache_n=a.cache_n,
                          prompt_n=a.prompt_n, prompt_ms=a.prompt_ms, prompt_per_second=a.prompt_per_second,
                          predicted_n=a.predicted_n, predicted_ms=a.predicted_ms,
@@ -162,8 +168,8 @@ class SupervisedSession(abc.ABC):
 
     @abc.abstractmethod
     def stop(self, sigint_s: float = 10.0, sigterm_s: float = 5.0, sigkill_s: float = 5.0) -> None:
-        """Stop a launched server (SIGINT -> SIGTERM -> SIGKILL, each with its timeout) or detach; returns once the
-        exit is recorded."""
+        """Stop a launched server (SIGINT -> SIGTERM -> SIGKILL, each with its timeout) or detach; returns
+        once the exit is recorded."""
 
     @abc.abstractmethod
     def wait(self, timeout: float | None = None) -> bool:
@@ -185,7 +191,7 @@ class SupervisedSession(abc.ABC):
         except Exception as exc:  # noqa: BLE001 - a consumer bug must not stop supervision
             log_once(f"a consumer of a {self.kind} session's events failed", exc)
 
-    def _set_state(self, state: ServerState, **kw) -> None:
+    def _set_state(self, state: ServerState, **kw: Any) -> None:
         """Move to `state` and say so; nothing moves a session out of EXITED."""
         with self._state_lock:
             if self.state == state or self.state == ServerState.EXITED:
@@ -207,7 +213,7 @@ class SupervisedSession(abc.ABC):
             self._emit(RequestFinished(record_from_timings(ev)))
             return
         snap = self.memory
-        if isinstance(ev, logparse.MemoryBreakdown):
+        if isinstance(ev, MemoryBreakdown):
             snap = replace(snap, breakdown=ev)
         elif isinstance(ev, logparse.BufferSize):
             snap = replace(snap, buffers=(*snap.buffers, ev))

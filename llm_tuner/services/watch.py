@@ -7,8 +7,8 @@ samples go to ring buffers and to `on_samples`. Everything arrives on service th
 The store writes run on one writer thread (`llm-tuner:history`), so a locked database never holds up the
 server's log reader. A write that fails (another program holds the write lock past the busy timeout, a full
 disk) keeps its requests and is tried again; the user is told at once (a HistoryStatus event and an error log
-line: `run` prints them, Live's log shows the line) and again when the writes catch up or, at the end, how many
-requests could not be kept.
+line: `run` prints them, Live's log shows the line) and again when the writes catch up or, at the end, how
+many requests could not be kept.
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from llm_tuner.core.settings import RpcWorker
 from llm_tuner.services import logparse
 from llm_tuner.services.agent import agent_readers
 from llm_tuner.services.client import LlamaClient
@@ -61,7 +63,7 @@ class HistoryStatus:
                     "tried again")
         return "history: writes work again; every request so far is kept"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"event": "history", "ok": self.ok, "unsaved": self.unsaved, "lost": self.lost, "error": self.error}
 
 
@@ -77,17 +79,18 @@ class _HistoryWriter:
     """The one thread that writes a session's history, in order; a failed write is retried (see module doc).
 
     Requests are written in batches: the requests queued at the head go in one transaction
-    (`write_requests(records)`), and after a write of requests the thread gathers for `batch_s` before the next,
-    so a busy server costs a few transactions a second, not one per request (each cost ~0.4 ms of CPU, the
-    server's cores: benchmarks/results/live_load_profile.txt). Other ops (`fn()`: the URL, the end) keep their
-    place in the order. `close(deadline_s)`: no more ops; the thread writes what is left at once and ends once
-    all are written or, after `deadline_s` of failures, gives up (the requests left count as lost)."""
+    (`write_requests(records)`), and after a write of requests the thread gathers for `batch_s` before the
+    next, so a busy server costs a few transactions a second, not one per request (each cost ~0.4 ms of CPU,
+    the server's cores: benchmarks/results/live_load_profile.txt). Other ops (`fn()`: the URL, the end) keep
+    their place in the order. `close(deadline_s)`: no more ops; the thread writes what is left at once and
+    ends once all are written or, after `deadline_s` of failures, gives up (the requests left count as
+    lost)."""
 
     MAX_UNSAVED = 50_000  # a database locked for hours at 15 requests/s: the oldest beyond this are lost
     MAX_BATCH = 2_000  # requests in one transaction (catching up after a lock: a few ms each)
     ONE_TRY_S = 10.0  # the longest one write takes to fail (store.db's busy timeout is 5 s), with a margin
 
-    def __init__(self, on_status: Callable[[HistoryStatus], None], write_requests: Callable[[list], object], *,
+    def __init__(self, on_status: Callable[[HistoryStatus], None], write_requests: Callable[[list[Any]], object], *,
                  retry_s: float = 1.0, batch_s: float = HISTORY_BATCH_S) -> None:
         self.on_status = on_status
         self.write_requests = write_requests
@@ -122,8 +125,8 @@ class _HistoryWriter:
                 self._cond.notify()
 
     def close(self, deadline_s: float) -> bool:
-        """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure after
-        `deadline_s` (a try under way then may take its busy timeout). True when it ended."""
+        """Stop taking ops and wait for the thread: it ends once all are written, or at the first failure
+        after `deadline_s` (a try under way then may take its busy timeout). True when it ended."""
         with self._cond:
             if self._closing_until is None:
                 self._closing_until = time.monotonic() + deadline_s
@@ -140,13 +143,13 @@ class _HistoryWriter:
             self.status = status
             self.on_status(status)
 
-    def _take(self) -> tuple[bool, list]:
+    def _take(self) -> tuple[bool, list[object]]:
         """The next write (under the lock): the requests at the head (at most MAX_BATCH), or one other op."""
         is_req, item = self._ops[0]
         if not is_req:
             self._in_flight = 1
             return False, [item]
-        batch = []
+        batch: list[object] = []
         for is_r, rec in self._ops:
             if not is_r or len(batch) >= self.MAX_BATCH:
                 break
@@ -176,7 +179,9 @@ class _HistoryWriter:
                 if is_req:
                     self.write_requests(batch)
                 else:
-                    batch[0]()
+                    op = batch[0]
+                    assert callable(op)  # put() queues only functions beside the requests
+                    op()
             except Exception as exc:  # noqa: BLE001 - kept and retried; the user is told (HistoryStatus)
                 log_once("writing a session's history", exc, logger=log)
                 with self._cond:
@@ -212,11 +217,12 @@ class WatchedServer:
     the session ended, writes are still tried before the requests left are reported lost.
     """
 
-    def __init__(self, session: SupervisedSession, *, repo=None, profile_version_id: int | None = None,
+    # repo: store.sessions.SessionRepository (or a test's own), None: no history kept
+    def __init__(self, session: SupervisedSession, *, repo: Any = None, profile_version_id: int | None = None,
                  on_event: Callable[[object], None] | None = None,
                  on_samples: Callable[[Sequence[Sample]], None] | None = None,
-                 gpu_readers: dict | None = None, rates_s: dict[str, float] | None = None,
-                 capacity: int = 36_000, telemetry: bool = True, agents: Sequence[object] = (),
+                 gpu_readers: dict[str, Any] | None = None, rates_s: dict[str, float] | None = None,
+                 capacity: int = 36_000, telemetry: bool = True, agents: Sequence[RpcWorker] = (),
                  history_retry_s: float = 1.0, history_give_up_s: float = 15.0,
                  on_sampler_error: Callable[[str, str], None] | None = None) -> None:
         self.session = session
@@ -229,7 +235,7 @@ class WatchedServer:
         self._user_on_event = on_event
         self.notes: list[str] = []
         session.on_event = self._on_event
-        readers: dict = {}
+        readers: dict[str, Any] = {}
         if telemetry:
             if gpu_readers is None:
                 gpu_readers, self.notes = default_gpu_readers(self._pids, self._gpu_labels)
@@ -240,7 +246,8 @@ class WatchedServer:
         self.telemetry = Telemetry(readers, rates_s=rates_s, capacity=capacity, on_samples=on_samples,
                                    on_error=on_sampler_error)
         self._ended = threading.Event()
-        self.router = RouterWatch(session, self._forward, self._ended)  # a router's models (RouterModels events)
+        # a router's models (RouterModels events)
+        self.router = RouterWatch(session, self._forward, self._ended)
 
     def _gpu_labels(self) -> dict[str, str]:
         """llama.cpp names for the GPU samples (CUDA0), as the memory plan and the server's log use them."""
@@ -255,10 +262,10 @@ class WatchedServer:
         pid = self.session.pid
         return frozenset({pid}) if pid else frozenset()
 
-    def _server_reader(self):
-        holder: dict = {}
+    def _server_reader(self) -> Callable[[], list[Any]]:
+        holder: dict[str, ServerReader] = {}
 
-        def read():
+        def read() -> list[Any]:
             if self.session.state != ServerState.READY or not self.session.url:
                 return []
             reader = holder.get(self.session.url)
@@ -322,7 +329,8 @@ class WatchedServer:
             if isinstance(ev, RequestFinished):
                 writer.put_request(ev.record)
             elif isinstance(ev, StateChanged) and ev.state == ServerState.READY and ev.url:
-                writer.put(lambda url=ev.url: self.repo.set_url(sid, url))
+                url = ev.url
+                writer.put(lambda: self.repo.set_url(sid, url))
         if isinstance(ev, StateChanged) and ev.state == ServerState.EXITED:
             self.telemetry.stop()
             if writer is not None and sid is not None:

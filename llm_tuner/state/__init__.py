@@ -9,10 +9,15 @@ live.py  LiveFleet: the servers the Live view watches (slots), which one is show
          clashes, the llama-server a launch runs and whether it is trusted
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
          solver's answer, a rule) as the changes it makes to the profile being edited
+models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
+chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
 """
 
 from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.chat import ChatState
 from llm_tuner.state.live import LiveFleet, ServerSlot, StartFacts
+from llm_tuner.state.models import ModelsState
 from llm_tuner.state.plan import PlanState
 
-__all__ = ["LiveFleet", "Observable", "PlanState", "Run", "ServerSlot", "StartFacts", "run_now"]
+__all__ = ["ChatState", "LiveFleet", "ModelsState", "Observable", "PlanState", "Run", "ServerSlot",
+           "StartFacts", "run_now"]

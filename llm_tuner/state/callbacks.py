@@ -16,8 +16,10 @@ Callback = Callable[..., None]
 Run = Callable[[Callable[[], Any], Callable[[Any], None], Callable[[BaseException], None]], None]
 
 
-def run_now(work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
-    """The `Run` without threads: the work now, then its answer (tests, and any caller without an event loop)."""
+def run_now(work: Callable[[], Any], done: Callable[[Any], None],
+            failed: Callable[[BaseException], None]) -> None:
+    """The `Run` without threads: the work now, then its answer (tests, and any caller without an event
+    loop)."""
     try:
         result = work()
     except Exception as exc:  # noqa: BLE001 - handed to `failed`, as a background job hands it on

@@ -9,8 +9,9 @@ anything starts. LivePanel binds its widgets to a LiveFleet and runs each slot's
 
 Listeners get `notify(what, *details)` with `what` one of: "added" (slot), "selected" (slot: the views show
 it now), "titles" (a name, port or state in the list changed), "message" (slot), "state" (slot), "command"
-(the arguments Start launches were set here; the line shows `shown_command`: a running server's own), "note" (text: why the edited profile is not the command),
-"refusal" (the last Start was refused, or no longer is, for advice errors: "Launch anyway" shows).
+(the arguments Start launches were set here; the line shows `shown_command`: a running server's own), "note"
+(text: why the edited profile is not the command), "refusal" (the last Start was refused, or no longer is, for
+advice errors: "Launch anyway" shows).
 
 A slot's state is a services.supervised.ServerState, whose properties are the one definition of running,
 stopping and coming up; here are its one colour (`STATE_COLOURS`) and its words (`ServerSlot.display_state`,
@@ -24,6 +25,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from llm_tuner.core import flags
@@ -42,7 +44,8 @@ from llm_tuner.state.callbacks import Observable
 # them all and the Requests tab reads them back on demand.
 RECENT_RECORDS = 10_000
 LOG_LINES = 20_000  # the newest server log lines a slot keeps (the log view keeps as many)
-LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")  # an attached URL's host that is this machine
+# an attached URL's host that is this machine
+LOOPBACK = ("127.0.0.1", "localhost", "::1", "0.0.0.0", "::", "")
 FIRST_MESSAGE = "Start a server to watch it: health, device plots and every request."
 STATE_COLOURS = {ServerState.IDLE: "#777", ServerState.STARTING: "#b8860b", ServerState.LOADING: "#b8860b",
                  ServerState.READY: "#2e7d32", ServerState.STOPPING: "#b8860b", ServerState.GONE: "#c62828",
@@ -61,9 +64,10 @@ class ServerSlot:
     message: str = ""
     message_error: bool = False
     notes: str = ""
-    records: deque = field(default_factory=lambda: deque(maxlen=RECENT_RECORDS))  # the newest; all are in the store
+    # the newest; all are in the store
+    records: deque[Any] = field(default_factory=lambda: deque(maxlen=RECENT_RECORDS))
     n_requests: int = 0  # finished in its current session (more than `records` once the ring is full)
-    log_lines: deque = field(default_factory=lambda: deque(maxlen=LOG_LINES))
+    log_lines: deque[Any] = field(default_factory=lambda: deque(maxlen=LOG_LINES))
     restart_pending: bool = False
     never_ready: bool = False  # the last launch ended before the server was ever ready
     router_models: object | None = None  # services.router_watch.RouterModels: a router's models, as last read
@@ -112,8 +116,8 @@ class ServerSlot:
         if state is ServerState.STOPPING:
             return f"{self.name} is stopping."
         if state is ServerState.GONE:
-            return (f"{self.name} is not answering at {self.url}: it may have stopped or hung. It is watched a few "
-                    "seconds more, then given up.")
+            return (f"{self.name} is not answering at {self.url}: it may have stopped or hung. It is watched "
+                    "a few seconds more, then given up.")
         return f"{self.name} is not running ({self.display_state}). Start it in the Live tab (F5)."
 
     def clear(self) -> None:
@@ -167,7 +171,8 @@ class LiveFleet(Observable):
         return slot
 
     def select(self, slot: ServerSlot) -> None:
-        """Show `slot`; a launch of it that failed puts its own command back in the arguments (with its message)."""
+        """Show `slot`; a launch of it that failed puts its own command back in the arguments (with its
+        message)."""
         self.selected = slot
         if slot.server_state is ServerState.EXITED and slot.message_error and slot.plan is not None:
             self.set_command(shlex.join(slot.plan.user_args))
@@ -189,8 +194,8 @@ class LiveFleet(Observable):
         return self.new_slot()
 
     def port_conflict(self, plan: LaunchPlan) -> ServerSlot | None:
-        """The running slot that listens on the port `plan` asks for: a launch's LaunchPlan.port, or an attached
-        server's URL port when that server is on this machine (a remote one's port is not ours)."""
+        """The running slot that listens on the port `plan` asks for: a launch's LaunchPlan.port, or an
+        attached server's URL port when that server is on this machine (a remote one's port is not ours)."""
         for s in self.slots:
             if not s.running or s.port != plan.port:
                 continue
@@ -274,8 +279,9 @@ class LiveFleet(Observable):
 
     @property
     def shown_command(self) -> str:
-        """What the arguments line shows: the selected server's own command while it runs (an attached server's
-        is not known here: ""), else the command Start launches (the edited profile's, or what was typed)."""
+        """What the arguments line shows: the selected server's own command while it runs (an attached
+        server's is not known here: ""), else the command Start launches (the edited profile's, or what was
+        typed)."""
         slot = self.selected
         if slot.running:
             return shlex.join(slot.plan.user_args) if slot.plan is not None else ""
@@ -426,8 +432,8 @@ class LiveFleet(Observable):
         elif state is ServerState.LOADING:
             self.show_message("Loading the model…", slot=slot)
         elif state is ServerState.GONE:
-            self.show_message(f"{slot.url} stopped answering: the server may have stopped or hung. It is watched a "
-                              "few seconds more, then given up.", error=True, slot=slot)
+            self.show_message(f"{slot.url} stopped answering: the server may have stopped or hung. It is "
+                              "watched a few seconds more, then given up.", error=True, slot=slot)
         elif state is ServerState.EXITED:
             if ev.failure is not None:
                 # a server that never got ready (port taken, model missing, out of memory) did not start
@@ -454,5 +460,5 @@ class LiveFleet(Observable):
         slot.records.append(record)
         slot.n_requests += 1
 
-    def log_lines(self, slot: ServerSlot, lines: list) -> None:
+    def log_lines(self, slot: ServerSlot, lines: list[Any]) -> None:
         slot.log_lines.extend(lines)

@@ -113,8 +113,8 @@ class QuickStartBar(QFrame):
             b.setFont(font)
         tip = dict((k, t) for k, _x, t in STEPS)
         self.hint.setText(f"Next: {tip[next_key]}." if next_key else
-                          "Done: you benchmarked and compared two profiles. Try your own models (Models → Add "
-                          "folder…) and flags; every run stays in Benchmarks → History.")
+                          "Done: you benchmarked and compared two profiles. Try your own models (Models → "
+                          "Add folder…) and flags; every run stays in Benchmarks → History.")
 
     def say(self, text: str) -> None:
         self.hint.setText(text)

@@ -2,7 +2,8 @@
 
 The walk is the quick start a new user follows: pick the demo model, save it as a profile, launch it and
 send a test prompt (Live has data), benchmark it and a copy with -ub 256 (short specs), compare the two, then
-tune the profile over two of the knobs the app proposes (a three-minute budget), then launch it again and chat.
+tune the profile over two of the knobs the app proposes (a three-minute budget), then launch it again and
+chat.
 """
 
 from __future__ import annotations
@@ -66,15 +67,16 @@ def _short_tune(tune) -> None:
 
 
 def chat_with(window, live) -> None:
-    """Launch the edited profile again and ask the Chat one question (the shot after the tune's: the others keep
-    their numbers)."""
+    """Launch the edited profile again and ask the Chat one question (the shot after the tune's: the others
+    keep their numbers)."""
     chat = window.chat_panel
     window.tabs.setCurrentWidget(chat)
     live.start()
     _wait_until(live.is_ready, 120)
     _wait_until(lambda: "temperature" in chat.sampling_label.text(), 30)
     chat.system_edit.setPlainText("You are a helpful assistant. Answer briefly.")
-    chat.limit_spin.setValue(48)  # the demo model has no chat template: it would run on to the 1024-token default
+    # the demo model has no chat template: it would run on to the 1024-token default
+    chat.limit_spin.setValue(48)
     done = []
     chat.session.reply_finished.connect(done.append)
     chat.send("Name three colours of the rainbow.")

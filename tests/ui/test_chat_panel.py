@@ -253,7 +253,8 @@ def test_open_web_ui_opens_the_address_only_and_says_the_page_asks_for_the_key(q
 def test_the_model_picker_shows_for_a_router_only_and_needs_a_model(qtbot):
     from llm_tuner.core.server_endpoints import RouterModel
     from llm_tuner.services.router_watch import RouterModels
-    from llm_tuner.ui.panels.chat_panel import NO_ROUTER_MODEL, ChatPanel
+    from llm_tuner.state.chat import NO_ROUTER_MODEL
+    from llm_tuner.ui.panels.chat_panel import ChatPanel
     from tests.support.fake_llama import FakeLlama
 
     with FakeLlama() as fake:

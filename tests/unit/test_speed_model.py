@@ -167,7 +167,7 @@ ROOT = Path(__file__).resolve().parents[2] / "llm_tuner"
 # the compute buffers' size, and showing it to the user.
 EXPERT_SHARE_ALLOWED = {"core/memory/model_view.py": "builds the model view from the header",
                         "core/memory/sizing.py": "compute buffers (activations of the used experts)",
-                        "ui/panels/models_panel.py": "shows 'k of n experts'", "cli/models.py": "prints it",
+                        "state/models.py": "the Models view's details: 'k of n experts'", "cli/models.py": "prints it",
                         "cli/model_json.py": "a key of the model JSON",
                         "qt/model_table.py": "the Models table's column"}
 EXPERT_NAMES = {"expert_used_count", "n_expert_used"}

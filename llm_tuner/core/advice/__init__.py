@@ -2,12 +2,12 @@
 
 Each finding has a stable id (tests, the UI and saved reports key on it), a severity (info / warning / error:
 error means llama-server refuses or fails), a one-line message, the reason, and where the fact comes from. The
-rules are small functions (`rules`: flags, model file, K/V, devices, threads, fit, drafting, context, batching,
-chat, exposure, environment; `cliffs`: what llama.cpp switches off or moves silently), each returning its
-findings from the Facts (`base`); `advise` runs them in order. Rules read the *effective* profile (LLAMA_ARG_*
-variables applied), the chosen binary's flag catalog, optional model facts (`nextn_layers`, `context_length`,
-`block_count`, as `core.gguf_info.ModelInfo` has them) and optional facts of this machine and build (GPUs, cores,
-the binary's FA_QUANTS, the memory plan).
+rules are small functions (`rules`: flags, model file, K/V, devices, threads, fit, drafting, context,
+batching, chat, exposure, environment; `cliffs`: what llama.cpp switches off or moves silently), each
+returning its findings from the Facts (`base`); `advise` runs them in order. Rules read the *effective*
+profile (LLAMA_ARG_* variables applied), the chosen binary's flag catalog, optional model facts
+(`nextn_layers`, `context_length`, `block_count`, as `core.gguf_info.ModelInfo` has them) and optional facts
+of this machine and build (GPUs, cores, the binary's FA_QUANTS, the memory plan).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ def router_text(profile: LaunchProfile) -> str | None:
     argv = server_argv(profile)
     where = [f"the GGUF files in {d}" for d in [flags.value_of(argv, "models_dir")] if d]
     where += [f"the models of the presets file {f}" for f in [flags.value_of(argv, "models_preset")] if f]
-    return (f"Router mode: no model of its own. llama-server serves {' and '.join(where)}, loading each when a "
-            "request names it (the request's \"model\"). Live lists them and which are loaded; a benchmark "
+    return (f"Router mode: no model of its own. llama-server serves {' and '.join(where)}, loading each when "
+            "a request names it (the request's \"model\"). Live lists them and which are loaded; a benchmark "
             "measures the one you name.")
 
 
@@ -74,8 +74,9 @@ def advise(profile: LaunchProfile, catalog: FlagCatalog | None = None, model: Mo
         model_file_exists: whether the effective profile's model path is a file on this machine; None when
             not checked (core does no I/O: the caller looks, off the GUI thread).
         physical_cores: the host's physical CPU cores (not hyper-threads), when known (the caller reads it).
-        host_available_mib: this machine's available RAM (MiB), when read: the prompt cache's check without a plan.
-        fa_quants: the binary's CUDA flash-attention K-V pairs from its log (core.devices.fa_quants_from_log):
+        host_available_mib: this machine's available RAM (MiB), when read: the prompt cache's check without a
+        plan. fa_quants: the binary's CUDA flash-attention K-V pairs from its log
+        (core.devices.fa_quants_from_log):
             None until it has started, () for a build without CUDA.
         plan: the profile's core.memory.MemoryPlan on this machine (host RAM, fit's own overrides), when made.
         pipeline: that plan's core.memory.Pipeline (what pipeline parallelism changes in memory), when made.

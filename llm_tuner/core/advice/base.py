@@ -39,13 +39,15 @@ class Advice(BaseModel):
 
 def advice(id_: str, severity: Severity, message: str, reason: str, source: str, *fields: str) -> Advice:
     """One finding (a rule's return value)."""
-    return Advice(id=id_, severity=severity, message=message, reason=reason, source=source, fields=tuple(fields))
+    return Advice(id=id_, severity=severity, message=message, reason=reason, source=source,
+                  fields=tuple(fields))
 
 
 @dataclass(frozen=True)
 class Facts:
     """What the rules judge: the profile as edited (`raw`: its env as written) and effective (`p`: LLAMA_ARG_*
-    variables applied), the chosen binary's flags, the model's facts and this machine's, each None when unknown."""
+    variables applied), the chosen binary's flags, the model's facts and this machine's, each None when
+    unknown."""
 
     raw: LaunchProfile
     p: LaunchProfile
@@ -56,11 +58,12 @@ class Facts:
     model_file_exists: bool | None = None
     physical_cores: int | None = None
     host_available_mib: int | None = None  # this machine's available RAM, when read (used without a plan)
-    # the binary's CUDA flash-attention K-V pairs from its log's system_info line (FA_QUANTS): None until it has
-    # started (unknown), () for a build without CUDA, ("all",) for every pair
+    # the binary's CUDA flash-attention K-V pairs from its log's system_info line (FA_QUANTS): None until it
+    # has started (unknown), () for a build without CUDA, ("all",) for every pair
     fa_quants: tuple[str, ...] | None = None
     plan: Any = None  # core.memory.MemoryPlan of this profile on this machine, when one could be made
-    pipeline: Any = None  # core.memory.Pipeline of that plan (its memory figures), when it has several devices
+    # core.memory.Pipeline of that plan (its memory figures), when it has several devices
+    pipeline: Any = None
 
     @cached_property
     def validation(self) -> ValidationResult | None:
@@ -121,7 +124,8 @@ def server_argv(profile: LaunchProfile) -> list[str]:
 def is_router(profile: LaunchProfile) -> bool:
     """Whether the profile starts llama-server's router mode on purpose: no model of its own (-m, -hf,
     --model-url) and a models folder (--models-dir) or a presets file (--models-preset) to load models from on
-    demand (flags or LLAMA_ARG_* variables). Neither a model nor these is the "no-model" error, not a router."""
+    demand (flags or LLAMA_ARG_* variables). Neither a model nor these is the "no-model" error, not a
+    router."""
     argv = server_argv(profile)
     if any(flags.has(argv, key) for key in ("model", "hf_repo", "model_url")):
         return False

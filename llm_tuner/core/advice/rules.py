@@ -1,6 +1,6 @@
-"""The advice rules on flags, the model file, the K/V cache, devices, threads, fit, drafting, context, batching,
-chat, exposure and the environment: one small function per finding, each with its id, severity, message,
-reason and source. A rule takes the Facts and returns its findings (none when it does not apply)."""
+"""The advice rules on flags, the model file, the K/V cache, devices, threads, fit, drafting, context,
+batching, chat, exposure and the environment: one small function per finding, each with its id, severity,
+message, reason and source. A rule takes the Facts and returns its findings (none when it does not apply)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,8 @@ _OFF = ("off", "disabled", "false", "0")
 def removed_flag(f: Facts) -> Iterator[Advice]:
     for r in f.validation.removed if f.validation else ():
         yield advice("removed-flag", "error", f"{' '.join(r.tokens)} was removed: use {r.replacement}",
-                     "llama-server stops at start-up with 'error: invalid argument' or 'the argument has been "
-                     "removed'.", "common/arg.cpp (arg_removed, 4408-4445); --mlock/--no-mmap became -lm/--load-mode",
+                     "llama-server stops at start-up with 'error: invalid argument' or 'the argument has "
+                     "been removed'.", "common/arg.cpp (arg_removed, 4408-4445); --mlock/--no-mmap became -lm/--load-mode",
                      "extra_args")
 
 
@@ -60,11 +60,11 @@ def _downloads(f: Facts) -> bool:
 def no_model(f: Facts) -> Iterator[Advice]:
     if not f.p.model and not _downloads(f) and not is_router(f.p):
         yield advice("no-model", "error", "no model: give the model file (-m), or pick one in Models; for a "
-                     "server of several models (router mode) give a models folder (--models-dir) or a presets file "
-                     "(--models-preset)",
-                     "Without -m (or -hf / --model-url) llama-server starts its router mode, a front for other servers "
-                     "with no model loaded: it reports ready, and every request fails with 'model name is missing'. "
-                     "Router mode is set up with --models-dir or --models-preset.",
+                     "server of several models (router mode) give a models folder (--models-dir) or a "
+                     "presets file (--models-preset)",
+                     "Without -m (or -hf / --model-url) llama-server starts its router mode, a front for "
+                     "other servers with no model loaded: it reports ready, and every request fails with "
+                     "'model name is missing'. Router mode is set up with --models-dir or --models-preset.",
                      "tools/server/README.md (router mode)", "model")
 
 
@@ -94,7 +94,8 @@ def model_file_missing(f: Facts) -> Iterator[Advice]:
 def no_gpu_for_layers(f: Facts) -> Iterator[Advice]:
     p = f.p
     ngl = str(p.gpu_layers).strip().lower() if p.gpu_layers is not None else None
-    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers there
+    # RPC workers are offload devices too (GPUs or CPUs on another machine): with them, -ngl places layers
+    # there
     if f.n_gpus == 0 and ngl not in (None, "0", "auto", "-1") and not p.devices and not p.rpc:
         yield advice("no-gpu-for-layers", "info",
                      f"no offload device on this machine: -ngl {p.gpu_layers} keeps every layer on the CPU",
@@ -134,8 +135,8 @@ def kv_type_unsupported(f: Facts) -> Iterator[Advice]:
                      ("draft_cache_type_k", p.draft_cache_type_k), ("draft_cache_type_v", p.draft_cache_type_v)):
         if t is not None and t not in CACHE_TYPES:
             yield advice("kv-type-unsupported", "error", f"{t} is not a KV cache type of this llama-server",
-                         f"Allowed: {', '.join(CACHE_TYPES)}; others fail with 'Unsupported cache type'. A fork's own "
-                         "KV formats need that fork's binary.", "common/arg.cpp:304-330", field)
+                         f"Allowed: {', '.join(CACHE_TYPES)}; others fail with 'Unsupported cache type'. A "
+                         "fork's own KV formats need that fork's binary.", "common/arg.cpp:304-330", field)
 
 
 # -- multi-GPU ---------------------------------------------------------------------------------------
@@ -150,9 +151,9 @@ def mtp_multi_gpu_prefill(f: Facts) -> Iterator[Advice]:
 
 def large_ubatch_multi_gpu(f: Facts) -> Iterator[Advice]:
     if (f.p.ubatch_size or 512) >= 1024 and f.n_dev > 1:
-        yield advice("large-ubatch-multi-gpu", "warning", f"-ub {f.p.ubatch_size} on several devices cut prefill by "
-                     "13-31%", "On a multi-GPU layer split, -ub 1024 and 2048 were slower than 512 at prefill. "
-                     "Measure on the server.", f"{FIELD_NOTES}, case A", "ubatch_size")
+        yield advice("large-ubatch-multi-gpu", "warning", f"-ub {f.p.ubatch_size} on several devices cut "
+                     "prefill by 13-31%", "On a multi-GPU layer split, -ub 1024 and 2048 were slower than "
+                     "512 at prefill. Measure on the server.", f"{FIELD_NOTES}, case A", "ubatch_size")
 
 
 def split_tensor_needs_fa(f: Facts) -> Iterator[Advice]:
@@ -165,8 +166,8 @@ def split_tensor_needs_fa(f: Facts) -> Iterator[Advice]:
 def mixed_backends(f: Facts) -> Iterator[Advice]:
     backends = sorted({backend(d) for d in f.p.devices if d and d != "none"})
     if len(backends) > 1:
-        yield advice("mixed-backends", "info", f"devices from {len(backends)} backends ({', '.join(backends)}): "
-                     "benchmark which side does what best",
+        yield advice("mixed-backends", "info", f"devices from {len(backends)} backends "
+                     f"({', '.join(backends)}): benchmark which side does what best",
                      "In one mixed CUDA + Vulkan setup the CUDA GPU was 34% faster at cold prefill, the Vulkan GPU 27% "
                      "faster at generation without speculation (2.5x at 98k depth), and MTP acceptance differed by "
                      "backend (CUDA 41%, Vulkan 64%): put the draft (--spec-draft-device) and the larger -ts share "
@@ -176,20 +177,21 @@ def mixed_backends(f: Facts) -> Iterator[Advice]:
 # -- RPC workers -------------------------------------------------------------------------------------
 def rpc_network(f: Facts) -> Iterator[Advice]:
     if f.p.rpc:
-        yield advice("rpc-network", "info", f"{len(f.p.rpc)} RPC worker(s): every token crosses the network at each "
-                     "boundary between machines in the split",
-                     "A layer split hands each token's hidden state from one device to the next; a device on another "
-                     "machine adds a network round trip per token (and per -ub chunk of a prompt). Fewer boundaries "
-                     "(-dev to leave out what you do not need), a wired link and the larger shares local keep it low. "
-                     "Without -dev llama.cpp puts the RPC devices FIRST, so -ts lists their shares first.",
+        yield advice("rpc-network", "info", f"{len(f.p.rpc)} RPC worker(s): every token crosses the network "
+                     "at each boundary between machines in the split",
+                     "A layer split hands each token's hidden state from one device to the next; a device on "
+                     "another machine adds a network round trip per token (and per -ub chunk of a prompt). "
+                     "Fewer boundaries (-dev to leave out what you do not need), a wired link and the larger "
+                     "shares local keep it low. Without -dev llama.cpp puts the RPC devices FIRST, so -ts "
+                     "lists their shares first.",
                      "src/llama.cpp (\"add RPC servers at the front of the list to minimize network transfers\")",
                      "rpc", "devices", "tensor_split")
 
 
 def rpc_ubatch(f: Facts) -> Iterator[Advice]:
     if f.p.rpc:
-        yield advice("rpc-ubatch", "info", f"-ub {f.p.ubatch_size or 512}: prompts go to the workers in chunks of "
-                     "this many tokens",
+        yield advice("rpc-ubatch", "info", f"-ub {f.p.ubatch_size or 512}: prompts go to the workers in "
+                     "chunks of this many tokens",
                      "Each chunk's activations cross every machine boundary once, so a larger -ub makes fewer, larger "
                      "transfers (a slow link favours it), while on a layer split a larger -ub was slower at prefill "
                      f"({FIELD_NOTES}, case A): benchmark -ub 512 against 2048 with the workers.",
@@ -198,11 +200,11 @@ def rpc_ubatch(f: Facts) -> Iterator[Advice]:
 
 def rpc_worker_cache(f: Facts) -> Iterator[Advice]:
     if f.p.rpc:
-        yield advice("rpc-worker-cache", "info", "start each worker with its cache (ggml-rpc-server -c) so that a new "
-                     "llama-server does not send the weights again",
-                     "Without the cache every load sends all of the worker's weights over the network; with it the "
-                     "worker keeps large tensors in $LLAMA_CACHE/rpc and a later load sends their hashes only. "
-                     "`llm-tuner workers start --cache DIR` (and Settings' Start) does it.",
+        yield advice("rpc-worker-cache", "info", "start each worker with its cache (ggml-rpc-server -c) so "
+                     "that a new llama-server does not send the weights again",
+                     "Without the cache every load sends all of the worker's weights over the network; with "
+                     "it the worker keeps large tensors in $LLAMA_CACHE/rpc and a later load sends their "
+                     "hashes only. `llm-tuner workers start --cache DIR` (and Settings' Start) does it.",
                      "tools/rpc/README.md (Local cache)", "rpc")
 
 
@@ -229,7 +231,8 @@ def threads_batch_over_logical(f: Facts) -> Iterator[Advice]:
 # -- fit ------------------------------------------------------------------------------------------------
 def fit_ignored(f: Facts) -> Iterator[Advice]:
     p = f.p
-    if p.fit is False or p.split_mode == "tensor":  # -sm tensor: fit does not run at all (split-tensor-no-fit)
+    # -sm tensor: fit does not run at all (split-tensor-no-fit)
+    if p.fit is False or p.split_mode == "tensor":
         return
     # -ngl -1 is llama.cpp's own "auto" (fit's default), not a setting that stops it (common/fit.cpp:463)
     blockers = [flags.short(key) for key, on in (
@@ -248,16 +251,17 @@ def fit_ignored(f: Facts) -> Iterator[Advice]:
 
 # -- speculative decoding ----------------------------------------------------------------------------
 def draft_mtp_without_mtp_layers(f: Facts) -> Iterator[Advice]:
-    if f.model is not None and "draft-mtp" in f.p.spec_type and (getattr(f.model, "nextn_layers", None) or 0) == 0:
+    if f.model is not None and "draft-mtp" in f.p.spec_type and not f.model.nextn_layers:
         yield advice("draft-mtp-without-mtp-layers", "error", "draft-mtp needs a model with MTP layers; this one has "
                      "none", "draft-mtp drafts with the main model's nextn (MTP) layers; the GGUF has "
-                     "nextn_predict_layers = 0.", "common/common.cpp:1683; src/llama-model.cpp:1331", "spec_type")
+                     "nextn_predict_layers = 0.", "common/common.cpp:1683; "
+                                                  "src/llama-model.cpp:1331", "spec_type")
 
 
 def draft_model_without_spec_type(f: Facts) -> Iterator[Advice]:
     if f.p.draft_model and not f.p.spec_type:
-        yield advice("draft-model-without-spec-type", "warning", "a draft model alone does not turn on speculative "
-                     "decoding", "-md loads the draft model but speculation needs --spec-type draft-simple (auto only "
+        yield advice("draft-model-without-spec-type", "warning", "a draft model alone does not turn on "
+                     "speculative decoding", "-md loads the draft model but speculation needs --spec-type draft-simple (auto only "
                      "for MTP/DFlash draft GGUFs).", "common/arg.cpp:545-572", "draft_model", "spec_type")
 
 
@@ -270,10 +274,10 @@ def draft_min_over_max(f: Facts) -> Iterator[Advice]:
 
 # -- context -----------------------------------------------------------------------------------------
 def ctx_over_trained(f: Facts) -> Iterator[Advice]:
-    trained = getattr(f.model, "context_length", None) if f.model is not None else None
+    trained = f.model.context_length if f.model is not None else None
     if trained and f.p.ctx_size and f.p.ctx_size > trained:
-        yield advice("ctx-over-trained", "warning", f"context {f.p.ctx_size} is over the model's trained {trained} "
-                     "tokens", "Beyond n_ctx_train quality degrades unless RoPE scaling (YaRN) is configured for it.",
+        yield advice("ctx-over-trained", "warning", f"context {f.p.ctx_size} is over the model's trained "
+                     f"{trained} tokens", "Beyond n_ctx_train quality degrades unless RoPE scaling (YaRN) is configured for it.",
                      "src/llama-context.cpp:330 (possible training context overflow)", "ctx_size")
 
 
@@ -300,8 +304,9 @@ def ubatch_over_batch(f: Facts) -> Iterator[Advice]:
 
 def large_batch_bench_only(f: Facts) -> Iterator[Advice]:
     if f.p.batch_size and f.p.batch_size > 2048:
-        yield advice("large-batch-bench-only", "info", f"-b {f.p.batch_size}: a llama-bench gain that may not reach "
-                     "the server", "-b 4096 gave +9% in llama-bench and 0% in the real server; measure with the server.",
+        yield advice("large-batch-bench-only", "info", f"-b {f.p.batch_size}: a llama-bench gain that may "
+                     "not reach the server", "-b 4096 gave +9% in llama-bench and 0% in the real server; "
+                                             "measure with the server.",
                      f"{FIELD_NOTES}, case A", "batch_size")
 
 
@@ -339,23 +344,24 @@ def cuda_graphs_env_presence(f: Facts) -> Iterator[Advice]:
     off = val.strip().lower() in ("0", "false", "off", "no", "")
     yield advice("cuda-graphs-env-presence", "warning" if off else "info",
                  f"GGML_CUDA_DISABLE_GRAPHS={val} " + ("still disables CUDA graphs" if off else "disables CUDA graphs"),
-                 "The variable is presence-based: any value, even 0, turns CUDA graphs off for every CUDA device, which "
-                 "costs some generation speed on small batches. Users set it against driver stalls with dynamic "
-                 "offload on RTX 50-series; remove it to keep graphs.",
+                 "The variable is presence-based: any value, even 0, turns CUDA graphs off for every CUDA "
+                 "device, which costs some generation speed on small batches. Users set it against driver "
+                 "stalls with dynamic offload on RTX 50-series; remove it to keep graphs.",
                  f"ggml/src/ggml-cuda/common.cuh:1289; {FIELD_NOTES}, case B", "env")
 
 
 def cuda_unified_memory(f: Facts) -> Iterator[Advice]:
     uma = f.raw.env.get("GGML_CUDA_ENABLE_UNIFIED_MEMORY")
     if uma is not None:
-        yield advice("cuda-unified-memory", "info", f"GGML_CUDA_ENABLE_UNIFIED_MEMORY={uma}: CUDA memory can spill "
-                     "into host RAM, and --fit sees host memory",
-                     "Any value (presence-based) makes CUDA allocate managed memory, which pages to host RAM instead of "
-                     "failing when VRAM is full (slower, no out-of-memory error), and on Linux each CUDA device then "
-                     "reports the host's available memory (/proc/meminfo) as free: --fit and the default split plan "
-                     "against that, not the GPU's free VRAM. This plan still counts the GPU's own memory.",
-                     "ggml/src/ggml-cuda/ggml-cuda.cu (ggml_cuda_device_malloc; device get_memory, llama.cpp PR "
-                     f"17368); {FIELD_NOTES}, case B", "env")
+        yield advice("cuda-unified-memory", "info", f"GGML_CUDA_ENABLE_UNIFIED_MEMORY={uma}: CUDA memory can "
+                     "spill into host RAM, and --fit sees host memory",
+                     "Any value (presence-based) makes CUDA allocate managed memory, which pages to host RAM "
+                     "instead of failing when VRAM is full (slower, no out-of-memory error), and on Linux "
+                     "each CUDA device then reports the host's available memory (/proc/meminfo) as free: "
+                     "--fit and the default split plan against that, not the GPU's free VRAM. This plan "
+                     "still counts the GPU's own memory.",
+                     "ggml/src/ggml-cuda/ggml-cuda.cu (ggml_cuda_device_malloc; device get_memory, llama.cpp "
+                     f"PR 17368); {FIELD_NOTES}, case B", "env")
 
 
 def defrag_deprecated(f: Facts) -> Iterator[Advice]:

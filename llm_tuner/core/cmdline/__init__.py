@@ -5,7 +5,8 @@ understood and removed flags are caught.
 
 The package, by seam: `help` (FlagSpec, FlagCatalog, parse_help), `fields` (FieldFlag, FIELD_FLAGS,
 lookup tables, secrets, removed flags, result models), `argv` (profile <-> argv/env, import, validate,
-fix), `generated` (fields from --help for the flags without a hand-made one), `paste` (the tokenizer for pasted command text). Import from the package: every public name is here.
+fix), `generated` (fields from --help for the flags without a hand-made one), `paste` (the tokenizer for
+pasted command text). Import from the package: every public name is here.
 """
 
 from __future__ import annotations

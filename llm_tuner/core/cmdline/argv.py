@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import re
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from pydantic import SecretStr
 
@@ -50,9 +51,11 @@ def field_tokens(profile: LaunchProfile, ff: FieldFlag, known: Callable[[str], b
     """The argv tokens for one field (empty when the flag is absent), spelled as `known` (the binary's
     `--help`) allows: the user's own spelling (`profile.spellings`) when the binary knows it, else the long
     spelling, else an alias the binary lists (core.flags.spelling)."""
-    v = getattr(profile, ff.field)
+    field = ff.field
+    assert field is not None  # FIELD_FLAGS: each names its LaunchProfile field
+    v = getattr(profile, field)
     k = ff.kind
-    name = flags.spelling(ff.key, known, prefer=profile.spellings.get(ff.field))
+    name = flags.spelling(ff.key, known, prefer=profile.spellings.get(field))
     if k == "switch":
         return [name] if v else []
     if k == "toggle":
@@ -156,6 +159,7 @@ def profile_diff(a: LaunchProfile, b: LaunchProfile) -> list[tuple[str, str | No
     """
     out: list[tuple[str, str | None, str | None]] = []
     for ff in FIELD_FLAGS:
+        assert ff.field is not None  # FIELD_FLAGS: each names its LaunchProfile field
         va, vb = field_value_text(a, ff.field), field_value_text(b, ff.field)
         if va != vb or (ff.kind == "secret" and a.api_key != b.api_key):
             out.append((ff.flag, va, vb))
@@ -275,7 +279,7 @@ def parse_field_value(ff: FieldFlag, raw: str, current: object, name: str | None
             return tuple(split_endpoints(raw))
         return tuple(raw.split(","))
     if k == "append":
-        return tuple(current or ()) + tuple(raw.split(","))
+        return tuple(cast(Iterable[Any], current or ())) + tuple(raw.split(","))
     if k in ("floats", "ints"):
         parts = re.split(r"[,/]", raw)
         rx = _INT_RE if k == "ints" else _FLOAT_RE
@@ -289,7 +293,7 @@ def parse_field_value(ff: FieldFlag, raw: str, current: object, name: str | None
                 raise ValueError(f"{ff.flag} needs PATTERN=BUFFER rules, got {part!r}")
             pat, buf = part.split("=", 1)
             rules.append(OverrideRule(pattern=pat, buffer=buf))
-        return tuple(current or ()) + tuple(rules)
+        return tuple(cast(Iterable[Any], current or ())) + tuple(rules)
     if k == "secret":
         return SecretStr(raw)
     return raw
@@ -315,7 +319,7 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
             out.notes.append(f"{tok} was removed from llama-server: use {hard.replacement}")
             i += len(toks)
             continue
-        if removed_help is not None:
+        if removed_help is not None and spec is not None:  # a catalog's removed flag
             toks = list(argv[i:i + 1 + spec.arity])
             out.removed.append(RemovedFlag(tokens=tuple(toks), flag=tok, replacement=removed_help))
             out.extra += toks
@@ -326,6 +330,8 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
         hit = _lookup_field(tok, catalog) if tok.startswith("-") else None
         if hit is not None:
             ff, positive = hit
+            field = ff.field
+            assert field is not None  # _lookup_field finds FIELD_FLAGS, each with its LaunchProfile field
             if ff.kind == "fa" and (i + 1 >= n or not _looks_like_value(argv[i + 1])):
                 # old builds: -fa was a switch. This build needs a value: keep it as written, flag it.
                 out.removed.append(RemovedFlag(tokens=(tok,), flag=tok, replacement=f"{flags.spelling('flash_attn')} on",
@@ -335,10 +341,10 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
                 i += 1
                 continue
             if ff.kind in ("switch", "toggle"):
-                out.values[ff.field] = positive if ff.kind == "toggle" else True
-                if ff.field in seen:
+                out.values[field] = positive if ff.kind == "toggle" else True
+                if field in seen:
                     out.notes.append(f"{ff.flag} given more than once: the last one counts, as in llama-server")
-                seen.add(ff.field)
+                seen.add(field)
                 i += 1
                 continue
             if i + 1 >= n:
@@ -349,21 +355,23 @@ def _parse_argv(argv: Sequence[str], catalog: FlagCatalog | None, out: _Parsed) 
                 continue
             raw = argv[i + 1]
             try:
-                value = parse_field_value(ff, raw, out.values.get(ff.field), tok)
+                value = parse_field_value(ff, raw, out.values.get(field), tok)
             except ValueError as exc:  # a flag it knows with a value it refuses: not an unknown flag
                 out.extra += [tok, raw]
                 out.bad_values.append(f"{exc}: kept as written")
                 i += 2
                 continue
-            if ff.field in seen and ff.kind not in ("append", "overrides"):
+            if field in seen and ff.kind not in ("append", "overrides"):
                 out.notes.append(f"{ff.flag} given more than once: the last value counts, as in llama-server")
-            seen.add(ff.field)
-            out.values[ff.field] = value
+            seen.add(field)
+            out.values[field] = value
             spelled = flags.normalize(tok)
-            if spelled != ff.flag and spelled.startswith("--"):  # another long name (an older build's, a fork's):
-                out.spellings[ff.field] = spelled  # written back as is (short aliases are alike in every build)
+            # another long name (an older build's, a fork's):
+            if spelled != ff.flag and spelled.startswith("--"):
+                # written back as is (short aliases are alike in every build)
+                out.spellings[field] = spelled
             else:
-                out.spellings.pop(ff.field, None)
+                out.spellings.pop(field, None)
             if isinstance(value, str) and ("$" in value or value.startswith("~")):
                 out.notes.append(f"{raw!r} is kept as written: llama-server does not expand ~ or $VARIABLES "
                                  "(only an unquoted ~ and $HOME are expanded when a command is pasted); "
@@ -443,7 +451,8 @@ def import_command(source: str | Sequence[str], catalog: FlagCatalog | None = No
     if binary is not None:
         if binary.startswith("/") or re.match(r"^[A-Za-z]:[\\/]", binary):
             kept_binary = binary
-        elif re.match(r"^\.{1,2}[\\/]", binary) or ("/" in binary and ":" not in binary):  # not a docker image
+        # not a docker image
+        elif re.match(r"^\.{1,2}[\\/]", binary) or ("/" in binary and ":" not in binary):
             kept_binary = binary
             out.notes.append(f"the program {binary} is a relative path: kept as the profile's program, which "
                              "runs only once you confirm it (choose the file in the Profile tab)")
@@ -475,10 +484,10 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
         removed_help = _removed_from_catalog(spec)
         hard = REMOVED_FLAGS.get(_norm(tok))
         if spec is None and hard is not None:
-            toks = tuple(argv[i:i + 1 + hard.arity])
-            removed.append(RemovedFlag(tokens=toks, flag=tok, replacement=hard.replacement,
-                                       fix=hard.fix + toks[1:] if hard.arity else hard.fix))
-            i += len(toks)
+            gone = tuple(argv[i:i + 1 + hard.arity])
+            removed.append(RemovedFlag(tokens=gone, flag=tok, replacement=hard.replacement,
+                                       fix=hard.fix + gone[1:] if hard.arity else hard.fix))
+            i += len(gone)
             continue
         if spec is not None:
             arity = spec.arity
@@ -499,14 +508,14 @@ def validate(target: LaunchProfile | Sequence[str], catalog: FlagCatalog) -> Val
                         bad_values.append(str(exc))
             i += len(toks)
             continue
-        toks = [tok]
+        written = [tok]
         hit = _BY_SPELLING.get(_norm(tok))
         takes_value = (hit is not None and hit[0].kind not in ("switch", "toggle")) or (
             hit is None and tok.startswith("-") and not _NEG_NUMBER.match(tok))
         if takes_value and i + 1 < n and (hit is not None or _looks_like_value(argv[i + 1])):
-            toks.append(argv[i + 1])
-        unknown += toks
-        i += len(toks)
+            written.append(argv[i + 1])
+        unknown += written
+        i += len(written)
     for name in env:
         spec = catalog.by_env(name)
         rem = _removed_from_catalog(spec)
@@ -559,7 +568,7 @@ def describe_env(env: Mapping[str, str], catalog: FlagCatalog | None = None) -> 
         spec = catalog.by_env(name) if catalog is not None else None
         if spec is not None:
             flag = spec.canonical
-        elif flags.by_env(name) is not None:
-            flag = flags.by_env(name).flag
+        elif (known_flag := flags.by_env(name)) is not None:
+            flag = known_flag.flag
         out.append((name, value, flag))
     return out

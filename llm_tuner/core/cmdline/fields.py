@@ -1,4 +1,5 @@
-"""The modelled flags as the profile code reads them (views of core.flags), and the import/validate results."""
+"""The modelled flags as the profile code reads them (views of core.flags), and the import/validate
+results."""
 
 from __future__ import annotations
 
@@ -22,13 +23,15 @@ FIELD_FLAGS: tuple[FieldFlag, ...] = flags.FIELD_FLAGS
 FIELD_BY_NAME: dict[str, FieldFlag] = {f.field: f for f in FIELD_FLAGS if f.field is not None}
 # modelled flags only, by every spelling: (flag, positive spelling?)
 _BY_SPELLING: dict[str, tuple[FieldFlag, bool]] = {
-    **{n: (f, True) for f in FIELD_FLAGS for n in f.names}, **{n: (f, False) for f in FIELD_FLAGS for n in f.neg}}
+    **{n: (f, True) for f in FIELD_FLAGS for n in f.names},
+    **{n: (f, False) for f in FIELD_FLAGS for n in f.neg}}
 _BY_ENV: dict[str, FieldFlag] = {f.env: f for f in FIELD_FLAGS if f.env}
 REMOVED_FLAGS = flags.REMOVED
 _FA_VALUES = flags.FA_VALUES
 _TRUE = flags.TRUE_WORDS
 _FALSE = flags.FALSE_WORDS
-# ASCII digits only (llama-server reads numbers with std::stoi/stof: "٣" is no number there), no trailing newline
+# ASCII digits only (llama-server reads numbers with std::stoi/stof: "٣" is no number there), no trailing
+# newline
 _INT_RE = re.compile(r"^[+-]?[0-9]+\Z")
 _FLOAT_RE = re.compile(r"^[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\Z")
 _ASSIGN_RE = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)=(.*)$", re.S)
@@ -53,15 +56,17 @@ class ImportResult(BaseModel):
 
     profile: LaunchProfile
     unknown: list[str] = []  # tokens not known to the catalog, in order (also kept in profile.extra_args)
-    bad_values: list[str] = []  # "-c needs a whole number, got 'abc'": a known flag, a value it refuses (kept too)
+    # "-c needs a whole number, got 'abc'": a known flag, a value it refuses (kept too)
+    bad_values: list[str] = []
     removed: list[RemovedFlag] = []
     notes: list[str] = []
     binary: str | None = None  # the program as written in the pasted text
 
     @property
     def problem(self) -> str | None:
-        """Why the text is not a llama-server command at all (nothing in it is a model, a flag or a LLAMA_ARG_*
-        variable: a wrong paste), or None. Such a text is refused, never saved as an empty profile."""
+        """Why the text is not a llama-server command at all (nothing in it is a model, a flag or a
+        LLAMA_ARG_* variable: a wrong paste), or None. Such a text is refused, never saved as an empty
+        profile."""
         p = self.profile
         fields = p.model_fields_set - {"extra_args", "env", "binary", "spellings"}
         known_extra = len(p.extra_args) > len(self.unknown)

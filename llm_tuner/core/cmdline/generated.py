@@ -2,12 +2,13 @@
 
 llama-server lists ~255 flags; the profile models ~80 of them with hand-made fields (core.flags' FIELD_FLAGS:
 split, -ot, -ngl and the like need more than one box). Every other flag the chosen binary lists becomes a
-`GeneratedField` here, typed from its help text (a switch, an on/off toggle, a number, a choice list, a path or
-text), or a `TextOnly` entry with the reason it cannot be a field (it takes two values, it repeats, it prints
-and exits, it was removed). `classify` sorts a catalog into the three; `read_value` and `write_value` read and
-set one generated flag in the profile's `extra_args`, where such flags live verbatim and in order: a value is
-replaced where it stands (the user's spelling kept), a new flag is appended, a cleared one is removed, and
-every other token (a fork's flag included) is left as it is, so a pasted command line reads back the same.
+`GeneratedField` here, typed from its help text (a switch, an on/off toggle, a number, a choice list, a path
+or text), or a `TextOnly` entry with the reason it cannot be a field (it takes two values, it repeats, it
+prints and exits, it was removed). `classify` sorts a catalog into the three; `read_value` and `write_value`
+read and set one generated flag in the profile's `extra_args`, where such flags live verbatim and in order: a
+value is replaced where it stands (the user's spelling kept), a new flag is appended, a cleared one is
+removed, and every other token (a fork's flag included) is left as it is, so a pasted command line reads back
+the same.
 """
 
 from __future__ import annotations
@@ -184,7 +185,8 @@ def _text_only_reason(spec: FlagSpec) -> str | None:
 
 
 def classify(catalog: FlagCatalog) -> FlagFields:
-    """Every flag of the catalog, exactly once: with its hand-made field, as a generated field, or text-only."""
+    """Every flag of the catalog, exactly once: with its hand-made field, as a generated field, or
+    text-only."""
     hand: list[tuple[FlagSpec, str]] = []
     gen: list[GeneratedField] = []
     text: list[TextOnly] = []
@@ -275,7 +277,8 @@ def write_value(args: Sequence[str], gf: GeneratedField, value: str | None,
 
 
 def unlisted_flags(args: Sequence[str], catalog: FlagCatalog) -> list[str]:
-    """The flags in `args` the binary's `--help` does not list (a fork's), each with its value: kept as text."""
+    """The flags in `args` the binary's `--help` does not list (a fork's), each with its value: kept as
+    text."""
     return [" ".join(args[s:e]) for s, e, spec in _spans(args, catalog) if spec is None]
 
 
@@ -288,10 +291,10 @@ def help_tooltip(spec: FlagSpec) -> str:
 
 
 def value_problem(flag: str, value: str, catalog: FlagCatalog | None) -> str | None:
-    """Why the llama-server of `catalog` would refuse `flag value`, in plain words naming both; None when it takes
-    it or this cannot tell (text, a path, a list, a switch). The checks of the profile's fields (a hand-made
-    field's parse), the generated fields' numbers, and a choice the binary's `--help` lists: a value a sweep or a
-    tune would otherwise start a server for only to see it refused."""
+    """Why the llama-server of `catalog` would refuse `flag value`, in plain words naming both; None when it
+    takes it or this cannot tell (text, a path, a list, a switch). The checks of the profile's fields (a
+    hand-made field's parse), the generated fields' numbers, and a choice the binary's `--help` lists: a value
+    a sweep or a tune would otherwise start a server for only to see it refused."""
     spec = catalog.lookup(flag) if catalog is not None else None
     hit = _lookup_field(flag, catalog)
     if hit is None and spec is None:

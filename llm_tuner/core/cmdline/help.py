@@ -102,7 +102,8 @@ def _default_of(help_text: str) -> str | None:
 
 
 def _split_names_and_value(head: str) -> tuple[tuple[str, ...], str | None]:
-    """'-hf, -hfr, --hf-repo <user>/<model>[:quant]' -> (('-hf', '-hfr', '--hf-repo'), '<user>/<model>[:quant]').
+    """'-hf, -hfr, --hf-repo <user>/<model>[:quant]' -> (('-hf', '-hfr', '--hf-repo'),
+    '<user>/<model>[:quant]').
 
     Spellings are separated by a comma and whitespace (or just whitespace, as in llama-bench's
     '-ot --override-tensor'); commas inside placeholders ('N0,N1,...') do not separate.

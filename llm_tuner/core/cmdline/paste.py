@@ -69,7 +69,8 @@ def posix_split(text: str) -> list[str]:
                 i += 2
         else:
             m = _PLAIN.match(text, i)
-            assert m is not None  # not a blank, a quote or a backslash (taken above): a plain word starts here
+            # not a blank, a quote or a backslash (taken above): a plain word starts here
+            assert m is not None
             buf.append(m.group())
             i = m.end()
     if started:

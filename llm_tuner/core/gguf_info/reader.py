@@ -248,8 +248,9 @@ class _Cursor:
 
 
     def _skip_hole(self, left: int) -> int:
-        """At the end of the buffer: skip up to `left` empty strings that lie in a hole of a sparse file (read as
-        zeros: length 0), found with SEEK_DATA without reading them; return how many (0 where unsupported)."""
+        """At the end of the buffer: skip up to `left` empty strings that lie in a hole of a sparse file (read
+        as zeros: length 0), found with SEEK_DATA without reading them; return how many (0 where
+        unsupported)."""
         seek_data = getattr(os, "SEEK_DATA", None)
         if self._seek is None or seek_data is None:
             return 0
@@ -334,8 +335,8 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     if n_kv < 0 or n_kv > MAX_ARRAY_ELEMENTS:
         raise GGUFError(f"absurd key/value count {n_kv}")
     if remaining is not None and n_tensors * 32 + n_kv * 13 > remaining:
-        raise GGUFError(f"truncated file: the header declares {n_kv} keys and {n_tensors} tensors, which need at "
-                        f"least {format_bytes(n_tensors * 32 + n_kv * 13)}; the file has "
+        raise GGUFError(f"truncated file: the header declares {n_kv} keys and {n_tensors} tensors, which "
+                        f"need at least {format_bytes(n_tensors * 32 + n_kv * 13)}; the file has "
                         f"{format_bytes(remaining)} left after offset {cur.tell()}")
     kept_total = [0]
 
@@ -415,7 +416,8 @@ def _parse(cur: _Cursor, keep_array_max: int) -> GGUFHeader:
     for i in range(n_tensors):
         name = read_str(f"tensor #{i} name", MAX_TENSOR_NAME - 1)
         if isinstance(name, int):
-            raise GGUFError(f"tensor #{i}: name of {format_bytes(name)} (llama.cpp allows {MAX_TENSOR_NAME - 1} bytes)")
+            raise GGUFError(f"tensor #{i}: name of {format_bytes(name)} (llama.cpp allows "
+                            f"{MAX_TENSOR_NAME - 1} bytes)")
         if name in names:
             raise GGUFError(f"duplicate tensor {name!r}")
         names.add(name)

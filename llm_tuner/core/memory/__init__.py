@@ -30,8 +30,8 @@ refer to that tree):
 - Compute buffers: an analytic model of the worst-case graph (KQ mask, the largest live layer
   activations, logits for the outputs the server reserves), calibrated on real runs; see
   benchmarks/memory_accuracy.py for how close it is. With `-ngl 0` and a GPU, op offload still gives the first
-  GPU a compute buffer (it runs the CPU layers' big-batch matmuls). A calibration from a llama.cpp check can be
-  supplied (`Calibration`) but the estimate stands without one.
+  GPU a compute buffer (it runs the CPU layers' big-batch matmuls). A calibration from a llama.cpp check can
+  be supplied (`Calibration`) but the estimate stands without one.
 - Fit (`-fit on`, the default): when the plan does not fit and `-c` was not given, the context is
   shrunk (not below `-fitc`); when no `-ngl/-ts/-ot/-cmoe/-ncmoe` was set, layers are placed so
   each device keeps its `-fitt` margin. Either is applied here and said in the warnings.

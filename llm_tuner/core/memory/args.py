@@ -40,15 +40,15 @@ class PlanDevice:
 
 
 def listed_device(d: Any, pool: str | None = None) -> PlanDevice:
-    """A device as `--list-devices` printed it (core.devices.LlamaDevice; an RPC worker's too): its free memory
-    was read by a process that held its runtime, so the runtime is already out of it."""
+    """A device as `--list-devices` printed it (core.devices.LlamaDevice; an RPC worker's too): its free
+    memory was read by a process that held its runtime, so the runtime is already out of it."""
     return PlanDevice(d.name, d.backend, d.memory_total_mib, d.memory_free_mib, d.description,
                       free_includes_runtime=True, pool=pool)
 
 
 def plan_gpus(inventory: Any) -> list[PlanDevice]:
-    """The GPUs to plan for from a core.devices.DeviceInventory: its llama.cpp devices (listed_device), each with
-    its card's pool, so two backends on one card are one pool."""
+    """The GPUs to plan for from a core.devices.DeviceInventory: its llama.cpp devices (listed_device), each
+    with its card's pool, so two backends on one card are one pool."""
     if inventory is None:
         return []
     return [listed_device(d, inventory.pool_of(d.name)) for d in inventory.llama_devices if d.backend != "CPU"]
@@ -225,9 +225,10 @@ _NO_VALUE_KINDS = ("true", "false", "cmoe", "toggle", "toggle-inverted")
 
 
 def llama_default(key: str) -> str | None:
-    """llama.cpp's value for flag `key` (a core.flags key) when the flag is absent, as a command line writes it
-    ("f16" for cache_type_k, "3" for draft_n_max): PlacementArgs' defaults, the one record of them. None when
-    the default is not one literal value (auto, -1, from the model or the host) or the flag is not modelled."""
+    """llama.cpp's value for flag `key` (a core.flags key) when the flag is absent, as a command line writes
+    it ("f16" for cache_type_k, "3" for draft_n_max): PlacementArgs' defaults, the one record of them. None
+    when the default is not one literal value (auto, -1, from the model or the host) or the flag is not
+    modelled."""
     spec = _MEMORY_FLAGS.get(key)
     if spec is None or spec[1] not in ("int", "str"):
         return None
@@ -417,9 +418,9 @@ def placement_argv(args: PlacementArgs, *, for_fit_params: bool = False) -> list
 def overrides_as_profile(overrides: tuple[tuple[str, str], ...]) -> tuple[bool, int | None, tuple[tuple[str, str], ...]]:
     """PlacementArgs.overrides -> the profile's (`--cpu-moe`, `--n-cpu-moe N`, other `-ot` rules).
 
-    The patterns `--cpu-moe` and `--n-cpu-moe N` stand for (parse_server_args) are recognised and given back as
-    those flags, so a placement the solver found is written into a profile as the user would write it (and is
-    what launches); every other rule stays an `-ot` rule, in order.
+    The patterns `--cpu-moe` and `--n-cpu-moe N` stand for (parse_server_args) are recognised and given back
+    as those flags, so a placement the solver found is written into a profile as the user would write it (and
+    is what launches); every other rule stays an `-ot` rule, in order.
     """
     cpu_moe = (FFN_EXPS_REGEX, "CPU") in overrides
     n = 0

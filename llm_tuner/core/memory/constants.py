@@ -64,40 +64,42 @@ _HAS_HOST_BUFT = {"CUDA", "ROCm", "MUSA", "Vulkan", "SYCL"}
 # The driver's own reservation (NVML v2 `reserved`, 615 MiB on that card, h200x2-nvml-idle-10s.jsonl) is NOT
 # part of it: it is never in free memory (idle free 143155 = total 143771 - reserved 616), so a plan against
 # free memory must not count it, and a plan against a card's nominal total must (see PlanDevice.capacity_mib).
-# Vulkan, measured on NVIDIA's Vulkan driver (H200, driver 580.159; benchmarks/sessions/2026-12-01-h200-vulkan/README.md):
-# NVML used minus llama.cpp's Vulkan0 buffers was 581..582 MiB when the server was ready, 587..597 after a request,
-# over 2 models x 2 contexts: VULKAN_NVIDIA_OVERHEAD_MIB. The "Vulkan" figure below is for other drivers (AMD's RADV
-# or AMDVLK, Intel): a default from public reports, not measured here; AMD's driver may differ.
-# Other backends: defaults from public reports until measured.
-# RPC: a worker reports its free memory with its own runtime already held (its ggml-rpc-server made the context
-# before answering), so nothing more counts against that figure here.
+# Vulkan, measured on NVIDIA's Vulkan driver (H200, driver 580.159;
+# benchmarks/sessions/2026-12-01-h200-vulkan/README.md): NVML used minus llama.cpp's Vulkan0 buffers was
+# 581..582 MiB when the server was ready, 587..597 after a request, over 2 models x 2 contexts:
+# VULKAN_NVIDIA_OVERHEAD_MIB. The "Vulkan" figure below is for other drivers (AMD's RADV or AMDVLK, Intel): a
+# default from public reports, not measured here; AMD's driver may differ. Other backends: defaults from
+# public reports until measured. RPC: a worker reports its free memory with its own runtime already held (its
+# ggml-rpc-server made the context before answering), so nothing more counts against that figure here.
 RUNTIME_OVERHEAD_MIB = {"CUDA": 600, "ROCm": 400, "MUSA": 400, "Vulkan": 180, "SYCL": 300, "Metal": 0,
                         "CPU": 0, "RPC": 0}
 VULKAN_NVIDIA_OVERHEAD_MIB = 590
-# Two backends on one card in one process (-dev CUDA0,Vulkan0 on the same H200) do not take two runtime overheads:
-# NVML used minus both devices' buffers was 651..653 MiB at ready (CUDA alone: 613, so 38..40 more) and 676..764
-# after a request (CUDA alone: 623..719, so 45..53 more), same session, NVIDIA's Vulkan driver. So a card under
-# two backends (a shared pool) counts the largest of its devices' overheads plus this much.
+# Two backends on one card in one process (-dev CUDA0,Vulkan0 on the same H200) do not take two runtime
+# overheads: NVML used minus both devices' buffers was 651..653 MiB at ready (CUDA alone: 613, so 38..40 more)
+# and 676..764 after a request (CUDA alone: 623..719, so 45..53 more), same session, NVIDIA's Vulkan driver.
+# So a card under two backends (a shared pool) counts the largest of its devices' overheads plus this much.
 SHARED_POOL_EXTRA_MIB = 55
 
 
 def runtime_overhead_mib(backend: str, description: str = "") -> float:
-    """The runtime overhead a llama.cpp device of `backend` takes beyond its buffers (see above): NVIDIA's Vulkan
-    driver measured, other backends and drivers from RUNTIME_OVERHEAD_MIB."""
+    """The runtime overhead a llama.cpp device of `backend` takes beyond its buffers (see above): NVIDIA's
+    Vulkan driver measured, other backends and drivers from RUNTIME_OVERHEAD_MIB."""
     if backend == "Vulkan" and "nvidia" in description.lower():
         return float(VULKAN_NVIDIA_OVERHEAD_MIB)
     return float(RUNTIME_OVERHEAD_MIB.get(backend, 300))
 
 
 def runtime_overhead_note(backend: str, description: str = "") -> str | None:
-    """Where a backend's overhead figure comes from, for the plan to say (None: measured on this kind of card)."""
+    """Where a backend's overhead figure comes from, for the plan to say (None: measured on this kind of
+    card)."""
     if backend != "Vulkan":
         return None
     if "nvidia" in description.lower():
-        return (f"Vulkan's runtime overhead ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB) is measured on NVIDIA's Vulkan driver "
-                "(H200); other drivers may differ.")
-    return (f"Vulkan's runtime overhead ({RUNTIME_OVERHEAD_MIB['Vulkan']} MiB) is a default from public reports; it "
-            f"was measured only on NVIDIA's Vulkan driver ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB), AMD's may differ.")
+        return (f"Vulkan's runtime overhead ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB) is measured on NVIDIA's "
+                "Vulkan driver (H200); other drivers may differ.")
+    return (f"Vulkan's runtime overhead ({RUNTIME_OVERHEAD_MIB['Vulkan']} MiB) is a default from public "
+            f"reports; it was measured only on NVIDIA's Vulkan driver ({VULKAN_NVIDIA_OVERHEAD_MIB} MiB), AMD's "
+            "may differ.")
 # Of that, what a process holds beyond the context that `llama-server --list-devices` itself holds when it
 # reports free memory (PlanDevice.free_includes_runtime): free-at-listing minus free-at-exit minus buffers,
 # median 71 MiB (70..104) on the H200. Free memory reported that way already lacks the rest.
@@ -110,10 +112,10 @@ DRIVER_RESERVED_MIB = {"CUDA": 615}
 # the server process itself (code, tokenizer, HTTP): measured 40 MiB here as VmRSS minus llama.cpp's buffers
 # (demo model, CPU build, -c 4096, with and without mmap); rounded up
 HOST_OVERHEAD_MIB = 48
-# A draft model (-md) is a second llama_model in the same process: its vocabulary (token texts, the text -> id map,
-# the piece cache) and metadata live on the heap beside its buffers. Measured with the demo model as its own draft
-# (CPU build, -c 4096 -np 1): peak RSS 703.9 MiB against 358.7 alone, 46 MiB beyond the draft's buffers for its
-# 262144 tokens, so about this many bytes per vocabulary token.
+# A draft model (-md) is a second llama_model in the same process: its vocabulary (token texts, the text -> id
+# map, the piece cache) and metadata live on the heap beside its buffers. Measured with the demo model as its
+# own draft (CPU build, -c 4096 -np 1): peak RSS 703.9 MiB against 358.7 alone, 46 MiB beyond the draft's
+# buffers for its 262144 tokens, so about this many bytes per vocabulary token.
 DRAFT_HOST_BYTES_PER_TOKEN = 184
 
 # Compute-buffer model coefficients (floats per token) fitted on real runs, see benchmarks/memory_accuracy.py.

@@ -60,8 +60,8 @@ class RulePreview:
 
 def preview_rule(model: Any, args: PlacementArgs, rule: str, gpus: list[PlanDevice] | tuple[PlanDevice, ...] = (),
                  cpu_flags: tuple[str, ...] = ()) -> RulePreview:
-    """Which tensors a `pattern=BUFFER` rule matches and how many MiB it moves off each device, given the other
-    rules and the devices (call it again when either changes)."""
+    """Which tensors a `pattern=BUFFER` rule matches and how many MiB it moves off each device, given the
+    other rules and the devices (call it again when either changes)."""
     if "=" not in rule:
         return RulePreview((), 0.0, "a rule is <regex>=<buffer>, e.g. blk\\.1\\.ffn_.*=CPU")
     pat, buf = rule.rsplit("=", 1)

@@ -1,12 +1,12 @@
 """Pipeline parallelism: whether llama.cpp turns it on for a plan, why not, and what it changes in memory.
 
 llama.cpp (src/llama-context.cpp:432-437 in the tested build) turns it on only with more than one device, more
-offloaded layers than the model has (`-ngl` above n_layer: the output layer on a GPU too; -ngl equal to the layer
-count leaves the output on the CPU and turns it off; 999 or all keep it), `-sm layer`, the K/V offloaded and no
-tensor override at all (any `-ot`, `--cpu-moe`/`--n-cpu-moe`, or fit's own expert overflow). With it on the
-scheduler keeps the graph inputs in GGML_SCHED_MAX_COPIES (4) copies (more compute memory on every device) and
-overlaps the devices' work on a batch (prompt throughput over several GPUs); if that allocation fails llama.cpp
-retries without it (:679-681). The figures here are the plan's compute buffers computed both ways.
+offloaded layers than the model has (`-ngl` above n_layer: the output layer on a GPU too; -ngl equal to the
+layer count leaves the output on the CPU and turns it off; 999 or all keep it), `-sm layer`, the K/V offloaded
+and no tensor override at all (any `-ot`, `--cpu-moe`/`--n-cpu-moe`, or fit's own expert overflow). With it on
+the scheduler keeps the graph inputs in GGML_SCHED_MAX_COPIES (4) copies (more compute memory on every device)
+and overlaps the devices' work on a batch (prompt throughput over several GPUs); if that allocation fails
+llama.cpp retries without it (:679-681). The figures here are the plan's compute buffers computed both ways.
 """
 
 from __future__ import annotations
@@ -47,9 +47,9 @@ class Pipeline:
 
 
 def why_off(args: PlacementArgs, plan: MemoryPlan, user_args: PlacementArgs | None = None) -> list[str]:
-    """Why llama.cpp leaves pipeline parallelism off for `plan` (its args are after fit), each reason in words;
-    [] when it is on or the plan has one device. `user_args`: the arguments as given (before fit), to tell the
-    user's overrides from fit's own expert overflow."""
+    """Why llama.cpp leaves pipeline parallelism off for `plan` (its args are after fit), each reason in
+    words; [] when it is on or the plan has one device. `user_args`: the arguments as given (before fit), to
+    tell the user's overrides from fit's own expert overflow."""
     if plan.pipeline_parallel is not False:
         return []
     given = user_args if user_args is not None else args
@@ -58,11 +58,11 @@ def why_off(args: PlacementArgs, plan: MemoryPlan, user_args: PlacementArgs | No
     if plan.n_gpu_layers <= n_layer:
         ngl = args.ngl
         if ngl is not None and ngl == n_layer:
-            out.append(f"-ngl {ngl} equals the model's {n_layer} layers, so the output layer stays on the CPU; "
-                       f"-ngl {n_layer + 1} (or all) puts it on a GPU")
+            out.append(f"-ngl {ngl} equals the model's {n_layer} layers, so the output layer stays on the "
+                       f"CPU; -ngl {n_layer + 1} (or all) puts it on a GPU")
         else:
-            out.append(f"{plan.n_gpu_layers} of the {plan.n_layers_total} layers (the output included) are offloaded; "
-                       "it needs all of them")
+            out.append(f"{plan.n_gpu_layers} of the {plan.n_layers_total} layers (the output included) are "
+                       "offloaded; it needs all of them")
     if args.split_mode != "layer":
         out.append(f"-sm {args.split_mode} (it needs -sm layer)")
     if args.no_kv_offload:
@@ -84,8 +84,8 @@ def pipeline(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDe
              cpu_flags: tuple[str, ...] | frozenset[str] = (), calibration: Calibration | None = None,
              draft_model: Any = None) -> Pipeline | None:
     """Pipeline parallelism for a plan made by plan_memory with these devices, calibration and draft model
-    (None with one device): the plan is made again with it the other way (same arguments, fit's result kept) to
-    say what it changes."""
+    (None with one device): the plan is made again with it the other way (same arguments, fit's result kept)
+    to say what it changes."""
     if plan.pipeline_parallel is None:
         return None
     args = plan.args

@@ -82,7 +82,8 @@ def _layer_devices(view: _ModelView, args: PlacementArgs, devs: list[PlanDevice]
     if not devs:
         return ["Host"] * (n_all + 1), 0
     if args.tensor_split and any(x > 0 for x in args.tensor_split[:len(devs)]):
-        splits = [float(x) for x in args.tensor_split[:len(devs)]] + [0.0] * max(0, len(devs) - len(args.tensor_split))
+        splits = ([float(x) for x in args.tensor_split[:len(devs)]]
+                  + [0.0] * max(0, len(devs) - len(args.tensor_split)))
     else:
         splits = [float(d.free_mib if d.free_mib is not None else (d.capacity_mib or 1)) for d in devs]
     total = sum(splits) or 1.0

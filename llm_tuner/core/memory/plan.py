@@ -58,14 +58,15 @@ class DeviceMemory:
     # disk), so they need not all be resident. -lm mmap+mlock locks them; -lm none/mlock/dio allocates them.
     mapped_mib: float = 0.0
     pool: str | None = None  # the card's memory pool (PlanDevice.pool); devices sharing one are one GPU
-    # Host only: what llama-server's prompt cache may grow to while serving (--cache-ram, default 8192 MiB; -1 no
-    # size limit: up to n_ctx tokens of cached states, about the KV size), allocated as prompts are cached, not
-    # at start: in the total, not in what must be resident to start (`resident_mib`, the fit verdict)
+    # Host only: what llama-server's prompt cache may grow to while serving (--cache-ram, default 8192 MiB; -1
+    # no size limit: up to n_ctx tokens of cached states, about the KV size), allocated as prompts are cached,
+    # not at start: in the total, not in what must be resident to start (`resident_mib`, the fit verdict)
     prompt_cache_mib: float = 0.0
 
     @property
     def total_mib(self) -> float:
-        """Everything the device may hold: allocated buffers, runtime, (host) mapped weights and prompt cache."""
+        """Everything the device may hold: allocated buffers, runtime, (host) mapped weights and prompt
+        cache."""
         return (self.model_mib + self.kv_mib + self.compute_mib + self.output_mib + self.overhead_mib
                 + self.prompt_cache_mib)
 
@@ -96,7 +97,8 @@ class DeviceMemory:
 
     @property
     def reserved_all(self) -> bool:
-        """A (planned) card whose whole capacity goes to what its driver reserves: nothing can be placed on it."""
+        """A (planned) card whose whole capacity goes to what its driver reserves: nothing can be placed on
+        it."""
         return (self.available_mib is None and self.capacity_mib is not None and self.name != "Host"
                 and self.capacity_mib <= DRIVER_RESERVED_MIB.get(self.backend, 0))
 
@@ -117,8 +119,10 @@ class DeviceMemory:
         h = self.headroom_mib
         return None if h is None else h >= 0
 
-    def to_json(self) -> dict:
-        r = lambda x: round(x, 1)  # noqa: E731
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float) -> float:
+            return round(x, 1)
+
         return {"name": self.name, "model_mib": r(self.model_mib), "kv_mib": r(self.kv_mib),
                 "compute_mib": r(self.compute_mib), "output_mib": r(self.output_mib),
                 "overhead_mib": r(self.overhead_mib), "total_mib": r(self.total_mib),
@@ -137,7 +141,8 @@ class SharedPool:
     names: tuple[str, ...]
     description: str
     used_mib: float  # what must be resident on the card: every member's buffers + the shared runtime
-    budget_mib: float | None  # the card's free memory (plus runtime already out of it), as DeviceMemory.budget_mib
+    # the card's free memory (plus runtime already out of it), as DeviceMemory.budget_mib
+    budget_mib: float | None
 
     @property
     def fits(self) -> bool | None:
@@ -147,7 +152,8 @@ class SharedPool:
         """'CUDA0 + Vulkan0 share one NVIDIA H200: 61.2 of 139.3 GiB'."""
         card = f"one {self.description}" if self.description else "one GPU"
         of = f" of {self.budget_mib / 1024:.1f} GiB" if self.budget_mib is not None else ""
-        short = (f" ({self.used_mib - self.budget_mib:.0f} MiB short)" if self.fits is False else "")
+        short = (f" ({self.used_mib - self.budget_mib:.0f} MiB short)"
+                 if self.fits is False and self.budget_mib is not None else "")
         return f"{' + '.join(self.names)} share {card}: {self.used_mib / 1024:.1f}{of}{short}"
 
 
@@ -185,8 +191,9 @@ class MemoryPlan:
     kv_cells: tuple[tuple[str, int, int], ...] = ()  # (cache, cells, layers)
     fit_changes: tuple[str, ...] = ()
     pools: tuple[SharedPool, ...] = ()  # devices that share one card's memory (two backends on one GPU)
-    # llama.cpp's pipeline parallelism (src/llama-context.cpp:432-437, sizing.pipeline_parallel_on): on or off;
-    # None with one device (it never applies). core.memory.pipeline says why and what it changes in memory.
+    # llama.cpp's pipeline parallelism (src/llama-context.cpp:432-437, sizing.pipeline_parallel_on): on or
+    # off; None with one device (it never applies). core.memory.pipeline says why and what it changes in
+    # memory.
     pipeline_parallel: bool | None = None
 
     @property
@@ -199,7 +206,7 @@ class MemoryPlan:
     def device(self, name: str) -> DeviceMemory | None:
         return next((d for d in self.devices if d.name == name), None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"devices": [d.to_json() for d in self.devices], "warnings": list(self.warnings),
                 "n_ctx": self.n_ctx, "n_ctx_seq": self.n_ctx_seq, "n_parallel": self.n_seq_max,
                 "kv_unified": self.kv_unified, "flash_attn": self.flash_attn,
@@ -250,8 +257,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         else:
             mkv, mcaches, mcells, mswa, _ = _kv(view, args, layer_dev, fa, mtp_ctx=True,
                                                type_k=args.draft_cache_type_k, type_v=args.draft_cache_type_v)
-            for d, v in mkv.items():
-                extra_kv[d] = extra_kv.get(d, 0.0) + v
+            for name, v in mkv.items():
+                extra_kv[name] = extra_kv.get(name, 0.0) + v
             mdev = layer_dev[view.n_layer] if view.n_layer < len(layer_dev) - 1 else layer_dev[-1]
             extra_compute[mdev] = extra_compute.get(mdev, 0.0) + _compute_mtp(view, args, fa, mcells) / MIB
             if any(d.backend != "CPU" for d in devs):
@@ -274,10 +281,11 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
         dkv, _, dcells, dswa, dhost = _kv(dview, dargs, dlayer_dev, dfa)
         dcomp = _compute(dview, dargs, dlayer_dev, dplace, dfa, dcells, dswa, ddevs, dhost)
         for src, dst in ((dweights, extra_model), (dkv, extra_kv), (dcomp, extra_compute)):
-            for d, v in src.items():
-                dst[d] = dst.get(d, 0.0) + v
+            for name, v in src.items():
+                dst[name] = dst.get(name, 0.0) + v
         out_b += dview.n_vocab * n_seq * 4 / MIB
-        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB  # its vocabulary and metadata (heap)
+        # its vocabulary and metadata (heap)
+        draft_host_mib = dview.n_vocab * DRAFT_HOST_BYTES_PER_TOKEN / MIB
     scale = (calibration.compute_scale if calibration else {}) or {}
     over = (calibration.overhead_mib if calibration else {}) or {}
     devices: list[DeviceMemory] = []
@@ -316,8 +324,8 @@ def _raw_plan(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], hos
 
 
 def _prompt_cache_mib(args: PlacementArgs, kv: dict[str, float]) -> float:
-    """The prompt cache's ceiling in host RAM (tools/server/server-task.h server_prompt_cache: --cache-ram MiB,
-    0 = off; -1 = no size limit, only n_ctx tokens of states: about the main KV cache's size)."""
+    """The prompt cache's ceiling in host RAM (tools/server/server-task.h server_prompt_cache: --cache-ram
+    MiB, 0 = off; -1 = no size limit, only n_ctx tokens of states: about the main KV cache's size)."""
     if args.cache_ram_mib < 0:
         return float(sum(kv.values()))
     return float(args.cache_ram_mib)
@@ -367,8 +375,8 @@ def _mapped_warnings(plan: MemoryPlan) -> list[str]:
     if host.mapped_mib and host.mapped_cached_mib is not None and host.mapped_cached_mib < host.mapped_mib:
         return [f"Host: {host.mapped_mib:.0f} MiB of weights are mapped from the model file (-lm {mode}); "
                 f"{host.resident_mib:.0f} MiB must stay resident, which leaves page cache for "
-                f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs (slow, "
-                "not a failure). -lm mmap+mlock or -lm none would need all of it resident "
+                f"{host.mapped_cached_mib:.0f} MiB of them: the rest is read again from disk while it runs "
+                "(slow, not a failure). -lm mmap+mlock or -lm none would need all of it resident "
                 f"({host.resident_mib + host.mapped_mib:.0f} MiB)"]
     return []
 
@@ -379,9 +387,9 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
     for d in plan.devices:
         if d.reserved_all:
             w.append(f"{d.name}: its {d.capacity_mib} MiB are less than the {d.backend} driver reserves "
-                     f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a larger "
-                     "card, or run without it (-dev none: the CPU alone)")
-        elif d.fits is False:
+                     f"({DRIVER_RESERVED_MIB.get(d.backend, 0)} MiB): nothing can be placed on it. Plan a "
+                     "larger card, or run without it (-dev none: the CPU alone)")
+        elif d.fits is False and d.headroom_mib is not None:
             w.append(f"{d.name}: needs {d.resident_mib:.0f} MiB but has {d.budget_mib} MiB "
                      f"({-d.headroom_mib:.0f} MiB short)" + (
                          f"; besides that, {d.mapped_mib:.0f} MiB of weights are mapped from the file (page cache)"
@@ -412,11 +420,11 @@ def _warnings(view: _ModelView, plan: MemoryPlan, devs: list[PlanDevice]) -> lis
                      f"type ({a.cache_type_k}/{a.cache_type_v}) and upstream's sizes; measure to confirm")
     if a.split_mode == "row" and len(devs) > 1 and any(d.backend != "SYCL" for d in devs):
         w.append("-sm row: in this llama.cpp only SYCL has row-split buffers; with "
-                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split buffers'). "
-                 "Use -sm layer (or -sm tensor)")
+                 f"{', '.join(sorted({d.backend for d in devs}))} the load fails ('does not support split "
+                 "buffers'). Use -sm layer (or -sm tensor)")
     if a.split_mode == "tensor":
-        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and KV "
-                 "spread over the GPUs by -ts; fit does not run for it")
+        w.append("-sm tensor (experimental, needs flash attention): estimated as every layer's weights and "
+                 "KV spread over the GPUs by -ts; fit does not run for it")
     known = {d.name for d in devs}
     odd = sorted({b for _p, b in a.overrides if not b.upper().startswith("CPU") and b not in known})
     if odd:

@@ -199,7 +199,8 @@ _SCHED_MAX_COPIES = 4
 # (ggml-cuda.cu ggml_backend_cuda_device_offload_op: op_offload_min_batch_size, default 32)
 _OP_OFFLOAD_MIN_BATCH = 32
 # backends whose flash-attention op allocates F16 copies of quantized K/V in its own output
-# (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu ggml_cuda_flash_attn_ext_get_alloc_size)
+# (ggml-cuda.cu ggml_backend_cuda_buffer_type_get_alloc_size -> fattn.cu
+# ggml_cuda_flash_attn_ext_get_alloc_size)
 _FA_F16_COPY_BACKENDS = {"CUDA", "ROCm", "MUSA"}
 # architectures without the mixed token/embedding input path (llama-arch.cpp llm_arch_supports_mixed_batch)
 # the big FFN matmul weights of a layer (dense and expert): where they are decides which GPU runs the FFN

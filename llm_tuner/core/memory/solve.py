@@ -208,8 +208,8 @@ def solve(model: Any, args: PlacementArgs, gpus: list[PlanDevice] | tuple[PlanDe
                 a = base.with_(ngl=n_all, overrides=keep + tuple(
                     (rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(n)))
                 if ok(a):
-                    return FitAnswer(a, n, f"all layers on GPU with the experts of the first {n} blocks on CPU "
-                                     f"(--n-cpu-moe {n}); {n - 1} is too few: " + bottleneck(
+                    return FitAnswer(a, n, f"all layers on GPU with the experts of the first {n} blocks on "
+                                     f"CPU (--n-cpu-moe {n}); {n - 1} is too few: " + bottleneck(
                                          base.with_(ngl=n_all, overrides=keep + tuple(
                                              (rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(n - 1)))),
                                      plan_of(a))

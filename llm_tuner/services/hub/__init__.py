@@ -1,6 +1,6 @@
-"""Get models from a model hub (Hugging Face's, or a mirror through `HF_ENDPOINT`): search, a repository's GGUF
-models with each one's memory plan from its header alone (range requests), and downloads that resume and are
-checked. The package, by seam: `client` (the hub through `huggingface_hub`: settings from the environment,
+"""Get models from a model hub (Hugging Face's, or a mirror through `HF_ENDPOINT`): search, a repository's
+GGUF models with each one's memory plan from its header alone (range requests), and downloads that resume and
+are checked. The package, by seam: `client` (the hub through `huggingface_hub`: settings from the environment,
 search, listing, where a file is), `ranged` (RangeFile, read_remote_model, default_plan), `download`
 (download_model: a disk-space check first, progress, cancel, resume, sha256). Import from the package.
 """
@@ -8,6 +8,7 @@ search, listing, where a file is), `ranged` (RangeFile, read_remote_model, defau
 from __future__ import annotations
 
 from llm_tuner.services.hub.client import (
+    BAD_INPUT_ERRORS,
     DEFAULT_ENDPOINT,
     FileLocation,
     Hub,
@@ -37,6 +38,7 @@ from llm_tuner.services.hub.ranged import (
 )
 
 __all__ = [
+    "BAD_INPUT_ERRORS",
     "ChecksumError",
     "DEFAULT_ENDPOINT",
     "DownloadCancelled",

@@ -109,6 +109,14 @@ def locate(hub: Hub, model: RemoteModel, part: RemoteFile) -> FileLocation:
     return FileLocation(where, meta.size, meta.etag, hub.headers(auth=hub.on_hub(where)))
 
 
+#: The hub's refusals of what was asked (a gated or missing repository, a name that is not one): bad input,
+#: not a failure of the hub or the network. Callers outside this package catch these, not the library's.
+BAD_INPUT_ERRORS: tuple[type[Exception], ...] = (GatedRepoError, HFValidationError, RepositoryNotFoundError)
+
+#: The network failing under a request (no connection, a timeout): `describe_error` says to check the network.
+NETWORK_ERRORS: tuple[type[Exception], ...] = (httpx2.ConnectError, httpx2.TimeoutException)
+
+
 def describe_error(exc: BaseException, hub: Hub) -> str:
     """One line for the user on what went wrong talking to the hub and what to do; never the token (the
     library's messages carry the URL and the server's words, not headers)."""
@@ -118,7 +126,7 @@ def describe_error(exc: BaseException, hub: Hub) -> str:
         return "repository not found (a private one needs HF_TOKEN)"
     if isinstance(exc, HFValidationError):
         return "not a repository name (owner/name)"
-    if isinstance(exc, (httpx2.ConnectError, httpx2.TimeoutException)):
+    if isinstance(exc, NETWORK_ERRORS):
         return f"cannot reach {hub.endpoint} ({exc}); check the network, or HF_ENDPOINT for a mirror"
     lines = str(exc).strip().splitlines()
     return lines[0] if lines else type(exc).__name__

@@ -1,13 +1,15 @@
 """Download a model's files into a models folder: progress, cancel, resume, checksum.
 
-The bytes come through the library's own `http_get` (its headers, its retries: a connection dropped midway
-is resumed with a range request within the same call). What it does not keep across calls we keep: each
-file grows as `<name>.part` beside its final name, with `<name>.part.json` saying which version of the file
-it is (the hub's ETag), so a download cancelled, or cut by a crash or a closed laptop, goes on from where it
-stopped the next time (a changed file on the hub starts over). When the repository gives a sha256 (the hub
-does for every LFS file) the finished file is checked against it before it takes its name; a mismatch is
-removed, never listed. Only complete, checked files ever carry a `.gguf` name, so the library never lists
-half a model.
+The bytes come through the library's public HTTP client (`huggingface_hub.get_session`, its errors through
+`hf_raise_for_status`); a connection dropped midway is resumed here with a range request (`_fetch`: up to
+`ATTEMPTS` tries without a new byte, as the library's own download does). The library's `http_get` did this
+before; it is not part of the library's public face (`huggingface_hub.file_download`, not exported), so it
+could change under us in any release. Across calls: each file grows as `<name>.part` beside its final name,
+with `<name>.part.json` saying which version of the file it is (the hub's ETag), so a download cancelled, or
+cut by a crash or a closed laptop, goes on from where it stopped the next time (a changed file on the hub
+starts over). When the repository gives a sha256 (the hub does for every LFS file) the finished file is
+checked against it before it takes its name; a mismatch is removed, never listed. Only complete, checked files
+ever carry a `.gguf` name, so the library never lists half a model.
 """
 
 from __future__ import annotations
@@ -18,11 +20,14 @@ import logging
 import os
 import re
 import shutil
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Protocol
 
-from huggingface_hub.file_download import http_get
+import httpx2
+from huggingface_hub import get_session, hf_raise_for_status
 
 from llm_tuner.core.hub_files import RemoteFile, RemoteModel
 from llm_tuner.core.units import format_bytes
@@ -33,6 +38,11 @@ log = logging.getLogger(__name__)
 
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 _HASH_CHUNK = 8 * 1024 * 1024
+_DOWNLOAD_CHUNK = 1024 * 1024
+#: Tries at one file in a row without a new byte (a dropped connection is tried again from where it stopped).
+ATTEMPTS = 5
+#: How long the hub or its CDN may stay silent before a read is an error (then tried again; seconds).
+READ_TIMEOUT_S = 30.0
 
 
 class DownloadCancelled(Exception):
@@ -44,7 +54,8 @@ class ChecksumError(Exception):
 
 
 class NotEnoughSpace(OSError):
-    """The models folder's disk has less free space than the download needs (checked before a byte is written)."""
+    """The models folder's disk has less free space than the download needs (checked before a byte is
+    written)."""
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,8 @@ class DownloadProgress:
     def text(self) -> str:
         what = "Checking" if self.phase == "verify" else "Downloading"
         resumed = f", resumed at {format_bytes(self.resumed_from)}" if self.resumed_from else ""
-        return f"{what} {self.file_name}: {format_bytes(self.done_bytes)} of {format_bytes(self.total_bytes)}{resumed}"
+        done, total = format_bytes(self.done_bytes), format_bytes(self.total_bytes)
+        return f"{what} {self.file_name}: {done} of {total}{resumed}"
 
 
 def partial_path(dest: Path) -> Path:
@@ -75,56 +87,20 @@ def _sidecar(dest: Path) -> Path:
     return dest.with_name(dest.name + ".part.json")
 
 
-def download_folder(settings) -> Path:
+def download_folder(settings: _Settings) -> Path:
     """Where a download goes unless told: the first of the settings' model folders, else `models` in the data
     folder (core.settings.Settings)."""
     return Path(settings.model_folders[0]).expanduser() if settings.model_folders else data_dir() / "models"
 
 
 def destination(model: RemoteModel, folder: Path | str) -> Path:
-    """Where the model's first file lands: the folder, the repository's file name (its sub-folders dropped)."""
+    """Where the model's first file lands: the folder, the repository's file name (its sub-folders
+    dropped)."""
     return Path(folder).expanduser() / model.file_name
 
 
-class _Sink:
-    """The file `http_get` writes to: counts bytes for the progress and stops at a cancel (between chunks)."""
-
-    def __init__(self, fh, on_written: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
-        self._fh, self._on_written, self._cancelled = fh, on_written, cancelled
-
-    def write(self, data: bytes) -> int:
-        n = self._fh.write(data)
-        self._on_written(self._fh.tell())
-        if self._cancelled():
-            raise DownloadCancelled()
-        return n
-
-    def seek(self, *args) -> int:  # the library rewinds when a server ignores its range request
-        return self._fh.seek(*args)
-
-    def tell(self) -> int:
-        return self._fh.tell()
-
-    def truncate(self, *args) -> int:
-        n = self._fh.truncate(*args)
-        self._on_written(self._fh.tell())
-        return n
-
-
-class _NoBar:
-    """The library draws a terminal progress bar unless given another class: the dialog shows ours."""
-
-    def __init__(self, **_kwargs) -> None:
-        pass
-
-    def __enter__(self) -> _NoBar:
-        return self
-
-    def __exit__(self, *_exc) -> None:
-        return None
-
-    def update(self, _n: int = 1) -> None:
-        pass
+class _Settings(Protocol):
+    model_folders: list[str]
 
 
 def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
@@ -155,8 +131,8 @@ def download_model(hub: Hub, model: RemoteModel, folder: Path | str, *,
 
 
 def missing_bytes(model: RemoteModel, folder: Path | str) -> int:
-    """What is left to download of `model` into `folder`: its parts' sizes less the files already there (whole or
-    as a `.part` to resume). A file there of another size counts whole (it is refused at its turn)."""
+    """What is left to download of `model` into `folder`: its parts' sizes less the files already there (whole
+    or as a `.part` to resume). A file there of another size counts whole (it is refused at its turn)."""
     folder = Path(folder).expanduser()
     left = 0
     for part in model.files:
@@ -183,12 +159,14 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
     def on_hashed(n: int) -> None:
         report(DownloadProgress(done_before + n, total, name, "verify"))
 
-    if dest.exists():  # downloaded before (another part's failure, or the same model again): keep it if it is this
+    # downloaded before (another part's failure, or the same model again): keep it if it is this
+    if dest.exists():
         if dest.stat().st_size == part.size_bytes and (part.sha256 is None or
                                                        _sha256(dest, on_hashed, cancelled) == part.sha256):
             on_hashed(part.size_bytes)
             return
-        raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another folder")
+        raise FileExistsError(f"{dest} already exists and is another file: remove it or choose another "
+                              "folder")
     where = locate(hub, model, part)
     size = where.size_bytes if where.size_bytes is not None else part.size_bytes
     expected_sha = part.sha256 or (where.etag if where.etag and _SHA256_RE.match(where.etag) else None)
@@ -216,8 +194,7 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
         fh.truncate()
         report(DownloadProgress(done_before + resume, total, name, "download", resume))
         if resume < size:
-            http_get(where.url, _Sink(fh, on_written, cancelled), resume_size=resume, headers=where.headers,
-                     expected_size=size, displayed_filename=name, tqdm_class=_NoBar)
+            _fetch(where.url, where.headers, fh, resume, size, on_written, cancelled)
         fh.flush()
         os.fsync(fh.fileno())
     if expected_sha is not None:
@@ -225,10 +202,54 @@ def _download_part(hub: Hub, model: RemoteModel, part: RemoteFile, dest: Path, d
         if digest != expected_sha:
             part_file.unlink(missing_ok=True)
             sidecar.unlink(missing_ok=True)
-            raise ChecksumError(f"{name}: the downloaded file's sha256 ({digest[:12]}…) is not the repository's "
-                                f"({expected_sha[:12]}…); it was removed. Download it again.")
+            raise ChecksumError(f"{name}: the downloaded file's sha256 ({digest[:12]}…) is not the "
+                                f"repository's ({expected_sha[:12]}…); it was removed. Download it again.")
     os.replace(part_file, dest)
     sidecar.unlink(missing_ok=True)
+
+
+def _fetch(url: str, headers: dict[str, str], fh: BinaryIO, position: int, size: int,
+           on_written: Callable[[int], None], cancelled: Callable[[], bool]) -> None:
+    """Write the bytes of `url` from `position` to `size` into `fh` (at `position`). A connection that drops
+    or stalls is asked again from the byte it stopped at; `ATTEMPTS` tries in a row without a new byte give up
+    with the last error. A server that ignores the range sends the whole file: it is written from the
+    start."""
+    failures = 0
+    while position < size:
+        ask = dict(headers)
+        if position:
+            ask["Range"] = f"bytes={position}-"
+        before = position
+        try:
+            with get_session().stream("GET", url, headers=ask, timeout=READ_TIMEOUT_S,
+                                      follow_redirects=True) as response:
+                hf_raise_for_status(response)
+                if position and response.status_code != 206:  # the range was ignored: the whole file comes
+                    position = 0
+                    fh.seek(0)
+                    fh.truncate()
+                    on_written(0)
+                for chunk in response.iter_bytes(_DOWNLOAD_CHUNK):
+                    fh.write(chunk)
+                    position += len(chunk)
+                    on_written(position)
+                    if cancelled():
+                        raise DownloadCancelled()
+        except httpx2.TransportError as exc:  # dropped, reset, timed out: below, tried again or given up
+            failures = 0 if position > before else failures + 1
+            if failures >= ATTEMPTS:
+                raise
+            log.warning("download of %s interrupted at %d of %d bytes (%s); trying again",
+                        url, position, size, exc)
+            if position == before:
+                time.sleep(1.0)
+            continue
+        if position == before:  # the server ended the body without a byte and without an error
+            failures += 1
+            if failures >= ATTEMPTS:
+                raise OSError(f"the server stopped sending at byte {position} of {size}")
+    if position != size:
+        raise OSError(f"the server sent {position} bytes, the file has {size}: download it again")
 
 
 def _sha256(path: Path, on_hashed: Callable[[int], None], cancelled: Callable[[], bool]) -> str:

@@ -10,9 +10,9 @@ A header is a few MiB (a 262,144-token vocabulary is read through; its scores ar
 from __future__ import annotations
 
 import io
-from typing import Any
+from typing import Any, BinaryIO, cast
 
-from huggingface_hub.utils import get_session
+from huggingface_hub import get_session
 
 from llm_tuner.core.gguf_info import GGUFError, ModelInfo, error_info, model_info_from_headers, parse_header
 from llm_tuner.core.hub_files import RemoteModel
@@ -67,7 +67,8 @@ class RangeFile(io.RawIOBase):
             return b""
         want = end - self._pos
         if self.fetched_bytes + want > self._max:
-            raise OSError(f"the header needs more than {self._max // (1024 * 1024)} MiB; not read over the network")
+            raise OSError(f"the header needs more than {self._max // (1024 * 1024)} MiB; not read over the "
+                          "network")
         headers = {**self._headers, "Range": f"bytes={self._pos}-{end - 1}"}
         self.requests += 1
         with get_session().stream("GET", self.url, headers=headers, timeout=READ_TIMEOUT_S,
@@ -89,7 +90,7 @@ class RangeFile(io.RawIOBase):
         self.fetched_bytes += len(data)
         return data
 
-    def readinto(self, b) -> int:  # io.RawIOBase's protocol; the header reader calls read()
+    def readinto(self, b: Any) -> int:  # io.RawIOBase's protocol; the header reader calls read()
         data = self.read(len(b))
         b[:len(data)] = data
         return len(data)
@@ -97,7 +98,8 @@ class RangeFile(io.RawIOBase):
 
 def read_remote_model(hub: Hub, model: RemoteModel) -> ModelInfo:
     """The model's metadata and tensor table from its files' headers, over range requests. Never raises for a
-    bad file or a failed request: the reason is in `ModelInfo.error`, as `services.library.read_model` does."""
+    bad file or a failed request: the reason is in `ModelInfo.error`, as `services.library.read_model`
+    does."""
     path = f"{model.repo_id}/{model.name}"
     files = [f"{model.repo_id}/{p.path}" for p in model.files]
     sizes = [p.size_bytes for p in model.files]
@@ -110,7 +112,8 @@ def read_remote_model(hub: Hub, model: RemoteModel) -> ModelInfo:
             size = where.size_bytes if where.size_bytes is not None else part.size_bytes
             with RangeFile(where.url, size, where.headers) as fh:
                 try:
-                    headers.append(parse_header(fh, size=size))
+                    # a raw binary file (read, seek, tell), which is all the header reader uses of BinaryIO
+                    headers.append(parse_header(cast(BinaryIO, fh), size=size))
                 except GGUFError as exc:
                     raise GGUFError(f"{part.path}: {exc}" if len(model.files) > 1 else str(exc)) from None
         return model_info_from_headers(path, files, headers, sizes)
@@ -120,7 +123,8 @@ def read_remote_model(hub: Hub, model: RemoteModel) -> ModelInfo:
 
 def default_plan(info: ModelInfo, inventory: Any) -> MemoryPlan:
     """The memory plan of `llama-server -m FILE` with llama.cpp's defaults (fit on) on the devices of
-    `inventory` (core.devices.DeviceInventory; None: the host alone, size unknown): the one plan, core.memory."""
+    `inventory` (core.devices.DeviceInventory; None: the host alone, size unknown): the one plan,
+    core.memory."""
     cpu_flags = tuple(inventory.host.cpu_flags) if inventory is not None else ()
     return plan_memory(info, PlacementArgs(model=info.path), plan_gpus(inventory), host_device(inventory),
                        cpu_flags=cpu_flags)
@@ -129,7 +133,7 @@ def default_plan(info: ModelInfo, inventory: Any) -> MemoryPlan:
 def plan_text(plan: MemoryPlan) -> str:
     """'CUDA0 3.1 GiB · Host 812 MiB (235 MiB mmap) · 4,096 ctx': what each device holds (of it, weights the
     host maps from the file: page cache the kernel may evict), the context the plan ran with."""
-    parts = [f"{d.name} {format_mib(d.total_mib)}" + (f" ({format_mib(d.mapped_mib)} mmap)" if d.mapped_mib >= 1
-                                                      else "")
+    parts = [f"{d.name} {format_mib(d.total_mib)}"
+             + (f" ({format_mib(d.mapped_mib)} mmap)" if d.mapped_mib >= 1 else "")
              for d in plan.devices if d.total_mib >= 1]
     return " · ".join(parts + [f"{plan.n_ctx:,} ctx"])

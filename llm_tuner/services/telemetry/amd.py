@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from llm_tuner.core.devices import GpuInfo
 
@@ -50,7 +52,7 @@ def amd_gpus() -> tuple[list[GpuInfo], str | None]:
     return gpus, None if gpus else "AMD: no AMD GPU found"
 
 
-def _safe(fn, *args):
+def _safe(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except Exception:  # noqa: BLE001 - a query a card does not support is simply unknown

@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from llm_tuner.core.buffer_devices import buffer_shares, known_devices
+from llm_tuner.core.devices import DeviceInventory, LlamaDevice
 from llm_tuner.core.memory_log import BufferLine, MemoryBreakdown, merge_buffers
 from llm_tuner.core.rpc import device_endpoint, is_rpc_device
 
@@ -110,7 +111,7 @@ def gpu_segments(device: str, parts: dict[str, float] | None, *, used_mib: float
     return MemorySegments(device, w, kv, c, rest, others, free, total_mib)
 
 
-def llama_to_app_names(inventory) -> dict[str, str]:
+def llama_to_app_names(inventory: DeviceInventory | None) -> dict[str, str]:
     """{llama.cpp device name: app device name} from a core.devices.DeviceInventory (None: empty)."""
     out: dict[str, str] = {}
     if inventory is not None:
@@ -121,7 +122,8 @@ def llama_to_app_names(inventory) -> dict[str, str]:
 
 
 def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown: MemoryBreakdown | None,
-                  buffers: Iterable[BufferLine] | None, inventory=None, devices: Iterable[object] = ()
+                  buffers: Iterable[BufferLine] | None, inventory: DeviceInventory | None = None,
+                  devices: Iterable[LlamaDevice] = ()
                   ) -> list[MemorySegments]:
     """The Live memory bars: one stack per GPU (or host RAM when there is no GPU), then one per RPC device.
 
@@ -161,18 +163,19 @@ def live_segments(latest: Mapping[str, Mapping[str, float] | None], *, breakdown
     return segments + rpc_segments(parts, llama_devices)
 
 
-def rpc_segments(parts: Mapping[str, Mapping[str, float]], devices: Iterable[object]) -> list[MemorySegments]:
+def rpc_segments(parts: Mapping[str, Mapping[str, float]],
+                 devices: Iterable[LlamaDevice]) -> list[MemorySegments]:
     """One stack per RPC device the server put something on, named `RPC0 (host:port)`: its weights, KV and
     compute from llama.cpp's buffers, what was in use before the load (total - free at start) as "others",
     and the rest free. A worker's own telemetry comes from its agent (services.agent), not from here."""
-    listed = {d.name: d for d in devices if hasattr(d, "name")}
+    listed = {d.name: d for d in devices}
     out = []
     for name in sorted(n for n in parts if is_rpc_device(n)):
         p = parts[name]
         d = listed.get(name)
         ep = device_endpoint(d) if d is not None else None
-        total = getattr(d, "memory_total_mib", None)
-        free0 = getattr(d, "memory_free_mib", None)
+        total = d.memory_total_mib if d is not None else None
+        free0 = d.memory_free_mib if d is not None else None
         ours = sum(p.values())
         others = max(0.0, total - free0) if total is not None and free0 is not None else None
         free = max(0.0, free0 - ours) if free0 is not None else None

@@ -5,7 +5,9 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 
@@ -15,7 +17,8 @@ from llm_tuner.services.telemetry.sampler import HostSample
 
 
 def _cpuinfo() -> tuple[str | None, tuple[str, ...]]:
-    model, flags = None, ()
+    model: str | None = None
+    flags: tuple[str, ...] = ()
     if sys.platform.startswith("linux"):
         try:
             for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
@@ -45,7 +48,7 @@ def host_info() -> HostInfo:
     )
 
 
-def machine_record() -> dict:
+def machine_record() -> dict[str, Any]:
     """This machine as a run records it (core.hardware.host_entry): CPU model, cores, RAM and the OS."""
     h = host_info()
     try:
@@ -56,10 +59,10 @@ def machine_record() -> dict:
 
 
 class ProcessTree:
-    """A server process with its descendants: a router (llama-server without a model of its own) serves each model
-    from a child process, whose memory and CPU are the server's too. The list of descendants is looked up at most
-    every `refresh_s` (psutil walks every process for it); each one's Process object is kept, so its CPU percent
-    counts from the previous reading. psutil.Error when the server itself is gone."""
+    """A server process with its descendants: a router (llama-server without a model of its own) serves each
+    model from a child process, whose memory and CPU are the server's too. The list of descendants is looked
+    up at most every `refresh_s` (psutil walks every process for it); each one's Process object is kept, so
+    its CPU percent counts from the previous reading. psutil.Error when the server itself is gone."""
 
     def __init__(self, pid: int, refresh_s: float = 1.0) -> None:
         self.root = psutil.Process(pid)
@@ -69,10 +72,12 @@ class ProcessTree:
 
     @property
     def pid(self) -> int:
-        return self.root.pid
+        pid: int = self.root.pid
+        return pid
 
     def processes(self) -> list[psutil.Process]:
-        """The server, then its descendants (as listed at most `refresh_s` ago); raises when the server is gone."""
+        """The server, then its descendants (as listed at most `refresh_s` ago); raises when the server is
+        gone."""
         now = time.monotonic()
         if now - self._listed_at >= self.refresh_s:
             self._listed_at = now
@@ -81,8 +86,8 @@ class ProcessTree:
                            **{pid: self._procs.get(pid, c) for pid, c in children.items()}}
         return list(self._procs.values())
 
-    def _each(self, read) -> list:
-        out = []
+    def _each(self, read: Callable[[psutil.Process], float]) -> list[float]:
+        out: list[float] = []
         for p in self.processes():
             try:
                 out.append(read(p))
@@ -93,26 +98,27 @@ class ProcessTree:
         return out
 
     def rss_mib(self) -> float:
-        return sum(self._each(lambda p: p.memory_info().rss)) / 2**20
+        return float(sum(self._each(lambda p: p.memory_info().rss))) / 2**20
 
     def cpu_percent(self) -> float:
         """Per cent of one core since the previous call, every process summed (a new instance counts from its
         second reading)."""
-        return sum(self._each(lambda p: p.cpu_percent(None)))
+        return float(sum(self._each(lambda p: p.cpu_percent(None))))
 
     def cpu_s(self) -> float:
         """CPU seconds (user + system) of the server and its live descendants, plus those of the children it
         has reaped: an instance that ended between two readings still counts."""
         times = self.root.cpu_times()
-        reaped = getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0)
+        # psutil names children_user/children_system on some systems only
+        reaped = float(getattr(times, "children_user", 0.0) + getattr(times, "children_system", 0.0))
         return reaped + sum(self._each(lambda p: sum(p.cpu_times()[:2])))
 
 
 class HostReader:
-    """Host CPU and RAM, and the watched server's RSS and CPU with its model instances' (psutil). Callable: one
-    HostSample."""
+    """Host CPU and RAM, and the watched server's RSS and CPU with its model instances' (psutil). Callable:
+    one HostSample."""
 
-    def __init__(self, pid: callable = lambda: None) -> None:
+    def __init__(self, pid: Callable[[], int | None] = lambda: None) -> None:
         self.pid = pid
         self._tree: ProcessTree | None = None
         psutil.cpu_percent(None)  # the first call primes the counter
@@ -130,7 +136,7 @@ class HostReader:
                 self._tree = None
         return self._tree
 
-    def __call__(self) -> list:
+    def __call__(self) -> list[HostSample]:
         vm = psutil.virtual_memory()
         rss = cpu = None
         tree = self._server()
@@ -140,5 +146,6 @@ class HostReader:
                 cpu = tree.cpu_percent()
             except psutil.Error:
                 self._tree = None
-        return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None), ram_used_mib=(vm.total - vm.available) / 2**20,
-                           ram_total_mib=vm.total / 2**20, server_rss_mib=rss, server_cpu_pct=cpu)]
+        return [HostSample(t=time.time(), cpu_pct=psutil.cpu_percent(None),
+                           ram_used_mib=(vm.total - vm.available) / 2**20, ram_total_mib=vm.total / 2**20,
+                           server_rss_mib=rss, server_cpu_pct=cpu)]

@@ -55,8 +55,8 @@ def detect_inventory(llama_devices: list[LlamaDevice] | None = None) -> DeviceIn
         for dev in llama_devices:
             if dev.name in known or dev.backend == "RPC":  # RPC devices are another machine's
                 continue
-            # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2; two of them with one PCI address
-            # (no NVML here, a card under two backends) stay one GPU
+            # e.g. a Vulkan iGPU no vendor library sees, or GGML_CUDA_DEVICES=2; two of them with one PCI
+            # address (no NVML here, a card under two backends) stay one GPU
             same = next((i for i, g in enumerate(gpus) if g.vendor == "unknown" and dev.pci_bus_id
                          and g.pci_bus_id == dev.pci_bus_id), None)
             if same is not None:

@@ -7,7 +7,8 @@ the columns. Memory is fixed at creation: an hour at 10 Hz is 36,000 rows per se
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -27,7 +28,7 @@ class SeriesRing:
     def __len__(self) -> int:
         return min(self._n, self.capacity)
 
-    def append(self, t: float, values: dict) -> None:
+    def append(self, t: float, values: Mapping[str, Any]) -> None:
         with self._lock:
             i = self._n % self.capacity
             self._t[i] = t
@@ -44,7 +45,8 @@ class SeriesRing:
 
     def arrays(self, since_t: float | None = None,
                fields: Sequence[str] | None = None) -> tuple[np.ndarray, dict[str, np.ndarray]]:
-        """Ordered copies (oldest first) of the time column and the fields (all by default), from `since_t`."""
+        """Ordered copies (oldest first) of the time column and the fields (all by default), from
+        `since_t`."""
         with self._lock:
             n = len(self)
             # The buffer holds two time-ordered runs: [head:] then [:head] once it has wrapped.

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
+from typing import Any
 
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.telemetry.ring import SeriesRing
@@ -70,7 +71,8 @@ class ServerSample:
     tokens_predicted_total: float | None = None
     slots_busy: int | None = None
     slots_total: int | None = None
-    slot_progress: tuple = ()  # ((slot id, n_decoded, n_remain), ...) for slots processing
+    # ((slot id, n_decoded, n_remain), ...) for slots processing
+    slot_progress: tuple[tuple[int | None, int | None, int | None], ...] = ()
 
     source = "server"
     device = "server"
@@ -84,9 +86,9 @@ SERVER_FIELDS = ("prompt_tokens_per_s", "predicted_tokens_per_s", "requests_proc
                  "slots_busy")
 
 
-def sample_to_json(s: Sample) -> dict:
+def sample_to_json(s: Sample) -> dict[str, Any]:
     """The CLI's `{"event": "sample", "source": ..., ...}` object."""
-    d = {"event": "sample", "source": s.source}
+    d: dict[str, Any] = {"event": "sample", "source": s.source}
     body = asdict(s)
     if isinstance(s, ServerSample):
         body["slot_progress"] = [list(x) for x in s.slot_progress]
@@ -164,7 +166,8 @@ class Sampler:
         return self._thread is not None and self._thread.is_alive()
 
     def tick(self) -> None:
-        """One read: samples go to `on_samples`; an error goes to `on_error` once until it changes or clears."""
+        """One read: samples go to `on_samples`; an error goes to `on_error` once until it changes or
+        clears."""
         c0 = time.thread_time()
         try:
             samples = self.read()
@@ -199,7 +202,7 @@ class GpuReader:
     A card the mapping does not name keeps its vendor name.
     """
 
-    def __init__(self, source, vendor: str, pids: Callable[[], frozenset[int]] = frozenset,
+    def __init__(self, source: Any, vendor: str, pids: Callable[[], frozenset[int]] = frozenset,
                  throttle_mask: int | None = None,
                  labels: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None) -> None:
         self.source = source
@@ -212,8 +215,9 @@ class GpuReader:
     @property
     def labels(self) -> Mapping[str, str]:
         if self._labels is None:
+            source = self._labels_source
             try:
-                self._labels = dict(self._labels_source() or {})  # type: ignore[operator]
+                self._labels = dict((source() if callable(source) else source) or {})
             except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
                 self._labels = {}
         return self._labels
@@ -247,8 +251,8 @@ DEFAULT_RATES_S = {"gpu": 0.5, "host": 1.0, "server": 1.0}
 class Telemetry:
     """The samplers and ring buffers of one watched server.
 
-    Rings are keyed by device name ("CUDA0" or "nvidia:0", "host", "server"); `on_samples` (optional) also gets
-    every batch (bridges, the CLI). Rates are seconds between samples per source kind.
+    Rings are keyed by device name ("CUDA0" or "nvidia:0", "host", "server"); `on_samples` (optional) also
+    gets every batch (bridges, the CLI). Rates are seconds between samples per source kind.
     """
 
     def __init__(self, readers: dict[str, Callable[[], Sequence[Sample]]], *,
@@ -298,7 +302,7 @@ class Telemetry:
         for s in self.samplers:
             s.stop()
 
-    def summary(self) -> dict:
+    def summary(self) -> dict[str, Any]:
         """Per device, min/mean/max of each field: kept with the session when it ends."""
         with self._rings_lock:
             rings = dict(self.rings)

@@ -12,17 +12,20 @@ import math
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from llm_tuner.core.server_endpoints import SlotState, parse_metrics, parse_slots
+from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.telemetry.sampler import ServerSample
 
-__all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "endpoint_off", "parse_metrics"]  # parse_metrics: core's, one parser
+# parse_metrics: core's, one parser
+__all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "endpoint_off", "parse_metrics"]
 
 
 def endpoint_off(exc: BaseException) -> bool:
     """The server will never answer this endpoint (/metrics, /slots), so asking again is useless: 501 (started
-    without --metrics, or with --no-slots), or a router (no model of its own), which answers them only for a model
-    named in the request (400 "model name is missing")."""
+    without --metrics, or with --no-slots), or a router (no model of its own), which answers them only for a
+    model named in the request (400 "model name is missing")."""
     status = getattr(exc, "status", None)
     return status == 501 or (status == 400 and "model name is missing" in str(getattr(exc, "message", "")))
 
@@ -34,7 +37,7 @@ class ServerReader:
     server's own rate gauges, which reset on every scrape and would be stolen by any other scraper.
     """
 
-    def __init__(self, client) -> None:
+    def __init__(self, client: LlamaClient) -> None:
         self.client = client
         self._prev: dict[str, float] | None = None
         self.metrics_available: bool | None = None
@@ -89,7 +92,7 @@ class ServerReader:
 class ApproxRequest:
     """A request seen only through /slots and /metrics (attach mode without a log): less precise."""
 
-    slot: int
+    slot: int | None  # None: a server that does not number its slots
     task: int | None
     cache_n: int | None
     prompt_n: int | None
@@ -115,11 +118,12 @@ def _generated_when_idle(busy: SlotState, idle: SlotState) -> int | None:
         return None
     if busy.n_tokens is None or busy.n_decoded is None or idle.n_tokens is None:
         return None
-    if busy.n_decoded == 0:  # seen before its first token (its prompt perhaps not yet processed): n_tokens is it
+    # seen before its first token (its prompt perhaps not yet processed): n_tokens is it
+    if busy.n_decoded == 0:
         prompt = busy.n_tokens
     elif busy.n_prompt_processed is not None and busy.n_prompt_cache is not None:
-        # the prompt the slot holds, fixed once generation runs (busy n_tokens - n_decoded can be one off: a poll
-        # may read them between the two updates of one step)
+        # the prompt the slot holds, fixed once generation runs (busy n_tokens - n_decoded can be one off: a
+        # poll may read them between the two updates of one step)
         prompt = busy.n_prompt_processed + busy.n_prompt_cache
     else:
         prompt = busy.n_tokens - busy.n_decoded
@@ -151,9 +155,10 @@ class SlotWatcher:
         self._prev_m: Mapping[str, float] = {}
         self._primed = False
 
-    def update(self, slots: Iterable[Mapping], metrics: Mapping[str, float]) -> list[ApproxRequest]:
+    def update(self, slots: Iterable[Mapping[str, Any]], metrics: Mapping[str, float]) -> list[ApproxRequest]:
         """`slots`: the decoded /slots JSON; `metrics`: parse_metrics of /metrics ({} without --metrics)."""
-        finished: list[tuple[SlotState, SlotState, Mapping[str, float]]] = []  # (last busy, final, metrics at start)
+        # (last busy, final, metrics at start)
+        finished: list[tuple[SlotState, SlotState, Mapping[str, float]]] = []
         for s in parse_slots(slots):
             sid = s.id
             was = self._busy.get(sid)
@@ -185,7 +190,8 @@ class SlotWatcher:
             dm = {k: metrics.get(k, 0) - m0.get(k, 0) for k in metrics} if metrics and m0 else {}
             prompt_n = biggest(was.n_prompt_processed, s.n_prompt_processed)
             cache_n = biggest(was.n_prompt_cache, s.n_prompt_cache)
-            predicted_n = biggest(was.n_decoded, s.n_decoded)  # at the last poll that saw it busy: a lower bound
+            # at the last poll that saw it busy: a lower bound
+            predicted_n = biggest(was.n_decoded, s.n_decoded)
             final = _generated_when_idle(was, s)
             if final is not None:  # the idle slot still holds the whole task: its generated count, exactly
                 predicted_n = final

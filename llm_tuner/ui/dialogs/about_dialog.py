@@ -24,7 +24,8 @@ def version_lines(binaries: dict[str, BinaryInfo]) -> list[tuple[str, str]]:
     ]
     for kind, info in binaries.items():
         if info.ok:
-            rows.append((kind, f"{info.version or '?'} ({info.commit or '?'}) · {', '.join(info.backends)} · {info.path}"))
+            backends = ", ".join(info.backends)
+            rows.append((kind, f"{info.version or '?'} ({info.commit or '?'}) · {backends} · {info.path}"))
         else:
             rows.append((kind, info.error or "not found"))
     return rows

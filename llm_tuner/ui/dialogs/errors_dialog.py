@@ -1,5 +1,6 @@
-"""The Errors list: every failure of this session (qt.errors), newest first, with what to do and "Copy details"
-(the selected one's traceback, for a bug report). Opened from Help ▸ Errors or the status bar's count."""
+"""The Errors list: every failure of this session (qt.errors), newest first, with what to do and "Copy
+details" (the selected one's traceback, for a bug report). Opened from Help ▸ Errors or the status bar's
+count."""
 
 from __future__ import annotations
 

@@ -65,8 +65,8 @@ class PasteCommandDialog(QDialog):
         self.catalog = catalog
         self.result: ImportResult | None = None
         layout = QVBoxLayout(self)
-        layout.addWidget(QLabel("Paste the command as you would type it (binary path, VAR=value, export lines, "
-                                "backslash continuations are fine). It is read, never run."))
+        layout.addWidget(QLabel("Paste the command as you would type it (binary path, VAR=value, export "
+                                "lines, backslash continuations are fine). It is read, never run."))
         self.input = QPlainTextEdit()
         self.input.setPlaceholderText("llama-server -m model.gguf -c 32768 -ngl 99 -fa on -ctk q8_0 -ctv q8_0")
         # wrapped like a terminal, anywhere: the word-boundary search of the default wrap over one pasted
@@ -136,10 +136,11 @@ class PasteCommandDialog(QDialog):
             return
         bad = nul_fields(result.profile)
         if bad:
-            self._show(None, f"<b>Not importable:</b> {html.escape(', '.join(bad))} holds a NUL byte (\\0), which "
-                       "no program can take. Remove it from the text.")
+            self._show(None, f"<b>Not importable:</b> {html.escape(', '.join(bad))} holds a NUL byte (\\0), "
+                       "which no program can take. Remove it from the text.")
             return
-        if result.problem:  # a wrong paste (no model, no flag): Import stays disabled, as `profile import` exits 2
+        # a wrong paste (no model, no flag): Import stays disabled, as `profile import` exits 2
+        if result.problem:
             self._show(None, f"<b>Not importable:</b> {html.escape(result.problem)}.<br><br>{report}")
             return
         self._show(result, report)

@@ -83,7 +83,7 @@ class SettingsDialog(QDialog):
         self.rpc_server_path = _PathField(settings.rpc_server_path, auto)
         form.addRow("ggml-rpc-server", self.rpc_server_path)
 
-        self.data_dir = QLineEdit(getattr(settings, "data_dir", None) or "")
+        self.data_dir = QLineEdit(settings.data_dir or "")
         self.data_dir.setPlaceholderText(str(data_dir()))
         self.data_dir.setToolTip("Where the SQLite history lives. Takes effect at the next start.")
         form.addRow("Data folder", self.data_dir)

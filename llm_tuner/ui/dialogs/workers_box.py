@@ -164,8 +164,8 @@ class WorkersBox(QGroupBox):
         if self._row_of(worker.endpoint) is None:
             self._add_row(worker.endpoint, "", "")
         self.set_status(worker.endpoint, f"started here (pid {worker.pid})")
-        self._show(worker.warning or f"ggml-rpc-server listens on {worker.endpoint}; it stops when the app quits. "
-                   "Save to keep it in the list.", error=worker.warning is not None)
+        self._show(worker.warning or f"ggml-rpc-server listens on {worker.endpoint}; it stops when the app "
+                   "quits. Save to keep it in the list.", error=worker.warning is not None)
 
     def _on_start_failed(self, exc) -> None:
         self.start_button.setEnabled(True)

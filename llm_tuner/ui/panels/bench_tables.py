@@ -38,7 +38,8 @@ def make_table(model, stretch: int | None = None) -> tuple[QTableView, SortProxy
     proxy.setSourceModel(model)
     view = QTableView()
     view.setModel(proxy)
-    view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)  # the model's order until a click
+    # the model's order until a click
+    view.horizontalHeader().setSortIndicator(-1, Qt.SortOrder.AscendingOrder)
     view.setSortingEnabled(True)
     view.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
     view.setAlternatingRowColors(True)

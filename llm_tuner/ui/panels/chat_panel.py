@@ -1,18 +1,19 @@
 """Chat: talk to the server selected in the Live tab, its replies streamed, each with its speed row.
 
-The speed row is the server's own figures for that reply (prompt and generation speed, TTFT, draft acceptance):
-the same numbers the Requests table shows for the request. Sampling is the server's own defaults, which its
-command line (the profile's sampling fields) set; the line under the header shows them as the server reports.
-"Open web UI" opens llama-server's own page in the browser; an API key never goes into its address (the page
-asks for it).
+The speed row is the server's own figures for that reply (prompt and generation speed, TTFT, draft
+acceptance): the same numbers the Requests table shows for the request. Sampling is the server's own defaults,
+which its command line (the profile's sampling fields) set; the line under the header shows them as the server
+reports. "Open web UI" opens llama-server's own page in the browser; an API key never goes into its address
+(the page asks for it).
 
 A router (llama-server in router mode) serves several models and needs each request to name one: the model
 picker beside the server's name lists the router's models (the Live slot's `router_models`, as its Models tab
 shows them) and every question goes to the one picked; its speed row names it.
 
-The main window calls `show_server(slot)` whenever the Live tab's selected server, its state or its router models
-change: that is the whole hook. Nothing here waits on the network: the reply streams on a worker thread (qt.chat_session), /props
-is read by a BackgroundJob.
+The main window calls `show_server(slot)` whenever the Live tab's selected server, its state or its router
+models change: that is the whole hook. What the view says and which controls act is a `state.chat.ChatState`;
+the panel binds its widgets to it. Nothing here waits on the network: the reply streams on a worker thread
+(qt.chat_session), /props is read by a BackgroundJob.
 """
 
 from __future__ import annotations
@@ -33,57 +34,33 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.qt.chat_session import ChatSession
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.chat import (
-    DEFAULT_REPLY_LIMIT,
-    ChatReply,
-    sampling_summary,
-    server_reply_limit,
-    speed_text,
-    stop_text,
-    template_note,
-    web_ui_problem,
-)
+from llm_tuner.services.chat import DEFAULT_REPLY_LIMIT, ChatReply, template_note, web_ui_problem
 from llm_tuner.services.client import LlamaClient
-from llm_tuner.services.router_watch import is_router_props
-from llm_tuner.services.supervised import ServerState
+from llm_tuner.services.router_watch import RouterModels
+from llm_tuner.state.chat import NO_SERVER, ChatState
+from llm_tuner.state.live import ServerSlot
 
-NO_SERVER = "No server is running. Start one in the Live tab (F5), then chat with it here."
-NO_ROUTER_MODEL = "This server is a router without models: give its profile a models folder or preset."
-STOPPING = "Stopping: the server ends this reply once the step it is on is done (reading a long prompt takes a while)…"
-
-
-def _server_of(slot, key: str | None) -> tuple[str, str | None, str | None, str]:
-    """The Live slot's name, URL when it takes requests (ready), API key, and what to say while it does not (the
-    slot's own words, as the status bar's)."""
-    if slot is None or slot.server_state is ServerState.IDLE:
-        return "", None, None, NO_SERVER
-    if slot.server_state is ServerState.READY:
-        return slot.name, slot.url, key, ""
-    return slot.name, None, key, slot.status_text()
+MODEL_TIP = ("The router's model that answers: it loads the model on the first question that names it (that "
+             "one takes longer). The Live tab's Models tab lists them.")
+SAMPLING_TIP = ("What each reply uses: the server's own defaults, which its command line set (the profile's "
+                "sampling fields). Change them in the Profile tab and restart the server.")
+SYSTEM_HINT = ("Optional: instructions sent before the conversation, e.g. “Answer in one sentence.” (the "
+               "model's chat template decides how it reads them)")
 
 
 class ChatPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.session = ChatSession(self)
-        self.server_name = ""
-        self.url: str | None = None
-        self._has_key = False
-        self._web_problem = ""  # why the server's own page cannot open ("" : it can, or not known yet)
+        self.chat_state = ChatState(DEFAULT_REPLY_LIMIT)
         self._props_job: BackgroundJob | None = None
-        self._talked_to: tuple[str, str | None] | None = None  # the URL and model the last reply came from
-        self._router_items: list[tuple[str, str]] | None = None  # the picker's (model, state); None: no router
-        self.last_reply: ChatReply | None = None
-        self._server_limit: int | None = None  # the server's own cap on a reply (-n), when its command is known
-        self._server_limit_known = False
 
         self.server_label = QLabel(NO_SERVER)
         self.server_label.setTextFormat(Qt.TextFormat.PlainText)
         self.web_button = QPushButton("Open web UI")
         self.model_caption = QLabel("Model:")
         self.model_combo = QComboBox()  # a router's models: the one each question names
-        self.model_combo.setToolTip("The router's model that answers: it loads the model on the first question "
-                                    "that names it (that one takes longer). The Live tab's Models tab lists them.")
+        self.model_combo.setToolTip(MODEL_TIP)
         self.model_combo.setSizeAdjustPolicy(QComboBox.SizeAdjustPolicy.AdjustToContents)
         self.model_caption.hide()
         self.model_combo.hide()
@@ -94,20 +71,17 @@ class ChatPanel(QWidget):
         self.limit_spin.setSpecialValueText("none")
         self.limit_spin.setSuffix(" tokens")
         self.limit_spin.setValue(DEFAULT_REPLY_LIMIT)
-        self._show_limit_tip()
+        self.limit_spin.setToolTip(self.chat_state.limit_tip)
         self.sampling_label = QLabel()
         self.sampling_label.setWordWrap(True)
         self.sampling_label.setStyleSheet("color: palette(placeholder-text)")
-        self.sampling_label.setToolTip("What each reply uses: the server's own defaults, which its command line set "
-                                       "(the profile's sampling fields). Change them in the Profile tab and restart "
-                                       "the server.")
+        self.sampling_label.setToolTip(SAMPLING_TIP)
         self.template_label = QLabel()  # the model has no chat template: why replies may be nonsense
         self.template_label.setWordWrap(True)
         self.template_label.setStyleSheet("color: #b8860b")
         self.template_label.hide()
         self.system_edit = QPlainTextEdit()
-        self.system_edit.setPlaceholderText("Optional: instructions sent before the conversation, e.g. “Answer in "
-                                            "one sentence.” (the model's chat template decides how it reads them)")
+        self.system_edit.setPlaceholderText(SYSTEM_HINT)
         self.system_edit.setMaximumHeight(self.fontMetrics().lineSpacing() * 3 + 12)
         self.system_edit.setTabChangesFocus(True)
         self.transcript = QTextBrowser()
@@ -165,83 +139,68 @@ class ChatPanel(QWidget):
         self.session.text_received.connect(self._on_session_text_received)
         self.session.reply_finished.connect(self._on_session_reply_finished)
         self.session.reply_failed.connect(self._on_session_reply_failed)
+        self.model_combo.currentIndexChanged.connect(self._on_model_combo_changed)
+        self.limit_spin.valueChanged.connect(self._on_limit_spin_changed)
+        self.chat_state.add_callback(self._on_chat_state_changed)
         self._update_controls()
 
     # -- the hook -----------------------------------------------------------------------------------
-    def show_server(self, slot, api_key: str | None = None) -> None:
-        """Follow the Live tab's selected server slot (called on every change of it or its state); `api_key` is
-        the key its clients send (LivePanel.api_key)."""
-        name, url, key, waiting = _server_of(slot, api_key)
-        plan = getattr(slot, "plan", None)  # a launch's command: its own reply limit (-n); an attach's is not known
-        self._server_limit_known = plan is not None
-        self._server_limit = server_reply_limit(plan.user_args, plan.env_set) if plan is not None else None
-        self._show_limit_tip()
-        self.set_server(name, url, key, waiting=waiting)
-        self.set_router_models(getattr(slot, "router_models", None))
+    @property
+    def url(self) -> str | None:
+        return self.chat_state.url
 
-    def set_router_models(self, listed) -> None:
-        """Fill the model picker from a router's models (a services.router_watch.RouterModels; None: the server
-        serves one model, and the picker hides). The picked model stays picked while the router lists it."""
-        items = None if listed is None else [(m.id, m.status) for m in listed.models]
-        if items != self._router_items:
-            picked = self.model_combo.currentData()
-            self.model_combo.blockSignals(True)
-            self.model_combo.clear()
-            for model, state in items or ():
-                self.model_combo.addItem(f"{model} ({state})", model)
-            found = self.model_combo.findData(picked)
-            self.model_combo.setCurrentIndex(found if found >= 0 else 0 if items else -1)
-            self.model_combo.blockSignals(False)
-            self._router_items = items
-        self.model_caption.setVisible(items is not None)
-        self.model_combo.setVisible(items is not None)
+    @property
+    def last_reply(self) -> ChatReply | None:
+        return self.chat_state.last_reply
+
+    def show_server(self, slot: ServerSlot | None, api_key: str | None = None) -> None:
+        """Follow the Live tab's selected server slot (called on every change of it or its state); `api_key`
+        is the key its clients send (LivePanel.api_key)."""
+        if self.chat_state.show_server(slot, api_key) and self.chat_state.url is not None:
+            self._read_props(self.chat_state.url, api_key)
+        self._after_server(api_key)
+
+    def set_router_models(self, listed: RouterModels | None) -> None:
+        """Fill the model picker from a router's models (None: the server serves one model, and the picker
+        hides). The picked model stays picked while the router lists it."""
+        self.chat_state.set_router_models(listed)
         self._update_controls()
 
     def picked_model(self) -> str | None:
-        """The router's model the next question names; None for a server of one model (or a router without any)."""
-        return self.model_combo.currentData() if self._router_items else None
+        """The router's model the next question names; None for a server of one model (or a router without
+        any)."""
+        return self.chat_state.picked_model
 
-    def set_server(self, name: str, url: str | None, api_key: str | None, *, waiting: str = NO_SERVER) -> None:
-        """Chat with the server at `url` (None: none takes requests now, and `waiting` says why); `api_key` goes
-        only in request headers."""
-        changed = url != self.url
-        self.server_name, self.url, self._has_key = name, url, bool(api_key)
-        self.session.set_server(url, api_key)
-        if url is None:
-            self.server_label.setText(waiting)
-            self.sampling_label.clear()
-            self.template_label.hide()
-        else:
-            self.server_label.setText(f"Chat with {name} · {url}")
-            if changed:
-                self._web_problem = ""
-                self.template_label.hide()
-                self.sampling_label.setText("Sampling: asking the server…")
-                self._read_props(url, api_key)
+    def set_server(self, name: str, url: str | None, api_key: str | None, *,
+                   waiting: str = NO_SERVER) -> None:
+        """Chat with the server at `url` (None: none takes requests now, and `waiting` says why); `api_key`
+        goes only in request headers."""
+        if self.chat_state.set_server(name, url, api_key, waiting=waiting) and url is not None:
+            self._read_props(url, api_key)
+        self._after_server(api_key)
+
+    def _after_server(self, api_key: str | None) -> None:
+        self.session.set_server(self.chat_state.url, api_key)
         self._update_controls()
 
     # -- actions ------------------------------------------------------------------------------------
     def send(self, text: str | None = None) -> bool:
         """Send `text` (else the input's) as the next message; False when it cannot go now."""
-        question = (self.input_edit.toPlainText() if text is None else text).strip()
-        model = self.picked_model()
-        if not question or self.url is None or self.session.busy or (self._router_items is not None and not model):
+        question = self.input_edit.toPlainText() if text is None else text
+        ask = self.chat_state.ask(question, busy=self.session.busy)
+        if ask is None:
             return False
         self.session.system_prompt = self.system_edit.toPlainText()
-        self.session.model = model
-        # a request's limit replaces the server's -n: the lower one of the two goes with it
-        limits = [n for n in (self.limit_spin.value(), self._server_limit) if n]
-        self.session.max_tokens = min(limits) if limits else None
-        if not self.session.ask(question):
+        self.session.model = ask.model
+        self.session.max_tokens = ask.max_tokens
+        if not self.session.ask(ask.question):
             return False
-        who = f"{self.server_name} ({self.url}{f', model {model}' if model else ''})"
-        if self._talked_to is not None and self._talked_to != (self.url, model):
-            self._append_note(f"Now chatting with {who}; the conversation so far goes along.")
-        self._talked_to = (self.url, model)
+        note = self.chat_state.sent(ask)
+        if note is not None:
+            self._append_note(note)
         self.input_edit.clear()
-        self._append_turn("You", question)
-        self._append_turn(" · ".join(filter(None, (self.server_name, model))) or "Model", "")
-        self._show_message("")
+        self._append_turn("You", ask.question)
+        self._append_turn(self.chat_state.reply_author(ask), "")
         self._update_controls()
         return True
 
@@ -250,20 +209,26 @@ class ChatPanel(QWidget):
 
     def _on_stop_clicked(self) -> None:
         self.session.stop()
-        self._show_message(STOPPING)
+        self.chat_state.stopping()
         self._update_controls()
 
     def _on_copy_clicked(self) -> None:
-        if self.last_reply is not None and self.last_reply.text:
-            QGuiApplication.clipboard().setText(self.last_reply.text)
-            self._show_message("The last reply is copied.")
+        reply = self.chat_state.last_reply
+        if reply is not None and reply.text:
+            QGuiApplication.clipboard().setText(reply.text)
+            self.chat_state.say("The last reply is copied.")
 
     def _on_clear_clicked(self) -> None:
         self.session.clear()
         self.transcript.clear()
-        self.last_reply, self._talked_to = None, None
-        self._show_message("")
+        self.chat_state.cleared()
         self._update_controls()
+
+    def _on_model_combo_changed(self, _index: int) -> None:
+        self.chat_state.pick(self.model_combo.currentData())
+
+    def _on_limit_spin_changed(self, value: int) -> None:
+        self.chat_state.reply_limit = value
 
     def _on_web_clicked(self) -> None:
         if self.url is not None:  # the address alone: a key in a URL lands in the browser's history and logs
@@ -285,47 +250,11 @@ class ChatPanel(QWidget):
             self._insert(text)
 
     def _on_session_reply_finished(self, reply: ChatReply) -> None:
-        self.last_reply = reply
-        if self.message_label.text() == STOPPING:
-            self._show_message("")
-        if reply.cancelled:
-            self._append_note(stop_text(reply))
-        elif reply.record is not None:
-            self._append_note(speed_text(reply.record))
-            if reply.record.implausible:
-                self._show_message("Figures the server sent that no real request has were left out: "
-                                   + "; ".join(reply.record.implausible), error=True)
-        else:
-            self._append_note("The server sent no timings for this reply.")
-        if reply.finish_reason == "length":
-            self._show_message(self._limit_text(reply))
+        self._append_note(self.chat_state.reply_finished(reply, self.session.asked_limit))
         self._update_controls()
 
-    def _limit_text(self, reply: ChatReply) -> str:
-        """Which limit ended a reply: the Chat's own (the one it was asked with), else the server's (-n)."""
-        asked, theirs = self.session.asked_limit, self._server_limit
-        if asked and asked == theirs:
-            return (f"The reply stopped at the server's own limit of {theirs} tokens (-n in its profile: change it "
-                    "there and restart the server).")
-        if asked:
-            return (f"The reply stopped at the {asked}-token reply limit (Reply limit, top right: raise it, or choose "
-                    "none, for longer replies).")
-        return "The reply stopped at the server's limit on generated tokens (-n, set in its command line)."
-
-    def _show_limit_tip(self) -> None:
-        if not self._server_limit_known:
-            theirs = "A server started elsewhere: its own limit (-n) is not known here, and this one replaces it."
-        elif self._server_limit is None:
-            theirs = "The server has no limit of its own (no -n in its profile)."
-        else:
-            theirs = f"The server's own limit: {self._server_limit} tokens (-n in its profile); the lower one counts."
-        self.limit_spin.setToolTip("The most tokens a reply may have, sent with each question (none: only the "
-                                   "server's limit). A model without a chat template can otherwise run on for "
-                                   f"minutes. {theirs}")
-
     def _on_session_reply_failed(self, message: str) -> None:
-        self._append_note("No reply.")
-        self._show_message(message, error=True)
+        self._append_note(self.chat_state.reply_failed(message))
         self._update_controls()
 
     # -- helpers ------------------------------------------------------------------------------------
@@ -345,57 +274,57 @@ class ChatPanel(QWidget):
         job.start()
 
     def _on_props_job_succeeded(self, result) -> None:
-        url, props, note, web_problem = result
-        if url != self.url:
-            return
-        summary = sampling_summary(props)
-        if is_router_props(props):  # a router has no sampling of its own: each model's instance has its own
-            self.sampling_label.setText("Sampling: each model's own defaults (the router's command line, or the "
-                                        "model's preset).")
-        else:
-            self.sampling_label.setText(f"Sampling (the server's defaults, from its profile): {summary}" if summary
-                                        else "Sampling: the server's own defaults (it does not list them).")
-        self.template_label.setText(note)
-        self.template_label.setVisible(bool(note))
-        self._web_problem = web_problem
-        self._update_controls()
+        self.chat_state.props_read(*result)
 
     def _on_props_job_failed(self, url: str) -> None:
-        if url == self.url:
-            self.sampling_label.setText("Sampling: the server's own defaults (it did not say which).")
+        self.chat_state.props_failed(url)
+
+    # -- state -> view ------------------------------------------------------------------------------
+    def _on_chat_state_changed(self, what: str) -> None:
+        state = self.chat_state
+        if what == "server":
+            self.server_label.setText(state.server_line)
+            self.limit_spin.setToolTip(state.limit_tip)
+        elif what == "models":
+            self._fill_model_combo()
+        elif what == "props":
+            self.sampling_label.setText(state.sampling_text)
+            self.template_label.setText(state.template_note)
+            self.template_label.setVisible(bool(state.template_note))
+        elif what == "message":
+            text, error = state.message
+            self.message_label.setStyleSheet("color: #c62828" if error else "")
+            self.message_label.setText(text)
+        self._update_controls()
+
+    def _fill_model_combo(self) -> None:
+        items = self.chat_state.router_items
+        self.model_combo.blockSignals(True)
+        self.model_combo.clear()
+        for model, state in items or ():
+            self.model_combo.addItem(f"{model} ({state})", model)
+        self.model_combo.setCurrentIndex(self.model_combo.findData(self.chat_state.picked_model))
+        self.model_combo.blockSignals(False)
+        self.model_caption.setVisible(items is not None)
+        self.model_combo.setVisible(items is not None)
 
     def _update_controls(self) -> None:
-        ready, busy = self.url is not None, self.session.busy
-        no_model = self._router_items is not None and self.picked_model() is None  # a router listing no models
-        self.send_button.setEnabled(ready and not busy and not no_model)
-        self.model_combo.setEnabled(not busy)
-        if ready and no_model:
-            self._show_message(NO_ROUTER_MODEL, error=True)
-        elif self.message_label.text() == NO_ROUTER_MODEL:
-            self._show_message("")
-        self.input_edit.setReadOnly(busy)
-        self.stop_button.setEnabled(busy and not self.session.is_stopping)
-        self.copy_button.setEnabled(self.last_reply is not None and bool(self.last_reply.text))
-        self.clear_button.setEnabled(not self.transcript.document().isEmpty() or busy)
-        self.web_button.setEnabled(ready and not self._web_problem)
-        tip = "Open llama-server's own chat page in your browser."
-        if self._has_key:
-            tip += (" This server needs its API key: the page asks for it (the key is never put in the address, "
-                    "where the browser's history would keep it).")
-        if not ready:
-            tip = "Start a server in the Live tab first."
-        elif self._web_problem:
-            tip = self._web_problem
-        self.web_button.setToolTip(tip)
-
-    def _show_message(self, text: str, *, error: bool = False) -> None:
-        self.message_label.setStyleSheet("color: #c62828" if error else "")
-        self.message_label.setText(text)
+        c = self.chat_state.controls(busy=self.session.busy, stopping=self.session.is_stopping,
+                                     transcript_empty=self.transcript.document().isEmpty())
+        self.send_button.setEnabled(c.send)
+        self.model_combo.setEnabled(c.pick_model)
+        self.input_edit.setReadOnly(c.input_read_only)
+        self.stop_button.setEnabled(c.stop)
+        self.copy_button.setEnabled(c.copy)
+        self.clear_button.setEnabled(c.clear)
+        self.web_button.setEnabled(c.web)
+        self.web_button.setToolTip(c.web_tip)
 
     def _cursor_at_end(self) -> tuple[QTextCursor, bool]:
         bar = self.transcript.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 4
-        cursor = QTextCursor(self.transcript.document())  # not the view's own: a selection the user made stays
+        # not the view's own: a selection the user made stays
+        cursor = QTextCursor(self.transcript.document())
         cursor.movePosition(QTextCursor.MoveOperation.End)
         return cursor, at_bottom
 

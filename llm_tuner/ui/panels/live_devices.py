@@ -8,13 +8,14 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLa
 from llm_tuner.ui.plots.live_memory import MemoryBars
 from llm_tuner.ui.plots.live_plots import DevicePlots
 
-WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800), ("last 2 h", 7200))
+WINDOWS = (("last 1 min", 60), ("last 2 min", 120), ("last 10 min", 600), ("last 30 min", 1800),
+           ("last 2 h", 7200))
 
 
 class DevicesView(QSplitter):
-    """Device plots beside a column with their time window, a note on what they draw and the memory-by-owner bars:
-    a laptop's 768 px leave the plots no height to share (each keeps MIN_CURVES_PX for its curves), and the bars'
-    rows read as well in a column."""
+    """Device plots beside a column with their time window, a note on what they draw and the memory-by-owner
+    bars: a laptop's 768 px leave the plots no height to share (each keeps MIN_CURVES_PX for its curves), and
+    the bars' rows read as well in a column."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(Qt.Orientation.Horizontal, parent)
@@ -57,7 +58,7 @@ class DevicesView(QSplitter):
             self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
                                       "share). Temperature, power and clocks are GPU figures: not shown.")
         else:
-            self.devices_note.setText("One curve per GPU (a card under two backends is one GPU: CUDA0 + Vulkan0); "
-                                      "red shading marks throttling.")
+            self.devices_note.setText("One curve per GPU (a card under two backends is one GPU: CUDA0 + "
+                                      "Vulkan0); red shading marks throttling.")
         self.device_plots.set_device_labels({g.name: g.label for g in inventory.devices} if inventory else {})
         self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))

@@ -31,7 +31,8 @@ class HistoryTable(QTableWidget):
         for r, s in enumerate(sessions):
             exit_text, exit_tip = exit_cell(s, running=s.id in running_ids)
             command = shlex.join(s.argv) if s.argv else None
-            cells = [(str(s.id), None), (time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix)), None),
+            started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(s.started_unix))
+            cells = [(str(s.id), None), (started, None),
                      (s.mode, None), (str(s.n_requests), None), (exit_text, exit_tip),
                      (s.exit_reason or "—", s.exit_reason), (command or s.url or "—", command)]
             for c, (text, tip) in enumerate(cells):

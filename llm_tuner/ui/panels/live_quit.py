@@ -1,6 +1,7 @@
-"""Quitting while servers run: every stop runs on its own thread at once (in parallel), and the GUI thread only
-waits in an event loop under a small dialog that names what is still stopping (Vorta's stop at quit, superqt's
-`await_workers`). The GUI thread makes no store, process-wait or HTTP call meanwhile: it looks at Events.
+"""Quitting while servers run: every stop runs on its own thread at once (in parallel), and the GUI thread
+only waits in an event loop under a small dialog that names what is still stopping (Vorta's stop at quit,
+superqt's `await_workers`). The GUI thread makes no store, process-wait or HTTP call meanwhile: it looks at
+Events.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from collections.abc import Callable, Sequence
 from PySide6.QtCore import QEventLoop, Qt, QTimer
 from PySide6.QtWidgets import QDialog, QLabel, QVBoxLayout, QWidget
 
-POLL_MS = 50  # how often the dialog looks at what is left (the close follows the slowest exit by at most this)
+# how often the dialog looks at what is left (the close follows the slowest exit by at most this)
+POLL_MS = 50
 
 
 class StoppingDialog(QDialog):
@@ -50,8 +52,8 @@ def in_thread(fn: Callable[[], object], name: str) -> threading.Event:
 
 def await_stops(stops: Sequence[tuple[str, threading.Event]], *, timeout_s: float,
                 parent: QWidget | None = None) -> list[str]:
-    """Wait until every stop's Event is set, or `timeout_s`, in a local event loop (the GUI thread keeps painting)
-    with the dialog naming those still stopping. Returns the names that had not stopped by then."""
+    """Wait until every stop's Event is set, or `timeout_s`, in a local event loop (the GUI thread keeps
+    painting) with the dialog naming those still stopping. Returns the names that had not stopped by then."""
     pending = [(name, ev) for name, ev in stops if not ev.is_set()]
     if not pending:
         return []

@@ -3,9 +3,9 @@
 A server answering 15 requests a second must not cost the GUI thread per request: `add` only queues the
 record, and the queued rows are inserted as one batch with the log lines (the panel calls `flush` when the
 bridge's batch lands, so rows and lines share one paint) or, without lines (attached without a log), by a
-timer a little longer than ROWS_EVERY_S, so the lines come first. While the table shows, rows land at most once
-every ROWS_EVERY_S: a repaint of the table costs ~10 ms (every cell in view asks the model for ~7 roles), so at
-the log's four batches a second the table was most of the Requests tab's CPU (benchmarks/results/
+timer a little longer than ROWS_EVERY_S, so the lines come first. While the table shows, rows land at most
+once every ROWS_EVERY_S: a repaint of the table costs ~10 ms (every cell in view asks the model for ~7 roles),
+so at the log's four batches a second the table was most of the Requests tab's CPU (benchmarks/results/
 live_load_profile.txt); hidden, it takes each batch (no paint). Column widths are fitted once (when the
 first rows are shown) and when the user asks ("Fit columns", or a double-click on a column's edge), never
 per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds of ms once the table
@@ -46,9 +46,9 @@ class RequestsView(QWidget):
         header.setResizeContentsPrecision(FIT_ROWS)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
-        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, your "
-                           "editor) at the server's URL: every request appears here with its prompt and generation "
-                           "speed.")
+        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, "
+                           "your editor) at the server's URL: every request appears here with its prompt and "
+                           "generation speed.")
         self.hint.setWordWrap(True)
         self.note = QLabel()
         self.note.setWordWrap(True)
@@ -56,8 +56,8 @@ class RequestsView(QWidget):
         self.all_button = QPushButton("Show all")
         self.all_button.setToolTip("Read every request of this session back from the history and show them all")
         self.fit_button = QPushButton("Fit columns")
-        self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge fits "
-                                   "that one)")
+        self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge "
+                                   "fits that one)")
         bar = QHBoxLayout()
         bar.addWidget(self.note, 1)
         bar.addWidget(self.all_button)
@@ -86,8 +86,8 @@ class RequestsView(QWidget):
             self._timer.start()
 
     def flush(self, *, force: bool = False) -> None:
-        """Insert the queued rows as one batch: now when the table is hidden or `force`, else at most once every
-        `every_s` (the rows left wait for a later batch, or the timer)."""
+        """Insert the queued rows as one batch: now when the table is hidden or `force`, else at most once
+        every `every_s` (the rows left wait for a later batch, or the timer)."""
         if not self._pending:
             return
         now = time.monotonic()
@@ -139,8 +139,8 @@ class RequestsView(QWidget):
     def show_all(self, stored: list, received: int, recent) -> None:
         """Every request of the session: `stored` as read from the history, `received` how many the panel has
         had so far, `recent` the newest of those. The history is written before a request reaches the panel,
-        so it may hold a few the panel has yet to receive (they come as usual) and lack none but the newest few
-        it received while the history was read (taken from `recent`)."""
+        so it may hold a few the panel has yet to receive (they come as usual) and lack none but the newest
+        few it received while the history was read (taken from `recent`)."""
         stored = list(stored[:received])
         missing = received - len(stored)
         recent = list(recent)
@@ -159,7 +159,8 @@ class RequestsView(QWidget):
 
     def _update_labels(self) -> None:
         rows, total = self.model.rowCount(), self.model.total
-        self.table.setColumnHidden(MODEL_COLUMN, not self.model.names_models)  # a router's requests name theirs
+        # a router's requests name theirs
+        self.table.setColumnHidden(MODEL_COLUMN, not self.model.names_models)
         self.hint.setVisible(rows == 0)
         trimmed = total > rows
         self.note.setVisible(trimmed)

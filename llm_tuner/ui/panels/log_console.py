@@ -1,4 +1,5 @@
-"""LogConsole: the server's output with a level filter and search; bounded and lean so hours of -lv 4 stay light.
+"""LogConsole: the server's output with a level filter and search; bounded and lean so hours of -lv 4 stay
+light.
 
 The lines are a one-column table over the newest `max_lines` LogLines (a ring), rows of a fixed height: the
 view draws only the rows on screen and keeps nothing per line (a QListView relaid out every row on each
@@ -41,19 +42,22 @@ def _format(line) -> str:
 
 
 class LogLinesModel(QAbstractListModel):
-    """The shown lines (those that pass the filter), newest last, at most `max_lines`; text made when painted."""
+    """The shown lines (those that pass the filter), newest last, at most `max_lines`; text made when
+    painted."""
 
     def __init__(self, parent=None, max_lines: int = 20_000) -> None:
         super().__init__(parent)
         self.max_lines = max_lines
         self.rows: deque = deque(maxlen=max_lines)
-        self.width_chars = 0  # the longest line shown so far: the column's width, for the horizontal scroll bar
+        # the longest line shown so far: the column's width, for the horizontal scroll bar
+        self.width_chars = 0
 
     def rowCount(self, parent=None) -> int:  # noqa: N802 - Qt override
         return 0 if parent is not None and parent.isValid() else len(self.rows)
 
     def data(self, index, role=_DISPLAY):
-        # asked for ~7 roles per line on each repaint: the role compared as an int (a PySide enum compare ~1 µs)
+        # asked for ~7 roles per line on each repaint: the role compared as an int (a PySide enum compare ~1
+        # µs)
         if int(role) != _DISPLAY or index.row() < 0:
             return None
         return _format(self.rows[index.row()])
@@ -129,8 +133,8 @@ class LogConsole(QWidget):
         self.follow = QCheckBox("Follow")
         self.follow.setChecked(True)
         self.count = QLabel()
-        self.count.setToolTip(f"Lines received from the server (the newest {max_lines:,} are kept). Select lines "
-                              "and press Ctrl+C to copy them.")
+        self.count.setToolTip(f"Lines received from the server (the newest {max_lines:,} are kept). Select "
+                              "lines and press Ctrl+C to copy them.")
         # room for the largest count, so the label is never clipped and the row does not shift as it grows
         self.count.setMinimumWidth(self.count.fontMetrics().horizontalAdvance(f"{max_lines} lines") + 8)
         self.count.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
@@ -153,7 +157,8 @@ class LogConsole(QWidget):
     def _filter(self, lines) -> list:
         """The lines that pass the level filter and the search (the widgets are read once, not per line)."""
         most, needle = self.level.currentData(), self.search.text().lower()
-        return [x for x in lines if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
+        return [x for x in lines
+                if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
 
     def append_lines(self, lines: list) -> None:
         """A batch of new lines (the bridge sends them every FRAME_MS: four times a second)."""

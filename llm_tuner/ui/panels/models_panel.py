@@ -3,13 +3,12 @@
 The list appears at once (names and sizes from the file system); architecture, parameters,
 quantisation and the rest fill in as headers are read off the GUI thread (progress bar, Cancel).
 Roots are the user's model folders plus the demo model. Selecting a model publishes it through
-`ctx.state.select_model(path)`.
+`ctx.state.select_model(path)`. The view's state (folders, what the scan found, the summary, the details'
+text) is a `state.models.ModelsState`; the panel binds its widgets to it and runs the scan.
 """
 
 from __future__ import annotations
 
-import html
-import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,7 +33,6 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core.gguf_info import ModelInfo
-from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.model_table import (
     ERROR_ROLE,
@@ -44,13 +42,14 @@ from llm_tuner.qt.model_table import (
     ModelTableModel,
     TensorTableModel,
 )
-from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.settings_store import save_settings
+from llm_tuner.state.models import NOTHING_SELECTED, ModelsState, details_html, reading_html
 
 if TYPE_CHECKING:
     from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog
 
-IN_SIGHT = 4  # the columns after the name kept in sight beside it: parameters, quant, size, layers (then arch)
+# the columns after the name kept in sight beside it: parameters, quant, size, layers (then arch)
+IN_SIGHT = 4
 EMPTY_HINT = ("<p><b>No models yet.</b></p><p>Click <b>Add folder…</b> and choose a folder that holds "
               "<code>.gguf</code> files (sub-folders are searched too).</p><p>The demo model appears here "
               "once installed: <code>python -m llm_tuner.services.demo_model</code>.</p>")
@@ -70,9 +69,8 @@ class ModelsPanel(QWidget):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self.skipped_paths: list[tuple[str, str]] = []  # paths the last scan could not use, and why
+        self.models_state = ModelsState(ctx.settings.model_folders)
         self.get_models_dialog: GetModelsDialog | None = None
-        self._select_after_scan: str | None = None  # a downloaded model, selected once the rescan lists it
         self.scanner = LibraryScan(ctx.engine, self)
         self.model = ModelTableModel(self)
         self.proxy = _ModelProxy(self)
@@ -93,8 +91,8 @@ class ModelsPanel(QWidget):
         self.scanner.skipped.connect(self._on_scanner_skipped)
         self.scanner.progressed.connect(self._on_scanner_progressed)
         self.scanner.finished.connect(self._on_scanner_finished)
-        ctx.state.settings_changed.connect(self._on_state_settings_changed)
-        self._folders = list(ctx.settings.model_folders)
+        ctx.state.settings_changed.connect(self._on_app_settings_changed)
+        self.models_state.add_callback(self._on_state_changed)
         self.rescan()
 
     # -- construction -------------------------------------------------------------------------
@@ -107,10 +105,12 @@ class ModelsPanel(QWidget):
         self.search_edit.setClearButtonEnabled(True)
         self.search_edit.textChanged.connect(self.proxy.setFilterFixedString)
         self.add_folder_button = QPushButton("Add folder…")
-        self.add_folder_button.setToolTip("Add a folder with .gguf files to the library (searched recursively)")
+        self.add_folder_button.setToolTip("Add a folder with .gguf files to the library (searched "
+                                          "recursively)")
         self.add_folder_button.clicked.connect(self._on_add_folder_clicked)
         self.rescan_button = QPushButton("Rescan")
-        self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the cache)")
+        self.rescan_button.setToolTip("Look for new, changed or removed files (unchanged ones come from the "
+                                      "cache)")
         self.rescan_button.clicked.connect(self.rescan)
         self.get_models_button = QPushButton("Get models…")
         self.get_models_button.setToolTip("Search a model hub, see each file's memory plan here, download it")
@@ -147,7 +147,8 @@ class ModelsPanel(QWidget):
         header = self.table.horizontalHeader()
         header.setSectionResizeMode(QHeaderView.ResizeMode.Interactive)
         header.setStretchLastSection(True)
-        header.moveSection(1, IN_SIGHT + 1)  # Arch after Layers: name, parameters, quant, size and layers first
+        # Arch after Layers: name, parameters, quant, size and layers first
+        header.moveSection(1, IN_SIGHT + 1)
         self.table.setColumnWidth(0, 200)
         self.table.viewport().installEventFilter(self)  # the dock resized: the name column follows
         self.table.selectionModel().currentRowChanged.connect(self._on_table_current_changed)
@@ -162,7 +163,7 @@ class ModelsPanel(QWidget):
 
         self.details = QTextBrowser()
         self.details.setOpenLinks(False)
-        self.details.setHtml("<p>Select a model to see its details.</p>")
+        self.details.setHtml(NOTHING_SELECTED)
         tensor_page = QWidget()
         tl = QVBoxLayout(tensor_page)
         tl.setContentsMargins(0, 0, 0, 0)
@@ -199,37 +200,30 @@ class ModelsPanel(QWidget):
         return hint
 
     # -- actions ------------------------------------------------------------------------------
-    def roots(self) -> list[Path]:
-        """The user's model folders, plus the demo model when installed."""
-        roots = [Path(f).expanduser() for f in self._folders]
-        demo = find_demo_model()
-        if demo is not None:
-            roots.append(demo)
-        return roots
-
     def rescan(self) -> None:
-        # a model folder in Settings that is gone (an unplugged drive, a renamed folder) is said, not silently empty
-        self.skipped_paths = [(f, "folder not found") for f in self._folders if not os.path.lexists(Path(f).expanduser())]
+        roots = self.models_state.begin_scan()
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setFormat("Looking for .gguf files…")
         self.progress_row.show()
-        self.scanner.start(self.roots())
+        self.scanner.start(roots)
 
     def add_folder(self, folder: str) -> None:
         """Append a folder to the settings' model folders, save, and rescan."""
-        folder = str(Path(folder).expanduser())
-        if folder in self._folders:
+        folders = self.models_state.with_folder(folder)
+        if folders is None:
             self.rescan()
             return
-        settings = self.ctx.settings.model_copy(update={"model_folders": [*self.ctx.settings.model_folders, folder]})
+        settings = self.ctx.settings.model_copy(update={"model_folders": folders})
         save_settings(settings)
         self.ctx.settings = settings
         self.ctx.state.settings_changed.emit(settings)  # rescans through _on_state_settings_changed
 
     def open_get_models(self) -> GetModelsDialog:
-        """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and selected."""
+        """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and
+        selected."""
         if self.get_models_dialog is None:
-            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for it
+            # imported when first opened: huggingface_hub takes ~1 s to import, the window must not wait for
+            # it
             from llm_tuner.ui.dialogs.get_models_dialog import GetModelsDialog  # noqa: PLC0415
 
             self.get_models_dialog = GetModelsDialog(self.ctx, self)
@@ -239,8 +233,7 @@ class ModelsPanel(QWidget):
         return self.get_models_dialog
 
     def _on_get_models_downloaded(self, path: str, folder: str) -> None:
-        self._select_after_scan = os.path.realpath(path)
-        if str(Path(folder).expanduser()) in self._folders:
+        if self.models_state.downloaded(path, folder):
             self.rescan()
         else:
             self.add_folder(folder)
@@ -261,34 +254,36 @@ class ModelsPanel(QWidget):
         if folder:
             self.add_folder(folder)
 
-    def _on_state_settings_changed(self, settings) -> None:
-        folders = list(settings.model_folders)
-        if folders != self._folders:
-            self._folders = folders
+    def _on_app_settings_changed(self, settings) -> None:
+        self.models_state.set_folders(settings.model_folders)  # another list: "folders" rescans
+
+    def _on_state_changed(self, what: str) -> None:
+        if what == "folders":
             self.rescan()
+        elif what == "summary":
+            text, tip = self.models_state.summary()
+            self.summary_label.setText(text)
+            self.summary_label.setToolTip(tip)
 
     def _on_scanner_entries_listed(self, entries) -> None:
         current = self._current_path()
         self.model.set_entries(entries)
+        self.models_state.listed(entries)
         self.list_stack.setCurrentWidget(self.table if entries else self.empty_label)
-        self._update_summary()
-        pending, self._select_after_scan = self._select_after_scan, None
-        if pending and self.select_path(pending):  # a model just downloaded
-            pass
-        elif current:
-            self.select_path(current)
-        elif entries and self.ctx.state.model_path is not None:
-            self.select_path(str(self.ctx.state.model_path))
+        chosen = self.ctx.state.model_path
+        for path in self.models_state.to_select(current, str(chosen) if chosen is not None else None):
+            if self.select_path(path):
+                break
         if entries:
             self.progress_bar.setRange(0, 1000)
             self.progress_bar.setValue(0)
 
     def _on_scanner_skipped(self, path: str, reason: str) -> None:
-        self.skipped_paths.append((path, reason))
-        self._update_summary()
+        self.models_state.skipped(path, reason)
 
     def _on_scanner_model_read(self, info: ModelInfo) -> None:
         self.model.update_info(info)
+        self.models_state.read(info)
         if info.path == self._current_path():
             self._show_details(info)
 
@@ -305,18 +300,19 @@ class ModelsPanel(QWidget):
         if self.scanner.running:  # a newer scan replaced this one
             return
         self.progress_row.hide()
-        self._update_summary(cancelled)
+        self.models_state.finished(cancelled)
         self._fit_columns()
 
     def _fit_columns(self) -> None:
-        """Each column as wide as its cells and its title (without the room Qt's header keeps on every title for
-        a sort arrow: 28 px each), then the name column takes what is left of the list's width so that the
+        """Each column as wide as its cells and its title (without the room Qt's header keeps on every title
+        for a sort arrow: 28 px each), then the name column takes what is left of the list's width so that the
         first columns stay in sight: Size and Layers were cut off in a 390 px dock (1366x768)."""
         table, header = self.table, self.table.horizontalHeader()
         fm = header.fontMetrics()
         for c in range(1, header.count()):
             title = str(table.model().headerData(c, Qt.Orientation.Horizontal) or "")
-            table.setColumnWidth(c, min(240, max(table.sizeHintForColumn(c), fm.horizontalAdvance(title) + 22)))
+            wide = max(table.sizeHintForColumn(c), fm.horizontalAdvance(title) + 22)
+            table.setColumnWidth(c, min(240, wide))
         self._fit_name_column()
 
     def _fit_name_column(self) -> None:
@@ -338,11 +334,11 @@ class ModelsPanel(QWidget):
         if r is None:
             return
         if r.info is None:
-            self.details.setHtml(f"<p><b>{html.escape(r.entry.file_name)}</b></p><p>Reading header…</p>")
+            self.details.setHtml(reading_html(r.entry.file_name))
             self.tensor_model.set_tensors(())
         else:
             self._show_details(r.info)
-        if r.info is None or (r.info.error is None and not r.info.is_projector):
+        if self.models_state.publishes(r.info):
             self.ctx.state.select_model(Path(r.entry.path))
 
     # -- helpers -------------------------------------------------------------------------------
@@ -350,67 +346,6 @@ class ModelsPanel(QWidget):
         index = self.table.currentIndex()
         return index.data(PATH_ROLE) if index.isValid() else None
 
-    def _update_summary(self, cancelled: bool = False) -> None:
-        rows = self.model.rows()
-        bad = sum(1 for r in rows if r.info is not None and r.info.error)
-        good = [r for r in rows if not (r.info is not None and r.info.error)]
-        total = sum(r.entry.size_bytes for r in good)
-        text = f"{len(good)} model{'' if len(good) == 1 else 's'} · {format_bytes(total)}"
-        pending = sum(1 for r in rows if r.info is None)
-        if bad:
-            text += f" · {bad} unreadable file{'' if bad == 1 else 's'}"
-        if pending and cancelled:
-            text += f" · {pending} not read (cancelled; Rescan to finish)"
-        skipped = self.skipped_paths
-        if skipped:
-            text += f" · {len(skipped)} path{'' if len(skipped) == 1 else 's'} skipped (hover for why)"
-        self.summary_label.setText(text)
-        self.summary_label.setToolTip("\n".join(f"{p}: {why}" for p, why in skipped[:50]))
-
     def _show_details(self, info: ModelInfo) -> None:
-        esc = html.escape
         self.tensor_model.set_tensors(info.tensors)
-        files = "".join(f"<br><code>{esc(f)}</code>" for f in info.files)
-        if info.error:
-            self.details.setHtml(
-                f"<p><b>{esc(Path(info.path).name)}</b></p>"
-                f"<p style='color:#c0392b'>Cannot read this file: {esc(info.error)}</p>"
-                "<p>It may be incomplete (still downloading?) or not a GGUF model. Download it again, "
-                "or remove it from the folder.</p>"
-                f"<p>Files:{files}</p>")
-            return
-
-        def row(label: str, value) -> str:
-            if value is None or value == "" or value == []:
-                return ""
-            return f"<tr><td><b>{esc(label)}</b></td><td>{esc(str(value))}</td></tr>"
-
-        experts = (f"{info.expert_used_count} of {info.expert_count}"
-                   + (f" (+{info.expert_shared_count} shared)" if info.expert_shared_count else "")
-                   if info.expert_count else "none (dense)")
-        layers = f"{info.block_count}" + (f" (incl. {info.nextn_layers} MTP)" if info.nextn_layers else "")
-        kind = "Projector (mmproj) — use it with a main model's --mmproj" if info.is_projector else None
-        swa = None
-        if info.sliding_window:
-            pattern = info.sliding_window_pattern
-            swa = f"{info.sliding_window:,} tokens" + (f", pattern {pattern}" if pattern is not None else "")
-        rows = "".join([
-            row("Kind", kind),
-            row("Architecture", info.architecture), row("Size label", info.size_label),
-            row("Quantisation", info.file_type + (" (guessed)" if info.file_type_guessed else "")
-                if info.file_type else None),
-            row("Parameters", format_params(info.n_params)), row("File size", format_bytes(info.size_bytes)),
-            row("Layers", layers), row("Trained context", f"{info.context_length:,} tokens"
-                                       if info.context_length else None),
-            row("Embedding", info.embedding_length), row("FFN", info.feed_forward_length),
-            row("Heads", info.head_count), row("KV heads", info.head_count_kv),
-            row("Head dims (K/V)", f"{info.key_length}/{info.value_length}" if info.key_length else None),
-            row("MLA KV rank", info.kv_lora_rank), row("Experts", experts if info.architecture else None),
-            row("Sliding window", swa), row("Vocabulary", f"{info.vocab_size:,} ({info.tokenizer_model})"
-                                            if info.vocab_size else None),
-            row("Chat template", "yes" if info.chat_template else "no"),
-            row("Split", f"{info.split_count} files" if info.split_count > 1 else None),
-            row("Tensors", info.n_tensors),
-        ])
-        self.details.setHtml(f"<p><b>{esc(info.display_name())}</b></p><table cellspacing='4'>{rows}</table>"
-                             f"<p>Files:{files}</p>")
+        self.details.setHtml(details_html(info))

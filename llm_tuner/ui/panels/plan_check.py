@@ -27,9 +27,11 @@ from llm_tuner.state.plan import PlanState
 
 
 class LlamaCheckBox(QGroupBox):
-    """Reads the Plan's state (its model, arguments and plan); hands the run's log back to it to learn from."""
+    """Reads the Plan's state (its model, arguments and plan); hands the run's log back to it to learn
+    from."""
 
-    def __init__(self, state: PlanState, settings: Callable[[], Settings], parent: QWidget | None = None) -> None:
+    def __init__(self, state: PlanState, settings: Callable[[], Settings],
+                 parent: QWidget | None = None) -> None:
         super().__init__("Check with llama.cpp", parent)
         self.state = state
         self.settings = settings

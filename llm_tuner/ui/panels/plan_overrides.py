@@ -2,8 +2,8 @@
 it moves off each device (core.memory.preview_rule), and adds it to the Plan's arguments.
 
 The preview depends on the model, the devices and the rules already set (the Plan's state, state/plan.py), so
-the panel refreshes it on every recompute (a change of devices or rules re-reads it), not only when the rule is
-edited.
+the panel refreshes it on every recompute (a change of devices or rules re-reads it), not only when the rule
+is edited.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ WARN_COLOUR = "#b15d00"
 
 
 class PlanSettingsBox(QGroupBox):
-    """The settings the Plan writes into the profile being edited; `show_args` fills them from PlacementArgs."""
+    """The settings the Plan writes into the profile being edited; `show_args` fills them from
+    PlacementArgs."""
 
     control_changed = Signal(str)  # the key ("ctx", "ngl", ...) of the control the user changed
 
@@ -63,7 +64,8 @@ class PlanSettingsBox(QGroupBox):
         self._syncing = False
 
     def watch(self, key: str, control: QWidget, label: QLabel, flag_key: str) -> None:
-        """Take `control` (a spin box or a list) under this box's rules; it may live elsewhere (-fitt does)."""
+        """Take `control` (a spin box or a list) under this box's rules; it may live elsewhere (-fitt
+        does)."""
         self._controls[key] = (control, label, flag_key)
         signal = control.valueChanged if isinstance(control, QSpinBox) else control.currentTextChanged
         signal.connect(lambda _v, k=key: self._on_control_changed(k))
@@ -116,7 +118,8 @@ class PlanSettingsBox(QGroupBox):
         self.unshown[key] = why
 
     def _mark(self) -> None:
-        """Mark the controls that cannot show the profile's value (label ⚠, tooltip) and say so under the box."""
+        """Mark the controls that cannot show the profile's value (label ⚠, tooltip) and say so under the
+        box."""
         for key, (w, label, _flag) in self._controls.items():
             why = self.unshown.get(key)
             if why:
@@ -131,8 +134,8 @@ class PlanSettingsBox(QGroupBox):
                 label.setText(text)
                 label.setStyleSheet("")
         self.controls_note.setText("" if not self.unshown else (
-            "The profile's " + "; ".join(self.unshown.values()) + ". Kept as it is: the box shows another value "
-            "until you set one here (or edit it in the Profile tab)."))
+            "The profile's " + "; ".join(self.unshown.values()) + ". Kept as it is: the box shows another "
+            "value until you set one here (or edit it in the Profile tab)."))
         self.controls_note.setVisible(bool(self.unshown))
 
     def _on_control_changed(self, key: str) -> None:

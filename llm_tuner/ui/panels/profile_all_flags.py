@@ -1,5 +1,5 @@
-"""The Profile editor's "All flags" section: a field for every flag of the chosen llama-server's `--help` that has
-no hand-made field, grouped by the help's own sections, with a search box (which also finds the flags that
+"""The Profile editor's "All flags" section: a field for every flag of the chosen llama-server's `--help` that
+has no hand-made field, grouped by the help's own sections, with a search box (which also finds the flags that
 have a hand-made field, with a link to it, and lists the text-only ones with why).
 
 The fields are views of the profile's Extra arguments (where such flags live verbatim): editing one sets its
@@ -316,7 +316,8 @@ class AllFlagsSection(QWidget):
             chunk = QWidget()
             listed = not isinstance(entry, GeneratedField)
             layout: QFormLayout | QVBoxLayout = QVBoxLayout(chunk) if listed else QFormLayout(chunk)
-            layout.setContentsMargins(0, 0, 0, 0)  # a wrapped reason in a form row is clipped: text-only is a list
+            # a wrapped reason in a form row is clipped: text-only is a list
+            layout.setContentsMargins(0, 0, 0, 0)
             chunk.hide()
             box.layout().addWidget(chunk)
             self._chunk = (chunk, layout)

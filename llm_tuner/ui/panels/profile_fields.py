@@ -62,7 +62,8 @@ class _FieldEditor:
             self.widget.addItems([_DEFAULT, *_CHOICES[ff.field]])
         elif k == "overrides":
             self.widget = QPlainTextEdit()
-            self.widget.setPlaceholderText("one rule per line: PATTERN=BUFFER, e.g. blk\\.(0|3|6)\\.ffn_.*=CPU")
+            self.widget.setPlaceholderText("one rule per line: PATTERN=BUFFER, e.g. "
+                                           "blk\\.(0|3|6)\\.ffn_.*=CPU")
             self.widget.setFixedHeight(64)
         else:
             self.widget = QLineEdit()
@@ -138,14 +139,16 @@ def _tooltip(ff: FieldFlag, catalog: FlagCatalog | None) -> str:
 
 
 class ProgramRow(QWidget):
-    """The profile's own program (`binary`): the file its launches, checks and benchmarks run, and whether it may.
+    """The profile's own program (`binary`): the file its launches, checks and benchmarks run, and whether it
+    may.
 
     A path that came with the profile (a pasted command's `./build/bin/llama-server`, a shared file's
     `binary`) runs only once confirmed here (or picked with Choose…, or `--trust-binary` in the CLI): nothing
     runs it before, not even `--help`. The panel decides the state (services.binaries.is_trusted).
     """
 
-    program_chosen = Signal(object)  # str | None: the file picked with Choose…, or None (use the configured one)
+    # str | None: the file picked with Choose…, or None (use the configured one)
+    program_chosen = Signal(object)
     program_confirmed = Signal(str)  # the user confirmed that this program may run
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -179,8 +182,8 @@ class ProgramRow(QWidget):
         self.show_state(None, "none")
 
     def show_state(self, path: str | None, state: str, error: str | None = None) -> None:
-        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative to
-        a folder the app does not know); `error` from a failed Confirm or Choose."""
+        """`state`: "none" (no own program), "trusted", "untrusted", "missing" or "relative" (a path relative
+        to a folder the app does not know); `error` from a failed Confirm or Choose."""
         self._path = path
         self.path_edit.setText(path or "")
         self.path_edit.setToolTip(path or "")
@@ -193,14 +196,14 @@ class ProgramRow(QWidget):
                                            "llm-tuner bench). Confirm only if you know what this file is.")
         text, colour = {
             "none": ("", ""),
-            "trusted": ("Confirmed: this profile's launches (Live tab, llm-tuner run), benchmarks and checks run "
-                        "this program.", ""),
+            "trusted": ("Confirmed: this profile's launches (Live tab, llm-tuner run), benchmarks and checks "
+                        "run this program.", ""),
             "untrusted": (f"Not confirmed: {path} came with the profile (a pasted command or a shared file). "
                           "Nothing runs it, not even --help, until you confirm it.", "#c62828"),
             "missing": (f"{path} does not exist on this machine: choose the llama-server file, or use the "
                         "configured one.", "#c62828"),
-            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server file "
-                         "(Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
+            "relative": (f"{path} is relative to the folder the command ran in: choose that llama-server "
+                         "file (Choose…), or use the configured one. Nothing runs it until then.", "#c62828"),
         }[state]
         if error:
             text, colour = error, "#c62828"

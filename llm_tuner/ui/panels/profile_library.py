@@ -63,13 +63,15 @@ class ProfileLibrary:
     # -- actions on the store ----------------------------------------------------------------------
     def _on_save_clicked(self) -> None:
         model = effective_profile(self.profile).model
-        suggestion = Path(model).stem if model else "profile"  # named after its model, as the quick start does
+        # named after its model, as the quick start does
+        suggestion = Path(model).stem if model else "profile"
         name = self.current_name or self._ask_name("Save profile", self.unique_name(suggestion))
         if name:
             self.save_as(name)
 
     def save_as(self, name: str) -> None:
-        """Save the editor's settings as the newest version of `name` (the store call runs in the background)."""
+        """Save the editor's settings as the newest version of `name` (the store call runs in the
+        background)."""
         self._names_edits += 1
         repo, profile = self.repo, self.profile
         self.saved_profile = profile
@@ -112,7 +114,8 @@ class ProfileLibrary:
                 self.duplicate(name)
 
     def duplicate(self, new: str) -> None:
-        """A new profile whose first version is the current one's saved settings (or the editor's, unsaved)."""
+        """A new profile whose first version is the current one's saved settings (or the editor's,
+        unsaved)."""
         self._names_edits += 1
         if new in self._names:
             self._warn(ProfileNameError(f"a profile named {new!r} exists already"))
@@ -220,7 +223,8 @@ class ProfileLibrary:
                     what="list the profiles")
 
     def _on_names_job_succeeded(self, names: list[str], select: str | None, edits: int) -> None:
-        if edits != self._names_edits:  # a save/rename/delete came after the question: ask again (runs after it)
+        # a save/rename/delete came after the question: ask again (runs after it)
+        if edits != self._names_edits:
             self.reload_names(select=self.current_name)
             return
         self._names = list(names)
@@ -257,7 +261,8 @@ class ProfileLibrary:
         self.versions_list.clear()
         for v in versions:
             item = QListWidgetItem(f"v{v.version}  {v.created_at:%Y-%m-%d %H:%M}  {v.note}")
-            item.setToolTip(f"Version {v.version}, saved {v.created_at:%Y-%m-%d %H:%M}" + (f": {v.note}" if v.note else ""))
+            item.setToolTip(f"Version {v.version}, saved "
+                            f"{v.created_at:%Y-%m-%d %H:%M}" + (f": {v.note}" if v.note else ""))
             item.setData(Qt.ItemDataRole.UserRole, v.version)
             self.versions_list.addItem(item)
         self.revert_button.setEnabled(self.versions_list.count() > 1)

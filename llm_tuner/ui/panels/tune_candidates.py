@@ -1,6 +1,7 @@
-"""The Tune view's Candidates tab: what the tune would try, before it starts (the list `tune --dry-run` prints):
-each knob value with the memory plan's verdict, the arguments it changes and the plan's figures. Where the model
-does not fit its GPUs, the placement knob's values are the placements that fit each K/V type."""
+"""The Tune view's Candidates tab: what the tune would try, before it starts (the list `tune --dry-run`
+prints): each knob value with the memory plan's verdict, the arguments it changes and the plan's figures.
+Where the model does not fit its GPUs, the placement knob's values are the placements that fit each K/V
+type."""
 
 from __future__ import annotations
 
@@ -62,8 +63,8 @@ class CandidateView(QWidget):
         text = (f"{len(cands)} candidates, {pruned} pruned by the memory plan (never started)." if cands else
                 "No knob is checked.")
         if placement:
-            text += (" The model does not fit the GPUs: the placement knob races the placements that fit, with their "
-                     "K/V types, fewest bytes read from host memory first.")
+            text += (" The model does not fit the GPUs: the placement knob races the placements that fit, "
+                     "with their K/V types, fewest bytes read from host memory first.")
         self.summary.setText(text)
         muted = self.palette().color(self.palette().ColorRole.PlaceholderText)
         for c in cands:

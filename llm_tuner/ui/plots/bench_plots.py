@@ -157,7 +157,8 @@ class SweepChart(pg.PlotWidget):
 
 
 def run_chart_groups(runs: list[BenchRun]) -> list[tuple[str, str, list[str], list[tuple[str, list[list[float]]]]]]:
-    """Chart contents for one or more runs: (title, unit, categories, series) for prefill, generation, TTFT."""
+    """Chart contents for one or more runs: (title, unit, categories, series) for prefill, generation,
+    TTFT."""
     samples = [metric_samples(r) for r in runs]
     out = []
     for prefix, title, unit in (("prefill_tps@", "Prefill", "t/s"), ("gen_tps@", "Generation", "t/s"),

@@ -56,8 +56,8 @@ class _Rows(QWidget):
         return QSize(400, max(1, len(self.segments)) * self.row_px() + 4)
 
     def rows(self) -> list[tuple[MemorySegments, QRectF, QRectF, float]]:
-        """(segments, label rect, bar rect, MiB the full bar stands for) per device, top to bottom: each bar is
-        scaled to its own device (its capacity, else the sum of its parts)."""
+        """(segments, label rect, bar rect, MiB the full bar stands for) per device, top to bottom: each bar
+        is scaled to its own device (its capacity, else the sum of its parts)."""
         out = []
         w = max(60.0, self.width() - 8.0)
         for i, s in enumerate(self.segments):

@@ -2,9 +2,10 @@
 
 Few plots (one per metric, one curve per device) on a shared time axis; data comes from ring buffers
 and is pushed with setData only when a ring changed; clipToView + peak downsampling keep hours of
-data cheap. The panel's single timer calls `refresh()` at ~10 Hz and only for visible widgets; the device plots
-draw one frame a second (every changed plot and the time axis together: one paint), the request plots at most
-one a second. The request plots draw from a bounded set of bins (request_bins.py): a refresh costs the same at 1k or 1M requests.
+data cheap. The panel's single timer calls `refresh()` at ~10 Hz and only for visible widgets; the device
+plots draw one frame a second (every changed plot and the time axis together: one paint), the request plots at
+most one a second. The request plots draw from a bounded set of bins (request_bins.py): a refresh costs the
+same at 1k or 1M requests.
 """
 
 from __future__ import annotations
@@ -98,7 +99,8 @@ def _scrolling(view: QWidget) -> QScrollArea:
     scroll.setWidget(view)
     return scroll
 FRAME_S = 1.0  # the device plots' curves change at most this often: a pixel or two of ten minutes
-X_LEAD = 0.05  # the device plots' time axis reaches this share of the window past the newest sample (then it moves)
+# the device plots' time axis reaches this share of the window past the newest sample (then it moves)
+X_LEAD = 0.05
 
 
 def _time_label(plot: pg.PlotItem) -> None:
@@ -108,10 +110,10 @@ def _time_label(plot: pg.PlotItem) -> None:
 
 
 def _show_plots(plots: list[pg.PlotItem], shown: list[bool]) -> int:
-    """Show some plots of a column (a hidden plot gives its height to the others); the plots are x-linked and share
-    one named time axis, on the lowest one shown (ticks on each would cost a laptop 26 px a plot). Returns the
-    column's least height: each plot keeps MIN_CURVES_PX for its curves, so a short window scrolls the column
-    rather than crushing five plots into 45 px each (a 1366x768 laptop did)."""
+    """Show some plots of a column (a hidden plot gives its height to the others); the plots are x-linked and
+    share one named time axis, on the lowest one shown (ticks on each would cost a laptop 26 px a plot).
+    Returns the column's least height: each plot keeps MIN_CURVES_PX for its curves, so a short window scrolls
+    the column rather than crushing five plots into 45 px each (a 1366x768 laptop did)."""
     last = max(i for i, on in enumerate(shown) if on)
     total = COLUMN_PX
     for i, (plot, on) in enumerate(zip(plots, shown, strict=True)):
@@ -163,7 +165,8 @@ class DevicePlots(QWidget):
         self.frame_s = FRAME_S
         self._drawn_at = -np.inf
         self._x_range: tuple[float, float] | None = None
-        self._scroll_x(time.time())  # until the first sample: the last window_s of clock time, not 0..1 s of 1970
+        # until the first sample: the last window_s of clock time, not 0..1 s of 1970
+        self._scroll_x(time.time())
         self._y_ranges: dict[str, tuple[float, float]] = {}
         self.redraws = 0
         self.gpu_plots_shown = True
@@ -176,7 +179,8 @@ class DevicePlots(QWidget):
             return
         self.gpu_plots_shown = shown
         visible = [shown or bool(host_fields) for _t, _u, _g, host_fields in METRICS]
-        self.view.setMinimumHeight(_show_plots(list(self.plots.values()), visible))  # each keeps its height: they scroll
+        # each keeps its height: they scroll
+        self.view.setMinimumHeight(_show_plots(list(self.plots.values()), visible))
 
     def set_device_labels(self, labels: dict[str, str]) -> None:
         """Legend names per device ring: one physical GPU is one set of curves, named with all its llama.cpp
@@ -203,8 +207,9 @@ class DevicePlots(QWidget):
             if device == "host":
                 label = {"cpu_pct": "host CPU", "server_cpu_pct": "server CPU (100 = 1 core)",
                          "ram_used_mib": "host RAM used", "server_rss_mib": "server RSS"}.get(field, label)
-            # A bare curve: clipping to the window and peak downsampling are done before setData (ring.arrays(since_t)
-            # + decimate), and a PlotDataItem's own bookkeeping made its setData ten times as costly.
+            # A bare curve: clipping to the window and peak downsampling are done before setData
+            # (ring.arrays(since_t) + decimate), and a PlotDataItem's own bookkeeping made its setData ten
+            # times as costly.
             curve = pg.PlotCurveItem(pen=pen, name=label)
             self.plots[title].addItem(curve)
             self.curves[key] = curve
@@ -214,10 +219,10 @@ class DevicePlots(QWidget):
         """Push changed rings into the curves and move the time axis, in one frame at most every `frame_s`
         (`force`: now, whatever the interval); returns True if anything was redrawn.
 
-        One frame for all plots: each plot that changes costs a repaint of the view, and moving the shared time
-        axis repaints every plot anyway. Updated one metric a tick (staggered), the plots cost a paint per plot
-        per sample on top of the axis' paint: on a watched, idle server that was most of the app's CPU (the
-        GUI thread 6.3 % of a core, issue 26, benchmarks/results/live_load/live_load_profile.txt)."""
+        One frame for all plots: each plot that changes costs a repaint of the view, and moving the shared
+        time axis repaints every plot anyway. Updated one metric a tick (staggered), the plots cost a paint
+        per plot per sample on top of the axis' paint: on a watched, idle server that was most of the app's
+        CPU (the GUI thread 6.3 % of a core, issue 26, benchmarks/results/live_load/live_load_profile.txt)."""
         now = time.time() if now is None else now
         if not force and now - self._drawn_at < self.frame_s:
             return False
@@ -241,9 +246,9 @@ class DevicePlots(QWidget):
         self._x_range = None
 
     def _scroll_x(self, now: float) -> None:
-        """Move the shared time axis once the newest samples reach its right end: it then shows the last window_s
-        and X_LEAD of the window ahead. A move repaints every plot with its axes (ticks, labels): moved a pixel
-        every second, that was most of what an idle watched server cost the app (issue 26)."""
+        """Move the shared time axis once the newest samples reach its right end: it then shows the last
+        window_s and X_LEAD of the window ahead. A move repaints every plot with its axes (ticks, labels):
+        moved a pixel every second, that was most of what an idle watched server cost the app (issue 26)."""
         if not self.window_s or (self._x_range is not None and now + 1.0 <= self._x_range[1]):
             return
         self._x_range = (now - self.window_s, now + max(1.0, X_LEAD * self.window_s))
@@ -346,8 +351,8 @@ class ThroughputPlots(QWidget):
         self._x_range: tuple[float, float] | None = None
         self._y_ranges: dict[str, tuple[float, float]] = {}
         # Redrawing these plots (symbols, axes, legends) costs ~20 ms: at 10 Hz under a busy server that was a
-        # quarter of a core and 30 ms of lag; at 2 Hz still most of the Throughput tab's CPU (issue 26). Points of
-        # requests read as well once a second.
+        # quarter of a core and 30 ms of lag; at 2 Hz still most of the Throughput tab's CPU (issue 26).
+        # Points of requests read as well once a second.
         self.min_interval_s = 1.0
         self._drawn_at = -np.inf
 
@@ -386,8 +391,9 @@ class ThroughputPlots(QWidget):
 
     def _fit_ranges(self) -> None:
         """Our own ranges, moved only when the points leave them: the time axis reaches a quarter of the span
-        past the newest request. With pyqtgraph's autoRange every redraw moved the axes a little, and the whole
-        view (axes, ticks, every point) repainted: ~22 ms a redraw, ~5 ms with the ranges kept (issue 26)."""
+        past the newest request. With pyqtgraph's autoRange every redraw moved the axes a little, and the
+        whole view (axes, ticks, every point) repainted: ~22 ms a redraw, ~5 ms with the ranges kept (issue
+        26)."""
         b = self.bins
         n = b.n
         if n == 0:

@@ -41,8 +41,8 @@ def bar_text(d: DeviceMemory) -> str:
 
 
 class MemoryBarsWidget(QWidget):
-    """One horizontal stacked bar per device (weights / KV / compute / output / runtime, then the weights mapped
-    from the file, lighter: they may live in the page cache) against its budget."""
+    """One horizontal stacked bar per device (weights / KV / compute / output / runtime, then the weights
+    mapped from the file, lighter: they may live in the page cache) against its budget."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -64,8 +64,9 @@ class MemoryBarsWidget(QWidget):
         return d.name + (" *" if d.hypothetical else "")
 
     def columns(self) -> tuple[int, int, int, int]:
-        """(name width, bar x, bar width, figure width): the name and the figure beside the bars as wide as their
-        longest text, the figure never wider than half the widget (then elided: the tooltip has it whole)."""
+        """(name width, bar x, bar width, figure width): the name and the figure beside the bars as wide as
+        their longest text, the figure never wider than half the widget (then elided: the tooltip has it
+        whole)."""
         fm = self.fontMetrics()
         label_w = max([90, *(fm.horizontalAdvance(self._name(d)) + 6 for d in self._devices)])
         text_w = min(max([200, *(fm.horizontalAdvance(bar_text(d)) + 6 for d in self._devices)]),
@@ -107,7 +108,8 @@ class MemoryBarsWidget(QWidget):
             p.drawRect(QRectF(bar_x, y, bar_w, 28))
             x = float(bar_x)
             colors = dict(PARTS)
-            p.setOpacity(1.0 if budget else 0.35)  # no size: the parts only, faint (a full bar would read "full")
+            # no size: the parts only, faint (a full bar would read "full")
+            p.setOpacity(1.0 if budget else 0.35)
             for label, v in segments(d):
                 if v <= 0:
                     continue
