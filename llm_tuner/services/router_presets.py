@@ -1,0 +1,109 @@
+"""A router's models from its files: the `--models-dir` folder, the `--models-preset` file; their plan together.
+
+The rules are llama.cpp's (core.router_presets says them); this module reads the folder and the files, reads
+each model's header (services.library.read_model) and hands both to core.memory.plan_router. It also writes a
+presets file from saved profiles (a model without a profile gets the fit solver's placement) and reads one back
+into profiles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from llm_tuner.core import flags
+from llm_tuner.core.memory import PlanDevice, RouterPlan, parse_server_args, placement_argv, plan_router, solve
+from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.core.router_presets import (
+    Presets,
+    model_argvs,
+    parse_ini,
+    presets_from_profiles,
+    profiles_from_presets,
+    write_ini,
+)
+from llm_tuner.services.library import read_model
+
+_DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp: companion files, not models of their own
+
+
+def _companion(name: str) -> bool:
+    return "mmproj" in name or name.startswith(_DRAFT_PREFIXES)
+
+
+def scan_models_dir(folder: Path | str) -> dict[str, str]:
+    """A `--models-dir` folder as llama-server reads it: name -> model file (a `.gguf` file by its name without
+    `.gguf`; a sub-folder by its name, its first split part or its one model file). OSError when unreadable."""
+    out: dict[str, str] = {}
+    for entry in sorted(Path(folder).iterdir()):
+        if entry.is_dir():
+            files = [f for f in sorted(entry.iterdir()) if f.is_file() and f.name.endswith(".gguf")
+                     and not _companion(f.name)]
+            first = [f for f in files if "-00001-of-" in f.name]
+            pick = first[0] if first else (files[-1] if files else None)
+            if pick is not None:
+                out[entry.name] = str(pick)
+        elif entry.is_file() and entry.name.endswith(".gguf") and not _companion(entry.name):
+            out[entry.name.replace(".gguf", "")] = str(entry)
+    return out
+
+
+def read_presets(path: Path | str) -> Presets:
+    """A presets file (core.router_presets.PresetError when llama-server would refuse it; OSError)."""
+    return parse_ini(Path(path).read_text(encoding="utf-8"))
+
+
+def write_presets(path: Path | str, presets: Presets, header: str = "") -> Path:
+    p = Path(path)
+    p.write_text(write_ini(presets, header), encoding="utf-8")
+    return p
+
+
+def router_model_argvs(router_argv: Sequence[str], *, models_dir: str | None = None,
+                       preset: str | None = None) -> dict[str, list[str]]:
+    """Each model a router with these arguments serves -> its instance's arguments (`models_dir`/`preset` stand
+    for the router's own --models-dir/--models-preset when given)."""
+    models_dir = models_dir or flags.value_of(router_argv, "models_dir")
+    preset = preset or flags.value_of(router_argv, "models_preset")
+    found = scan_models_dir(models_dir) if models_dir else {}
+    presets = read_presets(preset) if preset else None
+    return model_argvs(presets, found, router_argv)
+
+
+def plan_models(named_argv: Mapping[str, Sequence[str]], gpus: Sequence[PlanDevice] = (),
+                host: PlanDevice | None = None, *, cpu_flags: tuple[str, ...] = (),
+                margin_mib: int | None = None) -> RouterPlan:
+    """Read each model's header and plan them together (core.memory.plan_router)."""
+    infos: dict[str, object] = {}
+    for name, argv in named_argv.items():
+        path = flags.value_of(list(argv), "model")
+        if not path:
+            infos[name] = "no model file (-m) in its arguments"
+            continue
+        info = read_model(path)
+        infos[name] = info.error if info.error else info
+    return plan_router(named_argv, infos, gpus, host, cpu_flags=cpu_flags, margin_mib=margin_mib)
+
+
+def solved_argv(model_path: str, base_argv: Sequence[str], gpus: Sequence[PlanDevice] = (),
+                host: PlanDevice | None = None) -> list[str]:
+    """A model without a profile: the fit solver's placement (the most GPU layers that fit beside its margin)
+    over `base_argv`, with its -m. Without GPUs, or when nothing fits, its arguments as given."""
+    argv = [*flags.without(list(base_argv), "model"), *flags.argv_for("model", model_path)]
+    info = read_model(model_path)
+    if info.error or not gpus:
+        return argv
+    answer = solve(info, parse_server_args(argv), list(gpus), host, goal="layers")
+    return placement_argv(answer.args) if answer.args is not None else argv
+
+
+def presets_for(profiles: Mapping[str, LaunchProfile], models: Mapping[str, str] | None = None,
+                gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None) -> Presets:
+    """Presets from saved profiles (section name -> profile) and models without one (name -> file)."""
+    solved = {name: solved_argv(path, [], gpus, host) for name, path in (models or {}).items()}
+    return presets_from_profiles(profiles, solved)
+
+
+def profiles_in(path: Path | str) -> dict[str, LaunchProfile]:
+    """A presets file's models as profiles (one per section, over `[*]`)."""
+    return profiles_from_presets(read_presets(path))
