@@ -84,7 +84,7 @@ def options_to_argv(options: Mapping[str, str]) -> list[str]:
     as llama.cpp's to_args writes them). Preset-only keys are left out; an unknown key becomes `--key value`
     (or `--key` for a true word), as llama-server would be given it."""
     out: list[str] = []
-    for key, value in options.items():
+    for key, value in merge_options(options).items():  # one value per flag, whichever spelling came last
         if key in PRESET_ONLY:
             continue
         hit = _flag_of(key)

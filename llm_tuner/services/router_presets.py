@@ -9,20 +9,33 @@ into profiles.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from llm_tuner.core import flags
-from llm_tuner.core.memory import PlanDevice, RouterPlan, parse_server_args, placement_argv, plan_router, solve
+from llm_tuner.core.memory import (
+    PlanDevice,
+    RouterPlan,
+    parse_server_args,
+    placement_argv,
+    plan_router,
+    solve,
+)
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.router_presets import (
     Presets,
     model_argvs,
     parse_ini,
     presets_from_profiles,
+    profile_argv,
     profiles_from_presets,
     write_ini,
 )
+from llm_tuner.core.server_endpoints import RouterModel
+from llm_tuner.services.binaries import BinaryError
 from llm_tuner.services.library import read_model
+from llm_tuner.services.rpc import WorkerError, planned_gpus
+from llm_tuner.services.telemetry.host import host_info
 
 _DRAFT_PREFIXES = ("mtp-", "dspark-", "dflash-")  # common/preset.cpp: companion files, not models of their own
 
@@ -85,6 +98,13 @@ def plan_models(named_argv: Mapping[str, Sequence[str]], gpus: Sequence[PlanDevi
     return plan_router(named_argv, infos, gpus, host, cpu_flags=cpu_flags, margin_mib=margin_mib)
 
 
+def plan_profile(profile: LaunchProfile, gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None,
+                 cpu_flags: Sequence[str] = ()) -> tuple[dict[str, list[str]], RouterPlan]:
+    """A router profile -> each model's arguments and their plan together (reads the folder, files, headers)."""
+    named = router_model_argvs(profile_argv(profile))
+    return named, plan_models(named, gpus, host, cpu_flags=tuple(cpu_flags))
+
+
 def solved_argv(model_path: str, base_argv: Sequence[str], gpus: Sequence[PlanDevice] = (),
                 host: PlanDevice | None = None) -> list[str]:
     """A model without a profile: the fit solver's placement (the most GPU layers that fit beside its margin)
@@ -107,3 +127,29 @@ def presets_for(profiles: Mapping[str, LaunchProfile], models: Mapping[str, str]
 def profiles_in(path: Path | str) -> dict[str, LaunchProfile]:
     """A presets file's models as profiles (one per section, over `[*]`)."""
     return profiles_from_presets(read_presets(path))
+
+
+def router_devices(binary: str | Path | None, argv: Sequence[str] = ()) -> tuple[list[PlanDevice], PlanDevice,
+                                                                                   tuple[str, ...]]:
+    """The devices a running router's models share, by capacity (GPUs as its binary lists them, host RAM): free
+    memory is not used, since the instances already loaded have taken theirs from it."""
+    gpus: list[PlanDevice] = []
+    if binary is not None:
+        try:
+            gpus = [replace(g, free_mib=None, free_includes_runtime=False)
+                    for g in planned_gpus(Path(binary), list(argv))]
+        except (BinaryError, WorkerError, OSError):
+            gpus = []
+    h = host_info()
+    return gpus, PlanDevice("Host", "CPU", h.memory_total_mib, None, h.cpu_model or ""), tuple(h.cpu_flags)
+
+
+def live_plan(models: Sequence[RouterModel], binary: str | Path | None) -> RouterPlan | None:
+    """A running router's models planned together from the arguments it lists for each (`GET /models`), on its
+    devices by capacity; None when it lists no arguments."""
+    named = {m.id: list(m.args[1:] if m.args and not m.args[0].startswith("-") else m.args)
+             for m in models if m.args}
+    if not named:
+        return None
+    gpus, host, cpu_flags = router_devices(binary, next(iter(named.values())))
+    return plan_models(named, gpus, host, cpu_flags=cpu_flags)

@@ -133,8 +133,10 @@ class RouterPlan:
         short = self.shortfalls((*beside, name))
         return LoadCheck(name, beside, not short, short)
 
-    def to_json(self) -> dict:
-        r = lambda x: None if x is None else round(x, 1)  # noqa: E731
+    def to_json(self) -> dict[str, Any]:
+        def r(x: float | None) -> float | None:
+            return None if x is None else round(x, 1)
+
         return {
             "models": [{"name": m.name, "argv": list(m.argv), "error": m.error,
                         "use_mib": {k: r(v) for k, v in m.use_mib.items()},
@@ -233,12 +235,14 @@ def _conclude(rp: RouterPlan) -> RouterPlan:
     alone = tuple(n for n in names if rp.shortfalls((n,)))
     pairs = tuple((a, b, sh) for a, b in combinations(names, 2)
                   if a not in alone and b not in alone and (sh := rp.shortfalls((a, b))))
-    models_max: int | None = 0
+    models_max = 0
+    uses = [m.use_mib for m in rp.planned]
     for k in range(1, len(names) + 1):
-        worst = [sorted((m.use_mib for m in rp.planned), key=lambda u, d=d: -u.get(d, 0.0))[:k]
-                 for d in rp.budgets_mib]
-        ok = all(rp.budgets_mib[d] is None or sum(u.get(d, 0.0) for u in top) <= rp.budgets_mib[d] - rp.margins_mib[d]
-                 for d, top in zip(rp.budgets_mib, worst, strict=True))
+        ok = True
+        for dev, budget in rp.budgets_mib.items():
+            worst = sorted((u.get(dev, 0.0) for u in uses), reverse=True)[:k]  # the k largest on this device
+            if budget is not None and sum(worst) > budget - rp.margins_mib.get(dev, 0):
+                ok = False
         if not ok:
             break
         models_max = k
