@@ -66,7 +66,7 @@ class RouterPlanBox(QGroupBox):
         self.setVisible(False)
 
     def _on_plan_state_changed(self, what: str, *_details) -> None:
-        if what in ("inputs", "profile"):
+        if what in ("inputs", "args", "note", "profile"):
             self.refresh()
 
     def refresh(self) -> None:

@@ -1,0 +1,54 @@
+"""Issue 40: the Plan tab plans a router profile's models together (their folder, two planned GPUs) and writes
+its presets file; a plain profile shows no router box."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_tuner.core.cmdline import import_command
+from llm_tuner.core.devices import DeviceInventory, HostInfo
+from llm_tuner.core.settings import Settings
+from llm_tuner.qt.context import AppContext
+from llm_tuner.store.db import open_engine
+from llm_tuner.ui.panels.plan_panel import PlanPanel
+from tests.support.random_gguf import write_qwen3_dense
+
+
+@pytest.fixture
+def panel(qtbot, tmp_path):
+    ctx = AppContext(settings=Settings(), engine=open_engine(tmp_path / "plan.sqlite"))
+    ctx.state.set_inventory(DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000)))
+    w = PlanPanel(ctx)
+    qtbot.addWidget(w)
+    w.resize(1100, 900)
+    w.show()
+    yield w
+    ctx.engine.dispose()
+
+
+def test_the_plan_tab_plans_a_routers_models_together_on_planned_gpus(qtbot, panel, tmp_path):
+    folder = tmp_path / "models"
+    folder.mkdir()
+    for name, layers in (("a", 2), ("b", 6)):
+        write_qwen3_dense(folder / f"{name}.gguf", n_layer=layers, n_embd=256, n_ff=512, n_head=8, n_head_kv=8,
+                          head_dim=64, n_ctx_train=32768)
+    box = panel.router_box
+    panel.ctx.state.set_profile(import_command("-m /nowhere.gguf -c 512").profile)
+    assert not box.isVisible()
+    panel.plan_state.add_planned_device("CUDA0", "CUDA", 24576)
+    panel.plan_state.add_planned_device("CUDA1", "CUDA", 24576)
+    panel.ctx.state.set_profile(import_command(f"--models-dir {folder} -c 32768 -ngl 99 --cache-ram 0").profile)
+    qtbot.waitUntil(lambda: box.isVisible() and box.table.rowCount() == 4, timeout=20_000)
+    headers = [box.table.horizontalHeaderItem(c).text() for c in range(box.table.columnCount())]
+    assert headers == ["Model", "CUDA0 (MiB)", "CUDA1 (MiB)", "Host (MiB)"]
+    assert [box.table.item(r, 0).text() for r in range(4)] == ["a", "b", "available", "margin"]
+    assert float(box.table.item(0, 1).text()) < float(box.table.item(1, 1).text())  # b's deeper K/V
+    assert "Sets that fit together: {a, b}" in box.lines.text() and "--models-max 2" in box.lines.text()
+
+    out = tmp_path / "models.ini"
+    from llm_tuner.core.router_presets import shared_and_own
+    from llm_tuner.services.router_presets import write_presets
+
+    write_presets(out, shared_and_own(box.named))  # what "Write presets…" saves once a file is picked
+    opened = box.open_presets(str(out))
+    assert set(opened) == {"a", "b"} and opened["a"].ctx_size == 32768 and "2 model(s)" in box.summary.text()
