@@ -19,18 +19,14 @@ from llm_tuner.services.server import ServerSession
 from llm_tuner.services.supervised import ServerState, StateChanged
 from llm_tuner.services.watch import WatchedServer
 from tests.integration.test_server_session import Events
-from tests.support.random_gguf import write_qwen3_dense
+from tests.support.router_models import write_three
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(600)]
 
 
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
-    d = tmp_path_factory.mktemp("three")
-    for name, layers in (("a", 2), ("b", 6), ("c", 12)):
-        write_qwen3_dense(d / f"{name}.gguf", n_layer=layers, n_embd=256, n_ff=512, n_head=8, n_head_kv=8,
-                          head_dim=64, n_ctx_train=32768, name=name)
-    return d
+    return write_three(tmp_path_factory.mktemp("three"))
 
 
 def _start(server_binary, args: str, events: Events) -> WatchedServer:

@@ -6,22 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from llm_tuner.qt.context import AppContext
 from llm_tuner.ui.panels.live_models import HEADERS
+from tests.ui.test_live_router import ctx  # noqa: F401 - the fixture: an app context with the real binary
 
 pytestmark = [pytest.mark.server, pytest.mark.timeout(300)]
-
-
-@pytest.fixture
-def ctx(tmp_path):
-    from llm_tuner.core.settings import Settings
-    from llm_tuner.services.binaries import SERVER, probe
-    from llm_tuner.store.db import open_engine
-
-    c = AppContext(settings=Settings(), engine=open_engine(tmp_path / "db.sqlite"))
-    c.state.set_binaries({SERVER: probe(SERVER, with_devices=False)})
-    yield c
-    c.engine.dispose()
 
 
 def _cell(view, name: str, header: str) -> str:

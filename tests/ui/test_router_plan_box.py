@@ -11,7 +11,7 @@ from llm_tuner.core.settings import Settings
 from llm_tuner.qt.context import AppContext
 from llm_tuner.store.db import open_engine
 from llm_tuner.ui.panels.plan_panel import PlanPanel
-from tests.support.random_gguf import write_qwen3_dense
+from tests.support.router_models import write_three
 
 
 @pytest.fixture
@@ -27,11 +27,7 @@ def panel(qtbot, tmp_path):
 
 
 def test_the_plan_tab_plans_a_routers_models_together_on_planned_gpus(qtbot, panel, tmp_path):
-    folder = tmp_path / "models"
-    folder.mkdir()
-    for name, layers in (("a", 2), ("b", 6)):
-        write_qwen3_dense(folder / f"{name}.gguf", n_layer=layers, n_embd=256, n_ff=512, n_head=8, n_head_kv=8,
-                          head_dim=64, n_ctx_train=32768)
+    folder = write_three(tmp_path / "models", ("a", "b"))
     box = panel.router_box
     panel.ctx.state.set_profile(import_command("-m /nowhere.gguf -c 512").profile)
     assert not box.isVisible()

@@ -21,7 +21,7 @@ from llm_tuner.core.router_presets import (
     write_ini,
 )
 from llm_tuner.services.router_presets import scan_models_dir
-from tests.support.random_gguf import write_qwen3_dense
+from tests.support.router_models import write_three
 
 ROUTER_ARGS = ["--", "-c", "32768", "-ngl", "99", "--cache-ram", "0"]
 
@@ -29,11 +29,7 @@ ROUTER_ARGS = ["--", "-c", "32768", "-ngl", "99", "--cache-ram", "0"]
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory):
     """Three models that differ in depth: the K/V of 32k tokens grows with it (a < b < c per device)."""
-    d = tmp_path_factory.mktemp("router-models")
-    for name, layers in (("a", 2), ("b", 6), ("c", 12)):
-        write_qwen3_dense(d / f"{name}.gguf", n_layer=layers, n_embd=256, n_ff=512, n_head=8, n_head_kv=8,
-                          head_dim=64, n_ctx_train=32768, name=name)
-    return d
+    return write_three(tmp_path_factory.mktemp("router-models"))
 
 
 def _plan(capsys, devices: str, folder) -> tuple[int, dict]:
