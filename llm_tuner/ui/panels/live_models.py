@@ -8,7 +8,7 @@ load time, memory beside the plan, and speed from the requests that named it (th
 
 Load asks the plan first: a load that would not fit beside the running models is refused with the figures unless
 "Load even if it does not fit" is ticked. Loads by other clients cannot be stopped; when the running models
-overfill a device, a warning says so (a presets file can turn `--models-autoload` off).
+overfill a device, a warning says so (a router started with --no-models-autoload loads only when asked).
 """
 
 from __future__ import annotations
@@ -31,8 +31,10 @@ from llm_tuner.services.router_watch import model_speeds
 
 HEADERS = ("Model", "State", "Loaded in", "Memory (RSS)", "Plan", "Speed", "Found in", "File")
 FILE_COLUMN = HEADERS.index("File")
-AUTOLOAD_HINT = ("Loads by other clients cannot be refused here: a presets file with `models-autoload = false` "
-                 "in its [*] section (or the router's --no-models-autoload) leaves loading to Live.")
+# The router reads --models-autoload from its own command line only (server-models.cpp is_autoload: a presets
+# file's [*] passes it to the instances, not to the router)
+AUTOLOAD_HINT = ("Loads by other clients cannot be refused here: started with --no-models-autoload, the router "
+                 "loads a model only when asked (Load), never because a request names it.")
 
 
 def _plan_text(plan, name: str) -> str:
