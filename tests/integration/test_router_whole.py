@@ -96,9 +96,10 @@ def test_a_presets_file_written_from_profiles_starts_each_model_with_its_profile
         "quant-kv": import_command(f"-m {three / 'a.gguf'} -c 1024 -np 1 -ctk q8_0 -ctv q8_0 -fa on").profile,
         "wide-batch": import_command(f"-m {three / 'b.gguf'} -c 2048 -np 1 -ub 256 -fa on").profile,
     }
+    two = presets_for(profiles)
+    assert two.global_options == {"parallel": "1", "flash-attn": "on"}  # what the two profiles share goes to [*]
     path = write_presets(tmp_path / "models.ini", presets_for(profiles, {"plain": str(three / "c.gguf")}))
-    text = path.read_text()
-    assert "[*]" in text and "flash-attn = on" in text.split("[quant-kv]")[0]  # what the two profiles share
+    assert "[*]" not in path.read_text()  # "plain" shares nothing with them: [*] would change its arguments
 
     back = profiles_in(path)  # the round trip: the same arguments as the profiles
     assert sorted(profile_argv(back["quant-kv"])) == sorted(profile_argv(profiles["quant-kv"]))
@@ -146,3 +147,25 @@ def test_every_model_of_a_router_benchmarked_side_by_side_in_one_action(tiny_mod
     assert [r.sweep_value for r in runs] == ["one", "two"] and {r.group_id for r in runs} == {group_id}
     assert [r.label for r in runs] == ["router · one", "router · two"]
     assert all(rep.predicted_n == 4 for r in runs for rep in repo.get_run(r.id).reps)
+
+
+def test_router_bench_on_the_command_line_measures_an_attached_routers_models_side_by_side(
+        tiny_model, server_binary, tmp_path, capsys):
+    import json
+
+    from llm_tuner.cli import main
+
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "one.gguf").symlink_to(tiny_model)
+    (folder / "two.gguf").symlink_to(tiny_model)
+    events = Events()
+    watched = _start(server_binary, f"--models-dir {folder} --models-max 2 -c 512 -np 1 -t 2", events)
+    try:
+        code = main(["router", "bench", "--json", "--url", watched.session.url, "--prompt-tokens", "16",
+                     "--gen-tokens", "4", "--reps", "1", "--warmup", "0"])
+        out = json.loads(capsys.readouterr().out)
+    finally:
+        watched.stop()
+    assert code == 0 and out["models"] == ["one", "two"]
+    assert [r["status"] for r in out["runs"]] == ["complete", "complete"]
