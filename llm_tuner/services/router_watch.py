@@ -200,10 +200,26 @@ def instance_rss_mib(router_pid: int | None) -> dict[str, float]:
     return out
 
 
-def load_model(url: str, name: str, api_key: str | None = None) -> None:
-    """Ask a router to load a model (Live's Load). ServerError in the router's words when it refuses."""
+class LoadFailed(Exception):
+    """A router's model instance ended before it was loaded."""
+
+
+def load_model(url: str, name: str, api_key: str | None = None, *, wait_s: float = 0.0,
+               cancelled: Callable[[], bool] = lambda: False, poll_s: float = 0.1) -> float | None:
+    """Ask a router to load a model (Live's Load). ServerError in the router's words when it refuses. With
+    `wait_s`, follow `GET /models` until it is loaded and return how long the load took (seconds; None when
+    `cancelled` or the wait ran out first); LoadFailed when its instance ended instead."""
     with LlamaClient(url, api_key=api_key, timeout=10.0) as client:
+        t0 = time.monotonic()
         client.load_model(name)
+        while wait_s and time.monotonic() - t0 < wait_s and not cancelled():
+            m = next((m for m in client.models() if m.id == name), None)
+            if m is not None and m.loaded:
+                return round(time.monotonic() - t0, 2)
+            if m is None or m.failed or (m.status == "unloaded" and time.monotonic() - t0 > 1.0):
+                raise LoadFailed(f"{name} was not loaded: its instance ended (the router's log says why)")
+            time.sleep(poll_s)
+    return None
 
 
 def unload_model(url: str, name: str, api_key: str | None = None) -> None:

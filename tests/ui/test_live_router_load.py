@@ -62,7 +62,7 @@ def test_load_and_unload_from_live_and_a_load_that_will_not_fit_is_refused_unles
         view.override_box.setChecked(True)
         view.load_button.click()
         qtbot.waitUntil(lambda: sorted(view.loaded_names()) == ["first", "huge"], timeout=60_000)
-        qtbot.waitUntil(view.warning.isVisible, timeout=10_000)  # the running ones do not fit together
+        qtbot.waitUntil(lambda: not view.warning.isHidden(), timeout=10_000)  # running ones that do not fit
         assert "do not fit together" in view.warning.text() and "models-autoload" in view.warning.text()
 
         view.select_model("first")

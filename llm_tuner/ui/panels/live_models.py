@@ -83,6 +83,8 @@ class RouterModelsView(QWidget):
         self.message.setWordWrap(True)
         self.actions = RouterActions(self)
         self.actions.done.connect(self._on_actions_done)
+        self.actions.loaded.connect(self._on_actions_loaded)
+        self._load_s: dict[str, float] = {}  # loads asked here, timed by the job that followed them
         buttons = QHBoxLayout()
         buttons.addWidget(self.load_button)
         buttons.addWidget(self.unload_button)
@@ -98,13 +100,14 @@ class RouterModelsView(QWidget):
         self._listed = None
         self._url: str | None = None
         self._api_key: str | None = None
+        self._records = ()
         self._update_buttons()
 
     def show_models(self, listed, *, url: str | None = None, api_key: str | None = None, records=()) -> None:
         """Show a RouterModels event (None: not a router, or not known yet: an empty list); `url`/`api_key`: where
         Load and Unload go; `records`: the server's recent requests (each router model's speed)."""
         picked = self.selected_model()
-        self._listed, self._url, self._api_key = listed, url, api_key
+        self._listed, self._url, self._api_key, self._records = listed, url, api_key, records
         models = listed.models if listed is not None else ()
         plan = getattr(listed, "plan", None)
         speeds = model_speeds(records)
@@ -112,8 +115,9 @@ class RouterModelsView(QWidget):
         for row, m in enumerate(models):
             usage = listed.usage_of(m.id)
             speed = speeds.get(m.id)
+            load_s = self._load_s.get(m.id, usage.load_s if usage is not None else None)
             cells = (m.id, m.status + (" (failed)" if m.failed else ""),
-                     f"{usage.load_s:.1f} s" if usage is not None and usage.load_s is not None else "—",
+                     f"{load_s:.1f} s" if load_s is not None else "—",
                      f"{usage.rss_mib:.0f} MiB" if usage is not None and usage.rss_mib is not None else "—",
                      _plan_text(plan, m.id), speed.text() if speed is not None else "—",
                      m.source or "—", m.path or "—")
@@ -184,8 +188,19 @@ class RouterModelsView(QWidget):
         self.message.setText(f"Unloading {name}…")
         self.actions.unload(self._url, name, self._api_key)
 
+    def _on_actions_loaded(self, name: str, seconds: float) -> None:
+        self._load_s[name] = seconds
+        self.show_models(self._listed, url=self._url, api_key=self._api_key, records=self._records)
+
     def _on_actions_done(self, name: str, action: str, error) -> None:
         if error:
             self.message.setText(f"The router did not {action} {name}: {error}")
+        elif action == "load":
+            took = self._load_s.get(name)
+            self.message.setText(f"{name} is loaded" + (f" (in {took:.1f} s)." if took is not None else "."))
         else:
-            self.message.setText(f"The router {action}s {name}; the list follows within seconds.")
+            self.message.setText(f"The router unloads {name}; the list follows within seconds.")
+
+    def stop(self) -> None:
+        """Stop following loads (the server stops, or the panel goes)."""
+        self.actions.cancel()
