@@ -61,6 +61,9 @@ class RouterModelsView(QWidget):
         self.table = QTableWidget(0, len(HEADERS))
         self.table.setObjectName("router_models")
         self.table.setHorizontalHeaderLabels(HEADERS)
+        self.table.horizontalHeaderItem(HEADERS.index("Plan")).setToolTip(
+            "What the plan counts for the model's instance: what must be resident on each device, and in host RAM "
+            "its prompt cache's ceiling (--cache-ram) too")
         self.table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
         self.table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
         self.table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
@@ -175,7 +178,7 @@ class RouterModelsView(QWidget):
             return
         check = self._listed.check_load(name) if self._listed is not None else None
         if check is not None and check.fits is False and not self.override_box.isChecked():
-            self.message.setText(f"Not loaded: {check.text()} Unload a model first, or tick \"Load even if the "
+            self.message.setText(f"Not loaded: {check.text()}. Unload a model first, or tick \"Load even if the "
                                  "plan says it does not fit\".")
             return
         self.message.setText(f"Loading {name}…" + (f" ({check.text()})" if check is not None else ""))
