@@ -124,6 +124,15 @@ def presets_for(profiles: Mapping[str, LaunchProfile], models: Mapping[str, str]
     return presets_from_profiles(profiles, solved)
 
 
+def presets_for_router(named_argv: Mapping[str, Sequence[str]], saved: Mapping[str, LaunchProfile],
+                       gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None) -> Presets:
+    """A router's models (name -> its instance's arguments) -> Presets: a model with a saved profile of its name
+    takes that profile's arguments; one without, the fit solver's placement over its own arguments."""
+    solved = {name: solved_argv(flags.value_of(list(argv), "model") or "", argv, gpus, host)
+              for name, argv in named_argv.items() if name not in saved}
+    return presets_from_profiles({name: p for name, p in saved.items() if name in named_argv}, solved)
+
+
 def profiles_in(path: Path | str) -> dict[str, LaunchProfile]:
     """A presets file's models as profiles (one per section, over `[*]`)."""
     return profiles_from_presets(read_presets(path))

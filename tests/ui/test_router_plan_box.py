@@ -41,10 +41,21 @@ def test_the_plan_tab_plans_a_routers_models_together_on_planned_gpus(qtbot, pan
     assert float(box.table.item(0, 1).text()) < float(box.table.item(1, 1).text())  # b's deeper K/V
     assert "Sets that fit together: {a, b}" in box.lines.text() and "--models-max 2" in box.lines.text()
 
-    out = tmp_path / "models.ini"
-    from llm_tuner.core.router_presets import shared_and_own
-    from llm_tuner.services.router_presets import write_presets
+    from llm_tuner.services.router_presets import read_presets
+    from llm_tuner.store.profiles import ProfileRepository
 
-    write_presets(out, shared_and_own(box.named))  # what "Write presets…" saves once a file is picked
-    opened = box.open_presets(str(out))
-    assert set(opened) == {"a", "b"} and opened["a"].ctx_size == 32768 and "2 model(s)" in box.summary.text()
+    repo = ProfileRepository(panel.ctx.engine)
+    repo.save("a", import_command(f"-m {folder / 'a.gguf'} -c 4096 -ctk q8_0 -ctv q8_0 -fa on").profile)
+    out = tmp_path / "models.ini"
+    with qtbot.waitSignal(box.write_presets(str(out)).finished, timeout=20_000):
+        pass
+    written = read_presets(out)
+    assert written.models["a"]["cache-type-k"] == "q8_0"  # its saved profile's K/V settings
+    assert "n-gpu-layers" in written.models["b"] and "cache-type-k" not in written.models["b"]  # the solver's
+    assert "from the saved profiles a" in box.summary.text()
+
+    with qtbot.waitSignal(box.open_presets(str(out)).finished, timeout=20_000):
+        pass
+    assert set(box.opened) == {"a", "b"} and "2 model(s) saved as profiles" in box.summary.text()
+    assert repo.latest("b").profile.model == str(folder / "b.gguf")
+    assert repo.latest("a").version == 1  # read back, "a" equals its saved profile: no second version

@@ -216,7 +216,7 @@ class PlanPanel(QWidget):
         grid.addWidget(cbox, 1, 1)
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
-        self.router_box = RouterPlanBox(self.plan_state, self)  # a router profile: its models planned together
+        self.router_box = RouterPlanBox(self.plan_state, self, engine=self.ctx.engine)  # a router: models together
         lay.addWidget(self.router_box)
         lay.addStretch(1)
 

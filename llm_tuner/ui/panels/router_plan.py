@@ -3,8 +3,9 @@
 Shown while the edited profile is a router: each model's use per device (its own arguments, as the router gives
 them: services.router_presets), the sets that fit together, the pairs that do not, the safe --models-max
 (core.memory.plan_router), on the Plan's devices (detected and planned). Reading the models' headers runs as a
-background job; this box only shows the answer. "Write presets…" saves a --models-preset file from the models'
-arguments (each model's section, what they share in [*]); "Open presets…" reads one as profiles.
+background job; this box only shows the answer. "Write presets…" saves a --models-preset file: a model with a
+saved profile of its name takes that profile's arguments, one without the fit solver's placement (what all share
+goes to [*]); "Open presets…" reads one and saves each model's section as a profile of its name.
 """
 
 from __future__ import annotations
@@ -22,18 +23,19 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core.advice import is_router
-from llm_tuner.core.router_presets import shared_and_own
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.router_presets import plan_profile, profiles_in, write_presets
+from llm_tuner.services.router_presets import plan_profile, presets_for_router, profiles_in, write_presets
+from llm_tuner.store.profiles import ProfileRepository
 
 
 class RouterPlanBox(QGroupBox):
     """A router's models planned as a whole (hidden for a profile with a model of its own)."""
 
-    def __init__(self, plan_state, parent: QWidget | None = None) -> None:
+    def __init__(self, plan_state, parent: QWidget | None = None, *, engine=None) -> None:
         super().__init__("Router: its models together", parent)
         self.setObjectName("router_plan")
         self.plan_state = plan_state
+        self.repo = ProfileRepository(engine) if engine is not None else None  # the saved profiles
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
         self.table = QTableWidget(0, 0)
@@ -128,21 +130,45 @@ class RouterPlanBox(QGroupBox):
             return
         path, _ = QFileDialog.getSaveFileName(self, "Write a presets file", "models.ini", "Presets (*.ini)")
         if path:
-            write_presets(path, shared_and_own(self.named), "written by llm-tuner from a router profile")
-            self.summary.setText(f"Presets written to {path}.")
+            self.write_presets(path)
+
+    def write_presets(self, path: str) -> BackgroundJob:
+        """Write the router's presets file (a background job: it reads the saved profiles and model headers)."""
+        named, repo, st = dict(self.named), self.repo, self.plan_state
+        gpus, host = st.gpus(), st.host()
+
+        def work(_ctl):
+            saved = {n: p.profile for n in named if repo is not None and (p := repo.latest(n)) is not None}
+            write_presets(path, presets_for_router(named, saved, gpus, host), "written by llm-tuner's Plan tab")
+            return sorted(saved)
+
+        job = BackgroundJob(work, self, what=f"Writing the presets file {path}",
+                            on_failed=lambda exc: self.summary.setText(f"{path} was not written: {exc}"))
+        job.succeeded.connect(lambda saved: self.summary.setText(
+            f"Presets written to {path}" + (f" (from the saved profiles {', '.join(saved)})." if saved else ".")))
+        return job.start()
 
     def _on_open_button_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Open a presets file", "", "Presets (*.ini);;All files (*)")
         if path:
             self.open_presets(path)
 
-    def open_presets(self, path: str) -> dict:
-        """Read a presets file's models as profiles (kept in `opened`, said in the summary)."""
-        try:
-            self.opened = profiles_in(path)
-        except (OSError, ValueError) as exc:
-            self.summary.setText(f"{path} could not be read: {exc}")
-            return {}
-        self.summary.setText(f"{path}: {len(self.opened)} model(s) read as profiles: {', '.join(self.opened)} "
-                             "(`llm-tuner router presets read FILE --save` saves them).")
-        return self.opened
+    def open_presets(self, path: str) -> BackgroundJob:
+        """Read a presets file's models as profiles and save each under its section's name (a background job)."""
+        repo = self.repo
+
+        def work(_ctl):
+            profiles = profiles_in(path)
+            for name, profile in profiles.items() if repo is not None else ():
+                repo.save(name, profile, note=f"from the presets file {path}")
+            return profiles
+
+        def done(profiles) -> None:
+            self.opened = profiles
+            kept = "saved as profiles" if repo is not None else "read"
+            self.summary.setText(f"{path}: {len(profiles)} model(s) {kept}: {', '.join(profiles)}.")
+
+        job = BackgroundJob(work, self, what=f"Reading the presets file {path}",
+                            on_failed=lambda exc: self.summary.setText(f"{path} could not be read: {exc}"))
+        job.succeeded.connect(done)
+        return job.start()
