@@ -141,3 +141,27 @@ def test_presets_written_from_profiles_share_what_is_common_and_read_back_as_the
     assert sorted(profile_argv(back["two"])) == sorted(profile_argv(two))
     assert sorted(profile_argv(back["one"])) == sorted(profile_argv(one.model_copy(update={"api_key": None})))
     assert write_ini(presets_from_profiles(back), "test") == text  # and round again, unchanged
+
+
+def test_presets_write_and_read_on_the_command_line(capsys, folder, tmp_path):
+    """`router presets write` from a saved profile and a model the fit solver places on a planned GPU; `router
+    presets read --save` turns the file back into saved profiles."""
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.profiles import ProfileRepository
+
+    assert main(["profile", "import", "--name", "quant", "--", "-m", str(folder / "a.gguf"), "-c", "4096", "-ctk",
+                 "q8_0", "-ctv", "q8_0", "-fa", "on"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "models.ini"
+    assert main(["router", "presets", "write", "--profile", "quant", "--model", f"deep={folder / 'c.gguf'}",
+                 "--devices", "CUDA0=3000", "-o", str(out)]) == 0
+    written = json.loads(capsys.readouterr().out)
+    assert written["models"]["quant"]["cache-type-k"] == "q8_0"
+    deep = written["models"]["deep"]
+    assert deep["model"] == str(folder / "c.gguf") and 0 < int(deep["n-gpu-layers"]) < 13  # part of its 13 layers
+    assert main(["router", "presets", "read", str(out), "--save"]) == 0
+    read = json.loads(capsys.readouterr().out)["profiles"]
+    assert read["quant"]["saved_version"] == 1  # the same settings as the saved profile: no new version
+    repo = ProfileRepository(open_engine(database_path()))
+    assert repo.latest("deep").profile.gpu_layers == int(deep["n-gpu-layers"])
