@@ -12,10 +12,10 @@ import os
 import sys
 
 from llm_tuner import __version__
-from llm_tuner.cli import agent, bench, chat, models, plan, profile, run, solve, system, tune, workers
+from llm_tuner.cli import agent, bench, chat, models, plan, profile, router, run, solve, system, tune, workers
 from llm_tuner.cli.output import DATABASE_EXIT, CliError
 
-_MODULES = (system, workers, agent, profile, models, plan, solve, run, chat, bench, tune)
+_MODULES = (system, workers, agent, profile, models, plan, solve, run, chat, bench, tune, router)
 
 
 def build_parser() -> argparse.ArgumentParser:

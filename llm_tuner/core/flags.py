@@ -191,6 +191,8 @@ _OTHERS: tuple[Flag, ...] = (
     _x("model_url", "--model-url -mu"),
     _x("models_dir", "--models-dir", env=_A + "MODELS_DIR"),  # router mode: a server of models, no -m
     _x("models_preset", "--models-preset", env=_A + "MODELS_PRESET"),
+    _x("models_max", "--models-max", "int", env=_A + "MODELS_MAX"),  # router: instances at once (0: no limit)
+    _x("models_autoload", "--models-autoload", "toggle", env=_A + "MODELS_AUTOLOAD", neg="--no-models-autoload"),
     _x("hf_file", "--hf-file -hff"),
     _x("mmproj_url", "--mmproj-url"),
     _x("n_cpu_ffn", "--n-cpu-ffn -ncffn", "int"),

@@ -142,6 +142,8 @@ class RouterModel:
     status: str
     source: str | None = None
     path: str | None = None
+    args: tuple[str, ...] = ()  # its instance's command line as the router renders it (binary first)
+    failed: bool = False  # its last instance exited with an error (the router's `status.failed`)
 
     @property
     def loaded(self) -> bool:
@@ -166,5 +168,7 @@ def parse_router_models(data: Mapping[str, Any] | None) -> list[RouterModel]:
             path = flags.value_of([str(a) for a in args], "model")
         out.append(RouterModel(e["id"], value if isinstance(value, str) else "loaded",
                                e.get("source") if isinstance(e.get("source"), str) else None,
-                               path if isinstance(path, str) else None))
+                               path if isinstance(path, str) else None,
+                               tuple(str(a) for a in args) if isinstance(args, list) else (),
+                               isinstance(st, Mapping) and st.get("failed") is True))
     return sorted(out, key=lambda m: m.id)

@@ -190,7 +190,7 @@ def _error_message(data: Any, fallback: str) -> tuple[str, str | None]:
     return fallback[:200], None
 
 # a router answers these itself (no model named)
-_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models")
+_ROUTER_OWN = ("/health", "/v1/health", "/models", "/v1/models", "/models/load", "/models/unload")
 
 
 class LlamaClient:
@@ -328,6 +328,15 @@ class LlamaClient:
     def models(self) -> list[RouterModel]:
         """`GET /models`: the models a router knows and which are loaded (one entry for a plain server)."""
         return parse_router_models(self._json("GET", "/models", dict, timeout=self._short()))
+
+    def load_model(self, name: str) -> None:
+        """`POST /models/load`: a router starts the named model's instance (it answers at once; `GET /models`
+        says when the model is loaded). ServerError when it is unknown or already running."""
+        self._json("POST", "/models/load", dict, json={"model": name}, timeout=self._short())
+
+    def unload_model(self, name: str) -> None:
+        """`POST /models/unload`: a router stops the named model's instance. ServerError when it is not running."""
+        self._json("POST", "/models/unload", dict, json={"model": name}, timeout=self._short())
 
     def tokenize(self, text: str, add_special: bool = False) -> list[int]:
         data = self._json("POST", "/tokenize", dict, json={"content": text, "add_special": add_special},

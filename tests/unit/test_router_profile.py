@@ -74,8 +74,11 @@ def test_lives_start_refuses_a_profile_without_a_model_and_starts_a_router(facts
 
 def test_a_routers_models_answer_reads_into_names_states_and_files():
     models = parse_router_models(MODELS)
-    assert models == [RouterModel("gemma-a", "unloaded", "models_dir", "models/gemma-a.gguf"),
-                      RouterModel("gemma-b", "loaded", "models_dir", "models/gemma-b.gguf")]
+    assert [(m.id, m.status, m.source, m.path, m.failed) for m in models] == [
+        ("gemma-a", "unloaded", "models_dir", "models/gemma-a.gguf", False),
+        ("gemma-b", "loaded", "models_dir", "models/gemma-b.gguf", False)]
+    assert models[0].args == ("llama-server", "--model", "models/gemma-a.gguf")  # each instance's command line
+    assert models[1].args[-4:] == ("--ctx-size", "512", "--model", "models/gemma-b.gguf")
     assert [m.id for m in models if m.loaded] == ["gemma-b"]
     plain = parse_router_models({"data": [{"id": "m.gguf", "object": "model", "meta": {}}]})  # one model, no status
     assert plain == [RouterModel("m.gguf", "loaded")]

@@ -43,7 +43,7 @@ The package, by seam: `constants` (llama.cpp's numbers), `args` (PlanDevice, Pla
 parser and back), `model_view` (the cached tensor table, row sizes, repack rules), `placement` (tensors to
 devices and buffers), `sizing` (KV, output, compute), `plan` (the outputs and the raw plan), `solve`
 (plan_memory with fit, the solver), `pipeline` (pipeline parallelism: on/off, why, its memory), `overrides`
-(`-ot` rule builders and previews). Import from the
+(`-ot` rule builders and previews), `router` (a router's models planned together). Import from the
 package: every public name is here.
 """
 
@@ -80,6 +80,7 @@ from llm_tuner.core.memory.overrides import RulePreview, preview_rule, rule_expe
 from llm_tuner.core.memory.pipeline import PIPELINE_SOURCE, Pipeline, pipeline, why_off
 from llm_tuner.core.memory.placement import TensorPlacement, place_tensors, regex_search
 from llm_tuner.core.memory.plan import Calibration, DeviceMemory, MemoryPlan, SharedPool
+from llm_tuner.core.memory.router import LoadCheck, ModelPlan, RouterPlan, Shortfall, plan_router
 from llm_tuner.core.memory.solve import FitAnswer, plan_memory, solve
 
 __all__ = [
@@ -92,6 +93,11 @@ __all__ = [
     "FFN_EXPS_REGEX",
     "FIT_TARGET_MIB",
     "FitAnswer",
+    "LoadCheck",
+    "ModelPlan",
+    "RouterPlan",
+    "Shortfall",
+    "plan_router",
     "HOST_OVERHEAD_MIB",
     "MIB",
     "MemoryPlan",

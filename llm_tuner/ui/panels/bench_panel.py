@@ -38,6 +38,7 @@ from llm_tuner.qt.context import AppContext
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.preflight import refusal_text
+from llm_tuner.services.router_bench import bench_router_models
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_history import RunHistoryTab
@@ -166,6 +167,10 @@ class BenchPanel(QWidget):
         self.spec_ab_button.setToolTip("The profile as it is and with --spec-type none, interleaved over two rounds: "
                                        "speculative decoding's measured speed-up beside its ceiling")
         self.spec_ab_button.clicked.connect(self._on_spec_ab_clicked)
+        self.router_all_button = QPushButton("Every router model")  # services.router_bench: side by side
+        self.router_all_button.setToolTip("A router (no -m): measure each of its models with this spec, one after "
+                                          "another, shown side by side")
+        self.router_all_button.clicked.connect(self._on_router_all_clicked)
         self.anyway_button = QPushButton("Run anyway")  # shown when Run was refused for the profile's advice errors
         self.anyway_button.setToolTip("Start the server despite the errors (a fork may accept what this build refuses)")
         self.anyway_button.hide()
@@ -181,6 +186,7 @@ class BenchPanel(QWidget):
         buttons = QHBoxLayout()
         for b in (self.run_button, self.anyway_button, self.sweep_button, self.spec_ab_button, self.cancel_button):
             buttons.addWidget(b)
+        buttons.insertWidget(buttons.indexOf(self.cancel_button), self.router_all_button)
         buttons.addWidget(self.progress, 1)
 
         self.summary_model = SummaryTableModel(self)
@@ -432,6 +438,15 @@ class BenchPanel(QWidget):
         self._start(lambda runner, progress, cancelled: runner.speculative_ab(resolve(), spec, progress=progress,
                                                                                cancelled=cancelled), "A/B vs no drafting")
 
+    def _on_router_all_clicked(self) -> None:
+        if self.session.is_running() or self._after_profile_store_settles(self._on_router_all_clicked):
+            return
+        form = self._read_form()
+        if form is not None:
+            spec, _target, resolve = form
+            self._start(lambda runner, progress, cancelled: bench_router_models(
+                runner, resolve(), spec, progress=progress, cancelled=cancelled)[1], "Every router model")
+
     def _on_cancel_clicked(self) -> None:
         if self._waiting_for is not None:
             self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
@@ -447,6 +462,7 @@ class BenchPanel(QWidget):
         self.run_button.setEnabled(not running)
         self.sweep_button.setEnabled(not running)
         self.spec_ab_button.setEnabled(not running)
+        self.router_all_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
 
     def is_running(self) -> bool:

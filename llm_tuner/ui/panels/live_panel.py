@@ -452,7 +452,9 @@ class LivePanel(QWidget):
             self.server_status_changed.emit()  # the Chat tab's model picker follows the router's models
 
     def _show_router_models(self, slot: ServerSlot) -> None:
-        self.router_models.show_models(slot.router_models)
+        watched = self._bridges[slot].watched if slot in self._bridges else None
+        self.router_models.show_models(slot.router_models, url=slot.url, records=slot.records,
+                                       api_key=watched.session.api_key if watched is not None else None)
         self.tabs.setTabVisible(self.tabs.indexOf(self.router_models), slot.router_models is not None)
 
     def _on_requests_all_requested(self) -> None:

@@ -35,6 +35,7 @@ from llm_tuner.state.plan import PlanState
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
 from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
+from llm_tuner.ui.panels.router_plan import RouterPlanBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
@@ -215,6 +216,8 @@ class PlanPanel(QWidget):
         grid.addWidget(cbox, 1, 1)
         self._boxes = (box, dbox, obox, cbox)
         self._columns = 2
+        self.router_box = RouterPlanBox(self.plan_state, self, engine=self.ctx.engine)  # a router: models together
+        lay.addWidget(self.router_box)
         lay.addStretch(1)
 
     def resizeEvent(self, event) -> None:  # noqa: N802 - Qt override
