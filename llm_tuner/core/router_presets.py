@@ -2,11 +2,15 @@
 
 The format (common/preset.cpp in the pinned llama.cpp): `[name]` sections of `key = value` lines, `;`/`#`
 comments; a key is any spelling of a flag without its dashes (`ctx-size`, `c`, `no-mmap`) or its `LLAMA_ARG_*`
-variable; a flag that takes no value reads `true`/`false` (`on`/`off`, `1`/`0`), a negative spelling reversed. The
+variable; a flag that takes no value reads `true`/`false` (`on`/`off`, `1`/`0`), a negative spelling reversed.
+The
 `[*]` section applies to every model; a model's own section overrides it, and the router's own command line
-overrides both, flag by flag (server-models.cpp: cascade(global, presets), then merge(router args)). Keys only a
-preset knows (`load-on-startup`, `stop-timeout`) are no flags of an instance. A `--models-dir` folder gives each
-`.gguf` file (not an `mmproj`/draft companion) a model named by its file name without `.gguf`, and each sub-folder
+overrides both, flag by flag (server-models.cpp: cascade(global, presets), then merge(router args)). Keys only
+a
+preset knows (`load-on-startup`, `stop-timeout`) are no flags of an instance. A `--models-dir` folder gives
+each
+`.gguf` file (not an `mmproj`/draft companion) a model named by its file name without `.gguf`, and each
+sub-folder
 one named by the folder.
 
 Pure: text in, text out. Files are read and written by services.router_presets.
@@ -39,7 +43,7 @@ class PresetError(ValueError):
 
 @dataclass(frozen=True)
 class Presets:
-    """A presets file: the `[*]` section's options and each model's (section name -> key -> value, in order)."""
+    """A presets file: the `[*]` section's options and each model's (section -> key -> value, in order)."""
 
     global_options: dict[str, str] = field(default_factory=dict)
     models: dict[str, dict[str, str]] = field(default_factory=dict)
@@ -80,7 +84,8 @@ def _flag_of(key: str) -> tuple[flags.Flag, bool] | None:
 
 
 def options_to_argv(options: Mapping[str, str]) -> list[str]:
-    """A section's options -> llama-server arguments (long spellings; `true`/`false` as the flag or its negative,
+    """A section's options -> llama-server arguments (long spellings; `true`/`false` as the flag or its
+    negative,
     as llama.cpp's to_args writes them). Preset-only keys are left out; an unknown key becomes `--key value`
     (or `--key` for a true word), as llama-server would be given it."""
     out: list[str] = []
@@ -146,32 +151,46 @@ def merge_options(*layers: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in out.values()}
 
 
-def model_argvs(presets: Presets | None, dir_models: Mapping[str, str], router_argv: Sequence[str] = ()
-                ) -> dict[str, list[str]]:
+def model_argvs(
+    presets: Presets | None, dir_models: Mapping[str, str], router_argv: Sequence[str] = ()
+) -> dict[str, list[str]]:
     """Each model of a router -> the arguments its instance gets (the router's own flags left out): models of
-    the `--models-dir` folder (name -> file) and of the presets file, each over the `[*]` section, the router's
+    the `--models-dir` folder (name -> file) and of the presets file, each over the `[*]` section, the
+    router's
     command line over both."""
     glob = presets.global_options if presets is not None else {}
     router = argv_to_options(flags.without(list(router_argv), *ROUTER_OWN))
     own: dict[str, dict[str, str]] = {name: {"model": path} for name, path in dir_models.items()}
-    for name, opts in (presets.models.items() if presets is not None else ()):
+    for name, opts in presets.models.items() if presets is not None else ():
         own[name] = merge_options(own.get(name, {}), opts)
-    return {name: flags.without(options_to_argv(merge_options(glob, opts, router)), *ROUTER_OWN)
-            for name, opts in sorted(own.items())}
+    return {
+        name: flags.without(options_to_argv(merge_options(glob, opts, router)), *ROUTER_OWN)
+        for name, opts in sorted(own.items())
+    }
 
 
 def shared_and_own(named: Mapping[str, Sequence[str]]) -> Presets:
-    """Named arguments (model name -> its instance's argv) -> Presets: the options every model has with the same
+    """Named arguments (model name -> its instance's argv) -> Presets: the options every model has with the
+    same
     value go to `[*]`, the rest (each model's file among them) to its own section. The router's own flags and
     secrets are left out."""
-    opts = {name: {k: v for k, v in argv_to_options(flags.strip_secrets(list(argv), {})[0]).items()
-                   if option_key(k) not in _NOT_WRITTEN}
-            for name, argv in named.items()}
+    opts = {
+        name: {
+            k: v
+            for k, v in argv_to_options(flags.strip_secrets(list(argv), {})[0]).items()
+            if option_key(k) not in _NOT_WRITTEN
+        }
+        for name, argv in named.items()
+    }
     shared: dict[str, str] = {}
     if len(opts) > 1:
         first, *rest = opts.values()
-        shared = {k: v for k, v in first.items() if option_key(k) != "model" and all(o.get(k) == v for o in rest)}
-    return Presets(shared, {name: {k: v for k, v in o.items() if k not in shared} for name, o in opts.items()})
+        shared = {
+            k: v for k, v in first.items() if option_key(k) != "model" and all(o.get(k) == v for o in rest)
+        }
+    return Presets(
+        shared, {name: {k: v for k, v in o.items() if k not in shared} for name, o in opts.items()}
+    )
 
 
 def write_ini(presets: Presets, header: str = "") -> str:
@@ -192,8 +211,9 @@ def profile_argv(profile: LaunchProfile) -> list[str]:
     return flags.effective_argv(argv, env)
 
 
-def presets_from_profiles(profiles: Mapping[str, LaunchProfile],
-                          solved: Mapping[str, Sequence[str]] | None = None) -> Presets:
+def presets_from_profiles(
+    profiles: Mapping[str, LaunchProfile], solved: Mapping[str, Sequence[str]] | None = None
+) -> Presets:
     """Saved profiles (section name -> profile) and models without one (name -> arguments, the fit solver's
     answer with its -m) -> Presets: what all share in `[*]`, each model's own placement, K/V and file in its
     section."""
@@ -203,6 +223,8 @@ def presets_from_profiles(profiles: Mapping[str, LaunchProfile],
 
 
 def profiles_from_presets(presets: Presets) -> dict[str, LaunchProfile]:
-    """A presets file's models -> one profile each (its section over `[*]`), as a pasted command would be read."""
-    return {name: import_command(options_to_argv(merge_options(presets.global_options, opts))).profile
-            for name, opts in presets.models.items()}
+    """A presets file's models -> one profile each (its section over `[*]`), read as a pasted command."""
+    return {
+        name: import_command(options_to_argv(merge_options(presets.global_options, opts))).profile
+        for name, opts in presets.models.items()
+    }

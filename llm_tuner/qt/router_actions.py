@@ -13,7 +13,8 @@ LOAD_WAIT_S = 1800.0  # how long a Load follows the model's state (a large model
 
 class RouterActions(QObject):
     """Load or unload one model of a router. `done` says (model, action, error or None) on the owner's thread;
-    `loaded` (model, seconds) when a Load saw its model loaded (its load time, measured to a tenth of a second)."""
+    `loaded` (model, seconds) when a Load saw its model loaded (its load time, measured to a tenth of a
+    second)."""
 
     done = Signal(str, str, object)
     loaded = Signal(str, float)
@@ -23,8 +24,11 @@ class RouterActions(QObject):
         self.jobs: list[BackgroundJob] = []
 
     def load(self, url: str, name: str, api_key: str | None = None) -> BackgroundJob:
-        return self._start("load", name, lambda ctl: load_model(url, name, api_key, wait_s=LOAD_WAIT_S,
-                                                                cancelled=ctl.cancelled))
+        return self._start(
+            "load",
+            name,
+            lambda ctl: load_model(url, name, api_key, wait_s=LOAD_WAIT_S, cancelled=ctl.cancelled),
+        )
 
     def unload(self, url: str, name: str, api_key: str | None = None) -> BackgroundJob:
         return self._start("unload", name, lambda _ctl: unload_model(url, name, api_key))
@@ -35,8 +39,12 @@ class RouterActions(QObject):
             job.cancel()
 
     def _start(self, action: str, name: str, fn) -> BackgroundJob:
-        job = BackgroundJob(fn, self, what=f"Asking the router to {action} {name}",
-                            on_failed=lambda exc: self.done.emit(name, action, str(exc)))
+        job = BackgroundJob(
+            fn,
+            self,
+            what=f"Asking the router to {action} {name}",
+            on_failed=lambda exc: self.done.emit(name, action, str(exc)),
+        )
         job.succeeded.connect(lambda seconds: self._on_job_succeeded(name, action, seconds))
         job.finished.connect(lambda: self.jobs.remove(job) if job in self.jobs else None)
         self.jobs.append(job)

@@ -2,7 +2,8 @@
 
 A router (llama-server without -m) serves several models behind one address; a benchmark names one of them
 (`BenchSpec.model`). This runs services.bench's BenchRunner once per model (the same spec; a server the app
-starts is started again for each, an attached one is measured as it runs) and keeps the runs as one group, as a
+starts is started again for each, an attached one is measured as it runs) and keeps the runs as one group, as
+a
 sweep over the model's name: the History, `runs compare` and the Benchmarks view's sweep table show them side
 by side.
 """
@@ -33,21 +34,34 @@ def router_model_names(target: ServerTarget) -> list[str]:
         except (OSError, ValueError) as exc:
             raise BenchError(f"the router's models could not be read: {exc}") from None
     if not names:
-        raise BenchError("no router models to measure: the server has a model of its own (-m), or its "
-                         "--models-dir/--models-preset lists none")
+        raise BenchError(
+            "no router models to measure: the server has a model of its own (-m), or its "
+            "--models-dir/--models-preset lists none"
+        )
     return names
 
 
-def bench_router_models(runner: BenchRunner, target: ServerTarget, spec: BenchSpec,
-                        models: Sequence[str] | None = None, *,
-                        progress: Callable[[float | None, str], None] | None = None,
-                        cancelled: Callable[[], bool] | None = None) -> tuple[int, list[BenchRun]]:
+def bench_router_models(
+    runner: BenchRunner,
+    target: ServerTarget,
+    spec: BenchSpec,
+    models: Sequence[str] | None = None,
+    *,
+    progress: Callable[[float | None, str], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
+) -> tuple[int, list[BenchRun]]:
     """Measure each of the router's models (all of them unless `models` names some) with `spec`; returns the
     group's id and the runs in model order."""
     names = list(models) if models else router_model_names(target)
     cancelled = cancelled or (lambda: False)
-    group_id = runner.repo.create_group(RunGroup(param=MODEL_PARAM, values=tuple(names), label=target.label,
-                                                 created_at=datetime.now(UTC).replace(tzinfo=None)))
+    group_id = runner.repo.create_group(
+        RunGroup(
+            param=MODEL_PARAM,
+            values=tuple(names),
+            label=target.label,
+            created_at=datetime.now(UTC).replace(tzinfo=None),
+        )
+    )
     runs: list[BenchRun] = []
     for i, name in enumerate(names):
         if cancelled():
@@ -58,7 +72,15 @@ def bench_router_models(runner: BenchRunner, target: ServerTarget, spec: BenchSp
                 progress(f, f"{name} ({i + 1}/{len(names)}): {text}")
 
         t = replace(target, label=f"{target.label} · {name}".strip(" ·"))
-        runs.append(runner.run(t, spec.model_copy(update={"model": name}), progress=step, cancelled=cancelled,
-                               group_id=group_id, sweep_value=name,
-                               progress_span=(i / len(names), (i + 1) / len(names))).run)
+        runs.append(
+            runner.run(
+                t,
+                spec.model_copy(update={"model": name}),
+                progress=step,
+                cancelled=cancelled,
+                group_id=group_id,
+                sweep_value=name,
+                progress_span=(i / len(names), (i + 1) / len(names)),
+            ).run
+        )
     return group_id, runs

@@ -1,9 +1,12 @@
 """A router planned as a whole: which of its models can be loaded together on the user's devices.
 
 llama-server in router mode (no -m) starts one instance (its own process) per model it is asked for and makes
-no memory decision: it loads until a device is full, then the load fails. Each instance is planned here with its
-own arguments on the whole devices (as llama.cpp's fit would place it loaded first); every instance is a process
-of its own, so its buffers, its runtime overhead and, in host RAM, its prompt cache (`--cache-ram`, what it may
+no memory decision: it loads until a device is full, then the load fails. Each instance is planned here with
+its
+own arguments on the whole devices (as llama.cpp's fit would place it loaded first); every instance is a
+process
+of its own, so its buffers, its runtime overhead and, in host RAM, its prompt cache (`--cache-ram`, what it
+may
 grow to while serving) add up. A set of models fits when, on every GPU, their sum leaves the `-fitt` margin
 (the largest any of them asks for; 1024 MiB by default) and, in host RAM, their sum stays within the host's
 budget. Mapped weights are page cache the kernel may evict (DeviceMemory.resident_mib), as in a single plan.
@@ -33,7 +36,7 @@ MAX_LISTED = 14  # models whose sets are enumerated (2**14 sets); beyond, only p
 
 @dataclass(frozen=True)
 class ModelPlan:
-    """One model of a router: its instance's arguments and memory plan (None with `error` when it has none)."""
+    """One model of a router: its instance's arguments and memory plan (None, with `error`, when none)."""
 
     name: str
     argv: tuple[str, ...]
@@ -42,7 +45,7 @@ class ModelPlan:
 
     @property
     def use_mib(self) -> dict[str, float]:
-        """What this instance takes per device: what must be resident, and in host RAM its prompt cache too."""
+        """What this instance takes per device: what must be resident; in host RAM its prompt cache too."""
         if self.plan is None:
             return {}
         return {d.name: _use(d) for d in self.plan.devices}
@@ -66,9 +69,11 @@ class Shortfall:
         return self.need_mib - (self.budget_mib - self.margin_mib)
 
     def text(self) -> str:
-        return (f"{self.device}: {self.need_mib:.0f} MiB needed, {self.budget_mib:.0f} MiB available"
-                + (f" less the {self.margin_mib} MiB margin" if self.margin_mib else "")
-                + f" ({self.short_mib:.0f} MiB short)")
+        return (
+            f"{self.device}: {self.need_mib:.0f} MiB needed, {self.budget_mib:.0f} MiB available"
+            + (f" less the {self.margin_mib} MiB margin" if self.margin_mib else "")
+            + f" ({self.short_mib:.0f} MiB short)"
+        )
 
 
 @dataclass(frozen=True)
@@ -129,7 +134,9 @@ class RouterPlan:
         m = self.model(name)
         beside = tuple(n for n in loaded if n != name)
         if m is None or m.plan is None:
-            return LoadCheck(name, beside, None, reason=m.error if m is not None and m.error else "not planned")
+            return LoadCheck(
+                name, beside, None, reason=m.error if m is not None and m.error else "not planned"
+            )
         short = self.shortfalls((*beside, name))
         return LoadCheck(name, beside, not short, short)
 
@@ -138,22 +145,32 @@ class RouterPlan:
             return None if x is None else round(x, 1)
 
         return {
-            "models": [{"name": m.name, "argv": list(m.argv), "error": m.error,
-                        "use_mib": {k: r(v) for k, v in m.use_mib.items()},
-                        "n_ctx": m.plan.n_ctx if m.plan else None,
-                        "warnings": list(m.plan.warnings) if m.plan else []} for m in self.models],
-            "devices": [{"name": d, "budget_mib": r(b), "margin_mib": self.margins_mib.get(d, 0)}
-                        for d, b in self.budgets_mib.items()],
+            "models": [
+                {
+                    "name": m.name,
+                    "argv": list(m.argv),
+                    "error": m.error,
+                    "use_mib": {k: r(v) for k, v in m.use_mib.items()},
+                    "n_ctx": m.plan.n_ctx if m.plan else None,
+                    "warnings": list(m.plan.warnings) if m.plan else [],
+                }
+                for m in self.models
+            ],
+            "devices": [
+                {"name": d, "budget_mib": r(b), "margin_mib": self.margins_mib.get(d, 0)}
+                for d, b in self.budgets_mib.items()
+            ],
             "fitting_sets": [list(s) for s in self.fitting_sets] if self.sets_listed else None,
-            "pairs_not_fitting": [{"models": [a, b], "short": [s.text() for s in sh]}
-                                  for a, b, sh in self.pairs_not_fitting],
+            "pairs_not_fitting": [
+                {"models": [a, b], "short": [s.text() for s in sh]} for a, b, sh in self.pairs_not_fitting
+            ],
             "alone_not_fitting": list(self.alone_not_fitting),
             "models_max": self.models_max,
             "warnings": list(self.warnings),
         }
 
     def text_lines(self) -> list[str]:
-        """The plan in words: a table of each model's use per device, then the sets, pairs and --models-max."""
+        """The plan in words: a table of each model's use per device, then sets, pairs, --models-max."""
         devs = list(self.budgets_mib)
         width = max([5, *(len(m.name) for m in self.models)])
         out = [f"{'model':{width}} " + " ".join(f"{d:>10}" for d in devs)]
@@ -163,8 +180,10 @@ class RouterPlan:
                 continue
             u = m.use_mib
             out.append(f"{m.name:{width}} " + " ".join(f"{u.get(d, 0.0):10.0f}" for d in devs))
-        out.append(f"{'budget':{width}} " + " ".join(
-            f"{'?' if b is None else f'{b:.0f}':>10}" for b in self.budgets_mib.values()))
+        out.append(
+            f"{'budget':{width}} "
+            + " ".join(f"{'?' if b is None else f'{b:.0f}':>10}" for b in self.budgets_mib.values())
+        )
         out.append(f"{'margin':{width}} " + " ".join(f"{self.margins_mib.get(d, 0):10d}" for d in devs))
         if self.sets_listed:
             sets = [("{" + ", ".join(s) + "}") for s in self.fitting_sets]
@@ -179,8 +198,10 @@ class RouterPlan:
         elif self.models_max >= n:
             out.append(f"Every model fits at once: --models-max {n} (or more) is safe.")
         else:
-            out.append(f"Safe --models-max: {self.models_max} (every set of {self.models_max} fits; "
-                       f"some set of {self.models_max + 1} does not).")
+            out.append(
+                f"Safe --models-max: {self.models_max} (every set of {self.models_max} fits; "
+                f"some set of {self.models_max + 1} does not)."
+            )
         out += [f"warning: {w}" for w in self.warnings]
         return out
 
@@ -199,9 +220,15 @@ def _margins(plans: Sequence[ModelPlan], devices: Sequence[str]) -> dict[str, in
     return {d: out.get(d, 0) for d in devices}
 
 
-def plan_router(named_argv: Mapping[str, Sequence[str]], models: Mapping[str, Any],
-                gpus: Sequence[PlanDevice] = (), host: PlanDevice | None = None, *,
-                cpu_flags: tuple[str, ...] | frozenset[str] = (), margin_mib: int | None = None) -> RouterPlan:
+def plan_router(
+    named_argv: Mapping[str, Sequence[str]],
+    models: Mapping[str, Any],
+    gpus: Sequence[PlanDevice] = (),
+    host: PlanDevice | None = None,
+    *,
+    cpu_flags: tuple[str, ...] | frozenset[str] = (),
+    margin_mib: int | None = None,
+) -> RouterPlan:
     """Plan a router's models: `named_argv` each model's instance arguments (name -> argv with its -m),
     `models` name -> ModelInfo (or a str: why it could not be read). `margin_mib` replaces the instances' own
     -fitt on every GPU."""
@@ -217,7 +244,9 @@ def plan_router(named_argv: Mapping[str, Sequence[str]], models: Mapping[str, An
         except ArgumentError as exc:
             plans.append(ModelPlan(name, tuple(argv), error=str(exc)))
             continue
-        plans.append(ModelPlan(name, tuple(argv), plan_memory(info, pargs, list(gpus), host, cpu_flags=cpu_flags)))
+        plans.append(
+            ModelPlan(name, tuple(argv), plan_memory(info, pargs, list(gpus), host, cpu_flags=cpu_flags))
+        )
     budgets: dict[str, float | None] = {}
     for m in plans:
         for d in m.plan.devices if m.plan is not None else ():
@@ -233,8 +262,11 @@ def plan_router(named_argv: Mapping[str, Sequence[str]], models: Mapping[str, An
 def _conclude(rp: RouterPlan) -> RouterPlan:
     names = [m.name for m in rp.planned]
     alone = tuple(n for n in names if rp.shortfalls((n,)))
-    pairs = tuple((a, b, sh) for a, b in combinations(names, 2)
-                  if a not in alone and b not in alone and (sh := rp.shortfalls((a, b))))
+    pairs = tuple(
+        (a, b, sh)
+        for a, b in combinations(names, 2)
+        if a not in alone and b not in alone and (sh := rp.shortfalls((a, b)))
+    )
     models_max = 0
     uses = [m.use_mib for m in rp.planned]
     for k in range(1, len(names) + 1):
@@ -249,7 +281,9 @@ def _conclude(rp: RouterPlan) -> RouterPlan:
     listed = len(names) <= MAX_LISTED
     sets: list[tuple[str, ...]] = []
     if listed:
-        fitting = [s for k in range(len(names), 0, -1) for s in combinations(names, k) if not rp.shortfalls(s)]
+        fitting = [
+            s for k in range(len(names), 0, -1) for s in combinations(names, k) if not rp.shortfalls(s)
+        ]
         for s in fitting:  # largest first: keep a set only when no kept set holds it
             if not any(set(s) <= set(t) for t in sets):
                 sets.append(s)
@@ -259,5 +293,14 @@ def _conclude(rp: RouterPlan) -> RouterPlan:
     unplanned = [m.name for m in rp.models if m.plan is None]
     if unplanned:
         warnings.append("not counted (no plan): " + ", ".join(unplanned))
-    return RouterPlan(rp.models, rp.budgets_mib, rp.margins_mib, tuple(sets), listed, pairs, alone,
-                      models_max if models_max else None, tuple(warnings))
+    return RouterPlan(
+        rp.models,
+        rp.budgets_mib,
+        rp.margins_mib,
+        tuple(sets),
+        listed,
+        pairs,
+        alone,
+        models_max if models_max else None,
+        tuple(warnings),
+    )

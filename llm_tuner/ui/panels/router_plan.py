@@ -1,10 +1,13 @@
-"""The Plan tab's router box: a router profile's models (no -m; --models-dir / --models-preset) planned together.
+"""The Plan tab's router box: a router profile's models (no -m; --models-dir / --models-preset) planned
+together.
 
-Shown while the edited profile is a router: each model's use per device (its own arguments, as the router gives
+Shown while the edited profile is a router: each model's use per device (its own arguments, as the router
+gives
 them: services.router_presets), the sets that fit together, the pairs that do not, the safe --models-max
 (core.memory.plan_router), on the Plan's devices (detected and planned). Reading the models' headers runs as a
 background job; this box only shows the answer. "Write presets…" saves a --models-preset file: a model with a
-saved profile of its name takes that profile's arguments, one without the fit solver's placement (what all share
+saved profile of its name takes that profile's arguments, one without the fit solver's placement (what all
+share
 goes to [*]); "Open presets…" reads one and saves each model's section as a profile of its name.
 """
 
@@ -45,7 +48,9 @@ class RouterPlanBox(QGroupBox):
         self.lines.setObjectName("router_plan_lines")
         self.lines.setWordWrap(True)
         self.write_button = QPushButton("Write presets…")
-        self.write_button.setToolTip("Save these models' arguments as a --models-preset file (shared ones in [*])")
+        self.write_button.setToolTip(
+            "Save these models' arguments as a --models-preset file (shared ones in [*])"
+        )
         self.write_button.clicked.connect(self._on_write_button_clicked)
         self.open_button = QPushButton("Open presets…")
         self.open_button.setToolTip("Read a --models-preset file: each model's section as a profile")
@@ -86,8 +91,12 @@ class RouterPlanBox(QGroupBox):
         self._key = key
         self._asked += 1
         asked = self._asked
-        job = BackgroundJob(lambda _c: plan_profile(profile, gpus, host, cpu), self,
-                            what="Planning the router's models", on_failed=lambda exc: self._on_failed(asked, exc))
+        job = BackgroundJob(
+            lambda _c: plan_profile(profile, gpus, host, cpu),
+            self,
+            what="Planning the router's models",
+            on_failed=lambda exc: self._on_failed(asked, exc),
+        )
         job.succeeded.connect(lambda result: self._on_planned(asked, result))
         job.start()
 
@@ -110,20 +119,30 @@ class RouterPlanBox(QGroupBox):
         self.table.setRowCount(len(plan.models) + 2)
         for r, m in enumerate(plan.models):
             use = m.use_mib
-            cells = [m.name, *[(f"{use.get(d, 0.0):.0f}" if m.plan is not None else (m.error or "—")) for d in devs]]
+            cells = [
+                m.name,
+                *[(f"{use.get(d, 0.0):.0f}" if m.plan is not None else (m.error or "—")) for d in devs],
+            ]
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(text))
         n = len(plan.models)
-        for r, (label, values) in enumerate((("available", [plan.budgets_mib[d] for d in devs]),
-                                             ("margin", [plan.margins_mib.get(d, 0) for d in devs])), n):
+        for r, (label, values) in enumerate(
+            (
+                ("available", [plan.budgets_mib[d] for d in devs]),
+                ("margin", [plan.margins_mib.get(d, 0) for d in devs]),
+            ),
+            n,
+        ):
             self.table.setItem(r, 0, QTableWidgetItem(label))
             for c, v in enumerate(values, 1):
                 self.table.setItem(r, c, QTableWidgetItem("?" if v is None else f"{v:.0f}"))
         self.table.resizeColumnsToContents()
-        self.summary.setText(f"{n} model(s), each planned with its own arguments on these devices; a set fits "
-                             "when together they leave each GPU its -fitt margin and stay within host RAM "
-                             "(each instance's --cache-ram counted).")
-        self.lines.setText("\n".join(line for line in plan.text_lines()[len(plan.models) + 3:]))
+        self.summary.setText(
+            f"{n} model(s), each planned with its own arguments on these devices; a set fits "
+            "when together they leave each GPU its -fitt margin and stay within host RAM "
+            "(each instance's --cache-ram counted)."
+        )
+        self.lines.setText("\n".join(line for line in plan.text_lines()[len(plan.models) + 3 :]))
 
     def _on_write_button_clicked(self) -> None:
         if not self.named:
@@ -133,28 +152,40 @@ class RouterPlanBox(QGroupBox):
             self.write_presets(path)
 
     def write_presets(self, path: str) -> BackgroundJob:
-        """Write the router's presets file (a background job: it reads the saved profiles and model headers)."""
+        """Write the router's presets file (a background job: it reads saved profiles and headers)."""
         named, repo, st = dict(self.named), self.repo, self.plan_state
         gpus, host = st.gpus(), st.host()
 
         def work(_ctl):
             saved = {n: p.profile for n in named if repo is not None and (p := repo.latest(n)) is not None}
-            write_presets(path, presets_for_router(named, saved, gpus, host), "written by llm-tuner's Plan tab")
+            write_presets(
+                path, presets_for_router(named, saved, gpus, host), "written by llm-tuner's Plan tab"
+            )
             return sorted(saved)
 
-        job = BackgroundJob(work, self, what=f"Writing the presets file {path}",
-                            on_failed=lambda exc: self.summary.setText(f"{path} was not written: {exc}"))
-        job.succeeded.connect(lambda saved: self.summary.setText(
-            f"Presets written to {path}" + (f" (from the saved profiles {', '.join(saved)})." if saved else ".")))
+        job = BackgroundJob(
+            work,
+            self,
+            what=f"Writing the presets file {path}",
+            on_failed=lambda exc: self.summary.setText(f"{path} was not written: {exc}"),
+        )
+        job.succeeded.connect(
+            lambda saved: self.summary.setText(
+                f"Presets written to {path}"
+                + (f" (from the saved profiles {', '.join(saved)})." if saved else ".")
+            )
+        )
         return job.start()
 
     def _on_open_button_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Open a presets file", "", "Presets (*.ini);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(
+            self, "Open a presets file", "", "Presets (*.ini);;All files (*)"
+        )
         if path:
             self.open_presets(path)
 
     def open_presets(self, path: str) -> BackgroundJob:
-        """Read a presets file's models as profiles and save each under its section's name (a background job)."""
+        """Read a presets file as profiles, each saved under its section's name (off the GUI thread)."""
         repo = self.repo
 
         def work(_ctl):
@@ -168,7 +199,11 @@ class RouterPlanBox(QGroupBox):
             kept = "saved as profiles" if repo is not None else "read"
             self.summary.setText(f"{path}: {len(profiles)} model(s) {kept}: {', '.join(profiles)}.")
 
-        job = BackgroundJob(work, self, what=f"Reading the presets file {path}",
-                            on_failed=lambda exc: self.summary.setText(f"{path} could not be read: {exc}"))
+        job = BackgroundJob(
+            work,
+            self,
+            what=f"Reading the presets file {path}",
+            on_failed=lambda exc: self.summary.setText(f"{path} could not be read: {exc}"),
+        )
         job.succeeded.connect(done)
         return job.start()
