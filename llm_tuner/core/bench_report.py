@@ -500,6 +500,7 @@ def run_to_json(run: BenchRun) -> dict:
             "model": run.model_path, "model_size": run.model_size, "model_hash": run.model_hash,
             "binary": run.binary_path, "binary_version": run.binary_version,
             "binary_backends": list(run.binary_backends), "devices": run.devices,
+            "build": run.build.model_dump(mode="json") if run.build else None, "notes": list(run.notes),
             "profile_version_id": run.profile_version_id, "group_id": run.group_id, "sweep_value": run.sweep_value,
             "spec": run.spec.model_dump(mode="json"), "server_argv": list(run.server_argv),
             "memory_predicted_mib": run.memory_predicted_mib, "memory_measured_mib": run.memory_measured_mib,
