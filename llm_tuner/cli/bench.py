@@ -356,7 +356,8 @@ def cmd_bench(args) -> int:
     if args.vs_binary:
         from llm_tuner.cli.bench_builds import vs_binary
 
-        return vs_binary(target, spec, args)
+        return vs_binary(_runner(args), target, spec, args, cool_down=lambda r: _cool_down(r, args),
+                         show_run=_print_run, progress=_progress())
     from llm_tuner.services.bench import BenchError
     from llm_tuner.services.bench.builds import slower_than_stored
 
@@ -473,6 +474,7 @@ def cmd_runs_show(args) -> int:
 
 def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+    from llm_tuner.core.heat import heat_warning
     from llm_tuner.services.bench import profile_versions
 
     pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id) if engine else (None, None)
@@ -484,7 +486,7 @@ def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
-    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b)) if w]
+    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b), heat_warning([a], [b])) if w]
     return out
 
 

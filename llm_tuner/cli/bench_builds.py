@@ -13,8 +13,10 @@ from pathlib import Path
 from llm_tuner.cli.output import CliError, emit_json
 
 
-def vs_binary(target, spec, args) -> int:
-    from llm_tuner.cli.bench import _cool_down, _print_run, _progress, _runner, run_json
+def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> int:
+    """The A/B with cli.bench's runner, its heat gate `cool_down(runner)`, `show_run(run)` to print a run and the
+    `progress` printer."""
+    from llm_tuner.core.bench_report import run_to_json as run_json
     from llm_tuner.core.stats import AB_THRESHOLD_PCT
     from llm_tuner.services import binaries
     from llm_tuner.services.bench import BenchError
@@ -23,14 +25,12 @@ def vs_binary(target, spec, args) -> int:
     if target.attached_url:
         raise CliError("--vs-binary starts the server on each build: give a profile or llama-server arguments")
     other = Path(args.vs_binary).expanduser()
-    runner = _runner(args)
     try:
         binaries.check_executable(other)
         # naming the program on the command line is the confirmation that it may run (for this command only)
         runner.settings = binaries.trust_binary(other, runner.settings, save=False)
-        with runner.heat_gated(_cool_down(runner, args)):
-            group_id, runs = builds_ab(runner, target, spec, other, rounds=max(1, args.rounds),
-                                       progress=_progress())
+        with runner.heat_gated(cool_down(runner)):
+            group_id, runs = builds_ab(runner, target, spec, other, rounds=max(1, args.rounds), progress=progress)
     except (BenchError, binaries.BinaryError) as exc:
         raise CliError(str(exc)) from None
     threshold = getattr(runner.settings, "ab_threshold_pct", AB_THRESHOLD_PCT)
@@ -40,7 +40,7 @@ def vs_binary(target, spec, args) -> int:
     else:
         for r in runs:
             print(f"[build {r.sweep_value}]")
-            _print_run(r)
+            show_run(r)
         for side, run in (("A", verdict.a), ("B", verdict.b)):
             if run is not None:
                 print(f"{side}: {run.build.describe() if run.build else run.binary_path}")
