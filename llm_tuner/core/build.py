@@ -52,7 +52,7 @@ def build_changes(old: BuildStamp | None, new: BuildStamp | None) -> list[str]:
     if old is None or new is None:
         return []
     out = []
-    if old.file_sha256 != new.file_sha256 or old.key != new.key:
+    if old.file_sha256 != new.file_sha256:  # the key also names the package, known only where it is installed
         out.append(f"llama-server build {old.short} -> {new.short}")
         if old.help_sha256 != new.help_sha256:
             out.append("its --help changed (flags may be renamed or removed)")
