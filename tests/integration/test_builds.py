@@ -17,7 +17,7 @@ from llm_tuner.cli import main
 from llm_tuner.core.build import BuildStamp
 from llm_tuner.core.cmdline import import_command, parse_help
 from llm_tuner.services import binaries
-from llm_tuner.services.settings_store import load_settings, save_settings
+from llm_tuner.services.settings_store import load_settings
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.profiles import ProfileRepository
 
