@@ -132,3 +132,24 @@ def test_bench_vs_binary_compares_two_builds_on_the_real_server(capsys, tiny_mod
     assert main(["runs", "list", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert {r["group_id"] for r in listed} == {data["group_id"]}
+
+
+def test_compare_runs_a_build_ab_of_a_saved_profile(qtbot, tiny_model, other_build):
+    from llm_tuner.core.bench_spec import BenchSpec
+    from llm_tuner.core.profile import LaunchProfile
+    from llm_tuner.qt.context import AppContext
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.ui.panels.compare_panel import ComparePanel
+
+    ctx = AppContext(engine=open_engine(database_path()), settings=load_settings())
+    ProfileRepository(ctx.engine).save("tiny", LaunchProfile(model=str(tiny_model), ctx_size=1024, threads=2))
+    panel = ComparePanel(ctx)
+    qtbot.addWidget(panel)
+    row = panel.builds_row
+    qtbot.waitUntil(lambda: row.profile_combo.count() == 1, timeout=10_000)
+    spec = BenchSpec(prompt_tokens=(16,), gen_tokens=4, reps=2, warmup=0)
+    assert row.start("tiny", str(other_build), 1, spec)
+    qtbot.waitUntil(lambda: row.run_button.isEnabled(), timeout=180_000)
+    assert row.status_label.text().startswith("done: B against A:"), row.status_label.text()
+    assert panel.verdict_label.text().startswith("B against A:")
+    assert panel.run_a.binary_path != panel.run_b.binary_path == str(other_build)
