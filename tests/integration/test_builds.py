@@ -112,7 +112,7 @@ def test_the_profile_tab_offers_the_migration_and_applies_it_with_the_choice(qtb
     qtbot.waitUntil(lambda: panel.profile.ngram_mod_n_max == 8, timeout=60_000)
     assert panel.profile.load_mode == "mmap+mlock" and "--draft-max" not in panel.profile.extra_args
     qtbot.waitUntil(lambda: not banner.isVisibleTo(panel), timeout=60_000)  # the new version is this build's
-    qtbot.waitUntil(lambda: not panel.store_busy(), timeout=10_000)
+    qtbot.waitUntil(lambda: not panel.store_busy, timeout=10_000)
 
 
 def test_bench_vs_binary_compares_two_builds_on_the_real_server(capsys, tiny_model, other_build):
