@@ -153,3 +153,31 @@ def test_compare_runs_a_build_ab_of_a_saved_profile(qtbot, tiny_model, other_bui
     assert row.status_label.text().startswith("done: B against A:"), row.status_label.text()
     assert panel.verdict_label.text().startswith("B against A:")
     assert panel.run_a.binary_path != panel.run_b.binary_path == str(other_build)
+
+
+def test_an_interleaved_ab_waits_for_the_scripted_gpu_to_cool_and_each_run_says_so(tiny_model, tmp_path):
+    """The real server path with the scripted NVML double as the GPU: every repetition records its temperature
+    at start, clocks and throttle reasons; each run of the A/B first waits at the gate, and its notes say how."""
+    from llm_tuner.core.bench_spec import BenchSpec
+    from llm_tuner.services.bench import BenchRunner, ServerTarget, _GpuSources
+    from llm_tuner.services.bench.heat import CoolDown
+    from llm_tuner.store.runs import RunRepository
+    from tests.support.scripted_gpu import ScriptedNvml
+
+    waited: list[float] = []
+    # the gate's own view of the card: 40 °C at the start, 52 after the first run, cooling 4 °C a poll
+    gate = CoolDown(_GpuSources([("nvidia", ScriptedNvml(1, temps=[40.0, 40.0, 52.0, 48.0, 44.0, 40.0]))]),
+                    within_c=3.0, limit_s=60.0, poll_s=0.0, sleep=waited.append)
+    runner = BenchRunner(RunRepository(open_engine(tmp_path / "db.sqlite")),
+                         telemetry=_GpuSources([("nvidia", ScriptedNvml(1, temps=[41.0, 43.0, 45.0]))]))
+    target = ServerTarget(argv=["-m", str(tiny_model), "-t", "2", "-c", "512"], label="ab")
+    spec = BenchSpec(prompt_tokens=(16,), gen_tokens=4, reps=2, warmup=0)
+    with runner.heat_gated(gate):
+        _group, runs = runner.sweep(target, spec, "-ub", ["32", "64"], rounds=1)
+    assert [r.status for r in runs] == ["complete", "complete"]
+    assert runs[0].notes == ("cool-down: no wait needed (GPUs within 3 °C of the A/B's start: nvidia:0 40 °C)",)
+    assert len(waited) == 3 and runs[1].notes[0].startswith("cool-down: waited")  # 52, 48, 44 -> 40
+    peak = next(p for p in runs[0].reps[0].peaks if p.device == "nvidia:0")
+    assert peak.temp_start_c is not None and peak.sm_clock_mhz == 1980.0 and peak.mem_clock_mhz == 3201.0
+    assert peak.throttle_reasons is not None
+    assert RunRepository(runner.repo.engine).get_run(runs[1].id).notes == runs[1].notes  # kept with the run

@@ -73,6 +73,7 @@ class CoolDown:
             return None
         t0 = self.clock()
         hot = self._too_hot(self.temps())
+        polls = 0
         while hot and self.clock() - t0 < self.limit_s:
             if cancelled is not None and cancelled():
                 break
@@ -80,6 +81,7 @@ class CoolDown:
                 progress("cooling down: " + ", ".join(f"{d} {t:.0f} °C (started at {self.start_c[d]:.0f} °C)"
                                                       for d, t in hot.items()))
             self.sleep(self.poll_s)
+            polls += 1
             hot = self._too_hot(self.temps())
         waited = self.clock() - t0
         self.waited_s += waited
@@ -88,6 +90,6 @@ class CoolDown:
             return (f"cool-down: gave up after {waited:.0f} s (limit {self.limit_s:.0f} s); still "
                     + ", ".join(f"{d} {t:.0f} °C" for d, t in hot.items())
                     + f", the A/B began at {start}: this run started hotter")
-        if waited < 0.5:
+        if not polls:
             return f"cool-down: no wait needed (GPUs within {self.within_c:g} °C of the A/B's start: {start})"
         return f"cool-down: waited {waited:.0f} s for the GPUs to be within {self.within_c:g} °C of the A/B's start ({start})"
