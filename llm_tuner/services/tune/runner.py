@@ -442,7 +442,7 @@ class _Tune:
                               time_left_s=s.budget_s - self.elapsed(), cost=self._base_cost)
         plan = design.plan
         runs_a, runs_b = [], []
-        with self.bench.heat_gated(self.bench.default_cool_down()):  # on GPUs each run waits to cool (its notes say)
+        with self.o.bench.heat_gated(self.o.bench.default_cool_down()):  # on GPUs each run waits to cool (notes say)
             for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
                 self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
                 runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
