@@ -150,11 +150,12 @@ class RunHistoryTab(QWidget):
         self.filter_build.blockSignals(False)
 
     def _on_loaded(self, result) -> None:
-        seq, runs, labels, groups, builds = result
+        seq, runs, labels, groups, *builds = result  # (the builds: a load made before the filter had none)
         if seq != self._refresh_seq:
             return
         self.model.set_runs(runs, groups)
-        self._fill_builds(builds)
+        if builds:
+            self._fill_builds(builds[0])
         current = self.filter_profile.currentData()
         self.filter_profile.blockSignals(True)
         self.filter_profile.clear()
