@@ -6,6 +6,8 @@
                     [--router-model NAME]  (one model of a router: llama-server with --models-dir, no -m)
                     [--binary PATH]  (another llama-server build: an A/B across builds, then `runs compare`)
                     [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
+                    [--vs-binary PATH [--rounds N]]  (the same profile on another llama-server build, interleaved
+                    A B A B: verdict and 95% interval; heat-gated on GPUs unless --no-heat-gate)
     llm-tuner runs list --json
     llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
                     [--format md|json --out DIR]        (a report of the comparison, both runs' hardware named)
@@ -84,6 +86,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     _add_run_options(p)
     p.add_argument("--vs-no-draft", type=int, default=0, metavar="ROUNDS",
                    help="A/B the drafting profile against --spec-type none, interleaved over ROUNDS rounds")
+    p.add_argument("--vs-binary", metavar="PATH",
+                   help="A/B the same profile on this llama-server build (B) against its own or the configured one "
+                        "(A), interleaved; naming it here confirms it may run")
+    p.add_argument("--rounds", type=int, default=2, metavar="N", help="with --vs-binary: rounds of A B (2)")
+    p.add_argument("--no-heat-gate", action="store_true",
+                   help="A/Bs do not wait for the GPUs to cool back to where they began before each run")
+    p.add_argument("--cool-within", type=float, default=None, metavar="C",
+                   help="heat gate: wait until every GPU is within C °C of the A/B's start (5)")
+    p.add_argument("--cool-limit", type=positive_seconds, default=None, metavar="SECONDS",
+                   help="heat gate: wait at most this long before each run (300); the run's notes say so")
     p.set_defaults(func=cmd_bench)
 
     p = sub.add_parser("sweep", help="one parameter over values: a run per value, kept as a group")
@@ -277,7 +289,21 @@ def _runner(args=None):
     from llm_tuner.services.bench import BenchRunner, default_telemetry
 
     stall = {"stall_s": args.stall_after} if args is not None and args.stall_after else {}
-    return BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), devices=_gpu_records(), **stall)
+    runner = BenchRunner(_repo(), settings=_settings(), telemetry=default_telemetry(), devices=_gpu_records(), **stall)
+    runner.heat_gate = not getattr(args, "no_heat_gate", False)
+    return runner
+
+
+def _cool_down(runner, args):
+    """The heat gate of an A/B with the command's --cool-within / --cool-limit (None: no GPU temperatures, or
+    --no-heat-gate)."""
+    from llm_tuner.services.bench.heat import CoolDown
+
+    if not runner.heat_gate:
+        return None
+    kw = {k: v for k, v in (("within_c", getattr(args, "cool_within", None)),
+                            ("limit_s", getattr(args, "cool_limit", None))) if v is not None}
+    return CoolDown.for_telemetry(runner.telemetry, **kw)
 
 
 def _gpu_records() -> list[dict]:
@@ -302,6 +328,10 @@ def _print_run(run) -> None:
 
     s = run_summary(run)
     print(printable(f"run {run.id} ({run.label}): {run.status}" + (f" - {run.error}" if run.error else "")))
+    if run.build is not None:
+        print(printable(f"  {run.build.describe()}"))
+    for note in run.notes:
+        print(printable(f"  note: {note}"))
     for name, m in s["metrics"].items():
         print(f"  {metric_label(name):40s} median {m.get('median', 0):10.2f}  IQR {m.get('iqr', 0):8.2f}  "
               f"n={m.get('n', 0)}")
@@ -323,16 +353,26 @@ def cmd_bench(args) -> int:
     _preflight(target, args)
     if args.vs_no_draft:
         return _speculative_ab(target, spec, args)
-    from llm_tuner.services.bench import BenchError
+    if args.vs_binary:
+        from llm_tuner.cli.bench_builds import vs_binary
 
+        return vs_binary(_runner(args), target, spec, args, cool_down=lambda r: _cool_down(r, args),
+                         show_run=_print_run, progress=_progress())
+    from llm_tuner.services.bench import BenchError
+    from llm_tuner.services.bench.builds import slower_than_stored
+
+    runner = _runner(args)
     try:
-        run = _runner(args).run(target, spec, progress=_progress()).run
+        run = runner.run(target, spec, progress=_progress()).run
     except BenchError as exc:  # before the run could start (no llama-server found, an unconfirmed program)
         raise CliError(str(exc)) from None
+    retune = slower_than_stored(runner.repo, run)
     if args.json:
-        emit_json(run_json(run))
+        emit_json({**run_json(run), "retune": retune})
     else:
         _print_run(run)
+        if retune:
+            print(f"Re-tune? {retune}")
     return 0 if run.status == "complete" else 1
 
 
@@ -342,8 +382,10 @@ def _speculative_ab(target, spec, args) -> int:
 
     if target.attached_url:
         raise CliError("--vs-no-draft restarts the server: give a profile or llama-server arguments")
+    runner = _runner(args)
     try:
-        runs = _runner(args).speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
+        with runner.heat_gated(_cool_down(runner, args)):
+            runs = runner.speculative_ab(target, spec, rounds=args.vs_no_draft, progress=_progress())
     except BenchError as exc:
         raise CliError(str(exc)) from exc
     ab = speculative_ab(runs)
@@ -432,6 +474,7 @@ def cmd_runs_show(args) -> int:
 
 def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+    from llm_tuner.core.heat import heat_warning
     from llm_tuner.services.bench import profile_versions
 
     pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id) if engine else (None, None)
@@ -443,7 +486,7 @@ def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
-    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b)) if w]
+    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b), heat_warning([a], [b])) if w]
     return out
 
 

@@ -4,6 +4,7 @@
     llm-tuner profile command NAME|FILE [--show-secrets] [--json]
     llm-tuner profile check NAME|FILE --json
     llm-tuner profile list [--json]
+    llm-tuner profile migrate NAME [--yes] [--choose OLD=NEW]  (renamed/removed flags of a new build: cli.profile_migrate)
 
 NAME is the newest saved version of a named profile; FILE is a JSON file holding either the `profile`
 object that `import` prints or the whole `import` output. A profile's own program (`binary`) is run (by
@@ -16,7 +17,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from llm_tuner.cli import profile_names
+from llm_tuner.cli import profile_migrate, profile_names
 from llm_tuner.cli.output import CliError, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
 
@@ -58,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     lst.add_argument("--json", action="store_true", help="print JSON")
     lst.set_defaults(func=cmd_list)
     profile_names.register(psub)  # rename, delete, duplicate
+    profile_migrate.register(psub)  # migrate: to this llama-server build
     p.set_defaults(func=lambda _a: (p.print_help(), 2)[1])
 
 
@@ -139,7 +141,13 @@ def cmd_import(args) -> int:
     out_argv, env = profile_to_argv(profile)
     advice = _advice(profile, catalog)
     failed = 1 if any(a.severity == "error" for a in advice) else 0
-    saved = _repo().save(args.name, profile, note="imported") if args.name else None
+    if args.name:
+        from llm_tuner.services.builds import save_profile
+        from llm_tuner.services.settings_store import load_settings
+
+        saved = save_profile(_repo(), args.name, profile, "imported", load_settings())  # with the build it is for
+    else:
+        saved = None
     if args.json:
         data = {"profile": profile.to_dict(), "argv": out_argv, "env": env, "unknown": result.unknown,
                 "bad_values": result.bad_values, "advice": _advice_json(advice),

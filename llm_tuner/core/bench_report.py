@@ -301,11 +301,14 @@ def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> l
 
 
 def run_identity_diff(a: BenchRun, b: BenchRun) -> list[dict]:
-    """What differs between two runs besides flags: the llama-server build (version, program path) and
-    the model file, as rows shaped like run_flag_diff's ({flag, a, b}; None = not known)."""
+    """What differs between two runs besides flags: the llama-server build (version, program path, build stamp),
+    the GPU driver and the model file, as rows shaped like run_flag_diff's ({flag, a, b}; None = not known)."""
     out = [{"flag": name, "a": va, "b": vb} for name, va, vb in (
         ("llama-server version", a.binary_version, b.binary_version),
-        ("llama-server binary", a.binary_path, b.binary_path)) if va != vb]
+        ("llama-server binary", a.binary_path, b.binary_path),
+        ("llama-server build", a.build.short if a.build else None, b.build.short if b.build else None),
+        ("GPU driver", a.build.driver_text if a.build else None, b.build.driver_text if b.build else None))
+        if va != vb]
     if (a.model_hash, a.model_path) != (b.model_hash, b.model_path):
         out.append({"flag": "model file", "a": a.model_path, "b": b.model_path})
     return out
@@ -500,6 +503,7 @@ def run_to_json(run: BenchRun) -> dict:
             "model": run.model_path, "model_size": run.model_size, "model_hash": run.model_hash,
             "binary": run.binary_path, "binary_version": run.binary_version,
             "binary_backends": list(run.binary_backends), "devices": run.devices,
+            "build": run.build.model_dump(mode="json") if run.build else None, "notes": list(run.notes),
             "profile_version_id": run.profile_version_id, "group_id": run.group_id, "sweep_value": run.sweep_value,
             "spec": run.spec.model_dump(mode="json"), "server_argv": list(run.server_argv),
             "memory_predicted_mib": run.memory_predicted_mib, "memory_measured_mib": run.memory_measured_mib,

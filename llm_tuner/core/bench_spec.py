@@ -12,6 +12,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from llm_tuner.core.build import BuildStamp
+
 STATUSES = ("running", "complete", "incomplete", "failed", "cancelled")
 
 
@@ -98,6 +100,12 @@ class DevicePeak(BaseModel):
     energy_j: float | None = None
     # a GPU slowed by power, heat or a hardware brake at some point of the request
     throttled: bool | None = None
+    # NVML during the request: the temperature at its start, the lowest SM and memory clocks (a throttled GPU
+    # drops them) and every clocks-event reason bit seen (nvmlClocksEventReason*, OR-ed)
+    temp_start_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: int | None = None
 
 
 class Repetition(BaseModel):
@@ -197,6 +205,7 @@ class BenchRun(BaseModel):
     binary_path: str | None = None
     binary_version: str | None = None
     binary_backends: tuple[str, ...] = ()
+    build: BuildStamp | None = None  # which build (file + --help hashes, package) and GPU driver ran it
     devices: list[dict[str, Any]] = Field(default_factory=list)  # inventory snapshot
     spec: BenchSpec = BenchSpec()
     status: str = "running"
@@ -209,6 +218,7 @@ class BenchRun(BaseModel):
     llama_bench: tuple[LlamaBenchResult, ...] = ()
     llama_bench_skipped: tuple[str, ...] = ()  # flags llama-bench lacks (listed, never dropped silently)
     llama_bench_error: str | None = None
+    notes: tuple[str, ...] = ()  # how the run was made, in words (a cool-down wait before it, ...)
     reps: tuple[Repetition, ...] = ()
 
     @property

@@ -20,6 +20,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, SerializationInfo, field_serializer
 
+from llm_tuner.core.build import BuildStamp
+
 GpuLayers = int | Literal["auto", "all"]
 
 # Values the tested build accepts (common/arg.cpp); forks may accept more, so fields are plain str.
@@ -252,6 +254,7 @@ class SavedProfile(BaseModel):
     created_at: datetime
     profile: LaunchProfile
     note: str = ""
+    build: BuildStamp | None = None  # the llama-server build (and GPU driver) it was saved with; None: not recorded
 
 
 def unique_name(base: str, taken: set[str] | list[str] | tuple[str, ...]) -> str:

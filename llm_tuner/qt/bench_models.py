@@ -81,7 +81,7 @@ class _Table(QAbstractTableModel):
 class RunTableModel(_Table):
     """History: one row per stored run."""
 
-    HEADERS = ("Run", "Started", "Profile", "Model", "Binary", "Status", "Spec", "Prefill t/s", "Gen t/s", "Reps",
+    HEADERS = ("Run", "Started", "Profile", "Model", "Build", "Status", "Spec", "Prefill t/s", "Gen t/s", "Reps",
                "Group")
 
     def set_runs(self, runs: list[BenchRun], groups: dict[int, RunGroup] | None = None) -> None:
@@ -94,10 +94,11 @@ class RunTableModel(_Table):
             pre = [m["median"] for k, m in s.items() if k.startswith("prefill_tps@") and "median" in m]
             gen = [m["median"] for k, m in s.items() if k.startswith("gen_tps@") and "median" in m]
             started = r.started_at.strftime("%Y-%m-%d %H:%M:%S") if r.started_at else ""
-            texts = [str(r.id), started, r.label, r.model_name, r.binary_version or "?", r.status, r.spec.describe(),
+            build = r.build.short if r.build else (r.binary_version or "?")  # the file's hash: "build 0" for all
+            texts = [str(r.id), started, r.label, r.model_name, build, r.status, r.spec.describe(),
                      " / ".join(_num(x) for x in pre) or "–", " / ".join(_num(x) for x in gen) or "–",
                      str(len(r.reps)), group_label(groups.get(r.group_id)) if r.group_id is not None else ""]
-            sorts = [r.id, started, r.label, r.model_name, r.binary_version or "", r.status, r.spec.describe(),
+            sorts = [r.id, started, r.label, r.model_name, build, r.status, r.spec.describe(),
                      pre[0] if pre else -1.0, gen[0] if gen else -1.0, len(r.reps), (r.group_id or 0, texts[-1])]
             self._rows.append((texts, sorts, r))
         self.endResetModel()
@@ -111,7 +112,8 @@ class RunTableModel(_Table):
 
     def _tooltip(self, row: int, col: int):
         r: BenchRun = self._rows[row][2]
-        return (f"llama-server {' '.join(r.server_argv)}" + (f"\n{r.error}" if r.error else ""))
+        return (f"llama-server {' '.join(r.server_argv)}" + (f"\n{r.build.describe()}" if r.build else "")
+                + "".join(f"\n{n}" for n in r.notes) + (f"\n{r.error}" if r.error else ""))
 
 
 class SummaryTableModel(_Table):

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 
 from llm_tuner.core import flags
+from llm_tuner.core.build import BuildStamp
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.rpc import rpc_error
@@ -30,6 +31,7 @@ from llm_tuner.core.settings import Settings, TrustedBinary
 from llm_tuner.services import device_ids, logparse, process
 from llm_tuner.services.process import child_env
 from llm_tuner.services.settings_store import load_settings, save_settings
+from llm_tuner.services.telemetry import nvml
 
 SERVER, BENCH, FIT_PARAMS = "llama-server", "llama-bench", "llama-fit-params"
 RPC_SERVER = "ggml-rpc-server"  # the RPC worker (services/rpc.py runs it); located like the others, not probed
@@ -287,6 +289,7 @@ class BuildIdentity:
 
 
 _identity_cache: dict[tuple, BuildIdentity] = {}
+_help_texts: dict[str, str] = {}  # help_sha256 -> the --help text build_identity read
 
 
 def _build_files(path: Path) -> list[Path]:
@@ -311,13 +314,46 @@ def build_identity(path: Path) -> BuildIdentity:
         with open(f, "rb") as fh:
             for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
                 h.update(chunk)
-    help_hash = hashlib.sha256(read_help(Path(path)).encode()).hexdigest()
+    help_text = read_help(Path(path))
+    help_hash = hashlib.sha256(help_text.encode()).hexdigest()
+    _help_texts[help_hash] = help_text
     package = None
     if embedded_bin_dir() == Path(path).parent:
         package = _package_version()
     ident = BuildIdentity(h.hexdigest(), help_hash, package)
     _identity_cache[key] = ident
     return ident
+
+
+def build_help_text(ident: BuildIdentity, path: Path | None = None) -> str | None:
+    """The --help text whose hash `ident` carries (read by build_identity; read again from `path` if needed)."""
+    text = _help_texts.get(ident.help_sha256)
+    if text is None and path is not None:
+        try:
+            text = read_help(Path(path))
+        except BinaryError:
+            return None
+        if hashlib.sha256(text.encode()).hexdigest() != ident.help_sha256:
+            return None
+    return text
+
+
+def build_stamp(path: Path | str | None, settings: Settings | None = None) -> BuildStamp | None:
+    """The build stamp of the llama-server at `path` (None: the configured one): build_identity and, with an
+    NVIDIA GPU, the driver and CUDA versions NVML reports. None when there is no readable llama-server."""
+    if path is None:
+        loc = locate(SERVER, settings)
+        if loc is None:
+            return None
+        path = loc.path
+    try:
+        ident = build_identity(Path(path))
+    except (BinaryError, OSError):
+        return None
+    driver, cuda = nvml.driver_versions()
+    return BuildStamp(key=ident.key, file_sha256=ident.file_sha256, help_sha256=ident.help_sha256,
+                      package_version=ident.package_version, path=str(Path(path).expanduser().resolve()),
+                      driver=driver, cuda=cuda)
 
 
 def _package_version() -> str | None:

@@ -9,10 +9,23 @@ returns frozen `core.profile.SavedProfile` values.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
-from sqlalchemy import DateTime, Engine, ForeignKey, Integer, String, Text, UniqueConstraint, func, select
+from sqlalchemy import (
+    JSON,
+    DateTime,
+    Engine,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    func,
+    select,
+)
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from llm_tuner.core.build import BuildStamp
 from llm_tuner.core.profile import LaunchProfile, SavedProfile, unique_name
 from llm_tuner.store.base import Base
 from llm_tuner.store.db import session_scope
@@ -41,6 +54,18 @@ class ProfileVersionRow(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
     data: Mapped[str] = mapped_column(Text)  # LaunchProfile JSON, API key included (local file)
     note: Mapped[str] = mapped_column(String(500), default="")
+    build_key: Mapped[str | None] = mapped_column(String(128), nullable=True)  # BuildStamp.key
+    build_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class BuildHelpRow(Base):
+    """The `--help` text of a build a profile version was saved with, once per text (keyed by its sha256, the
+    BuildStamp's help_sha256): `profile migrate` compares it with the current build's to find renamed flags."""
+
+    __tablename__ = "build_helps"
+
+    help_sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    text: Mapped[str] = mapped_column(Text)
 
 
 class ProfileNameError(ValueError):
@@ -49,7 +74,8 @@ class ProfileNameError(ValueError):
 
 def _saved(p: ProfileRow, v: ProfileVersionRow) -> SavedProfile:
     return SavedProfile(id=p.id, name=p.name, version=v.version, version_id=v.id, created_at=v.created_at,
-                        profile=LaunchProfile.model_validate_json(v.data), note=v.note)
+                        profile=LaunchProfile.model_validate_json(v.data), note=v.note,
+                        build=BuildStamp(**v.build_json) if v.build_json else None)
 
 
 class ProfileRepository:
@@ -108,10 +134,14 @@ class ProfileRepository:
             return _saved(p, v) if p and v else None
 
     # -- changes -------------------------------------------------------------------------------
-    def save(self, name: str, profile: LaunchProfile, note: str = "") -> SavedProfile:
+    def save(self, name: str, profile: LaunchProfile, note: str = "", *, build: BuildStamp | None = None,
+             help_text: str | None = None) -> SavedProfile:
         """Append a version to `name` (creating the name). Saving settings equal to the newest version
-        returns that version instead of adding a duplicate."""
+        returns that version instead of adding a duplicate. `build`: the llama-server build it is saved with
+        (services.binaries.build_stamp), and `help_text` that build's --help, kept once per text."""
         name = self._check_name(name)
+        if build is not None and help_text:
+            self.keep_help(build.help_sha256, help_text)
         data = profile.to_json()
         with session_scope(self.engine) as s:
             p = self._live(s, name)
@@ -122,7 +152,9 @@ class ProfileRepository:
             last = self._latest_row(s, p.id)
             if last is not None and LaunchProfile.model_validate_json(last.data) == profile:
                 return _saved(p, last)
-            v = ProfileVersionRow(profile_id=p.id, version=(last.version + 1) if last else 1, data=data, note=note)
+            v = ProfileVersionRow(profile_id=p.id, version=(last.version + 1) if last else 1, data=data, note=note,
+                                  build_key=build.key if build else None,
+                                  build_json=build.model_dump(mode="json") if build else None)
             s.add(v)
             s.flush()
             return _saved(p, v)
@@ -145,7 +177,7 @@ class ProfileRepository:
         with session_scope(self.engine) as s:
             if self._live(s, self._check_name(new)) is not None:
                 raise ProfileNameError(f"a profile named {new!r} exists already")
-        return self.save(new, src.profile, note=f"copy of {name} v{src.version}")
+        return self.save(new, src.profile, note=f"copy of {name} v{src.version}", build=src.build)
 
     def delete(self, name: str) -> None:
         """Hide a name; its versions stay readable by id for the run history."""
@@ -166,10 +198,24 @@ class ProfileRepository:
             if p is None or latest is None:  # deleted since the versions were read
                 raise ProfileNameError(f"{name!r} is gone")
             v = ProfileVersionRow(profile_id=p.id, version=latest.version + 1,
-                                  data=old.profile.to_json(), note=f"reverted to v{version}")
+                                  data=old.profile.to_json(), note=f"reverted to v{version}",
+                                  build_key=old.build.key if old.build else None,
+                                  build_json=old.build.model_dump(mode="json") if old.build else None)
             s.add(v)
             s.flush()
             return _saved(p, v)
+
+    def keep_help(self, help_sha256: str, text: str) -> None:
+        """Keep a build's --help text (once per text)."""
+        with session_scope(self.engine) as s:
+            if help_sha256 and s.get(BuildHelpRow, help_sha256) is None:
+                s.add(BuildHelpRow(help_sha256=help_sha256, text=text))
+
+    def help_text(self, help_sha256: str) -> str | None:
+        """A kept --help text by its sha256, or None."""
+        with session_scope(self.engine) as s:
+            row = s.get(BuildHelpRow, help_sha256)
+            return row.text if row else None
 
     def unique_name(self, base: str) -> str:
         """`base`, or `base 2`, `base 3`... whichever no saved profile uses."""

@@ -37,6 +37,7 @@ from llm_tuner.core.bench_spec import (
     Repetition,
     RunGroup,
 )
+from llm_tuner.core.build import BuildStamp
 from llm_tuner.store.base import Base, ServerTimingsColumns, claim_number, owner_alive, owner_started_now
 from llm_tuner.store.db import session_scope
 
@@ -90,6 +91,9 @@ class BenchRunRow(Base):
     binary_path: Mapped[str | None] = mapped_column(Text, nullable=True)
     binary_version: Mapped[str | None] = mapped_column(String(100), nullable=True)
     binary_backends: Mapped[list[Any]] = mapped_column(JSON, default=list)
+    build_key: Mapped[str | None] = mapped_column(String(128), nullable=True, index=True)
+    build_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    notes: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
     devices: Mapped[list[Any]] = mapped_column(JSON, default=list)
     spec: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     status: Mapped[str] = mapped_column(String(16), default="running", index=True)
@@ -148,6 +152,7 @@ def _run_model(row: BenchRunRow, reps: list[BenchRepRow]) -> BenchRun:
         spec=BenchSpec(**(row.spec or {})),
         llama_bench=tuple(LlamaBenchResult(**r) for r in row.llama_bench or []),
         llama_bench_skipped=tuple(row.llama_bench_skipped or []),
+        build=BuildStamp(**row.build_json) if row.build_json else None, notes=tuple(row.notes or ()),
         reps=tuple(_rep_model(r) for r in sorted(reps, key=lambda r: r.seq)), **data)
 
 
@@ -188,6 +193,8 @@ class RunRepository:
                 spec=run.spec.model_dump(mode="json"), owner_pid=os.getpid(), owner_started_unix=owner_started_now(),
                 llama_bench=[r.model_dump(mode="json") for r in run.llama_bench],
                 llama_bench_skipped=list(run.llama_bench_skipped),
+                build_key=run.build.key if run.build else None,
+                build_json=run.build.model_dump(mode="json") if run.build else None, notes=list(run.notes) or None,
                 **{f: getattr(run, f) for f in _RUN_FIELDS})
             if row.started_at is None:
                 row.started_at = _now()
@@ -222,7 +229,7 @@ class RunRepository:
             for key, value in extra.items():
                 if key == "llama_bench":
                     value = [r.model_dump(mode="json") for r in value]
-                elif key == "llama_bench_skipped":
+                elif key in ("llama_bench_skipped", "notes"):
                     value = list(value)
                 setattr(row, key, value)
 
@@ -272,9 +279,10 @@ class RunRepository:
             return _run_model(row, reps)
 
     def list_runs(self, *, model: str | None = None, label: str | None = None, binary: str | None = None,
-                  since: datetime | None = None, group_id: int | None = None,
+                  since: datetime | None = None, group_id: int | None = None, build: str | None = None,
                   with_reps: bool = True, limit: int = 1000) -> list[BenchRun]:
-        """Runs newest first, filtered by model path/name substring, profile label, binary version, date."""
+        """Runs newest first, filtered by model path/name substring, profile label, binary version, date, build
+        (its key, `BuildStamp.key`; "" for runs that recorded none)."""
         with session_scope(self.engine) as s:
             q = select(BenchRunRow).order_by(BenchRunRow.started_at.desc(), BenchRunRow.id.desc())
             if model:
@@ -287,6 +295,8 @@ class RunRepository:
                 q = q.where(BenchRunRow.started_at >= since)
             if group_id is not None:
                 q = q.where(BenchRunRow.group_id == group_id)
+            if build is not None:
+                q = q.where(BenchRunRow.build_key == build if build else BenchRunRow.build_key.is_(None))
             rows = list(s.scalars(q.limit(limit)))
             reps: dict[int, list[BenchRepRow]] = {r.id: [] for r in rows}
             if with_reps and rows:
@@ -299,11 +309,12 @@ class RunRepository:
                            "predicted_per_second", "error")
 
     def list_overview(self, *, model: str | None = None, label: str | None = None, binary: str | None = None,
-                      since: datetime | None = None, limit: int = 1000) -> list[BenchRun]:
+                      since: datetime | None = None, build: str | None = None, limit: int = 1000) -> list[BenchRun]:
         """Runs as `list_runs` filters them, with light repetitions: only OVERVIEW_REP_FIELDS are read (no
         peaks, no TTFT), enough for the History's medians and counts. A History refresh during a run stays
         cheap; open a run with `get_run` for its whole record."""
-        runs = self.list_runs(model=model, label=label, binary=binary, since=since, with_reps=False, limit=limit)
+        runs = self.list_runs(model=model, label=label, binary=binary, since=since, build=build, with_reps=False,
+                              limit=limit)
         if not runs:
             return runs
         cols = [getattr(BenchRepRow, f) for f in self.OVERVIEW_REP_FIELDS]
@@ -319,6 +330,25 @@ class RunRepository:
         """The newest finished run of a profile label (for "compare two profiles")."""
         runs = [r for r in self.list_runs(label=label, limit=20) if r.status in ("complete", "incomplete")]
         return runs[0] if runs else None
+
+    def builds(self) -> list[BuildStamp]:
+        """Every build runs recorded, the newest run's first (the History's build filter)."""
+        with session_scope(self.engine) as s:
+            rows = s.execute(select(BenchRunRow.build_key, BenchRunRow.build_json)
+                             .where(BenchRunRow.build_key.is_not(None))
+                             .order_by(BenchRunRow.started_at.desc(), BenchRunRow.id.desc()))
+            seen: dict[str, BuildStamp] = {}
+            for key, data in rows:
+                if key not in seen and data:
+                    seen[key] = BuildStamp(**data)
+            return list(seen.values())
+
+    def latest_build(self) -> BuildStamp | None:
+        """The build of the newest run that recorded one (to say when the chosen llama-server changed since)."""
+        with session_scope(self.engine) as s:
+            data = s.scalars(select(BenchRunRow.build_json).where(BenchRunRow.build_key.is_not(None))
+                             .order_by(BenchRunRow.started_at.desc(), BenchRunRow.id.desc()).limit(1)).first()
+            return BuildStamp(**data) if data else None
 
     def labels(self) -> list[str]:
         with session_scope(self.engine) as s:

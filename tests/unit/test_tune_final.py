@@ -2,6 +2,7 @@
 TuneRunner.run, measured by a scripted measurer that stores real runs in a real SQLite history (the real
 server's path is tests/integration/test_tune.py)."""
 
+import contextlib
 from datetime import datetime, timedelta
 
 import pytest
@@ -79,6 +80,12 @@ class ScriptedBench:
 
     def __init__(self, repo: RunRepository, clock: Clock):
         self.repo, self.clock = repo, clock
+
+    def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
+        return None
+
+    def heat_gated(self, _cool):
+        return contextlib.nullcontext()
 
     def run(self, target, spec, *, group_id=None, sweep_value=None, **_):
         start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)

@@ -21,7 +21,8 @@ Each repetition is stored as soon as it finishes; a crash keeps them and marks t
 
 The package, by seam: `prompts` (prompt text), `meters` (telemetry sources, PeakTracker,
 OtherCpuMeter), `llama_bench` (argv helpers, translation to llama-bench and its JSON), `runner`
-(ServerTarget, BenchRunner and the RunOutcome it returns, targets, predict_memory, scrape_metrics), `errors`.
+(ServerTarget, BenchRunner and the RunOutcome it returns, targets, scrape_metrics), `memory` (memory_plan,
+predict_memory), `heat` (the cool-down gate of an A/B), `builds` (one profile on two builds), `errors`.
 Import from the package: every public name is here.
 """
 
@@ -35,6 +36,7 @@ from llm_tuner.services.bench.llama_bench import (
     set_flag,
     translate_to_llama_bench,
 )
+from llm_tuner.services.bench.memory import memory_plan, predict_memory
 from llm_tuner.services.bench.meters import (
     OtherCpuMeter,
     PeakTracker,
@@ -51,8 +53,6 @@ from llm_tuner.services.bench.runner import (
     ServerTarget,
     _client_key,
     demo_target,
-    memory_plan,
-    predict_memory,
     profile_versions,
     scrape_metrics,
     target_from_profile,

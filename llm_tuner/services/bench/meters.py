@@ -13,6 +13,7 @@ from typing import Protocol
 import psutil
 
 from llm_tuner.core.bench_spec import DevicePeak
+from llm_tuner.core.stats import median
 from llm_tuner.services.failures import log_once
 from llm_tuner.services.telemetry import amd, nvml
 from llm_tuner.services.telemetry.host import ProcessTree
@@ -25,8 +26,8 @@ log = logging.getLogger(__name__)
 class TelemetrySource(Protocol):
     """Anything with `read()` returning per-device readings (objects or dicts) with some of:
     `device`/`name`/`index`, `vram_used_mib`/`memory_used_mib`, `power_w`, `temp_c`/`temperature_c`,
-    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples), `throttled`.
-    A missing attribute is simply not measured."""
+    `energy_mj` (a total energy counter; without it energy is integrated from `power_w` samples), `throttled`,
+    `sm_clock_mhz`, `mem_clock_mhz`, `throttle_reasons` (NVML's bits). A missing attribute is simply not measured."""
 
     def read(self) -> Iterable[object]: ...
 
@@ -67,6 +68,8 @@ class _GpuSources:
                 reasons = getattr(r, "throttle_reasons", None)
                 out.append({"device": names.get(app, app), "vram_used_mib": getattr(r, "vram_used_mib", None),
                             "power_w": getattr(r, "power_w", None), "temp_c": getattr(r, "temp_c", None),
+                            "sm_clock_mhz": getattr(r, "sm_clock_mhz", None),
+                            "mem_clock_mhz": getattr(r, "mem_clock_mhz", None), "throttle_reasons": reasons,
                             "throttled": None if reasons is None or mask is None else bool(reasons & mask)})
         return out
 
@@ -137,10 +140,20 @@ class PeakTracker:
             index = _attr(r, "index")
             dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
             p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
-                                             "t_last": None, "p_last": None, "e_int": 0.0, "throttled": None})
+                                             "t_last": None, "p_last": None, "e_int": 0.0, "throttled": None,
+                                             "temp0": None, "sm": [], "mem": [], "reasons": None})
             throttled = _attr(r, "throttled")
             if throttled is not None:
                 p["throttled"] = bool(p["throttled"]) or bool(throttled)
+            reasons = _attr(r, "throttle_reasons")
+            if reasons is not None:
+                p["reasons"] = int(reasons) | (p["reasons"] or 0)
+            if p["temp0"] is None:
+                p["temp0"] = _attr(r, "temp_c", "temperature_c")
+            for key, name in (("sm", "sm_clock_mhz"), ("mem", "mem_clock_mhz")):
+                v = _attr(r, name)
+                if v is not None:
+                    p[key].append(float(v))
             for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
                                ("temp", ("temp_c", "temperature_c"))):
                 v = _attr(r, *names)
@@ -185,7 +198,9 @@ class PeakTracker:
             return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
 
         return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
-                                energy_j=energy(p), throttled=p.get("throttled"))
+                                energy_j=energy(p), throttled=p.get("throttled"), temp_start_c=p.get("temp0"),
+                                sm_clock_mhz=median(p.get("sm") or []), mem_clock_mhz=median(p.get("mem") or []),
+                                throttle_reasons=p.get("reasons"))
                      for d, p in sorted(self._peaks.items()))
 
 

@@ -18,11 +18,11 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
 from llm_tuner.core.cmdline import parse_help, profile_to_argv, respell
-from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.core.session import implausible_timings, server_timings
 from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
+from llm_tuner.services.bench.heat import CoolDown
 from llm_tuner.services.bench.llama_bench import (
     argv_model,
     model_identity,
@@ -30,15 +30,15 @@ from llm_tuner.services.bench.llama_bench import (
     set_flag,
     translate_to_llama_bench,
 )
+from llm_tuner.services.bench.memory import predict_memory
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.launch import free_port
-from llm_tuner.services.library import read_model
-from llm_tuner.services.rpc import planned_gpus, run_devices
+from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess
-from llm_tuner.services.telemetry.host import host_info, machine_record
+from llm_tuner.services.telemetry.host import machine_record
 from llm_tuner.store.db import StorageFullError
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunDeleted, RunRepository
@@ -54,44 +54,6 @@ CancelFn = Callable[[], bool]
 
 def _now() -> datetime:
     return datetime.now(UTC).replace(tzinfo=None)
-
-
-def memory_plan(argv: list[str], binary: Path | None, env: dict[str, str] | None = None, *,
-                gpus: list | None = None, host=None):
-    """The core.memory plan for these llama-server arguments and environment (its LLAMA_ARG_* count, as the
-    server reads them), a draft model (-md) included, on the devices the binary lists (or the PlanDevices given:
-    planned hardware) and this host. None when there is no model to plan; raises when a file cannot be read."""
-    pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
-    if not pargs.model:
-        return None
-    model = read_model(pargs.model)
-    if getattr(model, "error", None):
-        raise ValueError(f"{pargs.model}: {model.error}")
-    draft = read_model(pargs.draft_model) if pargs.draft_model else None  # -md: loaded beside the model
-    if draft is not None and getattr(draft, "error", None):
-        raise ValueError(f"{pargs.draft_model}: {draft.error}")  # a plan without the draft would be too low
-    if gpus is None:
-        gpus = []
-        if binary is not None:  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
-
-            gpus = planned_gpus(binary, list(argv), env)
-    h = host_info()
-    if host is None:
-        host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
-    return plan_memory(model, pargs, list(gpus), host, cpu_flags=tuple(h.cpu_flags), draft_model=draft)
-
-
-def predict_memory(argv: list[str], binary: Path | None, env: dict[str, str] | None = None) -> dict[str, float] | None:
-    """The memory plan's prediction per device (MiB, llama.cpp device names and 'Host') for these
-    llama-server arguments and environment (see memory_plan); the host's figure is mapped + allocated memory,
-    what the server's peak RSS is compared with (not the prompt cache's ceiling: it grows while serving).
-    None when it cannot be made. Never raises."""
-    try:
-        plan = memory_plan(argv, binary, env)
-        return None if plan is None else {d.name: round(d.total_mib - d.prompt_cache_mib, 1) for d in plan.devices}
-    except Exception as exc:  # noqa: BLE001 - a prediction is a bonus; the benchmark goes on without it
-        log.info("no memory prediction for the benchmark: %s", exc)
-        return None
 
 
 # -- the runner ---------------------------------------------------------------------------------
@@ -172,6 +134,10 @@ class BenchRunner:
         self.predict_memory = predict_memory
         self._binary_cache: dict[str, tuple] = {}
         self._catalogs: dict[str, object] = {}
+        self._stamps: dict[str, object] = {}
+        self.run_notes: list[str] = []  # said in the next run's notes (a cool-down wait before it); then cleared
+        self.heat_gate = True  # A/Bs wait for the GPUs to cool back to where they began (default_cool_down)
+        self.cool_down: CoolDown | None = None  # the gate every run waits at first (heat_gated)
         self.current_process: ServerProcess | None = None  # the server of the run in progress
 
     def _machine_entry(self) -> list[dict]:
@@ -201,6 +167,14 @@ class BenchRunner:
                 version = None
             self._binary_cache[key] = (loc.path, version, binaries.backends_of(loc.path, []))
         return self._binary_cache[key]
+
+    def _stamp(self, binary: Path | None):
+        """The build stamp of the run's llama-server (cached per path); None for an attached server."""
+        if binary is None:
+            return None
+        if str(binary) not in self._stamps:
+            self._stamps[str(binary)] = binaries.build_stamp(binary, self.settings)
+        return self._stamps[str(binary)]
 
     def _catalog(self, binary: Path):
         """The flags this binary's `--help` lists (cached per path); None when it cannot be read."""
@@ -245,6 +219,23 @@ class BenchRunner:
         binary_path, _version, _backends = self._binary(target.binary)
         return self._start(target, binary_path)
 
+    def default_cool_down(self) -> CoolDown | None:
+        """The cool-down gate of an A/B on this machine: over the GPU telemetry when it reads temperatures and
+        `heat_gate` is on; None (no waiting) otherwise."""
+        return CoolDown.for_telemetry(self.telemetry) if self.heat_gate else None
+
+    @contextlib.contextmanager
+    def heat_gated(self, cool: CoolDown | None):
+        """Every run started inside first waits for the GPUs to cool to where the gate began (the A/B's start),
+        within its time limit, and says so in its notes (services.bench.heat). `cool` None: no gate."""
+        before, self.cool_down = self.cool_down, cool
+        if cool is not None:
+            cool.begin()
+        try:
+            yield cool
+        finally:
+            self.cool_down = before
+
     # -- one run ----------------------------------------------------------------------------------
     def run(self, target: ServerTarget, spec: BenchSpec, *, progress: ProgressFn | None = None,
             cancelled: CancelFn | None = None, group_id: int | None = None, sweep_value: str | None = None,
@@ -265,17 +256,22 @@ class BenchRunner:
             progress(None if frac is None else lo + (hi - lo) * frac, text)
 
         binary_path, version, backends = (None, None, ()) if target.attached_url else self._binary(target.binary)
+        if self.cool_down is not None:
+            note = self.cool_down.wait(cancelled, lambda text: report(0.0, text))
+            if note:
+                self.run_notes.append(note)
         ident = model_identity(argv_model(target.argv))
         rpc_devices = [] if target.attached_url else run_devices(list(target.argv), target.env, binary_path)
         run = BenchRun(label=target.label, profile_version_id=target.profile_version_id,
                        server_argv=tuple(flags.strip_secrets(target.argv, target.env)[0]),
                        server_env=flags.strip_secrets(target.argv, target.env)[1],
                        attached_url=target.attached_url, binary_path=str(binary_path) if binary_path else None,
-                       binary_version=version, binary_backends=tuple(backends),
-                       devices=self._machine_entry() + self.devices + rpc_devices, spec=spec,
+                       binary_version=version, binary_backends=tuple(backends), build=self._stamp(binary_path),
+                       notes=tuple(self.run_notes), devices=self._machine_entry() + self.devices + rpc_devices, spec=spec,
                        status="running", started_at=_now(), group_id=group_id, sweep_value=sweep_value,
                        memory_predicted_mib=target.memory_predicted_mib, **ident)
         run_id = self.repo.create_run(run)
+        self.run_notes = []
         if target.memory_predicted_mib is None and target.attached_url is None and self.predict_memory:
             predicted = predict_memory(list(target.argv), binary_path, target.env)
             if predicted:
@@ -543,18 +539,24 @@ class BenchRunner:
 
         hit = flags.lookup(flag)
         own = flags.value_of(list(target.argv), hit[0].key) if hit is not None else None
-        for i, value in enumerate(order):
-            if cancelled():
-                break
-            # the profile's own value runs the profile as it is: its label, so `runs compare --profiles` finds it
-            label = target.label if value == own and target.label else f"{target.label} {flag}={value}".strip()
-            t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env,
-                             label=label, attached_url=None,
-                             profile_version_id=target.profile_version_id, binary=target.binary)
-            span = (i / len(order), (i + 1) / len(order))
-            runs.append(self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)),
-                                 cancelled=cancelled, group_id=group_id, sweep_value=value, progress_span=span).run)
+        gated = rounds > 1 and self.cool_down is None  # an interleaved A/B: each run waits for the GPUs to cool
+        with self.heat_gated(self.default_cool_down()) if gated else contextlib.nullcontext():
+            for i, value in enumerate(order):
+                if cancelled():
+                    break
+                runs.append(self._sweep_run(target, spec, flag, value, own, group_id, i, len(order), overall,
+                                            cancelled))
         return group_id, runs
+
+    def _sweep_run(self, target: ServerTarget, spec: BenchSpec, flag: str, value: str, own, group_id: int, i: int,
+                   total: int, overall, cancelled: CancelFn) -> BenchRun:
+        """One value of a sweep (its i-th run of `total`)."""
+        # the profile's own value runs the profile as it is: its label, so `runs compare --profiles` finds it
+        label = target.label if value == own and target.label else f"{target.label} {flag}={value}".strip()
+        t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env, label=label,
+                         attached_url=None, profile_version_id=target.profile_version_id, binary=target.binary)
+        return self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)), cancelled=cancelled,
+                        group_id=group_id, sweep_value=value, progress_span=(i / total, (i + 1) / total)).run
 
     def speculative_ab(self, target: ServerTarget, spec: BenchSpec, *, rounds: int = 2,
                        progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> list[BenchRun]:

@@ -80,6 +80,18 @@ def nvidia_gpus() -> tuple[list[GpuInfo], str | None]:
     return gpus, None if gpus else "NVIDIA: the driver reports no GPU"
 
 
+def driver_versions() -> tuple[str | None, str | None]:
+    """(NVIDIA driver version, CUDA driver version "13.0") from NVML; (None, None) without an NVIDIA driver.
+    A driver update moves speed as much as a new llama.cpp build, so runs and profile versions record both."""
+    if not nvml_available()[0]:
+        return None, None
+    driver = _try(pynvml.nvmlSystemGetDriverVersion)
+    cuda = _try(pynvml.nvmlSystemGetCudaDriverVersion_v2) if hasattr(pynvml, "nvmlSystemGetCudaDriverVersion_v2") \
+        else _try(pynvml.nvmlSystemGetCudaDriverVersion)
+    cuda_text = f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else None
+    return (_decode(driver) if driver is not None else None), cuda_text
+
+
 @dataclass(frozen=True)
 class NvmlReading:
     """One NVML sample of one GPU. Unknown values are None."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, pooled, throttle_warning
 from llm_tuner.core.hardware import hardware_lines
+from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, median
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
@@ -441,11 +442,12 @@ class _Tune:
                               time_left_s=s.budget_s - self.elapsed(), cost=self._base_cost)
         plan = design.plan
         runs_a, runs_b = [], []
-        for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
-            self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
-            runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
-            self.current = f"final comparison {i + 1}/{len(plan)}: winner"
-            runs_b.append(self.measure(winner, reps, "final:winner"))
+        with self.o.bench.heat_gated(self.o.bench.default_cool_down()):  # on GPUs each run waits to cool (notes say)
+            for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
+                self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
+                runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
+                self.current = f"final comparison {i + 1}/{len(plan)}: winner"
+                runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
         comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
         verdict = main.verdict or NOISE
@@ -457,6 +459,9 @@ class _Tune:
         gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
         note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
                 f"{verdict}: no change better than noise; the baseline is kept") + f" ({design.why})"
+        heat = heat_warning(runs_a, runs_b, names=("baseline", "winner"))
+        if heat:
+            note += f"; {heat}"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
                             final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
                             bandwidth=self._bandwidth(kept, gen), note=note,

@@ -53,13 +53,17 @@ class RunHistoryTab(QWidget):
         self.filter_profile.addItem("all profiles", None)
         self.filter_binary = QLineEdit()
         self.filter_binary.setPlaceholderText("binary version…")
+        self.filter_build = QComboBox()  # builds by their file hash: `--version` says "build 0" for every one
+        self.filter_build.addItem("all builds", None)
+        self.filter_build.setToolTip("only the runs of one llama-server build (and GPU driver); sort by the Build "
+                                     "column to group them")
         self.filter_since_check = QCheckBox("since")
         self.filter_since = QDateEdit(QDate.currentDate().addDays(-30))
         self.filter_since.setCalendarPopup(True)
         refresh = QPushButton("Apply filters")
         refresh.clicked.connect(self.refresh)
         fl = QHBoxLayout()
-        for x in (self.filter_model, self.filter_profile, self.filter_binary, self.filter_since_check,
+        for x in (self.filter_model, self.filter_profile, self.filter_binary, self.filter_build, self.filter_since_check,
                   self.filter_since, refresh):
             fl.addWidget(x)
 
@@ -119,7 +123,8 @@ class RunHistoryTab(QWidget):
             d = self.filter_since.date()
             since = datetime(d.year(), d.month(), d.day())
         kwargs = {"model": self.filter_model.text().strip() or None, "label": self.filter_profile.currentData(),
-                  "binary": self.filter_binary.text().strip() or None, "since": since}
+                  "binary": self.filter_binary.text().strip() or None, "since": since,
+                  "build": self.filter_build.currentData()}
         repo = self.repo
         # refreshes run as parallel jobs and may finish out of order: only the newest one's rows are shown (an
         # older load finishing last showed a deleted run again)
@@ -129,15 +134,28 @@ class RunHistoryTab(QWidget):
         def load(_ctl):
             runs = repo.list_overview(**kwargs)
             groups = {gid: repo.get_group(gid) for gid in {r.group_id for r in runs if r.group_id is not None}}
-            return seq, runs, repo.labels(), groups
+            return seq, runs, repo.labels(), groups, repo.builds()
 
         self._job(load, self._on_loaded, what="Loading the benchmark history")
 
+    def _fill_builds(self, builds) -> None:
+        current = self.filter_build.currentData()
+        self.filter_build.blockSignals(True)
+        self.filter_build.clear()
+        self.filter_build.addItem("all builds", None)
+        for b in builds:
+            self.filter_build.addItem(f"build {b.short}" + (f" · {b.driver_text}" if b.driver_text else ""), b.key)
+            self.filter_build.setItemData(self.filter_build.count() - 1, b.describe(), Qt.ItemDataRole.ToolTipRole)
+        self.filter_build.setCurrentIndex(max(0, self.filter_build.findData(current)))
+        self.filter_build.blockSignals(False)
+
     def _on_loaded(self, result) -> None:
-        seq, runs, labels, groups = result
+        seq, runs, labels, groups, *builds = result  # (the builds: a load made before the filter had none)
         if seq != self._refresh_seq:
             return
         self.model.set_runs(runs, groups)
+        if builds:
+            self._fill_builds(builds[0])
         current = self.filter_profile.currentData()
         self.filter_profile.blockSignals(True)
         self.filter_profile.clear()

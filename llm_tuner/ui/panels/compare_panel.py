@@ -28,6 +28,7 @@ from llm_tuner.core.bench_report import (
     speculative_lines,
     speculative_speedup,
 )
+from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE
 from llm_tuner.qt.bench_models import ComparisonTableModel
 from llm_tuner.qt.context import AppContext
@@ -35,6 +36,7 @@ from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.bench import profile_versions
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_tables import make_table
+from llm_tuner.ui.panels.compare_builds import BuildsRow
 from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, run_chart_groups
 
 
@@ -107,8 +109,10 @@ class ComparePanel(QWidget):
         self.split.setStretchFactor(1, 1)
         self.split.setSizes([self._table_height(5), 300])
 
+        self.builds_row = BuildsRow(ctx, self.show_builds, self)  # one profile on two llama-server builds
         lay = QVBoxLayout(self)
         lay.addLayout(top)
+        lay.addWidget(self.builds_row)
         lay.addWidget(self.verdict_label)
         lay.addWidget(self.split, 1)
 
@@ -229,7 +233,7 @@ class ComparePanel(QWidget):
             sp = run_summary(run)["speculative"]
             if sp:
                 text += f"\nRun {run.id}: " + " ".join(speculative_lines(sp))
-        for warning in (busy_warning(a), busy_warning(b)):
+        for warning in (busy_warning(a), busy_warning(b), heat_warning([a], [b])):
             if warning:
                 text += f"\nWarning: {warning}"
         if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
@@ -255,6 +259,14 @@ class ComparePanel(QWidget):
                                       "These runs have no prefill, generation or first-token timings to chart.")
         self._on_chart_combo_changed(0)
         self._fit_table()
+
+    def show_builds(self, verdict) -> None:
+        """A build A/B's result (ui/panels/compare_builds.py): its pooled sides as A and B, its verdict first."""
+        if verdict.a is None or verdict.b is None:
+            self.verdict_label.setText(verdict.text)
+            return
+        self.show_comparison(verdict.a, verdict.b)
+        self.verdict_label.setText(verdict.text + "\n" + self.verdict_label.text())
 
     MAX_TABLE_ROWS = 8
 

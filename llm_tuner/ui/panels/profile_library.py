@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QInputDialog, QListWidgetItem, QMessageBox
 from llm_tuner.core.cmdline import effective_profile
 from llm_tuner.core.profile import LaunchProfile, unique_name
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.builds import save_profile
 from llm_tuner.store.profiles import ProfileNameError
 
 
@@ -77,7 +78,9 @@ class ProfileLibrary:
         self.saved_profile = profile
         self.set_profile(profile, name.strip() or name)  # publishes the name (bench and Live label by it)
         self._show_name(self.current_name)
-        self._store(lambda: repo.save(name, profile), self._on_save_job_succeeded, what=f"save {name!r}")
+        settings = self.ctx.settings
+        self._store(lambda: save_profile(repo, name, profile, settings=settings), self._on_save_job_succeeded,
+                    what=f"save {name!r}")  # with the build it is meant for (services.builds)
 
     def _on_save_job_succeeded(self, saved) -> None:
         if self.current_name == saved.name:
@@ -246,6 +249,7 @@ class ProfileLibrary:
         self.saved_profile = saved.profile
         self.set_profile(saved.profile, saved.name)
         self._fill_versions(versions)
+        self.migrate_banner.check(saved)  # saved with another llama-server build? (ui/panels/profile_migrate.py)
 
     def _reload_versions(self) -> None:
         name, repo = self.current_name, self.repo

@@ -52,6 +52,7 @@ from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
 from llm_tuner.ui.panels.profile_fields import ProgramRow, _FieldEditor, _tooltip
 from llm_tuner.ui.panels.profile_library import ProfileLibrary
+from llm_tuner.ui.panels.profile_migrate import MigrationBanner
 from llm_tuner.ui.wheel_guard import guard_wheel
 from llm_tuner.ui.widgets import ElidedLabel
 
@@ -148,6 +149,9 @@ class ProfilePanel(ProfileLibrary, QWidget):
         # the editor
         editor = QWidget()
         ev = QVBoxLayout(editor)
+        self.migrate_banner = MigrationBanner(self.ctx)  # saved with another build: its flags' migration
+        self.migrate_banner.migrated.connect(self._on_load_job_succeeded)
+        ev.addWidget(self.migrate_banner)
         box = QGroupBox("Program")
         bv = QVBoxLayout(box)
         self.program_row = ProgramRow()
