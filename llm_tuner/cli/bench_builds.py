@@ -1,8 +1,10 @@
 """`llm-tuner bench --vs-binary PATH`: the same profile on two llama-server builds, interleaved A B A B.
 
 A is the profile's own program (or the configured llama-server), B the one named; each run is a real server
-start, heat-gated on GPUs (each run waits until the GPUs are back within --cool-within °C of where the A/B began,
-at most --cool-limit seconds, and its notes say so). Prints each run, then B against A per metric (median, Δ %,
+start, heat-gated on GPUs (each run waits until the GPUs are back within --cool-within °C of where the A/B
+began,
+at most --cool-limit seconds, and its notes say so). Prints each run, then B against A per metric (median, Δ
+%,
 95 % interval, verdict) and a warning when the sides ran at different temperatures or clocks.
 """
 
@@ -14,7 +16,8 @@ from llm_tuner.cli.output import CliError, emit_json
 
 
 def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> int:
-    """The A/B with cli.bench's runner, its heat gate `cool_down(runner)`, `show_run(run)` to print a run and the
+    """The A/B with cli.bench's runner, its heat gate `cool_down(runner)`, `show_run(run)` to print a run and
+    the
     `progress` printer."""
     from llm_tuner.core.bench_report import run_to_json as run_json
     from llm_tuner.core.stats import AB_THRESHOLD_PCT
@@ -23,14 +26,18 @@ def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> i
     from llm_tuner.services.bench.builds import builds_ab, builds_verdict
 
     if target.attached_url:
-        raise CliError("--vs-binary starts the server on each build: give a profile or llama-server arguments")
+        raise CliError(
+            "--vs-binary starts the server on each build: give a profile or llama-server arguments"
+        )
     other = Path(args.vs_binary).expanduser()
     try:
         binaries.check_executable(other)
         # naming the program on the command line is the confirmation that it may run (for this command only)
         runner.settings = binaries.trust_binary(other, runner.settings, save=False)
         with runner.heat_gated(cool_down(runner)):
-            group_id, runs = builds_ab(runner, target, spec, other, rounds=max(1, args.rounds), progress=progress)
+            group_id, runs = builds_ab(
+                runner, target, spec, other, rounds=max(1, args.rounds), progress=progress
+            )
     except (BenchError, binaries.BinaryError) as exc:
         raise CliError(str(exc)) from None
     threshold = getattr(runner.settings, "ab_threshold_pct", AB_THRESHOLD_PCT)

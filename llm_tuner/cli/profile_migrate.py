@@ -1,10 +1,13 @@
 """`llm-tuner profile migrate NAME [--yes] [--choose OLD=NEW ...]`: a saved profile brought to this build.
 
-Compares the build the profile version was saved with (its stamp and kept --help) with the llama-server it runs
+Compares the build the profile version was saved with (its stamp and kept --help) with the llama-server it
+runs
 now (its own program once confirmed, else the configured one), and lists the flags the new build renamed or
-removed with what replaces them, and the command line before and after. Nothing is saved without --yes; then the
+removed with what replaces them, and the command line before and after. Nothing is saved without --yes; then
+the
 migrated settings are saved as a new version. A flag with several possible replacements (`--draft-max` ->
-`--spec-draft-n-max` or `--spec-ngram-mod-n-max`) is applied only with --choose draft-max=spec-draft-n-max (never
+`--spec-draft-n-max` or `--spec-ngram-mod-n-max`) is applied only with --choose draft-max=spec-draft-n-max
+(never
 picked for you); without it the rest is applied and the exit code is 1.
 """
 
@@ -17,12 +20,21 @@ from llm_tuner.cli.profile_file import add_trust_argument
 
 
 def register(psub: argparse._SubParsersAction) -> None:
-    mig = psub.add_parser("migrate", help="bring a saved profile to this llama-server build (renamed/removed flags)",
-                          description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    mig = psub.add_parser(
+        "migrate",
+        help="bring a saved profile to this llama-server build (renamed/removed flags)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     mig.add_argument("name", metavar="NAME")
     mig.add_argument("--yes", action="store_true", help="save the migrated settings as a new version")
-    mig.add_argument("--choose", action="append", default=[], metavar="OLD=NEW",
-                     help="the replacement of an ambiguous flag, e.g. draft-max=spec-draft-n-max (repeatable)")
+    mig.add_argument(
+        "--choose",
+        action="append",
+        default=[],
+        metavar="OLD=NEW",
+        help="the replacement of an ambiguous flag, e.g. draft-max=spec-draft-n-max (repeatable)",
+    )
     mig.add_argument("--json", action="store_true", help="print JSON")
     add_trust_argument(mig)
     mig.set_defaults(func=cmd_migrate)
@@ -57,7 +69,9 @@ def cmd_migrate(args) -> int:
     if saved is None:
         raise CliError(f"no saved profile named {args.name!r}: see `llm-tuner profile list`")
     if saved.profile.binary:
-        profile_binary(saved.profile, getattr(args, "trust_binary", False))  # refused here, before anything runs
+        profile_binary(
+            saved.profile, getattr(args, "trust_binary", False)
+        )  # refused here, before anything runs
     settings = load_settings()
     check = builds.check_profile(engine, saved, settings)
     choices = parse_choices(args.choose)
@@ -75,14 +89,23 @@ def cmd_migrate(args) -> int:
     result = None
     if args.yes and check.migration:
         result, undone = builds.migrate_profile(engine, check, choices, settings)
-    data = {**check.to_json(), "command_before": before, "command_after": after,
-            "saved": None if result is None else {"name": result.name, "version": result.version},
-            "undone": [m.old for m in undone]}
+    data = {
+        **check.to_json(),
+        "command_before": before,
+        "command_after": after,
+        "saved": None if result is None else {"name": result.name, "version": result.version},
+        "undone": [m.old for m in undone],
+    }
     if args.json:
         emit_json(data)
     else:
-        print(printable(check.headline or f"{saved.name} v{saved.version}: nothing to migrate "
-                        f"({'the same build' if check.current else 'the current build cannot be read'})."))
+        print(
+            printable(
+                check.headline
+                or f"{saved.name} v{saved.version}: nothing to migrate "
+                f"({'the same build' if check.current else 'the current build cannot be read'})."
+            )
+        )
         if check.saved_build is None:
             print("  (this version recorded no build: compared with the new build's --help alone)")
         elif not check.old_help_kept and check.migration:
@@ -90,7 +113,11 @@ def cmd_migrate(args) -> int:
         for m in check.migration.moves:
             chosen = choices.get(m.old)
             mark = " [a choice: --choose " + m.old.lstrip("-") + "=...]" if m.ambiguous and not chosen else ""
-            hint = f" (the profile points at {m.suggested})" if m.ambiguous and m.suggested and not chosen else ""
+            hint = (
+                f" (the profile points at {m.suggested})"
+                if m.ambiguous and m.suggested and not chosen
+                else ""
+            )
             print(printable(f"  {m.text(chosen)}{mark}{hint}"))
         for note in check.migration.notes:
             print(printable(f"  note: {note}"))
@@ -102,6 +129,10 @@ def cmd_migrate(args) -> int:
         elif check.migration and not args.yes:
             print("nothing saved: run again with --yes to save the migrated settings as a new version")
         for m in undone:
-            print(printable(f"not applied: {m.old} needs a choice: --choose {m.old.lstrip('-')}="
-                            + " or ".join(c.lstrip("-") for c in m.choices)))
+            print(
+                printable(
+                    f"not applied: {m.old} needs a choice: --choose {m.old.lstrip('-')}="
+                    + " or ".join(c.lstrip("-") for c in m.choices)
+                )
+            )
     return 1 if args.yes and undone else 0

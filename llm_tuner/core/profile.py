@@ -254,7 +254,8 @@ class SavedProfile(BaseModel):
     created_at: datetime
     profile: LaunchProfile
     note: str = ""
-    build: BuildStamp | None = None  # the llama-server build (and GPU driver) it was saved with; None: not recorded
+    # the llama-server build (and GPU driver) it was saved with; None: not recorded
+    build: BuildStamp | None = None
 
 
 def unique_name(base: str, taken: set[str] | list[str] | tuple[str, ...]) -> str:

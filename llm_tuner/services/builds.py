@@ -1,10 +1,14 @@
-"""Saved profiles and the llama-server build they were saved with: record it, notice a new one, migrate the flags.
+"""Saved profiles and the llama-server build they were saved with: record it, notice a new one, migrate the
+flags.
 
 A profile version records the build stamp of the llama-server it is meant for (its own program, else the
-configured one) and that build's `--help` text (kept once per text in the store), so when the build changes the
+configured one) and that build's `--help` text (kept once per text in the store), so when the build changes
+the
 flags the old `--help` knew can be compared with the new one's (core.cmdline.migrate). A version saved before
-builds were recorded takes the build of its newest run. `check_profile` says what changed and which flags move;
-`migrate_profile` saves the migrated settings as a new version with the current build; `changed_since_last_run`
+builds were recorded takes the build of its newest run. `check_profile` says what changed and which flags
+move;
+`migrate_profile` saves the migrated settings as a new version with the current build;
+`changed_since_last_run`
 is the one line the window says when the chosen llama-server is not the build of the last run.
 """
 
@@ -33,7 +37,9 @@ def profile_program(profile: LaunchProfile, settings: Settings | None = None) ->
     return loc.path if loc is not None else None
 
 
-def stamp_for(profile: LaunchProfile, settings: Settings | None = None) -> tuple[BuildStamp | None, str | None]:
+def stamp_for(
+    profile: LaunchProfile, settings: Settings | None = None
+) -> tuple[BuildStamp | None, str | None]:
     """The build stamp of the program a profile runs, and that build's --help text; (None, None) when unknown."""
     path = profile_program(profile, settings)
     stamp = binaries.build_stamp(path, settings) if path is not None else None
@@ -43,8 +49,13 @@ def stamp_for(profile: LaunchProfile, settings: Settings | None = None) -> tuple
     return stamp, binaries.build_help_text(ident, path)
 
 
-def save_profile(repo: ProfileRepository, name: str, profile: LaunchProfile, note: str = "",
-                 settings: Settings | None = None) -> SavedProfile:
+def save_profile(
+    repo: ProfileRepository,
+    name: str,
+    profile: LaunchProfile,
+    note: str = "",
+    settings: Settings | None = None,
+) -> SavedProfile:
     """Save a version with the build it is meant for (ProfileRepository.save with the stamp and --help)."""
     stamp, help_text = stamp_for(profile, settings)
     return repo.save(name, profile, note, build=stamp, help_text=help_text)
@@ -55,7 +66,9 @@ def saved_build(engine, saved: SavedProfile) -> BuildStamp | None:
     if saved.build is not None:
         return saved.build
     runs = RunRepository(engine).list_runs(label=saved.name, with_reps=False, limit=200)
-    return next((r.build for r in runs if r.profile_version_id == saved.version_id and r.build is not None), None)
+    return next(
+        (r.build for r in runs if r.profile_version_id == saved.version_id and r.build is not None), None
+    )
 
 
 @dataclass(frozen=True)
@@ -65,7 +78,9 @@ class ProfileBuildCheck:
     saved: SavedProfile
     saved_build: BuildStamp | None
     current: BuildStamp | None
-    changes: tuple[str, ...]  # in words ('llama-server build 1a2b3c4d -> 5e6f7a8b', 'GPU driver ...'); () same
+    changes: tuple[
+        str, ...
+    ]  # in words ('llama-server build 1a2b3c4d -> 5e6f7a8b', 'GPU driver ...'); () same
     migration: Migration = field(default_factory=Migration)
     new_catalog: FlagCatalog | None = None
     old_help_kept: bool = False
@@ -77,31 +92,51 @@ class ProfileBuildCheck:
             return None
         parts = []
         if self.changes:
-            parts.append(f"{self.saved.name} v{self.saved.version} was saved with another build: "
-                         + "; ".join(self.changes) + ".")
+            parts.append(
+                f"{self.saved.name} v{self.saved.version} was saved with another build: "
+                + "; ".join(self.changes)
+                + "."
+            )
         if self.migration:
             n_amb = len(self.migration.ambiguous)
-            parts.append(f"{len(self.migration.moves)} flag(s) this build renamed or removed"
-                         + (f", {n_amb} with a choice to make" if n_amb else "") + ": review the migration.")
+            parts.append(
+                f"{len(self.migration.moves)} flag(s) this build renamed or removed"
+                + (f", {n_amb} with a choice to make" if n_amb else "")
+                + ": review the migration."
+            )
         elif self.changes:
             parts.append("Its flags are all accepted; speeds may have moved: re-measure it (Benchmarks).")
         return " ".join(parts)
 
     def to_json(self) -> dict:
-        return {"profile": self.saved.name, "version": self.saved.version,
-                "saved_build": self.saved_build.model_dump(mode="json") if self.saved_build else None,
-                "current_build": self.current.model_dump(mode="json") if self.current else None,
-                "changes": list(self.changes), "old_help_kept": self.old_help_kept,
-                "moves": [move_json(m) for m in self.migration.moves], "notes": list(self.migration.notes)}
+        return {
+            "profile": self.saved.name,
+            "version": self.saved.version,
+            "saved_build": self.saved_build.model_dump(mode="json") if self.saved_build else None,
+            "current_build": self.current.model_dump(mode="json") if self.current else None,
+            "changes": list(self.changes),
+            "old_help_kept": self.old_help_kept,
+            "moves": [move_json(m) for m in self.migration.moves],
+            "notes": list(self.migration.notes),
+        }
 
 
 def move_json(m: FlagMove) -> dict:
-    return {"flag": m.old, "tokens": list(m.tokens), "choices": list(m.choices), "fix": list(m.fix),
-            "ambiguous": m.ambiguous, "suggested": m.suggested, "reason": m.reason, "text": m.text()}
+    return {
+        "flag": m.old,
+        "tokens": list(m.tokens),
+        "choices": list(m.choices),
+        "fix": list(m.fix),
+        "ambiguous": m.ambiguous,
+        "suggested": m.suggested,
+        "reason": m.reason,
+        "text": m.text(),
+    }
 
 
 def check_profile(engine, saved: SavedProfile, settings: Settings | None = None) -> ProfileBuildCheck:
-    """Compare a saved version's build with the one its program is now, and plan the flags' migration (with the
+    """Compare a saved version's build with the one its program is now, and plan the flags' migration (with
+    the
     old --help when it was kept, else from the new --help's own words)."""
     old_build = saved_build(engine, saved)
     current, help_text = stamp_for(saved.profile, settings)
@@ -110,12 +145,23 @@ def check_profile(engine, saved: SavedProfile, settings: Settings | None = None)
     new = parse_help(help_text)
     old_text = ProfileRepository(engine).help_text(old_build.help_sha256) if old_build is not None else None
     old = parse_help(old_text) if old_text else None
-    return ProfileBuildCheck(saved, old_build, current, tuple(build_changes(old_build, current)),
-                             plan_migration(saved.profile, new, old), new, old_text is not None)
+    return ProfileBuildCheck(
+        saved,
+        old_build,
+        current,
+        tuple(build_changes(old_build, current)),
+        plan_migration(saved.profile, new, old),
+        new,
+        old_text is not None,
+    )
 
 
-def migrate_profile(engine, check: ProfileBuildCheck, choices: Mapping[str, str] | None = None,
-                    settings: Settings | None = None) -> tuple[SavedProfile | None, tuple[FlagMove, ...]]:
+def migrate_profile(
+    engine,
+    check: ProfileBuildCheck,
+    choices: Mapping[str, str] | None = None,
+    settings: Settings | None = None,
+) -> tuple[SavedProfile | None, tuple[FlagMove, ...]]:
     """Save the migrated settings as a new version (with the current build) and return it with the moves left
     undone (ambiguous ones without a choice); (None, undone) when nothing could be applied."""
     if check.new_catalog is None or not check.migration:
@@ -139,5 +185,8 @@ def changed_since_last_run(engine, settings: Settings | None = None) -> str | No
     changes = build_changes(last, now)
     if not changes:
         return None
-    return ("Since the last benchmark: " + "; ".join(changes)
-            + ". Speeds measured before may not hold: re-measure, or compare the builds (bench --vs-binary).")
+    return (
+        "Since the last benchmark: "
+        + "; ".join(changes)
+        + ". Speeds measured before may not hold: re-measure, or compare the builds (bench --vs-binary)."
+    )

@@ -1,13 +1,16 @@
-"""A saved profile moved to another llama-server build: the flags its build knew that the new one renamed or removed.
+"""A saved profile moved to another llama-server build: the flags its build knew that the new one renamed or
+removed.
 
 A profile keeps the flags the app does not model as written (`extra_args`), so a profile saved with a build
-before 2026-04-26 keeps `--draft-max 8`, which a newer llama-server refuses ("the argument has been removed. use
+before 2026-04-26 keeps `--draft-max 8`, which a newer llama-server refuses ("the argument has been removed.
+use
 --spec-draft-n-max or --spec-ngram-mod-n-max"). `plan_migration` compares the profile with the new build's
 `--help` (and the old build's, when it was kept with the profile version) and proposes one `FlagMove` per such
 flag: its replacement(s), read from the new `--help`'s own words, from `core.flags.REMOVED` (flags a build no
 longer lists at all: `--mlock` -> `--load-mode mmap+mlock`), from another spelling of the same flag in the old
 `--help`, or from the same description under a new name. A move with several candidates is ambiguous and is
-never decided here: `apply_migration` applies it only with the user's choice. Pure: the CLI (`profile migrate`)
+never decided here: `apply_migration` applies it only with the user's choice. Pure: the CLI (`profile
+migrate`)
 and the Profile tab's banner (ui/panels/profile_migrate.py) show the moves and the command before and after.
 """
 
@@ -35,9 +38,13 @@ class FlagMove:
     old: str  # the spelling in the profile ('--draft-max')
     tokens: tuple[str, ...]  # the flag and its value as in the profile ('--draft-max', '8')
     choices: tuple[str, ...]  # new spellings that take its value: 1 a rename, several a choice, 0 none
-    fix: tuple[str, ...] = ()  # a whole replacement (flags.REMOVED: '--load-mode', 'mmap+mlock') instead of choices
+    fix: tuple[
+        str, ...
+    ] = ()  # a whole replacement (flags.REMOVED: '--load-mode', 'mmap+mlock') instead of choices
     reason: str = ""  # what the new build's --help (or the table) says
-    suggested: str | None = None  # the choice the rest of the profile points at (a draft model: --spec-draft-*)
+    suggested: str | None = (
+        None  # the choice the rest of the profile points at (a draft model: --spec-draft-*)
+    )
 
     @property
     def ambiguous(self) -> bool:
@@ -48,7 +55,8 @@ class FlagMove:
         return bool(self.fix) or bool(self.choices)
 
     def replacement(self, choice: str | None = None) -> tuple[str, ...] | None:
-        """The tokens that replace `tokens`: the fix, the one choice, or `choice` (one of `choices`); None when
+        """The tokens that replace `tokens`: the fix, the one choice, or `choice` (one of `choices`); None
+        when
         ambiguous and not chosen (or no replacement is known)."""
         if self.fix:
             return self.fix
@@ -64,8 +72,12 @@ class FlagMove:
         if new is not None:
             return f"{left}  ->  {' '.join(new)}"
         if self.choices:
-            return f"{left}  ->  choose: " + " | ".join(f"{c} {' '.join(self.tokens[1:])}".strip() for c in self.choices)
-        return f"{left}  ->  removed, no replacement known ({self.reason or 'not in the new --help'}): dropped"
+            return f"{left}  ->  choose: " + " | ".join(
+                f"{c} {' '.join(self.tokens[1:])}".strip() for c in self.choices
+            )
+        return (
+            f"{left}  ->  removed, no replacement known ({self.reason or 'not in the new --help'}): dropped"
+        )
 
 
 @dataclass(frozen=True)
@@ -105,7 +117,7 @@ def _split_extra(extra: tuple[str, ...], old: FlagCatalog | None, new: FlagCatal
             n = removed.arity
         else:
             n = 1 if i + 1 < len(extra) and not extra[i + 1].startswith("-") else 0
-        out.append(tuple(extra[i:i + 1 + n]))
+        out.append(tuple(extra[i : i + 1 + n]))
         i += 1 + n
     return out
 
@@ -120,7 +132,11 @@ def _names_in(text: str, new: FlagCatalog) -> tuple[str, ...]:
     out: list[str] = []
     live = [n for f in new.flags if f.removed is None for n in f.names if n.startswith("--")]
     for word in _FLAG_RE.findall(text):
-        hits = [n for n in live if fnmatch.fnmatchcase(n, word)] if "*" in word else ([word] if _known(new, word) else [])
+        hits = (
+            [n for n in live if fnmatch.fnmatchcase(n, word)]
+            if "*" in word
+            else ([word] if _known(new, word) else [])
+        )
         for h in hits:
             spec = new.lookup(h)
             canon = spec.canonical if spec is not None else h
@@ -138,12 +154,16 @@ def _by_description(old_spec: FlagSpec, old: FlagCatalog, new: FlagCatalog) -> t
     want = _describe(old_spec)
     if len(want) < 12:
         return ()
-    return tuple(f.canonical for f in new.flags if f.removed is None and _describe(f) == want
-                 and not any(old.lookup(n) for n in f.names))
+    return tuple(
+        f.canonical
+        for f in new.flags
+        if f.removed is None and _describe(f) == want and not any(old.lookup(n) for n in f.names)
+    )
 
 
 def _suggest(profile: LaunchProfile, choices: tuple[str, ...]) -> str | None:
-    """The choice the rest of the profile points at: a draft model or a draft-* type -> the --spec-draft-* flag,
+    """The choice the rest of the profile points at: a draft model or a draft-* type -> the --spec-draft-*
+    flag,
     an ngram-* type -> the --spec-ngram-* one; None when nothing points either way."""
     types = " ".join(profile.spec_type)
     drafting = bool(profile.draft_model) or "draft-" in types
@@ -156,7 +176,8 @@ def _suggest(profile: LaunchProfile, choices: tuple[str, ...]) -> str | None:
 
 
 def plan_migration(profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | None = None) -> Migration:
-    """The moves that bring `profile` (saved with the build whose --help gave `old`, None when not kept) to the
+    """The moves that bring `profile` (saved with the build whose --help gave `old`, None when not kept) to
+    the
     build whose --help gave `new`: one per flag in its extra arguments that `new` does not accept."""
     moves: list[FlagMove] = []
     notes: list[str] = []
@@ -176,23 +197,48 @@ def plan_migration(profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | 
             moves.append(FlagMove(tok, group, choices, (), reason, _suggest(profile, choices)))
         elif hard is not None:
             if hard.fix and hard.arity == 0:
-                moves.append(FlagMove(tok, group, (), _fix(hard, group), f"{tok} was removed: use {hard.replacement}"))
+                moves.append(
+                    FlagMove(tok, group, (), _fix(hard, group), f"{tok} was removed: use {hard.replacement}")
+                )
             else:
                 choices = _names_in(hard.replacement, new)
-                moves.append(FlagMove(tok, group, choices, (), f"{tok} was removed: use {hard.replacement}",
-                                      _suggest(profile, choices)))
+                moves.append(
+                    FlagMove(
+                        tok,
+                        group,
+                        choices,
+                        (),
+                        f"{tok} was removed: use {hard.replacement}",
+                        _suggest(profile, choices),
+                    )
+                )
         elif old_spec is not None:
-            renamed = tuple(dict.fromkeys(new.lookup(n).canonical for n in old_spec.names  # type: ignore[union-attr]
-                                          if _known(new, n)))
+            renamed = tuple(
+                dict.fromkeys(
+                    new.lookup(n).canonical
+                    for n in old_spec.names  # type: ignore[union-attr]
+                    if _known(new, n)
+                )
+            )
             choices = renamed or _by_description(old_spec, old, new)  # type: ignore[arg-type]
             how = "another spelling of the same flag" if renamed else "the same description under a new name"
-            moves.append(FlagMove(tok, group, choices, (),
-                                  f"{tok} is not in the new --help; " + (how if choices else "no replacement found"),
-                                  _suggest(profile, choices)))
+            moves.append(
+                FlagMove(
+                    tok,
+                    group,
+                    choices,
+                    (),
+                    f"{tok} is not in the new --help; " + (how if choices else "no replacement found"),
+                    _suggest(profile, choices),
+                )
+            )
         else:
             hint = new.suggest(tok)
-            notes.append(f"{tok} is known to neither build" + (f" (did you mean {hint}?)" if hint else "")
-                         + ": left as it is")
+            notes.append(
+                f"{tok} is known to neither build"
+                + (f" (did you mean {hint}?)" if hint else "")
+                + ": left as it is"
+            )
     return Migration(tuple(moves), tuple(notes))
 
 
@@ -200,9 +246,11 @@ def _fix(hard: flags.Removed, group: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(hard.fix) + (group[1:] if hard.arity else ())
 
 
-def apply_migration(profile: LaunchProfile, migration: Migration, new: FlagCatalog,
-                    choices: Mapping[str, str] | None = None) -> tuple[LaunchProfile, tuple[FlagMove, ...]]:
-    """The migrated profile and the moves left undone (ambiguous without a choice in `choices`, old spelling ->
+def apply_migration(
+    profile: LaunchProfile, migration: Migration, new: FlagCatalog, choices: Mapping[str, str] | None = None
+) -> tuple[LaunchProfile, tuple[FlagMove, ...]]:
+    """The migrated profile and the moves left undone (ambiguous without a choice in `choices`, old spelling
+    ->
     new). A move with no replacement at all drops the flag (the new build refuses it). Replacements the app
     models become fields (`--spec-draft-n-max 8` -> draft_n_max=8); the rest stay extra arguments."""
     choices = dict(choices or {})
@@ -221,12 +269,16 @@ def apply_migration(profile: LaunchProfile, migration: Migration, new: FlagCatal
         elif repl is not None:
             kept += repl
     lifted = import_command(kept, catalog=new)
-    fields = {k: getattr(lifted.profile, k) for k in lifted.profile.model_fields_set
-              if k not in ("binary", "env", "extra_args", "spellings")}
+    fields = {
+        k: getattr(lifted.profile, k)
+        for k in lifted.profile.model_fields_set
+        if k not in ("binary", "env", "extra_args", "spellings")
+    }
     spellings = {k: v for k, v in profile.spellings.items() if _known(new, v)}
     spellings.update(lifted.profile.spellings)
-    migrated = profile.model_copy(update={**fields, "extra_args": tuple(lifted.profile.extra_args),
-                                          "spellings": spellings})
+    migrated = profile.model_copy(
+        update={**fields, "extra_args": tuple(lifted.profile.extra_args), "spellings": spellings}
+    )
     return migrated, tuple(undone)
 
 

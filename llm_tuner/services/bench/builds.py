@@ -1,7 +1,8 @@
 """One profile on two llama.cpp builds, and a tuned profile that a new build made slower.
 
 `builds_ab` measures the same target on build A (the profile's or the configured llama-server) and build B
-(`other`), interleaved A B A B over `rounds` (so a slow drift of the machine falls on both alike), each run a real
+(`other`), interleaved A B A B over `rounds` (so a slow drift of the machine falls on both alike), each run a
+real
 server start, heat-gated on GPUs (services.bench.heat); the runs are one group of kind "builds" whose
 `sweep_value` is the side. `builds_verdict` pools each side (core.bench_report.pooled) and compares them per
 metric (core.bench_report.compare_runs: median, Δ%, 95 % interval, verdict), beside the sides' heat
@@ -41,26 +42,53 @@ class BuildsVerdict:
     warnings: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
-        return {"group_id": self.group_id, "text": self.text, "warnings": list(self.warnings),
-                "a": {"binary": self.a.binary_path if self.a else None,
-                      "build": self.a.build.model_dump(mode="json") if self.a and self.a.build else None},
-                "b": {"binary": self.b.binary_path if self.b else None,
-                      "build": self.b.build.model_dump(mode="json") if self.b and self.b.build else None},
-                "metrics": [c.to_json() for c in self.comparisons]}
+        return {
+            "group_id": self.group_id,
+            "text": self.text,
+            "warnings": list(self.warnings),
+            "a": {
+                "binary": self.a.binary_path if self.a else None,
+                "build": self.a.build.model_dump(mode="json") if self.a and self.a.build else None,
+            },
+            "b": {
+                "binary": self.b.binary_path if self.b else None,
+                "build": self.b.build.model_dump(mode="json") if self.b and self.b.build else None,
+            },
+            "metrics": [c.to_json() for c in self.comparisons],
+        }
 
 
-def builds_ab(runner: BenchRunner, target: ServerTarget, spec: BenchSpec, other: str | Path, *, rounds: int = 2,
-              progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> tuple[int, list[BenchRun]]:
-    """Measure `target` on its own build (A) and on the llama-server at `other` (B), interleaved over `rounds`.
-    Returns the group id and the runs in the order measured (sweep_value "A" or "B"). BenchError when `target` is
+def builds_ab(
+    runner: BenchRunner,
+    target: ServerTarget,
+    spec: BenchSpec,
+    other: str | Path,
+    *,
+    rounds: int = 2,
+    progress: ProgressFn | None = None,
+    cancelled: CancelFn | None = None,
+) -> tuple[int, list[BenchRun]]:
+    """Measure `target` on its own build (A) and on the llama-server at `other` (B), interleaved over
+    `rounds`.
+    Returns the group id and the runs in the order measured (sweep_value "A" or "B"). BenchError when `target`
+    is
     an attached server (a build comparison starts its own servers)."""
     if target.attached_url:
-        raise BenchError("a build comparison starts the server on each build: give a profile or arguments, not --url")
+        raise BenchError(
+            "a build comparison starts the server on each build: give a profile or arguments, not --url"
+        )
     cancelled = cancelled or (lambda: False)
     other_path = str(Path(other).expanduser())
     a_name = target.binary or "the configured llama-server"
-    group_id = runner.repo.create_group(RunGroup(kind="builds", param="llama-server", values=(a_name, other_path),
-                                                 label=target.label, created_at=_now()))
+    group_id = runner.repo.create_group(
+        RunGroup(
+            kind="builds",
+            param="llama-server",
+            values=(a_name, other_path),
+            label=target.label,
+            created_at=_now(),
+        )
+    )
     sides = [(SIDE_A, target.binary), (SIDE_B, other_path)]
     order = [side for _ in range(max(1, rounds)) for side in sides]
     runs: list[BenchRun] = []
@@ -75,8 +103,17 @@ def builds_ab(runner: BenchRunner, target: ServerTarget, spec: BenchSpec, other:
                     progress(f, f"build {side} ({i + 1}/{len(order)}): {text}")
 
             t = replace(target, binary=binary, label=target.label)
-            runs.append(runner.run(t, spec, progress=step, cancelled=cancelled, group_id=group_id, sweep_value=side,
-                                   progress_span=(i / len(order), (i + 1) / len(order))).run)
+            runs.append(
+                runner.run(
+                    t,
+                    spec,
+                    progress=step,
+                    cancelled=cancelled,
+                    group_id=group_id,
+                    sweep_value=side,
+                    progress_span=(i / len(order), (i + 1) / len(order)),
+                ).run
+            )
     return group_id, runs
 
 
@@ -97,8 +134,9 @@ def _in_words(c: Comparison, a: str, b: str) -> str:
     return f"{metric_label(c.name)}: {b} {c.delta_pct:+.1f}% against {a}{ci} -> {c.verdict}"
 
 
-def builds_verdict(runs: list[BenchRun], group_id: int | None = None,
-                   threshold_pct: float = AB_THRESHOLD_PCT) -> BuildsVerdict:
+def builds_verdict(
+    runs: list[BenchRun], group_id: int | None = None, threshold_pct: float = AB_THRESHOLD_PCT
+) -> BuildsVerdict:
     """Side B against side A, each pooled over its rounds (runs as builds_ab returns them)."""
     a = pooled([r for r in runs if r.sweep_value == SIDE_A])
     b = pooled([r for r in runs if r.sweep_value == SIDE_B])
@@ -107,23 +145,41 @@ def builds_verdict(runs: list[BenchRun], group_id: int | None = None,
     comps = compare_runs(a, b, threshold_pct)
     lead = _lead(comps)
     changes = build_changes(a.build, b.build)
-    text = ("B against A: " + (_in_words(lead, "A", "B") if lead else "no metric measured on both")
-            + (f" ({'; '.join(changes)})" if changes else " (the same build file: expect no difference)"))
-    warns = [w for w in (heat_warning([r for r in runs if r.sweep_value == SIDE_A],
-                                      [r for r in runs if r.sweep_value == SIDE_B]),) if w]
+    text = (
+        "B against A: "
+        + (_in_words(lead, "A", "B") if lead else "no metric measured on both")
+        + (f" ({'; '.join(changes)})" if changes else " (the same build file: expect no difference)")
+    )
+    warns = [
+        w
+        for w in (
+            heat_warning(
+                [r for r in runs if r.sweep_value == SIDE_A], [r for r in runs if r.sweep_value == SIDE_B]
+            ),
+        )
+        if w
+    ]
     return BuildsVerdict(group_id, a, b, tuple(comps), text, tuple(warns))
 
 
-def slower_than_stored(repo: RunRepository, run: BenchRun, threshold_pct: float = AB_THRESHOLD_PCT) -> str | None:
+def slower_than_stored(
+    repo: RunRepository, run: BenchRun, threshold_pct: float = AB_THRESHOLD_PCT
+) -> str | None:
     """When `run` measured a saved profile version that was measured before with another build (or GPU driver)
     and is now slower by more than the noise (the comparison's verdict is "worse"), the message that offers a
     re-tune; None otherwise (no earlier measurement, the same build, or not slower)."""
     if run.profile_version_id is None or run.build is None or not run.reps:
         return None
-    earlier = [r for r in repo.list_runs(label=run.label or None, limit=200)
-               if r.profile_version_id == run.profile_version_id and r.id != run.id and r.build is not None
-               and build_changes(r.build, run.build) and r.status in ("complete", "incomplete")
-               and r.spec == run.spec]
+    earlier = [
+        r
+        for r in repo.list_runs(label=run.label or None, limit=200)
+        if r.profile_version_id == run.profile_version_id
+        and r.id != run.id
+        and r.build is not None
+        and build_changes(r.build, run.build)
+        and r.status in ("complete", "incomplete")
+        and r.spec == run.spec
+    ]
     if not earlier:
         return None
     old_build = earlier[0].build
@@ -133,7 +189,10 @@ def slower_than_stored(repo: RunRepository, run: BenchRun, threshold_pct: float 
     lead = _lead(compare_runs(stored, run, threshold_pct))
     if lead is None or lead.verdict != WORSE:
         return None
-    return (f"{run.label or 'this profile'} is slower than its stored measurement (runs "
-            f"{', '.join(str(r.id) for r in earlier if r.build == old_build)}, {old_build.describe()}): "
-            + _in_words(lead, "then", "now") + f". {'; '.join(build_changes(old_build, run.build))}. The settings "
-            f"tuned then may no longer be best: re-tune it (llm-tuner tune --profile {run.label!r}, or the Tune tab).")
+    return (
+        f"{run.label or 'this profile'} is slower than its stored measurement (runs "
+        f"{', '.join(str(r.id) for r in earlier if r.build == old_build)}, {old_build.describe()}): "
+        + _in_words(lead, "then", "now")
+        + f". {'; '.join(build_changes(old_build, run.build))}. The settings "
+        f"tuned then may no longer be best: re-tune it (llm-tuner tune --profile {run.label!r}, or the Tune tab)."
+    )

@@ -1,6 +1,8 @@
-"""The cool-down gate of an A/B: before each run, wait until every GPU is back within N °C of where the A/B began.
+"""The cool-down gate of an A/B: before each run, wait until every GPU is back within N °C of where the A/B
+began.
 
-A hot GPU runs slower (clocks drop as it nears its thermal limit), so in an A/B the side that runs after a long
+A hot GPU runs slower (clocks drop as it nears its thermal limit), so in an A/B the side that runs after a
+long
 measurement is measured on a warmer card. `CoolDown` reads the GPUs' temperatures through the benchmark's
 telemetry source (services.bench.meters: NVML readings, the scripted NVML double in tests), keeps the first
 reading as the A/B's start, and `wait()` polls until every GPU is within `within_c` of it or `limit_s` passed;
@@ -20,9 +22,16 @@ from llm_tuner.services.bench.meters import TelemetrySource, _attr
 class CoolDown:
     """Waits for the GPUs to cool back to the A/B's starting temperature (+ `within_c`), at most `limit_s`."""
 
-    def __init__(self, source: TelemetrySource, *, within_c: float = COOL_WITHIN_C, limit_s: float = COOL_LIMIT_S,
-                 poll_s: float = 2.0, clock: Callable[[], float] = time.monotonic,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        source: TelemetrySource,
+        *,
+        within_c: float = COOL_WITHIN_C,
+        limit_s: float = COOL_LIMIT_S,
+        poll_s: float = 2.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.source = source
         self.within_c = within_c
         self.limit_s = limit_s
@@ -45,7 +54,8 @@ class CoolDown:
         out = {}
         try:
             readings = list(self.source.read())
-        except Exception:  # noqa: BLE001 - a sensor that fails cannot gate: no waiting rather than no benchmark
+        # noqa: BLE001 - a sensor that fails cannot gate: no waiting rather than no benchmark
+        except Exception:
             return {}
         for r in readings:
             t = _attr(r, "temp_c", "temperature_c")
@@ -64,9 +74,11 @@ class CoolDown:
         start = self.start_c or {}
         return {d: t for d, t in now.items() if d in start and t > start[d] + self.within_c}
 
-    def wait(self, cancelled: Callable[[], bool] | None = None,
-             progress: Callable[[str], None] | None = None) -> str | None:
-        """Wait until every GPU is within `within_c` of its starting temperature (the first call takes the start
+    def wait(
+        self, cancelled: Callable[[], bool] | None = None, progress: Callable[[str], None] | None = None
+    ) -> str | None:
+        """Wait until every GPU is within `within_c` of its starting temperature (the first call takes the
+        start
         and returns None). Returns the note for the run's record: how long it waited, or that it gave up."""
         if self.start_c is None:
             self.begin()
@@ -78,8 +90,12 @@ class CoolDown:
             if cancelled is not None and cancelled():
                 break
             if progress is not None:
-                progress("cooling down: " + ", ".join(f"{d} {t:.0f} °C (started at {self.start_c[d]:.0f} °C)"
-                                                      for d, t in hot.items()))
+                progress(
+                    "cooling down: "
+                    + ", ".join(
+                        f"{d} {t:.0f} °C (started at {self.start_c[d]:.0f} °C)" for d, t in hot.items()
+                    )
+                )
             self.sleep(self.poll_s)
             polls += 1
             hot = self._too_hot(self.temps())
@@ -87,9 +103,11 @@ class CoolDown:
         self.waited_s += waited
         start = ", ".join(f"{d} {t:.0f} °C" for d, t in (self.start_c or {}).items())
         if hot:
-            return (f"cool-down: gave up after {waited:.0f} s (limit {self.limit_s:.0f} s); still "
-                    + ", ".join(f"{d} {t:.0f} °C" for d, t in hot.items())
-                    + f", the A/B began at {start}: this run started hotter")
+            return (
+                f"cool-down: gave up after {waited:.0f} s (limit {self.limit_s:.0f} s); still "
+                + ", ".join(f"{d} {t:.0f} °C" for d, t in hot.items())
+                + f", the A/B began at {start}: this run started hotter"
+            )
         if not polls:
             return f"cool-down: no wait needed (GPUs within {self.within_c:g} °C of the A/B's start: {start})"
         return f"cool-down: waited {waited:.0f} s for the GPUs to be within {self.within_c:g} °C of the A/B's start ({start})"

@@ -137,37 +137,41 @@ class PeakTracker:
         except Exception as exc:  # noqa: BLE001 - a failing sensor must not fail the benchmark (its peaks stay unknown)
             log_once("reading GPU sensors during a benchmark", exc, logger=log)
         for r in readings:
-            index = _attr(r, "index")
-            dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
-            p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
-                                             "t_last": None, "p_last": None, "e_int": 0.0, "throttled": None,
-                                             "temp0": None, "sm": [], "mem": [], "reasons": None})
-            throttled = _attr(r, "throttled")
-            if throttled is not None:
-                p["throttled"] = bool(p["throttled"]) or bool(throttled)
-            reasons = _attr(r, "throttle_reasons")
-            if reasons is not None:
-                p["reasons"] = int(reasons) | (p["reasons"] or 0)
-            if p["temp0"] is None:
-                p["temp0"] = _attr(r, "temp_c", "temperature_c")
-            for key, name in (("sm", "sm_clock_mhz"), ("mem", "mem_clock_mhz")):
-                v = _attr(r, name)
-                if v is not None:
-                    p[key].append(float(v))
-            for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
-                               ("temp", ("temp_c", "temperature_c"))):
-                v = _attr(r, *names)
-                if v is not None:
-                    p[key] = v if p[key] is None else max(p[key], v)
-            power, now = _attr(r, "power_w"), self.clock()
-            if power is not None:
-                if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
-                    p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
-                p["t_last"], p["p_last"] = now, power
-            e = _attr(r, "energy_mj")
-            if e is not None:
-                p["e0"] = e if p["e0"] is None else p["e0"]
-                p["e1"] = e
+            self._take(r)
+
+    def _take(self, r: object) -> None:
+        """Fold one device's reading into its peaks, clocks, throttle reasons and energy."""
+        index = _attr(r, "index")
+        dev = str(_attr(r, "device", "name") or (f"gpu:{index}" if index is not None else "?"))
+        p = self._peaks.setdefault(dev, {"vram": None, "power": None, "temp": None, "e0": None, "e1": None,
+                                         "t_last": None, "p_last": None, "e_int": 0.0, "throttled": None,
+                                         "temp0": None, "sm": [], "mem": [], "reasons": None})
+        throttled = _attr(r, "throttled")
+        if throttled is not None:
+            p["throttled"] = bool(p["throttled"]) or bool(throttled)
+        reasons = _attr(r, "throttle_reasons")
+        if reasons is not None:
+            p["reasons"] = int(reasons) | (p["reasons"] or 0)
+        if p["temp0"] is None:
+            p["temp0"] = _attr(r, "temp_c", "temperature_c")
+        for key, name in (("sm", "sm_clock_mhz"), ("mem", "mem_clock_mhz")):
+            v = _attr(r, name)
+            if v is not None:
+                p[key].append(float(v))
+        for key, names in (("vram", ("vram_used_mib", "memory_used_mib")), ("power", ("power_w",)),
+                           ("temp", ("temp_c", "temperature_c"))):
+            v = _attr(r, *names)
+            if v is not None:
+                p[key] = v if p[key] is None else max(p[key], v)
+        power, now = _attr(r, "power_w"), self.clock()
+        if power is not None:
+            if p["p_last"] is not None:  # trapezoid: energy from power samples when no counter exists
+                p["e_int"] += (power + p["p_last"]) / 2.0 * (now - p["t_last"])
+            p["t_last"], p["p_last"] = now, power
+        e = _attr(r, "energy_mj")
+        if e is not None:
+            p["e0"] = e if p["e0"] is None else p["e0"]
+            p["e1"] = e
 
     def _loop(self) -> None:
         next_t = self.clock()

@@ -1,4 +1,5 @@
-"""The Compare tab's "vs another build" row: one saved profile on its own llama-server (A) and on another build (B),
+"""The Compare tab's "vs another build" row: one saved profile on its own llama-server (A) and on another
+build (B),
 interleaved A B A B on the real server path (services.bench.builds), heat-gated on GPUs; the pooled sides are
 then shown by the Compare panel (verdict, interval, flags and build rows, heat warning)."""
 
@@ -34,7 +35,9 @@ BUILDS_SPEC = BenchSpec(prompt_tokens=(512,), gen_tokens=128, reps=3, warmup=1)
 class BuildsRow(QWidget):
     """Profile + another llama-server + rounds -> Run; `shown(verdict)` gets the result on the GUI thread."""
 
-    def __init__(self, ctx: AppContext, shown: Callable[[BuildsVerdict], None], parent: QWidget | None = None) -> None:
+    def __init__(
+        self, ctx: AppContext, shown: Callable[[BuildsVerdict], None], parent: QWidget | None = None
+    ) -> None:
         super().__init__(parent)
         self.ctx = ctx
         self._shown = shown
@@ -50,8 +53,10 @@ class BuildsRow(QWidget):
         self.rounds_spin.setValue(2)
         self.rounds_spin.setPrefix("rounds ")
         self.run_button = QPushButton("Run A/B")
-        self.run_button.setToolTip("the profile on its own llama-server (A) and on this one (B), A B A B; on GPUs "
-                                   "each run waits until they are back near the temperature the A/B began at")
+        self.run_button.setToolTip(
+            "the profile on its own llama-server (A) and on this one (B), A B A B; on GPUs "
+            "each run waits until they are back near the temperature the A/B began at"
+        )
         self.run_button.clicked.connect(self._on_run_clicked)
         self.status_label = QLabel("")
         lay = QHBoxLayout(self)
@@ -101,8 +106,15 @@ class BuildsRow(QWidget):
                 raise ValueError(f"no saved profile named {name!r}")
             binaries.check_executable(Path(other))
             runner.settings = binaries.trust_binary(other, settings, save=False)
-            group_id, runs = builds_ab(runner, target_from_profile(saved), spec, other, rounds=rounds,
-                                       progress=progress, cancelled=cancelled)
+            group_id, runs = builds_ab(
+                runner,
+                target_from_profile(saved),
+                spec,
+                other,
+                rounds=rounds,
+                progress=progress,
+                cancelled=cancelled,
+            )
             return builds_verdict(runs, group_id, getattr(settings, "ab_threshold_pct", 2.0))
 
         started = self.session.start(work)

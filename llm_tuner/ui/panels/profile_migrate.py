@@ -1,12 +1,17 @@
-"""The Profile tab's build banner: the open profile was saved with another llama-server build (or GPU driver), and
+"""The Profile tab's build banner: the open profile was saved with another llama-server build (or GPU driver),
+and
 the flags that build renamed or removed, offered as a migration the user reviews and accepts.
 
 `check(saved)` compares the version's build with the one its program is now, off the GUI thread
-(services.builds.check_profile); when something changed the banner says so in one line, and "Review migration…"
-shows each move (old flag -> new), a choice box for an ambiguous replacement (`--draft-max` -> `--spec-draft-n-max`
-or `--spec-ngram-mod-n-max`: never decided for the user; the one the profile points at is marked), and the command
+(services.builds.check_profile); when something changed the banner says so in one line, and "Review
+migration…"
+shows each move (old flag -> new), a choice box for an ambiguous replacement (`--draft-max` ->
+`--spec-draft-n-max`
+or `--spec-ngram-mod-n-max`: never decided for the user; the one the profile points at is marked), and the
+command
 line before and after. "Apply" saves the migrated settings as a new version (`migrated` carries it and the
-versions). At start the banner also says in the status bar when the configured llama-server is not the build of
+versions). At start the banner also says in the status bar when the configured llama-server is not the build
+of
 the last benchmark (services.builds.changed_since_last_run).
 """
 
@@ -84,8 +89,10 @@ class MigrationBanner(QFrame):
     # -- checking --------------------------------------------------------------------------------
     def _say_changed_since_last_run(self) -> None:
         engine, settings = self.ctx.engine, self.ctx.settings
-        job = BackgroundJob(lambda _ctl: builds.changed_since_last_run(engine, settings),
-                            what="Comparing llama-server with the build of the last benchmark")
+        job = BackgroundJob(
+            lambda _ctl: builds.changed_since_last_run(engine, settings),
+            what="Comparing llama-server with the build of the last benchmark",
+        )
         job.succeeded.connect(self._on_changed_checked)
         job.start()
 
@@ -98,8 +105,10 @@ class MigrationBanner(QFrame):
         self._seq += 1
         seq = self._seq
         engine, settings = self.ctx.engine, self.ctx.settings
-        job = BackgroundJob(lambda _ctl: (seq, builds.check_profile(engine, saved, settings)),
-                            what=f"Checking {saved.name}'s llama-server build")
+        job = BackgroundJob(
+            lambda _ctl: (seq, builds.check_profile(engine, saved, settings)),
+            what=f"Checking {saved.name}'s llama-server build",
+        )
         job.succeeded.connect(self._on_checked)
         job.start()
         self._check_job = job
@@ -132,8 +141,11 @@ class MigrationBanner(QFrame):
                 box = QComboBox()
                 box.addItem(CHOOSE, None)
                 for c in move.choices:
-                    box.addItem(f"{c} {' '.join(move.tokens[1:])}".strip()
-                                + ("  (the profile points here)" if c == move.suggested else ""), c)
+                    box.addItem(
+                        f"{c} {' '.join(move.tokens[1:])}".strip()
+                        + ("  (the profile points here)" if c == move.suggested else ""),
+                        c,
+                    )
                 box.currentIndexChanged.connect(self._on_choice_changed)
                 self.choice_boxes[move.old] = box
                 self.moves_form.addRow(QLabel(" ".join(move.tokens) + "  ->"), box)
@@ -153,7 +165,9 @@ class MigrationBanner(QFrame):
         if check is None or check.new_catalog is None or not check.migration:
             self.diff_view.setPlainText("")
             return
-        migrated, undone = apply_migration(check.saved.profile, check.migration, check.new_catalog, self.choices())
+        migrated, undone = apply_migration(
+            check.saved.profile, check.migration, check.new_catalog, self.choices()
+        )
         before, after = command_lines(check.saved.profile, migrated, check.new_catalog)
         text = f"- {before}\n+ {after}"
         if undone:
@@ -195,5 +209,7 @@ class MigrationBanner(QFrame):
             self.result_label.setText("Nothing was saved: make the choices above first.")
             return
         left = f"; still to choose: {', '.join(m.old for m in undone)}" if undone else ""
-        self.ctx.state.status_message_posted.emit(f"Migrated {saved.name}: saved as version {saved.version}{left}.")
+        self.ctx.state.status_message_posted.emit(
+            f"Migrated {saved.name}: saved as version {saved.version}{left}."
+        )
         self.migrated.emit((saved, versions))  # the panel opens the new version, which checks it again
