@@ -506,16 +506,18 @@ class PlanState(Observable):
 
 
 def _args_change(old: PlacementArgs, new: PlacementArgs) -> str:
-    """What a solver's answer changes, as flags ('-c 32768', '-ngl 99 --n-cpu-moe 4', '-ts 1,1')."""
-    parts = []
+    """What a solver's answer changes, as flags ('--ctx-size 32768', '--n-gpu-layers 99 --n-cpu-moe 4')."""
+    words: list[str] = []
     if new.ctx != old.ctx and new.ctx:
-        parts.append(f"-c {new.ctx}")
+        words += flags.argv_for("ctx_size", str(new.ctx))
     if new.ngl != old.ngl and new.ngl is not None:
-        parts.append(f"-ngl {new.ngl}")
+        words += flags.argv_for("gpu_layers", str(new.ngl))
+    rules = ""
     if new.overrides != old.overrides:
         cpu_moe, n_cpu_moe, rest = overrides_as_profile(new.overrides)
-        parts += (["--cpu-moe"] if cpu_moe else []) + ([f"--n-cpu-moe {n_cpu_moe}"] if n_cpu_moe else []) + (
-            [f"{len(rest)} -ot rule{'s' if len(rest) > 1 else ''}"] if rest else [])
+        words += (flags.argv_for("cpu_moe") if cpu_moe else []) + (
+            flags.argv_for("n_cpu_moe", str(n_cpu_moe)) if n_cpu_moe else [])
+        rules = f" + {len(rest)} -ot rule{'s' if len(rest) > 1 else ''}" if rest else ""
     if new.tensor_split != old.tensor_split and new.tensor_split:
-        parts.append("-ts " + ",".join(f"{v:g}" for v in new.tensor_split))
-    return " ".join(parts) or "no change"
+        words += flags.argv_for("tensor_split", ",".join(f"{v:g}" for v in new.tensor_split))
+    return (" ".join(words) + rules) or "no change"

@@ -43,7 +43,7 @@ def test_the_plan_shows_speed_beside_the_bars_with_a_curve_and_the_answers_ranke
     assert box.basis_label.text().startswith("default costs, wider error")
     assert len(box.curve.points) > 8 and box.curve.points[-1][1] < box.curve.points[0][1]
     text = box.options_label.text()
-    assert "1. Most GPU layers (-ngl " in text and "2. as set now" in text
+    assert "1. Most GPU layers (--n-gpu-layers " in text and "2. as set now" in text
     qtbot.mouseClick(panel.solve_layers_button, Qt.MouseButton.LeftButton)  # apply the fastest
     panel.recompute_now()
     assert "1. as set now" in box.options_label.text()

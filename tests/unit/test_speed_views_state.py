@@ -49,7 +49,7 @@ def test_the_curve_falls_with_depth_and_the_solver_answers_are_ranked_by_speed(d
     assert curve[-1][1] < curve[0][1]  # a deeper cache is read for every token
     opts = st.speed_options()
     assert [o.label for o in opts][:2] == ["Most GPU layers", "as set now"]  # every layer on the GPU is faster
-    assert opts[0].args_text.startswith("-ngl ") and opts[0].prediction.gen_tps > opts[1].prediction.gen_tps
+    assert opts[0].args_text.startswith("--n-gpu-layers ") and opts[0].prediction.gen_tps > opts[1].prediction.gen_tps
     gens = [o.prediction.gen_tps for o in opts]
     assert gens == sorted(gens, reverse=True)
     assert st.solve("layers")  # the button applies the ranked answer
