@@ -63,7 +63,8 @@ DEFAULT_MARGIN_MIB = PlacementArgs().fit_target_mib[0]  # -fitt when the profile
 PLANNED_PREFIX = {"Metal": "MTL"}  # a planned device's name prefix where llama.cpp's differs from the backend's
 
 
-SOLVER_GOALS = (("layers", "Most GPU layers"), ("context", "Largest context that fits"), ("split", "Balance split"))
+# the solver's goals that move bytes between devices (the largest context changes memory, not the speed at a depth)
+SOLVER_GOALS = (("layers", "Most GPU layers"), ("split", "Balance split"))
 
 
 @dataclass(frozen=True)

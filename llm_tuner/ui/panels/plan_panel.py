@@ -120,20 +120,24 @@ class PlanPanel(QWidget):
 
         self.bars = MemoryBarsWidget()
         self.speed_box = PlanSpeedBox(self.plan_state)  # beside the bars: prefill, generation, TTFT, the curve
-        top = QHBoxLayout()
-        top.addWidget(self.bars, 3)
-        top.addWidget(self.speed_box, 2)
-        lay.addLayout(top)
+        memory = QVBoxLayout()  # the bars and what they say, left of the speed
+        memory.setContentsMargins(0, 0, 0, 0)
+        memory.addWidget(self.bars)
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
-        lay.addWidget(self.summary_label)
+        memory.addWidget(self.summary_label)
         self.pipeline_label = QLabel()  # pipeline parallelism on several devices: on/off, why, its memory
         self.pipeline_label.setWordWrap(True)
-        lay.addWidget(self.pipeline_label)
+        memory.addWidget(self.pipeline_label)
         self.warnings_label = QLabel()
         self.warnings_label.setWordWrap(True)
         self.warnings_label.setStyleSheet("color: #b15d00")
-        lay.addWidget(self.warnings_label)
+        memory.addWidget(self.warnings_label)
+        memory.addStretch(1)
+        top = QHBoxLayout()
+        top.addLayout(memory, 2)
+        top.addWidget(self.speed_box, 1)
+        lay.addLayout(top)
 
         grid = QGridLayout()
         lay.addLayout(grid)
