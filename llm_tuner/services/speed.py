@@ -308,7 +308,7 @@ def plan_traffic_of(model: Any, plan: Any) -> Traffic | None:
     try:
         return traffic(model, plan)
     except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
-        log.info("no traffic for %s: %s", getattr(model, "path", model), exc)
+        log.info("no traffic for %s: %s", model.path, exc)
         return None
 
 

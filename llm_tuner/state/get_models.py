@@ -32,10 +32,15 @@ class GetModelsState(Observable):
 
     def prediction(self, info: Any, plan: Any) -> Prediction | None:
         """The file's predicted speed with llama-server's defaults on this machine (None: not predictable)."""
-        if info is None or plan is None or getattr(info, "error", None):
+        if info is None or plan is None or info.error:
             return None
         inv = self.inventory()
         return self.speed.predict(info, plan, gpus=plan_gpus(inv) if inv is not None else None)
+
+    def basis_line(self) -> str:
+        """Under the table: what every predicted speed rests on."""
+        return ("Predicted speed: one request, a 512-token prompt, generation at an empty cache, with "
+                + basis_text(self.speed.basis)) if self.speed.basis is not None else NOT_YET
 
     def speed_cell(self, info: Any, plan: Any) -> tuple[str, str]:
         """(cell text, tooltip) of a file's predicted speed: '≈ 41 t/s gen, 900 t/s prefill' and what it is

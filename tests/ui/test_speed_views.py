@@ -86,6 +86,7 @@ def test_get_models_predicts_each_files_speed_from_its_header(qtbot, tmp_path, m
         qtbot.waitUntil(lambda: cell() is not None and "t/s gen" in cell().text(), timeout=30_000)
         assert cell().text().startswith("≈ ") and "prefill" in cell().text()
         assert "default costs" in cell().toolTip() and "roofline" in cell().toolTip()
+        assert "default costs, wider error" in dlg.speed_basis_label.text()  # what every speed rests on
         assert list(tmp_path.glob("*.gguf")) == []  # nothing downloaded
         dlg.shutdown()
     finally:

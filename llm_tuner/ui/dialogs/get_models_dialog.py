@@ -13,6 +13,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -130,8 +131,13 @@ class GetModelsDialog(QDialog):
         self.file_table.verticalHeader().hide()
         self.file_table.horizontalHeader().setSectionResizeMode(PLAN_COL, QHeaderView.ResizeMode.Stretch)
         self.file_table.currentCellChanged.connect(lambda *_: self._update_buttons())
+        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL, QHeaderView.ResizeMode.ResizeToContents)
+        self.speed_basis_label = QLabel()  # what the predicted speeds rest on (calibrated or default costs)
+        self.speed_basis_label.setWordWrap(True)
+        self.speed_basis_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         fl.addWidget(self.files_label)
         fl.addWidget(self.file_table, 1)
+        fl.addWidget(self.speed_basis_label)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.repo_table)
@@ -273,6 +279,7 @@ class GetModelsDialog(QDialog):
                                                                                     self.plans.get(index))))
 
     def _show_speeds(self) -> None:
+        self.speed_basis_label.setText(self.state.basis_line())
         for index in range(min(len(self.models), self.file_table.rowCount())):
             self._show_speed(index)
 
