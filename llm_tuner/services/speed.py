@@ -253,7 +253,7 @@ def calibration_identity(server: Path | None = None) -> tuple[str, str, Path | N
         except binaries.BinaryError:
             build = ""
     gpus, _ = nvml.nvidia_gpus()
-    driver = gpus[0].driver if gpus else ""
+    driver = (gpus[0].driver or "") if gpus else ""
     bench = binaries.locate(binaries.BENCH)
     return build, driver, (bench.path if bench else None)
 

@@ -31,7 +31,7 @@ class BenchSpeed(Observable):
         self.run = run
         self.run_id: int | None = None  # the run the lines are about
         self.lines: list[str] = []
-        self.comparisons: list[dict] = []  # core.bench_report.speed_vs_prediction of the run
+        self.comparisons: list[dict[str, Any]] = []  # core.bench_report.speed_vs_prediction of the run
         self.basis_line = ""  # what the prediction was calibrated on
         self.refit_line = ""  # what the run did to the calibration
 
@@ -57,8 +57,15 @@ class BenchSpeed(Observable):
             refit = refit_from_runs(engine, basis, gpus=gpus, cpu_flags=cpu_flags) if refine else None
             return basis, preds, refit
 
-        self.run(work, lambda result, rid=bench_run.id: self._on_judged(rid, bench_run, *result),
-                 lambda exc, rid=bench_run.id: self._on_failed(rid, exc))
+        run_id: int = bench_run.id
+
+        def done(result: tuple[SpeedBasis, list[RunPrediction], tuple[SpeedBasis, str] | None]) -> None:
+            self._on_judged(run_id, bench_run, *result)
+
+        def failed(exc: BaseException) -> None:
+            self._on_failed(run_id, exc)
+
+        self.run(work, done, failed)
 
     def _on_judged(self, run_id: int, bench_run: Any, basis: SpeedBasis, preds: Sequence[RunPrediction],
                    refit: tuple[SpeedBasis, str] | None) -> None:
