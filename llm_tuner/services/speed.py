@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_tuner.core import flags
-from llm_tuner.core.bench_report import RunPrediction
+from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_warning
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
 from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
@@ -190,10 +190,11 @@ def threads_of(argv: Sequence[str], default: int) -> int:
 
 
 def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cpu_flags: Sequence[str] = (),
-                     default_threads: int = 1) -> tuple[list[Measurement], list[str]]:
+                     default_threads: int = 1, quiet_only: bool = True) -> tuple[list[Measurement], list[str]]:
     """Stored benchmark runs -> measurements for the fit (one per run and prompt length: the medians of its
     repetitions), and why the others were left out. Kept: finished runs of one client, started by the app (not
-    attached), without speculative decoding, whose model file is still there."""
+    attached), without speculative decoding, on a quiet machine (no busy or throttle warning: core.bench_report;
+    `quiet_only=False` keeps those, for a prediction), whose model file is still there."""
     out: list[Measurement] = []
     skipped: list[str] = []
     for run in runs:
@@ -204,6 +205,9 @@ def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cp
             continue
         if flags.value_of(argv, "spec_type") not in (None, "none") or flags.has(argv, "draft_model"):
             skipped.append(f"{name}: speculative decoding (not predicted)")
+            continue
+        if quiet_only and (busy_warning(run) or throttle_warning(run)):
+            skipped.append(f"{name}: other processes were busy or a GPU throttled while it measured")
             continue
         try:
             t = plan_traffic(argv, gpus, cpu_flags=cpu_flags)
@@ -331,7 +335,8 @@ def predict_run(run: Any, basis: SpeedBasis, gpus: Sequence[PlanDevice] = (), *,
                 cpu_flags: Sequence[str] = ()) -> list[RunPrediction]:
     """The speed model's prediction for each prompt length of a stored run, at the depths of its measurement
     (`run_measurements`' rule); [] for a run it cannot predict (no model file, speculative decoding, ...)."""
-    ms, _skipped = run_measurements([run], gpus, cpu_flags=cpu_flags, default_threads=basis.threads)
+    ms, _skipped = run_measurements([run], gpus, cpu_flags=cpu_flags, default_threads=basis.threads,
+                                    quiet_only=False)
     out: dict[int, dict[str, Prediction]] = {}
     for m in ms:
         prompt = int(m.label.split(" prompt ")[1].split()[0])
@@ -361,17 +366,20 @@ def _run_count(ms: Sequence[Measurement]) -> int:
 
 
 def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = None, gpus: Sequence[PlanDevice] = (),
-                    cpu_flags: Sequence[str] = ()) -> tuple[SpeedBasis, str]:
+                    cpu_flags: Sequence[str] = (), run_id: int | None = None) -> tuple[SpeedBasis, str]:
     """Fit the costs over the stored runs of `server` (the app's llama-server by default) and keep the result
     as this build's newest calibration: the costs the runs determine replace the previous calibration's, the
     others (a probe's) stay. Returns the new basis and what was done, in words (the basis unchanged when no
-    stored run can be used)."""
+    stored run can be used). `run_id`: the run just made, whose exclusion (a busy machine, ...) is said."""
     if server is None:
         loc = binaries.locate(binaries.SERVER)
         server = loc.path if loc is not None else None
     if not basis.build:
         return basis, "the calibration was not refined: the llama-server's build is not known"
-    ms, _skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads)
+    ms, skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads)
+    left_out = next((why.partition(": ")[2] for why in skipped if why.startswith(f"run {run_id}:")), None)
+    if left_out:
+        return basis, f"this run does not refine the calibration: {left_out}"
     if not ms:
         return basis, "the calibration was not refined: no stored single-client run of this llama-server"
     runs = fit(ms, build=basis.build, driver=basis.driver)
@@ -381,9 +389,11 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
     costs = {**keep.costs, **runs.costs}
     threads = tuple(sorted({*keep.threads, *runs.threads}))
     by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
-    source = " + ".join(x for x in (head, f"{_run_count(ms)} stored runs") if x)
+    n = _run_count(ms)
+    source = " + ".join(x for x in (head, f"{n} stored run{'s' if n > 1 else ''}") if x)
     cal = with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, basis.build, basis.driver,
                                       source, None, threads, by_hand), ms)
     cal_id = SpeedCalibrationRepo(engine).save(cal)
     new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
-    return new, f"calibration refined over {_run_count(ms)} stored runs (±{cal.error or 0:.0%})"
+    return new, f"this run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
+                f"(±{cal.error or 0:.0%} on them)"

@@ -54,7 +54,8 @@ class BenchSpeed(Observable):
         def work() -> tuple[SpeedBasis, list[RunPrediction], tuple[SpeedBasis, str] | None]:
             basis = speed.basis or speed.loader()
             preds = predict_run(bench_run, basis, gpus, cpu_flags=cpu_flags)
-            refit = refit_from_runs(engine, basis, gpus=gpus, cpu_flags=cpu_flags) if refine else None
+            refit = (refit_from_runs(engine, basis, gpus=gpus, cpu_flags=cpu_flags, run_id=bench_run.id)
+                     if refine else None)
             return basis, preds, refit
 
         run_id: int = bench_run.id
@@ -78,7 +79,7 @@ class BenchSpeed(Observable):
         if not self.lines:
             self.lines = [f"Speed — run {run_id} could not be predicted (no model file, speculative decoding, "
                           "several clients or an attached server)"]
-        self.basis_line = ("Predicted with " + basis_text(basis, preds[0].gen if preds else None)) if preds else ""
+        self.basis_line = ("Predicted with " + basis_text(basis, preds[0].gen, hint=False)) if preds else ""
         self.refit_line = refit[1] if refit is not None else ""
         self.notify("speed")
 

@@ -84,9 +84,10 @@ class SpeedModel(Observable):
         return out
 
 
-def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None) -> str:
+def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None, *, hint: bool = True) -> str:
     """What the prediction is calibrated on: 'calibrated on probe of a.gguf + 3 stored runs (build b1234-ab12,
-    driver 550.54, 16 threads) ±12 %', or 'default costs, wider error (±35 %): this build is not calibrated …'."""
+    driver 550.54, 16 threads) ±12 %', or 'default costs, wider error (±35 %): this build is not calibrated …'
+    (`hint`: with how to calibrate it)."""
     if basis is None:
         return NOT_YET
     err = pred.error if pred is not None else None
@@ -101,7 +102,7 @@ def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None) -> str:
                 + (f", ±{err:.0%}" if err is not None else ""))
     why = ("no llama-server build known" if not basis.build else
            "this build is not calibrated: run a benchmark, or `llm-tuner estimate --speed --calibrate`")
-    return f"default costs, wider error{f' (±{err:.0%})' if err is not None else ''}: {why}"
+    return f"default costs, wider error{f' (±{err:.0%})' if err is not None else ''}" + (f": {why}" if hint else "")
 
 
 def speed_figures(pred: Prediction | None) -> str:

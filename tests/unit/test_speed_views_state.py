@@ -80,3 +80,31 @@ def test_without_a_basis_the_line_says_it_is_being_read_and_a_failed_read_falls_
     m = SpeedModel(broken)
     m.load()
     assert m.basis == SpeedBasis() and m.error == "database is locked"
+
+
+def _bench_run(model, other_cpu_pct: float = 0.0):
+    from llm_tuner.core.bench_spec import BenchRun, Repetition
+
+    reps = tuple(Repetition(seq=i, prompt_tokens=512, prompt_n=512, prompt_per_second=900.0 + i, predicted_n=32,
+                            predicted_per_second=40.0 + i, ttft_ms=600.0, latency_ms=1400.0,
+                            other_cpu_pct=other_cpu_pct) for i in range(3))
+    return BenchRun(id=7, label="A", reps=reps, status="complete", server_argv=("-m", str(model), "-t", "8"))
+
+
+def test_a_run_is_measured_beside_its_prediction_and_a_busy_run_teaches_the_calibration_nothing(demo_model):
+    from llm_tuner.core.bench_report import speed_vs_prediction
+    from llm_tuner.services.speed import predict_run, run_measurements
+
+    run = _bench_run(demo_model)
+    [p] = predict_run(run, CALIBRATED)
+    assert p.prompt_tokens == 512 and p.gen.threads == 8 and p.gen.depth == 512 + 16  # half-way through its tokens
+    [c] = speed_vs_prediction(run, [p])
+    assert c["gen_tps"] == 41.0 and c["prefill_tps"] == 901.0
+    below = 100 * (p.gen.gen_tps - 41.0) / p.gen.gen_tps
+    assert c["text"].startswith(f"prompt 512: gen 41.0 t/s; predicted {p.gen.gen_tps:.1f} t/s (measured "
+                                f"{below:.0f} % below it)")
+    assert "prefill 901 t/s, predicted" in c["text"]
+    ms, skipped = run_measurements([run, _bench_run(demo_model, other_cpu_pct=60.0)], default_threads=4)
+    assert {m.label.split(" prompt")[0] for m in ms} == {"run 7"}
+    assert skipped == ["run 7: other processes were busy or a GPU throttled while it measured"]
+    assert predict_run(_bench_run(demo_model, other_cpu_pct=60.0), CALIBRATED)  # predicted all the same
