@@ -190,11 +190,11 @@ def threads_of(argv: Sequence[str], default: int) -> int:
 
 
 def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cpu_flags: Sequence[str] = (),
-                     default_threads: int = 1, quiet_only: bool = True) -> tuple[list[Measurement], list[str]]:
+                     default_threads: int = 1, quiet_only: bool = False) -> tuple[list[Measurement], list[str]]:
     """Stored benchmark runs -> measurements for the fit (one per run and prompt length: the medians of its
     repetitions), and why the others were left out. Kept: finished runs of one client, started by the app (not
-    attached), without speculative decoding, on a quiet machine (no busy or throttle warning: core.bench_report;
-    `quiet_only=False` keeps those, for a prediction), whose model file is still there."""
+    attached), without speculative decoding, whose model file is still there; with `quiet_only` (the refit after
+    each benchmark) only runs on a quiet machine (no busy or throttle warning: core.bench_report)."""
     out: list[Measurement] = []
     skipped: list[str] = []
     for run in runs:
@@ -335,8 +335,7 @@ def predict_run(run: Any, basis: SpeedBasis, gpus: Sequence[PlanDevice] = (), *,
                 cpu_flags: Sequence[str] = ()) -> list[RunPrediction]:
     """The speed model's prediction for each prompt length of a stored run, at the depths of its measurement
     (`run_measurements`' rule); [] for a run it cannot predict (no model file, speculative decoding, ...)."""
-    ms, _skipped = run_measurements([run], gpus, cpu_flags=cpu_flags, default_threads=basis.threads,
-                                    quiet_only=False)
+    ms, _skipped = run_measurements([run], gpus, cpu_flags=cpu_flags, default_threads=basis.threads)
     out: dict[int, dict[str, Prediction]] = {}
     for m in ms:
         prompt = int(m.label.split(" prompt ")[1].split()[0])
@@ -348,12 +347,13 @@ def predict_run(run: Any, basis: SpeedBasis, gpus: Sequence[PlanDevice] = (), *,
 
 # -- a benchmark run refines the calibration ----------------------------------------------------------------
 def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[PlanDevice], cpu_flags: Sequence[str],
-                            threads: int, *, limit: int = 500) -> tuple[list[Measurement], list[str]]:
+                            threads: int, *, limit: int = 500, quiet_only: bool = False,
+                            ) -> tuple[list[Measurement], list[str]]:
     """The history's runs made with `server` (by path: runs do not record a build hash) as measurements, and why
     the others were left out."""
     runs = RunRepository(engine).list_runs(limit=limit)
     mine = [r for r in runs if server is not None and r.binary_path and Path(r.binary_path) == Path(server)]
-    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads)
+    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads, quiet_only=quiet_only)
     skipped += [f"run {r.id}: made with another llama-server ({r.binary_path})" for r in runs if r not in mine]
     return ms, skipped
 
@@ -376,7 +376,7 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         server = loc.path if loc is not None else None
     if not basis.build:
         return basis, "the calibration was not refined: the llama-server's build is not known"
-    ms, skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads)
+    ms, skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads, quiet_only=True)
     left_out = next((why.partition(": ")[2] for why in skipped if why.startswith(f"run {run_id}:")), None)
     if left_out:
         return basis, f"this run does not refine the calibration: {left_out}"

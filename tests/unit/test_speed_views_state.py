@@ -104,7 +104,8 @@ def test_a_run_is_measured_beside_its_prediction_and_a_busy_run_teaches_the_cali
     assert c["text"].startswith(f"prompt 512: gen 41.0 t/s; predicted {p.gen.gen_tps:.1f} t/s (measured "
                                 f"{below:.0f} % below it)")
     assert "prefill 901 t/s, predicted" in c["text"]
-    ms, skipped = run_measurements([run, _bench_run(demo_model, other_cpu_pct=60.0)], default_threads=4)
+    ms, skipped = run_measurements([run, _bench_run(demo_model, other_cpu_pct=60.0)], default_threads=4,
+                                   quiet_only=True)  # the refit after each benchmark
     assert {m.label.split(" prompt")[0] for m in ms} == {"run 7"}
     assert skipped == ["run 7: other processes were busy or a GPU throttled while it measured"]
     assert predict_run(_bench_run(demo_model, other_cpu_pct=60.0), CALIBRATED)  # predicted all the same
