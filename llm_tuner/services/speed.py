@@ -375,13 +375,13 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         loc = binaries.locate(binaries.SERVER)
         server = loc.path if loc is not None else None
     if not basis.build:
-        return basis, "the calibration was not refined: the llama-server's build is not known"
+        return basis, "The calibration was not refined: the llama-server's build is not known"
     ms, skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads, quiet_only=True)
     left_out = next((why.partition(": ")[2] for why in skipped if why.startswith(f"run {run_id}:")), None)
     if left_out:
-        return basis, f"this run does not refine the calibration: {left_out}"
+        return basis, f"This run does not refine the calibration: {left_out}"
     if not ms:
-        return basis, "the calibration was not refined: no stored single-client run of this llama-server"
+        return basis, "The calibration was not refined: no stored single-client run of this llama-server"
     runs = fit(ms, build=basis.build, driver=basis.driver)
     prev = basis.calibration
     head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
@@ -395,5 +395,5 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
                                       source, None, threads, by_hand), ms)
     cal_id = SpeedCalibrationRepo(engine).save(cal)
     new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
-    return new, f"this run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
+    return new, f"This run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
                 f"(±{cal.error or 0:.0%} on them)"

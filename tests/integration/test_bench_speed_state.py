@@ -38,11 +38,11 @@ def test_a_run_is_judged_against_its_prediction_and_refines_the_calibration(tmp_
     assert state.basis_line == "Predicted with default costs, wider error (±35%)"  # nothing calibrated before
     calibrations = SpeedCalibrationRepo(engine)
     if busy_warning(run):  # other processes were busy while it measured (a shared machine): it teaches nothing
-        assert state.refit_line == ("this run does not refine the calibration: other processes were busy or a GPU "
+        assert state.refit_line == ("This run does not refine the calibration: other processes were busy or a GPU "
                                     "throttled while it measured")
         assert calibrations.all() == [] and not speed.basis.calibrated
         return
-    assert state.refit_line.startswith("this run refined the calibration: now fitted over 1 stored run (±")
+    assert state.refit_line.startswith("This run refined the calibration: now fitted over 1 stored run (±")
     stored = calibrations.latest(speed.basis.build, speed.basis.driver)
     assert stored is not None and stored.calibration.source == "1 stored run"
     assert speed.basis.calibrated and speed.basis.calibration_id == stored.id

@@ -116,8 +116,8 @@ def test_after_a_benchmark_measured_is_beside_predicted_and_the_plan_reads_the_r
     assert "prefill" in text and "Predicted with default costs, wider error (±35%)" in text
     plan = window.plan_panel.plan_state
     if busy_warning(bench.last_run):  # a shared machine: the run says so and teaches the calibration nothing
-        assert "this run does not refine the calibration: other processes were busy" in text
+        assert "This run does not refine the calibration: other processes were busy" in text
         return
-    assert "this run refined the calibration: now fitted over 1 stored run" in text
+    assert "This run refined the calibration: now fitted over 1 stored run" in text
     qtbot.waitUntil(lambda: plan.speed.basis is not None and plan.speed.basis.calibrated, timeout=30_000)
     assert plan.speed.basis.calibration.source == "1 stored run"
