@@ -188,11 +188,13 @@ def cmd_files(args) -> int:
 
 
 def predicted_speed(info, plan) -> dict | None:
-    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there
-    is one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
-    from llm_tuner.cli.speed import predict_plan
+    """The predicted speed of the plan (core.speed, this machine's calibration for the build in use if there is
+    one): the JSON key `predicted_speed` of `models plan` and a line beside the plan's."""
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.services.speed import predict_plan
+    from llm_tuner.store.db import open_engine
 
-    return predict_plan(info, plan)
+    return predict_plan(info, plan, open_engine(database_path()))
 
 
 @_hub_command

@@ -65,45 +65,12 @@ def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
     return out
 
 
-def _identity() -> tuple[str, str, Path | None]:
-    """(build key, GPU driver, llama-bench path) of the binaries in use."""
-    from llm_tuner.services import binaries
-    from llm_tuner.services.telemetry import nvml
-
-    loc = binaries.locate(binaries.SERVER)
-    build = ""
-    if loc is not None:
-        try:
-            build = binaries.build_identity(loc.path).key
-        except binaries.BinaryError:
-            build = ""
-    gpus, _ = nvml.nvidia_gpus()
-    driver = gpus[0].driver if gpus else ""
-    bench = binaries.locate(binaries.BENCH)
-    return build, driver, (bench.path if bench else None)
-
-
-def _peaks(gpus: list[PlanDevice]) -> dict[str, tuple[float, str]]:
-    """Peak read rates of the GPUs: NVML's (memory clock x bus width), else the vendor's published figure."""
-    from llm_tuner.core.tune.report import published_gbps
-    from llm_tuner.services.tune.checks import nvml_gbps
-
-    out: dict[str, tuple[float, str]] = {}
-    measured = nvml_gbps(None)
-    for g in gpus:
-        if g.name in measured:
-            out[g.name] = (measured[g.name], "NVML")
-        elif (pub := published_gbps(g.description or "")) is not None:
-            out[g.name] = (pub, "published")
-    return out
-
-
 def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, plan: Any, gpus: list[PlanDevice],
                cpu_flags: tuple[str, ...], physical_cores: int | None) -> dict[str, Any]:
     """The `speed` object of `estimate --json` (and what the text output prints)."""
     from llm_tuner.core.speed import SpeedCalibration, predict, traffic
     from llm_tuner.services.settings_store import database_path
-    from llm_tuner.services.speed import threads_of
+    from llm_tuner.services.speed import calibration_identity, device_peaks, nvml_gbps, threads_of
     from llm_tuner.store.db import StorageFullError, open_engine
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
@@ -112,12 +79,13 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
     names = [d.name for d in plan.devices]
     by_hand = parse_bandwidth(args.bandwidth, names) if args.bandwidth else {}
     threads = threads_of(server_args, physical_cores or 4)
-    build, driver, bench = _identity()
-    repo = SpeedCalibrationRepo(open_engine(database_path()))
+    build, driver, bench = calibration_identity()
+    engine = open_engine(database_path())
+    repo = SpeedCalibrationRepo(engine)
     cal: SpeedCalibration | None = None
     stored_id = None
     if args.calibrate or args.calibrate_with or args.calibrate_from_runs:
-        cal = _calibrate(model, args, gpus, cpu_flags, threads, build, driver, bench)
+        cal = _calibrate(model, args, gpus, cpu_flags, threads, build, driver, bench, engine)
         try:
             stored_id = repo.save(cal)
         except StorageFullError as exc:
@@ -136,7 +104,7 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
                                (base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
                                base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys))
     t = traffic(model, plan, gpus, cpu_flags)
-    pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=_peaks(gpus))
+    pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=device_peaks(gpus, nvml_gbps(None)))
     out = pr.to_json()
     out["calibration"] = {"id": stored_id, "build": build, "driver": driver or None,
                           "source": cal.source if cal else None,
@@ -145,10 +113,11 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
 
 
 def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
-               threads: int, build: str, driver: str, bench: Path | None) -> SpeedCalibration:
+               threads: int, build: str, driver: str, bench: Path | None, engine: Any) -> SpeedCalibration:
     """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
     from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
-    from llm_tuner.services.speed import ProbeError, run_probe
+    from llm_tuner.services import binaries
+    from llm_tuner.services.speed import ProbeError, run_probe, stored_run_measurements
 
     ms: list[Measurement] = []
     sources = []
@@ -165,7 +134,8 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
         ms += probed
         sources.append("probe of " + " + ".join(Path(m).name for m in models))
     if args.calibrate_from_runs:
-        stored, skipped = _stored_runs(gpus, cpu_flags, threads)
+        loc = binaries.locate(binaries.SERVER)
+        stored, skipped = stored_run_measurements(engine, loc.path if loc else None, gpus, cpu_flags, threads)
         for why in skipped:
             print(f"left out: {why}", file=sys.stderr)
         if not stored and not ms:
@@ -190,43 +160,6 @@ def _probe_models(model: Any, second: str | None) -> list[str]:
     if other is not None and other.resolve() != Path(model.path).resolve():
         models.append(str(other))
     return models
-
-
-def _stored_runs(gpus: list[PlanDevice], cpu_flags: tuple[str, ...], threads: int) -> tuple[list[Any], list[str]]:
-    """The history's runs made with the llama-server in use (by path: runs do not record a build hash)."""
-    from llm_tuner.services import binaries
-    from llm_tuner.services.settings_store import database_path
-    from llm_tuner.services.speed import run_measurements
-    from llm_tuner.store.db import open_engine
-    from llm_tuner.store.runs import RunRepository
-
-    loc = binaries.locate(binaries.SERVER)
-    runs = RunRepository(open_engine(database_path())).list_runs(limit=500)
-    mine = [r for r in runs if loc is not None and r.binary_path and Path(r.binary_path) == Path(loc.path)]
-    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads)
-    skipped += [f"run {r.id}: made with another llama-server ({r.binary_path})" for r in runs if r not in mine]
-    return ms, skipped
-
-
-def predict_plan(model: Any, plan: Any, *, depth: int = 0, prompt: int = 512) -> dict[str, Any] | None:
-    """The predicted speed of a plan with llama.cpp's default thread count and the history's calibration of the
-    build in use (defaults, said so, without one); None when the model cannot be predicted."""
-    from llm_tuner.core.speed import gpus_of_plan, predict, traffic
-    from llm_tuner.services.settings_store import database_path
-    from llm_tuner.services.telemetry.host import host_info
-    from llm_tuner.store.db import open_engine
-    from llm_tuner.store.speed import SpeedCalibrationRepo
-
-    try:
-        t = traffic(model, plan)
-    except (ValueError, KeyError, IndexError):
-        return None
-    build, driver, _ = _identity()
-    stored = SpeedCalibrationRepo(open_engine(database_path())).latest(build, driver) if build else None
-    peaks = _peaks(gpus_of_plan(plan))
-    pr = predict(t, stored.calibration if stored else None, threads=host_info().cores_physical or 4, depth=depth,
-                 prompt_tokens=prompt, peaks=peaks)
-    return {**pr.to_json(), "text": pr.text()}
 
 
 def speed_text(speed: dict[str, Any]) -> list[str]:

@@ -15,6 +15,7 @@ from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.cmdline import profile_diff
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.server_endpoints import labelled
+from llm_tuner.core.speed import Prediction
 from llm_tuner.core.stats import (
     AB_THRESHOLD_PCT,
     Comparison,
@@ -510,3 +511,56 @@ def run_to_json(run: BenchRun) -> dict:
             "reps": [r.to_json() for r in run.reps], "summary": run_summary(run),
             "llama_bench": [lb.raw or lb.model_dump(mode="json") for lb in run.llama_bench],
             "llama_bench_skipped": list(run.llama_bench_skipped), "llama_bench_error": run.llama_bench_error}
+
+
+@dataclass(frozen=True)
+class RunPrediction:
+    """The speed model's prediction for one prompt length of a run, at the depths its measurement had: prefill
+    after `depth` cells, generation half-way through its generated tokens (as services.speed.run_measurements
+    turns the run into a measurement)."""
+
+    prompt_tokens: int
+    gen: Prediction
+    prefill: Prediction
+
+
+def _pct(measured: float, predicted: float | None) -> str:
+    """' (measured 10 % above it)' / ' (measured 96 % below it)' ('' within 0.5 %)."""
+    if not predicted:
+        return ""
+    d = 100 * (measured - predicted) / predicted
+    return "" if abs(d) < 0.5 else f" (measured {abs(d):.0f} % {'above' if d > 0 else 'below'} it)"
+
+
+def speed_vs_prediction(run: BenchRun, predictions: list[RunPrediction]) -> list[dict]:
+    """Measured beside predicted, per prompt length, and generation's share of the roofline: "prompt 512: gen
+    78.0 t/s = 91 % of what these devices' bandwidth allows (roofline 86 t/s); predicted 71.2 t/s (measured 10 %
+    above it); prefill 900 t/s, predicted 950 t/s (measured 5 % below it)". Each: {prompt_tokens, gen_tps, gen_predicted, roofline_tps, roofline_pct,
+    prefill_tps, prefill_predicted, text}; a prompt length without a measurement is left out."""
+    samples = metric_samples(run)
+    out = []
+    for p in predictions:
+        gen_s = summarize(list(samples[f"gen_tps@{p.prompt_tokens}"].values)) \
+            if f"gen_tps@{p.prompt_tokens}" in samples else None
+        pre_s = summarize(list(samples[f"prefill_tps@{p.prompt_tokens}"].values)) \
+            if f"prefill_tps@{p.prompt_tokens}" in samples else None
+        if gen_s is None and pre_s is None:
+            continue
+        gen, pre = (gen_s.median if gen_s else None), (pre_s.median if pre_s else None)
+        roof = p.gen.roofline_tps
+        share = 100.0 * gen / roof if gen and roof else None
+        parts = []
+        if gen is not None:
+            parts.append(f"gen {gen:.1f} t/s" + (f" = {share:.0f} % of what these devices' bandwidth allows "
+                                                 f"(roofline {roof:.1f} t/s)" if share is not None else ""))
+            parts.append(f"predicted {p.gen.gen_tps:.1f} t/s{_pct(gen, p.gen.gen_tps)}" if p.gen.gen_tps
+                         else "not predicted (" + ", ".join(p.gen.unknown) + " has no rate)")
+        if pre is not None and p.prefill.prefill_tps:
+            parts.append(f"prefill {pre:.0f} t/s, predicted {p.prefill.prefill_tps:.0f} t/s"
+                         f"{_pct(pre, p.prefill.prefill_tps)}")
+        out.append({"prompt_tokens": p.prompt_tokens, "gen_tps": gen, "gen_predicted": p.gen.gen_tps,
+                    "roofline_tps": roof, "roofline_pct": share, "prefill_tps": pre,
+                    "prefill_predicted": p.prefill.prefill_tps, "calibrated_on": p.gen.calibrated_on,
+                    "expected_error": p.gen.error,
+                    "text": f"prompt {p.prompt_tokens}: " + "; ".join(parts)})
+    return out

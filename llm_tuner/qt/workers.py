@@ -142,3 +142,16 @@ class BackgroundJob(QObject):
 
     def _on_self_finished(self) -> None:
         BackgroundJob._live.pop(id(self), None)
+
+
+def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callable[[Any], None],
+                                                       Callable[[BaseException], None]], None]:
+    """A Qt-free state's `Run` (llm_tuner.state.callbacks) as BackgroundJobs of `parent`: the work off the GUI
+    thread, its answer or failure back on it. `what`: the work in the user's words."""
+
+    def run(work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
+        job = BackgroundJob(lambda _c: work(), parent, what=what, on_failed=failed)
+        job.succeeded.connect(done)
+        job.start()
+
+    return run

@@ -1,6 +1,11 @@
 """The speed model's I/O: the calibration probe (short llama-bench runs on the user's own hardware), the plan and
 traffic of a command line, and predictions for the CLI and the views.
 
+`SpeedBasis` (`load_basis`) is what every prediction on this machine rests on: the stored calibration of the
+build and driver in use (or none: defaults, said so), the host's thread count and the GPUs' peak read rates; the
+CLI (`estimate --speed`, `models plan`) and the views (Plan, Get models, Profile, Benchmarks) predict with it.
+`refit_from_runs` is what a finished benchmark adds to it: a calibration fitted over the stored runs.
+
 The probe runs llama-bench on one or two models at the host thread counts asked for, at depth 0 and `depth`,
 and fits the device rates (core.speed.calibrate). llama-bench's tests are the server's work without HTTP: a
 prompt of `-p` tokens after `-d` cells, then `-n` generated tokens, each at its own depth.
@@ -11,18 +16,26 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from llm_tuner.core import flags
+from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_warning
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
-from llm_tuner.core.speed import SpeedCalibration, Traffic, traffic
-from llm_tuner.core.speed.calibrate import Measurement, fit
+from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
+from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
+from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
+from llm_tuner.services.telemetry import nvml
+from llm_tuner.services.telemetry.host import host_info
+from llm_tuner.services.telemetry.inventory import gpu_labels
+from llm_tuner.store.runs import RunRepository
+from llm_tuner.store.speed import SpeedCalibrationRepo
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +190,11 @@ def threads_of(argv: Sequence[str], default: int) -> int:
 
 
 def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cpu_flags: Sequence[str] = (),
-                     default_threads: int = 1) -> tuple[list[Measurement], list[str]]:
+                     default_threads: int = 1, quiet_only: bool = False) -> tuple[list[Measurement], list[str]]:
     """Stored benchmark runs -> measurements for the fit (one per run and prompt length: the medians of its
     repetitions), and why the others were left out. Kept: finished runs of one client, started by the app (not
-    attached), without speculative decoding, whose model file is still there."""
+    attached), without speculative decoding, whose model file is still there; with `quiet_only` (the refit after
+    each benchmark) only runs on a quiet machine (no busy or throttle warning: core.bench_report)."""
     out: list[Measurement] = []
     skipped: list[str] = []
     for run in runs:
@@ -191,6 +205,9 @@ def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cp
             continue
         if flags.value_of(argv, "spec_type") not in (None, "none") or flags.has(argv, "draft_model"):
             skipped.append(f"{name}: speculative decoding (not predicted)")
+            continue
+        if quiet_only and (busy_warning(run) or throttle_warning(run)):
+            skipped.append(f"{name}: other processes were busy or a GPU throttled while it measured")
             continue
         try:
             t = plan_traffic(argv, gpus, cpu_flags=cpu_flags)
@@ -211,3 +228,172 @@ def run_measurements(runs: Sequence[Any], gpus: Sequence[PlanDevice] = (), *, cp
             out.append(Measurement(t, threads, int(depth + prompt + n_pred / 2), max(1, prompt_n), gen, None,
                                    f"{name} prompt {prompt} gen"))
     return out, skipped
+
+
+# -- what predictions on this machine rest on -------------------------------------------------------------
+def nvml_gbps(binary: str | None) -> dict[str, float]:
+    """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
+    try:
+        by_index = nvml.memory_bandwidth_gbps()
+        if not by_index:
+            return {}
+        labels = gpu_labels(binary)
+        return {labels.get(f"nvidia:{i}", f"nvidia:{i}"): gbps for i, gbps in by_index.items()}
+    except Exception as exc:  # noqa: BLE001 - published figures are the fallback
+        log.info("no NVML bandwidth: %s", exc)
+        return {}
+
+
+def calibration_identity(server: Path | None = None) -> tuple[str, str, Path | None]:
+    """(build key, GPU driver, llama-bench path) of the binaries in use: what a calibration is kept under.
+    `server`: the llama-server a profile runs (default: the one the app found)."""
+    if server is None:
+        loc = binaries.locate(binaries.SERVER)
+        server = loc.path if loc is not None else None
+    build = ""
+    if server is not None:
+        try:
+            build = binaries.build_identity(Path(server)).key
+        except binaries.BinaryError:
+            build = ""
+    gpus, _ = nvml.nvidia_gpus()
+    driver = (gpus[0].driver or "") if gpus else ""
+    bench = binaries.locate(binaries.BENCH)
+    return build, driver, (bench.path if bench else None)
+
+
+def device_peaks(gpus: Sequence[Any], measured: dict[str, float]) -> dict[str, tuple[float, str]]:
+    """Peak read rates of the GPUs: NVML's (memory clock x bus width, `measured`), else the vendor's figure."""
+    out: dict[str, tuple[float, str]] = {}
+    for g in gpus:
+        if g.name in measured:
+            out[g.name] = (measured[g.name], "NVML")
+        elif (pub := published_gbps(g.description or "")) is not None:
+            out[g.name] = (pub, "published")
+    return out
+
+
+@dataclass(frozen=True)
+class SpeedBasis:
+    """What a prediction on this machine rests on: the newest stored calibration of the build and driver in use
+    (None: default costs, a wider error), the host's default thread count (llama.cpp's: the physical cores) and
+    NVML's peak read rate per GPU. `predict` is pure and quick (a view may call it on every change)."""
+
+    calibration: SpeedCalibration | None = None
+    calibration_id: int | None = None
+    build: str = ""
+    driver: str = ""
+    threads: int = 4
+    nvml_gbps: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def calibrated(self) -> bool:
+        return self.calibration is not None and bool(self.calibration.costs)
+
+    def peaks(self, gpus: Sequence[Any]) -> dict[str, tuple[float, str]]:
+        return device_peaks(gpus, self.nvml_gbps)
+
+    def predict(self, model: Any, plan: Any, *, depth: int = 0, prompt: int = 512, threads: int | None = None,
+                gpus: Sequence[PlanDevice] | None = None) -> Prediction | None:
+        """The predicted speed of `plan` (core.memory) for `model`; None when the model's traffic cannot be read.
+        `gpus`: the devices planned for, with their descriptions (a GPU's published bandwidth is found by it)."""
+        t = plan_traffic_of(model, plan)
+        return None if t is None else self.predict_traffic(t, plan, depth=depth, prompt=prompt, threads=threads,
+                                                           gpus=gpus)
+
+    def predict_traffic(self, t: Traffic, plan: Any, *, depth: int = 0, prompt: int = 512,
+                        threads: int | None = None, gpus: Sequence[PlanDevice] | None = None) -> Prediction:
+        return predict(t, self.calibration, threads=threads or self.threads, depth=depth, prompt_tokens=prompt,
+                       peaks=self.peaks(gpus_of_plan(plan) if gpus is None else gpus))
+
+
+def plan_traffic_of(model: Any, plan: Any) -> Traffic | None:
+    """core.speed.traffic of a plan, None for a model it cannot read (an architecture without its fields)."""
+    try:
+        return traffic(model, plan)
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+        log.info("no traffic for %s: %s", model.path, exc)
+        return None
+
+
+def load_basis(engine: Any, *, server: Path | None = None) -> SpeedBasis:
+    """The basis of predictions here (the store, NVML and the binary's identity: call it off the GUI thread)."""
+    build, driver, _ = calibration_identity(server)
+    stored = SpeedCalibrationRepo(engine).latest(build, driver) if build else None
+    return SpeedBasis(stored.calibration if stored else None, stored.id if stored else None, build, driver,
+                      host_info().cores_physical or 4, nvml_gbps(str(server) if server else None))
+
+
+def predict_plan(model: Any, plan: Any, engine: Any, *, depth: int = 0, prompt: int = 512) -> dict[str, Any] | None:
+    """The predicted speed of a plan with llama.cpp's default thread count and the history's calibration of the
+    build in use (defaults, said so, without one), as JSON with its `text`; None when it cannot be predicted."""
+    pr = load_basis(engine).predict(model, plan, depth=depth, prompt=prompt)
+    return None if pr is None else {**pr.to_json(), "text": pr.text()}
+
+
+def predict_run(run: Any, basis: SpeedBasis, gpus: Sequence[PlanDevice] = (), *,
+                cpu_flags: Sequence[str] = ()) -> list[RunPrediction]:
+    """The speed model's prediction for each prompt length of a stored run, at the depths of its measurement
+    (`run_measurements`' rule); [] for a run it cannot predict (no model file, speculative decoding, ...)."""
+    ms, _skipped = run_measurements([run], gpus, cpu_flags=cpu_flags, default_threads=basis.threads)
+    out: dict[int, dict[str, Prediction]] = {}
+    for m in ms:
+        prompt = int(m.label.split(" prompt ")[1].split()[0])
+        kind = "gen" if m.gen_tps else "prefill"
+        out.setdefault(prompt, {})[kind] = predict(m.traffic, basis.calibration, threads=m.threads, depth=m.depth,
+                                                   prompt_tokens=m.prompt_tokens, peaks=basis.peaks(gpus))
+    return [RunPrediction(n, p["gen"], p["prefill"]) for n, p in sorted(out.items()) if len(p) == 2]
+
+
+# -- a benchmark run refines the calibration ----------------------------------------------------------------
+def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[PlanDevice], cpu_flags: Sequence[str],
+                            threads: int, *, limit: int = 500, quiet_only: bool = False,
+                            ) -> tuple[list[Measurement], list[str]]:
+    """The history's runs made with `server` (by path: runs do not record a build hash) as measurements, and why
+    the others were left out."""
+    runs = RunRepository(engine).list_runs(limit=limit)
+    mine = [r for r in runs if server is not None and r.binary_path and Path(r.binary_path) == Path(server)]
+    ms, skipped = run_measurements(mine, gpus, cpu_flags=cpu_flags, default_threads=threads, quiet_only=quiet_only)
+    skipped += [f"run {r.id}: made with another llama-server ({r.binary_path})" for r in runs if r not in mine]
+    return ms, skipped
+
+
+_STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
+
+
+def _run_count(ms: Sequence[Measurement]) -> int:
+    return len({m.label.split(" prompt")[0] for m in ms})
+
+
+def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = None, gpus: Sequence[PlanDevice] = (),
+                    cpu_flags: Sequence[str] = (), run_id: int | None = None) -> tuple[SpeedBasis, str]:
+    """Fit the costs over the stored runs of `server` (the app's llama-server by default) and keep the result
+    as this build's newest calibration: the costs the runs determine replace the previous calibration's, the
+    others (a probe's) stay. Returns the new basis and what was done, in words (the basis unchanged when no
+    stored run can be used). `run_id`: the run just made, whose exclusion (a busy machine, ...) is said."""
+    if server is None:
+        loc = binaries.locate(binaries.SERVER)
+        server = loc.path if loc is not None else None
+    if not basis.build:
+        return basis, "The calibration was not refined: the llama-server's build is not known"
+    ms, skipped = stored_run_measurements(engine, server, gpus, cpu_flags, basis.threads, quiet_only=True)
+    left_out = next((why.partition(": ")[2] for why in skipped if why.startswith(f"run {run_id}:")), None)
+    if left_out:
+        return basis, f"This run does not refine the calibration: {left_out}"
+    if not ms:
+        return basis, "The calibration was not refined: no stored single-client run of this llama-server"
+    runs = fit(ms, build=basis.build, driver=basis.driver)
+    prev = basis.calibration
+    head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
+    keep = prev if prev is not None and head else SpeedCalibration()
+    costs = {**keep.costs, **runs.costs}
+    threads = tuple(sorted({*keep.threads, *runs.threads}))
+    by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
+    n = _run_count(ms)
+    source = " + ".join(x for x in (head, f"{n} stored run{'s' if n > 1 else ''}") if x)
+    cal = with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, basis.build, basis.driver,
+                                      source, None, threads, by_hand), ms)
+    cal_id = SpeedCalibrationRepo(engine).save(cal)
+    new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
+    return new, f"This run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
+                f"(±{cal.error or 0:.0%} on them)"

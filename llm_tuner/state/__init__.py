@@ -8,7 +8,10 @@ tests drive the models as a panel would, without a widget (tests/unit/test_live_
 live.py  LiveFleet: the servers the Live view watches (slots), which one is shown, where a Start goes, port
          clashes, the llama-server a launch runs and whether it is trusted
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
-         solver's answer, a rule) as the changes it makes to the profile being edited
+         solver's answer, a rule) as the changes it makes to the profile being edited; its predicted speed
+speed.py SpeedModel: what predictions rest on (loaded through `run`), and the words every view uses for them
+get_models.py  GetModelsState: the Get models dialog's predicted-speed column
+bench.py BenchSpeed: after a benchmark, measured beside predicted and the roofline's share; the refit it makes
 models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
 """

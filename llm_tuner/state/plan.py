@@ -10,11 +10,16 @@ Listeners get `notify(what, *details)` with `what` one of: "model" (the model, o
 "note" (what the model line says meanwhile: reading, unreadable), "args" (the arguments changed other than by a
 control: the controls show them), "inputs" (anything the plan reads changed: recompute), "overrides" (the -ot
 rules changed), "profile" (profile: the edited profile as changed here, to publish).
+
+The predicted speed (core.speed through state.speed.SpeedModel, whose basis is loaded through `run`) is read
+from the plan: `prediction`, `speed_curve` (generation t/s against the depth), `speed_options` (the fit solver's
+answers ranked by predicted speed); a new basis is an "inputs" change.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,7 @@ from llm_tuner.core.devices import DeviceInventory, backend_of
 from llm_tuner.core.memory import (
     ArgumentError,
     Calibration,
+    FitAnswer,
     MemoryPlan,
     Pipeline,
     PlacementArgs,
@@ -43,15 +49,33 @@ from llm_tuner.core.memory_log import parse_memory_log
 from llm_tuner.core.profile import LaunchProfile, OverrideRule
 from llm_tuner.core.rpc import default_device_order
 from llm_tuner.core.settings import Settings
+from llm_tuner.core.speed import Prediction
 from llm_tuner.core.units import format_mib
 from llm_tuner.services.library import read_model
 from llm_tuner.services.rpc import worker_devices
+from llm_tuner.services.speed import SpeedBasis
 from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.speed import SpeedModel, profile_argv
 
 NO_MODEL = ("No model selected. Choose one in the Models view, or open a GGUF file here, to see what fits on "
             "each device.")
 DEFAULT_MARGIN_MIB = PlacementArgs().fit_target_mib[0]  # -fitt when the profile sets none
 PLANNED_PREFIX = {"Metal": "MTL"}  # a planned device's name prefix where llama.cpp's differs from the backend's
+
+
+# the solver's goals that move bytes between devices (the largest context changes memory, not the speed at a depth)
+SOLVER_GOALS = (("layers", "Most GPU layers"), ("split", "Balance split"))
+
+
+@dataclass(frozen=True)
+class SpeedOption:
+    """One of the fit solver's answers (or the settings as they are: goal ''), with its predicted speed."""
+
+    goal: str
+    label: str
+    args_text: str  # what it sets: '-ngl 99', '-c 32768', '-ts 1,1'
+    prediction: Prediction | None
+    reason: str = ""
 
 
 def _or_none(value: Any, default: Any) -> Any:
@@ -63,7 +87,8 @@ class PlanState(Observable):
     """What the Plan view plans for, and how each change reaches the profile being edited."""
 
     def __init__(self, *, inventory: Callable[[], DeviceInventory | None] = lambda: None,
-                 settings: Callable[[], Settings] = Settings, run: Run = run_now) -> None:
+                 settings: Callable[[], Settings] = Settings, run: Run = run_now,
+                 speed: SpeedModel | None = None) -> None:
         super().__init__()
         self.inventory = inventory  # this machine's devices as the app last read them
         self.settings = settings
@@ -83,6 +108,9 @@ class PlanState(Observable):
         self.note: str | None = None  # what the model line says instead of the model (reading, unreadable)
         self.args_error: str | None = None  # why the profile's arguments cannot be planned (-c abc, -ctk q9_0)
         self._writing = False
+        # the basis of the predicted speed (default costs until a loader is given: the panel's reads the store)
+        self.speed = speed or SpeedModel(SpeedBasis, run=run)
+        self.speed.add_callback(lambda what, *_d: self.notify("inputs"))
 
     # -- the model ------------------------------------------------------------------------------------
     def select_model(self, path: str | Path | None) -> None:
@@ -253,11 +281,7 @@ class PlanState(Observable):
             return self.args_error
         if self.model is None:
             return "Select a model first."
-        gpus = self.gpus()
-        targets = {d.name: self.margin_mib for d in gpus}
-        targets["Host"] = 0
-        ans = solve(self.model, self.args, gpus, self.host(), goal=goal, targets_mib=targets,
-                    cpu_flags=self.cpu_flags())
+        ans = self._solve(goal)
         if ans.args is None:
             return ans.reason
         if goal == "context":
@@ -275,6 +299,43 @@ class PlanState(Observable):
         self.notify("args")
         self.notify("inputs")
         return ans.reason
+
+    def _solve(self, goal: str) -> FitAnswer:
+        """The fit solver's answer for `goal` with the margin in force (not applied)."""
+        gpus = self.gpus()
+        targets = {d.name: self.margin_mib for d in gpus}
+        targets["Host"] = 0
+        return solve(self.model, self.args, gpus, self.host(), goal=goal, targets_mib=targets,
+                     cpu_flags=self.cpu_flags())
+
+    # -- the predicted speed ----------------------------------------------------------------------------
+    def prediction(self, depth: int = 0) -> Prediction | None:
+        """The plan's predicted speed (None: no plan, no basis yet, or a model the speed model cannot read)."""
+        return self.speed.predict(self.model, self.plan, depth=depth, argv=profile_argv(self.profile),
+                                  gpus=self.gpus())
+
+    def speed_curve(self) -> list[tuple[int, float]]:
+        """Generation t/s against the depth already in the cache, up to a slot's context."""
+        return self.speed.curve(self.model, self.plan, argv=profile_argv(self.profile), gpus=self.gpus())
+
+    def speed_options(self) -> list[SpeedOption]:
+        """The settings as they are and the fit solver's answers that change them, ranked by predicted
+        generation speed (then prefill); an answer that does not fit, or changes nothing, is left out."""
+        if self.model is None or self.plan is None or self.args_error or self.speed.basis is None:
+            return []
+        gpus, argv = self.gpus(), profile_argv(self.profile)
+        opts = [SpeedOption("", "as set now", "", self.prediction())]
+        for goal, label in SOLVER_GOALS:
+            if (goal == "split" and len(gpus) < 2) or (goal == "layers" and not gpus):
+                continue
+            ans = self._solve(goal)
+            if ans.args is None or ans.args == self.args.with_(fit=False) or ans.args == self.args:
+                continue
+            plan = ans.plan or plan_memory(self.model, ans.args, gpus, self.host(), cpu_flags=self.cpu_flags())
+            pr = self.speed.predict(self.model, plan, argv=argv, gpus=gpus)
+            opts.append(SpeedOption(goal, label, _args_change(self.args, ans.args), pr, ans.reason))
+        return sorted(opts, key=lambda o: (-(o.prediction.gen_tps or 0) if o.prediction else 0,
+                                           -(o.prediction.prefill_tps or 0) if o.prediction else 0))
 
     # -- devices --------------------------------------------------------------------------------------
     def gpus(self) -> list[PlanDevice]:
@@ -443,3 +504,21 @@ class PlanState(Observable):
         if len(ts) < len(names) or not any(ts):
             ts = [float(d.layers) for d in p.devices if d.name != "Host"]
         return names, ts
+
+
+def _args_change(old: PlacementArgs, new: PlacementArgs) -> str:
+    """What a solver's answer changes, as flags ('--ctx-size 32768', '--n-gpu-layers 99 --n-cpu-moe 4')."""
+    words: list[str] = []
+    if new.ctx != old.ctx and new.ctx:
+        words += flags.argv_for("ctx_size", str(new.ctx))
+    if new.ngl != old.ngl and new.ngl is not None:
+        words += flags.argv_for("gpu_layers", str(new.ngl))
+    rules = ""
+    if new.overrides != old.overrides:
+        cpu_moe, n_cpu_moe, rest = overrides_as_profile(new.overrides)
+        words += (flags.argv_for("cpu_moe") if cpu_moe else []) + (
+            flags.argv_for("n_cpu_moe", str(n_cpu_moe)) if n_cpu_moe else [])
+        rules = f" + {len(rest)} -ot rule{'s' if len(rest) > 1 else ''}" if rest else ""
+    if new.tensor_split != old.tensor_split and new.tensor_split:
+        words += flags.argv_for("tensor_split", ",".join(f"{v:g}" for v in new.tensor_split))
+    return (" ".join(words) + rules) or "no change"

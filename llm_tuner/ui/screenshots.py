@@ -173,3 +173,25 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
         shot("compare", window.compare_panel)
         shot("tune", window.tune_panel)
     return saved
+
+
+def capture_get_models(window, out: Path, query: str) -> Path | None:
+    """Open Get models from the Models view, search `query` on the hub in HF_ENDPOINT, list the first
+    repository and grab the dialog once every file's plan and predicted speed are shown (None: nothing found)."""
+    dlg = window.models_panel.open_get_models()
+    dlg.resize(1300, 560)
+    _settle(0.5)
+    dlg.search_edit.setText(query)
+    dlg.search()
+    if not _wait_until(lambda: dlg.repo_table.rowCount() > 0, 30):
+        dlg.close()
+        return None
+    dlg.repo_table.setCurrentCell(0, 0)
+    _wait_until(lambda: dlg.file_table.rowCount() > 0, 30)
+    speed_col = dlg.file_table.columnCount() - 1
+    _wait_until(lambda: all((it := dlg.file_table.item(r, speed_col)) is not None and "t/s" in it.text()
+                            for r in range(dlg.file_table.rowCount())), 90)
+    _settle(1.0)
+    path = _grab(dlg, out / "14-get-models.png")
+    dlg.close()
+    return path

@@ -19,8 +19,7 @@ from llm_tuner.services import binaries
 from llm_tuner.services.bench import BenchRunner, ServerTarget, memory_plan
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.library import read_model
-from llm_tuner.services.telemetry import nvml
-from llm_tuner.services.telemetry.inventory import gpu_labels
+from llm_tuner.services.speed import nvml_gbps
 
 log = logging.getLogger(__name__)
 
@@ -127,19 +126,6 @@ def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps:
     except Exception as exc:  # noqa: BLE001 - a bonus figure
         log.info("no bandwidth figure: %s", exc)
         return None
-
-
-def nvml_gbps(binary: str | None) -> dict[str, float]:
-    """NVML's memory bandwidth per GPU under llama.cpp's device names (CUDA0, ...); {} without NVML."""
-    try:
-        by_index = nvml.memory_bandwidth_gbps()
-        if not by_index:
-            return {}
-        labels = gpu_labels(binary)
-        return {labels.get(f"nvidia:{i}", f"nvidia:{i}"): gbps for i, gbps in by_index.items()}
-    except Exception as exc:  # noqa: BLE001 - published figures are the fallback
-        log.info("no NVML bandwidth: %s", exc)
-        return {}
 
 
 def binaries_server() -> Path | None:

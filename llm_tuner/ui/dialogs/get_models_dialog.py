@@ -3,7 +3,8 @@ download it into a models folder (progress, cancel, resume, checksum), and find 
 
 Opened from the Models panel. Every network call runs off the GUI thread (`qt.workers`, `qt.hub_jobs`); the
 hub and the token come from the environment (`HF_ENDPOINT`, `HF_TOKEN`: see services.hub), and the token is
-never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone.
+never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone; beside
+it each file's predicted speed on this machine (llm_tuner.state.get_models, core.speed).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import html
 from pathlib import Path
 
 from PySide6.QtCore import QCoreApplication, Qt, Signal
+from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QComboBox,
@@ -36,7 +38,7 @@ from llm_tuner.core.memory import MemoryPlan
 from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.hub_jobs import RemotePlans, download_job
-from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.qt.workers import BackgroundJob, state_run
 from llm_tuner.services.hub import (
     DownloadCancelled,
     Hub,
@@ -46,9 +48,12 @@ from llm_tuner.services.hub import (
     plan_text,
     search_models,
 )
+from llm_tuner.services.speed import load_basis
+from llm_tuner.state.get_models import SPEED_COLUMN, GetModelsState
+from llm_tuner.state.speed import SpeedModel
 
-FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits")
-PLAN_COL, FITS_COL = 4, 5
+FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits", SPEED_COLUMN)
+PLAN_COL, FITS_COL, SPEED_COL = 4, 5, 6
 
 
 def _item(text: str, tip: str = "") -> QTableWidgetItem:
@@ -78,7 +83,11 @@ class GetModelsDialog(QDialog):
         self._listing_for: str | None = None
         self.plans_reader = RemotePlans(self)
         self.plans_reader.model_read.connect(self._on_plans_reader_model_read)
+        speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
+        self.state = GetModelsState(speed, lambda: ctx.state.inventory)
+        self.state.add_callback(lambda *_a: self._show_speeds())
         self._build()
+        speed.load()
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)  # a download in progress stops (and resumes next time)
@@ -122,8 +131,13 @@ class GetModelsDialog(QDialog):
         self.file_table.verticalHeader().hide()
         self.file_table.horizontalHeader().setSectionResizeMode(PLAN_COL, QHeaderView.ResizeMode.Stretch)
         self.file_table.currentCellChanged.connect(lambda *_: self._update_buttons())
+        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL, QHeaderView.ResizeMode.ResizeToContents)
+        self.speed_basis_label = QLabel()  # what the predicted speeds rest on (calibrated or default costs)
+        self.speed_basis_label.setWordWrap(True)
+        self.speed_basis_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
         fl.addWidget(self.files_label)
         fl.addWidget(self.file_table, 1)
+        fl.addWidget(self.speed_basis_label)
 
         splitter = QSplitter(Qt.Orientation.Vertical)
         splitter.addWidget(self.repo_table)
@@ -225,6 +239,7 @@ class GetModelsDialog(QDialog):
                                                 if m.has_checksums else "The repository gives no checksum"))
             self.file_table.setItem(r, PLAN_COL, _item("reading header…"))
             self.file_table.setItem(r, FITS_COL, _item(""))
+            self.file_table.setItem(r, SPEED_COL, _item(""))
         self.file_table.resizeColumnToContents(0)
         if models:
             self.files_label.setText(
@@ -241,6 +256,7 @@ class GetModelsDialog(QDialog):
         if generation != self.plans_reader.generation or index >= len(self.models):
             return
         self.infos[index], self.plans[index] = info, plan
+        self._show_speed(index)
         if info.error:
             self.file_table.setItem(index, PLAN_COL, _item(f"header not read: {info.error}", info.error))
             self.file_table.setItem(index, FITS_COL, _item("?"))
@@ -256,6 +272,16 @@ class GetModelsDialog(QDialog):
         fits = {True: "yes", False: "no", None: "?"}[plan.fits]
         self.file_table.setItem(index, FITS_COL, _item(fits, "" if plan.fits is not None else
                                                        "This machine's memory is not known yet"))
+
+    def _show_speed(self, index: int) -> None:
+        if index in self.infos:
+            self.file_table.setItem(index, SPEED_COL, _item(*self.state.speed_cell(self.infos[index],
+                                                                                    self.plans.get(index))))
+
+    def _show_speeds(self) -> None:
+        self.speed_basis_label.setText(self.state.basis_line())
+        for index in range(min(len(self.models), self.file_table.rowCount())):
+            self._show_speed(index)
 
     # -- download ---------------------------------------------------------------------------------
     def selected_model(self) -> RemoteModel | None:

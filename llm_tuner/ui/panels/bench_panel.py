@@ -35,10 +35,14 @@ from llm_tuner.core.bench_spec import BenchRun, BenchSpec
 from llm_tuner.qt.bench_models import SummaryTableModel
 from llm_tuner.qt.bench_session import BenchSession, parse_sweep_values, run_notes
 from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.workers import state_run
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.preflight import refusal_text
 from llm_tuner.services.router_bench import bench_router_models
+from llm_tuner.services.speed import load_basis
+from llm_tuner.state.bench import BenchSpeed
+from llm_tuner.state.speed import SpeedModel
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_history import RunHistoryTab
@@ -68,6 +72,11 @@ class BenchPanel(QWidget):
         self.session.run_cancelled.connect(self._on_session_run_cancelled)
         self.session.run_finished.connect(self._on_session_run_finished)
         self.session.server_log_lines.connect(self.server_log_lines)
+        # measured vs predicted after a run, and the calibration each run refines (state.bench)
+        run = state_run(self, "Predicting the run's speed")
+        self.bench_speed = BenchSpeed(SpeedModel(lambda: load_basis(ctx.engine), run=run), ctx.engine,
+                                      inventory=lambda: ctx.state.inventory, run=run)
+        self.bench_speed.add_callback(self._on_bench_speed_changed)
 
         self.history = RunHistoryTab(ctx, self.repo)
         self.history.run_opened.connect(self._on_history_run_opened)
@@ -213,6 +222,12 @@ class BenchPanel(QWidget):
         rl.addWidget(result_title)
         rl.addWidget(self.summary_view, 2)
         rl.addWidget(self.gap_label)
+        self.speed_label = QLabel()  # measured vs predicted, the roofline's share, what the calibration learnt
+        self.speed_label.setObjectName("speed_vs_predicted")
+        self.speed_label.setWordWrap(True)
+        self.speed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.speed_label.hide()
+        rl.addWidget(self.speed_label)
         rl.addWidget(self.chart_stack, 2)
         self.sweep_box = QGroupBox("Sweep: median ± IQR per value")
         sl = QVBoxLayout(self.sweep_box)
@@ -480,7 +495,7 @@ class BenchPanel(QWidget):
             self.show_sweep(runs)
         if runs:
             ab = speculative_ab(runs) if isinstance(result, list) else None
-            self.show_run(pooled([r for r in runs if r.sweep_value != "none"]) if ab else runs[-1])
+            self.show_run(pooled([r for r in runs if r.sweep_value != "none"]) if ab else runs[-1], finished=True)
             if ab:  # the drafting side's rounds pooled, its figures, then the measured speed-up
                 self.gap_label.setText(self.gap_label.text() + "\n" + ab["text"])
             bad = [r for r in runs if r.status != "complete"]
@@ -502,8 +517,11 @@ class BenchPanel(QWidget):
     def _on_session_run_finished(self) -> None:
         self._set_running(False)
 
-    def show_run(self, run: BenchRun) -> None:
+    def show_run(self, run: BenchRun, *, finished: bool = False) -> None:
+        """A run's results; `finished`: it just ran here (its speed refines the calibration)."""
         self.last_run = run
+        self.speed_label.hide()
+        (self.bench_speed.after_run if finished else self.bench_speed.show_run)(run)
         self.summary_model.set_run(run)
         self._fit_results_width()
         self.gap_label.setText("\n".join(run_notes(run)))
@@ -537,6 +555,16 @@ class BenchPanel(QWidget):
                 text = "–" if not s or "median" not in s else f"{s['median']:.1f} (IQR {s['iqr']:.1f}, n={s['n']})"
                 self.sweep_table.setItem(i, j + 1, QTableWidgetItem(text))
         self.sweep_table.resizeColumnsToContents()  # whole metric names in the headers (the table scrolls sideways)
+
+    # -- the predicted speed (state.bench) ---------------------------------------------------------------
+    def _on_bench_speed_changed(self, _what: str) -> None:
+        st = self.bench_speed
+        if self.last_run is None or st.run_id != self.last_run.id:
+            return
+        self.speed_label.setText(st.text())
+        self.speed_label.setVisible(bool(st.text()))
+        if st.refit_line:
+            self.ctx.state.bench_runs_changed.emit()  # the Plan and the Profile read the refined calibration
 
     def _on_chart_combo_changed(self, index: int) -> None:
         groups = getattr(self, "_chart_groups", [])

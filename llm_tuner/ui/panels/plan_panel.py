@@ -31,11 +31,14 @@ from llm_tuner.core.memory import FIT_TARGET_MIB, MemoryPlan
 from llm_tuner.core.units import format_mib
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.services.speed import load_basis
 from llm_tuner.state.plan import PlanState
+from llm_tuner.state.speed import SpeedModel
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
 from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
 from llm_tuner.ui.panels.router_plan import RouterPlanBox
+from llm_tuner.ui.panels.plan_speed import PlanSpeedBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 
@@ -51,8 +54,9 @@ class PlanPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         # what this view plans for and writes into the profile: the state its widgets bind to
+        speed = SpeedModel(lambda: load_basis(ctx.engine), run=self._run)  # the store: off the GUI thread
         self.plan_state = PlanState(inventory=lambda: ctx.state.inventory, settings=lambda: ctx.settings,
-                                    run=self._run)
+                                    run=self._run, speed=speed)
         self._syncing = False  # the controls are being set from the state: their changes are not the user's
         self._timer = QTimer(self, singleShot=True, interval=0)  # one recompute for the changes of one event
         self._timer.timeout.connect(self._recompute)
@@ -62,11 +66,13 @@ class PlanPanel(QWidget):
         ctx.state.model_selected.connect(self._on_state_model_selected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)  # a method: disconnected with the panel
+        ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
         if ctx.state.profile is not None:
             self.plan_state.use_profile(ctx.state.profile)
         if ctx.state.model_path:
             self.plan_state.select_model(ctx.state.model_path)
         self._show_empty()
+        speed.load()
 
     def _run(self, work, done, failed) -> None:
         """PlanState's slow reads (a model header, RPC workers' devices) as a BackgroundJob of this panel."""
@@ -114,17 +120,25 @@ class PlanPanel(QWidget):
         lay.addLayout(head)
 
         self.bars = MemoryBarsWidget()
-        lay.addWidget(self.bars)
+        self.speed_box = PlanSpeedBox(self.plan_state)  # beside the bars: prefill, generation, TTFT, the curve
+        memory = QVBoxLayout()  # the bars and what they say, left of the speed
+        memory.setContentsMargins(0, 0, 0, 0)
+        memory.addWidget(self.bars)
         self.summary_label = QLabel()
         self.summary_label.setWordWrap(True)
-        lay.addWidget(self.summary_label)
+        memory.addWidget(self.summary_label)
         self.pipeline_label = QLabel()  # pipeline parallelism on several devices: on/off, why, its memory
         self.pipeline_label.setWordWrap(True)
-        lay.addWidget(self.pipeline_label)
+        memory.addWidget(self.pipeline_label)
         self.warnings_label = QLabel()
         self.warnings_label.setWordWrap(True)
         self.warnings_label.setStyleSheet("color: #b15d00")
-        lay.addWidget(self.warnings_label)
+        memory.addWidget(self.warnings_label)
+        memory.addStretch(1)
+        top = QHBoxLayout()
+        top.addLayout(memory, 2)
+        top.addWidget(self.speed_box, 1)
+        lay.addLayout(top)
 
         grid = QGridLayout()
         lay.addLayout(grid)
@@ -239,6 +253,7 @@ class PlanPanel(QWidget):
             self.pipeline_label.hide()
             self.warnings_label.clear()
             self.solve_label.clear()
+            self.speed_box.refresh()
             self.ot_box.refresh()  # no tensors of a previous model
 
     def _show_model(self, info) -> None:
@@ -313,6 +328,9 @@ class PlanPanel(QWidget):
     def _on_state_inventory_detected(self, _inventory) -> None:
         self._schedule()
 
+    def _on_state_bench_runs_changed(self) -> None:
+        self.plan_state.speed.load()
+
     def _schedule(self) -> None:
         self._timer.start()
 
@@ -339,4 +357,5 @@ class PlanPanel(QWidget):
         if split is not None:
             self.split_bar.set_split(*split)
         self._update_unknown_button()
+        self.speed_box.refresh()
         self.ot_box.refresh()  # the preview depends on the devices and the rules set: never stale

@@ -41,12 +41,15 @@ from llm_tuner.core.cmdline import (
     render_shell,
     validate,
 )
+from llm_tuner.core.memory import plan_gpus
 from llm_tuner.core.profile import LaunchProfile, nul_fields
 from llm_tuner.qt.context import AppContext
-from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.qt.workers import BackgroundJob, state_run
 from llm_tuner.services import device_ids
 from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
 from llm_tuner.services.preflight import look_at_model, plan_here
+from llm_tuner.services.speed import load_basis
+from llm_tuner.state.speed import SpeedModel, profile_argv, speed_line
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
@@ -91,6 +94,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._names: list[str] = []
         self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
         self.editors: dict[str, _FieldEditor] = {}
+        self._plan = None  # the profile's memory plan here (services.preflight.plan_here), for the speed line
+        self.speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
         self._build()
         guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
@@ -100,6 +105,9 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
+        self.speed.add_callback(lambda *_a: self._show_speed())
+        ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
+        self.speed.load()
 
     # -- construction ----------------------------------------------------------------------------
     def _build(self) -> None:
@@ -229,6 +237,12 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.preview.setLineWrapMode(QPlainTextEdit.LineWrapMode.NoWrap)
         self._preview_palette = self.preview.palette()
         rv.addWidget(self.preview, 2)
+        self.speed_label = QLabel()  # the predicted speed of this command, and what it is calibrated on
+        self.speed_label.setObjectName("speed_line")
+        self.speed_label.setWordWrap(True)
+        self.speed_label.setToolTip("Predicted by the speed model (core.speed) from the memory plan: one request, "
+                                    "a 512-token prompt, generation at an empty cache")
+        rv.addWidget(self.speed_label)
         self.error_label = QLabel("")
         self.error_label.setStyleSheet("color: #c62828")
         self.error_label.setWordWrap(True)
@@ -432,6 +446,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         n_gpus = len(inventory.devices) if inventory is not None else None
         cores = inventory.host.cores_physical if inventory is not None else None
         plan, pipe = plan_here(p, self._model_facts, inventory)  # pure: the plan's advice (prompt cache, pipeline)
+        self._plan = plan
+        self._show_speed()
         self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists,
                              physical_cores=cores, fa_quants=self._fa_quants, plan=plan, pipeline=pipe,
                              host_available_mib=inventory.host.memory_available_mib if inventory is not None else None)
@@ -457,6 +473,16 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self.ctx.state.profile_name = self.current_name
             self.ctx.state.set_profile(p)
             self.profile_edited.emit(p)
+
+    def _show_speed(self) -> None:
+        inventory = self.ctx.state.inventory
+        pr = self.speed.predict(self._model_facts, self._plan, argv=profile_argv(self.profile),
+                                gpus=plan_gpus(inventory) if inventory is not None else None)
+        self.speed_label.setText(speed_line(pr, self.speed.basis) if self._plan is not None else "")
+        self.speed_label.setVisible(self._plan is not None)
+
+    def _on_state_bench_runs_changed(self) -> None:
+        self.speed.load()
 
     # -- the profile's own program (trust) -----------------------------------------------------------
     def _show_program(self, error: str | None = None) -> None:
