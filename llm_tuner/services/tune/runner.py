@@ -44,7 +44,7 @@ from llm_tuner.core.tune import (
     start_noise,
 )
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED
-from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
+from llm_tuner.core.tune.quality import changes_kv, changes_speculation, output_keys, ppl_increase_pct
 from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget
 from llm_tuner.services.tune import checks
@@ -142,7 +142,7 @@ class _Tune:
         self.probed: tuple[str | None, str] = (None, "not read")
         self.server_lines: tuple[str, ...] = ()  # the output of the latest run's server (BenchRunner's RunOutcome)
         # speculative knobs: the baseline's run reads its output at --temp 0 too (no server start of its own)
-        self.spec_knobs = any(set(k.flag.split("+")) & set(SPEC_KEYS) for k in s.knobs)
+        self.spec_knobs = any(set(k.flag.split("+")) & set(output_keys()) for k in s.knobs)
         self.current = ""
         if self.baseline_argv in self.trials:  # resumed: the final's share from the stored baseline run
             self._reserve_from_stored(self.trials[self.baseline_argv])
