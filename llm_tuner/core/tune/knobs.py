@@ -12,13 +12,16 @@ from llm_tuner.core.tune.frontier import Placement
 from llm_tuner.core.tune.knob_table import KNOBS, ProposeContext
 from llm_tuner.core.tune.model import Knob
 from llm_tuner.core.tune.objectives import PROMPT, Objective
-from llm_tuner.core.tune.proposers import (  # noqa: F401 - re-exported: the knob constants' one home is proposers
+from llm_tuner.core.tune.proposers import (  # re-exported: the knob constants' one home is proposers
     KV_PAIR,
     KV_TYPES,
     MAX_PLACEMENTS,
     PLACEMENT_KNOB,
     allowed_values,
 )
+
+__all__ = ["ABSENT", "KV_PAIR", "KV_TYPES", "MAX_PLACEMENTS", "PLACEMENT_KNOB", "allowed_values", "parse_knob",
+           "propose_knobs"]
 
 ABSENT = ("default", "none()", "-")  # CLI words for "flag absent"
 

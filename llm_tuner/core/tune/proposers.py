@@ -12,6 +12,7 @@ host memory beside a GPU, prompt batches copy them to the GPU once per ubatch: l
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory.overrides import rule_ffn_every_nth
@@ -43,13 +44,13 @@ MAX_PLACEMENTS = 3
 PREFILL_STYLES = ("experts_last",)
 
 
-def known(catalog, key: str) -> bool:
+def known(catalog: Any, key: str) -> bool:
     if catalog is None:
         return True
     return any(catalog.lookup(n) is not None for n in flags.names(key))
 
 
-def allowed_values(catalog, key: str) -> list[str]:
+def allowed_values(catalog: Any, key: str) -> list[str]:
     """Values a flag's --help lists ("allowed values: a, b" or a comma list as its placeholder)."""
     if catalog is None:
         return []

@@ -352,11 +352,16 @@ def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_p
     return separated(winner, incumbent, known)  # not measured by the end of the race: the threshold decides
 
 
+Screen = Callable[[list[Values], Values, str], list[Values]]
+
+
 def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
                        out_of_time: Callable[[], bool] = lambda: False, min_gain_pct: float = 0.0,
-                       noise: Noise | None = None) -> tuple[Values | None, list[str]]:
+                       noise: Noise | None = None, screen: Screen | None = None) -> tuple[Values | None, list[str]]:
     """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
     A race's winner replaces the incumbent only when it gains more than `min_gain_pct` (see gains_enough).
+    `screen(candidates, incumbent, knob)`: the candidates of a race worth starting (the speed model's pruning:
+    core.tune.prune; the incumbent always among them); the others are left out of the race.
 
     Returns the winning values (None when even the baseline could not run) and a log of what was decided."""
     ordered = order_knobs([k for k in knobs if k.values])
@@ -373,6 +378,12 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         step += 1
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
+        if screen is not None:
+            kept = screen(cands, dict(best), knob.key)
+            dropped = len(cands) - len(kept)
+            if dropped:
+                log.append(f"{knob.key}: {dropped} value{'s' if dropped != 1 else ''} pruned by the speed model")
+            cands = kept
         winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
                                           out_of_time=out_of_time, zone_pct=min_gain_pct, noise=noise,
                                           ranked=knob.ranked)
