@@ -153,8 +153,9 @@ def _spec(args, resolver=None):
         raise CliError(str(exc)) from None
     _check_knob_values(knobs, binary)
     if not knobs:
+        speed = None if args.no_speed_prune else _speed(argv, env, objective, binary, resolver, _engine())
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
-                              settings=_settings(), resolver=resolver)
+                              settings=_settings(), resolver=resolver, speed=speed)
         if args.only:
             keep = {k.strip() for k in args.only.split(",") if k.strip()}
             unknown = keep - {k.key for k in knobs}
@@ -206,13 +207,13 @@ def _plan_fn(args, binary, headroom_mib: int | None = None):
     return make_plan_fn(headroom, gpus=gpus, host=host)
 
 
-def _speed(spec, resolver, engine):
+def _speed(argv, env, objective, binary, resolver, engine):
     """The speed model for this tune: the planned devices (--devices) or the detected ones, and the history's
     calibration of the build and driver in use; None when it cannot be set up (every candidate is then started)."""
     from llm_tuner.services.tune import SpeedOracle
 
     try:
-        return SpeedOracle.for_tune(spec.base_argv, spec.base_env, spec.objective, engine=engine, binary=spec.binary,
+        return SpeedOracle.for_tune(list(argv), dict(env), objective, engine=engine, binary=binary,
                                     gpus=resolver.gpus if resolver is not None else None,
                                     host=resolver.planner.host if resolver is not None else None)
     except Exception as exc:  # noqa: BLE001 - no predictions: the tune starts every candidate
@@ -240,7 +241,7 @@ def _dry_run(args) -> int:
     argv, env, binary, _label, _v = _base(args)
     resolver = _resolver(args, argv, env, binary)
     spec = _spec(args, resolver)
-    speed = _speed(spec, resolver, _engine())
+    speed = _speed(spec.base_argv, spec.base_env, spec.objective, spec.binary, resolver, _engine())
     cands = preview_candidates(spec.base_argv, spec.base_env, spec.knobs, resolver, _plan_fn(args, binary), speed,
                                prune=spec.prune_by_speed)
     gpus = [{"name": d.name, "budget_mib": d.free_mib if d.free_mib is not None else d.capacity_mib}
@@ -303,7 +304,8 @@ def _tune(args) -> int:
         binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
     runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom), resolver=resolver,
-                        speed=_speed(spec, resolver, engine) if spec is not None else None,
+                        speed=_speed(spec.base_argv, spec.base_env, spec.objective, spec.binary, resolver, engine)
+                        if spec is not None else None,
                         bench_runner=BenchRunner(RunRepository(engine), settings=settings,
                                                  telemetry=default_telemetry()))
     last = {"text": None}

@@ -98,10 +98,22 @@ def base_target(engine, choice: str, state_profile, state_name: str | None, extr
 def proposed_knobs(ctx: AppContext, target: bench_service.ServerTarget, objective: Objective,
                    headroom_mib: int) -> list[Knob]:
     """The knobs worth trying for this base (services.tune.default_knobs: the model, the binary's --help, its
-    devices, whether the base fits with the headroom); a job: it reads the model's header and runs the binary."""
+    devices, whether the base fits with the headroom; placements ranked by the speed model where it is
+    calibrated); a job: it reads the model's header and runs the binary."""
     plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
     return default_knobs(list(target.argv), dict(target.env), binary=target.binary, objective=objective,
-                         plan_fn=plan_fn, settings=ctx.settings)
+                         plan_fn=plan_fn, settings=ctx.settings,
+                         speed=_speed(target, objective, ctx.engine))
+
+
+def _speed(target: bench_service.ServerTarget, objective: Objective, engine) -> SpeedOracle | None:
+    """The speed model of a base on this machine (None when it cannot be set up: the views show no prediction)."""
+    try:
+        return SpeedOracle.for_tune(list(target.argv), dict(target.env), objective, engine=engine,
+                                    binary=target.binary)
+    except Exception as exc:  # noqa: BLE001 - the plan's verdicts still show
+        log.info("no speed predictions for the candidates: %s", exc)
+        return None
 
 
 def candidate_preview(target: bench_service.ServerTarget, knobs, headroom_mib: int, objective: Objective | None = None,
@@ -114,13 +126,7 @@ def candidate_preview(target: bench_service.ServerTarget, knobs, headroom_mib: i
         resolver = PlacementResolver(list(target.argv), dict(target.env), binary=target.binary,
                                      margin_mib=headroom_mib)
     plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
-    speed = None
-    if objective is not None:
-        try:
-            speed = SpeedOracle.for_tune(list(target.argv), dict(target.env), objective, engine=engine,
-                                         binary=target.binary)
-        except Exception as exc:  # noqa: BLE001 - the plan's verdicts still show
-            log.info("no speed predictions for the candidates: %s", exc)
+    speed = _speed(target, objective, engine) if objective is not None else None
     return preview_candidates(list(target.argv), dict(target.env), list(knobs), resolver, plan_fn, speed)
 
 

@@ -124,3 +124,48 @@ def test_without_a_calibration_or_with_pruning_off_every_candidate_is_started(tm
         result, bench = _tune(d, oracle, prune)
         assert not [t for t in result.trials if t.status == "pruned"]
         assert {"1", "2"} <= {flags.value_of(list(a), "threads") for a in bench.started}
+
+
+def test_moe_experts_of_the_last_blocks_are_ranked_beside_the_first_and_raced_where_prefill_counts(tmp_path):
+    from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+    from llm_tuner.core.tune import Planner, frontier, propose_knobs
+    from llm_tuner.core.tune.prune import rank_by_prediction
+    from llm_tuner.services.binaries import default_catalog
+    from llm_tuner.services.library import read_model
+    from tests.support.random_gguf import write_qwen3_moe, zero_weights
+
+    with zero_weights():
+        path = write_qwen3_moe(tmp_path / "moe.gguf", n_layer=8, n_embd=256, n_ff_exp=512, n_expert=16,
+                               n_expert_used=2, n_ctx_train=8192)
+    model = read_model(str(path))
+    base = ["-m", str(path), "-c", "4096"]
+    host = PlanDevice("Host", "CPU", 24000, 20000)
+
+    def gpu(free):
+        return PlanDevice("CUDA0", "CUDA", 143155, free, "NVIDIA H200", free_includes_runtime=True)
+
+    full = plan_memory(model, parse_server_args([*base, "-ngl", "99", "--fit", "off"]), [gpu(100000)], host)
+    none = plan_memory(model, parse_server_args([*base, "-ngl", "0", "--fit", "off"]), [gpu(100000)], host)
+    extra = full.device("CUDA0").budget_mib - 100000
+    budget = none.device("CUDA0").resident_mib + 0.7 * (full.device("CUDA0").resident_mib
+                                                        - none.device("CUDA0").resident_mib)
+    small = Planner(model, [gpu(int(budget - extra))], host)
+    places = frontier(small, base, ("q8_0",), 32)
+    by = {p.value: p for p in places if p.fits}
+    first, last = by["q8_0:experts"], by["q8_0:experts_last"]
+    assert abs(first.host_read_mib - last.host_read_mib) < 0.5  # the plan cannot tell them apart
+    assert "--override-tensor" in last.argv and "blk\\.(7" not in last.argv[-1] and "|7)" in last.argv[-1]
+    values = [p.value for p in places if p.fits]
+    assert values.index("q8_0:experts_last") == values.index("q8_0:experts") + 1  # ranked beside the first
+    gen = propose_knobs(model, default_catalog(), small.gpus, base, objective=Objective(kind="gen_tps"),
+                        cpu_threads=8, placement=places)
+    pre = propose_knobs(model, default_catalog(), small.gpus, base, objective=Objective(kind="prefill_tps"),
+                        cpu_threads=8, placement=places)
+    assert "q8_0:experts_last" not in gen[0].values and "q8_0:experts_last" in pre[0].values
+    # weights in host memory: prompt batches copy them to the GPU per ubatch, so larger ubatches are raced
+    ub = next(k for k in pre if k.key == "ub")
+    assert "4096" in ub.values and "ubatch" in ub.reason
+    # ranked by prediction where every one is calibrated; equal predictions keep the frontier's order
+    g = [SpeedGuess(10.0, calibrated=True), SpeedGuess(10.0, calibrated=True), SpeedGuess(30.0, calibrated=True)]
+    assert rank_by_prediction(["a", "b", "c"], g) == ["c", "a", "b"]
+    assert rank_by_prediction(["a", "b", "c"], [*g[:2], SpeedGuess(30.0)]) == ["a", "b", "c"]

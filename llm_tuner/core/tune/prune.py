@@ -111,3 +111,13 @@ def trial_prediction(predicted: Mapping[str, Any] | None, score: float | None) -
     if score is None or not g.score:
         return pred, "–"
     return pred, f"{100.0 * (score - g.score) / abs(g.score):+.0f} %"
+
+
+def rank_by_prediction(items: list[Any], guesses: list[SpeedGuess | None]) -> list[Any]:
+    """Items (the placement frontier's fitting placements, fastest first by host reads) ranked by the predicted
+    score, highest first, where every one has a calibrated prediction; equal predictions (the experts of the first
+    and of the last blocks read the same bytes) keep their order. Otherwise the order given."""
+    if not items or any(g is None or not g.calibrated or g.score is None for g in guesses):
+        return list(items)
+    order = sorted(range(len(items)), key=lambda i: -(guesses[i].score or 0.0))  # type: ignore[union-attr]
+    return [items[i] for i in order]
