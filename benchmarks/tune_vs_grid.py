@@ -20,8 +20,10 @@ On a GPU host:
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -66,6 +68,122 @@ class TimedServer(runner_module.ServerProcess):
 runner_module.ServerProcess = TimedServer  # the runner's one start path, timed
 
 
+# -- the recorded GPU tunes, replayed offline: which starts the speed model's pruning would have saved -------------
+SPEED_SESSION = ROOT / "benchmarks" / "sessions" / "2026-12-05-speed-model"
+_TRIAL = re.compile(r"^trial (\d+) (\w+) (\{.*?\})?\s*: (\w+)(?: ([\d.]+) \(n=\d+, (\d+) start\(s\)\))?(.*)$", re.M)
+
+
+def replay_gpu(out: str | None, models_dir: str) -> int:
+    """Each recorded placement tune (benchmarks/sessions/2026-12-02-h200-placement/) replayed through the tune's own
+    pruning (core.tune.prune.speed_prune over services.tune.SpeedOracle's predictions): the calibration is the H200
+    machine's -ngl series (benchmarks/results/speed_model/gpu-recorded.md), nothing of the run itself; each race's
+    candidates (the placement race from the base, the threads race from the pick) as the run listed them. A pruned
+    candidate would not have started: the starts it took in the run are saved (an estimate: the race after it may
+    have run otherwise)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import speed_model as sm  # noqa: PLC0415 - the speed-model benchmark's recorded sets and their calibration
+
+    from llm_tuner.core.memory import PlanDevice  # noqa: PLC0415
+    from llm_tuner.core.tune.frontier import Planner, resolve_placement  # noqa: PLC0415
+    from llm_tuner.core.tune.prune import speed_prune  # noqa: PLC0415
+    from llm_tuner.services.library import read_model  # noqa: PLC0415
+    from llm_tuner.services.tune.speed import SpeedOracle  # noqa: PLC0415
+
+    d = Path(models_dir)
+    sm.restore_headers(SPEED_SESSION / "s2" / "headers", d,
+                       names=("demo", "dense-s", "dense-m", "moe-m", "h200-dense", "h200-moe"))
+    cal = sm._gpu_calibration(SPEED_SESSION / "s1" / "raw", d)
+    host = PlanDevice("Host", "CPU", 128 * 1024, 120 * 1024)
+    objective = Objective(kind="gen_tps", prompt_tokens=256, gen_tokens=48)
+    lines = ["# The recorded H200 placement tunes replayed with the speed model's pruning", "",
+             f"Calibration: {cal.source} (no figure of the replayed runs); expected error: the recorded set's median "
+             "8.8 % (benchmarks/results/speed_model/gpu-recorded.md), so a candidate is pruned when predicted more than "
+             "20 % behind the best prediction of its race (core.tune.prune.MIN_PRUNE). Objective: generation t/s "
+             "(prompt 256, 48 generated). Predictions resting on a default cost (a K/V type of the host's attention "
+             "that the -ngl series did not measure) prune nothing.", "",
+             "| run | trial | race | candidate | measured | starts | predicted | calibrated | pruned | race winner | "
+             "judged best |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    saved_all = starts_all = whole_all = 0
+    bad: list[str] = []
+    summary: list[str] = []
+    for run in sm.RECORDED_RUNS:
+        text = (sm.RECORDED_DIR / run).read_text()
+        kind = "h200-dense" if run.startswith("dense") else "h200-moe"
+        model_file = str(sm.model_path(d, kind))
+        model = read_model(model_file)
+        budget = int(re.search(r"CUDA0 \d+ of (\d+) MiB", text).group(1))
+        gpus = [PlanDevice("CUDA0", "CUDA", sm.H200_MIB, budget)]
+        planner = Planner(model, gpus, host, cpu_flags=sm.CPU_FLAGS, fill=(256 + 24) / 8192)
+        oracle = SpeedOracle(objective, cal, gpus, host, sm.CPU_FLAGS, 16)
+        base = ["-m", model_file, "-c", "8192"]
+        trials = []
+        for m in _TRIAL.finditer(text):
+            values = ast.literal_eval(m.group(3)) if m.group(3) else {}
+            trials.append({"n": int(m.group(1)), "knob": m.group(2), "values": values, "status": m.group(4),
+                           "score": float(m.group(5)) if m.group(5) else None,
+                           "starts": int(m.group(6)) if m.group(6) else (0 if m.group(4) == "failed" else 1)})
+        total = sum(t["starts"] for t in trials)
+        pick = next((t for t in trials if t["status"] == "final"), None)
+        pick_place = (pick or {}).get("values", {}).get("placement")
+
+        def argv_of(values):
+            out = list(base)
+            if values.get("placement"):
+                out += list(resolve_placement(planner, base, values["placement"], 128).argv)
+            if values.get("t"):
+                out += ["-t", values["t"]]
+            return tuple(out)
+
+        races = {"placement": [t for t in trials if t["knob"] in ("baseline", "placement")],
+                 "t": [t for t in trials if t["knob"] == "t"]}
+        if races["t"]:  # the threads race: its candidates against the pick at the default threads
+            inc = {"n": pick["n"] if pick else 0, "knob": "t", "values": {"placement": pick_place},
+                   "status": "incumbent", "score": pick["score"] if pick else None, "starts": 0}
+            races["t"] = [inc, *races["t"]]
+        saved = 0
+        for race, cands in races.items():
+            if len(cands) < 2:
+                continue
+            guesses = {i: oracle.guess(argv_of(c["values"])) for i, c in enumerate(cands)}
+            pruned = speed_prune(guesses, keep=0, what="generation t/s")
+            for i, c in enumerate(cands):
+                g = guesses[i]
+                won = (race == "placement" and c["values"].get("placement") == pick_place and c["knob"] != "baseline"
+                       ) or (race == "t" and c["status"] == "incumbent")
+                judged = race == "placement" and won  # the judge measured the tune's pick against the grid's best
+                if i in pruned:
+                    saved += c["starts"]
+                    if won or judged:
+                        bad.append(f"{run} trial {c['n']}")
+                label = "baseline" if c["knob"] == "baseline" else (
+                    "pick at default threads" if c["status"] == "incumbent" else
+                    ", ".join(f"{k}={v}" for k, v in c["values"].items() if k == race or race == "placement"))
+                lines.append(f"| {run} | {c['n'] if c['status'] != 'incumbent' else '–'} | {race} | {label} | "
+                             f"{'–' if c['score'] is None else format(c['score'], '.1f')} "
+                             f"{'' if c['status'] in ('measured', 'final', 'incumbent') else '(' + c['status'] + ')'} | "
+                             f"{c['starts']} | {'–' if g is None or g.score is None else format(g.score, '.1f')} | "
+                             f"{'yes' if g is not None and g.calibrated else 'no'} | "
+                             f"{'**yes**' if i in pruned else 'no'} | {'yes' if won else ''} | "
+                             f"{'yes' if judged else ''} |")
+        saved_all += saved
+        starts_all += total
+        whole = int(m.group(1)) if (m := re.search(r"^tune: \d+ trials · (\d+) starts", text, re.M)) else total
+        whole_all += whole
+        summary.append(f"| {run} | {whole} | {total} | {saved} | {whole - saved} ({100 * saved / max(1, whole):.0f} % "
+                       "fewer) |")
+    lines += ["", "| run | the tune's server starts (final comparison included) | of them racing candidates | "
+                  "starts the pruning would have saved | left |", "|---|---|---|---|---|", *summary,
+              f"| all | {whole_all} | {starts_all} | {saved_all} | {whole_all - saved_all} "
+              f"({100 * saved_all / max(1, whole_all):.0f} % fewer) |", "",
+              "Pruned starts that were a race's winner or the judged best: " + (", ".join(bad) if bad else "none") + "."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    return 1 if bad else 0
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", help="llama-server (default: the configured/embedded one)")
@@ -81,7 +199,13 @@ def main() -> int:
     p.add_argument("--final-rounds", type=int, default=2)
     p.add_argument("--gap-rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=3600.0)
+    p.add_argument("--replay-gpu", metavar="OUT.md", help="replay the recorded H200 placement tunes offline with the "
+                   "speed model's pruning (no server started) and write the table")
+    p.add_argument("--models-dir", default="/tmp/tune-vs-grid-models", help="--replay-gpu: where the recorded models' "
+                   "headers are restored as sparse files")
     args = p.parse_args()
+    if args.replay_gpu:
+        return replay_gpu(args.replay_gpu, args.models_dir)
 
     if args.server:
         os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
