@@ -40,6 +40,7 @@ from llm_tuner.core.tune import Objective, TuneSpec, apply_values, parse_knob, r
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
 from llm_tuner.services.bench import runner as runner_module  # noqa: E402
 from llm_tuner.services.tune import TuneRunner  # noqa: E402
+from llm_tuner.services.tune import checks as tune_checks  # noqa: E402
 from llm_tuner.store.db import open_engine  # noqa: E402
 from llm_tuner.store.runs import RunRepository  # noqa: E402
 from llm_tuner.store.tunes import TuneRepository  # noqa: E402
@@ -68,6 +69,27 @@ class TimedServer(runner_module.ServerProcess):
 runner_module.ServerProcess = TimedServer  # the runner's one start path, timed
 
 
+class PplClock:
+    """Wall time of the tune's llama-perplexity checks (counted apart from server time)."""
+
+    total_s = 0.0
+    runs = 0
+
+
+def _timed_perplexity(fn):
+    def wrapped(*a, **kw):
+        t0 = time.monotonic()
+        try:
+            return fn(*a, **kw)
+        finally:
+            PplClock.total_s += time.monotonic() - t0
+            PplClock.runs += 1
+    return wrapped
+
+
+tune_checks.perplexity = _timed_perplexity(tune_checks.perplexity)
+
+
 # -- the recorded GPU tunes, replayed offline: which starts the speed model's pruning would have saved -------------
 SPEED_SESSION = ROOT / "benchmarks" / "sessions" / "2026-12-05-speed-model"
 _TRIAL = re.compile(r"^trial (\d+) (\w+) (\{.*?\})?\s*: (\w+)(?: ([\d.]+) \(n=\d+, (\d+) start\(s\)\))?(.*)$", re.M)
@@ -81,13 +103,13 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     candidate would not have started: the starts it took in the run are saved (an estimate: the race after it may
     have run otherwise)."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
-    import speed_model as sm  # noqa: PLC0415 - the speed-model benchmark's recorded sets and their calibration
+    import speed_model as sm
 
-    from llm_tuner.core.memory import PlanDevice  # noqa: PLC0415
-    from llm_tuner.core.tune.frontier import Planner, resolve_placement  # noqa: PLC0415
-    from llm_tuner.core.tune.prune import speed_prune  # noqa: PLC0415
-    from llm_tuner.services.library import read_model  # noqa: PLC0415
-    from llm_tuner.services.tune.speed import SpeedOracle  # noqa: PLC0415
+    from llm_tuner.core.memory import PlanDevice
+    from llm_tuner.core.tune.frontier import Planner, resolve_placement
+    from llm_tuner.core.tune.prune import speed_prune
+    from llm_tuner.services.library import read_model
+    from llm_tuner.services.tune.speed import SpeedOracle
 
     d = Path(models_dir)
     sm.restore_headers(SPEED_SESSION / "s2" / "headers", d,
@@ -126,7 +148,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
         pick = next((t for t in trials if t["status"] == "final"), None)
         pick_place = (pick or {}).get("values", {}).get("placement")
 
-        def argv_of(values):
+        def argv_of(values, planner=planner, base=base):
             out = list(base)
             if values.get("placement"):
                 out += list(resolve_placement(planner, base, values["placement"], 128).argv)
@@ -184,6 +206,173 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     return 1 if bad else 0
 
 
+# -- a CPU space where bytes and compute matter: threads × K/V type × depth, generation, the model's pruning ------------
+CPU_MODELS = {  # small enough for a 2-core machine; written once with random weights (tests/support/random_gguf)
+    "dense": ("dense", dict(n_layer=12, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, head_dim=64,
+                            n_ctx_train=8192)),
+    "moe": ("moe", dict(n_layer=8, n_embd=768, n_ff=2048, n_ff_exp=512, n_expert=16, n_expert_used=2, n_head=12,
+                        n_head_kv=4, head_dim=64, n_ctx_train=8192)),
+}
+CPU_SPACE = "t=1,2 kv=f16,q8_0,q4_0"
+
+
+def _cpu_models(d: Path) -> dict[str, str]:
+    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, (kind, shape) in CPU_MODELS.items():
+        path = d / f"cpu-{name}-q8_0.gguf"
+        if not path.exists():
+            writer = write_qwen3_dense if kind == "dense" else write_qwen3_moe
+            writer(path, weight_type="Q8_0", embd_type="Q8_0", name=f"tune-vs-grid {name}", seed=1, **shape)
+        out[name] = str(path)
+    return out
+
+
+def _calibrate(models: list[str], engine, threads: tuple[int, ...]) -> tuple[object, float]:
+    """The app's own probe (llama-bench, services.speed.run_probe) on both models at these thread counts, with its
+    error on its own cells (core.speed.calibrate.with_error), kept in the benchmark's history for this build."""
+    from llm_tuner.core.speed.calibrate import with_error
+    from llm_tuner.services import binaries
+    from llm_tuner.services.speed import run_probe
+    from llm_tuner.services.telemetry.host import host_info
+    from llm_tuner.services.tune.placement import server_path
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    build = binaries.build_identity(server_path()).key
+    t0 = time.monotonic()
+    cal, ms = run_probe(models, threads, cpu_flags=tuple(host_info().cpu_flags), build=build, driver="")
+    cal = with_error(cal, ms)
+    SpeedCalibrationRepo(engine).save(cal)
+    return cal, time.monotonic() - t0
+
+
+def _grid(bench, base, knobs, objective, spec, reps):
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    cells = [dict(zip([k.key for k in knobs], combo, strict=True)) for combo in
+             itertools.product(*[k.values for k in knobs])]
+    grid = []
+    for values in cells:
+        argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
+        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(reps)).run
+        s = median(rep_scores(run, objective))
+        grid.append((s, values, argv, run))
+        print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
+    return grid, ServerClock.total_s, ServerClock.starts
+
+
+def _tune(engine, bench, spec):
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    PplClock.total_s, PplClock.runs = 0.0, 0
+    t0 = time.monotonic()
+    result = TuneRunner(TuneRepository(engine), bench_runner=bench).run(spec, progress=lambda f, t: None)
+    return (result, TuneRepository(engine).list_trials(result.tune_id), ServerClock.total_s, ServerClock.starts,
+            PplClock.total_s, time.monotonic() - t0)
+
+
+def cpu_space(args) -> int:
+    """Per model and depth: the grid, the tune without the model's pruning, the same tune with it, and the pruned
+    tune's pick against the grid's best (interleaved); the issue's three checks, printed and returned."""
+    from llm_tuner.core.stats import NOISE
+    from llm_tuner.core.tune.prune import trial_prediction
+
+    models = _cpu_models(Path(args.models_dir))
+    data = Path(tempfile.mkdtemp(prefix="tune-vs-grid-cpu-"))
+    engine = open_engine(data / "h.sqlite")
+    runs = RunRepository(engine)
+    bench = BenchRunner(runs, predict_memory=False)
+    load0 = os.getloadavg()
+    print(f"# tune vs grid on the CPU, with and without the speed model's pruning · {time.strftime('%Y-%m-%d %H:%M')}"
+          f" · {os.cpu_count()} CPUs · load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    threads = tuple(int(t) for t in args.probe_threads.split(","))
+    cal, probe_s = _calibrate(list(models.values()), engine, threads)
+    print(f"# calibration: {cal.source} at {threads} threads, {probe_s:.0f} s (llama-bench, not server time); its "
+          f"error on its own cells (with_error): ±{100 * (cal.error or 0):.1f} %")
+    print(f"# space: {CPU_SPACE} × depth {args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
+          f"gen {args.gen_tokens}) · grid {args.reps} reps a cell · gap {args.gap_rounds} interleaved rounds")
+    ok_all = True
+    rows = []
+    for name, model in models.items():
+        for depth in (int(x) for x in args.depths.split(",")):
+            objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+                                  depth=depth)
+            ctx = 256 * ((depth + args.prompt_tokens + args.gen_tokens + 255) // 256 + 1)
+            base = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", str(ctx))]
+            knobs = [parse_knob(k) for k in CPU_SPACE.split()]
+            spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
+                            screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
+                            label=f"{name} d{depth}")
+            print(f"\n## {name} · depth {depth}")
+            grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
+            best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
+            within = set()
+            for s_, values, _argv, run in grid:
+                if s_ is None:
+                    continue
+                c = compare("score", rep_scores(best_run, objective), rep_scores(run, objective),
+                            higher_is_better=True)
+                if c.verdict != "worse":
+                    within.add(tuple(sorted(values.items())))
+                print(f"grid {values}: {s_:.2f}" + (" (within noise of the best)" if c.verdict != "worse" else ""))
+            free = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": False}))
+            pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
+            for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
+                                                                         ("with pruning", pruned)):
+                print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s "
+                      f"({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s) · perplexity {ppl_s:.1f} s · "
+                      f"verdict {result.verdict}")
+                for t in trials:
+                    pred, vs = trial_prediction(t.predicted, t.score)
+                    print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
+                          + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
+                          + f" · predicted {pred} · vs predicted {vs}"
+                          + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
+            result, trials = pruned[0], pruned[1]
+            pick = list(result.searched_winner_argv)
+            a_runs, b_runs = [], []
+            for _ in range(args.gap_rounds):
+                a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)).run)
+                b_runs.append(bench.run(ServerTarget(argv=pick, label="tune pick"), spec.bench_spec(1)).run)
+            gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
+                          higher_is_better=True)
+            pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
+                           and "speed model" in (t.reason or "")]
+            wrong = [dict(k) for k in pruned_keys if k in within]
+            ratio = pruned[2] / free[2] if free[2] else float("nan")
+            pick_ok = gap.verdict != "worse"
+            time_ok = ratio <= 0.60
+            ok = pick_ok and time_ok and not wrong
+            ok_all &= ok
+            print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · grid best {best_values} "
+                  f"{best_s:.2f}")
+            print(f"gap (pruned tune's pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % "
+                  f"[{_r(gap.ci_low_pct)}, {_r(gap.ci_high_pct)}] · {gap.verdict} -> "
+                  f"{'met' if pick_ok else 'NOT met'} (within noise or better)")
+            print(f"server time with pruning / without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % -> "
+                  f"{'met' if time_ok else 'NOT met'} (≤ 60 %)")
+            print(f"pruned candidates: {[dict(k) for k in pruned_keys]}; of them within noise of the grid's best: "
+                  f"{wrong or 'none'} -> {'met' if not wrong else 'NOT met'}")
+            rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {' '.join(pick[len(base):]) or 'baseline'} | "
+                        f"{gap.delta_pct:+.1f} % ({gap.verdict}) | {free[3]} / {pruned[3]} | {free[2]:.0f} / "
+                        f"{pruned[2]:.0f} s = {100 * ratio:.0f} % | {len(pruned_keys)} ({len(wrong)} within noise of the "
+                        f"best) | {'met' if ok else 'NOT met'} |")
+    busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
+    print("\n| model | depth | grid's best | pruned tune's pick | pick vs grid best | starts without / with pruning | "
+          "server time without / with | pruned (of them within noise) | done-when |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nbusy: other processes' CPU share median {busy.median if busy else float('nan'):.0f} % "
+          f"(max {busy.max if busy else float('nan'):.0f} %) · load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f} "
+          f"(2 cores shared with other agents' work)")
+    print(f"all done-when checks: {'met' if ok_all else 'NOT met'} ({NOISE!r} is core.stats' within-noise verdict)")
+    return 0
+
+
+def _r(x):
+    return x if x is None else round(x, 1)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", help="llama-server (default: the configured/embedded one)")
@@ -203,9 +392,16 @@ def main() -> int:
                    "speed model's pruning (no server started) and write the table")
     p.add_argument("--models-dir", default="/tmp/tune-vs-grid-models", help="--replay-gpu: where the recorded models' "
                    "headers are restored as sparse files")
+    p.add_argument("--cpu-space", action="store_true", help=f"the CPU space {CPU_SPACE!r} × --depths on a random dense "
+                   "and a random MoE model, the tune with and without the speed model's pruning (a calibration probe "
+                   "first)")
+    p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
+    p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
     args = p.parse_args()
     if args.replay_gpu:
         return replay_gpu(args.replay_gpu, args.models_dir)
+    if args.cpu_space:
+        return cpu_space(args)
 
     if args.server:
         os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
