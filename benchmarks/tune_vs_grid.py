@@ -262,6 +262,16 @@ def _grid(bench, base, knobs, objective, spec, reps):
     return grid, ServerClock.total_s, ServerClock.starts
 
 
+def _gap(bench, spec, objective, best_argv, pick, rounds):
+    """The grid's best cell against a tune's pick, interleaved A B A B, a fresh server each (core.stats.compare)."""
+    a_runs, b_runs = [], []
+    for _ in range(rounds):
+        a_runs.append(bench.run(ServerTarget(argv=list(best_argv), label="grid best"), spec.bench_spec(1)).run)
+        b_runs.append(bench.run(ServerTarget(argv=list(pick), label="tune pick"), spec.bench_spec(1)).run)
+    return compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
+                   higher_is_better=True)
+
+
 def _tune(engine, bench, spec):
     ServerClock.total_s, ServerClock.starts = 0.0, 0
     PplClock.total_s, PplClock.runs = 0.0, 0
@@ -330,12 +340,7 @@ def cpu_space(args) -> int:
                           + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
             result, trials = pruned[0], pruned[1]
             pick = list(result.searched_winner_argv)
-            a_runs, b_runs = [], []
-            for _ in range(args.gap_rounds):
-                a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)).run)
-                b_runs.append(bench.run(ServerTarget(argv=pick, label="tune pick"), spec.bench_spec(1)).run)
-            gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
-                          higher_is_better=True)
+            gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
             pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
                            and "speed model" in (t.reason or "")]
             wrong = [dict(k) for k in pruned_keys if k in within]
@@ -425,17 +430,8 @@ def main() -> int:
     load0 = os.getloadavg()[0]
 
     # -- grid ----------------------------------------------------------------------------------------
-    ServerClock.total_s, ServerClock.starts = 0.0, 0
-    cells = [dict(zip([k.key for k in knobs], combo, strict=True)) for combo in
-             itertools.product(*[k.values for k in knobs])]
-    grid = []
-    for values in cells:
-        argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
-        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(args.reps)).run
-        s = median(rep_scores(run, objective))
-        grid.append((s, values, argv, run))
-        print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
-    grid_s, grid_starts = ServerClock.total_s, ServerClock.starts
+    grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
+    cells = grid
     best_s, best_values, best_argv, _ = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
 
     # -- tune ------------------------------------------------------------------------------------------
@@ -447,12 +443,7 @@ def main() -> int:
     searched = list(result.searched_winner_argv)
 
     # -- gap: grid's best cell against the tuner's pick, interleaved ---------------------------------------
-    a_runs, b_runs = [], []
-    for _ in range(args.gap_rounds):
-        a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)).run)
-        b_runs.append(bench.run(ServerTarget(argv=searched, label="tune pick"), spec.bench_spec(1)).run)
-    gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
-                  higher_is_better=True)
+    gap = _gap(bench, spec, objective, best_argv, searched, args.gap_rounds)
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
     for t in trials:  # what the tune did, trial by trial (pruned and failed with the reason)
         changed = {k: v for k, v in t.values.items() if v != trials[0].values.get(k)} if trials else {}

@@ -2,18 +2,15 @@
 their reason, never starting them, and every trial's prediction beside its measurement (a real SQLite history, a
 scripted measurer: no server here)."""
 
-from datetime import datetime, timedelta
-
 from llm_tuner.core import flags
-from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.tune import Knob, Objective, TuneSpec, tune_report_markdown
 from llm_tuner.core.tune.objectives import predicted_score
 from llm_tuner.core.tune.prune import SpeedGuess, prune_margin, speed_prune
-from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.tune import TuneRunner
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
+from tests.support.tune_bench import Clock, ScriptedBench
 
 
 def g(score, calibrated=True, error=0.1):
@@ -41,38 +38,6 @@ def test_a_prediction_on_default_costs_never_prunes_nor_is_pruned():
     assert predicted_score({"gen_tps": 5.0}, Objective(kind="throughput", clients=4)) is None
 
 
-class ThreadsBench:
-    """Generation t/s by -t from a table (the 'real' speeds); stores real runs; each run 10 s of the clock."""
-
-    current_process = None
-
-    def __init__(self, repo, speeds: dict[str | None, float], clock):
-        self.repo, self.speeds, self.clock = repo, speeds, clock
-        self.started: list[tuple[str, ...]] = []
-
-    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
-        argv = tuple(target.argv)
-        self.started.append(argv)
-        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-        self.clock.t += 10.0
-        run_id = self.repo.create_run(BenchRun(server_argv=argv, group_id=group_id, spec=spec,
-                                               sweep_value=sweep_value, started_at=start))
-        speed = self.speeds[flags.value_of(list(argv), "threads")]
-        for i in range(spec.reps):
-            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=speed * (1 + 0.001 * i)))
-        self.repo.finish_run(run_id, "complete")
-        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return RunOutcome(self.repo.get_run(run_id))
-
-
-class Clock:
-    t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
 class TableOracle:
     """Predictions by -t from a table (what a calibrated speed model says), counted per call."""
 
@@ -88,7 +53,7 @@ def _tune(tmp_path, oracle, prune=True):
     engine = open_engine(tmp_path / "h.sqlite")
     clock = Clock()
     real = {None: 50.0, "1": 20.0, "2": 52.0, "4": 60.0, "8": 58.0}
-    bench = ThreadsBench(RunRepository(engine), real, clock)
+    bench = ScriptedBench(RunRepository(engine), clock, lambda argv: real[flags.value_of(list(argv), "threads")])
     spec = TuneSpec(base_argv=("-m", "m.gguf"), objective=Objective(prompt_tokens=16, gen_tokens=8),
                     knobs=(Knob(key="t", flag="threads", values=("1", "2", "4", "8")),), budget_s=3600,
                     screen_reps=2, final_reps=2, final_rounds=2, warmup=0, prune_by_speed=prune)
