@@ -91,7 +91,9 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
         mine = [i for i, c in enumerate(out) if c.knob == knob.key and c.fits]
         guesses: dict = {i: SpeedGuess.from_json(out[i].predicted) for i in mine}
         guesses["base"] = base_guess
-        for i, why in speed_prune(guesses, keep="base").items():
+        o = speed.objective
+        what = o.row.what.format(clients=o.clients, min_gen_tps=o.min_gen_tps)
+        for i, why in speed_prune(guesses, keep="base", what=what).items():
             if isinstance(i, int) and out[i].args:  # a value that is the base itself is never pruned
                 out[i] = replace(out[i], speed_pruned=why)
     return out
