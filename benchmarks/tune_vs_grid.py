@@ -15,6 +15,16 @@ Run (CPU, demo model, a few minutes):
 On a GPU host:
     .venv/bin/python benchmarks/tune_vs_grid.py --server PATH/llama-server --model M.gguf \
         --space "ub=256,512,1024,2048 b=512,2048,4096 kv=f16,q8_0" --base "-ngl 999 -c 8192" --objective prefill_tps
+
+The speed model's pruning (issue 37):
+- `--cpu-space`: threads × K/V type (CPU_SPACE) at each of `--depths`, generation t/s, on a random dense and a random
+  MoE model (CPU_MODELS, written once into `--models-dir`): the app's calibration probe first (llama-bench, its time
+  apart), then per model and depth the grid, the tune without pruning and the same tune with it, and the pruned
+  tune's pick against the grid's best (interleaved). Checks: the pick within noise of the grid's best (core.stats),
+  its server time ≤ 60 % of the unpruned tune's, no pruned candidate within noise of the grid's best.
+      .venv/bin/python benchmarks/tune_vs_grid.py --cpu-space > benchmarks/results/tune_vs_grid/cpu_space_pruning.txt
+- `--replay-gpu OUT.md`: the recorded H200 placement tunes replayed offline (no server): which starts the pruning
+  would have saved, and that none of them was a race's winner or the judged best.
 """
 
 from __future__ import annotations
