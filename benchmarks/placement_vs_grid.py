@@ -14,6 +14,13 @@ at least 90 % of the grid's best, better than the defaults wherever the grid is,
 server time.
 
     python3 benchmarks/placement_vs_grid.py --server build/bin/llama-server --model m.gguf --free-gib 1.0,0.75
+
+The tune prunes by the speed model (core.tune.prune) only with a calibration of this build and driver that covers
+host memory: `--calibrate` runs the app's probe (llama-bench through services.speed.run_probe) with an `-ngl` series
+on the whole GPU before any holder starts, and keeps it for the tune (a plain `llm-tuner estimate --calibrate` runs
+every layer on the GPU, so the host's costs stay defaults and nothing is pruned); with `--history` the runs go to the
+app's own history (LLM_TUNER_DATA_DIR), where a calibration kept earlier is found. `--no-speed-prune` races every
+candidate (the same tune without pruning).
 """
 
 from __future__ import annotations
@@ -38,7 +45,8 @@ from llm_tuner.core import flags  # noqa: E402
 from llm_tuner.core.stats import compare, median  # noqa: E402
 from llm_tuner.core.tune import Objective, TuneSpec, rep_scores  # noqa: E402
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
-from llm_tuner.services.tune import TuneRunner, default_knobs  # noqa: E402
+from llm_tuner.services.settings_store import database_path  # noqa: E402
+from llm_tuner.services.tune import SpeedOracle, TuneRunner, default_knobs  # noqa: E402
 from llm_tuner.services.tune.placement import PlacementResolver, physical_cores  # noqa: E402
 from llm_tuner.store.db import open_engine  # noqa: E402
 from llm_tuner.store.runs import RunRepository  # noqa: E402
@@ -97,7 +105,10 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
         ServerClock.total_s, ServerClock.starts = 0.0, 0
         t0 = time.monotonic()
         resolver = PlacementResolver(base, {}, margin_mib=args.headroom)
-        knobs = [k for k in default_knobs(base, {}, objective=objective, resolver=resolver)
+        speed = SpeedOracle.for_tune(base, {}, objective, engine=engine, gpus=resolver.gpus)
+        print(f"speed model: {speed.calibration.source if speed.calibration else 'no calibration (nothing pruned)'}",
+              flush=True)
+        knobs = [k for k in default_knobs(base, {}, objective=objective, resolver=resolver, speed=speed)
                  if k.key in ("placement", "t")]
         for k in knobs:
             print(f"tune knob {k.key}: {k.values} · {k.reason}", flush=True)
@@ -105,8 +116,9 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
             if v:
                 print(f"  {resolver.placement(v).text()}", flush=True)
         spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
-                        headroom_mib=args.headroom, final_reps=args.final_reps, final_rounds=2, label="tune")
-        result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver).run(
+                        headroom_mib=args.headroom, final_reps=args.final_reps, final_rounds=2, label="tune",
+                        prune_by_speed=not args.no_speed_prune)
+        result = TuneRunner(TuneRepository(engine), bench_runner=bench, resolver=resolver, speed=speed).run(
             spec, progress=lambda f, t: None)
         tune_s, tune_starts, tune_wall = ServerClock.total_s, ServerClock.starts, time.monotonic() - t0
         trials = TuneRepository(engine).list_trials(result.tune_id)
@@ -114,6 +126,7 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
             print(f"trial {t.seq} {t.knob or 'baseline'} {({k: v for k, v in t.values.items() if v}) or ''}: "
                   f"{t.status}" + (f" {t.score:.2f} (n={len(t.samples)}, {len(t.run_ids)} start(s))"
                                    if t.score is not None else "")
+                  + (f" · predicted {t.predicted.get('score')}" if t.predicted else "")
                   + (f" · {t.reason.splitlines()[0][:200]}" if t.reason else ""), flush=True)
         pick = list(result.searched_winner_argv)
         print(f"tune: {len(trials)} trials · {tune_starts} starts · server time {tune_s:.1f} s = "
@@ -148,6 +161,35 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
             holder.wait()
 
 
+def calibrate(args, engine) -> None:
+    """The speed model's calibration of this build and driver on the whole GPU (run before any holder): the app's
+    probe (K/V types crossed, depth 0 and 1024) at the default and half the threads, over an -ngl series so that
+    host memory's costs are measured too; with its error on its own cells; kept in `engine`'s history."""
+    from llm_tuner.core.speed.calibrate import with_error
+    from llm_tuner.services import binaries
+    from llm_tuner.services.rpc import planned_gpus
+    from llm_tuner.services.speed import run_probe
+    from llm_tuner.services.telemetry import nvml
+    from llm_tuner.services.telemetry.host import host_info
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    server = Path(args.server)
+    bench = server.with_name("llama-bench")
+    gpus, _ = nvml.nvidia_gpus()
+    build, driver = binaries.build_identity(server).key, (gpus[0].driver if gpus else "")
+    cores = physical_cores() or 2
+    t0 = time.monotonic()
+    cal, ms = run_probe([args.model], sorted({cores, max(1, cores // 2)}), bench_binary=str(bench),
+                        gpus=planned_gpus(server, [*flags.argv_for("model", args.model)], {}),
+                        cpu_flags=tuple(host_info().cpu_flags), build=build, driver=driver,
+                        extra=["-ngl", args.calibrate_ngl], progress=lambda m: print(f"# {m}", flush=True))
+    cal = with_error(cal, ms)
+    SpeedCalibrationRepo(engine).save(cal)
+    print(f"# calibration: {cal.source}, -ngl {args.calibrate_ngl}, {len(ms)} cells in {time.monotonic() - t0:.0f} s; "
+          f"error on its own cells ±{100 * (cal.error or 0):.1f} %; build {build[:12]}, driver {driver or '-'}; costs: "
+          + ", ".join(f"{k} {v:.4g}" for k, v in sorted(cal.costs.items())), flush=True)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", required=True, help="llama-server (a GPU build)")
@@ -165,15 +207,24 @@ def main() -> int:
     p.add_argument("--headroom", type=int, default=128)
     p.add_argument("--budget", type=float, default=240.0)
     p.add_argument("--no-hold", action="store_true", help="hold no GPU memory (a smoke run of the script on CPU)")
+    p.add_argument("--history", action="store_true", help="store the runs in the app's history (LLM_TUNER_DATA_DIR): "
+                   "the tune finds the speed calibration `llm-tuner estimate --calibrate` kept there and prunes by it")
+    p.add_argument("--no-speed-prune", action="store_true", help="the tune races every candidate (no speed pruning)")
+    p.add_argument("--calibrate", action="store_true", help="first (no holder): the speed probe with an -ngl series "
+                   "(--calibrate-ngl) on --model, kept for the tune's pruning")
+    p.add_argument("--calibrate-ngl", default="0,8,16,99", help="the probe's -ngl values (99: every layer)")
     args = p.parse_args()
     os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
     base = [*flags.argv_for("model", args.model), *shlex.split(args.base)]
     objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
-    engine = open_engine(Path(tempfile.mkdtemp(prefix="placement-grid-")) / "h.sqlite")
+    engine = open_engine(database_path() if args.history else
+                         Path(tempfile.mkdtemp(prefix="placement-grid-")) / "h.sqlite")
     bench = BenchRunner(RunRepository(engine), predict_memory=False)
     print(f"# placement tune vs grid · {time.strftime('%Y-%m-%d %H:%M')} · {os.cpu_count()} CPUs · "
           f"model {Path(args.model).name} ({Path(args.model).stat().st_size / 2**30:.2f} GiB) · base {args.base} · "
           f"{objective.describe()}", flush=True)
+    if args.calibrate:
+        calibrate(args, engine)
     out = [one_size(args, float(f), base, bench, engine, objective) for f in args.free_gib.split(",")]
     for o in out:
         print(f"summary free {o['free_gib']} GiB: tune pick {100 * o['ratio']:.0f}% of the grid's best at "

@@ -15,13 +15,25 @@ Run (CPU, demo model, a few minutes):
 On a GPU host:
     .venv/bin/python benchmarks/tune_vs_grid.py --server PATH/llama-server --model M.gguf \
         --space "ub=256,512,1024,2048 b=512,2048,4096 kv=f16,q8_0" --base "-ngl 999 -c 8192" --objective prefill_tps
+
+The speed model's pruning (issue 37):
+- `--cpu-space`: threads × K/V type (CPU_SPACE) at each of `--depths`, generation t/s, on a random dense and a random
+  MoE model (CPU_MODELS, written once into `--models-dir`): the app's calibration probe first (llama-bench, its time
+  apart), then per model and depth the grid, the tune without pruning and the same tune with it, and the pruned
+  tune's pick against the grid's best (interleaved). Checks: the pick within noise of the grid's best (core.stats),
+  its server time ≤ 60 % of the unpruned tune's, no pruned candidate within noise of the grid's best.
+      .venv/bin/python benchmarks/tune_vs_grid.py --cpu-space > benchmarks/results/tune_vs_grid/cpu_space_pruning.txt
+- `--replay-gpu OUT.md`: the recorded H200 placement tunes replayed offline (no server): which starts the pruning
+  would have saved, and that none of them was a race's winner or the judged best.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
 import itertools
 import os
+import re
 import shlex
 import sys
 import tempfile
@@ -38,6 +50,7 @@ from llm_tuner.core.tune import Objective, TuneSpec, apply_values, parse_knob, r
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
 from llm_tuner.services.bench import runner as runner_module  # noqa: E402
 from llm_tuner.services.tune import TuneRunner  # noqa: E402
+from llm_tuner.services.tune import checks as tune_checks  # noqa: E402
 from llm_tuner.store.db import open_engine  # noqa: E402
 from llm_tuner.store.runs import RunRepository  # noqa: E402
 from llm_tuner.store.tunes import TuneRepository  # noqa: E402
@@ -66,6 +79,315 @@ class TimedServer(runner_module.ServerProcess):
 runner_module.ServerProcess = TimedServer  # the runner's one start path, timed
 
 
+class PplClock:
+    """Wall time of the tune's llama-perplexity checks (counted apart from server time)."""
+
+    total_s = 0.0
+    runs = 0
+
+
+def _timed_perplexity(fn):
+    def wrapped(*a, **kw):
+        t0 = time.monotonic()
+        try:
+            return fn(*a, **kw)
+        finally:
+            PplClock.total_s += time.monotonic() - t0
+            PplClock.runs += 1
+    return wrapped
+
+
+tune_checks.perplexity = _timed_perplexity(tune_checks.perplexity)
+
+
+# -- the recorded GPU tunes, replayed offline: which starts the speed model's pruning would have saved -------------
+SPEED_SESSION = ROOT / "benchmarks" / "sessions" / "2026-12-05-speed-model"
+_TRIAL = re.compile(r"^trial (\d+) (\w+) (\{.*?\})?\s*: (\w+)(?: ([\d.]+) \(n=\d+, (\d+) start\(s\)\))?(.*)$", re.M)
+
+
+def replay_gpu(out: str | None, models_dir: str) -> int:
+    """Each recorded placement tune (benchmarks/sessions/2026-12-02-h200-placement/) replayed through the tune's own
+    pruning (core.tune.prune.speed_prune over services.tune.SpeedOracle's predictions): the calibration is the H200
+    machine's -ngl series (benchmarks/results/speed_model/gpu-recorded.md), nothing of the run itself; each race's
+    candidates (the placement race from the base, the threads race from the pick) as the run listed them. A pruned
+    candidate would not have started: the starts it took in the run are saved (an estimate: the race after it may
+    have run otherwise)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import speed_model as sm
+
+    from llm_tuner.core.memory import PlanDevice
+    from llm_tuner.core.tune.frontier import Planner, resolve_placement
+    from llm_tuner.core.tune.prune import speed_prune
+    from llm_tuner.services.library import read_model
+    from llm_tuner.services.tune.speed import SpeedOracle
+
+    d = Path(models_dir)
+    sm.restore_headers(SPEED_SESSION / "s2" / "headers", d,
+                       names=("demo", "dense-s", "dense-m", "moe-m", "h200-dense", "h200-moe"))
+    cal = sm._gpu_calibration(SPEED_SESSION / "s1" / "raw", d)
+    host = PlanDevice("Host", "CPU", 128 * 1024, 120 * 1024)
+    objective = Objective(kind="gen_tps", prompt_tokens=256, gen_tokens=48)
+    lines = ["# The recorded H200 placement tunes replayed with the speed model's pruning", "",
+             f"Calibration: {cal.source} (no figure of the replayed runs); expected error: the recorded set's median "
+             "8.8 % (benchmarks/results/speed_model/gpu-recorded.md), so a candidate is pruned when predicted more than "
+             "20 % behind the best prediction of its race (core.tune.prune.MIN_PRUNE). Objective: generation t/s "
+             "(prompt 256, 48 generated). Predictions resting on a default cost (a K/V type of the host's attention "
+             "that the -ngl series did not measure) prune nothing.", "",
+             "| run | trial | race | candidate | measured | starts | predicted | calibrated | pruned | race winner | "
+             "judged best |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    saved_all = starts_all = whole_all = 0
+    bad: list[str] = []
+    summary: list[str] = []
+    for run in sm.RECORDED_RUNS:
+        text = (sm.RECORDED_DIR / run).read_text()
+        kind = "h200-dense" if run.startswith("dense") else "h200-moe"
+        model_file = str(sm.model_path(d, kind))
+        model = read_model(model_file)
+        budget = int(re.search(r"CUDA0 \d+ of (\d+) MiB", text).group(1))
+        gpus = [PlanDevice("CUDA0", "CUDA", sm.H200_MIB, budget)]
+        planner = Planner(model, gpus, host, cpu_flags=sm.CPU_FLAGS, fill=(256 + 24) / 8192)
+        oracle = SpeedOracle(objective, cal, gpus, host, sm.CPU_FLAGS, 16)
+        base = ["-m", model_file, "-c", "8192"]
+        trials = []
+        for m in _TRIAL.finditer(text):
+            values = ast.literal_eval(m.group(3)) if m.group(3) else {}
+            trials.append({"n": int(m.group(1)), "knob": m.group(2), "values": values, "status": m.group(4),
+                           "score": float(m.group(5)) if m.group(5) else None,
+                           "starts": int(m.group(6)) if m.group(6) else (0 if m.group(4) == "failed" else 1)})
+        total = sum(t["starts"] for t in trials)
+        pick = next((t for t in trials if t["status"] == "final"), None)
+        pick_place = (pick or {}).get("values", {}).get("placement")
+
+        def argv_of(values, planner=planner, base=base):
+            out = list(base)
+            if values.get("placement"):
+                out += list(resolve_placement(planner, base, values["placement"], 128).argv)
+            if values.get("t"):
+                out += ["-t", values["t"]]
+            return tuple(out)
+
+        races = {"placement": [t for t in trials if t["knob"] in ("baseline", "placement")],
+                 "t": [t for t in trials if t["knob"] == "t"]}
+        if races["t"]:  # the threads race: its candidates against the pick at the default threads
+            inc = {"n": pick["n"] if pick else 0, "knob": "t", "values": {"placement": pick_place},
+                   "status": "incumbent", "score": pick["score"] if pick else None, "starts": 0}
+            races["t"] = [inc, *races["t"]]
+        saved = 0
+        for race, cands in races.items():
+            if len(cands) < 2:
+                continue
+            guesses = {i: oracle.guess(argv_of(c["values"])) for i, c in enumerate(cands)}
+            pruned = speed_prune(guesses, keep=0, what="generation t/s")
+            for i, c in enumerate(cands):
+                g = guesses[i]
+                won = (race == "placement" and c["values"].get("placement") == pick_place and c["knob"] != "baseline"
+                       ) or (race == "t" and c["status"] == "incumbent")
+                judged = race == "placement" and won  # the judge measured the tune's pick against the grid's best
+                if i in pruned:
+                    saved += c["starts"]
+                    if won or judged:
+                        bad.append(f"{run} trial {c['n']}")
+                label = "baseline" if c["knob"] == "baseline" else (
+                    "pick at default threads" if c["status"] == "incumbent" else
+                    ", ".join(f"{k}={v}" for k, v in c["values"].items() if k == race or race == "placement"))
+                lines.append(f"| {run} | {c['n'] if c['status'] != 'incumbent' else '–'} | {race} | {label} | "
+                             f"{'–' if c['score'] is None else format(c['score'], '.1f')} "
+                             f"{'' if c['status'] in ('measured', 'final', 'incumbent') else '(' + c['status'] + ')'} | "
+                             f"{c['starts']} | {'–' if g is None or g.score is None else format(g.score, '.1f')} | "
+                             f"{'yes' if g is not None and g.calibrated else 'no'} | "
+                             f"{'**yes**' if i in pruned else 'no'} | {'yes' if won else ''} | "
+                             f"{'yes' if judged else ''} |")
+        saved_all += saved
+        starts_all += total
+        whole = int(m.group(1)) if (m := re.search(r"^tune: \d+ trials · (\d+) starts", text, re.M)) else total
+        whole_all += whole
+        summary.append(f"| {run} | {whole} | {total} | {saved} | {whole - saved} ({100 * saved / max(1, whole):.0f} % "
+                       "fewer) |")
+    lines += ["", "| run | the tune's server starts (final comparison included) | of them racing candidates | "
+                  "starts the pruning would have saved | left |", "|---|---|---|---|---|", *summary,
+              f"| all | {whole_all} | {starts_all} | {saved_all} | {whole_all - saved_all} "
+              f"({100 * saved_all / max(1, whole_all):.0f} % fewer) |", "",
+              "Pruned starts that were a race's winner or the judged best: " + (", ".join(bad) if bad else "none") + "."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(text)
+    return 1 if bad else 0
+
+
+# -- a CPU space where bytes and compute matter: threads × K/V type × depth, generation, the model's pruning ------------
+CPU_MODELS = {  # small enough for a 2-core machine; written once with random weights (tests/support/random_gguf)
+    "dense": ("dense", dict(n_layer=12, n_embd=768, n_ff=2048, n_head=12, n_head_kv=4, head_dim=64,
+                            n_ctx_train=8192)),
+    "moe": ("moe", dict(n_layer=8, n_embd=768, n_ff=2048, n_ff_exp=512, n_expert=16, n_expert_used=2, n_head=12,
+                        n_head_kv=4, head_dim=64, n_ctx_train=8192)),
+}
+CPU_SPACE = "t=1,2 kv=f16,q8_0,q4_0"
+
+
+def _cpu_models(d: Path) -> dict[str, str]:
+    from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+
+    d.mkdir(parents=True, exist_ok=True)
+    out = {}
+    for name, (kind, shape) in CPU_MODELS.items():
+        path = d / f"cpu-{name}-q8_0.gguf"
+        if not path.exists():
+            writer = write_qwen3_dense if kind == "dense" else write_qwen3_moe
+            writer(path, weight_type="Q8_0", embd_type="Q8_0", name=f"tune-vs-grid {name}", seed=1, **shape)
+        out[name] = str(path)
+    return out
+
+
+def _calibrate(models: list[str], engine, threads: tuple[int, ...]) -> tuple[object, float]:
+    """The app's own probe (llama-bench, services.speed.run_probe) on both models at these thread counts, with its
+    error on its own cells (core.speed.calibrate.with_error), kept in the benchmark's history for this build."""
+    from llm_tuner.core.speed.calibrate import with_error
+    from llm_tuner.services import binaries
+    from llm_tuner.services.speed import run_probe
+    from llm_tuner.services.telemetry.host import host_info
+    from llm_tuner.services.tune.placement import server_path
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    build = binaries.build_identity(server_path()).key
+    t0 = time.monotonic()
+    cal, ms = run_probe(models, threads, cpu_flags=tuple(host_info().cpu_flags), build=build, driver="")
+    cal = with_error(cal, ms)
+    SpeedCalibrationRepo(engine).save(cal)
+    return cal, time.monotonic() - t0
+
+
+def _grid(bench, base, knobs, objective, spec, reps):
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    cells = [dict(zip([k.key for k in knobs], combo, strict=True)) for combo in
+             itertools.product(*[k.values for k in knobs])]
+    grid = []
+    for values in cells:
+        argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
+        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(reps)).run
+        s = median(rep_scores(run, objective))
+        grid.append((s, values, argv, run))
+        print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
+    return grid, ServerClock.total_s, ServerClock.starts
+
+
+def _gap(bench, spec, objective, best_argv, pick, rounds):
+    """The grid's best cell against a tune's pick, interleaved A B A B, a fresh server each (core.stats.compare)."""
+    a_runs, b_runs = [], []
+    for _ in range(rounds):
+        a_runs.append(bench.run(ServerTarget(argv=list(best_argv), label="grid best"), spec.bench_spec(1)).run)
+        b_runs.append(bench.run(ServerTarget(argv=list(pick), label="tune pick"), spec.bench_spec(1)).run)
+    return compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
+                   higher_is_better=True)
+
+
+def _tune(engine, bench, spec):
+    ServerClock.total_s, ServerClock.starts = 0.0, 0
+    PplClock.total_s, PplClock.runs = 0.0, 0
+    t0 = time.monotonic()
+    result = TuneRunner(TuneRepository(engine), bench_runner=bench).run(spec, progress=lambda f, t: None)
+    return (result, TuneRepository(engine).list_trials(result.tune_id), ServerClock.total_s, ServerClock.starts,
+            PplClock.total_s, time.monotonic() - t0)
+
+
+def cpu_space(args) -> int:
+    """Per model and depth: the grid, the tune without the model's pruning, the same tune with it, and the pruned
+    tune's pick against the grid's best (interleaved); the issue's three checks, printed and returned."""
+    from llm_tuner.core.stats import NOISE
+    from llm_tuner.core.tune.prune import trial_prediction
+
+    models = _cpu_models(Path(args.models_dir))
+    data = Path(tempfile.mkdtemp(prefix="tune-vs-grid-cpu-"))
+    engine = open_engine(data / "h.sqlite")
+    runs = RunRepository(engine)
+    bench = BenchRunner(runs, predict_memory=False)
+    load0 = os.getloadavg()
+    print(f"# tune vs grid on the CPU, with and without the speed model's pruning · {time.strftime('%Y-%m-%d %H:%M')}"
+          f" · {os.cpu_count()} CPUs · load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f}")
+    threads = tuple(int(t) for t in args.probe_threads.split(","))
+    cal, probe_s = _calibrate(list(models.values()), engine, threads)
+    print(f"# calibration: {cal.source} at {threads} threads, {probe_s:.0f} s (llama-bench, not server time); its "
+          f"error on its own cells (with_error): ±{100 * (cal.error or 0):.1f} %")
+    print(f"# space: {CPU_SPACE} × depth {args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
+          f"gen {args.gen_tokens}) · grid {args.reps} reps a cell · gap {args.gap_rounds} interleaved rounds")
+    ok_all = True
+    rows = []
+    for name, model in models.items():
+        for depth in (int(x) for x in args.depths.split(",")):
+            objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+                                  depth=depth)
+            ctx = 256 * ((depth + args.prompt_tokens + args.gen_tokens + 255) // 256 + 1)
+            base = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", str(ctx))]
+            knobs = [parse_knob(k) for k in CPU_SPACE.split()]
+            spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
+                            screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
+                            label=f"{name} d{depth}")
+            print(f"\n## {name} · depth {depth}")
+            grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
+            best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
+            within = set()
+            for s_, values, _argv, run in grid:
+                if s_ is None:
+                    continue
+                c = compare("score", rep_scores(best_run, objective), rep_scores(run, objective),
+                            higher_is_better=True)
+                if c.verdict != "worse":
+                    within.add(tuple(sorted(values.items())))
+                print(f"grid {values}: {s_:.2f}" + (" (within noise of the best)" if c.verdict != "worse" else ""))
+            free = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": False}))
+            pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
+            for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
+                                                                         ("with pruning", pruned)):
+                print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s "
+                      f"({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s) · perplexity {ppl_s:.1f} s · "
+                      f"verdict {result.verdict}")
+                for t in trials:
+                    pred, vs = trial_prediction(t.predicted, t.score)
+                    print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
+                          + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
+                          + f" · predicted {pred} · vs predicted {vs}"
+                          + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
+            result, trials = pruned[0], pruned[1]
+            pick = list(result.searched_winner_argv)
+            gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
+            pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
+                           and "speed model" in (t.reason or "")]
+            wrong = [dict(k) for k in pruned_keys if k in within]
+            ratio = pruned[2] / free[2] if free[2] else float("nan")
+            pick_ok = gap.verdict != "worse"
+            time_ok = ratio <= 0.60
+            ok = pick_ok and time_ok and not wrong
+            ok_all &= ok
+            print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · grid best {best_values} "
+                  f"{best_s:.2f}")
+            print(f"gap (pruned tune's pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % "
+                  f"[{_r(gap.ci_low_pct)}, {_r(gap.ci_high_pct)}] · {gap.verdict} -> "
+                  f"{'met' if pick_ok else 'NOT met'} (within noise or better)")
+            print(f"server time with pruning / without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % -> "
+                  f"{'met' if time_ok else 'NOT met'} (≤ 60 %)")
+            print(f"pruned candidates: {[dict(k) for k in pruned_keys]}; of them within noise of the grid's best: "
+                  f"{wrong or 'none'} -> {'met' if not wrong else 'NOT met'}")
+            rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {' '.join(pick[len(base):]) or 'baseline'} | "
+                        f"{gap.delta_pct:+.1f} % ({gap.verdict}) | {free[3]} / {pruned[3]} | {free[2]:.0f} / "
+                        f"{pruned[2]:.0f} s = {100 * ratio:.0f} % | {len(pruned_keys)} ({len(wrong)} within noise of the "
+                        f"best) | {'met' if ok else 'NOT met'} |")
+    busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
+    print("\n| model | depth | grid's best | pruned tune's pick | pick vs grid best | starts without / with pruning | "
+          "server time without / with | pruned (of them within noise) | done-when |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\nbusy: other processes' CPU share median {busy.median if busy else float('nan'):.0f} % "
+          f"(max {busy.max if busy else float('nan'):.0f} %) · load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f} "
+          f"(2 cores shared with other agents' work)")
+    print(f"all done-when checks: {'met' if ok_all else 'NOT met'} ({NOISE!r} is core.stats' within-noise verdict)")
+    return 0
+
+
+def _r(x):
+    return x if x is None else round(x, 1)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--server", help="llama-server (default: the configured/embedded one)")
@@ -81,7 +403,20 @@ def main() -> int:
     p.add_argument("--final-rounds", type=int, default=2)
     p.add_argument("--gap-rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=3600.0)
+    p.add_argument("--replay-gpu", metavar="OUT.md", help="replay the recorded H200 placement tunes offline with the "
+                   "speed model's pruning (no server started) and write the table")
+    p.add_argument("--models-dir", default="/tmp/tune-vs-grid-models", help="--replay-gpu: where the recorded models' "
+                   "headers are restored as sparse files")
+    p.add_argument("--cpu-space", action="store_true", help=f"the CPU space {CPU_SPACE!r} × --depths on a random dense "
+                   "and a random MoE model, the tune with and without the speed model's pruning (a calibration probe "
+                   "first)")
+    p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
+    p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
     args = p.parse_args()
+    if args.replay_gpu:
+        return replay_gpu(args.replay_gpu, args.models_dir)
+    if args.cpu_space:
+        return cpu_space(args)
 
     if args.server:
         os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
@@ -105,17 +440,8 @@ def main() -> int:
     load0 = os.getloadavg()[0]
 
     # -- grid ----------------------------------------------------------------------------------------
-    ServerClock.total_s, ServerClock.starts = 0.0, 0
-    cells = [dict(zip([k.key for k in knobs], combo, strict=True)) for combo in
-             itertools.product(*[k.values for k in knobs])]
-    grid = []
-    for values in cells:
-        argv = apply_values(base, knobs, values)  # every cell runs, even those llama.cpp clamps to another
-        run = bench.run(ServerTarget(argv=argv, label="grid"), spec.bench_spec(args.reps)).run
-        s = median(rep_scores(run, objective))
-        grid.append((s, values, argv, run))
-        print(f"grid {values}: {s if s is None else round(s, 2)}", file=sys.stderr, flush=True)
-    grid_s, grid_starts = ServerClock.total_s, ServerClock.starts
+    grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
+    cells = grid
     best_s, best_values, best_argv, _ = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
 
     # -- tune ------------------------------------------------------------------------------------------
@@ -127,12 +453,7 @@ def main() -> int:
     searched = list(result.searched_winner_argv)
 
     # -- gap: grid's best cell against the tuner's pick, interleaved ---------------------------------------
-    a_runs, b_runs = [], []
-    for _ in range(args.gap_rounds):
-        a_runs.append(bench.run(ServerTarget(argv=best_argv, label="grid best"), spec.bench_spec(1)).run)
-        b_runs.append(bench.run(ServerTarget(argv=searched, label="tune pick"), spec.bench_spec(1)).run)
-    gap = compare("score", rep_scores(pooled(a_runs), objective), rep_scores(pooled(b_runs), objective),
-                  higher_is_better=True)
+    gap = _gap(bench, spec, objective, best_argv, searched, args.gap_rounds)
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
     for t in trials:  # what the tune did, trial by trial (pruned and failed with the reason)
         changed = {k: v for k, v in t.values.items() if v != trials[0].values.get(k)} if trials else {}

@@ -71,8 +71,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-as", metavar="NAME", help="save the result (winner or kept baseline) as a profile version")
     p.add_argument("--report", metavar="FILE.md", help="write the Markdown report, its plot FILE-trials.svg beside it")
     p.add_argument("--only", metavar="KEY,...", help="of the proposed knobs, race only these (e.g. placement,t)")
-    p.add_argument("--dry-run", action="store_true", help="list the knobs and the plan's verdict on each candidate; "
-                   "start no server")
+    p.add_argument("--dry-run", action="store_true", help="list the knobs and the plan's verdict on each candidate "
+                   "with its predicted speed; start no server")
+    p.add_argument("--no-speed-prune", action="store_true", help="start every candidate, even one the speed model "
+                   "predicts far behind its race's best (by more than the model's measured error, at least 20%%; "
+                   "only with a calibration of this build: `llm-tuner estimate --calibrate`)")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
     p.set_defaults(func=cmd_tune)
 
@@ -150,8 +153,9 @@ def _spec(args, resolver=None):
         raise CliError(str(exc)) from None
     _check_knob_values(knobs, binary)
     if not knobs:
+        speed = None if args.no_speed_prune else _speed(argv, env, objective, binary, resolver, _engine())
         knobs = default_knobs(argv, env, binary=binary, objective=objective, plan_fn=_plan_fn(args, binary),
-                              settings=_settings(), resolver=resolver)
+                              settings=_settings(), resolver=resolver, speed=speed)
         if args.only:
             keep = {k.strip() for k in args.only.split(",") if k.strip()}
             unknown = keep - {k.key for k in knobs}
@@ -165,7 +169,7 @@ def _spec(args, resolver=None):
                     objective=objective, knobs=tuple(knobs), min_ctx=args.min_ctx, headroom_mib=args.headroom,
                     budget_s=args.budget or 600.0, max_ppl_increase_pct=args.max_ppl_increase, final_reps=args.final_reps,
                     final_rounds=args.final_rounds,
-                    screen_reps=args.screen_reps, warmup=args.warmup)
+                    screen_reps=args.screen_reps, warmup=args.warmup, prune_by_speed=not args.no_speed_prune)
 
 
 def _check_knob_values(knobs, binary: str | None) -> None:
@@ -203,6 +207,20 @@ def _plan_fn(args, binary, headroom_mib: int | None = None):
     return make_plan_fn(headroom, gpus=gpus, host=host)
 
 
+def _speed(argv, env, objective, binary, resolver, engine):
+    """The speed model for this tune: the planned devices (--devices) or the detected ones, and the history's
+    calibration of the build and driver in use; None when it cannot be set up (every candidate is then started)."""
+    from llm_tuner.services.tune import SpeedOracle
+
+    try:
+        return SpeedOracle.for_tune(list(argv), dict(env), objective, engine=engine, binary=binary,
+                                    gpus=resolver.gpus if resolver is not None else None,
+                                    host=resolver.planner.host if resolver is not None else None)
+    except Exception as exc:  # noqa: BLE001 - no predictions: the tune starts every candidate
+        print(f"note: no speed predictions ({exc})", file=sys.stderr)
+        return None
+
+
 def _emit(obj) -> None:
     emit_json(obj)
 
@@ -223,11 +241,14 @@ def _dry_run(args) -> int:
     argv, env, binary, _label, _v = _base(args)
     resolver = _resolver(args, argv, env, binary)
     spec = _spec(args, resolver)
-    cands = preview_candidates(spec.base_argv, spec.base_env, spec.knobs, resolver, _plan_fn(args, binary))
+    speed = _speed(spec.base_argv, spec.base_env, spec.objective, spec.binary, resolver, _engine())
+    cands = preview_candidates(spec.base_argv, spec.base_env, spec.knobs, resolver, _plan_fn(args, binary), speed,
+                               prune=spec.prune_by_speed)
     gpus = [{"name": d.name, "budget_mib": d.free_mib if d.free_mib is not None else d.capacity_mib}
             for d in resolver.gpus]
     head = {"type": "dry_run", "margin_mib": resolver.margin_mib, "gpus": gpus,
             "needs_placement": resolver.needs_placement(),
+            "speed_calibration": (speed.calibration.source or "stored") if speed and speed.calibration else None,
             "knobs": [{"key": k.key, "flag": k.flag, "values": list(k.values), "reason": k.reason} for k in spec.knobs]}
     if args.json_lines:
         _emit(head)
@@ -238,17 +259,24 @@ def _dry_run(args) -> int:
     print(f"Devices: {devs}; each GPU keeps {resolver.margin_mib} MiB free (--headroom)")
     if head["needs_placement"]:
         print("The model does not fit the GPUs: placement and K/V type are raced together.")
+    print("Speed model: " + (f"calibrated on {head['speed_calibration']}" if head["speed_calibration"] else
+                             "no calibration of this build (default costs: nothing is pruned by speed; "
+                             "`llm-tuner estimate --calibrate` measures one)"))
     for k in spec.knobs:
         print(f"\n{k.key} ({k.reason})")
         for c in (c for c in cands if c.knob == k.key):
-            print(f"  {'fits  ' if c.fits else 'pruned'} {c.label}: {c.args_text}")
+            status = "pruned" if not c.fits else "slow  " if c.speed_pruned else "fits  "
+            print(f"  {status} {c.label}: {c.args_text} · predicted {c.predicted_text}")
             if c.plan:
                 print(f"         {c.plan}")
+            if c.speed_pruned:
+                print(f"         {c.speed_pruned}")
     return 0
 
 
 def _tune(args) -> int:
     from llm_tuner.core.tune import result_json, trial_json, tune_report_files, tune_report_markdown
+    from llm_tuner.core.tune.prune import trial_prediction
     from llm_tuner.services.bench import BenchRunner, default_telemetry
     from llm_tuner.services.tune import TuneRunner, save_winner
     from llm_tuner.store.runs import RunRepository
@@ -276,6 +304,8 @@ def _tune(args) -> int:
         binary, headroom = spec.binary, spec.headroom_mib
     settings = _settings()
     runner = TuneRunner(repo, settings=settings, plan_fn=_plan_fn(args, binary, headroom), resolver=resolver,
+                        speed=_speed(spec.base_argv, spec.base_env, spec.objective, spec.binary, resolver, engine)
+                        if spec is not None else None,
                         bench_runner=BenchRunner(RunRepository(engine), settings=settings,
                                                  telemetry=default_telemetry()))
     last = {"text": None}
@@ -293,8 +323,11 @@ def _tune(args) -> int:
         if args.json_lines:
             _emit(trial_json(trial))
         else:
+            pred, vs = trial_prediction(trial.predicted, trial.score)
             print(f"trial {trial.seq} {trial.knob or 'baseline'} {trial.values}: {trial.status}"
                   + (f" score {trial.score:.2f}" if trial.score is not None else "")
+                  + (f" · predicted {pred}" if pred != "–" else "")
+                  + (f" · measured vs predicted {vs}" if vs != "–" else "")
                   + (f" ({trial.reason})" if trial.reason else ""), file=sys.stderr, flush=True)
 
     from llm_tuner.services.bench import BenchError

@@ -10,6 +10,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import metric_label
 from llm_tuner.core.stats import BETTER, WORSE
 from llm_tuner.core.tune import Trial
+from llm_tuner.core.tune.prune import SpeedGuess, trial_prediction
 from llm_tuner.qt.bench_models import _num, _Table
 
 STATUS_COLORS = {"measured": "#1e8449", "final": "#1e6fa8", "pruned": "#7f8c8d", "failed": "#c0392b"}
@@ -58,7 +59,7 @@ class TrialTableModel(_Table):
     """One row per trial, in the order they ran; a trial that comes again (flagged, re-measured, made final)
     replaces its row."""
 
-    HEADERS = ("#", "Values", "Status", "Score", "Run", "Reason")
+    HEADERS = ("#", "Values", "Status", "Score", "Predicted", "vs predicted", "Run", "Reason")
 
     def __init__(self, parent=None) -> None:
         super().__init__(parent)
@@ -83,9 +84,12 @@ class TrialTableModel(_Table):
         self._rows = []
         for i, t in enumerate(self._trials.values(), start=1):
             reason = "; ".join(x for x in (t.reason, f"flagged: {t.flagged}" if t.flagged else None) if x)
-            texts = [str(i), trial_text(t, baseline), status_text(t), _num(t.score, 2),
+            pred, vs = trial_prediction(t.predicted, t.score)
+            guess = SpeedGuess.from_json(t.predicted)
+            texts = [str(i), trial_text(t, baseline), status_text(t), _num(t.score, 2), pred, vs,
                      str(t.run_id) if t.run_id is not None else "–", reason]
             sorts = [i, texts[1], t.status, t.score if t.score is not None else float("-inf"),
+                     guess.score if guess is not None and guess.score is not None else float("-inf"), vs,
                      t.run_id if t.run_id is not None else -1, reason]
             self._rows.append((texts, sorts, t))
         self.endResetModel()
@@ -98,7 +102,9 @@ class TrialTableModel(_Table):
 
     def _tooltip(self, row: int, col: int):
         t: Trial = self._rows[row][2]
+        guess = SpeedGuess.from_json(t.predicted)
         return (values_text(t.values) + "\nllama-server " + " ".join(flags.mask_argv(t.argv))
+                + (f"\npredicted {guess.text()}; calibrated on {guess.on}" if guess is not None else "")
                 + (f"\n{t.reason}" if t.reason else ""))
 
 

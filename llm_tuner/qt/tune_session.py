@@ -13,6 +13,7 @@ profile version (`save_result_profile`).
 
 from __future__ import annotations
 
+import logging
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.tune import (
     PlacementResolver,
+    SpeedOracle,
     TuneRunner,
     default_knobs,
     make_plan_fn,
@@ -38,6 +40,8 @@ from llm_tuner.services.tune import (
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
+
+log = logging.getLogger(__name__)
 
 TRIALS_MS = RUNS_CHANGED_MS  # trials reach the table and the plot at most ~3 times a second
 INTRO_LINE = "── the tune starts its own llama-server for every trial; their output follows ──"
@@ -94,21 +98,36 @@ def base_target(engine, choice: str, state_profile, state_name: str | None, extr
 def proposed_knobs(ctx: AppContext, target: bench_service.ServerTarget, objective: Objective,
                    headroom_mib: int) -> list[Knob]:
     """The knobs worth trying for this base (services.tune.default_knobs: the model, the binary's --help, its
-    devices, whether the base fits with the headroom); a job: it reads the model's header and runs the binary."""
+    devices, whether the base fits with the headroom; placements ranked by the speed model where it is
+    calibrated); a job: it reads the model's header and runs the binary."""
     plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
     return default_knobs(list(target.argv), dict(target.env), binary=target.binary, objective=objective,
-                         plan_fn=plan_fn, settings=ctx.settings)
+                         plan_fn=plan_fn, settings=ctx.settings,
+                         speed=_speed(target, objective, ctx.engine))
 
 
-def candidate_preview(target: bench_service.ServerTarget, knobs, headroom_mib: int) -> list:
-    """Each knob value as a candidate with the memory plan's verdict, placements resolved at the headroom
-    (services.tune.preview, the list `tune --dry-run` prints); a job: it reads the model and lists the devices."""
+def _speed(target: bench_service.ServerTarget, objective: Objective, engine) -> SpeedOracle | None:
+    """The speed model of a base on this machine (None when it cannot be set up: the views show no prediction)."""
+    try:
+        return SpeedOracle.for_tune(list(target.argv), dict(target.env), objective, engine=engine,
+                                    binary=target.binary)
+    except Exception as exc:  # noqa: BLE001 - the plan's verdicts still show
+        log.info("no speed predictions for the candidates: %s", exc)
+        return None
+
+
+def candidate_preview(target: bench_service.ServerTarget, knobs, headroom_mib: int, objective: Objective | None = None,
+                      engine=None) -> list:
+    """Each knob value as a candidate with the memory plan's verdict and the speed model's prediction (the history's
+    calibration of this build), placements resolved at the headroom (services.tune.preview, the list
+    `tune --dry-run` prints); a job: it reads the model and lists the devices."""
     resolver = None
     if any(k.flag == PLACEMENT_KNOB for k in knobs):
         resolver = PlacementResolver(list(target.argv), dict(target.env), binary=target.binary,
                                      margin_mib=headroom_mib)
     plan_fn = make_plan_fn(headroom_mib, binary=target.binary)
-    return preview_candidates(list(target.argv), dict(target.env), list(knobs), resolver, plan_fn)
+    speed = _speed(target, objective, engine) if objective is not None else None
+    return preview_candidates(list(target.argv), dict(target.env), list(knobs), resolver, plan_fn, speed)
 
 
 def save_result_profile(engine, name: str, result: TuneResult, catalog=None):

@@ -43,6 +43,7 @@ class TuneTrialRow(Base):
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
     samples: Mapped[list] = mapped_column(JSON, default=list)
     flagged: Mapped[str | None] = mapped_column(Text, nullable=True)
+    predicted_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # the speed model's, before it started
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
 
 
@@ -52,6 +53,7 @@ _TRIAL_FIELDS = ("seq", "knob", "status", "reason", "run_id", "score", "flagged"
 def _trial(row: TuneTrialRow) -> Trial:
     return Trial(id=row.id, tune_id=row.group_id, values=dict(row.values_json or {}), argv=tuple(row.argv or ()),
                  run_ids=tuple(row.run_ids or ()), samples=tuple(row.samples or ()),
+                 predicted=dict(row.predicted_json) if row.predicted_json else None,
                  **{f: getattr(row, f) for f in _TRIAL_FIELDS})
 
 
@@ -146,6 +148,7 @@ class TuneRepository:
         with session_scope(self.engine) as s:
             row = TuneTrialRow(group_id=trial.tune_id, values_json=dict(trial.values), argv=argv,
                                run_ids=list(trial.run_ids), samples=list(trial.samples), created_at=_now(),
+                               predicted_json=dict(trial.predicted) if trial.predicted else None,
                                **{f: getattr(trial, f) for f in _TRIAL_FIELDS})
             s.add(row)
             s.flush()

@@ -10,7 +10,8 @@ from llm_tuner.core.tune import Knob, Trial, TuneResult
 
 def _trials() -> list[Trial]:
     ub = "ubatch_size"
-    return [Trial(id=1, values={ub: None}, status="measured", score=50.0, run_id=1),
+    guess = {"score": 40.0, "gen_tps": 40.0, "error": 0.173, "calibrated": True, "on": "probe of a + b"}
+    return [Trial(id=1, values={ub: None}, status="measured", score=50.0, run_id=1, predicted=guess),
             Trial(id=2, values={ub: "64"}, knob=ub, status="pruned", reason="Host needs 9.0 of 8.0 GiB"),
             Trial(id=3, values={ub: "128"}, knob=ub, status="failed", reason="server exited: bad value"),
             Trial(id=4, values={ub: "256"}, knob=ub, status="measured", score=53.0, run_id=2,
@@ -29,9 +30,12 @@ def test_trials_table_and_plot_mark_pruned_failed_and_flagged_apart(qtbot):
                       _trials()[2].model_copy(update={"reason": "server exited: out of memory"})])
     assert model.rowCount() == 4
     assert model.column_texts(2) == ["measured", "pruned", "failed", "measured (flagged)"]
-    assert model.column_texts(5)[1] == "Host needs 9.0 of 8.0 GiB"
-    assert model.column_texts(5)[2] == "server exited: out of memory"
-    assert "flagged: other processes" in model.column_texts(5)[3]
+    assert model.column_texts(7)[1] == "Host needs 9.0 of 8.0 GiB"
+    assert model.column_texts(7)[2] == "server exited: out of memory"
+    assert "flagged: other processes" in model.column_texts(7)[3]
+    # the speed model's prediction beside the measurement (the baseline measured 25 % above it)
+    assert model.column_texts(4)[:2] == ["40.0 (±17%)", "–"] and model.column_texts(5)[0] == "+25 %"
+    assert "calibrated on probe of a + b" in model.index(0, 4).data(Qt.ItemDataRole.ToolTipRole)
     assert model.column_texts(1)[:2] == ["baseline", "ubatch_size=64"]  # what differs from the baseline
     colours = {model.index(r, 2).data(COLOR_ROLE) for r in range(4)}
     assert len(colours) == 4  # measured, pruned, failed, flagged: four colours

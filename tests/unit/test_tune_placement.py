@@ -5,12 +5,10 @@ Models are real GGUF files (random weights, real shapes); devices are PlanDevice
 The runner tests use a scripted measurer (no GPU here; the real path ran on the lent H200:
 benchmarks/sessions/2026-12-02-h200-placement/) that stores real runs in a real SQLite history."""
 
-from datetime import datetime, timedelta
 
 import pytest
 
 from llm_tuner.core import flags
-from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.tune import (
     Knob,
@@ -30,7 +28,6 @@ from llm_tuner.core.tune import (
 from llm_tuner.core.tune.frontier import spread_blocks, strip_placement
 from llm_tuner.core.tune.knobs import MAX_PLACEMENTS
 from llm_tuner.core.tune.search import interacts
-from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.binaries import default_catalog
 from llm_tuner.services.library import read_model
 from llm_tuner.services.tune import TuneRunner
@@ -39,6 +36,7 @@ from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
 from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
+from tests.support.tune_bench import Clock, ScriptedBench
 
 HOST = PlanDevice("Host", "CPU", 24000, 20000)
 KV = ("f16", "q8_0", "q4_0")
@@ -195,45 +193,21 @@ def test_a_lead_far_beyond_the_noise_between_starts_is_clearly_ahead():
     assert not clearly_ahead([60.0], [30.0])  # one sample each says nothing about the spread
 
 
-class PlacedBench:
+class PlacedBench(ScriptedBench):
     """A measurer for a small GPU: a run's server runs out of memory when its plan leaves CUDA0 less than
     `needs_free_mib` (as a real one does at its first request), else generates faster the fewer MiB each token
-    reads from host memory. Stores real runs; each costs 10 s of the injected clock. Returns what BenchRunner.run
-    does: the run with its server's log lines."""
-
-    current_process = None
+    reads from host memory."""
 
     def __init__(self, repo, planner: Planner, needs_free_mib: float, clock):
-        self.repo, self.planner, self.needs, self.clock = repo, planner, needs_free_mib, clock
-        self.started: list[tuple[str, ...]] = []
-
-    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
-        argv = tuple(target.argv)
-        self.started.append(argv)
-        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-        self.clock.t += 10.0
-        run_id = self.repo.create_run(BenchRun(server_argv=argv, group_id=group_id, spec=spec,
-                                               sweep_value=sweep_value, started_at=start))
-        least, _ = self.planner.headroom(argv)
-        if least is not None and least < self.needs:
-            lines = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 96.00 MiB on device 0: "
-                     "cudaMalloc failed: out of memory", "CUDA error: out of memory")
-            self.repo.finish_run(run_id, "failed", "llama-server exited with code -6 during the first request")
-            return RunOutcome(self.repo.get_run(run_id), lines)
-        speed = 1000.0 / (10.0 + self.planner.host_read_mib(argv))
-        for i in range(spec.reps):
-            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=speed * (1 + 0.001 * i)))
-        self.repo.finish_run(run_id, "complete")
-        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return RunOutcome(self.repo.get_run(run_id))
-
-
-class Clock:
-    t = 0.0
-
-    def __call__(self):
-        return self.t
+        def fail(argv):
+            least, _ = planner.headroom(argv)
+            if least is not None and least < needs_free_mib:
+                return ("llama-server exited with code -6 during the first request",
+                        ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 96.00 MiB on device 0: "
+                         "cudaMalloc failed: out of memory", "CUDA error: out of memory"))
+            return None
+        super().__init__(repo, clock, lambda argv: 1000.0 / (10.0 + planner.host_read_mib(argv)), fail)
+        self.planner, self.needs = planner, needs_free_mib
 
 
 class PlacedTune:

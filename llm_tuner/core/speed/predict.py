@@ -352,3 +352,13 @@ def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
                                 tuple(str(k) for k in d.get("by_hand") or ()))
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"not a speed calibration: {exc}") from None
+
+
+def default_keys(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: int, depth: int = 0,
+                 prompt_tokens: int = 512, peaks: dict[str, tuple[float, str]] | None = None) -> tuple[str, ...]:
+    """The cost keys of this request that the calibration does not give (a default stands in for each): a
+    prediction resting on any of them carries DEFAULT_ERROR, and a decision (the tune's pruning) should not rest on
+    it alone. () when every cost is calibrated (or set by hand)."""
+    cal = calibration or SpeedCalibration()
+    gen, pre = terms(traffic, depth=depth, prompt_tokens=prompt_tokens)
+    return tuple(sorted(k for k in {**gen, **pre} if _resolve(k, cal, threads, peaks)[1] == "default"))

@@ -3,7 +3,9 @@
 The package, by seam: `objectives` (Objective and the one table of objective kinds, OBJECTIVES: label, metric,
 score, what each uses; rep_scores, score), `model` (Knob, TuneSpec, Trial, TuneResult, TuneRecord), `search`
 (argv of a choice of values, successive halving, coordinate descent: pure, the measuring is a callback),
-`knobs` (propose_knobs, the CLI's --knob syntax), `frontier` (for a model bigger than its GPUs: the placements that
+`knob_table` (the one table of knobs, KNOBS: flags, interaction group, race order, quality check, memory relevance,
+proposer; the built-in rows and proposers in `proposers`), `knobs` (propose_knobs, the CLI's --knob syntax),
+`prune` (a race's candidates the speed model puts far behind its best prediction: not started), `frontier` (for a model bigger than its GPUs: the placements that
 fit, per K/V type, ranked by the bytes a token reads from host memory), `final` (the final comparison's n,
 starts, cost, noise and verdict comparisons), `report` (memory-bandwidth figure, Markdown report and its
 files, JSON), `trial_plot` (the objective over trials: points for the view's chart, an SVG for the report).

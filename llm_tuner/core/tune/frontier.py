@@ -10,6 +10,9 @@ the most on the GPUs while every GPU keeps `margin_mib` free (the free memory ll
 - ``ffn``: every layer on the GPUs, the FFN weights of the fewest blocks (spread evenly) on the CPU: attention
   and the whole KV cache stay on the GPU (field notes, case B: "every third block's FFN");
 - ``experts`` (MoE): every layer on the GPUs, the experts of the first N blocks on the CPU (``--n-cpu-moe N``);
+- ``experts_last`` (MoE): the experts of the *last* N blocks on the CPU (an ``-ot`` rule): the same bytes per
+  generated token as the first N, so the plan ranks them together; ik_llama.cpp measured the last faster for
+  prefill, so they are raced where prompt processing counts (core.tune.proposers.PREFILL_STYLES);
 - ``fit``: llama.cpp's own fit step with ``-fitt`` at the margin (it places layers, or experts, itself).
 
 A tune knob's value names one of them symbolically, ``"<kv>:<style>"`` (``"q8_0:ffn"``); `resolve` turns it into
@@ -30,10 +33,11 @@ from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import MemoryPlan, PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.memory.overrides import rule_experts_blocks
 from llm_tuner.core.speed import HOST, traffic
 
 KV_STYLES_DENSE = ("ffn", "layers", "fit")
-KV_STYLES_MOE = ("experts", "layers", "fit")
+KV_STYLES_MOE = ("experts", "experts_last", "layers", "fit")
 # Flags a placement value sets; the base's own values of these are replaced (K/V types are chosen with it).
 PLACEMENT_KEYS = ("gpu_layers", "override_tensor", "cpu_moe", "n_cpu_moe", "n_cpu_ffn", "fit", "fit_target_mib",
                   "cache_type_k", "cache_type_v")
@@ -79,7 +83,7 @@ def describe_placement(value: str | None) -> str:
         return "the base's placement and K/V type"
     kv, style = split_value(value)
     short = {"layers": "most layers on the GPU", "ffn": "FFN blocks on the CPU", "experts": "experts on the CPU",
-             "fit": "llama.cpp fit"}.get(style, style)
+             "experts_last": "experts of the last blocks on the CPU", "fit": "llama.cpp fit"}.get(style, style)
     return f"{kv} K/V · {short}"
 
 
@@ -111,6 +115,9 @@ def _frag(kv: str, style: str, n: int, n_layer: int, n_all: int, margin: int) ->
     if style == "experts":
         out += flags.argv_for("fit", "off") + flags.argv_for("gpu_layers", str(n_all))
         return out + (flags.argv_for("n_cpu_moe", str(n)) if n else [])
+    if style == "experts_last":
+        out += flags.argv_for("fit", "off") + flags.argv_for("gpu_layers", str(n_all))
+        return out + (flags.argv_for("override_tensor", rule_experts_blocks(n_layer - n, n_layer - 1)) if n else [])
     return out + flags.argv_for("fit_target_mib", str(margin))  # fit: llama.cpp places, at the margin
 
 
@@ -206,6 +213,7 @@ def resolve_placement(planner: Planner, base_argv: Sequence[str], value: str, ma
     where = {"layers": f"{on_gpu} of {plan.n_layers_total} layers on the GPUs",
              "ffn": f"FFN of {n} of {n_layer} blocks on the CPU",
              "experts": f"experts of the first {n} blocks on the CPU",
+             "experts_last": f"experts of the last {n} blocks on the CPU",
              "fit": f"llama.cpp's fit at -fitt {margin_mib}: {on_gpu} of {plan.n_layers_total} layers on the GPUs"
              }.get(style, style)
     use = tuple((d.name, round(d.resident_mib, 1), round(d.budget_mib, 1)) for d in plan.devices
@@ -268,7 +276,7 @@ def frontier(planner: Planner, base_argv: Sequence[str], kv_types: Sequence[str]
     for kv in kv_types:
         for style in styles:
             p = resolve_placement(planner, base_argv, f"{kv}:{style}", margin_mib)
-            key = (kv, round(p.host_read_mib, 1), p.gpu_layers) if p.fits else (kv, style)
+            key = (kv, round(p.host_read_mib, 1), p.gpu_layers, style == "experts_last") if p.fits else (kv, style)
             if key in seen:
                 continue
             seen.add(key)

@@ -56,6 +56,8 @@ class TuneSpec(BaseModel):
     final_rounds: int = 2  # server starts per side it is spread over, interleaved A B A B (each start costs a load)
     screen_reps: int = 2
     warmup: int = 1  # unmeasured requests per run (the first request after a load is slow)
+    # a candidate the speed model puts far behind its race's best prediction is not started (core.tune.prune)
+    prune_by_speed: bool = True
 
     def final_plan(self, n: int | None = None) -> list[int]:
         """Repetitions of each final run per side: n (default final_reps) spread over final_rounds runs ([3, 2] for
@@ -92,6 +94,8 @@ class Trial(BaseModel):
     samples: tuple[float, ...] = ()
     run_ids: tuple[int, ...] = ()
     seq: int = 0
+    # the speed model's prediction before it started (core.tune.prune.SpeedGuess.to_json()); None: none made
+    predicted: dict | None = None
 
 
 class TuneResult(BaseModel):

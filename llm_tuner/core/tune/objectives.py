@@ -12,7 +12,7 @@ Every score is "higher is better": latencies are negated, so the search never ne
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
@@ -76,6 +76,9 @@ class ObjectiveKind:
     metric: str | None  # may name {n}: the prompt tokens
     scores: Callable[[BenchRun, Objective], list[float | None]]
     uses: frozenset[str] = frozenset()
+    # the score the speed model predicts ({"gen_tps", "prefill_tps", "ttft_ms"} of core.speed's Prediction):
+    # None for a kind the model does not predict (several clients, energy, a context floor): nothing is pruned
+    predicted: Callable[[Mapping[str, float | None], Objective], float | None] | None = None
 
 
 # -- per-repetition scores, one function per kind -----------------------------------------------------
@@ -147,12 +150,28 @@ def _max_context(run: BenchRun, o: Objective) -> list[float | None]:
     return [ctx if (r.predicted_per_second or 0.0) >= floor else 0.0 for r in _ok(run) if r.predicted_per_second]
 
 
+def _pred(key: str, sign: float = 1.0) -> Callable[[Mapping[str, float | None], Objective], float | None]:
+    def f(p: Mapping[str, float | None], _o: Objective) -> float | None:
+        v = p.get(key)
+        return None if v is None else sign * v
+    return f
+
+
+def _pred_chat(p: Mapping[str, float | None], o: Objective) -> float | None:
+    w = o.weights or DEFAULT_CHAT_WEIGHTS
+    got = [(wt, p.get(k)) for k, wt in w.items()]
+    if any(not v for _wt, v in got):
+        return None
+    return math.exp(sum(wt * math.log(v or 1.0) for wt, v in got) / (sum(w.values()) or 1.0))
+
+
 OBJECTIVES: dict[str, ObjectiveKind] = {k.kind: k for k in (
-    ObjectiveKind("gen_tps", "Generation speed (t/s)", "generation t/s", "gen_tps@{n}", _gen_tps),
+    ObjectiveKind("gen_tps", "Generation speed (t/s)", "generation t/s", "gen_tps@{n}", _gen_tps,
+                  predicted=_pred("gen_tps")),
     ObjectiveKind("prefill_tps", "Prefill speed (t/s)", "prefill t/s", "prefill_tps@{n}", _prefill_tps,
-                  frozenset({PROMPT})),
+                  frozenset({PROMPT}), _pred("prefill_tps")),
     ObjectiveKind("ttft", "Time to first token (ms, lower is better)", "time to first token", "ttft_ms@{n}", _ttft,
-                  frozenset({PROMPT})),
+                  frozenset({PROMPT}), _pred("ttft_ms", -1.0)),
     ObjectiveKind("throughput", "Throughput with N clients (t/s)", "throughput with {clients} clients", None,
                   _throughput, frozenset({PROMPT, CLIENTS})),
     ObjectiveKind("p99_latency", "p99 latency with N clients (ms, lower is better)",
@@ -160,7 +179,7 @@ OBJECTIVES: dict[str, ObjectiveKind] = {k.kind: k for k in (
     ObjectiveKind("tokens_per_joule", "Tokens per joule", "tokens per joule", "energy_per_token_j",
                   _tokens_per_joule, frozenset({PROMPT})),
     ObjectiveKind("chat", "Chat: generation and prefill, weighted", "chat mix (generation × prefill)", None, _chat,
-                  frozenset({PROMPT, WEIGHTS})),
+                  frozenset({PROMPT, WEIGHTS}), _pred_chat),
     ObjectiveKind("max_context", "Largest context with generation ≥ a floor",
                   "largest context with generation ≥ {min_gen_tps} t/s", "gen_tps@{n}", _max_context,
                   frozenset({PROMPT, FLOOR, CONTEXT})),
@@ -177,6 +196,12 @@ def rep_scores(run: BenchRun, objective: Objective) -> list[float]:
 def score(run: BenchRun, objective: Objective) -> float | None:
     """The run's score for the objective (median over repetitions; higher is better); None without data."""
     return median(rep_scores(run, objective))
+
+
+def predicted_score(predicted: Mapping[str, float | None], objective: Objective) -> float | None:
+    """The objective's score (higher is better) from the speed model's figures; None where it predicts none."""
+    f = objective.row.predicted
+    return f(predicted, objective) if f is not None else None
 
 
 def objective_metric(objective: Objective) -> str | None:

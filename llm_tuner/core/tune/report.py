@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from llm_tuner.core.cmdline import render_shell
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED, Trial, TuneResult
+from llm_tuner.core.tune.prune import trial_prediction
 from llm_tuner.core.tune.trial_plot import TITLE, trial_plot_svg
 
 # Published memory bandwidth (GB/s, vendor spec sheets), matched as lower-case substrings of the device's
@@ -132,11 +133,15 @@ def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), 
     if result.bandwidth:
         lines += ["## Memory bandwidth", "", result.bandwidth.get("text", ""), ""]
     if result.trials:
-        lines += ["## Trials", "", "| # | knob | values | status | score | run | note |", "|---|---|---|---|---|---|---|"]
+        lines += ["## Trials", "", "Predicted: the speed model's score before the candidate started (core.speed, "
+                  "with its expected error); measured vs predicted: how far the measurement was from it.", "",
+                  "| # | knob | values | status | score | predicted | measured vs predicted | run | note |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for t in result.trials:
             note = "; ".join(x for x in (t.reason, f"flagged: {t.flagged}" if t.flagged else "") if x)
+            pred, vs = trial_prediction(t.predicted, t.score)
             lines.append(f"| {t.seq} | {t.knob or 'baseline'} | {_values(t.values)} | {t.status} | "
-                         f"{_fmt(t.score, 2)} | {t.run_id or '–'} | {note.replace('|', '/')} |")
+                         f"{_fmt(t.score, 2)} | {pred} | {vs} | {t.run_id or '–'} | {note.replace('|', '/')} |")
         lines.append("")
     for title, path in plots:
         lines += [f"![{title}]({path})", ""]

@@ -37,35 +37,30 @@ from llm_tuner.core.cmdline import set_flag
 from llm_tuner.core.memory import llama_default
 from llm_tuner.core.stats import median
 from llm_tuner.core.tune.frontier import strip_placement
+from llm_tuner.core.tune.knob_table import G_OWN, G_PLACEMENT, G_SPEC, G_THREADS, group_of, order_of
 from llm_tuner.core.tune.model import Knob
+from llm_tuner.core.tune.proposers import PLACEMENT_KNOB
 
 Values = dict[str, str | None]
 Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 
-# Placement and memory first, then batching, parallelism, speculation, threads; custom knobs last.
-KNOB_ORDER = ("placement", "gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu",
-              "cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size",
-              "ubatch_size", "batch_size", "parallel", "spec_type", "draft_n_max", "threads", "threads_batch")
-# Which knobs may interact (a later change re-opens an earlier decision): placement with everything (it decides
-# where every later figure is computed), memory knobs with each other (they share what fits), and the pairs
-# below; a custom knob's effect is unknown, so it interacts with everything.
-PLACEMENT = {"placement", "gpu_layers", "override_tensor", "n_cpu_moe", "split_mode", "tensor_split", "main_gpu"}
-MEMORY = {"cache_type_k+cache_type_v", "cache_type_k", "cache_type_v", "flash_attn", "ctx_size", "ubatch_size",
-          "batch_size", "parallel"}
-PAIRS = ({"spec_type", "draft_n_max"}, {"threads", "threads_batch"})
+# The race order and which knobs interact come from core.tune.knob_table.KNOBS (each row's `order` and `group`):
+# placement and memory first, then batching, parallelism, speculation, threads; custom knobs last. Placement
+# interacts with everything (it decides where every later figure is computed) but threads and speculation for the
+# frontier's placement knob, memory knobs with each other (they share what fits), a pair group (speculation,
+# threads) with itself; a custom knob's effect is unknown, so it interacts with everything.
 # llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512; recorded in core.memory's args).
 DEFAULT_BATCH, DEFAULT_UBATCH = int(llama_default("batch_size")), int(llama_default("ubatch_size"))
 
 
 def interacts(a: Knob, b: Knob) -> bool:
-    """Whether a change of knob `b` may change which value of knob `a` is best."""
-    known = set(KNOB_ORDER)
-    fa, fb = a.flag, b.flag
-    if {fa, fb} & {"placement"} and {fa, fb} & {"threads", "threads_batch", "spec_type", "draft_n_max"}:
+    """Whether a change of knob `b` may change which value of knob `a` is best (the rows' groups in KNOBS)."""
+    ga, gb = group_of(a.flag), group_of(b.flag)
+    if PLACEMENT_KNOB in (a.flag, b.flag) and {ga, gb} & {G_THREADS, G_SPEC}:
         return False  # what fits, and how many bytes a token reads from host memory, do not depend on these
-    if fa not in known or fb not in known or fa in PLACEMENT or fb in PLACEMENT:
+    if ga is None or gb is None or G_PLACEMENT in (ga, gb):
         return True
-    return (fa in MEMORY and fb in MEMORY) or any(fa in p and fb in p for p in PAIRS)
+    return ga == gb and ga != G_OWN
 
 
 def values_key(values: Mapping[str, str | None]) -> tuple:
@@ -73,9 +68,10 @@ def values_key(values: Mapping[str, str | None]) -> tuple:
 
 
 def order_knobs(knobs: Sequence[Knob]) -> list[Knob]:
-    """Placement/memory knobs first, the rest in KNOB_ORDER, custom knobs last (stable otherwise)."""
-    def rank(k: Knob) -> int:
-        return KNOB_ORDER.index(k.flag) if k.flag in KNOB_ORDER else len(KNOB_ORDER)
+    """Knobs in their KNOBS rows' race order (placement/memory first), custom knobs last (stable otherwise)."""
+    def rank(k: Knob) -> float:
+        o = order_of(k.flag)
+        return math.inf if o is None else o
     return sorted(knobs, key=rank)
 
 
@@ -356,11 +352,16 @@ def gains_enough(winner: Sequence[float], incumbent: Sequence[float], min_gain_p
     return separated(winner, incumbent, known)  # not measured by the end of the race: the threshold decides
 
 
+Screen = Callable[[list[Values], Values, str], list[Values]]
+
+
 def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate: Evaluate, *, reps: int,
                        out_of_time: Callable[[], bool] = lambda: False, min_gain_pct: float = 0.0,
-                       noise: Noise | None = None) -> tuple[Values | None, list[str]]:
+                       noise: Noise | None = None, screen: Screen | None = None) -> tuple[Values | None, list[str]]:
     """The search: baseline, each knob raced in turn, knobs that a later change may affect raced once more.
     A race's winner replaces the incumbent only when it gains more than `min_gain_pct` (see gains_enough).
+    `screen(candidates, incumbent, knob)`: the candidates of a race worth starting (the speed model's pruning:
+    core.tune.prune; the incumbent always among them); the others are left out of the race.
 
     Returns the winning values (None when even the baseline could not run) and a log of what was decided."""
     ordered = order_knobs([k for k in knobs if k.values])
@@ -377,6 +378,12 @@ def coordinate_descent(base_argv: Sequence[str], knobs: Sequence[Knob], evaluate
         step += 1
         values = [best[knob.key], *[v for v in knob.values if v != best[knob.key]]]
         cands = [dict(best, **{knob.key: v}) for v in values]
+        if screen is not None:
+            kept = screen(cands, dict(best), knob.key)
+            dropped = len(cands) - len(kept)
+            if dropped:
+                log.append(f"{knob.key}: {dropped} value{'s' if dropped != 1 else ''} pruned by the speed model")
+            cands = kept
         winner, seen = successive_halving(cands, evaluate, reps=reps, knob=knob.key, incumbent=best,
                                           out_of_time=out_of_time, zone_pct=min_gain_pct, noise=noise,
                                           ranked=knob.ranked)

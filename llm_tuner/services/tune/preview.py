@@ -1,17 +1,20 @@
 """What a tune would try, before it starts: each knob's values as candidates (one value changed from the base) with
-the memory plan's verdict and figures, placements resolved at the margin in force. No server is started. One list
-for `llm-tuner tune --dry-run` and the Tune view's Candidates tab."""
+the memory plan's verdict and figures, placements resolved at the margin in force, and the speed model's prediction
+(with the pruning a race from the base would make: core.tune.prune). No server is started. One list for
+`llm-tuner tune --dry-run` and the Tune view's Candidates tab."""
 
 from __future__ import annotations
 
 import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llm_tuner.core.bench_report import argv_diff
 from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, apply_values, describe_placement
+from llm_tuner.core.tune.prune import SpeedGuess, speed_prune
 from llm_tuner.services.tune.checks import PlanFn
 from llm_tuner.services.tune.placement import PlacementResolver
+from llm_tuner.services.tune.speed import SpeedOracle
 
 
 @dataclass(frozen=True)
@@ -25,6 +28,13 @@ class Candidate:
     plan: str
     args: tuple[str, ...]  # what the candidate changes (the base's arguments left out); () is the base itself
     gpus: tuple[tuple[str, float, float], ...] = ()  # placements: (device, resident MiB, budget MiB)
+    predicted: dict | None = None  # the speed model's (core.tune.prune.SpeedGuess.to_json()); None: no prediction
+    speed_pruned: str = ""  # why the speed model would not start it in a race from the base ("" : it would)
+
+    @property
+    def predicted_text(self) -> str:
+        g = SpeedGuess.from_json(self.predicted)
+        return g.text() if g is not None else "no prediction"
 
     @property
     def args_text(self) -> str:
@@ -33,7 +43,8 @@ class Candidate:
     def to_json(self) -> dict:
         return {"knob": self.knob, "value": self.value, "label": self.label, "fits": self.fits, "plan": self.plan,
                 "argv": list(self.args), "gpus": [{"device": n, "resident_mib": r, "budget_mib": b}
-                                                 for n, r, b in self.gpus] or None}
+                                                 for n, r, b in self.gpus] or None,
+                "predicted": self.predicted, "speed_pruned": self.speed_pruned or None}
 
 
 def _changes(base: list[str], cand: list[str]) -> tuple[str, ...]:
@@ -53,8 +64,10 @@ def _changes(base: list[str], cand: list[str]) -> tuple[str, ...]:
 
 
 def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Sequence[Knob],
-                       resolver: PlacementResolver | None, plan_fn: PlanFn) -> list[Candidate]:
-    """Every knob value as a candidate with the plan's verdict (see the module's docstring)."""
+                       resolver: PlacementResolver | None, plan_fn: PlanFn, speed: SpeedOracle | None = None,
+                       prune: bool = True) -> list[Candidate]:
+    """Every knob value as a candidate with the plan's verdict and the speed model's prediction (see the module's
+    docstring); `prune`: say which the speed model would not start (in a race from the base, the base kept)."""
     base = list(base_argv)
     resolve = resolver.fragment if resolver is not None else None
     out: list[Candidate] = []
@@ -68,5 +81,19 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
                 cand = apply_values(base, knobs, {knob.key: value}, env, resolve=resolve)
                 fits, why = plan_fn(list(cand), dict(env))
                 label, gpus = ("default (flag absent)" if value is None else value), ()
-            out.append(Candidate(knob.key, value, label, fits, why, _changes(base, cand), gpus))
+            guess = speed.guess(cand, env) if speed is not None else None
+            out.append(Candidate(knob.key, value, label, fits, why, _changes(base, cand), gpus,
+                                 guess.to_json() if guess is not None else None))
+    if speed is None or not prune:
+        return out
+    base_guess = speed.guess(apply_values(base, knobs, {}, env, resolve=resolve), env)
+    for knob in knobs:
+        mine = [i for i, c in enumerate(out) if c.knob == knob.key and c.fits]
+        guesses: dict = {i: SpeedGuess.from_json(out[i].predicted) for i in mine}
+        guesses["base"] = base_guess
+        o = speed.objective
+        what = o.row.what.format(clients=o.clients, min_gen_tps=o.min_gen_tps)
+        for i, why in speed_prune(guesses, keep="base", what=what).items():
+            if isinstance(i, int) and out[i].args:  # a value that is the base itself is never pruned
+                out[i] = replace(out[i], speed_pruned=why)
     return out

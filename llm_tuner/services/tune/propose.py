@@ -9,11 +9,13 @@ from pathlib import Path
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import parse_help
-from llm_tuner.core.tune import Knob, Objective, propose_knobs
+from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, apply_values, propose_knobs
 from llm_tuner.core.tune.knobs import KV_TYPES, allowed_values
+from llm_tuner.core.tune.prune import rank_by_prediction
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
 from llm_tuner.services.tune.placement import PlacementResolver, physical_cores, server_path
+from llm_tuner.services.tune.speed import SpeedOracle
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +23,12 @@ log = logging.getLogger(__name__)
 def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, binary: str | None = None,
                   objective: Objective | None = None, plan_fn=None, settings=None,
                   resolver: PlacementResolver | None = None, gpus=None, host=None,
-                  margin_mib: int | None = None) -> list[Knob]:
+                  margin_mib: int | None = None, speed: SpeedOracle | None = None) -> list[Knob]:
     """Knobs for this base (see core.tune.knobs for the rules); [] when the model cannot be read.
 
     `gpus`/`host`: planned devices (PlanDevice) instead of the binary's; `margin_mib`: the free memory each GPU
-    keeps under a placement candidate (the tune's headroom)."""
+    keeps under a placement candidate (the tune's headroom); `speed`: the speed model, which ranks the placements
+    that fit by predicted score (with a calibration; else by host reads) before the top few are taken."""
     argv = flags.effective_argv(list(base_argv), env or {})
     model_path = flags.value_of(argv, "model")
     if not model_path:
@@ -54,6 +57,13 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
             if resolver.needs_placement():
                 kv = [t for t in KV_TYPES if t in (allowed_values(catalog, "cache_type_k") or KV_TYPES)]
                 placement = resolver.frontier(kv)
+                if speed is not None:
+                    fitting = [p for p in placement if p.fits]
+                    argvs = [apply_values(list(base_argv), [Knob(key=PLACEMENT_KNOB, flag=PLACEMENT_KNOB,
+                                                                 values=(p.value,))], {PLACEMENT_KNOB: p.value},
+                                          env, resolve=resolver.fragment) for p in fitting]
+                    ranked = rank_by_prediction(fitting, [speed.guess(a, env or {}) for a in argvs])
+                    placement = ranked + [p for p in placement if not p.fits]
         except Exception as exc:  # noqa: BLE001 - no frontier: the per-flag knobs stand
             log.info("no placement frontier: %s", exc)
     fits = plan_fn(argv, env or {})[0] if plan_fn is not None else True

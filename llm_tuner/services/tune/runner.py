@@ -45,11 +45,13 @@ from llm_tuner.core.tune import (
     start_noise,
 )
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED
-from llm_tuner.core.tune.quality import SPEC_KEYS, changes_kv, changes_speculation, ppl_increase_pct
+from llm_tuner.core.tune.prune import speed_prune
+from llm_tuner.core.tune.quality import changes_kv, changes_speculation, output_keys, ppl_increase_pct
 from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget
 from llm_tuner.services.tune import checks
 from llm_tuner.services.tune.placement import PlacementResolver
+from llm_tuner.services.tune.speed import SpeedOracle
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
 
@@ -75,13 +77,14 @@ class TuneRunner:
 
     def __init__(self, repo: TuneRepository, *, settings=None, bench_runner: BenchRunner | None = None,
                  plan_fn: checks.PlanFn | None = None, clock: Callable[[], float] = time.monotonic,
-                 resolver: PlacementResolver | None = None) -> None:
+                 resolver: PlacementResolver | None = None, speed: SpeedOracle | None = None) -> None:
         self.repo = repo
         self.settings = settings
         self.bench = bench_runner or BenchRunner(RunRepository(repo.engine), settings=settings)
         self.plan_fn = plan_fn
         self.clock = clock
         self.resolver = resolver  # placement knobs: the frontier on planned devices (else the detected ones)
+        self.speed = speed  # the speed model's predictions (else one for the tune: this machine, stored calibration)
 
     @property
     def current_process(self):
@@ -131,6 +134,13 @@ class _Tune:
             if learned:  # resumed: the margin learned from placements that ran out of memory
                 self.resolver.margin_mib = max(self.resolver.margin_mib, *learned)
         self.base_values = {k.key: current_value(s.base_argv, k) for k in s.knobs}
+        self.speed = owner.speed
+        if self.speed is None:
+            try:
+                self.speed = SpeedOracle.for_tune(s.base_argv, s.base_env, s.objective, engine=owner.repo.engine,
+                                                  binary=s.binary)
+            except Exception as exc:  # noqa: BLE001 - no predictions: every candidate is started
+                log.info("no speed model for tune %s: %s", self.tune_id, exc)
         self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
@@ -143,7 +153,7 @@ class _Tune:
         self.probed: tuple[str | None, str] = (None, "not read")
         self.server_lines: tuple[str, ...] = ()  # the output of the latest run's server (BenchRunner's RunOutcome)
         # speculative knobs: the baseline's run reads its output at --temp 0 too (no server start of its own)
-        self.spec_knobs = any(set(k.flag.split("+")) & set(SPEC_KEYS) for k in s.knobs)
+        self.spec_knobs = any(set(k.flag.split("+")) & set(output_keys()) for k in s.knobs)
         self.current = ""
         if self.baseline_argv in self.trials:  # resumed: the final's share from the stored baseline run
             self._reserve_from_stored(self.trials[self.baseline_argv])
@@ -226,6 +236,32 @@ class _Tune:
             t = self._top_up(t, n)
         return t.samples
 
+    def predicted(self, argv: tuple[str, ...]) -> dict | None:
+        """The speed model's prediction of a command line (SpeedGuess.to_json()), None without one."""
+        g = self.speed.guess(argv, self.spec.base_env) if self.speed is not None else None
+        return g.to_json() if g is not None else None
+
+    def screen(self, cands: list[dict], incumbent: dict, knob: str) -> list[dict]:
+        """The race's candidates worth starting: those the speed model puts far behind the race's best prediction
+        (core.tune.prune) are stored as pruned trials with the reason, not started. The incumbent always stays."""
+        if not self.spec.prune_by_speed or self.speed is None or len(cands) < 2:
+            return cands
+        argvs = [self.argv_of(c) for c in cands]
+        inc = self.argv_of(incumbent)
+        guesses = {a: self.speed.guess(a, self.spec.base_env) for a in argvs}
+        what = self.spec.objective.row.what.format(clients=self.spec.objective.clients,
+                                                   min_gen_tps=self.spec.objective.min_gen_tps)
+        pruned = speed_prune(guesses, keep=inc, what=what)
+        kept = []
+        for values, argv in zip(cands, argvs, strict=True):
+            if argv not in pruned or argv in self.trials:  # decided before (measured or pruned): as it stands
+                kept.append(values)
+                continue
+            self.seq += 1
+            self._store(Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq,
+                              status="pruned", reason=pruned[argv], predicted=self.predicted(argv)))
+        return kept
+
     def _placement(self, values: dict):
         """The resolved placement of a candidate's placement value (None: the base's own)."""
         value = next((values.get(k.key) for k in self.spec.knobs if k.flag == PLACEMENT_KNOB), None)
@@ -258,7 +294,8 @@ class _Tune:
     def _new_trial(self, values: dict, argv: tuple[str, ...], knob: str | None, n: int) -> Trial:
         s = self.spec
         self.seq += 1
-        base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq)
+        base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq,
+                     predicted=self.predicted(argv))
         changed = {k: v for k, v in values.items() if v != self.base_values.get(k)}
         self.current = f"trial {self.seq} " + (", ".join(f"{k}={v}" for k, v in changed.items()) or "baseline")
         placed = self._placement(values)
@@ -379,7 +416,8 @@ class _Tune:
             # a gain under the A/B threshold can never pass the final: the search does not adopt one
             best, search_log = coordinate_descent(self.spec.base_argv, self.spec.knobs, self.evaluate,
                                                   reps=self.spec.screen_reps, out_of_time=self.out_of_time,
-                                                  min_gain_pct=self.threshold, noise=self.noise)
+                                                  min_gain_pct=self.threshold, noise=self.noise,
+                                                  screen=self.screen)
             log.info("tune %s: %s", self.tune_id, "; ".join(search_log))
             if self.cancelled():  # the search stops on Cancel as on the budget; the tune does not go on
                 raise _Cancelled()

@@ -1,7 +1,7 @@
 """The Tune view's Candidates tab: what the tune would try, before it starts (the list `tune --dry-run`
-prints): each knob value with the memory plan's verdict, the arguments it changes and the plan's figures.
-Where the model does not fit its GPUs, the placement knob's values are the placements that fit each K/V
-type."""
+prints): each knob value with the memory plan's verdict, the speed model's prediction (and whether a race
+would start it), the arguments it changes and the plan's figures. Where the model does not fit its GPUs, the
+placement knob's values are the placements that fit each K/V type."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-COLUMNS = ("Knob", "Value", "Plan", "Memory", "Arguments")
+COLUMNS = ("Knob", "Value", "Plan", "Predicted", "Memory", "Arguments")
 MEMORY_COLUMN_PX = 320  # no column wider: the plan's figures elide, whole in the tooltip
 
 
@@ -42,7 +42,7 @@ class CandidateView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.setWordWrap(False)
         header = self.table.horizontalHeader()
-        for i in range(4):
+        for i in range(5):
             header.setSectionResizeMode(i, QHeaderView.ResizeMode.ResizeToContents)
         header.setMaximumSectionSize(MEMORY_COLUMN_PX)  # a long plan figure is elided (whole in the tooltip)
         header.setStretchLastSection(True)
@@ -59,9 +59,17 @@ class CandidateView(QWidget):
     def set_candidates(self, cands) -> None:
         self.table.setRowCount(0)
         pruned = sum(1 for c in cands if not c.fits)
+        slow = sum(1 for c in cands if c.fits and c.speed_pruned)
         placement = [c for c in cands if c.knob == "placement" and c.value is not None]
         text = (f"{len(cands)} candidates, {pruned} pruned by the memory plan (never started)." if cands else
                 "No knob is checked.")
+        if slow:
+            text += (f" {slow} predicted far behind the best of their knob (beyond the speed model's error, at least "
+                     "20 %): not started.")
+        calibrated = next((c.predicted for c in cands if c.predicted), None)
+        if cands and calibrated is not None:
+            text += (f" Speed calibrated on {calibrated.get('on')}." if calibrated.get("calibrated") else
+                     " Speed: no calibration of this build (default costs; nothing is pruned by speed).")
         if placement:
             text += (" The model does not fit the GPUs: the placement knob races the placements that fit, "
                      "with their K/V types, fewest bytes read from host memory first.")
@@ -70,11 +78,14 @@ class CandidateView(QWidget):
         for c in cands:
             row = self.table.rowCount()
             self.table.insertRow(row)
-            cells = (c.knob, c.label, "fits" if c.fits else "pruned", c.plan, c.args_text)
+            status = "pruned" if not c.fits else "pruned (speed)" if c.speed_pruned else "fits"
+            predicted = c.predicted_text if c.predicted else "–"
+            cells = (c.knob, c.label, status, predicted, c.plan, c.args_text)
+            tip = "\n".join(x for x in (c.args_text, c.plan, c.speed_pruned) if x)
             for col, value in enumerate(cells):
                 item = QTableWidgetItem(value)
-                item.setToolTip(f"{c.args_text}\n{c.plan}" if c.plan else c.args_text)
-                if not c.fits:
+                item.setToolTip(tip)
+                if not c.fits or c.speed_pruned:
                     item.setForeground(QColor(muted))
                 self.table.setItem(row, col, item)
 

@@ -229,10 +229,12 @@ class TunePanel(QWidget):
             self.candidates.set_message("Choose a base profile: its candidates show here before you run the tune.")
             return
         target, knobs, headroom = self._base[1], self.form.knobs(), self.form.headroom_spin.value()
+        objective, engine = self.form.objective(), self.ctx.engine
         self._candidates_seq += 1
         seq = self._candidates_seq
         self.candidates.set_message("Planning the candidates…")
-        self._job(lambda _ctl: (seq, candidate_preview(target, knobs, headroom)), self._on_candidates_ready,
+        self._job(lambda _ctl: (seq, candidate_preview(target, knobs, headroom, objective, engine)),
+                  self._on_candidates_ready,
                   lambda exc: self.candidates.set_message(f"The candidates could not be planned: {exc}"),
                   what="Planning the candidates")
 
