@@ -58,7 +58,6 @@ def parse_choices(items: list[str]) -> dict[str, str]:
 def cmd_migrate(args) -> int:
     from llm_tuner.cli.profile_file import profile_binary
     from llm_tuner.core.cmdline.migrate import apply_migration, command_lines
-    from llm_tuner.core.units import printable
     from llm_tuner.services import builds
     from llm_tuner.services.settings_store import database_path, load_settings
     from llm_tuner.store.db import open_engine
@@ -75,12 +74,7 @@ def cmd_migrate(args) -> int:
     settings = load_settings()
     check = builds.check_profile(engine, saved, settings)
     choices = parse_choices(args.choose)
-    bad = [o for o in choices if o not in {m.old for m in check.migration.moves}]
-    if bad:
-        raise CliError(f"--choose names {', '.join(bad)}, which this migration does not move")
-    for m in check.migration.moves:
-        if m.old in choices and choices[m.old] not in m.choices:
-            raise CliError(f"--choose {m.old}={choices[m.old]}: choose one of {', '.join(m.choices)}")
+    _check_choices(check.migration, choices)
     before = after = None
     undone = check.migration.ambiguous
     if check.new_catalog is not None and check.migration:
@@ -99,40 +93,57 @@ def cmd_migrate(args) -> int:
     if args.json:
         emit_json(data)
     else:
+        _print_report(saved, check, choices, before, after, result, undone, yes=args.yes)
+    return 1 if args.yes and undone else 0
+
+
+def _check_choices(migration, choices: dict[str, str]) -> None:
+    """Refuse a --choose that names a flag the migration does not move, or a target it does not offer."""
+    bad = [o for o in choices if o not in {m.old for m in migration.moves}]
+    if bad:
+        raise CliError(f"--choose names {', '.join(bad)}, which this migration does not move")
+    for m in migration.moves:
+        if m.old in choices and choices[m.old] not in m.choices:
+            raise CliError(f"--choose {m.old}={choices[m.old]}: choose one of {', '.join(m.choices)}")
+
+
+def _print_report(saved, check, choices: dict[str, str], before, after, result, undone, *, yes: bool) -> None:
+    """The migration in words: the headline, each move, the notes, the command lines, what was saved."""
+    from llm_tuner.core.units import printable
+
+    print(
+        printable(
+            check.headline
+            or f"{saved.name} v{saved.version}: nothing to migrate "
+            f"({'the same build' if check.current else 'the current build cannot be read'})."
+        )
+    )
+    if check.saved_build is None:
+        print("  (this version recorded no build: compared with the new build's --help alone)")
+    elif not check.old_help_kept and check.migration:
+        print("  (the old build's --help was not kept: compared with the new build's --help alone)")
+    for m in check.migration.moves:
+        chosen = choices.get(m.old)
+        mark = " [a choice: --choose " + m.old.lstrip("-") + "=...]" if m.ambiguous and not chosen else ""
+        hint = (
+            f" (the profile points at {m.suggested})"
+            if m.ambiguous and m.suggested and not chosen
+            else ""
+        )
+        print(printable(f"  {m.text(chosen)}{mark}{hint}"))
+    for note in check.migration.notes:
+        print(printable(f"  note: {note}"))
+    if before and after and before != after:
+        print(printable(f"before: {before}"))
+        print(printable(f"after:  {after}"))
+    if result is not None:
+        print(f"saved as {result.name!r} version {result.version}")
+    elif check.migration and not yes:
+        print("nothing saved: run again with --yes to save the migrated settings as a new version")
+    for m in undone:
         print(
             printable(
-                check.headline
-                or f"{saved.name} v{saved.version}: nothing to migrate "
-                f"({'the same build' if check.current else 'the current build cannot be read'})."
+                f"not applied: {m.old} needs a choice: --choose {m.old.lstrip('-')}="
+                + " or ".join(c.lstrip("-") for c in m.choices)
             )
         )
-        if check.saved_build is None:
-            print("  (this version recorded no build: compared with the new build's --help alone)")
-        elif not check.old_help_kept and check.migration:
-            print("  (the old build's --help was not kept: compared with the new build's --help alone)")
-        for m in check.migration.moves:
-            chosen = choices.get(m.old)
-            mark = " [a choice: --choose " + m.old.lstrip("-") + "=...]" if m.ambiguous and not chosen else ""
-            hint = (
-                f" (the profile points at {m.suggested})"
-                if m.ambiguous and m.suggested and not chosen
-                else ""
-            )
-            print(printable(f"  {m.text(chosen)}{mark}{hint}"))
-        for note in check.migration.notes:
-            print(printable(f"  note: {note}"))
-        if before and after and before != after:
-            print(printable(f"before: {before}"))
-            print(printable(f"after:  {after}"))
-        if result is not None:
-            print(f"saved as {result.name!r} version {result.version}")
-        elif check.migration and not args.yes:
-            print("nothing saved: run again with --yes to save the migrated settings as a new version")
-        for m in undone:
-            print(
-                printable(
-                    f"not applied: {m.old} needs a choice: --choose {m.old.lstrip('-')}="
-                    + " or ".join(c.lstrip("-") for c in m.choices)
-                )
-            )
-    return 1 if args.yes and undone else 0

@@ -149,7 +149,9 @@ def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callab
     """A Qt-free state's `Run` (llm_tuner.state.callbacks) as BackgroundJobs of `parent`: the work off the GUI
     thread, its answer or failure back on it. `what`: the work in the user's words."""
 
-    def run(work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]) -> None:
+    def run(
+        work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]
+    ) -> None:
         job = BackgroundJob(lambda _c: work(), parent, what=what, on_failed=failed)
         job.succeeded.connect(done)
         job.start()

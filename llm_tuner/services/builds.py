@@ -40,7 +40,8 @@ def profile_program(profile: LaunchProfile, settings: Settings | None = None) ->
 def stamp_for(
     profile: LaunchProfile, settings: Settings | None = None
 ) -> tuple[BuildStamp | None, str | None]:
-    """The build stamp of the program a profile runs, and that build's --help text; (None, None) when unknown."""
+    """The build stamp of the program a profile runs, and that build's --help text; (None, None) when
+    unknown."""
     path = profile_program(profile, settings)
     stamp = binaries.build_stamp(path, settings) if path is not None else None
     if stamp is None or path is None:

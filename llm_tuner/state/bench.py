@@ -1,9 +1,10 @@
 """The Benchmarks view's state, its speed part: after a run, what was measured beside what the speed model
-predicted and generation's share of the roofline; then the run refines this machine's calibration (a refit over
-the stored runs, kept in the store), so the next prediction (here, in the Plan, the Profile) rests on it too.
+predicted and generation's share of the roofline; then the run refines this machine's calibration (a refit
+over the stored runs, kept in the store), so the next prediction (here, in the Plan, the Profile) rests on it
+too.
 
-The prediction is made with the basis as it was before the run (an honest check), the refit after. The work
-(a model header, the store) goes through the `Run` given. Listeners get `notify("speed")` when the lines changed.
+The prediction is made with the basis as it was before the run (an honest check), the refit after. The work (a
+model header, the store) goes through the `Run` given. Listeners get `notify("speed")` when the lines changed.
 """
 
 from __future__ import annotations
@@ -36,8 +37,8 @@ class BenchSpeed(Observable):
         self.refit_line = ""  # what the run did to the calibration
 
     def after_run(self, bench_run: Any) -> None:
-        """A run just finished: predict it with the basis as it was, then refit the calibration over the stored
-        runs (this one included) and keep it."""
+        """A run just finished: predict it with the basis as it was, then refit the calibration over the
+        stored runs (this one included) and keep it."""
         self._judge(bench_run, refine=bench_run.status == "complete")
 
     def show_run(self, bench_run: Any) -> None:
@@ -77,8 +78,8 @@ class BenchSpeed(Observable):
         self.comparisons = speed_vs_prediction(bench_run, list(preds))
         self.lines = [f"Speed — {c['text']}" for c in self.comparisons]
         if not self.lines:
-            self.lines = [f"Speed — run {run_id} could not be predicted (no model file, speculative decoding, "
-                          "several clients or an attached server)"]
+            self.lines = [f"Speed — run {run_id} could not be predicted (no model file, speculative "
+                          "decoding, several clients or an attached server)"]
         self.basis_line = ("Predicted with " + basis_text(basis, preds[0].gen, hint=False)) if preds else ""
         self.refit_line = refit[1] if refit is not None else ""
         self.notify("speed")

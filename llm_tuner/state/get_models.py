@@ -1,5 +1,6 @@
-"""The Get models dialog's state, its speed part: each listed file's predicted speed on this machine's devices,
-from its header and its memory plan (both read before any download), and what the prediction rests on.
+"""The Get models dialog's state, its speed part: each listed file's predicted speed on this machine's
+devices, from its header and its memory plan (both read before any download), and what the prediction rests
+on.
 
 The dialog keeps the listing and the downloads (Qt jobs); this holds what a row's speed cell says, so it is
 tested without Qt. Listeners get `notify("speeds")` when every row's speed should be shown again (the basis
@@ -24,7 +25,9 @@ HEADER_PENDING = "…"
 class GetModelsState(Observable):
     """What the Get models dialog shows about speed: a cell per file and its tooltip."""
 
-    def __init__(self, speed: SpeedModel, inventory: Callable[[], DeviceInventory | None] = lambda: None) -> None:
+    def __init__(
+        self, speed: SpeedModel, inventory: Callable[[], DeviceInventory | None] = lambda: None
+    ) -> None:
         super().__init__()
         self.speed = speed
         self.inventory = inventory
@@ -44,7 +47,8 @@ class GetModelsState(Observable):
 
     def speed_cell(self, info: Any, plan: Any) -> tuple[str, str]:
         """(cell text, tooltip) of a file's predicted speed: '≈ 41 t/s gen, 900 t/s prefill' and what it is
-        calibrated on; '…' while the header or the basis is read, '—' for a file with no plan (a projector)."""
+        calibrated on; '…' while the header or the basis is read, '—' for a file with no plan (a
+        projector)."""
         if info is None:
             return HEADER_PENDING, ""
         if plan is None or info.error:

@@ -1,6 +1,6 @@
-"""The predicted speed as the views show it: what a prediction rests on (`SpeedModel`: the stored calibration of
-the build and driver in use, loaded once through `run`, off the GUI thread) and the words every view uses for a
-prediction and its basis, so Plan, Get models, Profile and Benchmarks say the same thing the same way.
+"""The predicted speed as the views show it: what a prediction rests on (`SpeedModel`: the stored calibration
+of the build and driver in use, loaded once through `run`, off the GUI thread) and the words every view uses
+for a prediction and its basis, so Plan, Get models, Profile and Benchmarks say the same thing the same way.
 
 The arithmetic is core.speed (traffic, predict) through services.speed.SpeedBasis; this module only words it.
 Listeners get `notify("basis")` when the basis was (re)loaded or refined.
@@ -59,7 +59,8 @@ class SpeedModel(Observable):
     def predict(self, model: Any, plan: Any, *, depth: int = 0, prompt: int = DEFAULT_PROMPT,
                 argv: Sequence[str] = (), gpus: Sequence[PlanDevice] | None = None) -> Prediction | None:
         """The prediction of `plan` for `model` (None: no basis yet, or a model the speed model cannot read);
-        the host's threads from `argv`'s -t, else llama.cpp's default; `gpus` with their descriptions (peaks)."""
+        the host's threads from `argv`'s -t, else llama.cpp's default; `gpus` with their descriptions
+        (peaks)."""
         if self.basis is None or model is None or plan is None:
             return None
         return self.basis.predict(model, plan, depth=depth, prompt=prompt,
@@ -67,7 +68,8 @@ class SpeedModel(Observable):
 
     def curve(self, model: Any, plan: Any, *, argv: Sequence[str] = (), points: int = CURVE_POINTS,
               gpus: Sequence[PlanDevice] | None = None) -> list[tuple[int, float]]:
-        """Generation t/s against the depth already in the cache, from 0 to a slot's context: [(depth, t/s)]."""
+        """Generation t/s against the depth already in the cache, from 0 to a slot's context:
+        [(depth, t/s)]."""
         if self.basis is None or model is None or plan is None:
             return []
         t = plan_traffic_of(model, plan)
@@ -95,14 +97,16 @@ def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None, *, hint
     cal = basis.calibration
     if basis.calibrated and cal is not None:
         where = ", ".join(x for x in (f"build {basis.build}" if basis.build else "",
-                                      f"driver {basis.driver}" if basis.driver else "", f"{threads} threads") if x)
+                                      f"driver {basis.driver}" if basis.driver else "",
+                                      f"{threads} threads") if x)
         defaults = pred is not None and "default" in pred.calibrated_on
         return (f"calibrated on {cal.source or 'measurements'} ({where})"
                 + (", some costs default" if defaults else "")
                 + (f", ±{err:.0%}" if err is not None else ""))
     why = ("no llama-server build known" if not basis.build else
            "this build is not calibrated: run a benchmark, or `llm-tuner estimate --speed --calibrate`")
-    return f"default costs, wider error{f' (±{err:.0%})' if err is not None else ''}" + (f": {why}" if hint else "")
+    wider = f" (±{err:.0%})" if err is not None else ""
+    return f"default costs, wider error{wider}" + (f": {why}" if hint else "")
 
 
 def speed_figures(pred: Prediction | None) -> str:
@@ -115,7 +119,8 @@ def speed_figures(pred: Prediction | None) -> str:
     if pred.prefill_tps is not None:
         parts.append(f"{_tps(pred.prefill_tps)} t/s prefill")
     if pred.ttft_ms is not None:
-        parts.append(f"TTFT {pred.ttft_ms / 1000:.2f} s" if pred.ttft_ms >= 1000 else f"TTFT {pred.ttft_ms:.0f} ms")
+        ms = pred.ttft_ms
+        parts.append(f"TTFT {ms / 1000:.2f} s" if ms >= 1000 else f"TTFT {ms:.0f} ms")
     return ", ".join(parts)
 
 
@@ -138,7 +143,8 @@ def _tps(v: float) -> str:
 
 
 def profile_argv(profile: LaunchProfile | None) -> list[str]:
-    """A profile's effective argv (its LLAMA_ARG_* variables counted), for its thread count; [] without one."""
+    """A profile's effective argv (its LLAMA_ARG_* variables counted), for its thread count; [] without
+    one."""
     if profile is None:
         return []
     argv, env = profile_to_argv(profile)

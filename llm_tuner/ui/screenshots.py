@@ -177,7 +177,8 @@ def capture_views(app, ctx, window, out: Path, launch_server: bool = True) -> li
 
 def capture_get_models(window, out: Path, query: str) -> Path | None:
     """Open Get models from the Models view, search `query` on the hub in HF_ENDPOINT, list the first
-    repository and grab the dialog once every file's plan and predicted speed are shown (None: nothing found)."""
+    repository and grab the dialog once every file's plan and predicted speed are shown (None: nothing
+    found)."""
     dlg = window.models_panel.open_get_models()
     dlg.resize(1300, 560)
     _settle(0.5)

@@ -96,7 +96,8 @@ class Migration:
 
 
 def _split_extra(extra: tuple[str, ...], old: FlagCatalog | None, new: FlagCatalog) -> list[tuple[str, ...]]:
-    """extra_args as [flag, value...] groups, each flag's arity from the old --help, the new one, or the table."""
+    """extra_args as [flag, value...] groups, each flag's arity from the old --help, the new one, or the
+    table."""
     out: list[tuple[str, ...]] = []
     i = 0
     while i < len(extra):

@@ -1,15 +1,16 @@
 """The one table of the tune's knobs (`KNOBS`): what each is, in one row, as OBJECTIVES is for objectives.
 
-A row says: the knob's `key` (what the CLI's `--only` and a trial's values name), its `flags` (core.flags keys set
-together: "cache_type_k+cache_type_v" is one matched pair; "placement" a frontier placement), its interaction
-`group` (which decisions a change re-opens: core.tune.search.interacts), its race `order` (placement and memory
-first: they decide what fits and every later figure depends on them), its `quality` check (None, PERPLEXITY: the
-numbers change, llama-perplexity judges; OUTPUT: the output at --temp 0 must not change), its `memory` relevance
-(whether the memory plan judges a value before a start: a value that does not fit is pruned), and its `propose`
-function (the values worth racing on this model, binary and devices; None: not proposed here).
+A row says: the knob's `key` (what the CLI's `--only` and a trial's values name), its `flags` (core.flags keys
+set together: "cache_type_k+cache_type_v" is one matched pair; "placement" a frontier placement), its
+interaction `group` (which decisions a change re-opens: core.tune.search.interacts), its race `order`
+(placement and memory first: they decide what fits and every later figure depends on them), its `quality`
+check (None, PERPLEXITY: the numbers change, llama-perplexity judges; OUTPUT: the output at --temp 0 must not
+change), its `memory` relevance (whether the memory plan judges a value before a start: a value that does not
+fit is pruned), and its `propose` function (the values worth racing on this model, binary and devices; None:
+not proposed here).
 
-core.tune.knobs proposes by asking every row in table order, core.tune.search orders and pairs knobs by `order`
-and `group`, core.tune.quality checks the flags of the rows with a check. A new knob is one row.
+core.tune.knobs proposes by asking every row in table order, core.tune.search orders and pairs knobs by
+`order` and `group`, core.tune.quality checks the flags of the rows with a check. A new knob is one row.
 """
 
 from __future__ import annotations
@@ -28,9 +29,9 @@ G_PLACEMENT, G_MEMORY, G_SPEC, G_THREADS, G_OWN = "placement", "memory", "specul
 
 @dataclass(frozen=True)
 class ProposeContext:
-    """What a proposer sees: the model's header, the binary's --help (None: unknown, every flag assumed), the GPUs,
-    the base argv, the objective, whether the base does not fit, the host's physical cores, the placement frontier
-    (the fitting ones, fastest first) and the facts derived from these once."""
+    """What a proposer sees: the model's header, the binary's --help (None: unknown, every flag assumed), the
+    GPUs, the base argv, the objective, whether the base does not fit, the host's physical cores, the
+    placement frontier (the fitting ones, fastest first) and the facts derived from these once."""
 
     model: Any
     catalog: Any
@@ -43,7 +44,8 @@ class ProposeContext:
     fitting: Sequence[Any] = ()
     cpu_computes: bool = False
     prompts: bool = True  # prompt processing counts for the objective (batches are raced)
-    weights_on_host: bool = False  # weights are computed from host memory (batches decide the copies to the GPU)
+    # weights are computed from host memory (batches decide the copies to the GPU)
+    weights_on_host: bool = False
 
 
 Proposer = Callable[[ProposeContext], Any]  # -> core.tune.model.Knob | None
@@ -76,7 +78,8 @@ def register(*rows: KnobRow) -> None:
 
 
 def row_of_flag(flag: str) -> KnobRow | None:
-    """The row whose flags are `flag` (a knob's flag: "ubatch_size", "cache_type_k+cache_type_v"), else None."""
+    """The row whose flags are `flag` (a knob's flag: "ubatch_size", "cache_type_k+cache_type_v"), else
+    None."""
     return next((r for r in KNOBS.values() if r.flags == flag), None) or next(
         (r for r in KNOBS.values() if flag in r.flag_keys and len(r.flag_keys) == 1), None)
 

@@ -1,12 +1,13 @@
 """The built-in knobs' proposers and their rows of core.tune.knob_table.KNOBS (one row per knob).
 
-Values are proposed only where they can differ: -ub never above the largest -b (llama.cpp clamps it to the batch,
-so it would run the same), -ts and -sm/-mg only with several devices, placement (-ngl, FFN of every Nth block
-to the CPU, --n-cpu-moe) only when the base does not fit, K/V types as matched pairs (mixed types fall back to a
-slow kernel: field notes, case A), threads only when the CPU computes, speculative types the binary lists
-(draft-mtp only with MTP layers, draft-model types only with -md), -np only for the objectives with clients, batch
-sizes only where prompt processing counts (what an objective uses: core/tune/objectives.py). Where weights sit in
-host memory beside a GPU, prompt batches copy them to the GPU once per ubatch: larger -ub values are raced then.
+Values are proposed only where they can differ: -ub never above the largest -b (llama.cpp clamps it to the
+batch, so it would run the same), -ts and -sm/-mg only with several devices, placement (-ngl, FFN of every Nth
+block to the CPU, --n-cpu-moe) only when the base does not fit, K/V types as matched pairs (mixed types fall
+back to a slow kernel: field notes, case A), threads only when the CPU computes, speculative types the binary
+lists (draft-mtp only with MTP layers, draft-model types only with -md), -np only for the objectives with
+clients, batch sizes only where prompt processing counts (what an objective uses: core/tune/objectives.py).
+Where weights sit in host memory beside a GPU, prompt batches copy them to the GPU once per ubatch: larger -ub
+values are raced then.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ KV_TYPES = ("f16", "q8_0", "q4_0")
 DRAFT_MODEL_TYPES = ("draft-simple", "draft-eagle3", "draft-dflash", "draft-dspark")
 NGRAM_TYPES = ("ngram-map-k4v", "ngram-simple", "ngram-mod")
 PLACEMENT_KNOB = "placement"  # a knob whose values are core.tune.frontier's "<kv>:<style>" placements
-# Placements raced (the plan's fastest first). In 9 tunes on the H200 (benchmarks/sessions/2026-12-02-h200-placement) the
-# 4th never won beyond one start's noise; each start of a model bigger than the GPU is a full load.
+# Placements raced (the plan's fastest first). In 9 tunes on the H200
+# (benchmarks/sessions/2026-12-02-h200-placement) the 4th never won beyond one start's noise; each start of a
+# model bigger than the GPU is a full load.
 MAX_PLACEMENTS = 3
-# Styles only raced where prompt processing counts: experts of the *last* blocks on the CPU read the same bytes per
-# generated token as the first (the plan cannot tell them apart), and ik_llama.cpp measured them faster for prefill.
+# Styles only raced where prompt processing counts: experts of the *last* blocks on the CPU read the same
+# bytes per generated token as the first (the plan cannot tell them apart), and ik_llama.cpp measured them
+# faster for prefill.
 PREFILL_STYLES = ("experts_last",)
 
 
@@ -98,7 +101,8 @@ def _moe_offload(c: ProposeContext) -> bool:
 def _ncmoe(c: ProposeContext) -> Knob | None:
     if not _offload(c) or not _moe_offload(c):
         return None
-    return Knob(key="ncmoe", flag="n_cpu_moe", values=tuple(str(n) for n in (0, 4, 8, 16, 32) if n <= _n_layer(c)),
+    values = tuple(str(n) for n in (0, 4, 8, 16, 32) if n <= _n_layer(c))
+    return Knob(key="ncmoe", flag="n_cpu_moe", values=values,
                 reason="MoE: expert weights of the first N blocks on the CPU")
 
 
@@ -204,8 +208,10 @@ def _spec_types(c: ProposeContext) -> list[str | None]:
 
 def _spec(c: ProposeContext) -> Knob | None:
     types = _spec_types(c)
+    if not types:
+        return None
     return Knob(key="spec", flag="spec_type", values=tuple(types),
-                reason="speculative decoding (output at --temp 0 must match the baseline's)") if types else None
+                reason="speculative decoding (output at --temp 0 must match the baseline's)")
 
 
 def _draft(c: ProposeContext) -> Knob | None:

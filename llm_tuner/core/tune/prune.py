@@ -1,14 +1,16 @@
-"""Pruning by the speed model, pure: a candidate predicted far behind the best prediction of its race is not started.
+"""Pruning by the speed model, pure: a candidate predicted far behind the best prediction of its race is not
+started.
 
-Each candidate of a race gets a `SpeedGuess` (core.speed's prediction of the objective's score, what it rests on
-and how far to trust it). A candidate is pruned when its predicted score is behind the race's best predicted score
-by more than the model's measured error, and by at least MIN_PRUNE (20 %): the model ranks candidates that differ
-in bytes or FLOPs well, but the field notes' cliffs (a slow kernel, a fallback) are not in it, and a starting
-server settles what it cannot tell. Never pruned: the incumbent (the race's reference), a candidate without a
-prediction, and any candidate whose prediction rests on a default cost (`calibrated` False: no calibration of this
-build and driver, or a device or K/V type it did not measure) - nor is a calibrated candidate pruned against a best
-that rests on one. The error is the calibration's own (core.speed.calibrate.with_error), else the benchmark's
-median for the regime (BENCHMARK_ERROR: benchmarks/results/speed_model/).
+Each candidate of a race gets a `SpeedGuess` (core.speed's prediction of the objective's score, what it rests
+on and how far to trust it). A candidate is pruned when its predicted score is behind the race's best
+predicted score by more than the model's measured error, and by at least MIN_PRUNE (20 %): the model ranks
+candidates that differ in bytes or FLOPs well, but the field notes' cliffs (a slow kernel, a fallback) are not
+in it, and a starting server settles what it cannot tell. Never pruned: the incumbent (the race's reference),
+a candidate without a prediction, and any candidate whose prediction rests on a default cost (`calibrated`
+False: no calibration of this build and driver, or a device or K/V type it did not measure) - nor is a
+calibrated candidate pruned against a best that rests on one. The error is the calibration's own
+(core.speed.calibrate.with_error), else the benchmark's median for the regime (BENCHMARK_ERROR:
+benchmarks/results/speed_model/).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 MIN_PRUNE = 0.20
-# The speed model's measured median |generation error| (benchmarks/results/speed_model/): the CPU set (cpu-set.md,
-# 32 configurations, 17.3 %) and the recorded H200 placement runs (gpu-recorded.md, 22 placements, 8.8 %).
+# The speed model's measured median |generation error| (benchmarks/results/speed_model/): the CPU set
+# (cpu-set.md, 32 configurations, 17.3 %) and the recorded H200 placement runs (gpu-recorded.md, 22
+# placements, 8.8 %).
 BENCHMARK_ERROR = {"cpu": 0.173, "gpu": 0.088}
 
 
@@ -49,8 +52,8 @@ class SpeedGuess:
         def f(k: str) -> float | None:
             v = d.get(k)
             return None if v is None else float(v)
-        return cls(f("score"), f("gen_tps"), f("prefill_tps"), f("ttft_ms"), float(d.get("error") or MIN_PRUNE),
-                   bool(d.get("calibrated")), str(d.get("on") or ""))
+        return cls(f("score"), f("gen_tps"), f("prefill_tps"), f("ttft_ms"),
+                   float(d.get("error") or MIN_PRUNE), bool(d.get("calibrated")), str(d.get("on") or ""))
 
     def text(self) -> str:
         """'gen 41.2 t/s · prefill 512 t/s (±17 %)' (uncalibrated: '…, default costs')."""
@@ -61,11 +64,13 @@ class SpeedGuess:
             parts.append(f"prefill {self.prefill_tps:.0f} t/s")
         if not parts:
             return "no prediction"
-        return " · ".join(parts) + f" (±{self.error:.0%}" + ("" if self.calibrated else ", default costs") + ")"
+        basis = "" if self.calibrated else ", default costs"
+        return " · ".join(parts) + f" (±{self.error:.0%}{basis})"
 
 
 def prune_margin(error: float | None) -> float:
-    """How far behind the best prediction a candidate must be to be pruned: the model's error, at least 20 %."""
+    """How far behind the best prediction a candidate must be to be pruned: the model's error, at least 20 %
+    (MIN_PRUNE)."""
     return max(MIN_PRUNE, error or 0.0)
 
 
@@ -91,9 +96,9 @@ def speed_prune(guesses: Mapping[Hashable, SpeedGuess | None], keep: Hashable | 
         margin = prune_margin(max(g.error, best.error))
         gap = behind(g.score, best.score)
         if gap > margin:
-            out[k] = (f"speed model: predicted {_fmt(g.score)} {what}, {gap:.0%} behind the best prediction of this "
-                      f"race ({_fmt(best.score)}): beyond the model's error (±{max(g.error, best.error):.0%}; pruned "
-                      f"beyond {margin:.0%}); not started")
+            out[k] = (f"speed model: predicted {_fmt(g.score)} {what}, {gap:.0%} behind the best prediction "
+                      f"of this race ({_fmt(best.score)}): beyond the model's error "
+                      f"(±{max(g.error, best.error):.0%}; pruned beyond {margin:.0%}); not started")
     return out
 
 
@@ -102,8 +107,8 @@ def _fmt(score: float) -> str:
 
 
 def trial_prediction(predicted: Mapping[str, Any] | None, score: float | None) -> tuple[str, str]:
-    """(the predicted score in words, the measurement against it) of a trial: ('58.0 (±17 %)', '+3 %'); '–' where
-    there is none; an uncalibrated prediction says so ('58.0 (default costs)')."""
+    """(the predicted score in words, the measurement against it) of a trial: ('58.0 (±17 %)', '+3 %'); '–'
+    where there is none; an uncalibrated prediction says so ('58.0 (default costs)')."""
     g = SpeedGuess.from_json(predicted)
     if g is None or g.score is None:
         return "–", "–"
@@ -114,9 +119,10 @@ def trial_prediction(predicted: Mapping[str, Any] | None, score: float | None) -
 
 
 def rank_by_prediction(items: list[Any], guesses: list[SpeedGuess | None]) -> list[Any]:
-    """Items (the placement frontier's fitting placements, fastest first by host reads) ranked by the predicted
-    score, highest first, where every one has a calibrated prediction; equal predictions (the experts of the first
-    and of the last blocks read the same bytes) keep their order. Otherwise the order given."""
+    """Items (the placement frontier's fitting placements, fastest first by host reads) ranked by the
+    predicted score, highest first, where every one has a calibrated prediction; equal predictions (the
+    experts of the first and of the last blocks read the same bytes) keep their order. Otherwise the order
+    given."""
     if not items or any(g is None or not g.calibrated or g.score is None for g in guesses):
         return list(items)
     order = sorted(range(len(items)), key=lambda i: -(guesses[i].score or 0.0))  # type: ignore[union-attr]

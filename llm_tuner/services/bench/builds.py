@@ -194,5 +194,6 @@ def slower_than_stored(
         f"{', '.join(str(r.id) for r in earlier if r.build == old_build)}, {old_build.describe()}): "
         + _in_words(lead, "then", "now")
         + f". {'; '.join(build_changes(old_build, run.build))}. The settings "
-        f"tuned then may no longer be best: re-tune it (llm-tuner tune --profile {run.label!r}, or the Tune tab)."
+        f"tuned then may no longer be best: re-tune it (llm-tuner tune --profile {run.label!r}, "
+        "or the Tune tab)."
     )

@@ -54,8 +54,7 @@ class CoolDown:
         out = {}
         try:
             readings = list(self.source.read())
-        # noqa: BLE001 - a sensor that fails cannot gate: no waiting rather than no benchmark
-        except Exception:
+        except Exception:  # noqa: BLE001 - a failing sensor cannot gate: no wait rather than no benchmark
             return {}
         for r in readings:
             t = _attr(r, "temp_c", "temperature_c")
@@ -110,4 +109,7 @@ class CoolDown:
             )
         if not polls:
             return f"cool-down: no wait needed (GPUs within {self.within_c:g} °C of the A/B's start: {start})"
-        return f"cool-down: waited {waited:.0f} s for the GPUs to be within {self.within_c:g} °C of the A/B's start ({start})"
+        return (
+            f"cool-down: waited {waited:.0f} s for the GPUs to be within {self.within_c:g} °C "
+            f"of the A/B's start ({start})"
+        )

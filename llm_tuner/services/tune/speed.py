@@ -1,9 +1,9 @@
-"""The speed model for a tune: each candidate's predicted score before it starts (core.speed over the memory plan
-of its command line on this machine's devices, with the calibration of this build and driver from the store), and
-the race's pruning (core.tune.prune) the runner asks for.
+"""The speed model for a tune: each candidate's predicted score before it starts (core.speed over the memory
+plan of its command line on this machine's devices, with the calibration of this build and driver from the
+store), and the race's pruning (core.tune.prune) the runner asks for.
 
-One oracle per tune; predictions are cached per command line. A candidate the model cannot predict (no model file,
-a device without any rate, an objective it does not predict) gets None and is never pruned.
+One oracle per tune; predictions are cached per command line. A candidate the model cannot predict (no model
+file, a device without any rate, an objective it does not predict) gets None and is never pruned.
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ class SpeedOracle:
     def for_tune(cls, base_argv: Sequence[str], env: dict[str, str], objective: Objective, *, engine=None,
                  binary: str | None = None, calibration: SpeedCalibration | None = None,
                  gpus: Sequence[PlanDevice] | None = None, host: PlanDevice | None = None) -> SpeedOracle:
-        """This machine's devices (or planned ones) and the stored calibration of the tune's build and driver."""
+        """This machine's devices (or planned ones) and the stored calibration of the tune's build and
+        driver."""
         h = host_info()
         if gpus is None:
             path = Path(binary) if binary else server_path()
@@ -93,7 +94,8 @@ class SpeedOracle:
         pre = predict(t, self.calibration, threads=threads, depth=o.depth, prompt_tokens=o.prompt_tokens)
         gen = predict(t, self.calibration, threads=threads, depth=gen_depth, prompt_tokens=o.prompt_tokens)
         figures = {"gen_tps": gen.gen_tps, "prefill_tps": pre.prefill_tps, "ttft_ms": pre.ttft_ms}
-        defaults = {*default_keys(t, self.calibration, threads=threads, depth=o.depth, prompt_tokens=o.prompt_tokens),
+        defaults = {*default_keys(t, self.calibration, threads=threads, depth=o.depth,
+                                  prompt_tokens=o.prompt_tokens),
                     *default_keys(t, self.calibration, threads=threads, depth=gen_depth,
                                   prompt_tokens=o.prompt_tokens)}
         regime = "gpu" if any(d.name != HOST and d.read_bytes(0) > 0 for d in t.devices) else "cpu"
@@ -102,5 +104,5 @@ class SpeedOracle:
         calibrated = bool(cal is not None and cal.costs) and not defaults
         if not calibrated:
             error = max(error, gen.error)
-        return SpeedGuess(predicted_score(figures, o), gen.gen_tps, pre.prefill_tps, pre.ttft_ms, error, calibrated,
-                          cal.source if cal is not None and cal.source else "no calibration")
+        return SpeedGuess(predicted_score(figures, o), gen.gen_tps, pre.prefill_tps, pre.ttft_ms, error,
+                          calibrated, cal.source if cal is not None and cal.source else "no calibration")

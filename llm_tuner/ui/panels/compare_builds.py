@@ -94,7 +94,8 @@ class BuildsRow(QWidget):
             self.binary_edit.setText(path)
 
     def start(self, name: str, other: str, rounds: int, spec: BenchSpec = BUILDS_SPEC) -> bool:
-        """Measure profile `name` against the build at `other` (the user chose it: that confirms it may run)."""
+        """Measure profile `name` against the build at `other` (the user chose it: that confirms it may
+        run)."""
         if not name or not other.strip():
             self.status_label.setText("Choose a saved profile and another llama-server first.")
             return False

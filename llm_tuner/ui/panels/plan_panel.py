@@ -37,8 +37,8 @@ from llm_tuner.state.speed import SpeedModel
 from llm_tuner.ui.panels.plan_check import LlamaCheckBox
 from llm_tuner.ui.panels.plan_overrides import OverrideBuilderBox
 from llm_tuner.ui.panels.plan_settings import PlanSettingsBox
-from llm_tuner.ui.panels.router_plan import RouterPlanBox
 from llm_tuner.ui.panels.plan_speed import PlanSpeedBox
+from llm_tuner.ui.panels.router_plan import RouterPlanBox
 from llm_tuner.ui.plots.memory_bars import MemoryBarsWidget, SplitBarWidget
 from llm_tuner.ui.wheel_guard import guard_wheel
 

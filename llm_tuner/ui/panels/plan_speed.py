@@ -55,9 +55,10 @@ class PlanSpeedBox(QGroupBox):
         if len(opts) > 1:
             rows = [f"{i}. {html.escape(o.label)}" + (f" ({html.escape(o.args_text)})" if o.goal else "")
                     + f": {html.escape(speed_figures(o.prediction))}" for i, o in enumerate(opts, 1)]
-            self.options_label.setText("<b>The fit solver's answers by predicted speed</b> (its buttons apply "
-                                       "them):<br>" + "<br>".join(rows))
+            self.options_label.setText("<b>The fit solver's answers by predicted speed</b> (its buttons "
+                                       "apply them):<br>" + "<br>".join(rows))
         elif opts and st.gpus():
-            self.options_label.setText("The settings as they are place the model as fast as the fit solver can.")
+            self.options_label.setText(
+                "The settings as they are place the model as fast as the fit solver can.")
         else:
             self.options_label.setText("")

@@ -101,7 +101,8 @@ class MigrationBanner(QFrame):
             self.ctx.state.status_message_posted.emit(line)
 
     def check(self, saved) -> None:
-        """Compare the version `saved` with its program's build now (background); the banner shows the answer."""
+        """Compare the version `saved` with its program's build now (background); the banner shows the
+        answer."""
         self._seq += 1
         seq = self._seq
         engine, settings = self.ctx.engine, self.ctx.settings
