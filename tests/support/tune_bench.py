@@ -4,6 +4,7 @@ run with its server's log lines."""
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
@@ -30,6 +31,12 @@ class ScriptedBench:
                  fail: Callable[[tuple[str, ...]], tuple[str, Sequence[str]] | None] = lambda argv: None) -> None:
         self.repo, self.clock, self.speed, self.fail = repo, clock, speed, fail
         self.started: list[tuple[str, ...]] = []
+
+    def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
+        return None
+
+    def heat_gated(self, _cool):
+        return contextlib.nullcontext()
 
     def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
         argv = tuple(target.argv)

@@ -2,6 +2,7 @@
 search stops before eating into it, the final still runs. Time is an injected clock; every run is stored in a
 real SQLite history by a scripted measurer (a server's speed per argv), since only the timing is under test."""
 
+import contextlib
 from datetime import datetime, timedelta
 
 from llm_tuner.core import flags
@@ -28,6 +29,12 @@ class ScriptedBench:
 
     def __init__(self, repo, clock):
         self.repo, self.clock = repo, clock
+
+    def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
+        return None
+
+    def heat_gated(self, _cool):
+        return contextlib.nullcontext()
 
     def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
         start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
