@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core.build import BuildStamp, build_changes
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
@@ -62,7 +63,7 @@ def save_profile(
     return repo.save(name, profile, note, build=stamp, help_text=help_text)
 
 
-def saved_build(engine, saved: SavedProfile) -> BuildStamp | None:
+def saved_build(engine: Any, saved: SavedProfile) -> BuildStamp | None:
     """The build a version was saved with, else the build of its newest run that recorded one."""
     if saved.build is not None:
         return saved.build
@@ -109,7 +110,7 @@ class ProfileBuildCheck:
             parts.append("Its flags are all accepted; speeds may have moved: re-measure it (Benchmarks).")
         return " ".join(parts)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "profile": self.saved.name,
             "version": self.saved.version,
@@ -122,7 +123,7 @@ class ProfileBuildCheck:
         }
 
 
-def move_json(m: FlagMove) -> dict:
+def move_json(m: FlagMove) -> dict[str, Any]:
     return {
         "flag": m.old,
         "tokens": list(m.tokens),
@@ -135,10 +136,9 @@ def move_json(m: FlagMove) -> dict:
     }
 
 
-def check_profile(engine, saved: SavedProfile, settings: Settings | None = None) -> ProfileBuildCheck:
+def check_profile(engine: Any, saved: SavedProfile, settings: Settings | None = None) -> ProfileBuildCheck:
     """Compare a saved version's build with the one its program is now, and plan the flags' migration (with
-    the
-    old --help when it was kept, else from the new --help's own words)."""
+    the old --help when it was kept, else from the new --help's own words)."""
     old_build = saved_build(engine, saved)
     current, help_text = stamp_for(saved.profile, settings)
     if help_text is None:
@@ -158,7 +158,7 @@ def check_profile(engine, saved: SavedProfile, settings: Settings | None = None)
 
 
 def migrate_profile(
-    engine,
+    engine: Any,
     check: ProfileBuildCheck,
     choices: Mapping[str, str] | None = None,
     settings: Settings | None = None,
@@ -176,7 +176,7 @@ def migrate_profile(
     return saved, undone
 
 
-def changed_since_last_run(engine, settings: Settings | None = None) -> str | None:
+def changed_since_last_run(engine: Any, settings: Settings | None = None) -> str | None:
     """One line when the configured llama-server (or the GPU driver) is not the build of the newest run; None
     when it is, or when either is unknown."""
     last = RunRepository(engine).latest_build()

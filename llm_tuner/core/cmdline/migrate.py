@@ -216,9 +216,9 @@ def plan_migration(profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | 
         elif old_spec is not None:
             renamed = tuple(
                 dict.fromkeys(
-                    new.lookup(n).canonical
-                    for n in old_spec.names  # type: ignore[union-attr]
-                    if _known(new, n)
+                    spec.canonical
+                    for n in old_spec.names
+                    if _known(new, n) and (spec := new.lookup(n)) is not None
                 )
             )
             choices = renamed or _by_description(old_spec, old, new)  # type: ignore[arg-type]

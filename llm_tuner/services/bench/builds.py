@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core.bench_report import compare_runs, pooled
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, RunGroup
@@ -41,7 +42,7 @@ class BuildsVerdict:
     text: str
     warnings: tuple[str, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "group_id": self.group_id,
             "text": self.text,
@@ -183,6 +184,8 @@ def slower_than_stored(
     if not earlier:
         return None
     old_build = earlier[0].build
+    if old_build is None:  # every earlier run has a build (above); this tells the type checker
+        return None
     stored = pooled([r for r in earlier if r.build == old_build])
     if stored is None:
         return None

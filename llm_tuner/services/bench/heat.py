@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Any
 
 from llm_tuner.core.heat import COOL_LIMIT_S, COOL_WITHIN_C
 from llm_tuner.services.bench.meters import TelemetrySource, _attr
@@ -42,7 +43,7 @@ class CoolDown:
         self.waited_s = 0.0  # in all waits so far
 
     @classmethod
-    def for_telemetry(cls, source: TelemetrySource | None, **kw) -> CoolDown | None:
+    def for_telemetry(cls, source: TelemetrySource | None, **kw: Any) -> CoolDown | None:
         """A gate over `source` when it reads any GPU temperature now; None (no waiting) otherwise."""
         if source is None:
             return None

@@ -4,10 +4,11 @@ prediction per device, recorded with each run beside what it measured."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from pathlib import Path
 
 from llm_tuner.core import flags
-from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
+from llm_tuner.core.memory import MemoryPlan, PlanDevice, parse_server_args, plan_memory
 from llm_tuner.services.library import read_model
 from llm_tuner.services.rpc import planned_gpus
 from llm_tuner.services.telemetry.host import host_info
@@ -20,14 +21,13 @@ def memory_plan(
     binary: Path | None,
     env: dict[str, str] | None = None,
     *,
-    gpus: list | None = None,
-    host=None,
-):
+    gpus: Sequence[PlanDevice] | None = None,
+    host: PlanDevice | None = None,
+) -> MemoryPlan | None:
     """The core.memory plan for these llama-server arguments and environment (its LLAMA_ARG_* count, as the
     server reads them), a draft model (-md) included, on the devices the binary lists (or the PlanDevices
-    given:
-    planned hardware) and this host. None when there is no model to plan; raises when a file cannot be
-    read."""
+    given: planned hardware) and this host. None when there is no model to plan; raises when a file cannot
+    be read."""
     pargs = parse_server_args(flags.effective_argv(list(argv), env or {}))
     if not pargs.model:
         return None
@@ -38,11 +38,8 @@ def memory_plan(
     if draft is not None and getattr(draft, "error", None):
         raise ValueError(f"{pargs.draft_model}: {draft.error}")  # a plan without the draft would be too low
     if gpus is None:
-        gpus = []
-        if (
-            binary is not None
-        ):  # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
-            gpus = planned_gpus(binary, list(argv), env)
+        # one card, two backends: one pool; the run's RPC workers first, as llama.cpp orders
+        gpus = planned_gpus(binary, list(argv), env) if binary is not None else []
     h = host_info()
     if host is None:
         host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")

@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import psutil
 
@@ -32,7 +32,7 @@ class TelemetrySource(Protocol):
     def read(self) -> Iterable[object]: ...
 
 
-def _attr(obj, *names):
+def _attr(obj: Any, *names: str) -> Any:
     for n in names:
         v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
         if v is not None:

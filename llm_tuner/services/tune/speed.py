@@ -12,6 +12,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import PlanDevice
@@ -31,7 +32,7 @@ from llm_tuner.store.speed import SpeedCalibrationRepo
 log = logging.getLogger(__name__)
 
 
-def calibration_for(engine, binary: str | Path | None) -> SpeedCalibration | None:
+def calibration_for(engine: Any, binary: str | Path | None) -> SpeedCalibration | None:
     """The newest calibration of this binary's build and the GPU driver in use (None: not calibrated)."""
     path = Path(binary) if binary else server_path()
     if path is None or engine is None:
@@ -42,7 +43,7 @@ def calibration_for(engine, binary: str | Path | None) -> SpeedCalibration | Non
         log.info("no build identity for the speed model: %s", exc)
         return None
     gpus, _ = nvml.nvidia_gpus()
-    stored = SpeedCalibrationRepo(engine).latest(build, gpus[0].driver if gpus else "")
+    stored = SpeedCalibrationRepo(engine).latest(build, (gpus[0].driver or "") if gpus else "")
     return stored.calibration if stored is not None else None
 
 
@@ -61,8 +62,8 @@ class SpeedOracle:
         self._cache: dict[tuple[str, ...], SpeedGuess | None] = {}
 
     @classmethod
-    def for_tune(cls, base_argv: Sequence[str], env: dict[str, str], objective: Objective, *, engine=None,
-                 binary: str | None = None, calibration: SpeedCalibration | None = None,
+    def for_tune(cls, base_argv: Sequence[str], env: dict[str, str], objective: Objective, *,
+                 engine: Any = None, binary: str | None = None, calibration: SpeedCalibration | None = None,
                  gpus: Sequence[PlanDevice] | None = None, host: PlanDevice | None = None) -> SpeedOracle:
         """This machine's devices (or planned ones) and the stored calibration of the tune's build and
         driver."""
