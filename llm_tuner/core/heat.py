@@ -1,15 +1,12 @@
 """Heat and clocks in benchmark comparisons: a GPU that ran hotter or at lower clocks on one side of an A/B.
 
 An identical configuration measured 24.8-38.7 t/s over one night on a consumer GPU, speed falling as
-temperature
-rose; waiting for the GPU to cool before each repetition brought the spread to 0.15-0.47 t/s
-(kylebakerio/LLM-Tuner
-BENCH-FINDINGS §13). Each repetition records, per GPU, its temperature at the start and at its peak, its
-median SM
-and memory clocks and NVML's clocks-event reasons (services.bench.meters); this module reads them back: a
-side's
-figures (`side_heat`) and a warning when two sides differ by more than the noise of a thermal state
-(`heat_warning`), for Compare, `runs compare`, `bench --vs-binary` and the tune's final.
+temperature rose; waiting for the GPU to cool before each repetition brought the spread to 0.15-0.47 t/s
+(kylebakerio/LLM-Tuner BENCH-FINDINGS §13). Each repetition records, per GPU, its temperature at the start and
+at its peak, its median SM and memory clocks and NVML's clocks-event reasons (services.bench.meters); this
+module reads them back: a side's figures (`side_heat`) and a warning when two sides differ by more than the
+noise of a thermal state (`heat_warning`), for Compare, `runs compare`, `bench --vs-binary` and the tune's
+final.
 """
 
 from __future__ import annotations
@@ -41,8 +38,7 @@ class SideHeat:
 
 def side_heat(runs: Iterable[BenchRun]) -> SideHeat:
     """Median over the repetitions of `runs` (one side, its rounds) of the hottest GPU's peak temperature and
-    the
-    slowest GPU's median clocks; the host's row ("Host": the server's RSS) is not a GPU."""
+    the slowest GPU's median clocks; the host's row ("Host": the server's RSS) is not a GPU."""
     temps, sms, mems = [], [], []
     throttled = n = 0
     for run in runs:
@@ -76,8 +72,7 @@ def heat_warning(
     clock_pct: float = CLOCK_DELTA_PCT,
 ) -> str | None:
     """A warning when the two sides' GPUs ran at different temperatures or clocks (by more than `delta_c` °C
-    or
-    `clock_pct` %), or one side throttled and the other did not; None when they match or nothing was
+    or `clock_pct` %), or one side throttled and the other did not; None when they match or nothing was
     measured."""
     ha, hb = side_heat(a), side_heat(b)
     said = []

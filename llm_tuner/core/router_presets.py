@@ -3,15 +3,11 @@
 The format (common/preset.cpp in the pinned llama.cpp): `[name]` sections of `key = value` lines, `;`/`#`
 comments; a key is any spelling of a flag without its dashes (`ctx-size`, `c`, `no-mmap`) or its `LLAMA_ARG_*`
 variable; a flag that takes no value reads `true`/`false` (`on`/`off`, `1`/`0`), a negative spelling reversed.
-The
-`[*]` section applies to every model; a model's own section overrides it, and the router's own command line
-overrides both, flag by flag (server-models.cpp: cascade(global, presets), then merge(router args)). Keys only
-a
-preset knows (`load-on-startup`, `stop-timeout`) are no flags of an instance. A `--models-dir` folder gives
-each
-`.gguf` file (not an `mmproj`/draft companion) a model named by its file name without `.gguf`, and each
-sub-folder
-one named by the folder.
+The `[*]` section applies to every model; a model's own section overrides it, and the router's own command
+line overrides both, flag by flag (server-models.cpp: cascade(global, presets), then merge(router args)). Keys
+only a preset knows (`load-on-startup`, `stop-timeout`) are no flags of an instance. A `--models-dir` folder
+gives each `.gguf` file (not an `mmproj`/draft companion) a model named by its file name without `.gguf`, and
+each sub-folder one named by the folder.
 
 Pure: text in, text out. Files are read and written by services.router_presets.
 """
@@ -85,9 +81,8 @@ def _flag_of(key: str) -> tuple[flags.Flag, bool] | None:
 
 def options_to_argv(options: Mapping[str, str]) -> list[str]:
     """A section's options -> llama-server arguments (long spellings; `true`/`false` as the flag or its
-    negative,
-    as llama.cpp's to_args writes them). Preset-only keys are left out; an unknown key becomes `--key value`
-    (or `--key` for a true word), as llama-server would be given it."""
+    negative, as llama.cpp's to_args writes them). Preset-only keys are left out; an unknown key becomes
+    `--key value` (or `--key` for a true word), as llama-server would be given it."""
     out: list[str] = []
     for key, value in merge_options(options).items():  # one value per flag, whichever spelling came last
         if key in PRESET_ONLY:
@@ -156,8 +151,7 @@ def model_argvs(
 ) -> dict[str, list[str]]:
     """Each model of a router -> the arguments its instance gets (the router's own flags left out): models of
     the `--models-dir` folder (name -> file) and of the presets file, each over the `[*]` section, the
-    router's
-    command line over both."""
+    router's command line over both."""
     glob = presets.global_options if presets is not None else {}
     router = argv_to_options(flags.without(list(router_argv), *ROUTER_OWN))
     own: dict[str, dict[str, str]] = {name: {"model": path} for name, path in dir_models.items()}
@@ -171,9 +165,8 @@ def model_argvs(
 
 def shared_and_own(named: Mapping[str, Sequence[str]]) -> Presets:
     """Named arguments (model name -> its instance's argv) -> Presets: the options every model has with the
-    same
-    value go to `[*]`, the rest (each model's file among them) to its own section. The router's own flags and
-    secrets are left out."""
+    same value go to `[*]`, the rest (each model's file among them) to its own section. The router's own flags
+    and secrets are left out."""
     opts = {
         name: {
             k: v

@@ -3,13 +3,11 @@ flags.
 
 A profile version records the build stamp of the llama-server it is meant for (its own program, else the
 configured one) and that build's `--help` text (kept once per text in the store), so when the build changes
-the
-flags the old `--help` knew can be compared with the new one's (core.cmdline.migrate). A version saved before
-builds were recorded takes the build of its newest run. `check_profile` says what changed and which flags
-move;
-`migrate_profile` saves the migrated settings as a new version with the current build;
-`changed_since_last_run`
-is the one line the window says when the chosen llama-server is not the build of the last run.
+the flags the old `--help` knew can be compared with the new one's (core.cmdline.migrate). A version saved
+before builds were recorded takes the build of its newest run. `check_profile` says what changed and which
+flags move; `migrate_profile` saves the migrated settings as a new version with the current build;
+`changed_since_last_run` is the one line the window says when the chosen llama-server is not the build of the
+last run.
 """
 
 from __future__ import annotations

@@ -3,9 +3,8 @@
 A router (llama-server without -m) serves several models behind one address; a benchmark names one of them
 (`BenchSpec.model`). This runs services.bench's BenchRunner once per model (the same spec; a server the app
 starts is started again for each, an attached one is measured as it runs) and keeps the runs as one group, as
-a
-sweep over the model's name: the History, `runs compare` and the Benchmarks view's sweep table show them side
-by side.
+a sweep over the model's name: the History, `runs compare` and the Benchmarks view's sweep table show them
+side by side.
 """
 
 from __future__ import annotations

@@ -4,8 +4,7 @@ together.
 The rules are llama.cpp's (core.router_presets says them); this module reads the folder and the files, reads
 each model's header (services.library.read_model) and hands both to core.memory.plan_router. It also writes a
 presets file from saved profiles (a model without a profile gets the fit solver's placement) and reads one
-back
-into profiles.
+back into profiles.
 """
 
 from __future__ import annotations
@@ -52,8 +51,7 @@ def _companion(name: str) -> bool:
 
 def scan_models_dir(folder: Path | str) -> dict[str, str]:
     """A `--models-dir` folder as llama-server reads it: name -> model file (a `.gguf` file by its name
-    without
-    `.gguf`; a sub-folder by its name, its first split part or its one model file). OSError when
+    without `.gguf`; a sub-folder by its name, its first split part or its one model file). OSError when
     unreadable."""
     out: dict[str, str] = {}
     for entry in sorted(Path(folder).iterdir()):
@@ -87,8 +85,7 @@ def router_model_argvs(
     router_argv: Sequence[str], *, models_dir: str | None = None, preset: str | None = None
 ) -> dict[str, list[str]]:
     """Each model a router with these arguments serves -> its instance's arguments (`models_dir`/`preset`
-    stand
-    for the router's own --models-dir/--models-preset when given)."""
+    stand for the router's own --models-dir/--models-preset when given)."""
     models_dir = models_dir or flags.value_of(router_argv, "models_dir")
     preset = preset or flags.value_of(router_argv, "models_preset")
     found = scan_models_dir(models_dir) if models_dir else {}
@@ -158,8 +155,7 @@ def presets_for_router(
     host: PlanDevice | None = None,
 ) -> Presets:
     """A router's models (name -> its instance's arguments) -> Presets: a model with a saved profile of its
-    name
-    takes that profile's arguments; one without, the fit solver's placement over its own arguments."""
+    name takes that profile's arguments; one without, the fit solver's placement over its own arguments."""
     solved = {
         name: solved_argv(flags.value_of(list(argv), "model") or "", argv, gpus, host)
         for name, argv in named_argv.items()
@@ -177,8 +173,7 @@ def router_devices(
     binary: str | Path | None, argv: Sequence[str] = ()
 ) -> tuple[list[PlanDevice], PlanDevice, tuple[str, ...]]:
     """The devices a running router's models share, by capacity (GPUs as its binary lists them, host RAM):
-    free
-    memory is not used, since the instances already loaded have taken theirs from it."""
+    free memory is not used, since the instances already loaded have taken theirs from it."""
     gpus: list[PlanDevice] = []
     if binary is not None:
         try:

@@ -7,11 +7,9 @@ here once.
 
 A session sends its events to `on_event` from its own threads; the consumer must be quick and thread-safe:
 - `StateChanged` (idle -> starting -> loading -> ready -> stopping -> exited; `gone` for an attach that
-stopped
-  answering),
+  stopped answering),
 - `RequestFinished`, exactly one per finished request, with its one record (the log's timings, or in attach
-mode
-  without a log the `/slots` + `/metrics` deltas, marked approximate),
+  mode without a log the `/slots` + `/metrics` deltas, marked approximate),
 - `MemorySnapshot`, frozen, whenever what the server said about its memory grew (buffers, breakdown, devices),
 - and the log parser's other events (LogLine, Listening, MemoryBreakdown, ...; services.logparse).
 """

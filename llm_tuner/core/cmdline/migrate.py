@@ -3,15 +3,14 @@ removed.
 
 A profile keeps the flags the app does not model as written (`extra_args`), so a profile saved with a build
 before 2026-04-26 keeps `--draft-max 8`, which a newer llama-server refuses ("the argument has been removed.
-use
---spec-draft-n-max or --spec-ngram-mod-n-max"). `plan_migration` compares the profile with the new build's
+use --spec-draft-n-max or --spec-ngram-mod-n-max"). `plan_migration` compares the profile with the new build's
 `--help` (and the old build's, when it was kept with the profile version) and proposes one `FlagMove` per such
 flag: its replacement(s), read from the new `--help`'s own words, from `core.flags.REMOVED` (flags a build no
 longer lists at all: `--mlock` -> `--load-mode mmap+mlock`), from another spelling of the same flag in the old
 `--help`, or from the same description under a new name. A move with several candidates is ambiguous and is
 never decided here: `apply_migration` applies it only with the user's choice. Pure: the CLI (`profile
-migrate`)
-and the Profile tab's banner (ui/panels/profile_migrate.py) show the moves and the command before and after.
+migrate`) and the Profile tab's banner (ui/panels/profile_migrate.py) show the moves and the command before
+and after.
 """
 
 from __future__ import annotations
@@ -56,8 +55,7 @@ class FlagMove:
 
     def replacement(self, choice: str | None = None) -> tuple[str, ...] | None:
         """The tokens that replace `tokens`: the fix, the one choice, or `choice` (one of `choices`); None
-        when
-        ambiguous and not chosen (or no replacement is known)."""
+        when ambiguous and not chosen (or no replacement is known)."""
         if self.fix:
             return self.fix
         pick = choice if choice in self.choices else (self.choices[0] if len(self.choices) == 1 else None)
@@ -164,8 +162,7 @@ def _by_description(old_spec: FlagSpec, old: FlagCatalog, new: FlagCatalog) -> t
 
 def _suggest(profile: LaunchProfile, choices: tuple[str, ...]) -> str | None:
     """The choice the rest of the profile points at: a draft model or a draft-* type -> the --spec-draft-*
-    flag,
-    an ngram-* type -> the --spec-ngram-* one; None when nothing points either way."""
+    flag, an ngram-* type -> the --spec-ngram-* one; None when nothing points either way."""
     types = " ".join(profile.spec_type)
     drafting = bool(profile.draft_model) or "draft-" in types
     ngram = "ngram" in types
@@ -178,8 +175,7 @@ def _suggest(profile: LaunchProfile, choices: tuple[str, ...]) -> str | None:
 
 def plan_migration(profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | None = None) -> Migration:
     """The moves that bring `profile` (saved with the build whose --help gave `old`, None when not kept) to
-    the
-    build whose --help gave `new`: one per flag in its extra arguments that `new` does not accept."""
+    the build whose --help gave `new`: one per flag in its extra arguments that `new` does not accept."""
     moves: list[FlagMove] = []
     notes: list[str] = []
     for group in _split_extra(tuple(profile.extra_args), old, new):
@@ -251,8 +247,7 @@ def apply_migration(
     profile: LaunchProfile, migration: Migration, new: FlagCatalog, choices: Mapping[str, str] | None = None
 ) -> tuple[LaunchProfile, tuple[FlagMove, ...]]:
     """The migrated profile and the moves left undone (ambiguous without a choice in `choices`, old spelling
-    ->
-    new). A move with no replacement at all drops the flag (the new build refuses it). Replacements the app
+    -> new). A move with no replacement at all drops the flag (the new build refuses it). Replacements the app
     models become fields (`--spec-draft-n-max 8` -> draft_n_max=8); the rest stay extra arguments."""
     choices = dict(choices or {})
     by_tokens = {m.tokens: m for m in migration.moves}

@@ -2,14 +2,12 @@
 
 llama-server in router mode (no -m) starts one instance (its own process) per model it is asked for and makes
 no memory decision: it loads until a device is full, then the load fails. Each instance is planned here with
-its
-own arguments on the whole devices (as llama.cpp's fit would place it loaded first); every instance is a
-process
-of its own, so its buffers, its runtime overhead and, in host RAM, its prompt cache (`--cache-ram`, what it
-may
-grow to while serving) add up. A set of models fits when, on every GPU, their sum leaves the `-fitt` margin
-(the largest any of them asks for; 1024 MiB by default) and, in host RAM, their sum stays within the host's
-budget. Mapped weights are page cache the kernel may evict (DeviceMemory.resident_mib), as in a single plan.
+its own arguments on the whole devices (as llama.cpp's fit would place it loaded first); every instance is a
+process of its own, so its buffers, its runtime overhead and, in host RAM, its prompt cache (`--cache-ram`,
+what it may grow to while serving) add up. A set of models fits when, on every GPU, their sum leaves the
+`-fitt` margin (the largest any of them asks for; 1024 MiB by default) and, in host RAM, their sum stays
+within the host's budget. Mapped weights are page cache the kernel may evict (DeviceMemory.resident_mib), as
+in a single plan.
 
 Since every set fits on every device independently, "every set of k models fits" holds exactly when, on each
 device, the k largest uses fit: that gives the safe `--models-max` without trying every set. The sets that fit

@@ -2,8 +2,7 @@
 
 `builds_ab` measures the same target on build A (the profile's or the configured llama-server) and build B
 (`other`), interleaved A B A B over `rounds` (so a slow drift of the machine falls on both alike), each run a
-real
-server start, heat-gated on GPUs (services.bench.heat); the runs are one group of kind "builds" whose
+real server start, heat-gated on GPUs (services.bench.heat); the runs are one group of kind "builds" whose
 `sweep_value` is the side. `builds_verdict` pools each side (core.bench_report.pooled) and compares them per
 metric (core.bench_report.compare_runs: median, Δ%, 95 % interval, verdict), beside the sides' heat
 (core.heat.heat_warning). `slower_than_stored` finds the earlier measurement of a profile version made with
@@ -70,10 +69,8 @@ def builds_ab(
     cancelled: CancelFn | None = None,
 ) -> tuple[int, list[BenchRun]]:
     """Measure `target` on its own build (A) and on the llama-server at `other` (B), interleaved over
-    `rounds`.
-    Returns the group id and the runs in the order measured (sweep_value "A" or "B"). BenchError when `target`
-    is
-    an attached server (a build comparison starts its own servers)."""
+    `rounds`. Returns the group id and the runs in the order measured (sweep_value "A" or "B"). BenchError
+    when `target` is an attached server (a build comparison starts its own servers)."""
     if target.attached_url:
         raise BenchError(
             "a build comparison starts the server on each build: give a profile or arguments, not --url"

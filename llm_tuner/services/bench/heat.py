@@ -2,8 +2,7 @@
 began.
 
 A hot GPU runs slower (clocks drop as it nears its thermal limit), so in an A/B the side that runs after a
-long
-measurement is measured on a warmer card. `CoolDown` reads the GPUs' temperatures through the benchmark's
+long measurement is measured on a warmer card. `CoolDown` reads the GPUs' temperatures through the benchmark's
 telemetry source (services.bench.meters: NVML readings, the scripted NVML double in tests), keeps the first
 reading as the A/B's start, and `wait()` polls until every GPU is within `within_c` of it or `limit_s` passed;
 what it did is one line for the run's notes. On a machine without GPU temperatures `for_telemetry` gives None:
@@ -78,8 +77,8 @@ class CoolDown:
         self, cancelled: Callable[[], bool] | None = None, progress: Callable[[str], None] | None = None
     ) -> str | None:
         """Wait until every GPU is within `within_c` of its starting temperature (the first call takes the
-        start
-        and returns None). Returns the note for the run's record: how long it waited, or that it gave up."""
+        start and returns None). Returns the note for the run's record: how long it waited, or that it gave
+        up."""
         if self.start_c is None:
             self.begin()
             return None

@@ -1,7 +1,6 @@
 """The Compare tab's "vs another build" row: one saved profile on its own llama-server (A) and on another
-build (B),
-interleaved A B A B on the real server path (services.bench.builds), heat-gated on GPUs; the pooled sides are
-then shown by the Compare panel (verdict, interval, flags and build rows, heat warning)."""
+build (B), interleaved A B A B on the real server path (services.bench.builds), heat-gated on GPUs; the pooled
+sides are then shown by the Compare panel (verdict, interval, flags and build rows, heat warning)."""
 
 from __future__ import annotations
 

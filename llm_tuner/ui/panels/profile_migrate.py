@@ -1,18 +1,13 @@
 """The Profile tab's build banner: the open profile was saved with another llama-server build (or GPU driver),
-and
-the flags that build renamed or removed, offered as a migration the user reviews and accepts.
+and the flags that build renamed or removed, offered as a migration the user reviews and accepts.
 
 `check(saved)` compares the version's build with the one its program is now, off the GUI thread
 (services.builds.check_profile); when something changed the banner says so in one line, and "Review
-migration…"
-shows each move (old flag -> new), a choice box for an ambiguous replacement (`--draft-max` ->
-`--spec-draft-n-max`
-or `--spec-ngram-mod-n-max`: never decided for the user; the one the profile points at is marked), and the
-command
-line before and after. "Apply" saves the migrated settings as a new version (`migrated` carries it and the
-versions). At start the banner also says in the status bar when the configured llama-server is not the build
-of
-the last benchmark (services.builds.changed_since_last_run).
+migration…" shows each move (old flag -> new), a choice box for an ambiguous replacement (`--draft-max` ->
+`--spec-draft-n-max` or `--spec-ngram-mod-n-max`: never decided for the user; the one the profile points at is
+marked), and the command line before and after. "Apply" saves the migrated settings as a new version
+(`migrated` carries it and the versions). At start the banner also says in the status bar when the configured
+llama-server is not the build of the last benchmark (services.builds.changed_since_last_run).
 """
 
 from __future__ import annotations

@@ -2,13 +2,11 @@
 together.
 
 Shown while the edited profile is a router: each model's use per device (its own arguments, as the router
-gives
-them: services.router_presets), the sets that fit together, the pairs that do not, the safe --models-max
+gives them: services.router_presets), the sets that fit together, the pairs that do not, the safe --models-max
 (core.memory.plan_router), on the Plan's devices (detected and planned). Reading the models' headers runs as a
 background job; this box only shows the answer. "Write presets…" saves a --models-preset file: a model with a
 saved profile of its name takes that profile's arguments, one without the fit solver's placement (what all
-share
-goes to [*]); "Open presets…" reads one and saves each model's section as a profile of its name.
+share goes to [*]); "Open presets…" reads one and saves each model's section as a profile of its name.
 """
 
 from __future__ import annotations
