@@ -280,6 +280,8 @@ class Removed:
     arity: int = 0
 
 
+_DRAFT_MAX = "--spec-draft-n-max N (a draft model or MTP) or --spec-ngram-mod-n-max N (n-gram drafting)"
+_DRAFT_MIN = "--spec-draft-n-min N (a draft model or MTP) or --spec-ngram-mod-n-min N (n-gram drafting)"
 REMOVED: dict[str, Removed] = {
     # --mlock locked the mapped model (mmap stayed on): mmap+mlock is what it did; "mlock" alone loads without
     # mmap
@@ -290,11 +292,13 @@ REMOVED: dict[str, Removed] = {
     "--direct-io": Removed("--load-mode dio", ("--load-mode", "dio")),
     "-dio": Removed("--load-mode dio", ("--load-mode", "dio")),
     "--no-direct-io": Removed("--load-mode auto", ("--load-mode", "auto")),
-    "--draft": Removed("--spec-draft-n-max N (or --spec-ngram-mod-n-max N)", ("--spec-draft-n-max",), 1),
-    "--draft-n": Removed("--spec-draft-n-max N (or --spec-ngram-mod-n-max N)", ("--spec-draft-n-max",), 1),
-    "--draft-max": Removed("--spec-draft-n-max N (or --spec-ngram-mod-n-max N)", ("--spec-draft-n-max",), 1),
-    "--draft-min": Removed("--spec-draft-n-min N (or --spec-ngram-mod-n-min N)", ("--spec-draft-n-min",), 1),
-    "--draft-n-min": Removed("--spec-draft-n-min N (or --spec-ngram-mod-n-min N)", ("--spec-draft-n-min",), 1),
+    # the --draft* flags split in two (a draft model or MTP, and n-gram drafting): which one a profile meant is
+    # the user's choice (the migration offers both), so there is no mechanical fix
+    "--draft": Removed(_DRAFT_MAX, (), 1),
+    "--draft-n": Removed(_DRAFT_MAX, (), 1),
+    "--draft-max": Removed(_DRAFT_MAX, (), 1),
+    "--draft-min": Removed(_DRAFT_MIN, (), 1),
+    "--draft-n-min": Removed(_DRAFT_MIN, (), 1),
 }
 
 # values of -fa; old builds took -fa as a switch

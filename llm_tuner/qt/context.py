@@ -60,3 +60,4 @@ class AppContext:
     state: AppState = field(default_factory=AppState)
     # local RPC workers this app started (stopped at quit)
     workers: WorkerPool = field(default_factory=WorkerPool)
+    probe_generation: int = 0  # the newest binaries probe (qt.probes): only it publishes

@@ -10,8 +10,13 @@ from llm_tuner.services.telemetry.inventory import detect_inventory, inventory_f
 
 
 def start_probes(ctx: AppContext) -> BackgroundJob:
-    """Probe every binary (version, --help catalog, --list-devices) and the GPUs, then publish both."""
+    """Probe every binary (version, --help catalog, --list-devices) and the GPUs, then publish both.
+
+    Only the newest probe publishes: one started for older settings (the start-up probe still running when the
+    user changes the server's path) finishes into nothing instead of overwriting the newer answer."""
     settings = ctx.settings
+    ctx.probe_generation += 1
+    generation = ctx.probe_generation
 
     def work(_ctl):
         binaries = {kind: probe(kind, settings) for kind in KINDS}
@@ -24,6 +29,8 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
                                        devices=list(server.devices))
 
     def done(result) -> None:
+        if ctx.probe_generation != generation:
+            return  # a newer probe is on its way
         binaries, inventory = result
         ctx.state.set_binaries(binaries)
         ctx.state.set_inventory(inventory)

@@ -45,7 +45,7 @@ def test_a_stopped_server_ends_the_run_with_the_reason(tiny_model, tmp_path):
     assert run.status in ("failed", "incomplete")
     assert "made no progress for 3 s" in run.error and "stopped (SIGSTOP" in run.error, run.error
     assert repo.get_run(run.id).error == run.error  # stored with that reason
-    assert elapsed < 60, elapsed  # a stopped server would wait for the 600 s read timeout
+    assert elapsed < 400, elapsed  # a stopped server would wait for the 600 s read timeout
     assert not psutil.pid_exists(stopped[0]) or psutil.Process(stopped[0]).status() == psutil.STATUS_ZOMBIE
 
 

@@ -32,11 +32,12 @@ GB = 1e9
 # the second session (s2), both on the lent machine's 16-core Xeon (AVX-512, AMX): another CPU may differ.
 CPU_CLASS_COST = {"repack": 1.0, "plain": 5.0, "experts": 6.0}
 # Defaults before any calibration (marked "default" where used): host DRAM ~8 GB/s a thread up to ~40 GB/s
-# (the recorded H200 host: 39-46 GB/s at 16 threads); ~12 GFLOP/s a thread on repacked weights; GPUs 60 % of
+# (the recorded H200 host: 39-46 GB/s at 16 threads); ~100 GFLOP/s a thread on repacked weights (the probes of
+# benchmarks/speed_model.py sessions 2-3 fitted 114-205 on a Xeon); GPUs 60 % of
 # their peak read rate (llmfit PR #137 reports 50-70 %); PCIe 4 x16 ~12 GB/s between pageable and pinned.
 DEFAULT_HOST_GBPS_PER_THREAD = 8.0
 DEFAULT_HOST_GBPS_MAX = 40.0
-DEFAULT_HOST_GFLOPS_PER_THREAD = 12.0
+DEFAULT_HOST_GFLOPS_PER_THREAD = 100.0
 DEFAULT_ATTN_GEN_GFLOPS_PER_THREAD = {"f16": 1.5, "quant": 3.0}
 DEFAULT_ATTN_PREFILL_GFLOPS_PER_THREAD = {"f16": 40.0, "quant": 5.0}
 DEFAULT_GPU_READ_SHARE = 0.6
