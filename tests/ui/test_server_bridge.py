@@ -103,7 +103,7 @@ def test_the_live_memory_bars_draw_the_bridges_snapshot(qtbot, ctx, health_url, 
     panel.show()
     drawn = []
     original = panel.memory_bars.set_segments
-    panel.memory_bars.set_segments = lambda segs: (drawn.append(segs), original(segs))
+    panel.memory_bars.set_segments = lambda segs, **kw: (drawn.append(segs), original(segs, **kw))
     try:
         _attach_and_replay(qtbot, bridge, health_url, tmp_path)
         qtbot.waitUntil(lambda: bridge.memory.buffers == buffers, timeout=20_000)
