@@ -16,6 +16,7 @@ from llm_tuner.core.cmdline import profile_to_argv
 from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.speed import Prediction
+from llm_tuner.core.speed.predict import format_ttft
 from llm_tuner.services.speed import SpeedBasis, plan_traffic_of, threads_of
 from llm_tuner.state.callbacks import Observable, Run, run_now
 
@@ -119,8 +120,7 @@ def speed_figures(pred: Prediction | None) -> str:
     if pred.prefill_tps is not None:
         parts.append(f"{_tps(pred.prefill_tps)} t/s prefill")
     if pred.ttft_ms is not None:
-        ms = pred.ttft_ms
-        parts.append(f"TTFT {ms / 1000:.2f} s" if ms >= 1000 else f"TTFT {ms:.0f} ms")
+        parts.append(f"TTFT {format_ttft(pred.ttft_ms)}")
     return ", ".join(parts)
 
 

@@ -50,6 +50,11 @@ CALIBRATED_ERROR = 0.10  # of a calibrated one, until the calibration carries it
 _F16_TYPES = ("f16", "bf16", "f32")
 
 
+def format_ttft(ms: float) -> str:
+    """A time to first token as the views write it: '0.57 s' from a second up, else '420 ms'."""
+    return f"{ms / 1000:.2f} s" if ms >= 1000 else f"{ms:.0f} ms"
+
+
 def is_host_key(key: str) -> bool:
     """Whether a cost key depends on the host's thread count (kept per count as KEY@THREADS)."""
     parts = key.split(":")
@@ -245,7 +250,7 @@ class Prediction:
         if self.prefill_tps is not None:
             parts.append(f"prefill {self.prefill_tps:.0f} t/s")
         if self.ttft_ms is not None:
-            parts.append(f"TTFT {self.ttft_ms / 1000:.2f} s" if self.ttft_ms >= 1000 else f"TTFT {self.ttft_ms:.0f} ms")
+            parts.append(f"TTFT {format_ttft(self.ttft_ms)}")
         if self.roofline_tps is not None:
             parts.append(f"roofline {self.roofline_tps:.1f} t/s")
         return " · ".join(parts) + f" (±{self.error:.0%}; {self.calibrated_on})"
