@@ -337,8 +337,7 @@ class MainWindow(QMainWindow):
     def apply_settings(self, settings) -> None:
         """Save, publish, and re-probe the binaries (their paths may have changed)."""
         save_settings(settings)
-        self.ctx.settings = settings
-        self.ctx.state.settings_changed.emit(settings)
+        self.ctx.settings = settings  # the workspace says "settings" (settings_changed)
         self.server_label.setText("llama-server: looking…")
         start_probes(self.ctx)
 
