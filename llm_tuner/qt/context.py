@@ -63,7 +63,7 @@ class AppState(QObject):
     compare_requested = Signal(int, int)  # run ids A, B (History -> Compare)
     server_shown = Signal()  # the Live tab's selected server (or its state), or the servers, changed
     profile_saved = Signal(object)  # a SavedProfile another view saved (a tune's winner)
-    server_log_lines_posted = Signal(object)  # a benchmark's or tune's server log lines
+    server_log_lines_posted = Signal(list)  # a benchmark's or tune's server log lines (logparse.LogLine)
     store_settled = Signal()  # the edited profile's store calls have all finished (store_busy went False)
     launch_requested = Signal()
     stop_requested = Signal()

@@ -81,6 +81,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
         self.editors: dict[str, _FieldEditor] = {}
         self._build()
+        self.profile_state.add_callback(self._on_profile_state_changed)
         guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
         self.reload_names()
@@ -90,7 +91,6 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.profile_saved.connect(self._on_state_profile_saved)  # a tune saved a version
-        self.profile_state.add_callback(self._on_profile_state_changed)
         ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
         speed.load()
 
