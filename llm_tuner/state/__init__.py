@@ -5,6 +5,11 @@ view's state and its rules and calls back when it changes; a panel in `ui/` bind
 what needs Qt (threads, the server bridges). A contract in pyproject checks that nothing here imports Qt, so
 tests drive the models as a panel would, without a widget (tests/unit/test_live_state.py, test_plan_state.py).
 
+workspace.py  Workspace: what the whole app shares (binaries, devices, settings, the model picked, the edited
+         profile, its name, problem and errors, the shown server) and the requests between views; panels talk
+         only through it (qt.context.AppState is its Qt face)
+profile.py  ProfileState: the Profile view's edited profile, its name, modified or not, invalid fields, the
+         model's facts, the advice and the speed line
 live.py  LiveFleet: the servers the Live view watches (slots), which one is shown, where a Start goes, port
          clashes, the llama-server a launch runs and whether it is trusted
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
@@ -16,11 +21,13 @@ models.py  ModelsState: the Models view's folders, what a scan found, its summar
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
 """
 
-from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
 from llm_tuner.state.chat import ChatState
 from llm_tuner.state.live import LiveFleet, ServerSlot, StartFacts
 from llm_tuner.state.models import ModelsState
 from llm_tuner.state.plan import PlanState
+from llm_tuner.state.profile import ProfileState
+from llm_tuner.state.workspace import Workspace
 
-__all__ = ["ChatState", "LiveFleet", "ModelsState", "Observable", "PlanState", "Run", "ServerSlot",
-           "StartFacts", "run_now"]
+__all__ = ["ChatState", "Declared", "LiveFleet", "ModelsState", "Observable", "PlanState", "ProfileState",
+           "Run", "ServerSlot", "StartFacts", "Workspace", "run_now"]

@@ -1,14 +1,19 @@
 """Callbacks for plain state (glue's State and its callbacks, in small) and how a model has slow work run.
 
 A model calls `notify(what, *details)` after it changed; each listener added with `add_callback` gets the
-same arguments, on the caller's thread. A model never starts a thread: slow reads (a model file's header, RPC
+same arguments, on the caller's thread. `Declared` is glue's CallbackProperty in small: a typed attribute
+whose assignment notifies its topic once, only when the value changed.
+
+A model never starts a thread: slow reads (a model file's header, RPC
 workers' devices) go through the `Run` it was given, which a panel makes a BackgroundJob and a test `run_now`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
+
+T = TypeVar("T")
 
 Callback = Callable[..., None]
 # run(work, done, failed): call `work()` (off the GUI thread, where the caller has one), then `done(result)`
@@ -44,3 +49,55 @@ class Observable:
     def notify(self, what: str, *details: Any) -> None:
         for callback in tuple(self._callbacks):
             callback(what, *details)
+
+
+def _same(old: object, new: object) -> bool:
+    return old is new or bool(old == new)
+
+
+class Declared(Generic[T]):
+    """A typed property of an `Observable` (glue's CallbackProperty): `x = Declared[int](0, topic="size")`.
+
+    Reading gives the value (the default until set); setting it to a different value stores it and calls
+    `notify(topic, value)` once; setting an equal value tells nobody. A mutable default comes from a
+    `factory`, one per instance."""
+
+    def __init__(self, default: T | None = None, *, topic: str, factory: Callable[[], T] | None = None,
+                 same: Callable[[object, object], bool] = _same) -> None:
+        self.default = default
+        self.factory = factory
+        self.topic = topic
+        self.same = same
+        self.name = ""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Declared[T]: ...
+
+    @overload
+    def __get__(self, obj: Observable, owner: type | None = None) -> T: ...
+
+    def __get__(self, obj: Observable | None, owner: type | None = None) -> Declared[T] | T:
+        if obj is None:
+            return self
+        values = obj.__dict__
+        if self.name not in values:
+            values[self.name] = self.factory() if self.factory is not None else self.default
+        value: T = values[self.name]
+        return value
+
+    def __set__(self, obj: Observable, value: T) -> None:
+        if self.same(self.__get__(obj), value):
+            return
+        obj.__dict__[self.name] = value
+        obj.notify(self.topic, value)
+
+
+def declared(cls: type) -> dict[str, Declared[Any]]:
+    """The declared properties of a state class (its own and its bases'), by attribute name."""
+    found: dict[str, Declared[Any]] = {}
+    for klass in reversed(cls.__mro__):
+        found.update({k: v for k, v in vars(klass).items() if isinstance(v, Declared)})
+    return found

@@ -10,8 +10,9 @@ anything starts. LivePanel binds its widgets to a LiveFleet and runs each slot's
 Listeners get `notify(what, *details)` with `what` one of: "added" (slot), "selected" (slot: the views show
 it now), "titles" (a name, port or state in the list changed), "message" (slot), "state" (slot), "command"
 (the arguments Start launches were set here; the line shows `shown_command`: a running server's own), "note"
-(text: why the edited profile is not the command), "refusal" (the last Start was refused, or no longer is, for
-advice errors: "Launch anyway" shows).
+(text: why the edited profile is not the command), "refusal" (refused_for_advice: the last Start was refused, or
+no longer is, for advice errors: "Launch anyway" shows), "watch" (the watch flags on or off). `watch` and
+`refused_for_advice` are declared properties (callbacks.Declared): said once per change.
 
 A slot's state is a services.supervised.ServerState, whose properties are the one definition of running,
 stopping and coming up; here are its one colour (`STATE_COLOURS`) and its words (`ServerSlot.display_state`,
@@ -38,7 +39,7 @@ from llm_tuner.services.binaries import SERVER, BinaryError, BinaryInfo, locate,
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.launch import LaunchPlan, plan_launch
 from llm_tuner.services.supervised import ServerState, StateChanged
-from llm_tuner.state.callbacks import Observable
+from llm_tuner.state.callbacks import Declared, Observable
 
 # The newest request records a slot keeps in memory (a busy server answers ~15/s for hours); the store keeps
 # them all and the Requests tab reads them back on demand.
@@ -154,13 +155,15 @@ class ProfileCommand:
 class LiveFleet(Observable):
     """The slots, the selected one, the arguments Start launches and the rules of a start."""
 
+    watch = Declared[bool](True, topic="watch")  # add the watch flags (--metrics, --log-jsonl)
+    # the last Start was refused for advice errors ("Start anyway" shows)
+    refused_for_advice = Declared[bool](False, topic="refusal")
+
     def __init__(self) -> None:
         super().__init__()
         self.slots: list[ServerSlot] = []
         self.command = ""  # the llama-server arguments Start launches (the panel's edit sets it as typed)
-        self.watch = True  # add the watch flags (--metrics, --log-jsonl)
         self.profile_command: ProfileCommand | None = None
-        self.refused_for_advice = False
         self.selected: ServerSlot = self.new_slot()
 
     # -- slots ----------------------------------------------------------------------------------------
@@ -354,9 +357,7 @@ class LiveFleet(Observable):
                                           look=preflight.ModelLook(None))
 
     def _set_refused(self, refused: bool) -> None:
-        if refused != self.refused_for_advice:
-            self.refused_for_advice = refused
-            self.notify("refusal")
+        self.refused_for_advice = refused  # said as "refusal" when it changed
 
     # -- actions --------------------------------------------------------------------------------------
     def start(self, facts: StartFacts, *, force: bool = False) -> ServerSlot | None:

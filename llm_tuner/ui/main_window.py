@@ -2,6 +2,11 @@
 server log at the bottom (a dock, visible from every tab), a status bar with the server state and URL,
 the binary and the devices; a Server menu with shortcuts; the quick start strip on a first run.
 
+It wires the panels only through the workspace (`ctx.state`, state.workspace): a menu action is a request the
+owning panel hears (`request_launch`, `request_benchmark`, ...), the status bar reads the shown server from it;
+the window constructs panels, puts them in tabs and docks and calls only the hooks `tests/unit/
+test_panel_wiring.py` allows.
+
 It draws the app's one error surface (qt.errors): each failure in the status bar with what to do, a dialog only
 when the user must act, and the Errors list (Help ▸ Errors, or the status bar's count) with "Copy details"."""
 
@@ -48,6 +53,7 @@ from llm_tuner.ui.panels.profile_panel import ProfilePanel
 from llm_tuner.ui.panels.tune_panel import TunePanel
 from llm_tuner.ui.plots import follow_palette
 from llm_tuner.ui.quick_start import QuickStartBar
+from llm_tuner.ui.shortcuts import SHORTCUTS
 
 
 def ask_fresh_database(message: str, parent: QWidget | None = None) -> bool:
@@ -77,14 +83,12 @@ class MainWindow(QMainWindow):
         self.profile_panel = ProfilePanel(ctx)
         self.plan_panel = PlanPanel(ctx)
         self.live_panel = LivePanel(ctx)
-        self.chat_panel = ChatPanel()  # follows the Live tab's selected server (_on_live_server_status_changed)
+        self.chat_panel = ChatPanel(ctx)  # follows the Live tab's shown server through the workspace
         if (app := QCoreApplication.instance()) is not None:  # after the live servers (connected just before)
             app.aboutToQuit.connect(self._on_app_about_to_quit)
         self.bench_panel = BenchPanel(ctx)
-        self.bench_panel.follow_profile_store(self.profile_panel)
         self.compare_panel = ComparePanel(ctx)
         self.tune_panel = TunePanel(ctx)
-        self.tune_panel.profile_saved.connect(self._on_tune_profile_saved)
 
         self.tabs = QTabWidget()
         self.tabs.setDocumentMode(True)
@@ -113,8 +117,7 @@ class MainWindow(QMainWindow):
         self.log_dock.setFeatures(QDockWidget.DockWidgetFeature.DockWidgetMovable
                                   | QDockWidget.DockWidgetFeature.DockWidgetClosable)
         self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, self.log_dock)
-        self.bench_panel.server_log_lines.connect(self.log_console.append_lines)  # a benchmark's server too
-        self.tune_panel.server_log_lines.connect(self.log_console.append_lines)  # and each tune trial's
+        ctx.state.server_log_lines_posted.connect(self.log_console.append_lines)  # a benchmark's or tune trial's
         # the models list keeps the whole left side; the log sits under the tabs only
         self.setCorner(Qt.Corner.BottomLeftCorner, Qt.DockWidgetArea.LeftDockWidgetArea)
         self._default_dock_sizes = True  # until a saved layout is restored
@@ -129,8 +132,8 @@ class MainWindow(QMainWindow):
         self.errors.cleared.connect(self._update_errors_button)
         self._errors_dialog: ErrorsDialog | None = None
         self._update_errors_button()
-        self.live_panel.server_status_changed.connect(self._on_live_server_status_changed)
-        self._on_live_server_status_changed()
+        ctx.state.server_shown.connect(self._on_state_server_shown)
+        self._on_state_server_shown()
         self._restore_layout()
         self.quick_start.setVisible(False)
         self._first_run_job = BackgroundJob(lambda _ctl, engine=ctx.engine: _is_first_run(engine), self,
@@ -154,18 +157,18 @@ class MainWindow(QMainWindow):
         self.view_menu.addAction(self.models_dock.toggleViewAction())
         self.view_menu.addAction(self.log_dock.toggleViewAction())
 
-        live = self.live_panel
+        workspace = self.ctx.state.workspace
         server_menu = self.menuBar().addMenu("&Server")
-        self.launch_action = self._action("&Launch", "F5", self.launch_server,
+        self.launch_action = self._action("&Launch", SHORTCUTS["launch"], self.launch_server,
                                           "Start llama-server with the edited profile (Live tab)")
-        self.stop_action = self._action("&Stop", "Shift+F5", self.stop_server, "Stop the selected server")
-        self.test_action = self._action("Send &test prompt", "Ctrl+T", self.send_test_prompt,
+        self.stop_action = self._action("&Stop", SHORTCUTS["stop"], self.stop_server, "Stop the selected server")
+        self.test_action = self._action("Send &test prompt", SHORTCUTS["test_prompt"], self.send_test_prompt,
                                         "Send one short request to the selected server")
-        self.bench_action = self._action("&Benchmark", "Ctrl+B", self.run_benchmark,
+        self.bench_action = self._action("&Benchmark", SHORTCUTS["benchmark"], self.run_benchmark,
                                          "Benchmark the edited profile (Benchmarks tab)")
-        self.copy_action = self._action("&Copy command", "Ctrl+Shift+C", live.copy_command,
+        self.copy_action = self._action("&Copy command", SHORTCUTS["copy_command"], workspace.request_copy_command,
                                         "Copy the llama-server command as a shell line (secrets masked)")
-        self.new_server_action = self._action("&New server beside this one", None, live.new_server_button.click,
+        self.new_server_action = self._action("&New server beside this one", None, workspace.request_new_server,
                                               "Keep the running servers and prepare another one")
         for a in (self.launch_action, self.stop_action, self.test_action, None, self.bench_action, None,
                   self.copy_action, self.new_server_action):
@@ -173,10 +176,6 @@ class MainWindow(QMainWindow):
                 server_menu.addSeparator()
             else:
                 server_menu.addAction(a)
-        for button, action in ((live.start_button, self.launch_action), (live.stop_button, self.stop_action),
-                               (live.test_button, self.test_action), (live.copy_button, self.copy_action),
-                               (self.bench_panel.run_button, self.bench_action)):
-            button.setToolTip(f"{button.toolTip() or action.toolTip()} ({action.shortcut().toString()})")
 
         help_menu = self.menuBar().addMenu("&Help")
         help_menu.addAction(QAction("&Quick start", self, triggered=lambda: self.quick_start.setVisible(True)))
@@ -216,27 +215,21 @@ class MainWindow(QMainWindow):
     # -- actions (menu and shortcuts) -------------------------------------------------------------
     def launch_server(self) -> None:
         self.tabs.setCurrentWidget(self.live_panel)
-        self.live_panel.start()
+        self.ctx.state.workspace.request_launch()
 
     def stop_server(self) -> None:
-        self.live_panel.stop_server()
+        self.ctx.state.workspace.request_stop()
 
     def send_test_prompt(self) -> None:
         self.tabs.setCurrentWidget(self.live_panel)
-        self.live_panel.send_test_prompt()
+        self.ctx.state.workspace.request_test_prompt()
 
     def run_benchmark(self) -> None:
         """Benchmark the edited profile (Run waits for a profile save still on its way to the store)."""
         self.tabs.setCurrentWidget(self.bench_panel)
-        self.bench_panel.tabs.setCurrentIndex(0)
-        if not self.bench_panel.is_running():
-            self.bench_panel.run_button.click()
+        self.ctx.state.workspace.request_benchmark()
 
     # -- slots ----------------------------------------------------------------------------------
-    def _on_tune_profile_saved(self, saved) -> None:
-        """A tune saved a profile version: the Profile tab's lists show it."""
-        self.profile_panel.reload_names(select=self.profile_panel.current_name)
-
     def _show_status(self, text: str, timeout_ms: int = 0) -> None:
         """A status message cut to the room left of the permanent labels (it ran under them); whole in the tooltip."""
         bar = self.statusBar()
@@ -280,10 +273,8 @@ class MainWindow(QMainWindow):
         self._errors_dialog.show()
         self._errors_dialog.raise_()
 
-    def _on_live_server_status_changed(self) -> None:
-        slots = self.live_panel.servers()
-        slot = self.live_panel.slot
-        self.chat_panel.show_server(slot, self.live_panel.api_key())
+    def _on_state_server_shown(self) -> None:
+        slots, slot = self.ctx.state.servers, self.ctx.state.server
         running = [s for s in slots if s.running]
         if slot is None or (not slot.running and not running):
             self.server_state_label.setText("server: not running (F5 launches)" if slot is None or
@@ -337,8 +328,7 @@ class MainWindow(QMainWindow):
     def apply_settings(self, settings) -> None:
         """Save, publish, and re-probe the binaries (their paths may have changed)."""
         save_settings(settings)
-        self.ctx.settings = settings
-        self.ctx.state.settings_changed.emit(settings)
+        self.ctx.settings = settings  # the workspace says "settings" (settings_changed)
         self.server_label.setText("llama-server: looking…")
         start_probes(self.ctx)
 

@@ -124,7 +124,7 @@ class QuickStartBar(QFrame):
         w = self.window
         demo = find_demo_model()
         if demo is not None and w.models_panel.select_path(str(demo)):
-            w.ctx.state.status_message_posted.emit(f"Selected the demo model {demo.name}.")
+            w.ctx.state.workspace.post_status(f"Selected the demo model {demo.name}.")
         elif demo is not None:
             w.ctx.state.select_model(demo)
         else:

@@ -178,7 +178,7 @@ def test_the_advice_view_shows_the_cliffs_with_the_plan_of_this_machine(panel, q
     assert any(t.startswith("WARNING: the prompt cache may grow to 97.66 GiB") for t in texts)
     assert any(t.startswith("INFO: -np 4 set explicitly turns the unified K/V cache off") for t in texts)
     panel.set_profile(import_command(f"-m {demo_model} -c 4096", default_catalog()).profile)
-    qtbot.waitUntil(lambda: panel._model_facts is not None, timeout=10000)
+    qtbot.waitUntil(lambda: panel.profile_state.facts.info is not None, timeout=10000)
     assert not {"cache-ram-crowds-host", "parallel-without-kvu"} & {a.id for a in panel.advice}
 
 
@@ -192,7 +192,7 @@ def test_invalid_input_greys_the_preview_and_copy_waits_until_it_is_fixed(panel,
     assert lines[:2] == ["# Fix context (tokens) first.", "# The last valid command, for reference:"]
     assert not panel.copy_button.isEnabled() and "context (tokens)" in panel.copy_button.toolTip()
     assert "whole number" in ctx_edit.toolTip() and "size of the prompt context" in ctx_edit.toolTip()
-    panel._on_facts_read(("m.gguf", None), False, None, None)  # a background answer must not bring a stale Copy back
+    panel.profile_state.facts_read(("m.gguf", None), False, None, None)  # a background answer must not bring a stale Copy back
     assert not panel.copy_button.isEnabled() and panel.preview.toPlainText().startswith("# Fix")
     qtbot.keyClick(ctx_edit, Qt.Key.Key_Backspace)
     assert panel.copy_button.isEnabled() and panel.error_label.text() == ""
@@ -209,7 +209,7 @@ def test_a_missing_model_file_shows_an_error_advice(panel, qtbot, tmp_path):
     present = tmp_path / "here.gguf"
     present.write_bytes(b"not a gguf")
     panel.set_profile(LaunchProfile(model=str(present)))
-    qtbot.waitUntil(lambda: panel._model_exists is True, timeout=5000)
+    qtbot.waitUntil(lambda: panel.profile_state.facts.exists is True, timeout=5000)
     assert "model-file-missing" not in {a.id for a in panel.advice}
 
 

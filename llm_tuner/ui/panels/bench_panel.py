@@ -48,6 +48,7 @@ from llm_tuner.store.runs import RunRepository
 from llm_tuner.ui.panels.bench_history import RunHistoryTab
 from llm_tuner.ui.panels.bench_tables import make_table
 from llm_tuner.ui.plots.bench_plots import ErrorBarChart, HintStack, SweepChart, run_chart_groups
+from llm_tuner.ui.shortcuts import with_shortcut
 from llm_tuner.ui.widgets import ElidedLabel
 
 log = logging.getLogger(__name__)
@@ -94,6 +95,11 @@ class BenchPanel(QWidget):
         lay.addWidget(self.tabs)
 
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
+        # the workspace's wiring (no other panel reaches in): the log dock, the profile store, Server ▸ Benchmark
+        self.server_log_lines.connect(ctx.state.server_log_lines_posted)
+        self.follow_profile_store(ctx.state)
+        ctx.state.benchmark_requested.connect(self._on_state_benchmark_requested)
+        with_shortcut(self.run_button, "benchmark")
         app = QCoreApplication.instance()
         if app is not None:
             app.aboutToQuit.connect(self.shutdown)
@@ -479,6 +485,12 @@ class BenchPanel(QWidget):
         self.spec_ab_button.setEnabled(not running)
         self.router_all_button.setEnabled(not running)
         self.cancel_button.setEnabled(running)
+
+    def _on_state_benchmark_requested(self) -> None:
+        """Server ▸ Benchmark (Ctrl+B): run the edited profile, unless a run is going already."""
+        self.tabs.setCurrentIndex(0)
+        if not self.is_running():
+            self.run_button.click()
 
     def is_running(self) -> bool:
         """True while a benchmark runs or waits for a profile save to finish."""

@@ -33,6 +33,7 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.qt.chat_session import ChatSession
+from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services.chat import DEFAULT_REPLY_LIMIT, ChatReply, template_note, web_ui_problem
 from llm_tuner.services.client import LlamaClient
@@ -49,8 +50,9 @@ SYSTEM_HINT = ("Optional: instructions sent before the conversation, e.g. “Ans
 
 
 class ChatPanel(QWidget):
-    def __init__(self, parent: QWidget | None = None) -> None:
+    def __init__(self, ctx: AppContext | None = None, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self.ctx = ctx
         self.session = ChatSession(self)
         self.chat_state = ChatState(DEFAULT_REPLY_LIMIT)
         self._props_job: BackgroundJob | None = None
@@ -143,6 +145,13 @@ class ChatPanel(QWidget):
         self.limit_spin.valueChanged.connect(self._on_limit_spin_changed)
         self.chat_state.add_callback(self._on_chat_state_changed)
         self._update_controls()
+        if ctx is not None:  # follows the Live tab's shown server, through the workspace
+            ctx.state.server_shown.connect(self._on_state_server_shown)
+            self._on_state_server_shown()
+
+    def _on_state_server_shown(self) -> None:
+        if self.ctx is not None:
+            self.show_server(self.ctx.state.server, self.ctx.state.server_api_key)
 
     # -- the hook -----------------------------------------------------------------------------------
     @property

@@ -46,6 +46,7 @@ from llm_tuner.ui.panels.live_quit import await_stops
 from llm_tuner.ui.panels.live_requests import RequestsView
 from llm_tuner.ui.panels.log_console import LogConsole
 from llm_tuner.ui.plots.live_plots import ThroughputPlots
+from llm_tuner.ui.shortcuts import with_shortcut
 
 TEST_PROMPT = "Write one short sentence about the sea."
 ARGS_HINT = "llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 (or pick a model in the Models list)"
@@ -178,6 +179,17 @@ class LivePanel(QWidget):
         self._add_bridge(self.fleet.selected, bridge)  # the fleet's first slot exists already
         self._show_slot(self.fleet.selected)
         self.fleet.prefill(ctx.state.model_path)
+        # the workspace's wiring: the Server menu's requests, and the shown server for Chat and the status bar
+        for button, action in ((self.start_button, "launch"), (self.stop_button, "stop"),
+                               (self.test_button, "test_prompt"), (self.copy_button, "copy_command")):
+            with_shortcut(button, action)
+        ctx.state.launch_requested.connect(self.start)
+        ctx.state.stop_requested.connect(self.stop_server)
+        ctx.state.test_prompt_requested.connect(self.send_test_prompt)
+        ctx.state.copy_command_requested.connect(self.copy_command)
+        ctx.state.new_server_requested.connect(self._on_state_new_server_requested)
+        self.server_status_changed.connect(self._publish_server)
+        self._publish_server()
 
     # -- the fleet: slots and what they show ------------------------------------------------------------
     @property
@@ -353,6 +365,14 @@ class LivePanel(QWidget):
 
     def _on_new_server_clicked(self) -> None:
         self.fleet.new_server()
+
+    def _on_state_new_server_requested(self) -> None:
+        if self.new_server_button.isEnabled():  # only beside a running server, as the button
+            self.fleet.new_server()
+
+    def _publish_server(self) -> None:
+        """The shown server (its state, URL, router models) and the servers, for Chat and the status bar."""
+        self.ctx.state.workspace.show_server(self.slot, self.api_key(), self.servers())
 
     def _on_server_combo_changed(self, index: int) -> None:
         self.fleet.select_index(index)

@@ -215,8 +215,7 @@ class ModelsPanel(QWidget):
             return
         settings = self.ctx.settings.model_copy(update={"model_folders": folders})
         save_settings(settings)
-        self.ctx.settings = settings
-        self.ctx.state.settings_changed.emit(settings)  # rescans through _on_state_settings_changed
+        self.ctx.settings = settings  # the workspace says "settings": _on_app_settings_changed rescans
 
     def open_get_models(self) -> GetModelsDialog:
         """The Get models dialog (one, kept while the panel lives): a downloaded model is listed and

@@ -41,6 +41,7 @@ class ProfileLibrary:
 
     def _store(self, work, on_done=None, *, what: str) -> None:
         self._store_pending += 1
+        self.ctx.state.workspace.profile_store_busy = True  # a Run of the Benchmarks tab waits for it
         job = BackgroundJob(lambda _ctl: work(), self, what=what.capitalize(),
                             on_failed=lambda exc, what=what: self._on_store_job_failed(what, exc))
         if on_done is not None:
@@ -51,6 +52,7 @@ class ProfileLibrary:
     def _on_store_job_finished(self) -> None:
         self._store_pending -= 1
         if self._store_pending == 0:
+            self.ctx.state.workspace.profile_store_busy = False
             self.store_settled.emit()
 
     def _on_store_job_failed(self, what: str, exc: object) -> None:
@@ -85,7 +87,7 @@ class ProfileLibrary:
     def _on_save_job_succeeded(self, saved) -> None:
         if self.current_name == saved.name:
             self._reload_versions()
-        self.ctx.state.status_message_posted.emit(f"Saved {saved.name} version {saved.version}.")
+        self.ctx.state.workspace.post_status(f"Saved {saved.name} version {saved.version}.")
 
     def _on_new_clicked(self) -> None:
         name = self._ask_name("New profile", self.unique_name("profile"))

@@ -93,7 +93,7 @@ class MigrationBanner(QFrame):
 
     def _on_changed_checked(self, line) -> None:
         if line:
-            self.ctx.state.status_message_posted.emit(line)
+            self.ctx.state.workspace.post_status(line)
 
     def check(self, saved) -> None:
         """Compare the version `saved` with its program's build now (background); the banner shows the
@@ -205,7 +205,7 @@ class MigrationBanner(QFrame):
             self.result_label.setText("Nothing was saved: make the choices above first.")
             return
         left = f"; still to choose: {', '.join(m.old for m in undone)}" if undone else ""
-        self.ctx.state.status_message_posted.emit(
+        self.ctx.state.workspace.post_status(
             f"Migrated {saved.name}: saved as version {saved.version}{left}."
         )
         self.migrated.emit((saved, versions))  # the panel opens the new version, which checks it again

@@ -1,14 +1,15 @@
 """Profile panel: named profiles, a sectioned editor for every llama-server setting, a live command
 preview with Copy, and the advice list beside it.
 
-Every edit builds a new immutable LaunchProfile and publishes it with `ctx.state.set_profile`, so the
-Plan, Live and Benchmark panels follow. Tooltips are the chosen binary's own `--help` text.
+The view's state and rules (the edited profile, its name, modified or not, the invalid fields, the model's
+facts, the advice and the speed line) are `state.profile.ProfileState`'s; this module binds the widgets to it.
+Every edit builds a new immutable LaunchProfile and the state publishes it to the workspace, so the Plan, Live
+and Benchmark panels follow. Tooltips are the chosen binary's own `--help` text.
 """
 
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 from PySide6.QtCore import Qt, QThreadPool, Signal
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
@@ -29,27 +30,23 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.advice import Advice, advise, router_text
+from llm_tuner.core.advice import Advice
 from llm_tuner.core.cmdline import (
     FIELD_FLAGS,
     SECTIONS,
     FlagCatalog,
-    apply_fix,
     describe_env,
-    effective_profile,
     profile_to_argv,
     render_shell,
-    validate,
 )
-from llm_tuner.core.memory import plan_gpus
 from llm_tuner.core.profile import LaunchProfile, nul_fields
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob, state_run
-from llm_tuner.services import device_ids
-from llm_tuner.services.binaries import SERVER, BinaryError, catalog_for, is_trusted, trust_binary
-from llm_tuner.services.preflight import look_at_model, plan_here
+from llm_tuner.services.binaries import BinaryError, trust_binary
 from llm_tuner.services.speed import load_basis
-from llm_tuner.state.speed import SpeedModel, profile_argv, speed_line
+from llm_tuner.state.callbacks import Run
+from llm_tuner.state.profile import NUL_PROBLEM, ProfileState
+from llm_tuner.state.speed import SpeedModel
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
 from llm_tuner.ui.panels.profile_all_flags import AllFlagsSection
@@ -60,11 +57,7 @@ from llm_tuner.ui.wheel_guard import guard_wheel
 from llm_tuner.ui.widgets import ElidedLabel
 
 _SEVERITY_COLOUR = {"error": QColor("#c62828"), "warning": QColor("#b26a00"), "info": QColor("#1565c0")}
-# An empty profile's "no model" advice, as a step rather than an error (Start still refuses it and says why)
-FIRST_STEP = ("To start: pick a model in the Models list (or give the model file, -m); for a server of several "
-              "models, a models folder (--models-dir)")
 _COPY_TIP = "Copy the command as a shell line (the API key stays masked)"
-_NUL_PROBLEM = "holds a NUL byte (\\0), which no program can take: remove it"
 
 
 class ProfilePanel(ProfileLibrary, QWidget):
@@ -77,16 +70,9 @@ class ProfilePanel(ProfileLibrary, QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.repo = ProfileRepository(ctx.engine)
-        self.profile = LaunchProfile()
-        self.current_name: str | None = None
-        self.saved_profile: LaunchProfile | None = None
-        self.advice: list[Advice] = []
-        self._model_facts = None
-        self._model_exists: bool | None = None  # None until the background look at the file answers
-        self._invalid_fields: list[str] = []  # labels of the fields whose text is not a valid value
-        self._facts_for: tuple | None = None  # (model, binary) the facts below were read for
-        self._fa_quants: tuple[str, ...] | None = None  # the binary's FA_QUANTS (None: not started yet)
-        self._facts_job: BackgroundJob | None = None
+        speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
+        self.profile_state = ProfileState(ctx.state.workspace, speed=speed, run=self._reported_run(
+            "Reading the model file's header"))  # the view's state and rules: the widgets below bind it
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
         self._store_pool.setMaxThreadCount(1)
         self._names_edits = 0  # local changes to the names list; a listing asked for before one is stale
@@ -94,9 +80,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._names: list[str] = []
         self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
         self.editors: dict[str, _FieldEditor] = {}
-        self._plan = None  # the profile's memory plan here (services.preflight.plan_here), for the speed line
-        self.speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
         self._build()
+        self.profile_state.add_callback(self._on_profile_state_changed)
         guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
         self.reload_names()
@@ -105,9 +90,54 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ctx.state.binaries_probed.connect(self._on_state_binaries_probed)
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
-        self.speed.add_callback(lambda *_a: self._show_speed())
+        ctx.state.profile_saved.connect(self._on_state_profile_saved)  # a tune saved a version
         ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
-        self.speed.load()
+        speed.load()
+
+    def _reported_run(self, what: str) -> Run:
+        """The state's `Run` as BackgroundJobs whose failure goes to the error surface (no view of its own)."""
+
+        def run(work, done, _failed) -> None:
+            job = BackgroundJob(lambda _ctl: work(), self, what=what)
+            job.succeeded.connect(done)
+            job.start()
+
+        return run
+
+    # the state's facts, by the names the library mix-in, the quick start and the tests use
+    @property
+    def profile(self) -> LaunchProfile:
+        return self.profile_state.profile
+
+    @profile.setter
+    def profile(self, profile: LaunchProfile) -> None:
+        self.profile_state.profile = profile
+
+    @property
+    def current_name(self) -> str | None:
+        return self.profile_state.current_name
+
+    @current_name.setter
+    def current_name(self, name: str | None) -> None:
+        self.profile_state.current_name = name
+
+    @property
+    def saved_profile(self) -> LaunchProfile | None:
+        return self.profile_state.saved_profile
+
+    @saved_profile.setter
+    def saved_profile(self, profile: LaunchProfile | None) -> None:
+        self.profile_state.saved_profile = profile
+
+    @property
+    def advice(self) -> list[Advice]:
+        return self.profile_state.advice
+
+    def _on_profile_state_changed(self, what: str, *_details) -> None:
+        if what == "speed":
+            self._show_speed()
+        elif what == "advice":
+            self._show_advice()
 
     # -- construction ----------------------------------------------------------------------------
     def _build(self) -> None:
@@ -264,7 +294,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
 
     # -- catalog / model facts --------------------------------------------------------------------
     def catalog(self) -> FlagCatalog:
-        return catalog_for(self.ctx.state.binaries.get(SERVER))
+        return self.profile_state.catalog()
 
     def _refresh_tooltips(self) -> None:
         cat = self.catalog()
@@ -288,33 +318,6 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.editors["model"].widget.setText(str(path))
         self._on_field_edited()
 
-    def _server_binary(self) -> str | None:
-        """The llama-server this profile runs: its own, else the one the app found."""
-        info = self.ctx.state.binaries.get(SERVER)
-        return self.profile.binary or (str(info.path) if info is not None and info.path else None)
-
-    def _load_model_facts(self, model: str | None) -> None:
-        """Look at the model file off the GUI thread: whether it exists (advice says when it does not) and
-        its header (for ctx-over-trained, MTP and the plan's advice); and the binary's FA_QUANTS as its last start
-        logged them (services.device_ids)."""
-        binary = self._server_binary()
-        if (model, binary) == self._facts_for:
-            return
-        self._facts_for, self._model_facts, self._model_exists, self._fa_quants = (model, binary), None, None, None
-
-        def work(_ctl):
-            look = look_at_model(model)  # a folder or a truncated file comes back with its reason
-            return look.exists, look.info, device_ids.cached_fa_quants(binary)
-
-        job = BackgroundJob(work, self, what="Reading the model file's header")
-        job.succeeded.connect(lambda result, key=(model, binary): self._on_facts_read(key, *result))
-        self._facts_job = job.start()
-
-    def _on_facts_read(self, key: tuple, exists: bool | None, info, quants: tuple[str, ...] | None) -> None:
-        if key == self._facts_for:
-            self._model_exists, self._model_facts, self._fa_quants = exists, info, quants
-            self._recompute(publish=False)
-
     # -- editing --------------------------------------------------------------------------------
     def _read_widgets(self) -> tuple[LaunchProfile | None, list[tuple[str, str]]]:
         """The profile the widgets describe, or None and the (field label, problem) of each invalid one."""
@@ -323,42 +326,18 @@ class ProfilePanel(ProfileLibrary, QWidget):
         for field, ed in self.editors.items():
             try:
                 if "\0" in ed.text():
-                    raise ValueError(_NUL_PROBLEM)
+                    raise ValueError(NUL_PROBLEM)
                 values[field] = ed.value()
                 ed.mark_invalid(None)
             except ValueError as exc:
                 errors.append((ed.ff.label, str(exc)))
                 ed.mark_invalid(str(exc))
-        env: dict[str, str] = {}
-        for where, text in (("environment", self.env_edit.toPlainText()), ("extra arguments", self.extra_edit.text())):
-            if "\0" in text:
-                errors.append((where, _NUL_PROBLEM))
-        for line in self.env_edit.toPlainText().splitlines():
-            line = line.strip()
-            if not line or line.startswith("#"):
-                continue
-            name, sep, value = line.removeprefix("export ").partition("=")
-            if not sep or not name.strip():
-                errors.append(("environment", f"the line {line!r} needs NAME=value"))
-                continue
-            env[name.strip()] = value
-        try:
-            extra = tuple(shlex.split(self.extra_edit.text()))
-        except ValueError as exc:
-            errors.append(("extra arguments", f"{exc} (close the quote)"))
-            extra = self.profile.extra_args
-        errors += self.all_flags.problems()
-        if errors:
-            return None, errors
-        values = {k: v for k, v in values.items() if v is not None}
-        spellings = {f: t for f, t in self.profile.spellings.items() if f in values}  # the user's own flag names
-        return LaunchProfile(binary=self.profile.binary, env=env, extra_args=extra, spellings=spellings, **values), []
+        return self.profile_state.read_fields(values, errors, self.env_edit.toPlainText(), self.extra_edit.text(),
+                                              self.all_flags.problems())
 
     def _on_field_edited(self, *_args) -> None:
         profile, errors = self._read_widgets()
         self.error_label.setText("\n".join(f"{where}: {problem}" for where, problem in errors))
-        self._invalid_fields = list(dict.fromkeys(where for where, _problem in errors))
-        self._publish_problem()
         if profile is None:
             self._show_preview()
             return
@@ -376,12 +355,6 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self._editor_scroll.ensureWidgetVisible(widget)
         widget.setFocus()
 
-    def _publish_problem(self) -> None:
-        """Launch and Run refuse the edited profile while a field holds text that is not a value."""
-        self.ctx.state.profile_problem = (
-            f"Fix {', '.join(self._invalid_fields)} in the Profile tab first (marked in red): the command would "
-            "otherwise run the last valid value." if self._invalid_fields else None)
-
     def _show_preview(self) -> None:
         """The command of the profile; while a field is invalid, greyed under a line saying what to fix.
 
@@ -390,25 +363,24 @@ class ProfilePanel(ProfileLibrary, QWidget):
         """
         argv, env = profile_to_argv(self.profile, self.catalog())
         command = render_shell(argv, env, binary=self.profile.binary, multiline=True)
-        if not self._invalid_fields:
+        refusal = self.profile_state.copy_refusal()
+        if refusal is None:
             self.preview.setPlainText(command)
             self.preview.setPalette(self._preview_palette)
             self.copy_button.setEnabled(True)
             self.copy_button.setToolTip(_COPY_TIP)
             return
-        which = ", ".join(self._invalid_fields)
+        which = ", ".join(self.profile_state.invalid_fields)
         self.preview.setPlainText(f"# Fix {which} first.\n# The last valid command, for reference:\n{command}")
         grey = QPalette(self._preview_palette)
         grey.setColor(QPalette.ColorRole.Text, grey.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
         self.preview.setPalette(grey)
         self.copy_button.setEnabled(False)
-        verb = "is" if len(self._invalid_fields) == 1 else "are"
-        self.copy_button.setToolTip(f"Nothing to copy until {which} {verb} fixed (marked in red)")
+        self.copy_button.setToolTip(refusal)
 
     def set_profile(self, profile: LaunchProfile, name: str | None = None, *, publish: bool = True) -> None:
         """Show a profile in the editor (no widget signals fire) and publish it."""
-        self.profile = profile
-        self.current_name = name
+        self.profile_state.show(profile, name)
         for ed in self.editors.values():
             ed.show(profile)
         self.env_edit.blockSignals(True)
@@ -417,8 +389,6 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.extra_edit.setText(shlex.join(profile.extra_args))
         self.all_flags.show_args(profile.extra_args, force=True)
         self.error_label.setText("")
-        self._invalid_fields = []
-        self._publish_problem()
         self._show_program()
         if nul_fields(profile):  # e.g. a version stored before NUL bytes were refused: mark the fields
             self._on_field_edited()
@@ -427,7 +397,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
 
     def _on_state_profile_changed(self, profile) -> None:
         """Another view (the Plan's settings) changed the edited profile: show it here, marked modified."""
-        if profile is None or profile is self.profile:
+        if self.profile_state.is_echo(profile):
             return  # our own publication
         self.set_profile(profile, self.current_name, publish=False)
 
@@ -438,64 +408,42 @@ class ProfilePanel(ProfileLibrary, QWidget):
         p = self.profile
         self._show_preview()
         self.env_flags.setText("; ".join(f"{n} sets {f}" for n, _v, f in describe_env(p.env, self.catalog()) if f))
-        self._load_model_facts(effective_profile(p).model)  # LLAMA_ARG_MODEL counts too
-        router = router_text(p)
+        router = self.profile_state.router_line()
         self.router_line.setText(router or "")
         self.router_line.setVisible(router is not None)
-        inventory = self.ctx.state.inventory
-        n_gpus = len(inventory.devices) if inventory is not None else None
-        cores = inventory.host.cores_physical if inventory is not None else None
-        plan, pipe = plan_here(p, self._model_facts, inventory)  # pure: the plan's advice (prompt cache, pipeline)
-        self._plan = plan
-        self._show_speed()
-        self.advice = advise(p, self.catalog(), self._model_facts, n_gpus=n_gpus, model_file_exists=self._model_exists,
-                             physical_cores=cores, fa_quants=self._fa_quants, plan=plan, pipeline=pipe,
-                             host_available_mib=inventory.host.memory_available_mib if inventory is not None else None)
-        self.ctx.state.profile_errors = [a for a in self.advice if a.severity == "error"]  # Launch/Run refuse them
-        self.advice_list.clear()
-        untouched = p == LaunchProfile()  # nothing set yet (a new window, New): no model is the first step
-        for a in self.advice:
-            if untouched and a.id == "no-model":
-                item = QListWidgetItem(FIRST_STEP)
-            else:
-                item = QListWidgetItem(f"{a.severity.upper()}: {a.message}")
-                item.setForeground(_SEVERITY_COLOUR[a.severity])
-            item.setToolTip(f"{a.reason}\nSource: {a.source}\nid: {a.id}")
-            item.setData(Qt.ItemDataRole.UserRole, a.id)
-            self.advice_list.addItem(item)
-        if not self.advice:
-            self.advice_list.addItem("No known traps in these settings.")
-        self.fix_button.setEnabled(any(r.fix for r in validate(p, self.catalog()).removed))
-        dirty = self.saved_profile is None or self.saved_profile != p
-        name = self.current_name or "unsaved profile"
-        self.title.set_parts("", name, " (modified)" if dirty and self.current_name else "")
+        self.profile_state.recompute()  # the advice list and the speed line follow its "advice"
+        self.title.set_parts(*self.profile_state.title_parts())
         if publish:
-            self.ctx.state.profile_name = self.current_name
-            self.ctx.state.set_profile(p)
+            self.profile_state.publish()
             self.profile_edited.emit(p)
 
+    def _show_advice(self) -> None:
+        self.advice_list.clear()
+        for row in self.profile_state.advice_rows():
+            item = QListWidgetItem(row.text)
+            if row.severity is not None:
+                item.setForeground(_SEVERITY_COLOUR[row.severity])
+            if row.advice_id is not None:
+                item.setToolTip(row.tooltip)
+                item.setData(Qt.ItemDataRole.UserRole, row.advice_id)
+            self.advice_list.addItem(item)
+        self.fix_button.setEnabled(self.profile_state.can_fix())
+
     def _show_speed(self) -> None:
-        inventory = self.ctx.state.inventory
-        pr = self.speed.predict(self._model_facts, self._plan, argv=profile_argv(self.profile),
-                                gpus=plan_gpus(inventory) if inventory is not None else None)
-        self.speed_label.setText(speed_line(pr, self.speed.basis) if self._plan is not None else "")
-        self.speed_label.setVisible(self._plan is not None)
+        text = self.profile_state.speed_text()
+        self.speed_label.setText(text or "")
+        self.speed_label.setVisible(text is not None)
 
     def _on_state_bench_runs_changed(self) -> None:
-        self.speed.load()
+        if self.profile_state.speed is not None:
+            self.profile_state.speed.load()
+
+    def _on_state_profile_saved(self, _saved) -> None:
+        self.reload_names(select=self.current_name)
 
     # -- the profile's own program (trust) -----------------------------------------------------------
     def _show_program(self, error: str | None = None) -> None:
-        path = self.profile.binary
-        if not path:
-            state = "none"
-        elif not Path(path).expanduser().is_absolute():  # relative to where the command ran, unknown here
-            state = "relative"
-        elif not Path(path).expanduser().is_file():
-            state = "missing"
-        else:
-            state = "trusted" if is_trusted(path, self.ctx.settings) else "untrusted"
-        self.program_row.show_state(path, state, error)
+        self.program_row.show_state(self.profile.binary, self.profile_state.program_state(), error)
 
     def _on_program_confirmed(self, path: str) -> None:
         try:
@@ -504,7 +452,7 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self._show_program(str(exc))
             return
         self._show_program()
-        self.ctx.state.status_message_posted.emit(f"{path} confirmed: this profile's launches, benchmarks and checks use it.")
+        self.ctx.state.workspace.post_status(f"{path} confirmed: this profile's launches, benchmarks and checks use it.")
 
     def _on_program_chosen(self, path: str | None) -> None:
         if path is not None:
@@ -521,13 +469,10 @@ class ProfilePanel(ProfileLibrary, QWidget):
     def _on_copy_clicked(self) -> None:
         argv, env = profile_to_argv(self.profile)
         QGuiApplication.clipboard().setText(render_shell(argv, env, binary=self.profile.binary))
-        self.ctx.state.status_message_posted.emit("Command copied (API key masked).")
+        self.ctx.state.workspace.post_status("Command copied (API key masked).")
 
     def _on_fix_clicked(self) -> None:
-        p = self.profile
-        for r in validate(p, self.catalog()).removed:
-            p = apply_fix(p, r, self.catalog())
-        self.set_profile(p, self.current_name)
+        self.set_profile(self.profile_state.fixed(), self.current_name)
 
     def _on_paste_clicked(self) -> None:
         dlg = PasteCommandDialog(self.catalog(), self)

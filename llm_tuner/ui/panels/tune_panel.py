@@ -74,6 +74,8 @@ class TunePanel(QWidget):
         self.session.tune_cancelled.connect(self._on_session_tune_cancelled)
         self.session.tune_finished.connect(self._on_session_tune_finished)
         self.session.server_log_lines.connect(self.server_log_lines)
+        self.server_log_lines.connect(ctx.state.server_log_lines_posted)  # the log dock, through the workspace
+        self.profile_saved.connect(ctx.state.profile_saved)  # the Profile tab's lists show the saved version
 
         self._seen_profile = (getattr(ctx.state, "profile_name", None), ctx.state.profile is not None)
         self._user_chose_base = False  # until then the base follows the profile the Profile tab shows
