@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from llm_tuner.core.bench_report import llama_bench_gap, run_summary, speculative_lines
-from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
@@ -52,33 +50,6 @@ def bench_runner_for(ctx: AppContext, repo: RunRepository, devices: list[dict],
 
     return bench_service.BenchRunner(repo, settings=ctx.settings, telemetry=bench_service.default_telemetry(),
                                      devices=devices, on_server_line=on_server_line)
-
-
-def parse_sweep_values(raw: str) -> list[str]:
-    """Sweep values as typed: comma-separated, or ';'-separated when a value itself contains commas."""
-    return [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
-
-
-def run_notes(run: BenchRun) -> list[str]:
-    """The lines under a run's summary: busy-machine warning, llama-bench gap, memory plan vs measured
-    peak per device, speculative decoding's acceptance."""
-    notes = [g["text"] for g in llama_bench_gap(run)]
-    if run.llama_bench_skipped:
-        notes.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
-    if run.llama_bench_error:
-        notes.append(f"llama-bench: {run.llama_bench_error}")
-    summary = run_summary(run)
-    pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
-    mem = [f"{d}: plan {pred[d]:,.0f} MiB" + (f", measured peak {meas[d]:,.0f} MiB" if d in meas else "")
-           for d in pred] + [f"{d}: measured peak {v:,.0f} MiB" for d, v in meas.items() if d not in pred]
-    if mem:
-        notes.append("Memory — " + "; ".join(mem))
-    if summary["busy_warning"]:
-        notes.insert(0, "Warning: " + summary["busy_warning"])
-    spec = summary["speculative"]
-    if spec and spec["acceptance"] is not None:
-        notes += speculative_lines(spec)
-    return notes
 
 
 class LongJobSession(QObject):
