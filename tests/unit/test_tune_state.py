@@ -1,0 +1,175 @@
+"""The Tune view's state without Qt (state/tune.py): the choices from a real SQLite store (saved profiles, the
+tunes Resume offers), the base that follows the Profile tab until chosen, the knobs proposed for a base (the real
+proposal over a GGUF written here) with only the newest kept, the candidates, the spec a Run builds and the
+name its result is saved under, Resume's spec, the tune's words, and saving the result as a profile version."""
+
+from __future__ import annotations
+
+import pytest
+
+from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.core.tune import Knob, Objective, TuneResult, TuneSpec
+from llm_tuner.state.benchmarks import ProfileFacts
+from llm_tuner.state.tune import DEMO, EDITED, NO_BASE, Base, TuneState, base_target, load_choices
+from llm_tuner.store.db import open_engine
+from llm_tuner.store.profiles import ProfileRepository
+from llm_tuner.store.tunes import TuneRepository
+from tests.support.random_gguf import write_qwen3_dense
+
+KNOB = Knob(key="ubatch_size", flag="-ub", values=("256", "512"))
+
+
+def _state(tmp_path, **kw) -> tuple[TuneState, list[tuple]]:
+    state = TuneState(open_engine(tmp_path / "t.sqlite"), **kw)
+    seen: list[tuple] = []
+    state.add_callback(lambda what, *d: seen.append((what, *d)))
+    return state, seen
+
+
+def test_choices_list_saved_profiles_and_the_tunes_resume_continues(tmp_path):
+    state, seen = _state(tmp_path)
+    ProfileRepository(state.engine).save("fast", LaunchProfile(model="/m.gguf"))
+    tunes = TuneRepository(state.engine)
+    left = tunes.create(TuneSpec(base_argv=("-m", "/m.gguf"), label="fast", knobs=(KNOB,)))
+    done = tunes.create(TuneSpec(base_argv=("-m", "/m.gguf"), label="done", knobs=(KNOB,)))
+    tunes.finish(done, "complete", TuneResult(verdict="better"))
+    tunes.finish(left, "cancelled")
+    state.reload_choices()
+    assert state.profiles == ("fast",) and [t.id for t in state.resumable] == [left]
+    assert state.resumable_text(state.resumable[0]).startswith("tune #1 fast (cancelled, 0 trials)")
+    assert ("choices",) in seen
+    assert [t.id for t in load_choices(state.engine).resumable] == [left]
+
+
+def test_the_base_follows_the_profile_tab_until_a_tune_chooses_it(tmp_path):
+    facts = ProfileFacts(LaunchProfile(model="/m.gguf"), None)
+    state, seen = _state(tmp_path, profile=facts)
+    assert state.preferred_base(facts) == EDITED and state.preferred_base(ProfileFacts()) is None
+    assert state.preferred_base(ProfileFacts(LaunchProfile(), "fast")) == "fast"
+    assert state.profile_changed(facts, Base(EDITED)) == "propose"  # edits to the one being edited
+    assert state.profile_changed(facts, Base("fast")) == ""
+    assert state.profile_changed(ProfileFacts(LaunchProfile(), "saved"), Base(EDITED)) == "reload"
+    assert ("choices",) in seen
+
+
+def test_the_base_target_is_a_saved_profile_the_edited_one_or_the_demo_with_extra_flags(tmp_path):
+    engine = open_engine(tmp_path / "t.sqlite")
+    ProfileRepository(engine).save("fast", LaunchProfile(model="/m.gguf", ubatch_size=512))
+    target = base_target(engine, "fast", None, None, "-ub 256 --no-warmup")
+    assert target.argv.count("-ub") + target.argv.count("--ubatch-size") == 1 and target.argv[-3:] == [
+        "-ub", "256", "--no-warmup"]
+    assert base_target(engine, EDITED, LaunchProfile(model="/e.gguf"), None, "").label == "unsaved profile"
+    from llm_tuner.services.bench import BenchError
+
+    with pytest.raises(BenchError, match="No profile is being edited"):
+        base_target(engine, EDITED, None, None, "")
+    with pytest.raises(BenchError, match="is gone"):
+        base_target(engine, "gone", None, None, "")
+
+
+def test_knobs_are_proposed_for_a_real_model_and_only_the_newest_proposal_counts(tmp_path):
+    model = write_qwen3_dense(tmp_path / "q.gguf", n_layer=2, n_embd=64, n_ff=128)
+    pending: list = []
+    state, seen = _state(tmp_path, run=lambda work, done, failed: pending.append((work, done, failed)))
+    facts = ProfileFacts(LaunchProfile(model=str(model), ctx_size=512), "q")
+    state.propose(Base(EDITED), facts, Objective(), 128)
+    state.propose(Base(EDITED, "-t 2"), facts, Objective(), 128)
+    assert ("knobs_hint", "Proposing knobs…") in seen
+    for work, done, failed in pending:
+        try:
+            done(work())
+        except Exception as exc:  # noqa: BLE001
+            failed(exc)
+    knobs = [d[1] for d in seen if d[0] == "knobs"]
+    assert len(knobs) == 1 and knobs[0] and all(isinstance(k, Knob) for k in knobs[0])
+    assert state.base_target is not None and state.base_target.argv[-2:] == ["-t", "2"]
+
+
+def test_a_proposal_that_fails_is_said_and_candidates_need_a_base(tmp_path):
+    state, seen = _state(tmp_path)
+    state.plan_candidates([KNOB], 128, Objective())
+    assert state.candidates_message == NO_BASE and state.candidates == ()
+    state.propose(Base(EDITED), ProfileFacts(), Objective(), 128)
+    assert seen[-1][0] == "knobs_hint" and seen[-1][1].startswith("No knobs proposed: No profile is being edited")
+    state.propose(Base(None), ProfileFacts(), Objective(), 128)  # nothing chosen: nothing asked
+    assert seen[-1][1].startswith("No knobs proposed")
+
+
+def test_run_builds_the_spec_and_names_what_the_result_is_saved_as(tmp_path):
+    state, seen = _state(tmp_path)
+    facts = ProfileFacts(LaunchProfile(model="/m.gguf"), "mine")
+    assert state.prepare_run(Base(None), facts, Objective(), [KNOB], {}) is None
+    assert state.status == "Cannot start: choose a base profile first."
+    assert state.prepare_run(Base(EDITED), facts, Objective(), [], {}) is None
+    assert "check at least one knob" in state.status and not state.user_chose_base
+    build = state.prepare_run(Base(EDITED, "-t 2"), facts, Objective(), [KNOB], {"budget_s": 60.0})
+    spec = build()
+    assert spec.label == "mine" and spec.knobs == (KNOB,) and spec.budget_s == 60.0 and spec.base_argv[-2:] == (
+        "-t", "2")
+    assert state.user_chose_base and state.save_name == "mine tuned" and state.objective_text
+    ProfileRepository(state.engine).save("fast", LaunchProfile(model="/m.gguf"))
+    assert state.prepare_run(Base("fast"), facts, Objective(), [KNOB], {}) is not None
+    assert state.save_name == "fast"
+    state.prepare_run(Base(DEMO), ProfileFacts(), Objective(), [KNOB], {})
+    assert state.save_name == "profile tuned"
+
+
+def test_resume_takes_the_stored_spec_with_a_new_budget(tmp_path):
+    state, _ = _state(tmp_path)
+    tunes = TuneRepository(state.engine)
+    tune_id = tunes.create(TuneSpec(base_argv=("-m", "/m.gguf"), label="fast", knobs=(KNOB,), budget_s=600))
+    tunes.finish(tune_id, "cancelled")
+    record = tunes.get(tune_id)
+    assert state.prepare_resume(None, 60) is None
+    spec = state.prepare_resume(record, 90)()
+    assert spec.budget_s == 90.0 and state.save_name == "fast"
+    no_spec = record.model_copy(update={"spec": None})
+    assert state.prepare_resume(no_spec, 90) is None and "has no stored spec" in state.status
+
+
+def test_the_tune_says_how_it_goes_and_keeps_its_result(tmp_path):
+    state, seen = _state(tmp_path)
+    state.started("Tune")
+    assert state.running and state.status == "Tune: starting…" and state.result is None
+    state.progressed(0.25, "trial 3, 2 min left")
+    state.progressed(-1, "final A/B")
+    assert state.progress == 0.25 and state.status == "final A/B"
+    state.not_started("Tune")
+    assert state.status == "Tune not started: a tune is running."
+    state.cancelling()
+    assert "Resume continues" in state.status
+    result = TuneResult(tune_id=4, tune_number=2, verdict="baseline kept")
+    state.succeeded(result, 7)
+    assert state.result is result and state.progress == 1.0
+    assert state.status == "Tune #2 finished: baseline kept. 7 trial(s) kept in the History."
+    state.failed(RuntimeError("out of memory"))
+    assert state.status.startswith("The tune failed: out of memory.")
+    state.cancelled()
+    assert state.progress_note == "cancelled"
+    state.finished()
+    assert not state.running and [s[0] for s in seen].count("running") == 2
+
+
+def test_the_result_is_saved_as_a_profile_version_once(tmp_path):
+    state, seen = _state(tmp_path)
+    assert not state.save_result("x")  # no result yet
+    tunes = TuneRepository(state.engine)
+    spec = TuneSpec(base_argv=("-m", "/m.gguf", "-ub", "512"), label="fast", knobs=(KNOB,))
+    tune_id = tunes.create(spec)
+    result = TuneResult(tune_id=tune_id, verdict="better", baseline_argv=spec.base_argv,
+                        winner_argv=("-m", "/m.gguf", "-ub", "256"))
+    tunes.finish(tune_id, "complete", result)
+    state.succeeded(result, 1)
+    assert state.save_result("fast")
+    saved = [d for d in seen if d[0] == "saved"]
+    assert len(saved) == 1 and saved[0][1].name == "fast" and saved[0][1].profile.ubatch_size == 256
+    assert ("save_message", f"Saved fast version {saved[0][1].version}.") in seen
+    assert state.save_result("fast")
+    assert seen[-1][0] == "save_message" and "has these settings already" in seen[-1][1]
+
+
+def test_a_save_that_fails_is_said(tmp_path):
+    state, seen = _state(tmp_path)
+    state.succeeded(TuneResult(tune_id=99, verdict="better"), 0)
+    assert state.save_result("fast")
+    assert seen[-1] == ("save_message", "Could not save: tune 99 is not in the store any more")
