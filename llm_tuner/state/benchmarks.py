@@ -35,7 +35,7 @@ from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.preflight import refusal_text
 from llm_tuner.state.bench import BenchSpeed
-from llm_tuner.state.callbacks import Observable
+from llm_tuner.state.callbacks import JobProgress
 from llm_tuner.store.profiles import ProfileRepository
 
 READY = "Set the benchmark and press Run. Every run is kept in the History."
@@ -163,7 +163,7 @@ def sweep_table(runs: Sequence[BenchRun]) -> SweepTable:
     return SweepTable(values, series, ["Value", *[metric_label(n) for n in names]], rows)
 
 
-class BenchmarksState(Observable):
+class BenchmarksState(JobProgress):
     """What the Run tab benchmarks, how it is going, and the run shown."""
 
     def __init__(
@@ -173,40 +173,17 @@ class BenchmarksState(Observable):
         *,
         demo_model: Callable[[], Path | None] = find_demo_model,
     ) -> None:
-        super().__init__()
+        super().__init__(READY)
         self.engine = engine
         self.speed = speed  # measured vs predicted of the run shown (state.bench)
         self._demo_model = demo_model
         self.form = BenchForm()
-        self._running = False
-        self._status = READY
-        self._progress = 0.0  # 0..1 of the running job
-        self._progress_note = ""  # "" or "cancelled" (where it stopped)
         self._refused = False
         self._last_run: BenchRun | None = None
         self._notes: list[str] = []
         self._sweep: list[BenchRun] = []
 
     # -- declared properties ---------------------------------------------------------------------------
-    @property
-    def running(self) -> bool:
-        """A job runs (or waits to start): Run, Sweep, A/B and Every router model wait; Cancel acts."""
-        return self._running
-
-    @property
-    def status(self) -> str:
-        """The line under the buttons."""
-        return self._status
-
-    @property
-    def progress(self) -> float:
-        return self._progress
-
-    @property
-    def progress_note(self) -> str:
-        """'' while going, 'cancelled' where a cancelled job stopped."""
-        return self._progress_note
-
     @property
     def refused(self) -> bool:
         """The last Run was refused for the profile's advice errors ("Run anyway" is offered)."""
@@ -311,17 +288,17 @@ class BenchmarksState(Observable):
             spec, target = self.spec(), self.target(facts, force=force)
         except (ValueError, bench_service.BenchError) as exc:
             text = str(exc).splitlines()[-1] if "validation error" in str(exc) else str(exc)
-            self._say(f"Cannot start: {text}")
+            self.say(f"Cannot start: {text}")
             return None
         resolve = self.version_resolver(target, facts)
         if action == "sweep":
             flag, values = self.form.sweep_flag.strip(), parse_sweep_values(self.form.sweep_values)
             if not flag or not values or target.attached_url:
-                self._say(SWEEP_NEEDS)
+                self.say(SWEEP_NEEDS)
                 return None
             return Prepared(spec, target, resolve, flag, tuple(values))
         if action == "spec_ab" and target.attached_url:
-            self._say(AB_NEEDS_START)
+            self.say(AB_NEEDS_START)
             return None
         return Prepared(spec, target, resolve)
 
@@ -350,22 +327,10 @@ class BenchmarksState(Observable):
 
     # -- the job ---------------------------------------------------------------------------------------
     def started(self, what: str) -> None:
-        self._progress, self._progress_note = 0.0, ""
-        self.set_running(True)
-        self._say(f"{what}: starting…")
+        self.begin(what)
 
     def not_started(self, what: str) -> None:
-        self._say(f"{what} not started: a benchmark is running; cancel it or let it finish.")
-
-    def set_running(self, running: bool) -> None:
-        if running != self._running:
-            self._running = running
-            self.notify("running")
-
-    def progressed(self, fraction: float, text: str) -> None:
-        if fraction >= 0:
-            self._progress = fraction
-        self._say(text)
+        self.say(f"{what} not started: a benchmark is running; cancel it or let it finish.")
 
     def succeeded(self, result: BenchRun | list[BenchRun]) -> None:
         """The job's result: a run, or a list (a sweep, an A/B, a router's models): show it and say so."""
@@ -383,23 +348,18 @@ class BenchmarksState(Observable):
         )
         bad = [r for r in runs if r.status != "complete"]
         if bad:
-            self._say(f"Run {bad[0].id} {bad[0].status}: {bad[0].error or ''}")
+            self.say(f"Run {bad[0].id} {bad[0].status}: {bad[0].error or ''}")
         else:
-            self._say(
+            self.say(
                 f"Run{'s' if len(runs) > 1 else ''} {', '.join(str(r.id) for r in runs)} complete. "
                 "Compare runs in the Compare tab."
             )
 
     def failed(self, exc: BaseException) -> None:
-        self._say(f"The benchmark failed: {exc}. Check the flags and the log, then try again.")
+        self.say(f"The benchmark failed: {exc}. Check the flags and the log, then try again.")
 
     def cancelled(self) -> None:
-        self._progress_note = "cancelled"  # where it stopped (the session drops the runner's last 100 %)
-        self._say("Cancelled. Finished repetitions are kept in the History.")
-
-    def _say(self, text: str) -> None:
-        self._status = text
-        self.notify("status")
+        self.stopped_at("Cancelled. Finished repetitions are kept in the History.")
 
     def _set_refused(self, refused: bool) -> None:
         if refused != self._refused:

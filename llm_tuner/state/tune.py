@@ -37,7 +37,7 @@ from llm_tuner.services.tune import (
     save_winner,
 )
 from llm_tuner.state.benchmarks import ProfileFacts
-from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.callbacks import JobProgress, Run, run_now
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.store.tunes import TuneRepository
 
@@ -185,7 +185,7 @@ class Base:
     extra: str = ""
 
 
-class TuneState(Observable):
+class TuneState(JobProgress):
     """What the Tune view tunes, how the tune goes, and what it found."""
 
     def __init__(
@@ -196,7 +196,7 @@ class TuneState(Observable):
         settings: Callable[[], Settings] = Settings,
         run: Run = run_now,
     ) -> None:
-        super().__init__()
+        super().__init__(READY)
         self.engine = engine
         self.settings = settings
         self.run = run
@@ -208,10 +208,6 @@ class TuneState(Observable):
         self._base: tuple[tuple[Base, ProfileFacts], bench_service.ServerTarget] | None = None
         self._candidates: list[Any] = []
         self._candidates_message = NO_BASE
-        self._running = False
-        self._status = READY
-        self._progress = 0.0
-        self._progress_note = ""
         self._result: TuneResult | None = None
         self.save_name = ""  # the profile name "Save as new profile version" suggests for the running tune
         self.objective_text = ""  # the running tune's objective, for the report
@@ -242,23 +238,6 @@ class TuneState(Observable):
         return self._candidates_message
 
     @property
-    def running(self) -> bool:
-        return self._running
-
-    @property
-    def status(self) -> str:
-        return self._status
-
-    @property
-    def progress(self) -> float:
-        return self._progress
-
-    @property
-    def progress_note(self) -> str:
-        """'' while going, 'cancelled' where a cancelled tune stopped."""
-        return self._progress_note
-
-    @property
     def result(self) -> TuneResult | None:
         """The finished tune's result (None: none yet, or a new tune runs)."""
         return self._result
@@ -274,7 +253,7 @@ class TuneState(Observable):
         self.notify("choices")
 
     def _on_choices_failed(self, exc: BaseException) -> None:
-        self._say(f"Could not read the saved profiles and tunes: {exc}")
+        self.say(f"Could not read the saved profiles and tunes: {exc}")
 
     @staticmethod
     def preferred_base(facts: ProfileFacts) -> str | None:
@@ -393,7 +372,7 @@ class TuneState(Observable):
         try:
             build = self.spec_builder(base, facts, objective, knobs, constraints)
         except ValueError as exc:
-            self._say(f"Cannot start: {exc}.")
+            self.say(f"Cannot start: {exc}.")
             return None
         self.user_chose_base = True  # the base of a tune stays chosen; the Profile tab no longer moves it
         self.objective_text = objective.describe()
@@ -412,7 +391,7 @@ class TuneState(Observable):
         if tune is None:
             return None
         if tune.spec is None:
-            self._say(f"Tune #{tune.number or tune.id} has no stored spec: it cannot be resumed.")
+            self.say(f"Tune #{tune.number or tune.id} has no stored spec: it cannot be resumed.")
             return None
         spec = tune.spec.model_copy(update={"budget_s": float(budget_s)})
         self.save_name = spec.label  # a saved profile's tune is labelled with its name
@@ -421,51 +400,35 @@ class TuneState(Observable):
 
     def started(self, what: str) -> None:
         self._result = None
-        self._progress, self._progress_note = 0.0, ""
-        self._set_running(True)
         self.notify("result")
-        self._say(f"{what}: starting…")
+        self.begin(what)
 
     def not_started(self, what: str) -> None:
-        self._say(f"{what} not started: a tune is running.")
-
-    def _set_running(self, running: bool) -> None:
-        if running != self._running:
-            self._running = running
-            self.notify("running")
-
-    def progressed(self, fraction: float, text: str) -> None:
-        if fraction >= 0:
-            self._progress = fraction
-        self._say(text)
+        self.say(f"{what} not started: a tune is running.")
 
     def cancelling(self) -> None:
-        self._say("Cancelling after the current request… (trials are kept: Resume continues)")
+        self.say("Cancelling after the current request… (trials are kept: Resume continues)")
 
     def succeeded(self, result: TuneResult, n_trials: int) -> None:
         """The tune finished; `n_trials`: the trials the view holds."""
         self._result = result
-        self._progress = 1.0
         self.notify("result")
-        self._say(
+        self.stopped_at(
             f"Tune #{result.tune_number or result.tune_id} finished: {result.verdict}. "
-            f"{n_trials} trial(s) kept in the History."
+            f"{n_trials} trial(s) kept in the History.",
+            cancelled=False,
+            fraction=1.0,
         )
 
     def failed(self, exc: BaseException) -> None:
-        self._say(f"The tune failed: {exc}. Its trials are kept; check the log, then Resume or Run again.")
+        self.say(f"The tune failed: {exc}. Its trials are kept; check the log, then Resume or Run again.")
 
     def cancelled(self) -> None:
-        self._progress_note = "cancelled"  # where it stopped (the session drops the runner's last 100 %)
-        self._say("Cancelled. The trials are kept: Resume continues this tune.")
+        self.stopped_at("Cancelled. The trials are kept: Resume continues this tune.")
 
     def finished(self) -> None:
-        self._set_running(False)
+        self.set_running(False)
         self.reload_choices()
-
-    def _say(self, text: str) -> None:
-        self._status = text
-        self.notify("status")
 
     # -- the result's actions --------------------------------------------------------------------------
     def save_result(self, name: str, catalog: Any = None) -> bool:
