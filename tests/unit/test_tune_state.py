@@ -173,3 +173,44 @@ def test_a_save_that_fails_is_said(tmp_path):
     state.succeeded(TuneResult(tune_id=99, verdict="better"), 0)
     assert state.save_result("fast")
     assert seen[-1] == ("save_message", "Could not save: tune 99 is not in the store any more")
+
+
+def test_the_result_in_words_for_a_winner_and_for_a_kept_baseline():
+    from llm_tuner.state.tune_result import result_words, value_text
+
+    assert (value_text(None), value_text(""), value_text("256")) == ("default", "(on)", "256")
+    better = TuneResult(verdict="better", baseline_argv=("-ub", "512"), searched_winner_argv=("-ub", "256"),
+                        changed_flags=({"flag": "--ubatch-size", "a": "512", "b": "256"},),
+                        comparisons=({"name": "gen_tps@512"},), final_n_note="n=8: the screening was noisy",
+                        bandwidth={"text": "62 % of the measured peak"})
+    words = result_words(better)
+    assert words.verdict.startswith("The winner beats the baseline beyond noise")
+    assert words.table_title.endswith("(n=8: the screening was noisy):")
+    assert words.details.splitlines() == ["Flags that changed: --ubatch-size: 512 → 256",
+                                          "Quality: no knob that changes results was tried",
+                                          "Memory bandwidth: 62 % of the measured peak"]
+    assert words.save_text == "Save as new profile version" and words.save_tip.startswith("Save the winner's")
+    kept = TuneResult(verdict="within noise", baseline_argv=("-ub", "512"), note="cancelled before the final",
+                      quality={"-ctk q8_0": "+0.3 % perplexity"})
+    words = result_words(kept)
+    assert words.verdict == "No candidate beat the baseline while racing: the baseline is kept."
+    assert words.table_title == "No final A/B was run: the winner is the baseline."
+    assert words.details.splitlines()[:3] == ["Cancelled before the final.",
+                                              "Flags that changed: none (the winner is the baseline)",
+                                              "Quality: -ctk q8_0: +0.3 % perplexity"]
+    assert words.save_text == "Save the baseline"
+
+
+def test_the_candidates_in_words():
+    from llm_tuner.services.tune.preview import Candidate
+    from llm_tuner.state.tune_result import candidate_cells, candidates_summary
+
+    assert candidates_summary([]) == "No knob is checked."
+    fits = Candidate(knob="ubatch_size", value="256", label="256", fits=True, plan="CUDA0 5.1 GiB",
+                     args=("-ub", "256"))
+    big = Candidate(knob="ubatch_size", value="4096", label="4096", fits=False, plan="CUDA0 over by 1 GiB",
+                    args=("-ub", "4096"))
+    assert candidates_summary([fits, big]) == "2 candidates, 1 pruned by the memory plan (never started)."
+    cells, tip, muted = candidate_cells(big)
+    assert cells == ("ubatch_size", "4096", "pruned", "–", "CUDA0 over by 1 GiB", "-ub 4096") and muted
+    assert tip == "-ub 4096\nCUDA0 over by 1 GiB" and not candidate_cells(fits)[2]

@@ -29,9 +29,10 @@ from llm_tuner.core import flags
 from llm_tuner.core.tune import DEFAULT_MARGIN_MIB, OBJECTIVES, Knob, Objective, parse_knob
 from llm_tuner.core.tune.knobs import ABSENT
 from llm_tuner.core.tune.objectives import CLIENTS, FLOOR, WEIGHTS
-from llm_tuner.qt.tune_models import knob_label, value_text
+from llm_tuner.qt.tune_models import knob_label
 from llm_tuner.state.benchmarks import parse_sweep_values
 from llm_tuner.state.tune import DEMO, EDITED
+from llm_tuner.state.tune_result import value_text
 
 KNOB_ROLE = Qt.ItemDataRole.UserRole
 CUSTOM_ROLE = Qt.ItemDataRole.UserRole + 1  # True on rows the user added
