@@ -75,7 +75,8 @@ class LongJobSession(QObject):
     def _devices(self) -> list[dict]:
         return inventory_devices(self.ctx)
 
-    def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled, finished) -> None:
+    def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled,
+                finished) -> None:
         """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread).
 
         After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report
@@ -104,7 +105,8 @@ class BenchSession(LongJobSession):
     run_finished = Signal()  # after any of the three above
     server_log_lines = Signal(list)  # logparse.LogLine of the server the benchmark starts
 
-    def __init__(self, ctx: AppContext, repo: RunRepository | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, ctx: AppContext, repo: RunRepository | None = None,
+                 parent: QObject | None = None) -> None:
         super().__init__(ctx, parent)
         self.repo = repo or RunRepository(ctx.engine)
         self._runs_changed = QTimer(self)  # coalesces "a repetition was stored" into a few reloads a second
@@ -122,8 +124,9 @@ class BenchSession(LongJobSession):
         def job(ctl):
             return work(self._runner(devices), ctl.progress, ctl.cancelled)
 
-        self._launch(job, what="The benchmark", progressed=self._on_job_progressed, succeeded=self.run_succeeded, failed=self.run_failed,
-                     cancelled=self.run_cancelled, finished=self._on_job_finished)
+        self._launch(job, what="The benchmark", progressed=self._on_job_progressed,
+                     succeeded=self.run_succeeded, failed=self.run_failed, cancelled=self.run_cancelled,
+                     finished=self._on_job_finished)
         return True
 
     def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:

@@ -117,20 +117,23 @@ class BenchPanel(QWidget):
         self.router_model_edit = QLineEdit()
         self.router_model_edit.setObjectName("router_model_edit")
         self.router_model_edit.setPlaceholderText("a router's model, e.g. gemma-3-270m (router mode: no -m)")
-        self.router_model_edit.setToolTip("For a server in router mode (--models-dir / --models-preset): the model "
-                                          "measured, by its name in Live's Models tab. Each request names it; the "
-                                          "run records that model's name and file.")
+        self.router_model_edit.setToolTip("For a server in router mode (--models-dir / --models-preset): "
+                                          "the model measured, by its name in Live's Models tab. Each "
+                                          "request names it; the run records that model's name and file.")
         tf.addRow("Router model:", self.router_model_edit)
         self.binary_edit = QLineEdit()
-        self.binary_edit.setPlaceholderText("optional: another llama-server (an upgrade, a fork) for an A/B across builds")
+        self.binary_edit.setPlaceholderText("optional: another llama-server (an upgrade, a fork) for an A/B "
+                                            "across builds")
         self.binary_edit.setToolTip("This run starts this program instead of the profile's (or Settings') "
-                                    "llama-server; the run records its path and version, and Compare lists them.")
+                                    "llama-server; the run records its path and version, and Compare lists "
+                                    "them.")
         tf.addRow("llama-server binary:", self.binary_edit)
 
         spec_box = QGroupBox("Benchmark")
         sf = QFormLayout(spec_box)
         self.prompt_edit = QLineEdit("512")
-        self.prompt_edit.setToolTip("prompt lengths in tokens, comma-separated (each prompt has exactly this many)")
+        self.prompt_edit.setToolTip("prompt lengths in tokens, comma-separated (each prompt has exactly this "
+                                    "many)")
         self.gen_spin = self._spin(0, 32768, 128, " tokens")
         self.reps_spin = self._spin(1, 100, 3, "")
         self.warmup_spin = self._spin(0, 20, 1, "")
@@ -146,8 +149,8 @@ class BenchPanel(QWidget):
         pf.addWidget(self.prompt_file_edit)
         pf.addWidget(browse)
         self.llama_bench_check = QCheckBox("also run llama-bench")
-        self.llama_bench_check.setToolTip("llama-bench with the same settings, before the server: its speeds beside "
-                                          "the server's show what the server adds")
+        self.llama_bench_check.setToolTip("llama-bench with the same settings, before the server: its speeds "
+                                          "beside the server's show what the server adds")
         sf.addRow("Prompt lengths:", self.prompt_edit)
         sf.addRow("Generated tokens:", self.gen_spin)
         sf.addRow("Repetitions:", self.reps_spin)
@@ -160,7 +163,8 @@ class BenchPanel(QWidget):
         self.sweep_param_edit = QLineEdit()
         self.sweep_param_edit.setPlaceholderText("flag, e.g. -ub")
         self.sweep_values_edit = QLineEdit()
-        self.sweep_values_edit.setPlaceholderText("values, e.g. 256,512,1024 (';' between values containing ',')")
+        self.sweep_values_edit.setPlaceholderText("values, e.g. 256,512,1024 (';' between values containing "
+                                                  "',')")
         sw = QHBoxLayout()
         sw.addWidget(self.sweep_param_edit, 1)
         sw.addWidget(self.sweep_values_edit, 3)
@@ -171,15 +175,16 @@ class BenchPanel(QWidget):
         self.sweep_button = QPushButton("Run sweep")
         self.sweep_button.clicked.connect(self._on_sweep_clicked)
         self.spec_ab_button = QPushButton("A/B vs no drafting")
-        self.spec_ab_button.setToolTip("The profile as it is and with --spec-type none, interleaved over two rounds: "
-                                       "speculative decoding's measured speed-up beside its ceiling")
+        self.spec_ab_button.setToolTip("The profile as it is and with --spec-type none, interleaved over two "
+                                       "rounds: speculative decoding's measured speed-up beside its ceiling")
         self.spec_ab_button.clicked.connect(self._on_spec_ab_clicked)
         self.router_all_button = QPushButton("Every router model")  # services.router_bench: side by side
-        self.router_all_button.setToolTip("A router (no -m): measure each of its models with this spec, one after "
-                                          "another, shown side by side")
+        self.router_all_button.setToolTip("A router (no -m): measure each of its models with this spec, one "
+                                          "after another, shown side by side")
         self.router_all_button.clicked.connect(self._on_router_all_clicked)
-        self.anyway_button = QPushButton("Run anyway")  # shown when Run was refused for the profile's advice errors
-        self.anyway_button.setToolTip("Start the server despite the errors (a fork may accept what this build refuses)")
+        self.anyway_button = QPushButton("Run anyway")  # shown when Run was refused for the advice's errors
+        self.anyway_button.setToolTip("Start the server despite the errors (a fork may accept what this "
+                                      "build refuses)")
         self.anyway_button.hide()
         self.anyway_button.clicked.connect(self._on_anyway_clicked)
         self._force = False
@@ -191,7 +196,8 @@ class BenchPanel(QWidget):
         self.status_label = QLabel(READY)
         self.status_label.setWordWrap(True)
         buttons = QHBoxLayout()
-        for b in (self.run_button, self.anyway_button, self.sweep_button, self.spec_ab_button, self.cancel_button):
+        for b in (self.run_button, self.anyway_button, self.sweep_button, self.spec_ab_button,
+                  self.cancel_button):
             buttons.addWidget(b)
         buttons.insertWidget(buttons.indexOf(self.cancel_button), self.router_all_button)
         buttons.addWidget(self.progress, 1)
@@ -204,7 +210,8 @@ class BenchPanel(QWidget):
         self.chart = ErrorBarChart()
         self.chart_combo = QComboBox()
         self.chart_combo.currentIndexChanged.connect(self._on_chart_combo_changed)
-        self.chart_stack = HintStack.chart_with_picker(self.chart_combo, self.chart, "Run a benchmark to see its chart.")
+        self.chart_stack = HintStack.chart_with_picker(self.chart_combo, self.chart,
+                                                       "Run a benchmark to see its chart.")
 
         left = QWidget()
         ll = QVBoxLayout(left)
@@ -215,12 +222,14 @@ class BenchPanel(QWidget):
         right = QWidget()
         rl = QVBoxLayout(right)
         rl.setContentsMargins(0, 0, 0, 0)
-        result_title = QLabel("Result of the last run (the server's own timings; TTFT and latency by the client):")
+        result_title = QLabel("Result of the last run (the server's own timings; TTFT and latency by the "
+                              "client):")
         result_title.setWordWrap(True)  # not the results column's minimum width
         rl.addWidget(result_title)
         rl.addWidget(self.summary_view, 2)
         rl.addWidget(self.gap_label)
-        self.speed_label = QLabel()  # measured vs predicted, the roofline's share, what the calibration learnt
+        # measured vs predicted, the roofline's share, what the calibration learnt
+        self.speed_label = QLabel()
         self.speed_label.setObjectName("speed_vs_predicted")
         self.speed_label.setWordWrap(True)
         self.speed_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -236,7 +245,8 @@ class BenchPanel(QWidget):
         sl.addWidget(self.sweep_table, 1)
         self.sweep_box.setVisible(False)
         rl.addWidget(self.sweep_box, 3)
-        form_scroll = QScrollArea()  # the form scrolls on small screens (1366x768) instead of widening the window
+        # the form scrolls on small screens (1366x768) instead of widening the window
+        form_scroll = QScrollArea()
         form_scroll.setWidgetResizable(True)
         form_scroll.setFrameShape(QFrame.Shape.NoFrame)
         form_scroll.setWidget(left)
@@ -252,7 +262,8 @@ class BenchPanel(QWidget):
         self.run_split.addWidget(form_side)
         self.run_split.addWidget(right)
         self.run_split.setStretchFactor(1, 1)
-        self.run_split.setSizes([560, 440])  # the form first: the results widen after a run (_fit_results_width)
+        # the form first: the results widen after a run (_fit_results_width)
+        self.run_split.setSizes([560, 440])
         lay = QVBoxLayout(w)
         lay.addWidget(self.run_split)
         return w
@@ -458,7 +469,8 @@ class BenchPanel(QWidget):
         self.chart_combo.addItems([f"{t} ({u})" for t, u, _, _ in self._chart_groups])
         self.chart_combo.blockSignals(False)
         self.chart_stack.show_content(bool(self._chart_groups), None if self._chart_groups else
-                                      f"Run {run.id} has no prefill, generation or first-token timings to chart.")
+                                      f"Run {run.id} has no prefill, generation or first-token timings to "
+                                      "chart.")
         self._on_chart_combo_changed(0)
 
     def show_sweep(self, runs: list[BenchRun]) -> None:
@@ -496,7 +508,8 @@ class BenchPanel(QWidget):
             self.chart.set_data(cats, series, unit)
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Prompt text", "", "Text (*.txt *.md *.py *.cpp);;All files (*)")
+        path, _ = QFileDialog.getOpenFileName(self, "Prompt text", "",
+                                              "Text (*.txt *.md *.py *.cpp);;All files (*)")
         if path:
             self.prompt_file_edit.setText(path)
 
@@ -518,8 +531,8 @@ class BenchPanel(QWidget):
     def _on_history_rerun_requested(self, run: BenchRun) -> None:
         target = self.state.rerun_target(run)
         self.tabs.setCurrentIndex(0)
-        self._start(lambda runner, progress, cancelled: runner.run(target, run.spec, progress=progress,
-                                                                    cancelled=cancelled).run, f"Re-run of run {run.id}")
+        self._start(lambda runner, progress, cancelled: runner.run(
+            target, run.spec, progress=progress, cancelled=cancelled).run, f"Re-run of run {run.id}")
 
     def shutdown(self) -> None:
         """Cancel a run in progress (the runner stops its server)."""
