@@ -24,8 +24,18 @@ from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.settings import Settings
-from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, TuneRecord, TuneResult, TuneSpec
+from llm_tuner.core.tune import (
+    DEFAULT_MARGIN_MIB,
+    OBJECTIVES,
+    PLACEMENT_KNOB,
+    Knob,
+    Objective,
+    TuneRecord,
+    TuneResult,
+    TuneSpec,
+)
 from llm_tuner.core.tune.model import NOT_MEASURED
+from llm_tuner.core.tune.objectives import CLIENTS, FLOOR, WEIGHTS
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.tune import (
@@ -175,6 +185,55 @@ def save_result_profile(engine: Any, name: str, result: TuneResult, catalog: Any
     before = ProfileRepository(engine).latest(name)
     saved = save_winner(engine, name, result, record.spec, catalog)
     return saved, before is None or saved.version_id != before.version_id
+
+
+@dataclass(frozen=True)
+class TuneInputs:
+    """The Tune form's objective and constraints as typed; `objective()` and `constraints()` are what the
+    TuneSpec takes (the rows an objective's kind does not use stay at their defaults: OBJECTIVES' `uses`)."""
+
+    kind: str = "gen_tps"
+    prompt_tokens: int = 512
+    gen_tokens: int = 64
+    depth: int = 0
+    clients: int = 1
+    min_gen_tps: float = 10.0
+    gen_weight: float = 0.5
+    prefill_weight: float = 0.5
+    min_ctx: int = 0  # 0: no minimum
+    headroom_mib: int = DEFAULT_MARGIN_MIB
+    budget_s: int = 600
+    max_ppl_increase_pct: float = 1.0
+    screen_reps: int = 2
+    final_reps: int = 5
+    final_rounds: int = 2
+
+    def objective(self) -> Objective:
+        uses = OBJECTIVES[self.kind].uses
+        weights = (
+            {"gen_tps": self.gen_weight, "prefill_tps": self.prefill_weight} if WEIGHTS in uses else None
+        )
+        return Objective(
+            kind=self.kind,
+            prompt_tokens=self.prompt_tokens,
+            gen_tokens=self.gen_tokens,
+            depth=self.depth,
+            clients=self.clients if CLIENTS in uses else 1,
+            min_gen_tps=self.min_gen_tps if FLOOR in uses else None,
+            weights=weights,
+        )
+
+    def constraints(self) -> dict[str, Any]:
+        """TuneSpec's keyword arguments besides the base, objective and knobs."""
+        return {
+            "min_ctx": self.min_ctx or None,
+            "headroom_mib": self.headroom_mib,
+            "budget_s": self.budget_s,
+            "max_ppl_increase_pct": self.max_ppl_increase_pct,
+            "final_reps": self.final_reps,
+            "final_rounds": self.final_rounds,
+            "screen_reps": self.screen_reps,
+        }
 
 
 @dataclass(frozen=True)

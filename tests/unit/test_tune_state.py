@@ -214,3 +214,25 @@ def test_the_candidates_in_words():
     cells, tip, muted = candidate_cells(big)
     assert cells == ("ubatch_size", "4096", "pruned", "–", "CUDA0 over by 1 GiB", "-ub 4096") and muted
     assert tip == "-ub 4096\nCUDA0 over by 1 GiB" and not candidate_cells(fits)[2]
+
+
+def test_the_form_inputs_make_the_objective_with_only_the_rows_its_kind_uses():
+    from llm_tuner.state.tune import TuneInputs
+
+    plain = TuneInputs(kind="gen_tps", clients=8, min_gen_tps=20.0, min_ctx=0)
+    objective = plain.objective()
+    assert objective.kind == "gen_tps" and objective.clients == 1 and objective.min_gen_tps is None
+    assert objective.weights is None and plain.constraints()["min_ctx"] is None
+    from llm_tuner.core.tune import OBJECTIVES
+    from llm_tuner.core.tune.objectives import CLIENTS, WEIGHTS
+
+    kinds = {k: row.uses for k, row in OBJECTIVES.items()}
+
+    weighted = next(k for k, uses in kinds.items() if WEIGHTS in uses)
+    assert TuneInputs(kind=weighted, gen_weight=0.7, prefill_weight=0.3).objective().weights == {
+        "gen_tps": 0.7, "prefill_tps": 0.3}
+    served = next(k for k, uses in kinds.items() if CLIENTS in uses)
+    assert TuneInputs(kind=served, clients=8).objective().clients == 8
+    assert TuneInputs(min_ctx=8192, budget_s=120).constraints() == {
+        "min_ctx": 8192, "headroom_mib": TuneInputs().headroom_mib, "budget_s": 120, "max_ppl_increase_pct": 1.0,
+        "final_reps": 5, "final_rounds": 2, "screen_reps": 2}
