@@ -48,7 +48,8 @@ class RunHistoryTab(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.repo = repo
-        self.state = BenchHistory(repo.engine, run=state_run(self, "Loading the benchmark history"))
+        self.state = BenchHistory(repo.engine,
+                                  run=state_run(self, "Reading or changing the benchmark history"))
         self.state.add_callback(self._on_history_state_changed)
 
         self.filter_model = QLineEdit()

@@ -55,7 +55,7 @@ class TunePanel(QWidget):
         self.ctx = ctx
         # the base, the knobs' proposal and candidates, the tune's progress and result (state/tune.py)
         self.state = TuneState(ctx.engine, profile=self._facts(), settings=lambda: ctx.settings,
-                               run=state_run(self, "Proposing the knobs"))
+                               run=state_run(self, "Reading the tunes, proposing knobs, planning candidates"))
         self.session = TuneSession(ctx, self)
         self.session.progressed.connect(self.state.progressed)
         self.session.trials_recorded.connect(self._on_session_trials_recorded)
