@@ -13,8 +13,6 @@ from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from llm_tuner.core.bench_report import llama_bench_gap, run_summary, speculative_lines
-from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
 from llm_tuner.services import bench as bench_service
@@ -54,33 +52,6 @@ def bench_runner_for(ctx: AppContext, repo: RunRepository, devices: list[dict],
                                      devices=devices, on_server_line=on_server_line)
 
 
-def parse_sweep_values(raw: str) -> list[str]:
-    """Sweep values as typed: comma-separated, or ';'-separated when a value itself contains commas."""
-    return [v.strip() for v in (raw.split(";") if ";" in raw else raw.split(",")) if v.strip()]
-
-
-def run_notes(run: BenchRun) -> list[str]:
-    """The lines under a run's summary: busy-machine warning, llama-bench gap, memory plan vs measured
-    peak per device, speculative decoding's acceptance."""
-    notes = [g["text"] for g in llama_bench_gap(run)]
-    if run.llama_bench_skipped:
-        notes.append("llama-bench lacks (not applied there): " + " ".join(run.llama_bench_skipped))
-    if run.llama_bench_error:
-        notes.append(f"llama-bench: {run.llama_bench_error}")
-    summary = run_summary(run)
-    pred, meas = run.memory_predicted_mib or {}, run.memory_measured_mib or {}
-    mem = [f"{d}: plan {pred[d]:,.0f} MiB" + (f", measured peak {meas[d]:,.0f} MiB" if d in meas else "")
-           for d in pred] + [f"{d}: measured peak {v:,.0f} MiB" for d, v in meas.items() if d not in pred]
-    if mem:
-        notes.append("Memory — " + "; ".join(mem))
-    if summary["busy_warning"]:
-        notes.insert(0, "Warning: " + summary["busy_warning"])
-    spec = summary["speculative"]
-    if spec and spec["acceptance"] is not None:
-        notes += speculative_lines(spec)
-    return notes
-
-
 class LongJobSession(QObject):
     """One long job at a time on `long_pool()` (a benchmark, a tune): its state, Cancel, and how it is
     started. Subclasses keep their own Signals; `_launch` wires the job's to them."""
@@ -104,7 +75,8 @@ class LongJobSession(QObject):
     def _devices(self) -> list[dict]:
         return inventory_devices(self.ctx)
 
-    def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled, finished) -> None:
+    def _launch(self, job: Callable, *, what: str, progressed, succeeded, failed, cancelled,
+                finished) -> None:
         """Start `job(control)` on the long-job pool with its Signals connected to these slots (GUI thread).
 
         After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report
@@ -133,7 +105,8 @@ class BenchSession(LongJobSession):
     run_finished = Signal()  # after any of the three above
     server_log_lines = Signal(list)  # logparse.LogLine of the server the benchmark starts
 
-    def __init__(self, ctx: AppContext, repo: RunRepository | None = None, parent: QObject | None = None) -> None:
+    def __init__(self, ctx: AppContext, repo: RunRepository | None = None,
+                 parent: QObject | None = None) -> None:
         super().__init__(ctx, parent)
         self.repo = repo or RunRepository(ctx.engine)
         self._runs_changed = QTimer(self)  # coalesces "a repetition was stored" into a few reloads a second
@@ -151,8 +124,9 @@ class BenchSession(LongJobSession):
         def job(ctl):
             return work(self._runner(devices), ctl.progress, ctl.cancelled)
 
-        self._launch(job, what="The benchmark", progressed=self._on_job_progressed, succeeded=self.run_succeeded, failed=self.run_failed,
-                     cancelled=self.run_cancelled, finished=self._on_job_finished)
+        self._launch(job, what="The benchmark", progressed=self._on_job_progressed,
+                     succeeded=self.run_succeeded, failed=self.run_failed, cancelled=self.run_cancelled,
+                     finished=self._on_job_finished)
         return True
 
     def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:

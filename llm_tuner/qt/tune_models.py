@@ -12,15 +12,10 @@ from llm_tuner.core.stats import BETTER, WORSE
 from llm_tuner.core.tune import Trial
 from llm_tuner.core.tune.prune import SpeedGuess, trial_prediction
 from llm_tuner.qt.bench_models import _num, _Table
+from llm_tuner.state.tune_result import value_text
 
 STATUS_COLORS = {"measured": "#1e8449", "final": "#1e6fa8", "pruned": "#7f8c8d", "failed": "#c0392b"}
 FLAGGED_COLOR = "#b9770e"
-
-
-def value_text(value: str | None) -> str:
-    """A knob value as the views write it: "default" is the flag left out (llama.cpp's default, as the CLI's
-    `--knob` writes it), "(on)" a switch that is present."""
-    return "default" if value is None else (value or "(on)")
 
 
 def knob_label(knob) -> str:

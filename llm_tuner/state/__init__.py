@@ -19,6 +19,11 @@ get_models.py  GetModelsState: the Get models dialog's predicted-speed column
 bench.py BenchSpeed: after a benchmark, measured beside predicted and the roofline's share; the refit it makes
 models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
+compare.py  CompareState: Compare's choices (runs or profiles), the pair chosen, the verdict, what differs
+benchmarks.py  BenchmarksState: the Run tab's form and its rules, the job's words, the run and sweep shown
+bench_history.py  BenchHistory: the History's filters, the runs listed, open, delete, compare two, export
+tune.py  TuneState: the Tune view's base, knobs proposed, candidates, the tune's words, its result and save
+tune_result.py  the words of a tune's result (verdict, details, save button) and of its candidates
 """
 
 from llm_tuner.state.callbacks import Declared, Observable, Run, run_now

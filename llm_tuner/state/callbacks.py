@@ -101,3 +101,64 @@ def declared(cls: type) -> dict[str, Declared[Any]]:
     for klass in reversed(cls.__mro__):
         found.update({k: v for k, v in vars(klass).items() if isinstance(v, Declared)})
     return found
+
+
+class JobProgress(Observable):
+    """A view's long job (a benchmark, a tune) as its state tells it: whether it runs, the status line, how
+    far it got (0..1) and where a cancelled one stopped. Listeners get "running" and "status"."""
+
+    def __init__(self, status: str = "") -> None:
+        super().__init__()
+        self._running = False
+        self._status = status
+        self._progress = 0.0
+        self._progress_note = ""
+
+    @property
+    def running(self) -> bool:
+        """A job runs (or waits to start): the start buttons wait; Cancel acts."""
+        return self._running
+
+    @property
+    def status(self) -> str:
+        """The line under the buttons."""
+        return self._status
+
+    @property
+    def progress(self) -> float:
+        return self._progress
+
+    @property
+    def progress_note(self) -> str:
+        """'' while going, 'cancelled' where a cancelled job stopped."""
+        return self._progress_note
+
+    def set_running(self, running: bool) -> None:
+        if running != self._running:
+            self._running = running
+            self.notify("running")
+
+    def begin(self, what: str) -> None:
+        """A job started: from nought, said."""
+        self._progress, self._progress_note = 0.0, ""
+        self.set_running(True)
+        self.say(f"{what}: starting…")
+
+    def progressed(self, fraction: float, text: str) -> None:
+        """The job's progress (fraction -1: not known) and its words."""
+        if fraction >= 0:
+            self._progress = fraction
+        self.say(text)
+
+    def stopped_at(self, text: str, *, cancelled: bool = True, fraction: float | None = None) -> None:
+        """Where the job stopped (cancelled: the session drops the runner's last 100 %), or that it is done
+        (`fraction` 1.0)."""
+        if cancelled:
+            self._progress_note = "cancelled"
+        if fraction is not None:
+            self._progress = fraction
+        self.say(text)
+
+    def say(self, text: str) -> None:
+        self._status = text
+        self.notify("status")

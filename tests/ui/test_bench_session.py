@@ -5,7 +5,8 @@ from __future__ import annotations
 import threading
 
 from llm_tuner.core.bench_spec import BenchRun, DevicePeak, Repetition
-from llm_tuner.qt.bench_session import BenchSession, parse_sweep_values, run_notes
+from llm_tuner.qt.bench_session import BenchSession
+from llm_tuner.state.benchmarks import parse_sweep_values, run_notes
 
 
 def test_sweep_values_split_on_commas_or_on_semicolons_when_values_hold_commas():

@@ -20,7 +20,7 @@ def _alias_tune(qtbot, window, model, values: str = "a,b"):
     again replaces the base's), the proposed knobs unchecked, the custom knob `--alias a,b` (or `values`), small
     requests, one repetition, a three-minute budget (a cap: the tune ends when its search does, well under a
     minute on a quiet machine)."""
-    from llm_tuner.qt.tune_session import DEMO
+    from llm_tuner.state.tune import DEMO
 
     panel = window.tune_panel
     form = panel.form

@@ -142,11 +142,11 @@ def test_history_names_a_tune_trial_by_its_group(qtbot, tmp_path):
     assert (tune, sweep) == (1, 2)  # one id counter, but each kind numbered on its own (issue 35 item 14)
     assert sorted(tab.model.column_texts(10)) == ["", "sweep #1 (-ub)", "tune #1", "tune #1"]
     # refreshes are parallel jobs: an older one finishing last (it still saw a deleted run) is not shown
-    stale = (tab._refresh_seq, repo.list_overview(), repo.labels(), {})
+    stale = (tab.state._seq, repo.list_overview(), repo.labels(), {}, [])
     repo.delete_run(repo.list_overview()[0].id)
     ctx.state.bench_runs_changed.emit()
     qtbot.waitUntil(lambda: tab.model.rowCount() == 3, timeout=10_000)
-    tab._on_loaded(stale)
+    tab.state._on_loaded(stale)
     assert tab.model.rowCount() == 3
     ctx.engine.dispose()
 
@@ -193,7 +193,7 @@ def test_session_delivers_trials_in_a_few_batches_and_the_log_intro(qtbot, tmp_p
 
 
 def test_base_choices_prefer_the_profile_shown_and_keep_the_user_choice(qtbot):
-    from llm_tuner.qt.tune_session import DEMO, EDITED
+    from llm_tuner.state.tune import DEMO, EDITED
     from llm_tuner.ui.panels.tune_form import TuneForm
 
     form = TuneForm()
@@ -216,7 +216,7 @@ def test_panel_base_follows_a_profile_saved_in_the_profile_tab(qtbot, demo_model
     from llm_tuner.core.profile import LaunchProfile
     from llm_tuner.core.settings import Settings
     from llm_tuner.qt.context import AppContext
-    from llm_tuner.qt.tune_session import DEMO
+    from llm_tuner.state.tune import DEMO
     from llm_tuner.store.db import open_engine
     from llm_tuner.store.profiles import ProfileRepository
     from llm_tuner.ui.panels.tune_panel import TunePanel

@@ -272,7 +272,7 @@ def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_
     assert result.verdict == "not measured" and "1 candidate left untried" in result.note
     assert result.winner_argv == result.baseline_argv
     # offered for Resume, which continues with a new budget and does not measure the baseline again
-    from llm_tuner.qt.tune_session import load_choices
+    from llm_tuner.state.tune import load_choices
 
     assert result.tune_id in [t.id for t in load_choices(engine).resumable]
     starts = len(bench.started)

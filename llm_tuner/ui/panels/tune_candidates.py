@@ -19,6 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from llm_tuner.state.tune import NO_BASE
+from llm_tuner.state.tune_result import candidate_cells, candidates_summary
+
 COLUMNS = ("Knob", "Value", "Plan", "Predicted", "Memory", "Arguments")
 MEMORY_COLUMN_PX = 320  # no column wider: the plan's figures elide, whole in the tooltip
 
@@ -30,10 +33,11 @@ class CandidateView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.summary = QLabel("Choose a base profile: its candidates show here before you run the tune.")
+        self.summary = QLabel(NO_BASE)
         self.summary.setWordWrap(True)
         self.check_button = QPushButton("Check candidates")
-        self.check_button.setToolTip("Plan every knob value of the form against the devices (no server starts)")
+        self.check_button.setToolTip("Plan every knob value of the form against the devices (no server "
+                                     "starts)")
         self.check_button.clicked.connect(self.check_requested)
         self.table = QTableWidget(0, len(COLUMNS))
         self.table.setHorizontalHeaderLabels(COLUMNS)
@@ -58,37 +62,20 @@ class CandidateView(QWidget):
 
     def set_candidates(self, cands) -> None:
         self.table.setRowCount(0)
-        pruned = sum(1 for c in cands if not c.fits)
-        slow = sum(1 for c in cands if c.fits and c.speed_pruned)
-        placement = [c for c in cands if c.knob == "placement" and c.value is not None]
-        text = (f"{len(cands)} candidates, {pruned} pruned by the memory plan (never started)." if cands else
-                "No knob is checked.")
-        if slow:
-            text += (f" {slow} predicted far behind the best of their knob (beyond the speed model's error, at least "
-                     "20 %): not started.")
-        calibrated = next((c.predicted for c in cands if c.predicted), None)
-        if cands and calibrated is not None:
-            text += (f" Speed calibrated on {calibrated.get('on')}." if calibrated.get("calibrated") else
-                     " Speed: no calibration of this build (default costs; nothing is pruned by speed).")
-        if placement:
-            text += (" The model does not fit the GPUs: the placement knob races the placements that fit, "
-                     "with their K/V types, fewest bytes read from host memory first.")
-        self.summary.setText(text)
+        self.summary.setText(candidates_summary(cands))
         muted = self.palette().color(self.palette().ColorRole.PlaceholderText)
         for c in cands:
             row = self.table.rowCount()
             self.table.insertRow(row)
-            status = "pruned" if not c.fits else "pruned (speed)" if c.speed_pruned else "fits"
-            predicted = c.predicted_text if c.predicted else "–"
-            cells = (c.knob, c.label, status, predicted, c.plan, c.args_text)
-            tip = "\n".join(x for x in (c.args_text, c.plan, c.speed_pruned) if x)
+            cells, tip, dim = candidate_cells(c)
             for col, value in enumerate(cells):
                 item = QTableWidgetItem(value)
                 item.setToolTip(tip)
-                if not c.fits or c.speed_pruned:
+                if dim:
                     item.setForeground(QColor(muted))
                 self.table.setItem(row, col, item)
 
     def rows(self) -> list[tuple[str, ...]]:
         """The table as text, row by row (what a user reads)."""
-        return [tuple(self.table.item(r, c).text() for c in range(len(COLUMNS))) for r in range(self.table.rowCount())]
+        return [tuple(self.table.item(r, c).text() for c in range(len(COLUMNS)))
+                for r in range(self.table.rowCount())]

@@ -26,12 +26,13 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core import flags
-from llm_tuner.core.tune import DEFAULT_MARGIN_MIB, OBJECTIVES, Knob, Objective, parse_knob
+from llm_tuner.core.tune import OBJECTIVES, Knob, Objective, parse_knob
 from llm_tuner.core.tune.knobs import ABSENT
 from llm_tuner.core.tune.objectives import CLIENTS, FLOOR, WEIGHTS
-from llm_tuner.qt.bench_session import parse_sweep_values
-from llm_tuner.qt.tune_models import knob_label, value_text
-from llm_tuner.qt.tune_session import DEMO, EDITED
+from llm_tuner.qt.tune_models import knob_label
+from llm_tuner.state.benchmarks import parse_sweep_values
+from llm_tuner.state.tune import DEMO, EDITED, TuneInputs
+from llm_tuner.state.tune_result import value_text
 
 KNOB_ROLE = Qt.ItemDataRole.UserRole
 CUSTOM_ROLE = Qt.ItemDataRole.UserRole + 1  # True on rows the user added
@@ -57,14 +58,15 @@ def dspin(lo: float, hi: float, value: float, suffix: str = "", decimals: int = 
 
 
 def parse_values(text: str) -> tuple[str | None, ...]:
-    """Candidate values as typed (comma-separated, ';' when a value holds commas): "default" leaves the flag out
-    and "(on)" is a switch that is present, as the table writes them (qt.tune_models.value_text)."""
+    """Candidate values as typed (comma-separated, ';' when a value holds commas): "default" leaves the flag
+    out and "(on)" is a switch that is present, as the table writes them (state.tune_result.value_text)."""
     return tuple(None if v in ABSENT else ("" if v == "(on)" else v) for v in parse_sweep_values(text))
 
 
 class TuneForm(QWidget):
-    """Base profile + objective + constraints; `objective()`, `knobs()` and the spins build the spec. The knobs
-    are `knobs_box`, a widget of its own the panel places beside the form (a table needs room, not a scroll)."""
+    """Base profile + objective + constraints; `inputs()` (state.tune.TuneInputs) and `knobs()` build the
+    spec. The knobs are `knobs_box`, a widget of its own the panel places beside the form (a table needs
+    room, not a scroll)."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -101,13 +103,14 @@ class TuneForm(QWidget):
         for kind, row in OBJECTIVES.items():
             self.objective_combo.addItem(row.label, kind)
         self.objective_combo.currentIndexChanged.connect(self._on_objective_combo_changed)
-        self.prompt_spin = spin(1, 1_000_000, 512, " tokens")
-        self.gen_spin = spin(1, 32768, 64, " tokens")
-        self.depth_spin = spin(0, 1_000_000, 0, " tokens", "context filled before the measured prompt")
-        self.clients_spin = spin(1, 256, 1, "", "parallel clients (throughput and p99 latency)")
-        self.min_gen_spin = dspin(0.0, 100_000.0, 10.0, " t/s")
-        self.gen_weight_spin = dspin(0.0, 1.0, 0.5, "", 2)
-        self.prefill_weight_spin = dspin(0.0, 1.0, 0.5, "", 2)
+        d = TuneInputs()  # the defaults
+        self.prompt_spin = spin(1, 1_000_000, d.prompt_tokens, " tokens")
+        self.gen_spin = spin(1, 32768, d.gen_tokens, " tokens")
+        self.depth_spin = spin(0, 1_000_000, d.depth, " tokens", "context filled before the measured prompt")
+        self.clients_spin = spin(1, 256, d.clients, "", "parallel clients (throughput and p99 latency)")
+        self.min_gen_spin = dspin(0.0, 100_000.0, d.min_gen_tps, " t/s")
+        self.gen_weight_spin = dspin(0.0, 1.0, d.gen_weight, "", 2)
+        self.prefill_weight_spin = dspin(0.0, 1.0, d.prefill_weight, "", 2)
         weights = QHBoxLayout()
         weights.addWidget(QLabel("generation"))
         weights.addWidget(self.gen_weight_spin)
@@ -131,18 +134,23 @@ class TuneForm(QWidget):
         box = QGroupBox("Constraints and effort")
         f = QFormLayout(box)
         f.setContentsMargins(8, 4, 8, 4)
-        self.min_ctx_spin = spin(0, 10_000_000, 0, " tokens", "0: no minimum")
+        d = TuneInputs()  # the defaults
+        self.min_ctx_spin = spin(0, 10_000_000, d.min_ctx, " tokens", "0: no minimum")
         self.min_ctx_spin.setSpecialValueText("none")
-        self.headroom_spin = spin(0, 1_000_000, DEFAULT_MARGIN_MIB, " MiB", "memory left free on every GPU; a placement that runs out of memory raises it")
-        self.budget_spin = spin(10, 7 * 24 * 3600, 600, " s", "the tune's whole time, the final A/B included")
-        self.ppl_spin = dspin(0.0, 100.0, 1.0, " %", 2)
-        self.ppl_spin.setToolTip("the largest perplexity increase a K/V cache type may cost (llama-perplexity)")
-        self.screen_reps_spin = spin(1, 50, 2, "", "repetitions per candidate while racing")
-        self.final_reps_spin = spin(1, 50, 5, "", "repetitions per side of the final interleaved A/B, at least "
-                                    "(more when the racing saw a large spread; fixed before the final starts)")
-        self.final_rounds_spin = spin(1, 20, 2, "", "server starts per side the final's repetitions are spread "
-                                      "over, A B A B …: more starts catch start-to-start differences, each costs "
-                                      "a model load")
+        self.headroom_spin = spin(0, 1_000_000, d.headroom_mib, " MiB", "memory left free on every GPU; a "
+                                  "placement that runs out of memory raises it")
+        self.budget_spin = spin(10, 7 * 24 * 3600, d.budget_s, " s", "the tune's whole time, the final A/B "
+                                "included")
+        self.ppl_spin = dspin(0.0, 100.0, d.max_ppl_increase_pct, " %", 2)
+        self.ppl_spin.setToolTip("the largest perplexity increase a K/V cache type may cost "
+                                 "(llama-perplexity)")
+        self.screen_reps_spin = spin(1, 50, d.screen_reps, "", "repetitions per candidate while racing")
+        self.final_reps_spin = spin(1, 50, d.final_reps, "", "repetitions per side of the final interleaved "
+                                    "A/B, at least (more when the racing saw a large spread; fixed before "
+                                    "the final starts)")
+        self.final_rounds_spin = spin(1, 20, d.final_rounds, "", "server starts per side the final's "
+                                      "repetitions are spread over, A B A B …: more starts catch "
+                                      "start-to-start differences, each costs a model load")
         f.addRow("Min context:", self.min_ctx_spin)
         f.addRow("Headroom per device:", self.headroom_spin)
         f.addRow("Time budget:", self.budget_spin)
@@ -162,14 +170,16 @@ class TuneForm(QWidget):
         header = self.knob_table.horizontalHeader()
         header.setSectionResizeMode(0, QHeaderView.ResizeMode.ResizeToContents)
         header.setSectionResizeMode(1, QHeaderView.ResizeMode.Interactive)
-        self.knob_table.setColumnWidth(1, 130)  # room for a few values (a cell scrolls while edited); reasons: the rest
+        # room for a few values (a cell scrolls while edited); the reasons get the rest
+        self.knob_table.setColumnWidth(1, 130)
         header.setStretchLastSection(True)
-        # six rows stay in sight however short the window (1366x768 showed three); a reason wraps to two lines in
-        # its row, the tooltip has it whole
+        # six rows stay in sight however short the window (1366x768 showed three); a reason wraps to two lines
+        # in its row, the tooltip has it whole
         row = self.knob_table.verticalHeader().defaultSectionSize()
-        self.knob_table.setMinimumHeight(header.sizeHint().height() + KNOB_ROWS * row + 2 * self.knob_table.frameWidth() + 2)
-        self.knobs_hint = QLabel("Choose a base profile: the app proposes knobs from its model, the binary and "
-                                 "the devices.")
+        self.knob_table.setMinimumHeight(header.sizeHint().height() + KNOB_ROWS * row
+                                         + 2 * self.knob_table.frameWidth() + 2)
+        self.knobs_hint = QLabel("Choose a base profile: the app proposes knobs from its model, the binary "
+                                 "and the devices.")
         self.knobs_hint.setWordWrap(True)
         self.custom_flag_edit = QLineEdit()
         self.custom_flag_edit.setPlaceholderText("any flag, e.g. --poll")
@@ -217,7 +227,8 @@ class TuneForm(QWidget):
     # -- knobs ---------------------------------------------------------------------------------
     def set_proposed_knobs(self, knobs: list[Knob]) -> None:
         """Replace the proposed rows (custom rows stay); proposed knobs start checked."""
-        custom = [(k, on) for r, (k, on) in enumerate(self._rows()) if self.knob_table.item(r, 0).data(CUSTOM_ROLE)]
+        custom = [(k, on) for r, (k, on) in enumerate(self._rows())
+                  if self.knob_table.item(r, 0).data(CUSTOM_ROLE)]
         self.knob_table.setRowCount(0)
         for k in knobs:
             self._add_row(k, checked=True)
@@ -227,8 +238,8 @@ class TuneForm(QWidget):
                                 "No knob proposed for this profile: add a custom knob below.")
 
     def add_custom_knob(self, flag: str, values_text: str) -> Knob | None:
-        """A knob the user types: a flag the app knows becomes its knob, any other flag a custom one (the CLI's
-        `--knob` syntax, core.tune.parse_knob)."""
+        """A knob the user types: a flag the app knows becomes its knob, any other flag a custom one (the
+        CLI's `--knob` syntax, core.tune.parse_knob)."""
         flag = flag.strip()
         try:
             knob = parse_knob(f"{'' if flags.lookup(flag) else 'custom:'}{flag}={values_text.strip()}")
@@ -247,7 +258,8 @@ class TuneForm(QWidget):
         r = self.knob_table.rowCount()
         self.knob_table.insertRow(r)
         name = QTableWidgetItem(knob_label(knob))
-        name.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable | Qt.ItemFlag.ItemIsSelectable)
+        name.setFlags(Qt.ItemFlag.ItemIsEnabled | Qt.ItemFlag.ItemIsUserCheckable
+                      | Qt.ItemFlag.ItemIsSelectable)
         name.setCheckState(Qt.CheckState.Checked if checked else Qt.CheckState.Unchecked)
         name.setData(KNOB_ROLE, knob)
         name.setData(CUSTOM_ROLE, custom)
@@ -266,7 +278,8 @@ class TuneForm(QWidget):
             item = self.knob_table.item(r, 0)
             knob: Knob = item.data(KNOB_ROLE)
             values = parse_values(self.knob_table.item(r, 1).text())
-            out.append((knob.model_copy(update={"values": values}), item.checkState() == Qt.CheckState.Checked))
+            checked = item.checkState() == Qt.CheckState.Checked
+            out.append((knob.model_copy(update={"values": values}), checked))
         return out
 
     def knobs(self) -> tuple[Knob, ...]:
@@ -274,21 +287,21 @@ class TuneForm(QWidget):
         return tuple(k for k, on in self._rows() if on and k.values)
 
     # -- the spec's parts ---------------------------------------------------------------------------
+    def inputs(self) -> TuneInputs:
+        """The objective's and the constraints' widgets as typed (state.tune.TuneInputs)."""
+        return TuneInputs(
+            kind=self.objective_combo.currentData(), prompt_tokens=self.prompt_spin.value(),
+            gen_tokens=self.gen_spin.value(), depth=self.depth_spin.value(),
+            clients=self.clients_spin.value(),
+            min_gen_tps=self.min_gen_spin.value(), gen_weight=self.gen_weight_spin.value(),
+            prefill_weight=self.prefill_weight_spin.value(), min_ctx=self.min_ctx_spin.value(),
+            headroom_mib=self.headroom_spin.value(), budget_s=self.budget_spin.value(),
+            max_ppl_increase_pct=self.ppl_spin.value(), screen_reps=self.screen_reps_spin.value(),
+            final_reps=self.final_reps_spin.value(), final_rounds=self.final_rounds_spin.value())
+
     def objective(self) -> Objective:
-        """The objective as chosen; the rows its kind does not use (OBJECTIVES' `uses`) are left at their
-        defaults."""
-        kind = self.objective_combo.currentData()
-        uses = OBJECTIVES[kind].uses
-        return Objective(kind=kind, prompt_tokens=self.prompt_spin.value(), gen_tokens=self.gen_spin.value(),
-                         depth=self.depth_spin.value(),
-                         clients=self.clients_spin.value() if CLIENTS in uses else 1,
-                         min_gen_tps=self.min_gen_spin.value() if FLOOR in uses else None,
-                         weights={"gen_tps": self.gen_weight_spin.value(),
-                                  "prefill_tps": self.prefill_weight_spin.value()} if WEIGHTS in uses else None)
+        return self.inputs().objective()
 
     def constraints(self) -> dict:
         """TuneSpec's keyword arguments besides the base, objective and knobs."""
-        return {"min_ctx": self.min_ctx_spin.value() or None, "headroom_mib": self.headroom_spin.value(),
-                "budget_s": self.budget_spin.value(), "max_ppl_increase_pct": self.ppl_spin.value(),
-                "final_reps": self.final_reps_spin.value(), "final_rounds": self.final_rounds_spin.value(),
-                "screen_reps": self.screen_reps_spin.value()}
+        return self.inputs().constraints()

@@ -20,40 +20,9 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.core.tune import TuneResult, tune_report_files
-from llm_tuner.qt.tune_models import TuneComparisonModel, value_text
+from llm_tuner.qt.tune_models import TuneComparisonModel
+from llm_tuner.state.tune_result import NO_RESULT, result_words
 from llm_tuner.ui.panels.bench_tables import make_table
-
-
-def verdict_text(result: TuneResult) -> str:
-    """One plain sentence: what the tune found."""
-    searched = tuple(result.searched_winner_argv or ())
-    tried = [t for t in result.trials if t.knob is not None and t.status in ("measured", "final")]
-    if result.verdict == "better":
-        text = ("The winner beats the baseline beyond noise in a fresh interleaved A/B: save it as a new profile "
-                "version to keep it.")
-    elif result.trials and not tried:
-        text = ("No candidate was measured within the budget: the baseline is kept. Resume the tune, or give it "
-                "more time.")
-    elif not searched or searched == tuple(result.baseline_argv):
-        text = "No candidate beat the baseline while racing: the baseline is kept."
-    elif result.verdict == "worse":
-        text = "The racing winner lost the final A/B against the baseline: the baseline is kept."
-    else:
-        text = "No change was better than noise in the final A/B: the baseline is kept."
-    return text
-
-
-def _flag_lines(changed) -> list[str]:
-    """TuneResult.changed_flags ({flag, a: baseline, b: winner}) as `flag: a → b` lines."""
-    return [f"{c.get('flag')}: {value_text(c.get('a'))} → {value_text(c.get('b'))}" for c in changed or ()]
-
-
-def _dict_lines(d: dict | None) -> list[str]:
-    if not d:
-        return []
-    if "text" in d:
-        return [str(d["text"])]
-    return [f"{k}: {v}" for k, v in d.items()]
 
 
 class TuneResultView(QWidget):
@@ -64,7 +33,7 @@ class TuneResultView(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.result: TuneResult | None = None
-        self.verdict_label = QLabel("Run a tune: its result shows here.")
+        self.verdict_label = QLabel(NO_RESULT)
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         font = self.verdict_label.font()
@@ -101,7 +70,8 @@ class TuneResultView(QWidget):
         lay.addLayout(name_row)
         lay.addLayout(actions)
         lay.addWidget(self.action_label)
-        self._filler = QWidget()  # takes the table's space while it is hidden: the lines stay together at the top
+        # takes the table's space while it is hidden: the lines stay together at the top
+        self._filler = QWidget()
         lay.addWidget(self._filler, 1)
         self._trials_for_plot: list = []
         self._y_label = "score"
@@ -125,33 +95,16 @@ class TuneResultView(QWidget):
             self.table_title.setText("")
             self.details_label.setText("")
             return
-        self.verdict_label.setText(verdict_text(result))
+        words = result_words(result)
+        self.verdict_label.setText(words.verdict)
         self.model.set_comparisons(list(result.comparisons))
         self.view.setVisible(bool(result.comparisons))
         self._filler.setVisible(not result.comparisons)
-        self.table_title.setText(("Winner (B) against the baseline (A), fresh interleaved repetitions"
-                                  + (f" ({result.final_n_note})" if result.final_n_note else "") + ":")
-                                 if result.comparisons else "No final A/B was run: the winner is the baseline.")
-        # the runner's note only where it says more than the verdict above (cancelled, no time for the final, ...)
-        said = bool(result.comparisons) or result.note.startswith("the search kept the baseline")
-        lines = [f"{result.note[:1].upper()}{result.note[1:]}."] if result.note and not said else []
-        changed = "; ".join(_flag_lines(result.changed_flags))
-        if result.verdict == "better":
-            lines.append(f"Flags that changed: {changed or 'none'}")
-        else:
-            lines.append(f"The racing winner changed {changed}; not kept." if changed else
-                         "Flags that changed: none (the winner is the baseline)")
-        quality = _dict_lines(result.quality)
-        lines.append("Quality: " + ("; ".join(quality) if quality else "no knob that changes results was tried"))
-        bandwidth = _dict_lines(result.bandwidth)
-        lines.append("Memory bandwidth: " + ("; ".join(bandwidth) if bandwidth else "unknown for these devices"))
-        self.details_label.setText("\n".join(lines))
+        self.table_title.setText(words.table_title)
+        self.details_label.setText(words.details)
         self.name_edit.setText(profile_name)
-        self.save_button.setText("Save as new profile version" if result.verdict == "better"
-                                 else "Save the baseline")  # short: a 1366 px window keeps the models list's columns
-        self.save_button.setToolTip("Save the winner's command as a new version of the profile named above"
-                                    if result.verdict == "better" else
-                                    "Save the baseline's command as a new version of the profile named above")
+        self.save_button.setText(words.save_text)
+        self.save_button.setToolTip(words.save_tip)
 
     def _on_save_clicked(self) -> None:
         name = self.name_edit.text().strip()
@@ -166,15 +119,15 @@ class TuneResultView(QWidget):
             self.export_report(Path(folder))
 
     def export_report(self, folder: Path) -> Path | None:
-        """Write `tune-<id>.md` with the trial plot `tune-<id>-trials.svg` beside it (core.tune.tune_report_files,
-        the same files `llm-tuner tune --report` writes)."""
+        """Write `tune-<id>.md` with the trial plot `tune-<id>-trials.svg` beside it
+        (core.tune.tune_report_files, the same files `llm-tuner tune --report` writes)."""
         result = self.result
         if result is None:
             return None
         folder = Path(folder)
         objective, label = self._report_head
-        files = tune_report_files(result, f"tune-{result.tune_number or result.tune_id}", objective=objective, label=label,
-                                  y_label=self._y_label, trials=self._trials_for_plot)
+        files = tune_report_files(result, f"tune-{result.tune_number or result.tune_id}", objective=objective,
+                                  label=label, y_label=self._y_label, trials=self._trials_for_plot)
         try:
             folder.mkdir(parents=True, exist_ok=True)
             for name, text in files.items():
