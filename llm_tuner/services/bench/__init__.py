@@ -22,13 +22,15 @@ Each repetition is stored as soon as it finishes; a crash keeps them and marks t
 The package, by seam: `prompts` (prompt text), `meters` (telemetry sources, PeakTracker,
 OtherCpuMeter), `llama_bench` (argv helpers, translation to llama-bench and its JSON), `runner`
 (ServerTarget, BenchRunner and the RunOutcome it returns, targets, scrape_metrics), `memory` (memory_plan,
-predict_memory), `heat` (the cool-down gate of an A/B), `builds` (one profile on two builds), `errors`.
+predict_memory), `heat` (the cool-down gate of an A/B), `group` (runs into one group: a sweep, an A/B,
+a router's models), `builds` (one profile on two builds), `errors`.
 Import from the package: every public name is here.
 """
 
 from __future__ import annotations
 
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
+from llm_tuner.services.bench.group import GroupStep, about_left, run_group
 from llm_tuner.services.bench.llama_bench import (
     argv_model,
     model_identity,
@@ -63,6 +65,7 @@ __all__ = [
     "BenchError",
     "BenchRunner",
     "CancelFn",
+    "GroupStep",
     "OtherCpuMeter",
     "PROMPTS_DIR_ENV",
     "PeakTracker",
@@ -73,6 +76,7 @@ __all__ = [
     "TelemetrySource",
     "_GpuSources",
     "_client_key",
+    "about_left",
     "argv_model",
     "default_telemetry",
     "demo_target",
@@ -83,6 +87,7 @@ __all__ = [
     "profile_versions",
     "prompt_texts",
     "prompts_dir",
+    "run_group",
     "scrape_metrics",
     "set_flag",
     "target_from_profile",

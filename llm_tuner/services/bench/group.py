@@ -1,0 +1,87 @@
+"""Runs kept as one group: each a real run (BenchRunner.run), one after another, with its share of progress.
+
+A sweep over a flag's values (BenchRunner.sweep), one profile on two builds (builds.builds_ab) and every
+model of a router (services.router_bench) each measure a list of targets and keep the runs as one RunGroup,
+told apart by their `sweep_value`. `run_group` is that loop: it stores the group, runs each step with its
+span of the overall progress (the step's name and "i/n" before the run's own text, then the time left),
+stops between runs when `cancelled`, and, when `heat_gate` is on and the runner has no gate of its own,
+waits before each run for the GPUs to cool (BenchRunner.heat_gated).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from llm_tuner.core.bench_spec import BenchRun, BenchSpec, RunGroup
+
+if TYPE_CHECKING:
+    from llm_tuner.services.bench.runner import BenchRunner, CancelFn, ProgressFn, ServerTarget
+
+
+@dataclass(frozen=True)
+class GroupStep:
+    """One run of a group: its `sweep_value`, how progress names it, and what it measures."""
+
+    value: str
+    name: str
+    target: ServerTarget
+    spec: BenchSpec
+
+
+def about_left(seconds: float) -> str:
+    """The time left in words ("about 2 min 05 s left", "about 40 s left") of a run, a group or a tune."""
+    m, s = divmod(max(0, int(seconds + 0.5)), 60)
+    return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
+
+
+def _time_left(started: float, f: float | None) -> str:
+    """The separator " · " and the time left from the start and the fraction done; "" too early."""
+    if f is None or f <= 0.02:
+        return ""
+    return " · " + about_left((time.monotonic() - started) * (1 - f) / f)
+
+
+def run_group(
+    runner: BenchRunner,
+    group: RunGroup,
+    steps: Sequence[GroupStep],
+    *,
+    heat_gate: bool = False,
+    progress: ProgressFn | None = None,
+    cancelled: CancelFn | None = None,
+) -> tuple[int, list[BenchRun]]:
+    """Store `group` (now as its time when it has none) and run `steps` in order into it; returns the group's
+    id and the runs measured (fewer than the steps when cancelled between them)."""
+    cancelled = cancelled or (lambda: False)
+    if group.created_at is None:
+        group = group.model_copy(update={"created_at": datetime.now(UTC).replace(tzinfo=None)})
+    group_id = runner.repo.create_group(group)
+    runs: list[BenchRun] = []
+    started = time.monotonic()
+    n = len(steps)
+    gated = heat_gate and runner.cool_down is None
+    with runner.heat_gated(runner.default_cool_down()) if gated else contextlib.nullcontext():
+        for i, step in enumerate(steps):
+            if cancelled():
+                break
+
+            def report(f: float | None, text: str, name: str = step.name, i: int = i) -> None:
+                if progress is not None:
+                    progress(f, f"{name} ({i + 1}/{n}): {text}{_time_left(started, f)}")
+
+            outcome = runner.run(
+                step.target,
+                step.spec,
+                progress=report,
+                cancelled=cancelled,
+                group_id=group_id,
+                sweep_value=step.value,
+                progress_span=(i / n, (i + 1) / n),
+            )
+            runs.append(outcome.run)
+    return group_id, runs
