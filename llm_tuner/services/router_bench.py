@@ -61,4 +61,4 @@ def bench_router_models(
         )
         for name in names
     ]
-    return run_group(runner, group, steps, progress=progress, cancelled=cancelled)
+    return run_group(runner, group, steps, whole="all models", progress=progress, cancelled=cancelled)

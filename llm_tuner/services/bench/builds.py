@@ -84,7 +84,9 @@ def builds_ab(
         for _ in range(max(1, rounds))
         for side, binary in sides
     ]
-    return run_group(runner, group, steps, heat_gate=True, progress=progress, cancelled=cancelled)
+    return run_group(
+        runner, group, steps, heat_gate=True, whole="A/B", progress=progress, cancelled=cancelled
+    )
 
 
 def _lead(comparisons: list[Comparison]) -> Comparison | None:

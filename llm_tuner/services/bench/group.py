@@ -3,9 +3,9 @@
 A sweep over a flag's values (BenchRunner.sweep), one profile on two builds (builds.builds_ab) and every
 model of a router (services.router_bench) each measure a list of targets and keep the runs as one RunGroup,
 told apart by their `sweep_value`. `run_group` is that loop: it stores the group, runs each step with its
-span of the overall progress (the step's name and "i/n" before the run's own text, then the time left),
-stops between runs when `cancelled`, and, when `heat_gate` is on and the runner has no gate of its own,
-waits before each run for the GPUs to cool (BenchRunner.heat_gated).
+span of the overall progress (the step's name and "i/n" before the run's own text, then the whole's time
+left), stops between runs when `cancelled`, and, when `heat_gate` is on and the runner has no gate of its
+own, waits before each run for the GPUs to cool (BenchRunner.heat_gated).
 """
 
 from __future__ import annotations
@@ -39,11 +39,11 @@ def about_left(seconds: float) -> str:
     return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
 
 
-def _time_left(started: float, f: float | None) -> str:
-    """The separator " · " and the time left from the start and the fraction done; "" too early."""
+def _time_left(whole: str, started: float, f: float | None) -> str:
+    """The text " · sweep: about 40 s left", from the start and the fraction done; "" too early to tell."""
     if f is None or f <= 0.02:
         return ""
-    return " · " + about_left((time.monotonic() - started) * (1 - f) / f)
+    return f" · {whole}: " + about_left((time.monotonic() - started) * (1 - f) / f)
 
 
 def run_group(
@@ -52,11 +52,13 @@ def run_group(
     steps: Sequence[GroupStep],
     *,
     heat_gate: bool = False,
+    whole: str | None = None,
     progress: ProgressFn | None = None,
     cancelled: CancelFn | None = None,
 ) -> tuple[int, list[BenchRun]]:
     """Store `group` (now as its time when it has none) and run `steps` in order into it; returns the group's
-    id and the runs measured (fewer than the steps when cancelled between them)."""
+    id and the runs measured (fewer than the steps when cancelled between them). Progress names the time left
+    of the whole as `whole` (default: the group's kind, "sweep")."""
     cancelled = cancelled or (lambda: False)
     if group.created_at is None:
         group = group.model_copy(update={"created_at": datetime.now(UTC).replace(tzinfo=None)})
@@ -64,6 +66,7 @@ def run_group(
     runs: list[BenchRun] = []
     started = time.monotonic()
     n = len(steps)
+    whole = whole or group.kind
     gated = heat_gate and runner.cool_down is None
     with runner.heat_gated(runner.default_cool_down()) if gated else contextlib.nullcontext():
         for i, step in enumerate(steps):
@@ -72,7 +75,7 @@ def run_group(
 
             def report(f: float | None, text: str, name: str = step.name, i: int = i) -> None:
                 if progress is not None:
-                    progress(f, f"{name} ({i + 1}/{n}): {text}{_time_left(started, f)}")
+                    progress(f, f"{name} ({i + 1}/{n}): {text}{_time_left(whole, started, f)}")
 
             outcome = runner.run(
                 step.target,
