@@ -7,7 +7,8 @@ then the migrated settings are saved as a new version.
 
 A flag with several possible replacements (`--draft-max` -> `--spec-draft-n-max` or `--spec-ngram-mod-n-max`)
 is never picked for you: it is applied only with `--choose draft-max=spec-draft-n-max`; without it the rest is
-applied and the exit code is 1.
+applied and the exit code is 1. The profile's LLAMA_ARG_* variables are migrated the same way (each becomes
+its replacement's variable); a choice for one names it: `--choose LLAMA_ARG_DRAFT_MAX=spec-draft-n-max`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 
 from llm_tuner.cli.output import CliError, RawDescription, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
+from llm_tuner.core import flags
 
 
 def register(psub: argparse._SubParsersAction) -> None:
@@ -41,7 +43,9 @@ def register(psub: argparse._SubParsersAction) -> None:
 
 def _flag(name: str) -> str:
     name = name.strip()
-    return name if name.startswith("-") else ("-" if len(name) <= 4 and "-" not in name else "--") + name
+    if name.startswith("-") or name.startswith(flags.ENV_PREFIX):  # a flag, or a LLAMA_ARG_* variable's move
+        return name
+    return ("-" if len(name) <= 4 and "-" not in name else "--") + name
 
 
 def parse_choices(items: list[str]) -> dict[str, str]:
