@@ -24,6 +24,8 @@ class AppState(QObject):
     status_message_posted = Signal(str)
     bench_runs_changed = Signal()  # a benchmark run was stored, finished or deleted
     compare_requested = Signal(int, int)  # run ids A, B (History -> Compare)
+    # a saved profile's name and a llama-server: re-tune it as the base, run by that build (Compare -> Tune)
+    tune_requested = Signal(str, str)
 
     def __init__(self) -> None:
         super().__init__()

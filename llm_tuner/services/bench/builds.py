@@ -41,9 +41,17 @@ class BuildsVerdict:
     text: str
     warnings: tuple[str, ...] = ()
 
+    @property
+    def b_slower(self) -> bool:
+        """B is slower than A by more than the noise on the lead metric (generation speed, else prompt
+        speed): the settings tuned on build A may no longer be best on B (re-tune it there)."""
+        lead = _lead(list(self.comparisons))
+        return lead is not None and lead.verdict == WORSE
+
     def to_json(self) -> dict[str, Any]:
         return {
             "group_id": self.group_id,
+            "b_slower": self.b_slower,
             "text": self.text,
             "warnings": list(self.warnings),
             "a": {
