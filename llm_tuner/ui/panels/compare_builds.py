@@ -16,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QWidget,
 )
@@ -60,6 +61,8 @@ class BuildsRow(QWidget):
         )
         self.run_button.clicked.connect(self._on_run_clicked)
         self.status_label = QLabel("")
+        # the verdict is shown in full below the row: its line here never squeezes the path field
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
         self.retune_button = QPushButton("Re-tune for this build")
         self.retune_button.setVisible(False)
         self.retune_button.clicked.connect(self._on_retune_clicked)
@@ -137,6 +140,7 @@ class BuildsRow(QWidget):
         """Show the A/B of profile `name` against the build at `other`, and offer a re-tune for that build
         when the profile is slower there by more than the noise."""
         self.status_label.setText("done: " + verdict.text[:200])
+        self.status_label.setToolTip(verdict.text)
         self._shown(verdict)
         self._retune = (name, other) if verdict.b_slower and name and other else None
         self.retune_button.setVisible(self._retune is not None)
