@@ -164,6 +164,24 @@ def test_variables_without_the_old_help_and_switches_set_off():
 
 
 def test_a_profile_of_the_new_build_with_variables_has_nothing_to_migrate():
-    p = _env_profile({"LLAMA_ARG_SPEC_DRAFT_N_MAX": "4", "LLAMA_ARG_LOAD_MODE": "none", "LLAMA_ARG_NO_MMAP": "1"})
-    assert not plan_migration(p.model_copy(update={"env": {k: v for k, v in p.env.items() if "NO_MMAP" not in k}}),
-                              NEW, OLD)
+    p = _env_profile({"LLAMA_ARG_SPEC_DRAFT_N_MAX": "4", "LLAMA_ARG_LOAD_MODE": "none",
+                      "LLAMA_ARG_MODEL": "/models/with space.gguf"})
+    assert not plan_migration(p, NEW, OLD) and not plan_migration(p, NEW, None)
+
+
+def test_a_variables_value_stays_whole():
+    """A renamed flag's variable keeps its value as one word (a path with spaces), and its move says so."""
+    old_only = OLD_HELP + "\n--old-draft-path FNAME                  a path (env: LLAMA_ARG_OLD_DRAFT_PATH)\n"
+    p = _env_profile({}).model_copy(update={"env": {"LLAMA_ARG_OLD_DRAFT_PATH": "/models/my draft.gguf"}})
+    (move,) = plan_migration(p, NEW, parse_help(old_only)).moves
+    assert move.tokens == ("--old-draft-path", "/models/my draft.gguf") and not move.resolvable
+    assert "no replacement found" in move.reason
+    done, undone = apply_migration(p, plan_migration(p, NEW, parse_help(old_only)), NEW)
+    assert undone == () and done.env == {}  # no replacement: dropped, as a flag with none is
+
+
+def test_the_cli_takes_a_choice_for_a_variable_by_its_name():
+    from llm_tuner.cli.profile_migrate import parse_choices
+
+    assert parse_choices(["LLAMA_ARG_DRAFT_MAX=spec-draft-n-max", "draft-max=spec-ngram-mod-n-max"]) == {
+        "LLAMA_ARG_DRAFT_MAX": "--spec-draft-n-max", "--draft-max": "--spec-ngram-mod-n-max"}

@@ -300,7 +300,8 @@ def _env_flag(name: str, value: str, new: FlagCatalog, old: FlagCatalog | None) 
         negative_flag = "--no-" + guess[2:]  # a toggle's variable set false: its negative spelling
         return (negative_flag,) if negative_flag in flags.REMOVED else None
     if spec.arity:  # the spelling the variable is named after, where the flag has it (--draft-max)
-        return (guess if guess in spec.names else spec.canonical, *value.split()[: spec.arity])
+        words = value.split()[:2] if spec.arity == 2 else [value]  # one value stays whole (a path, spaces)
+        return (guess if guess in spec.names else spec.canonical, *words)
     on = not negative and value.strip().lower() not in flags.FALSE_WORDS
     positive = [n for n in spec.names if n.startswith("--") and not n.startswith("--no-")]
     negatives = [n for n in spec.names if n.startswith("--no-")]
