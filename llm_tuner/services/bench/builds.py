@@ -22,7 +22,8 @@ from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, WORSE, Comparison
 from llm_tuner.services.bench.errors import BenchError
 from llm_tuner.services.bench.group import GroupStep, run_group
-from llm_tuner.services.bench.runner import BenchRunner, CancelFn, ProgressFn, ServerTarget
+from llm_tuner.services.bench.runner import BenchRunner
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 from llm_tuner.store.runs import RunRepository
 
 SIDE_A, SIDE_B = "A", "B"

@@ -15,12 +15,41 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, RunGroup
+from llm_tuner.services.bench.heat import CoolDown
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
+from llm_tuner.store.runs import RunRepository
 
-if TYPE_CHECKING:
-    from llm_tuner.services.bench.runner import BenchRunner, CancelFn, ProgressFn, ServerTarget
+
+class _Outcome(Protocol):
+    @property
+    def run(self) -> BenchRun: ...
+
+
+class GroupRunner(Protocol):
+    """What `run_group` asks of its runner (BenchRunner; a test's scripted one): the history, the heat gate
+    and one run."""
+
+    repo: RunRepository
+    cool_down: CoolDown | None
+
+    def default_cool_down(self) -> CoolDown | None: ...
+
+    def heat_gated(self, cool: CoolDown | None) -> contextlib.AbstractContextManager[Any]: ...
+
+    def run(
+        self,
+        target: ServerTarget,
+        spec: BenchSpec,
+        *,
+        progress: ProgressFn | None = None,
+        cancelled: CancelFn | None = None,
+        group_id: int | None = None,
+        sweep_value: str | None = None,
+        progress_span: tuple[float, float] = (0.0, 1.0),
+    ) -> _Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -47,7 +76,7 @@ def _time_left(whole: str, started: float, f: float | None) -> str:
 
 
 def run_group(
-    runner: BenchRunner,
+    runner: GroupRunner,
     group: RunGroup,
     steps: Sequence[GroupStep],
     *,

@@ -35,6 +35,7 @@ from llm_tuner.services.bench.memory import predict_memory
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.launch import free_port
 from llm_tuner.services.rpc import run_devices
@@ -47,10 +48,6 @@ from llm_tuner.store.runs import RunDeleted, RunRepository
 # bench --url: no whole answer to /health at all for this long is a frozen server or none (a load answers 503)
 ATTACHED_UNANSWERED_S = 10.0
 log = logging.getLogger(__name__)
-
-
-ProgressFn = Callable[[float | None, str], None]
-CancelFn = Callable[[], bool]
 
 
 def _now() -> datetime:
@@ -78,20 +75,6 @@ class _Eta:
         if not self.done:
             return "estimating time left…"
         return about_left((time.monotonic() - self.t0) / self.done * (self.total - self.done))
-
-
-@dataclass
-class ServerTarget:
-    """What to benchmark: llama-server arguments (the runner starts it) or an attached URL."""
-
-    argv: list[str] = field(default_factory=list)  # without the binary
-    env: dict[str, str] = field(default_factory=dict)
-    label: str = ""
-    profile_version_id: int | None = None
-    attached_url: str | None = None
-    api_key: str | None = None
-    memory_predicted_mib: dict[str, float] | None = None
-    binary: str | None = None  # a profile's own llama-server (or fork); None: the configured one
 
 
 @dataclass(frozen=True)
