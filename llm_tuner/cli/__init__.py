@@ -10,16 +10,25 @@ import argparse
 import errno
 import os
 import sys
+from typing import Any
 
 from llm_tuner import __version__
 from llm_tuner.cli import agent, bench, chat, models, plan, profile, router, run, solve, system, tune, workers
-from llm_tuner.cli.output import DATABASE_EXIT, CliError
+from llm_tuner.cli.output import DATABASE_EXIT, CliError, HelpFormatter
 
 _MODULES = (system, workers, agent, profile, models, plan, solve, run, chat, bench, tune, router)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Every parser and subparser of the CLI formats its help with HelpFormatter."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="llm-tuner", description="Tune llama.cpp's llama-server.")
+    parser = _Parser(prog="llm-tuner", description="Tune llama.cpp's llama-server.")
     parser.add_argument("--version", action="version", version=f"llm-tuner {__version__}")
     parser.add_argument("--smoke-test", action="store_true",
                         help="open the main window, let the event loop settle, exit 0 (non-zero on any "

@@ -3,20 +3,24 @@
     llm-tuner bench --json (--profile NAME|FILE | --url URL | -- <llama-server arguments>)
                     --prompt-tokens 512,4096 --gen-tokens 128 --reps 3 [--warmup 1] [--llama-bench]
                     [--clients N] [--depth N] [--warm-cache] [--prompt-file FILE] [--label NAME]
-                    [--router-model NAME]  (one model of a router: llama-server with --models-dir, no -m)
-                    [--binary PATH]  (another llama-server build: an A/B across builds, then `runs compare`)
-                    [--vs-no-draft ROUNDS]  (a drafting profile against --spec-type none, interleaved)
-                    [--vs-binary PATH [--rounds N]]  (the same profile on another llama-server build, interleaved
-                    A B A B: verdict and 95% interval; heat-gated on GPUs unless --no-heat-gate)
+                    [--router-model NAME]    (one model of a router: llama-server with --models-dir, no -m)
+                    [--binary PATH]          (another llama-server build: an A/B across builds, then
+                                              `runs compare`)
+                    [--vs-no-draft ROUNDS]   (a drafting profile against --spec-type none, interleaved)
+                    [--vs-binary PATH [--rounds N]]
+                                             (the same profile on another llama-server build, interleaved
+                                              A B A B: verdict and 95% interval; heat-gated on GPUs unless
+                                              --no-heat-gate)
     llm-tuner runs list --json
+    llm-tuner runs show ID --json
     llm-tuner runs compare A B --json [--profiles]      (A, B: run ids, or profile labels with --profiles)
                     [--format md|json --out DIR]        (a report of the comparison, both runs' hardware named)
     llm-tuner runs export ID --format md|csv|json --out DIR [--json]
     llm-tuner runs delete ID [--json]
     llm-tuner sweep --param FLAG --values V1,V2,... (same run options as bench)
 
-Without a profile or arguments, the demo model is benchmarked with default flags. Progress goes to
-stderr; results to stdout.
+Without a profile or arguments, the demo model is benchmarked with default flags.
+Progress goes to stderr; results to stdout.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from llm_tuner.cli.output import CliError, emit_json
+from llm_tuner.cli.output import CliError, RawDescription, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
 from llm_tuner.core.stats import AB_THRESHOLD_PCT
 
@@ -82,7 +86,7 @@ def positive_seconds(text: str) -> float:
 def register(sub: argparse._SubParsersAction) -> None:
     """Add `bench`, `runs` and `sweep`."""
     p = sub.add_parser("bench", help="benchmark llama-server (real requests, the server's own timings)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__, formatter_class=RawDescription)
     _add_run_options(p)
     p.add_argument("--vs-no-draft", type=int, default=0, metavar="ROUNDS",
                    help="A/B the drafting profile against --spec-type none, interleaved over ROUNDS rounds")
@@ -108,18 +112,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     runs = sub.add_parser("runs", help="benchmark history: list, show, compare, export, delete")
     rs = runs.add_subparsers(dest="runs_command", metavar="ACTION")
     q = rs.add_parser("list", help="runs, newest first")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.add_argument("--model", help="only runs whose model path contains this")
     q.add_argument("--profile", help="only runs of this profile label")
     q.set_defaults(func=cmd_runs_list)
     q = rs.add_parser("show", help="one run with its repetitions and summary")
-    q.add_argument("run_id", type=int)
-    q.add_argument("--json", action="store_true")
+    q.add_argument("run_id", type=int, metavar="ID", help="the run's id, as `runs list` shows it")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_runs_show)
     q = rs.add_parser("compare", help="B against A per metric: median, spread, Δ%%, 95%% CI, verdict")
-    q.add_argument("a")
-    q.add_argument("b")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("a", metavar="A", help="the run to compare against (an id; a profile with --profiles)")
+    q.add_argument("b", metavar="B", help="the run compared (an id; a profile with --profiles)")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
     q.add_argument("--threshold", type=float, default=None, metavar="PCT",
                    help=f"practical threshold in %% (default: Settings.ab_threshold_pct, {AB_THRESHOLD_PCT:g})")
@@ -128,13 +132,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("--out", metavar="DIR", help="folder for the report (compare-A-B.md or .json)")
     q.set_defaults(func=cmd_runs_compare)
     q = rs.add_parser("export", help="a run as Markdown (with PNG plots and its hardware), CSV or JSON")
-    q.add_argument("run_id", type=int)
-    q.add_argument("--format", choices=("md", "csv", "json"), default="md")
-    q.add_argument("--out", required=True, metavar="DIR")
+    q.add_argument("run_id", type=int, metavar="ID", help="the run's id, as `runs list` shows it")
+    q.add_argument("--format", choices=("md", "csv", "json"), default="md",
+                   help="md: Markdown with PNG plots and the hardware (default); csv; json")
+    q.add_argument("--out", required=True, metavar="DIR", help="the folder to write into")
     q.add_argument("--json", action="store_true", help="print what was written as JSON")
     q.set_defaults(func=cmd_runs_export)
     q = rs.add_parser("delete", help="delete a run and its repetitions")
-    q.add_argument("run_id", type=int)
+    q.add_argument("run_id", type=int, metavar="ID", help="the run's id, as `runs list` shows it")
     q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_runs_delete)
     runs.set_defaults(func=lambda a: (runs.print_help(), 2)[1])

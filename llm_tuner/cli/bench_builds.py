@@ -3,11 +3,13 @@
 A is the profile's own program (or the configured llama-server), B the one named; each run is a real server
 start, heat-gated on GPUs (each run waits until the GPUs are back within --cool-within °C of where the A/B
 began, at most --cool-limit seconds, and its notes say so). Prints each run, then B against A per metric
-(median, Δ %, 95 % interval, verdict) and a warning when the sides ran at different temperatures or clocks.
+(median, Δ %, 95 % interval, verdict) and a warning when the sides ran at different temperatures or clocks;
+when the profile is slower on B by more than the noise, the `tune` command that re-tunes it for B.
 """
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from llm_tuner.cli.output import CliError, emit_json
@@ -57,4 +59,15 @@ def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> i
                 print(f"  {metric_label(c.name):40s} {c.delta_pct:+6.1f}%{ci}  {c.verdict}")
         for w in verdict.warnings:
             print(f"Warning: {w}")
+        if verdict.b_slower:  # as Compare's "Re-tune for this build"
+            print(_retune_line(target.label, getattr(args, "profile", None), other))
     return 0 if runs and all(r.status == "complete" for r in runs) else 1
+
+
+def _retune_line(label: str, profile: str | None, other: Path) -> str:
+    base = f"--profile {shlex.quote(profile)}" if profile else "-- <its arguments>"
+    return (
+        f"Re-tune? {label or 'the profile'} is slower on B by more than the noise: the settings tuned "
+        f"before may no longer be best there (llm-tuner tune --binary {shlex.quote(str(other))} {base}, "
+        'or Compare\'s "Re-tune for this build").'
+    )

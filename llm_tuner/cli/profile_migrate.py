@@ -3,17 +3,21 @@
 Compares the build the profile version was saved with (its stamp and kept --help) with the llama-server it
 runs now (its own program once confirmed, else the configured one), and lists the flags the new build renamed
 or removed with what replaces them, and the command line before and after. Nothing is saved without --yes;
-then the migrated settings are saved as a new version. A flag with several possible replacements
-(`--draft-max` -> `--spec-draft-n-max` or `--spec-ngram-mod-n-max`) is applied only with --choose
-draft-max=spec-draft-n-max (never picked for you); without it the rest is applied and the exit code is 1.
+then the migrated settings are saved as a new version.
+
+A flag with several possible replacements (`--draft-max` -> `--spec-draft-n-max` or `--spec-ngram-mod-n-max`)
+is never picked for you: it is applied only with `--choose draft-max=spec-draft-n-max`; without it the rest is
+applied and the exit code is 1. The profile's LLAMA_ARG_* variables are migrated the same way (each becomes
+its replacement's variable); a choice for one names it: `--choose LLAMA_ARG_DRAFT_MAX=spec-draft-n-max`.
 """
 
 from __future__ import annotations
 
 import argparse
 
-from llm_tuner.cli.output import CliError, emit_json
+from llm_tuner.cli.output import CliError, RawDescription, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
+from llm_tuner.core import flags
 
 
 def register(psub: argparse._SubParsersAction) -> None:
@@ -21,7 +25,7 @@ def register(psub: argparse._SubParsersAction) -> None:
         "migrate",
         help="bring a saved profile to this llama-server build (renamed/removed flags)",
         description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=RawDescription,
     )
     mig.add_argument("name", metavar="NAME")
     mig.add_argument("--yes", action="store_true", help="save the migrated settings as a new version")
@@ -39,7 +43,9 @@ def register(psub: argparse._SubParsersAction) -> None:
 
 def _flag(name: str) -> str:
     name = name.strip()
-    return name if name.startswith("-") else ("-" if len(name) <= 4 and "-" not in name else "--") + name
+    if name.startswith("-") or name.startswith(flags.ENV_PREFIX):  # a flag, or a LLAMA_ARG_* variable's move
+        return name
+    return ("-" if len(name) <= 4 and "-" not in name else "--") + name
 
 
 def parse_choices(items: list[str]) -> dict[str, str]:

@@ -1,13 +1,21 @@
 """`llm-tuner run`: start (or attach to) a llama-server and print one JSON object per event.
 
-    llm-tuner run --json-lines [--duration SECONDS] (--profile NAME|FILE | --attach URL | -- <llama-server
-    args>)
+    llm-tuner run --json-lines [--duration SECONDS]
+                  (--profile NAME|FILE | --attach URL [--log FILE] | -- <llama-server args>)
 
-Events: {"event": "plan"} (the command and what the app adds), {"event": "state"}, {"event": "listening",
-"url"}, {"event": "memory"}, {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"},
-{"event": "sample", "source": "gpu"|"host"|"server", ...}, {"event": "exited", "code", "reason"},
-{"event": "history", "ok", "unsaved", "lost", "error", "text"} (when writing the history fails, and when it
-catches up).
+Events:
+    {"event": "plan"}       the command and what the app adds
+    {"event": "state"}
+    {"event": "listening", "url"}
+    {"event": "memory"}
+    {"event": "request", <the server's timings keys>, "ttft_ms", "latency_ms"}
+    {"event": "sample", "source": "gpu"|"host"|"server", ...}
+    {"event": "exited", "code", "reason"}
+    {"event": "history", "ok", "unsaved", "lost", "error", "text"}
+                            when writing the history fails, and when it catches up
+    {"event": "refused", "errors"}
+                            see below
+
 SIGINT (Ctrl-C) stops the server cleanly (SIGINT, then SIGTERM, then SIGKILL) and exits.
 A profile (or arguments) with advice errors (no model, a value llama-server refuses, a missing model file,
 ...) is refused before anything starts: {"event": "refused", "errors"}, exit 1; --force launches it anyway.
@@ -25,14 +33,14 @@ import threading
 import time
 from pathlib import Path
 
-from llm_tuner.cli.output import CliError, emit_json
+from llm_tuner.cli.output import CliError, RawDescription, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument, load_profile, profile_binary
 from llm_tuner.core import flags
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("run", help="start or attach to llama-server and stream events as JSON lines",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__, formatter_class=RawDescription)
     p.add_argument("--json-lines", action="store_true", help="print one JSON object per event (the only format)")
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="stop after this many seconds (default: until Ctrl-C or the server exits)")

@@ -1,21 +1,25 @@
 """`llm-tuner tune`: find the fastest settings that fit, on the real server; `llm-tuner tunes list`.
 
-    llm-tuner tune (--profile NAME|FILE | -- <llama-server args>) [--objective gen_tps] [--prompt-tokens 512]
-                   [--gen-tokens 64] [--depth N] [--clients N] [--min-gen-tps X]
+    llm-tuner tune (--profile NAME|FILE | -- <llama-server args>) [--binary PATH] [--label NAME]
+                   [--objective gen_tps] [--prompt-tokens 512] [--gen-tokens 64] [--depth N] [--clients N]
+                   [--min-gen-tps X]
                    [--knob ub=64,128,256 --knob t=1,2 --knob kv=f16,q8_0 --knob custom:--alias=a,b]
-                   [--budget 600] [--headroom 512] [--min-ctx N] [--max-ppl-increase 1] [--final-reps 5]
-                   [--final-rounds 2]
-                   [--screen-reps 2] [--devices CUDA0=16384,...] [--json-lines] [--resume ID]
-                   [--save-as NAME] [--report FILE.md] [--only placement,t] [--dry-run]
+                   [--only placement,t] [--budget 600] [--headroom MiB] [--min-ctx N] [--max-ppl-increase 1]
+                   [--screen-reps 2] [--final-reps 5] [--final-rounds 2] [--warmup 1]
+                   [--devices CUDA0=16384,...] [--no-speed-prune] [--dry-run] [--json-lines] [--resume ID]
+                   [--save-as NAME] [--report FILE.md]
     llm-tuner tunes list [--json]
 
-Without --knob, the knobs are proposed from the model, the binary's --help and the devices. Where the model does
-not fit its GPUs, one "placement" knob races the placements that fit each K/V type (the most layers, the FFN of
-the fewest blocks or the experts of the first blocks on the CPU, llama.cpp's own fit at the margin), each GPU
-keeping --headroom free; a placement that runs out of memory raises that margin for the rest. --dry-run lists
-the knobs, their values and the memory plan's verdict on each candidate without starting a server. With --json-lines
-every line on stdout is one JSON object: {"type": "progress"|"trial"|"result", ...}. Progress otherwise goes
-to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) from its trials.
+Without --knob, the knobs are proposed from the model, the binary's --help and the devices. Where the model
+does not fit its GPUs, one "placement" knob races the placements that fit each K/V type (the most layers, the
+FFN of the fewest blocks or the experts of the first or the last blocks on the CPU, llama.cpp's own fit at
+the margin), each GPU keeping --headroom free; a placement that runs out of memory raises that margin for the
+rest.
+
+--dry-run lists the knobs, their values and the memory plan's verdict on each candidate without starting a
+server. With --json-lines every line on stdout is one JSON object: {"type": "progress"|"trial"|"result", ...};
+otherwise progress goes to stderr. `--resume ID` continues a stored tune (cancelled, crashed or killed) from
+its trials.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from llm_tuner.cli.output import CliError, emit_json
+from llm_tuner.cli.output import CliError, RawDescription, emit_json
 from llm_tuner.cli.profile_file import add_trust_argument
 
 
@@ -33,13 +37,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     from llm_tuner.core.tune import DEFAULT_MARGIN_MIB, OBJECTIVES
 
     p = sub.add_parser("tune", help="search the fastest settings that fit (real server, stored trials, resumable)",
-                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+                       description=__doc__, formatter_class=RawDescription)
     p.add_argument("--profile", metavar="NAME|FILE", help="the base: a saved profile or a profile file")
     add_trust_argument(p)
     p.add_argument("--binary", metavar="PATH", help="run this llama-server instead of the profile's or the configured one")
     p.add_argument("--label", help="name the tune (default: the profile's name)")
     p.add_argument("--objective", choices=tuple(OBJECTIVES), default="gen_tps", metavar="KIND",
-                   help="what to maximize (default gen_tps): " + "; ".join(f"{k}: {o.label}" for k, o in OBJECTIVES.items()))
+                   help="what to maximize (default gen_tps), one of: "
+                   + "; ".join(f"{k} = {o.label}" for k, o in OBJECTIVES.items()))
     p.add_argument("--prompt-tokens", type=int, default=512, metavar="N", help="prompt length (512)")
     p.add_argument("--gen-tokens", type=int, default=64, metavar="N", help="generated tokens per request (64)")
     p.add_argument("--depth", type=int, default=0, metavar="N", help="context filled before the prompt")
@@ -82,7 +87,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     t = sub.add_parser("tunes", help="stored tunes")
     ts = t.add_subparsers(dest="tunes_command", metavar="ACTION")
     q = ts.add_parser("list", help="tunes, newest first")
-    q.add_argument("--json", action="store_true")
+    q.add_argument("--json", action="store_true", help="print JSON")
     q.set_defaults(func=cmd_tunes_list)
     t.set_defaults(func=lambda a: (t.print_help(), 2)[1])
 

@@ -33,6 +33,7 @@ _SIGNALS: dict[str, tuple[str, int]] = {
     "status_message": ("status_message_posted", 1),
     "bench_runs": ("bench_runs_changed", 0),
     "compare": ("compare_requested", 2),
+    "tune": ("tune_requested", 2),
     "server": ("server_shown", 0),
     "profile_saved": ("profile_saved", 1),
     "server_log_lines": ("server_log_lines_posted", 1),
@@ -43,6 +44,7 @@ _FROM_SIGNAL: dict[str, tuple[str, str]] = {
     "status_message_posted": ("status_message", "post_status"),
     "bench_runs_changed": ("bench_runs", "runs_changed"),
     "compare_requested": ("compare", "request_compare"),
+    "tune_requested": ("tune", "request_tune"),
     "profile_saved": ("profile_saved", "profile_saved"),
     "server_log_lines_posted": ("server_log_lines", "post_server_log_lines"),
 }
@@ -71,6 +73,8 @@ class AppState(QObject):
     copy_command_requested = Signal()
     new_server_requested = Signal()
     benchmark_requested = Signal()
+    # a saved profile's name and a llama-server: re-tune it as the base, run by that build (Compare -> Tune)
+    tune_requested = Signal(str, str)
 
     # attributes read and written through the workspace's declared properties: binaries, inventory, settings,
     # model_path, profile, profile_name, profile_problem, profile_errors, profile_store_busy (set below)

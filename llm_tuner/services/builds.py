@@ -124,6 +124,7 @@ class ProfileBuildCheck:
 def move_json(m: FlagMove) -> dict[str, Any]:
     return {
         "flag": m.old,
+        "env": m.env or None,  # the variable moved (LLAMA_ARG_*), None for a flag on the command line
         "tokens": list(m.tokens),
         "choices": list(m.choices),
         "fix": list(m.fix),

@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, RunGroup
-from llm_tuner.services.bench import BenchError, BenchRunner, ServerTarget
+from llm_tuner.services.bench import BenchError, BenchRunner, GroupStep, ServerTarget, run_group
 from llm_tuner.services.client import LlamaClient
 from llm_tuner.services.router_presets import router_model_argvs
 
@@ -52,34 +51,14 @@ def bench_router_models(
     """Measure each of the router's models (all of them unless `models` names some) with `spec`; returns the
     group's id and the runs in model order."""
     names = list(models) if models else router_model_names(target)
-    cancelled = cancelled or (lambda: False)
-    group_id = runner.repo.create_group(
-        RunGroup(
-            param=MODEL_PARAM,
-            values=tuple(names),
-            label=target.label,
-            created_at=datetime.now(UTC).replace(tzinfo=None),
+    group = RunGroup(param=MODEL_PARAM, values=tuple(names), label=target.label)
+    steps = [
+        GroupStep(
+            name,
+            name,
+            replace(target, label=f"{target.label} · {name}".strip(" ·")),
+            spec.model_copy(update={"model": name}),
         )
-    )
-    runs: list[BenchRun] = []
-    for i, name in enumerate(names):
-        if cancelled():
-            break
-
-        def step(f: float | None, text: str, name: str = name, i: int = i) -> None:
-            if progress is not None:
-                progress(f, f"{name} ({i + 1}/{len(names)}): {text}")
-
-        t = replace(target, label=f"{target.label} · {name}".strip(" ·"))
-        runs.append(
-            runner.run(
-                t,
-                spec.model_copy(update={"model": name}),
-                progress=step,
-                cancelled=cancelled,
-                group_id=group_id,
-                sweep_value=name,
-                progress_span=(i / len(names), (i + 1) / len(names)),
-            ).run
-        )
-    return group_id, runs
+        for name in names
+    ]
+    return run_group(runner, group, steps, whole="all models", progress=progress, cancelled=cancelled)

@@ -262,6 +262,9 @@ class TuneState(JobProgress):
         self._choices = Choices()
         self._seen_profile = (profile.name, profile.profile is not None)  # the Profile tab's, as last seen
         self.user_chose_base = False  # until then the base follows the profile the Profile tab shows
+        # a llama-server the tune runs instead of the base's own (Compare's "Re-tune for this build")
+        self.binary: str | None = None
+        self.requested_base: str | None = None  # asked from outside, chosen once listed
         self._proposal_seq = 0
         self._candidates_seq = 0
         self._base: tuple[tuple[Base, ProfileFacts], bench_service.ServerTarget] | None = None
@@ -345,7 +348,7 @@ class TuneState(JobProgress):
         seq, engine, settings = self._proposal_seq, self.engine, self.settings()
 
         def work() -> tuple[bench_service.ServerTarget, list[Knob]]:
-            target = base_target(engine, choice, facts.profile, facts.name, base.extra)
+            target = self._for_build(base_target(engine, choice, facts.profile, facts.name, base.extra))
             return target, proposed_knobs(settings, engine, target, objective, headroom_mib)
 
         def done(loaded: tuple[bench_service.ServerTarget, list[Knob]]) -> None:
@@ -386,6 +389,20 @@ class TuneState(JobProgress):
         self._candidates, self._candidates_message = list(cands), message
         self.notify("candidates")
 
+    def retune_for_build(self, profile_name: str, binary: str) -> None:
+        """Re-tune `profile_name` as the base, run by `binary` (Compare found it slower under that build): the
+        base stays chosen; the choices are reloaded so the panel selects it ("choices")."""
+        self.binary = binary or None
+        self.user_chose_base = True
+        self.requested_base = profile_name
+        self.say(f"Re-tuning {profile_name} for the build {binary}: check the knobs, then Run tune.")
+        self.reload_choices()
+
+    def _for_build(self, target: bench_service.ServerTarget) -> bench_service.ServerTarget:
+        if self.binary:
+            target.binary = self.binary
+        return target
+
     # -- running ---------------------------------------------------------------------------------------
     def spec_builder(
         self,
@@ -404,7 +421,7 @@ class TuneState(JobProgress):
         engine, knobs = self.engine, tuple(knobs)
 
         def build() -> TuneSpec:
-            target = base_target(engine, choice, facts.profile, facts.name, base.extra)
+            target = self._for_build(base_target(engine, choice, facts.profile, facts.name, base.extra))
             return TuneSpec(
                 base_argv=tuple(target.argv),
                 base_env=dict(target.env),

@@ -118,6 +118,10 @@ class Workspace(Observable):
     def request_compare(self, run_a: int, run_b: int) -> None:
         self.notify("compare", run_a, run_b)
 
+    def request_tune(self, profile_name: str, binary: str) -> None:
+        """Re-tune a saved profile as the base, run by this llama-server (Compare's build row -> Tune)."""
+        self.notify("tune", profile_name, binary)
+
     def profile_saved(self, saved: Any) -> None:
         """A profile version was saved by another view (a tune's winner): the Profile lists show it."""
         self.notify("profile_saved", saved)

@@ -133,6 +133,7 @@ class MainWindow(QMainWindow):
         self._errors_dialog: ErrorsDialog | None = None
         self._update_errors_button()
         ctx.state.server_shown.connect(self._on_state_server_shown)
+        ctx.state.tune_requested.connect(self._on_state_tune_requested)  # Compare: re-tune for another build
         self._on_state_server_shown()
         self._restore_layout()
         self.quick_start.setVisible(False)
@@ -223,6 +224,9 @@ class MainWindow(QMainWindow):
     def send_test_prompt(self) -> None:
         self.tabs.setCurrentWidget(self.live_panel)
         self.ctx.state.workspace.request_test_prompt()
+
+    def _on_state_tune_requested(self, _profile: str, _binary: str) -> None:
+        self.tabs.setCurrentWidget(self.tune_panel)  # the Tune tab takes the request itself (TuneState)
 
     def run_benchmark(self) -> None:
         """Benchmark the edited profile (Run waits for a profile save still on its way to the store)."""

@@ -1,6 +1,6 @@
 """A scripted measurer for tune runner tests (no server): each run's speed from a function of its argv, stored as a
 real run in a real SQLite history; each run costs 10 s of an injected clock. Returns what BenchRunner.run does: the
-run with its server's log lines."""
+run with its server's log lines. The one ScriptedBench of the tune's unit tests (final, budget, placement, pruning)."""
 
 from __future__ import annotations
 
@@ -22,14 +22,17 @@ class Clock:
 
 
 class ScriptedBench:
-    """`speed(argv)`: the generation t/s of a run; `fail(argv)`: (error, server log lines) when the run fails, else
-    None. Every started argv is kept in `started`."""
+    """`speed(argv)`: the generation t/s of a run, times `wobble(i)` for its i-th repetition (by default each 0.1 %
+    faster than the one before); `fail(argv)`: (error, server log lines) when the run fails, else None; `lines`:
+    a run's server log lines when it does not. Every started argv is kept in `started`."""
 
     current_process = None
 
     def __init__(self, repo, clock: Clock, speed: Callable[[tuple[str, ...]], float],
-                 fail: Callable[[tuple[str, ...]], tuple[str, Sequence[str]] | None] = lambda argv: None) -> None:
-        self.repo, self.clock, self.speed, self.fail = repo, clock, speed, fail
+                 fail: Callable[[tuple[str, ...]], tuple[str, Sequence[str]] | None] = lambda argv: None,
+                 lines: Sequence[str] = (), wobble: Callable[[int], float] = lambda i: 1 + 0.001 * i) -> None:
+        self.repo, self.clock, self.speed, self.fail, self.lines = repo, clock, speed, fail, tuple(lines)
+        self.wobble = wobble
         self.started: list[tuple[str, ...]] = []
 
     def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
@@ -52,7 +55,7 @@ class ScriptedBench:
         speed = self.speed(argv)
         for i in range(spec.reps):
             self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=speed * (1 + 0.001 * i)))
+                                                 predicted_per_second=speed * self.wobble(i)))
         self.repo.finish_run(run_id, "complete")
         self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return RunOutcome(self.repo.get_run(run_id))
+        return RunOutcome(self.repo.get_run(run_id), self.lines)

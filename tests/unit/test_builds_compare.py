@@ -5,7 +5,9 @@ another build offers a re-tune."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 
+from llm_tuner.cli.bench_builds import _retune_line
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, DevicePeak, Repetition
 from llm_tuner.core.build import BuildStamp
 from llm_tuner.services.bench.builds import builds_verdict, slower_than_stored
@@ -58,6 +60,11 @@ def test_a_build_ab_pools_each_side_and_says_when_b_is_slower(tmp_path):
     assert verdict.text.startswith("B against A: Generation") and "-> worse" in verdict.text
     assert "llama-server build aaaaaaaa -> bbbbbbbb" in verdict.text
     assert verdict.warnings == ()  # 45-47 °C: one thermal state
+    assert verdict.b_slower and verdict.to_json()["b_slower"]  # the re-tune offer (CLI and Compare)
+    assert not builds_verdict([r.model_copy(update={"sweep_value": "B" if r.sweep_value == "A" else "A"})
+                               for r in runs]).b_slower  # B faster: nothing to re-tune
+    assert _retune_line("q", "my q", Path("/opt/new/llama-server")).endswith(
+        "(llm-tuner tune --binary /opt/new/llama-server --profile 'my q', or Compare's \"Re-tune for this build\").")
     hot = [r.model_copy(update={"reps": tuple(x.model_copy(update={"peaks": (DevicePeak(device="CUDA0", temp_c=80.0),)})
                                               for x in r.reps)}) if r.sweep_value == "B" else r for r in runs]
     assert "different thermal states" in builds_verdict(hot).warnings[0]

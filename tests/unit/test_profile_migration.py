@@ -95,3 +95,93 @@ def test_a_saved_version_keeps_its_build_and_the_builds_help_text(tmp_path):
     assert changes[0].startswith("llama-server build aaaaaaaa (1) -> cccccccc (1)")
     assert "its --help changed" in changes[1] and "GPU driver 550.54 -> 580.65" in changes and "CUDA 12.4 -> 13.0" in changes
     assert build_changes(stamp, stamp) == []
+
+
+# -- LLAMA_ARG_* variables: llama-server reads a flag from its variable too, so a profile's environment moves ---------
+
+
+def _env_profile(env: dict[str, str]):
+    p = import_command(["-m", "/models/q.gguf", "-md", "/models/d.gguf", "--spec-type", "draft-simple"],
+                       catalog=OLD).profile
+    return p.model_copy(update={"env": {"HOME": "/home/u", **env}})
+
+
+def test_a_removed_flags_variable_is_a_move_with_the_same_choice_rule():
+    """LLAMA_ARG_DRAFT_MAX makes the new build refuse to start as --draft-max does: the split is a choice,
+    keyed by the variable's name, never picked; the variable of a flag with a fixed replacement moves to the
+    replacement's variable; a variable the new build still reads (and any other variable) stays."""
+    p = _env_profile({"LLAMA_ARG_DRAFT_MAX": "8", "LLAMA_ARG_MLOCK": "1", "LLAMA_ARG_CTX_SIZE": "8192"})
+    migration = plan_migration(p, NEW, OLD)
+    by_name = {m.old: m for m in migration.moves}
+    assert set(by_name) == {"LLAMA_ARG_DRAFT_MAX", "LLAMA_ARG_MLOCK"}
+    draft = by_name["LLAMA_ARG_DRAFT_MAX"]
+    assert draft.env == "LLAMA_ARG_DRAFT_MAX" and draft.tokens == ("--draft-max", "8")
+    assert draft.ambiguous and draft.choices == ("--spec-draft-n-max", "--spec-ngram-mod-n-max")
+    assert draft.suggested == "--spec-draft-n-max" and draft.env_replacement() is None
+    assert migration.ambiguous == (draft,)
+    assert "LLAMA_ARG_DRAFT_MAX=8 (--draft-max 8)  ->  choose:" in draft.text()
+    mlock = by_name["LLAMA_ARG_MLOCK"]
+    assert mlock.env_replacement() == ({"LLAMA_ARG_LOAD_MODE": "mmap+mlock"}, ())
+    assert mlock.text() == "LLAMA_ARG_MLOCK=1 (--mlock)  ->  LLAMA_ARG_LOAD_MODE=mmap+mlock"
+
+    partly, undone = apply_migration(p, migration, NEW)
+    assert undone == (draft,)  # left as it is until chosen
+    assert partly.env == {"HOME": "/home/u", "LLAMA_ARG_DRAFT_MAX": "8", "LLAMA_ARG_CTX_SIZE": "8192",
+                          "LLAMA_ARG_LOAD_MODE": "mmap+mlock"}
+    done, undone = apply_migration(p, migration, NEW, {"LLAMA_ARG_DRAFT_MAX": "--spec-draft-n-max"})
+    assert undone == ()
+    assert done.env == {"HOME": "/home/u", "LLAMA_ARG_CTX_SIZE": "8192", "LLAMA_ARG_LOAD_MODE": "mmap+mlock",
+                        "LLAMA_ARG_SPEC_DRAFT_N_MAX": "8"}
+    assert done.extra_args == p.extra_args  # the command line is not touched by a variable's move
+    before, after = command_lines(p, done, NEW)
+    assert before.startswith("LLAMA_ARG_DRAFT_MAX=8 ") and "LLAMA_ARG_SPEC_DRAFT_N_MAX=8" in after
+    assert "LLAMA_ARG_DRAFT_MAX" not in after and "HOME" not in after
+
+
+def test_a_replacement_without_a_variable_goes_on_the_command_line():
+    """--spec-ngram-mod-n-max has no LLAMA_ARG_* variable in the new build: the chosen replacement is a flag."""
+    p = _env_profile({"LLAMA_ARG_DRAFT_MAX": "8"})
+    migration = plan_migration(p, NEW, OLD)
+    (move,) = migration.moves
+    assert "on the command line" in move.text("--spec-ngram-mod-n-max")
+    done, undone = apply_migration(p, migration, NEW, {"LLAMA_ARG_DRAFT_MAX": "--spec-ngram-mod-n-max"})
+    assert undone == () and "LLAMA_ARG_DRAFT_MAX" not in done.env
+    assert done.ngram_mod_n_max == 8  # lifted into its field, as a flag's move is
+
+
+def test_variables_without_the_old_help_and_switches_set_off():
+    """Without the old build's --help: the new --help still names a removed flag's variable, and the table of
+    removed flags knows LLAMA_ARG_MLOCK. A switch's variable set false set nothing: no move; a toggle's false
+    value is its negative spelling (--no-mmap -> --load-mode none)."""
+    p = _env_profile({"LLAMA_ARG_DRAFT_MIN": "2", "LLAMA_ARG_MLOCK": "0", "LLAMA_ARG_MMAP": "false",
+                      "LLAMA_ARG_NOT_A_FLAG": "x"})
+    by_name = {m.old: m for m in plan_migration(p, NEW, None).moves}
+    assert set(by_name) == {"LLAMA_ARG_DRAFT_MIN", "LLAMA_ARG_MMAP"}
+    assert by_name["LLAMA_ARG_DRAFT_MIN"].choices == ("--spec-draft-n-min", "--spec-ngram-mod-n-min")
+    assert by_name["LLAMA_ARG_MMAP"].env_replacement() == ({"LLAMA_ARG_LOAD_MODE": "none"}, ())
+    with_old = {m.old: m for m in plan_migration(p, NEW, OLD).moves}
+    assert with_old["LLAMA_ARG_MMAP"].tokens == ("--no-mmap",)
+
+
+def test_a_profile_of_the_new_build_with_variables_has_nothing_to_migrate():
+    p = _env_profile({"LLAMA_ARG_SPEC_DRAFT_N_MAX": "4", "LLAMA_ARG_LOAD_MODE": "none",
+                      "LLAMA_ARG_MODEL": "/models/with space.gguf"})
+    assert not plan_migration(p, NEW, OLD) and not plan_migration(p, NEW, None)
+
+
+def test_a_variables_value_stays_whole():
+    """A renamed flag's variable keeps its value as one word (a path with spaces), and its move says so."""
+    old_only = OLD_HELP + "\n--old-draft-path FNAME                  a path (env: LLAMA_ARG_OLD_DRAFT_PATH)\n"
+    p = _env_profile({}).model_copy(update={"env": {"LLAMA_ARG_OLD_DRAFT_PATH": "/models/my draft.gguf"}})
+    (move,) = plan_migration(p, NEW, parse_help(old_only)).moves
+    assert move.tokens == ("--old-draft-path", "/models/my draft.gguf") and not move.resolvable
+    assert "no replacement found" in move.reason
+    done, undone = apply_migration(p, plan_migration(p, NEW, parse_help(old_only)), NEW)
+    assert undone == () and done.env == {}  # no replacement: dropped, as a flag with none is
+
+
+def test_the_cli_takes_a_choice_for_a_variable_by_its_name():
+    from llm_tuner.cli.profile_migrate import parse_choices
+
+    assert parse_choices(["LLAMA_ARG_DRAFT_MAX=spec-draft-n-max", "draft-max=spec-ngram-mod-n-max"]) == {
+        "LLAMA_ARG_DRAFT_MAX": "--spec-draft-n-max", "--draft-max": "--spec-ngram-mod-n-max"}

@@ -2,52 +2,17 @@
 search stops before eating into it, the final still runs. Time is an injected clock; every run is stored in a
 real SQLite history by a scripted measurer (a server's speed per argv), since only the timing is under test."""
 
-import contextlib
-from datetime import datetime, timedelta
-
 from llm_tuner.core import flags
-from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.tune import Knob, Objective, TuneSpec
-from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.tune import TuneRunner
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
+from tests.support.tune_bench import Clock, ScriptedBench
 
 
-class Clock:
-    t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class ScriptedBench:
-    """Stores a run per call like BenchRunner.run, faster with a smaller -ub; each run costs 10 s of the clock."""
-
-    current_process = None
-
-    def __init__(self, repo, clock):
-        self.repo, self.clock = repo, clock
-
-    def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
-        return None
-
-    def heat_gated(self, _cool):
-        return contextlib.nullcontext()
-
-    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
-        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-        self.clock.t += 10.0
-        ub = int(flags.value_of(target.argv, "ubatch_size") or 512)
-        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
-                                               sweep_value=sweep_value, started_at=start))
-        for i in range(spec.reps):
-            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=1000 / ub + 0.01 * i))
-        self.repo.finish_run(run_id, "complete")
-        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return RunOutcome(self.repo.get_run(run_id))
+def _faster_with_a_smaller_ub(argv) -> float:
+    return 1000 / int(flags.value_of(argv, "ubatch_size") or 512)
 
 
 KNOB = Knob(key="ub", flag="ubatch_size", values=tuple(str(v) for v in (8, 16, 32, 64, 128, 256, 1024, 2048)))
@@ -58,7 +23,7 @@ SPEC = TuneSpec(base_argv=("-m", "m.gguf"), objective=Objective(prompt_tokens=16
 def test_search_stops_for_the_reserved_final_and_the_final_runs_within_budget(tmp_path):
     engine = open_engine(tmp_path / "h.sqlite")
     clock = Clock()
-    bench = ScriptedBench(RunRepository(engine), clock)
+    bench = ScriptedBench(RunRepository(engine), clock, _faster_with_a_smaller_ub)
     knob, spec = KNOB, SPEC
     repo = TuneRepository(engine)
     result = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
@@ -74,7 +39,7 @@ def test_search_stops_for_the_reserved_final_and_the_final_runs_within_budget(tm
 def test_a_resumed_tune_reserves_the_final_from_the_stored_baseline(tmp_path):
     engine = open_engine(tmp_path / "h.sqlite")
     clock = Clock()
-    bench = ScriptedBench(RunRepository(engine), clock)
+    bench = ScriptedBench(RunRepository(engine), clock, _faster_with_a_smaller_ub)
     repo = TuneRepository(engine)
     stop = []
     first = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(
@@ -98,21 +63,11 @@ def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp
     clock = Clock()
     repo = TuneRepository(engine)
 
-    class Wobbly(ScriptedBench):
-        def run(self, target, spec, **kw):
-            start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-            self.clock.t += 10.0
-            ub = int(flags.value_of(target.argv, "ubatch_size") or 512)
-            run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=kw.get("group_id"),
-                                                   spec=spec, sweep_value=kw.get("sweep_value"), started_at=start))
-            for i in range(spec.reps):
-                self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                     predicted_per_second=1000 / ub * (1.08 if i % 2 else 0.92)))
-            self.repo.finish_run(run_id, "complete")
-            self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-            return RunOutcome(self.repo.get_run(run_id))
+    def wobbly(clock):  # ±8 % between repetitions
+        return ScriptedBench(RunRepository(engine), clock, _faster_with_a_smaller_ub,
+                             wobble=lambda i: 1.08 if i % 2 else 0.92)
 
-    result = TuneRunner(repo, bench_runner=Wobbly(RunRepository(engine), clock), plan_fn=lambda a, e: (True, ""),
+    result = TuneRunner(repo, bench_runner=wobbly(clock), plan_fn=lambda a, e: (True, ""),
                         clock=clock).run(spec)
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
               if (r.sweep_value or "").startswith("final")]
@@ -125,27 +80,18 @@ def test_the_final_takes_enough_repetitions_for_the_spread_the_screening_saw(tmp
 
     tight = spec.model_copy(update={"budget_s": 45})  # search 20 s + a final of 2 per side (20 s) fits; 3 would not
     clock.t = 0.0
-    result = TuneRunner(repo, bench_runner=Wobbly(RunRepository(engine), clock), plan_fn=lambda a, e: (True, ""),
+    result = TuneRunner(repo, bench_runner=wobbly(clock), plan_fn=lambda a, e: (True, ""),
                         clock=clock).run(tight)
     finals = [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
               if (r.sweep_value or "").startswith("final")]
     assert sum(len(r.reps) for r in finals if r.sweep_value == "final:winner") == tight.final_reps
 
 
-class ThreadsBench(ScriptedBench):
+def threads_bench(engine, clock) -> ScriptedBench:
     """A CPU server: without -t it runs 2 threads (its log says so); -t 1 is 39 % slower."""
-
-    def run(self, target, spec, *, progress=None, cancelled=None, group_id=None, sweep_value=None, **_):
-        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-        self.clock.t += 10.0
-        threads = flags.value_of(target.argv, "threads") or "2"
-        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
-                                               sweep_value=sweep_value, started_at=start))
-        for i in range(spec.reps):
-            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=(100.0 if threads == "2" else 61.0) + 0.01 * i))
-        self.repo.finish_run(run_id, "complete")
-        return RunOutcome(self.repo.get_run(run_id), lines=("llama threadpool init, n_threads = 2",))
+    return ScriptedBench(RunRepository(engine), clock,
+                         lambda argv: 100.0 if (flags.value_of(argv, "threads") or "2") == "2" else 61.0,
+                         lines=("llama threadpool init, n_threads = 2",))
 
 
 def test_a_value_that_is_the_default_is_not_left_untried_and_a_slower_candidate_is_not_within_noise(tmp_path):
@@ -154,7 +100,7 @@ def test_a_value_that_is_the_default_is_not_left_untried_and_a_slower_candidate_
     engine = open_engine(tmp_path / "h.sqlite")
     clock = Clock()
     spec = SPEC.model_copy(update={"knobs": (Knob(key="t", flag="threads", values=("1", "2")),), "budget_s": 150})
-    result = TuneRunner(TuneRepository(engine), bench_runner=ThreadsBench(RunRepository(engine), clock),
+    result = TuneRunner(TuneRepository(engine), bench_runner=threads_bench(engine, clock),
                         plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
     assert clock.t < 150 and result.winner_argv == result.baseline_argv
     assert "untried" not in result.note and "budget ran out" not in result.note, result.note

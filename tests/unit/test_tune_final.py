@@ -2,12 +2,8 @@
 TuneRunner.run, measured by a scripted measurer that stores real runs in a real SQLite history (the real
 server's path is tests/integration/test_tune.py)."""
 
-import contextlib
-from datetime import datetime, timedelta
-
 import pytest
 
-from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.tune import (
     BaselineCost,
     Objective,
@@ -19,11 +15,11 @@ from llm_tuner.core.tune import (
     parse_knob,
     start_noise,
 )
-from llm_tuner.services.bench import RunOutcome
 from llm_tuner.services.tune import TuneRunner
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
+from tests.support.tune_bench import Clock, ScriptedBench
 
 SPEC = TuneSpec(base_argv=("-m", "m.gguf"), final_reps=3, final_rounds=2, warmup=1)
 
@@ -65,40 +61,8 @@ def test_the_noise_between_starts_comes_from_trials_measured_in_several_starts()
     assert start_noise([[100.0, 110.0]]) == pytest.approx(7.07 / 105, rel=1e-2)
 
 
-class Clock:
-    t = 0.0
-
-    def __call__(self):
-        return self.t
-
-
-class ScriptedBench:
-    """A measurer where `--alias a` generates 10 % faster than the baseline, with a tiny wobble per repetition;
-    stores real runs, each costing 10 s of the injected clock, and returns them as BenchRunner.run does."""
-
-    current_process = None
-
-    def __init__(self, repo: RunRepository, clock: Clock):
-        self.repo, self.clock = repo, clock
-
-    def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
-        return None
-
-    def heat_gated(self, _cool):
-        return contextlib.nullcontext()
-
-    def run(self, target, spec, *, group_id=None, sweep_value=None, **_):
-        start = datetime(2026, 1, 1) + timedelta(seconds=self.clock.t)
-        self.clock.t += 10.0
-        run_id = self.repo.create_run(BenchRun(server_argv=tuple(target.argv), group_id=group_id, spec=spec,
-                                               sweep_value=sweep_value, started_at=start))
-        speed = 110.0 if "a" in target.argv else 100.0
-        for i in range(spec.reps):
-            self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=speed * (1 + 0.001 * i)))
-        self.repo.finish_run(run_id, "complete")
-        self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
-        return RunOutcome(self.repo.get_run(run_id), ("main: server is listening",))
+def _alias_a_is_10_pct_faster(argv) -> float:
+    return 110.0 if "a" in argv else 100.0
 
 
 def test_the_final_is_interleaved_with_n_fixed_before_its_first_run(tmp_path):
@@ -107,7 +71,8 @@ def test_the_final_is_interleaved_with_n_fixed_before_its_first_run(tmp_path):
     spec = TuneSpec(base_argv=("-m", str(tmp_path / "m.gguf"), "-t", "2"), knobs=(parse_knob("custom:--alias=a"),),
                     objective=Objective(prompt_tokens=16, gen_tokens=8), budget_s=600, screen_reps=2,
                     final_reps=3, final_rounds=2, warmup=0)
-    runner = TuneRunner(TuneRepository(engine), bench_runner=ScriptedBench(RunRepository(engine), clock),
+    bench = ScriptedBench(RunRepository(engine), clock, _alias_a_is_10_pct_faster, lines=("main: server is listening",))
+    runner = TuneRunner(TuneRepository(engine), bench_runner=bench,
                         plan_fn=lambda argv, env: (True, ""), clock=clock)
     result = runner.run(spec)
     runs = sorted(RunRepository(engine).list_runs(group_id=result.tune_id), key=lambda r: r.id)

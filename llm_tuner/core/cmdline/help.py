@@ -151,6 +151,8 @@ def parse_help(text: str) -> FlagCatalog:
     for raw in lines:
         line = raw.rstrip()
         if not line.strip():
+            if raw and cur is not None:  # a line of spaces inside a flag's help (before its "(env: ...)")
+                continue
             flush()
             continue
         if not line.startswith(" "):

@@ -8,9 +8,16 @@ use --spec-draft-n-max or --spec-ngram-mod-n-max"). `plan_migration` compares th
 flag: its replacement(s), read from the new `--help`'s own words, from `core.flags.REMOVED` (flags a build no
 longer lists at all: `--mlock` -> `--load-mode mmap+mlock`), from another spelling of the same flag in the old
 `--help`, or from the same description under a new name. A move with several candidates is ambiguous and is
-never decided here: `apply_migration` applies it only with the user's choice. Pure: the CLI (`profile
-migrate`) and the Profile tab's banner (ui/panels/profile_migrate.py) show the moves and the command before
-and after.
+never decided here: `apply_migration` applies it only with the user's choice.
+
+The profile's environment is read the same way: llama-server reads a flag from `LLAMA_ARG_<NAME>` too (and a
+removed flag's variable makes the new build refuse to start, as the flag does), so each `LLAMA_ARG_*` variable
+whose flag the new build renamed or removed is a move of its own (`FlagMove.env`, keyed by the variable's
+name), with the same rule for a split; applied, it becomes the replacement's variable (`LLAMA_ARG_MLOCK=1` ->
+`LLAMA_ARG_LOAD_MODE=mmap+mlock`), or the replacement's flag on the command line where that flag has none.
+
+Pure: the CLI (`profile migrate`) and the Profile tab's banner (ui/panels/profile_migrate.py) show the moves
+and the command before and after.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import fnmatch
 import re
 import shlex
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline.argv import import_command, profile_to_argv
@@ -44,6 +51,11 @@ class FlagMove:
     suggested: str | None = (
         None  # the choice the rest of the profile points at (a draft model: --spec-draft-*)
     )
+    # an environment variable's move: its name ('LLAMA_ARG_DRAFT_MAX', also `old`) and value; "" for a flag
+    env: str = ""
+    value: str = ""
+    # the new build's variable of each replacement flag that has one (flag, variable)
+    new_env: tuple[tuple[str, str], ...] = ()
 
     @property
     def ambiguous(self) -> bool:
@@ -63,12 +75,37 @@ class FlagMove:
             return None
         return (pick, *self.tokens[1:])
 
-    def text(self, choice: str | None = None) -> str:
-        """'--draft-max 8 -> --spec-draft-n-max 8' or '--draft-max 8 -> one of: ...' in words."""
+    def env_replacement(self, choice: str | None = None) -> tuple[dict[str, str], tuple[str, ...]] | None:
+        """An environment move's replacement: the variables to set instead (the replacement flag's own
+        variable) or, where that flag has none, the arguments to add to the command line; None as
+        `replacement`."""
         new = self.replacement(choice)
-        left = " ".join(self.tokens)
-        if new is not None:
-            return f"{left}  ->  {' '.join(new)}"
+        if new is None:
+            return None
+        var = dict(self.new_env).get(new[0])
+        if var is None or len(new) > 2:
+            return {}, new
+        return {var: new[1] if len(new) == 2 else "1"}, ()
+
+    def _right(self, choice: str | None) -> str | None:
+        if not self.env:
+            new = self.replacement(choice)
+            return None if new is None else " ".join(new)
+        found = self.env_replacement(choice)
+        if found is None:
+            return None
+        variables, args = found
+        if variables:
+            return " ".join(f"{k}={v}" for k, v in variables.items())
+        return f"{' '.join(args)} (on the command line: the new build reads no variable for it)"
+
+    def text(self, choice: str | None = None) -> str:
+        """'--draft-max 8 -> --spec-draft-n-max 8' or '--draft-max 8 -> one of: ...' in words (an environment
+        move: 'LLAMA_ARG_MLOCK=1 (--mlock) -> LLAMA_ARG_LOAD_MODE=mmap+mlock')."""
+        left = f"{self.env}={self.value} ({' '.join(self.tokens)})" if self.env else " ".join(self.tokens)
+        right = self._right(choice)
+        if right is not None:
+            return f"{left}  ->  {right}"
         if self.choices:
             return f"{left}  ->  choose: " + " | ".join(
                 f"{c} {' '.join(self.tokens[1:])}".strip() for c in self.choices
@@ -173,70 +210,135 @@ def _suggest(profile: LaunchProfile, choices: tuple[str, ...]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
+def _move(
+    tok: str, group: tuple[str, ...], profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | None
+) -> FlagMove | str:
+    """The move of one flag the new build does not accept (`group`: it and its value), or a note when neither
+    build knows it."""
+    new_spec = new.lookup(tok)
+    hard = flags.REMOVED.get(tok)
+    old_spec = old.lookup(tok) if old is not None else None
+    if new_spec is not None and new_spec.removed is not None:
+        choices = _names_in(new_spec.removed, new)
+        reason = f"{tok}: the argument has been removed. use {new_spec.removed}"
+        if hard is not None and hard.fix and not choices:
+            return FlagMove(tok, group, (), _fix(hard, group), reason)
+        return FlagMove(tok, group, choices, (), reason, _suggest(profile, choices))
+    if hard is not None:
+        if hard.fix and hard.arity == 0:
+            return FlagMove(tok, group, (), _fix(hard, group), f"{tok} was removed: use {hard.replacement}")
+        choices = _names_in(hard.replacement, new)
+        return FlagMove(
+            tok, group, choices, (), f"{tok} was removed: use {hard.replacement}", _suggest(profile, choices)
+        )
+    if old is not None and old_spec is not None:
+        renamed = tuple(
+            dict.fromkeys(
+                spec.canonical
+                for n in old_spec.names
+                if _known(new, n) and (spec := new.lookup(n)) is not None
+            )
+        )
+        choices = renamed or _by_description(old_spec, old, new)
+        how = "another spelling of the same flag" if renamed else "the same description under a new name"
+        return FlagMove(
+            tok,
+            group,
+            choices,
+            (),
+            f"{tok} is not in the new --help; " + (how if choices else "no replacement found"),
+            _suggest(profile, choices),
+        )
+    hint = new.suggest(tok)
+    did_you_mean = f" (did you mean {hint}?)" if hint else ""
+    return f"{tok} is known to neither build{did_you_mean}: left as it is"
+
+
 def plan_migration(profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | None = None) -> Migration:
     """The moves that bring `profile` (saved with the build whose --help gave `old`, None when not kept) to
-    the build whose --help gave `new`: one per flag in its extra arguments that `new` does not accept."""
+    the build whose --help gave `new`: one per flag in its extra arguments that `new` does not accept, then
+    one per LLAMA_ARG_* variable of its environment whose flag `new` renamed or removed."""
     moves: list[FlagMove] = []
     notes: list[str] = []
     for group in _split_extra(tuple(profile.extra_args), old, new):
         tok = group[0]
         if not tok.startswith("-") or tok.startswith("--") and "=" in tok or _known(new, tok):
             continue
-        new_spec = new.lookup(tok)
-        hard = flags.REMOVED.get(tok)
-        old_spec = old.lookup(tok) if old is not None else None
-        if new_spec is not None and new_spec.removed is not None:
-            choices = _names_in(new_spec.removed, new)
-            reason = f"{tok}: the argument has been removed. use {new_spec.removed}"
-            if hard is not None and hard.fix and not choices:
-                moves.append(FlagMove(tok, group, (), _fix(hard, group), reason))
-                continue
-            moves.append(FlagMove(tok, group, choices, (), reason, _suggest(profile, choices)))
-        elif hard is not None:
-            if hard.fix and hard.arity == 0:
-                moves.append(
-                    FlagMove(tok, group, (), _fix(hard, group), f"{tok} was removed: use {hard.replacement}")
-                )
-            else:
-                choices = _names_in(hard.replacement, new)
-                moves.append(
-                    FlagMove(
-                        tok,
-                        group,
-                        choices,
-                        (),
-                        f"{tok} was removed: use {hard.replacement}",
-                        _suggest(profile, choices),
-                    )
-                )
-        elif old_spec is not None:
-            renamed = tuple(
-                dict.fromkeys(
-                    spec.canonical
-                    for n in old_spec.names
-                    if _known(new, n) and (spec := new.lookup(n)) is not None
-                )
-            )
-            choices = renamed or _by_description(old_spec, old, new)  # type: ignore[arg-type]
-            how = "another spelling of the same flag" if renamed else "the same description under a new name"
-            moves.append(
-                FlagMove(
-                    tok,
-                    group,
-                    choices,
-                    (),
-                    f"{tok} is not in the new --help; " + (how if choices else "no replacement found"),
-                    _suggest(profile, choices),
-                )
-            )
+        found = _move(tok, group, profile, new, old)
+        if isinstance(found, FlagMove):
+            moves.append(found)
         else:
-            hint = new.suggest(tok)
-            notes.append(
-                f"{tok} is known to neither build"
-                + (f" (did you mean {hint}?)" if hint else "")
-                + ": left as it is"
-            )
+            notes.append(found)
+    for name, value in profile.env.items():
+        env_move = _env_move(name, value, profile, new, old)
+        if env_move is not None:
+            moves.append(env_move)
     return Migration(tuple(moves), tuple(notes))
+
+
+def _env_flag(name: str, value: str, new: FlagCatalog, old: FlagCatalog | None) -> tuple[str, ...] | None:
+    """The flag (and value) a LLAMA_ARG_* variable set in the build that read it: from the old --help's
+    `(env: ...)`, else the new one's (a removed flag keeps its variable there), else the variable's name
+    spelled as a flag when core.flags.REMOVED knows it (`LLAMA_ARG_MLOCK` -> `--mlock`). A switch's variable
+    with a false value sets nothing (None), a toggle's sets its negative spelling; `LLAMA_ARG_NO_<NAME>` is
+    the negative one. None: not a flag's variable."""
+    negative = False
+    spec = (old.by_env(name) if old else None) or new.by_env(name)
+    if spec is None and name.startswith(flags.ENV_PREFIX + "NO_"):
+        base = flags.ENV_PREFIX + name[len(flags.ENV_PREFIX + "NO_") :]
+        spec = (old.by_env(base) if old else None) or new.by_env(base)
+        negative = spec is not None
+    guess = "--" + name[len(flags.ENV_PREFIX) :].lower().replace("_", "-")
+    if spec is None:
+        hard = flags.REMOVED.get(guess)
+        if hard is None:
+            return None
+        if hard.arity:
+            return (guess, value)
+        if value.strip().lower() not in flags.FALSE_WORDS:
+            return (guess,)
+        negative_flag = "--no-" + guess[2:]  # a toggle's variable set false: its negative spelling
+        return (negative_flag,) if negative_flag in flags.REMOVED else None
+    if spec.arity:  # the spelling the variable is named after, where the flag has it (--draft-max)
+        words = value.split()[:2] if spec.arity == 2 else [value]  # one value stays whole (a path, spaces)
+        return (guess if guess in spec.names else spec.canonical, *words)
+    on = not negative and value.strip().lower() not in flags.FALSE_WORDS
+    positive = [n for n in spec.names if n.startswith("--") and not n.startswith("--no-")]
+    negatives = [n for n in spec.names if n.startswith("--no-")]
+    if on:
+        return ((positive or list(spec.names))[0],)
+    return tuple(negatives[:1]) or None
+
+
+def _env_move(
+    name: str, value: str, profile: LaunchProfile, new: FlagCatalog, old: FlagCatalog | None
+) -> FlagMove | None:
+    """The move of one environment variable whose flag the new build renamed or removed, or None (not a
+    LLAMA_ARG_* variable, a flag the new build still reads from it, or one neither build knows)."""
+    if not name.startswith(flags.ENV_PREFIX):
+        return None
+    group = _env_flag(name, value, new, old)
+    if group is None:
+        return None
+    tok = group[0]
+    if _known(new, tok):
+        spec = new.lookup(tok)
+        var = spec.env if spec is not None else None
+        if var is None or var == name or name == flags.ENV_PREFIX + "NO_" + var[len(flags.ENV_PREFIX) :]:
+            return None  # the same variable (a flag without one: llama-server ignores it, as before)
+        found: FlagMove | str = FlagMove(tok, group, (tok,), (), f"{tok} is read from {var} in the new build")
+    else:
+        found = _move(tok, group, profile, new, old)
+    if isinstance(found, str):
+        return None
+    targets = [*found.choices, *found.fix[:1]]
+    new_env = tuple(
+        (t, spec.env)
+        for t in targets
+        if (spec := new.lookup(t)) is not None and spec.env and spec.removed is None
+    )
+    reason = f"the variable {name} sets {' '.join(group)}; " + found.reason
+    return replace(found, old=name, env=name, value=value, new_env=new_env, reason=reason)
 
 
 def _fix(hard: flags.Removed, group: tuple[str, ...]) -> tuple[str, ...]:
@@ -250,9 +352,10 @@ def apply_migration(
     -> new). A move with no replacement at all drops the flag (the new build refuses it). Replacements the app
     models become fields (`--spec-draft-n-max 8` -> draft_n_max=8); the rest stay extra arguments."""
     choices = dict(choices or {})
-    by_tokens = {m.tokens: m for m in migration.moves}
+    by_tokens = {m.tokens: m for m in migration.moves if not m.env}
     kept: list[str] = []
     undone: list[FlagMove] = []
+    env, added = _apply_env(profile.env, [m for m in migration.moves if m.env], choices, undone)
     for group in _split_extra(tuple(profile.extra_args), None, new):
         move = by_tokens.get(group)
         if move is None:
@@ -264,7 +367,7 @@ def apply_migration(
             kept += group
         elif repl is not None:
             kept += repl
-    lifted = import_command(kept, catalog=new)
+    lifted = import_command([*kept, *added], catalog=new)
     fields = {
         k: getattr(lifted.profile, k)
         for k in lifted.profile.model_fields_set
@@ -273,13 +376,44 @@ def apply_migration(
     spellings = {k: v for k, v in profile.spellings.items() if _known(new, v)}
     spellings.update(lifted.profile.spellings)
     migrated = profile.model_copy(
-        update={**fields, "extra_args": tuple(lifted.profile.extra_args), "spellings": spellings}
+        update={**fields, "extra_args": tuple(lifted.profile.extra_args), "spellings": spellings, "env": env}
     )
     return migrated, tuple(undone)
 
 
+def _apply_env(
+    env: Mapping[str, str], moves: list[FlagMove], choices: Mapping[str, str], undone: list[FlagMove]
+) -> tuple[dict[str, str], list[str]]:
+    """The environment with its moves applied (a variable the profile already sets is not overwritten) and
+    the arguments to add where a replacement has no variable; undone moves are appended to `undone`."""
+    out = dict(env)
+    added: list[str] = []
+    for move in moves:
+        found = move.env_replacement(choices.get(move.old))
+        if found is None and move.resolvable:
+            undone.append(move)
+            continue
+        out.pop(move.env, None)
+        if found is not None:
+            variables, args = found
+            for k, v in variables.items():
+                out.setdefault(k, v)
+            added += args
+    return out, added
+
+
 def command_lines(before: LaunchProfile, after: LaunchProfile, new: FlagCatalog) -> tuple[str, str]:
-    """The two command lines (as the new build gets them, secrets masked) for the visible diff."""
-    a, _ = profile_to_argv(before, new)
-    b, _ = profile_to_argv(after, new)
-    return shlex.join(flags.mask_argv(a)), shlex.join(flags.mask_argv(b))
+    """The two command lines (as the new build gets them, secrets masked) for the visible diff; each led by
+    its LLAMA_ARG_* variables when the migration changed them."""
+    a, env_a = profile_to_argv(before, new)
+    b, env_b = profile_to_argv(after, new)
+    llama_a = {k: v for k, v in (env_a or {}).items() if k.startswith(flags.ENV_PREFIX)}
+    llama_b = {k: v for k, v in (env_b or {}).items() if k.startswith(flags.ENV_PREFIX)}
+    if llama_a == llama_b:
+        return shlex.join(flags.mask_argv(a)), shlex.join(flags.mask_argv(b))
+    return _with_env(llama_a, a), _with_env(llama_b, b)
+
+
+def _with_env(env: Mapping[str, str], argv: list[str]) -> str:
+    words = [f"{k}={shlex.quote(v)}" for k, v in flags.mask_env(dict(env)).items()]
+    return " ".join([*words, shlex.join(flags.mask_argv(argv))])

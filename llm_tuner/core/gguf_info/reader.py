@@ -14,7 +14,7 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 from gguf.constants import GGUF_DEFAULT_ALIGNMENT, GGUF_MAGIC
 from pydantic import BaseModel, ConfigDict, Field
 
-from llm_tuner.core.units import format_bytes
+from llm_tuner.core.units import format_bytes, printable
 
 #: Arrays with more elements than this are skipped (only item type and length are kept).
 KEEP_ARRAY_MAX = 4096
@@ -45,7 +45,11 @@ _LAYER_RE = re.compile(r"^blk\.(\d+)\.")
 
 
 class GGUFError(Exception):
-    """A file that is not a readable GGUF; the message is a one-line reason for the user."""
+    """A file that is not a readable GGUF; the message is a one-line reason for the user (the file's own bytes
+    in it, a key's name, shown with their control characters escaped: never a second line)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(printable(message))
 
 
 # --------------------------------------------------------------------------------------------

@@ -20,15 +20,18 @@ reuses it; with SWA/hybrid models the server may reprocess more, which `prompt_n
 Each repetition is stored as soon as it finishes; a crash keeps them and marks the run incomplete.
 
 The package, by seam: `prompts` (prompt text), `meters` (telemetry sources, PeakTracker,
-OtherCpuMeter), `llama_bench` (argv helpers, translation to llama-bench and its JSON), `runner`
-(ServerTarget, BenchRunner and the RunOutcome it returns, targets, scrape_metrics), `memory` (memory_plan,
-predict_memory), `heat` (the cool-down gate of an A/B), `builds` (one profile on two builds), `errors`.
+OtherCpuMeter), `llama_bench` (argv helpers, translation to llama-bench and its JSON), `target`
+(ServerTarget, the progress and cancel callbacks), `runner` (BenchRunner and the RunOutcome it returns,
+targets, scrape_metrics), `memory` (memory_plan, predict_memory), `heat` (the cool-down gate of an A/B),
+`group` (runs into one group: a sweep, an A/B, a router's models), `builds` (one profile on two builds),
+`errors`.
 Import from the package: every public name is here.
 """
 
 from __future__ import annotations
 
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
+from llm_tuner.services.bench.group import GroupStep, about_left, run_group
 from llm_tuner.services.bench.llama_bench import (
     argv_model,
     model_identity,
@@ -47,22 +50,21 @@ from llm_tuner.services.bench.meters import (
 from llm_tuner.services.bench.prompts import PROMPTS_DIR_ENV, PromptBuilder, prompt_texts, prompts_dir
 from llm_tuner.services.bench.runner import (
     BenchRunner,
-    CancelFn,
-    ProgressFn,
     RunOutcome,
-    ServerTarget,
     _client_key,
     demo_target,
     profile_versions,
     scrape_metrics,
     target_from_profile,
 )
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 
 __all__ = [
     "BenchCancelled",
     "BenchError",
     "BenchRunner",
     "CancelFn",
+    "GroupStep",
     "OtherCpuMeter",
     "PROMPTS_DIR_ENV",
     "PeakTracker",
@@ -73,6 +75,7 @@ __all__ = [
     "TelemetrySource",
     "_GpuSources",
     "_client_key",
+    "about_left",
     "argv_model",
     "default_telemetry",
     "demo_target",
@@ -83,6 +86,7 @@ __all__ = [
     "profile_versions",
     "prompt_texts",
     "prompts_dir",
+    "run_group",
     "scrape_metrics",
     "set_flag",
     "target_from_profile",

@@ -11,7 +11,6 @@ another build and says when the new run is slower by more than the noise: its wi
 
 from __future__ import annotations
 
-import contextlib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,9 @@ from llm_tuner.core.build import build_changes
 from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, WORSE, Comparison
 from llm_tuner.services.bench.errors import BenchError
-from llm_tuner.services.bench.runner import BenchRunner, CancelFn, ProgressFn, ServerTarget, _now
+from llm_tuner.services.bench.group import GroupStep, run_group
+from llm_tuner.services.bench.runner import BenchRunner
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 from llm_tuner.store.runs import RunRepository
 
 SIDE_A, SIDE_B = "A", "B"
@@ -41,9 +42,17 @@ class BuildsVerdict:
     text: str
     warnings: tuple[str, ...] = ()
 
+    @property
+    def b_slower(self) -> bool:
+        """B is slower than A by more than the noise on the lead metric (generation speed, else prompt
+        speed): the settings tuned on build A may no longer be best on B (re-tune it there)."""
+        lead = _lead(list(self.comparisons))
+        return lead is not None and lead.verdict == WORSE
+
     def to_json(self) -> dict[str, Any]:
         return {
             "group_id": self.group_id,
+            "b_slower": self.b_slower,
             "text": self.text,
             "warnings": list(self.warnings),
             "a": {
@@ -75,44 +84,18 @@ def builds_ab(
         raise BenchError(
             "a build comparison starts the server on each build: give a profile or arguments, not --url"
         )
-    cancelled = cancelled or (lambda: False)
     other_path = str(Path(other).expanduser())
     a_name = target.binary or "the configured llama-server"
-    group_id = runner.repo.create_group(
-        RunGroup(
-            kind="builds",
-            param="llama-server",
-            values=(a_name, other_path),
-            label=target.label,
-            created_at=_now(),
-        )
-    )
+    group = RunGroup(kind="builds", param="llama-server", values=(a_name, other_path), label=target.label)
     sides = [(SIDE_A, target.binary), (SIDE_B, other_path)]
-    order = [side for _ in range(max(1, rounds)) for side in sides]
-    runs: list[BenchRun] = []
-    gated = runner.cool_down is None
-    with runner.heat_gated(runner.default_cool_down()) if gated else contextlib.nullcontext():
-        for i, (side, binary) in enumerate(order):
-            if cancelled():
-                break
-
-            def step(f: float | None, text: str, side: str = side, i: int = i) -> None:
-                if progress is not None:
-                    progress(f, f"build {side} ({i + 1}/{len(order)}): {text}")
-
-            t = replace(target, binary=binary, label=target.label)
-            runs.append(
-                runner.run(
-                    t,
-                    spec,
-                    progress=step,
-                    cancelled=cancelled,
-                    group_id=group_id,
-                    sweep_value=side,
-                    progress_span=(i / len(order), (i + 1) / len(order)),
-                ).run
-            )
-    return group_id, runs
+    steps = [
+        GroupStep(side, f"build {side}", replace(target, binary=binary), spec)
+        for _ in range(max(1, rounds))
+        for side, binary in sides
+    ]
+    return run_group(
+        runner, group, steps, heat_gate=True, whole="A/B", progress=progress, cancelled=cancelled
+    )
 
 
 def _lead(comparisons: list[Comparison]) -> Comparison | None:

@@ -22,6 +22,7 @@ from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.core.session import implausible_timings, server_timings
 from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
+from llm_tuner.services.bench.group import GroupStep, about_left, run_group
 from llm_tuner.services.bench.heat import CoolDown
 from llm_tuner.services.bench.llama_bench import (
     argv_model,
@@ -34,6 +35,7 @@ from llm_tuner.services.bench.memory import predict_memory
 from llm_tuner.services.bench.meters import OtherCpuMeter, PeakTracker, TelemetrySource
 from llm_tuner.services.bench.prompts import PromptBuilder, prompt_texts
 from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
+from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.launch import free_port
 from llm_tuner.services.rpc import run_devices
@@ -46,10 +48,6 @@ from llm_tuner.store.runs import RunDeleted, RunRepository
 # bench --url: no whole answer to /health at all for this long is a frozen server or none (a load answers 503)
 ATTACHED_UNANSWERED_S = 10.0
 log = logging.getLogger(__name__)
-
-
-ProgressFn = Callable[[float | None, str], None]
-CancelFn = Callable[[], bool]
 
 
 def _now() -> datetime:
@@ -76,23 +74,7 @@ class _Eta:
     def text(self) -> str:
         if not self.done:
             return "estimating time left…"
-        left = (time.monotonic() - self.t0) / self.done * (self.total - self.done)
-        m, s = divmod(int(left + 0.5), 60)
-        return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
-
-
-@dataclass
-class ServerTarget:
-    """What to benchmark: llama-server arguments (the runner starts it) or an attached URL."""
-
-    argv: list[str] = field(default_factory=list)  # without the binary
-    env: dict[str, str] = field(default_factory=dict)
-    label: str = ""
-    profile_version_id: int | None = None
-    attached_url: str | None = None
-    api_key: str | None = None
-    memory_predicted_mib: dict[str, float] | None = None
-    binary: str | None = None  # a profile's own llama-server (or fork); None: the configured one
+        return about_left((time.monotonic() - self.t0) / self.done * (self.total - self.done))
 
 
 @dataclass(frozen=True)
@@ -519,44 +501,23 @@ class BenchRunner:
         """One run per value of `flag` (the server restarted between values), kept as a group.
 
         With `rounds` > 1 the values are interleaved (A, B, A, B, …): a slow drift of the machine (heat,
-        another process) then falls on both sides alike; `core.bench_report.pooled` joins a value's runs."""
-        cancelled = cancelled or (lambda: False)
-        group_id = self.repo.create_group(RunGroup(param=flag, values=tuple(values), label=target.label,
-                                                   created_at=_now()))
-        runs = []
-        t0 = time.monotonic()
-        order = [v for _ in range(max(1, rounds)) for v in values]
-
-        def overall(f: float | None, text: str, value: str, i: int) -> None:
-            if progress is None:
-                return
-            eta = ""
-            if f is not None and f > 0.02:
-                left = (time.monotonic() - t0) * (1 - f) / f
-                m, sec = divmod(int(left + 0.5), 60)
-                eta = f" · sweep: about {m} min {sec:02d} s left" if m else f" · sweep: about {sec} s left"
-            progress(f, f"{flag}={value} ({i + 1}/{len(order)}): {text}{eta}")
-
+        another process) then falls on both sides alike; `core.bench_report.pooled` joins a value's runs.
+        Each run of an interleaved A/B waits for the GPUs to cool (the heat gate)."""
         hit = flags.lookup(flag)
         own = flags.value_of(list(target.argv), hit[0].key) if hit is not None else None
-        gated = rounds > 1 and self.cool_down is None  # an interleaved A/B: each run waits for the GPUs to cool
-        with self.heat_gated(self.default_cool_down()) if gated else contextlib.nullcontext():
-            for i, value in enumerate(order):
-                if cancelled():
-                    break
-                runs.append(self._sweep_run(target, spec, flag, value, own, group_id, i, len(order), overall,
-                                            cancelled))
-        return group_id, runs
+        order = [v for _ in range(max(1, rounds)) for v in values]
+        steps = [GroupStep(value, f"{flag}={value}", self._sweep_target(target, flag, value, own), spec)
+                 for value in order]
+        return run_group(self, RunGroup(param=flag, values=tuple(values), label=target.label), steps,
+                         heat_gate=rounds > 1, progress=progress, cancelled=cancelled)
 
-    def _sweep_run(self, target: ServerTarget, spec: BenchSpec, flag: str, value: str, own, group_id: int, i: int,
-                   total: int, overall, cancelled: CancelFn) -> BenchRun:
-        """One value of a sweep (its i-th run of `total`)."""
+    @staticmethod
+    def _sweep_target(target: ServerTarget, flag: str, value: str, own: str | None) -> ServerTarget:
+        """The target of one value of a sweep."""
         # the profile's own value runs the profile as it is: its label, so `runs compare --profiles` finds it
         label = target.label if value == own and target.label else f"{target.label} {flag}={value}".strip()
-        t = ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env, label=label,
-                         attached_url=None, profile_version_id=target.profile_version_id, binary=target.binary)
-        return self.run(t, spec, progress=(lambda f, txt, v=value, k=i: overall(f, txt, v, k)), cancelled=cancelled,
-                        group_id=group_id, sweep_value=value, progress_span=(i / total, (i + 1) / total)).run
+        return ServerTarget(argv=set_flag(list(target.argv), flag, value), env=target.env, label=label,
+                            attached_url=None, profile_version_id=target.profile_version_id, binary=target.binary)
 
     def speculative_ab(self, target: ServerTarget, spec: BenchSpec, *, rounds: int = 2,
                        progress: ProgressFn | None = None, cancelled: CancelFn | None = None) -> list[BenchRun]:

@@ -48,7 +48,7 @@ from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED
 from llm_tuner.core.tune.prune import speed_prune
 from llm_tuner.core.tune.quality import changes_kv, changes_speculation, output_keys, ppl_increase_pct
 from llm_tuner.services import logparse
-from llm_tuner.services.bench import BenchRunner, ServerTarget
+from llm_tuner.services.bench import BenchRunner, ServerTarget, about_left
 from llm_tuner.services.tune import checks
 from llm_tuner.services.tune.placement import PlacementResolver
 from llm_tuner.services.tune.speed import SpeedOracle
@@ -65,11 +65,6 @@ _MARGIN_RAISED = re.compile(r"margin raised to (\d+) MiB")
 
 class _Cancelled(Exception):
     pass
-
-
-def _left(seconds: float) -> str:
-    m, s = divmod(max(0, int(seconds + 0.5)), 60)
-    return f"about {m} min {s:02d} s left" if m else f"about {s} s left"
 
 
 class TuneRunner:
@@ -195,7 +190,7 @@ class _Tune:
     def _report(self, text: str) -> None:
         left = self.spec.budget_s - self.elapsed()
         self.progress(min(1.0, self.elapsed() / max(1.0, self.spec.budget_s)),
-                      f"{self.current}: {text} · tune: {_left(left)} of the budget")
+                      f"{self.current}: {text} · tune: {about_left(left)} of the budget")
 
     # -- measuring ---------------------------------------------------------------------------------
     def measure(self, argv: tuple[str, ...], reps: int, phase: str, probe: bool = False):

@@ -92,7 +92,7 @@ class BenchPanel(QWidget):
         lay.addWidget(self.tabs)
 
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
-        # the workspace's wiring (no other panel reaches in): the log dock, the profile store, Server ▸ Benchmark
+        # the workspace's wiring (no panel reaches in): the log dock, the profile store, Server ▸ Benchmark
         self.server_log_lines.connect(ctx.state.server_log_lines_posted)
         self.follow_profile_store(ctx.state)
         ctx.state.benchmark_requested.connect(self._on_state_benchmark_requested)

@@ -1,6 +1,8 @@
 """The Compare tab's "vs another build" row: one saved profile on its own llama-server (A) and on another
 build (B), interleaved A B A B on the real server path (services.bench.builds), heat-gated on GPUs; the pooled
-sides are then shown by the Compare panel (verdict, interval, flags and build rows, heat warning)."""
+sides are then shown by the Compare panel (verdict, interval, flags and build rows, heat warning). When the
+profile is slower on B by more than the noise, "Re-tune for this build" asks the Tune tab (through the shared
+state's `tune_requested`) for a tune of that profile run by build B."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QPushButton,
+    QSizePolicy,
     QSpinBox,
     QWidget,
 )
@@ -58,6 +61,13 @@ class BuildsRow(QWidget):
         )
         self.run_button.clicked.connect(self._on_run_clicked)
         self.status_label = QLabel("")
+        # the verdict is shown in full below the row: its line here never squeezes the path field
+        self.status_label.setSizePolicy(QSizePolicy.Policy.Ignored, QSizePolicy.Policy.Preferred)
+        self.retune_button = QPushButton("Re-tune for this build")
+        self.retune_button.setVisible(False)
+        self.retune_button.clicked.connect(self._on_retune_clicked)
+        self._pending: tuple[str, str] = ("", "")  # the profile and build of the A/B running
+        self._retune: tuple[str, str] | None = None  # the profile and build a re-tune is offered for
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(QLabel("vs another build:"))
@@ -67,6 +77,7 @@ class BuildsRow(QWidget):
         lay.addWidget(self.rounds_spin)
         lay.addWidget(self.run_button)
         lay.addWidget(self.status_label, 1)
+        lay.addWidget(self.retune_button)
         self.session.progressed.connect(self._on_session_progressed)
         self.session.run_succeeded.connect(self._on_session_run_succeeded)
         self.session.run_failed.connect(self._on_session_run_failed)
@@ -119,9 +130,29 @@ class BuildsRow(QWidget):
 
         started = self.session.start(work)
         if started:
+            self._pending = (name, other.strip())
             self.run_button.setEnabled(False)
+            self.retune_button.setVisible(False)
             self.status_label.setText("starting…")
         return started
+
+    def show_verdict(self, verdict: BuildsVerdict, name: str, other: str) -> None:
+        """Show the A/B of profile `name` against the build at `other`, and offer a re-tune for that build
+        when the profile is slower there by more than the noise."""
+        self.status_label.setText("done: " + verdict.text[:200])
+        self.status_label.setToolTip(verdict.text)
+        self._shown(verdict)
+        self._retune = (name, other) if verdict.b_slower and name and other else None
+        self.retune_button.setVisible(self._retune is not None)
+        if self._retune is not None:
+            self.retune_button.setToolTip(
+                f"{name} is slower on this build by more than the noise: the settings tuned before may no "
+                f"longer be best. Opens the Tune tab with {name} as the base, run by {other}."
+            )
+
+    def _on_retune_clicked(self) -> None:
+        if self._retune is not None:
+            self.ctx.state.tune_requested.emit(*self._retune)
 
     def _on_run_clicked(self) -> None:
         self.start(self.profile_combo.currentText(), self.binary_edit.text(), self.rounds_spin.value())
@@ -130,8 +161,7 @@ class BuildsRow(QWidget):
         self.status_label.setText(text[:160])
 
     def _on_session_run_succeeded(self, verdict) -> None:
-        self.status_label.setText("done: " + verdict.text[:200])
-        self._shown(verdict)
+        self.show_verdict(verdict, *self._pending)
 
     def _on_session_run_failed(self, exc) -> None:
         self.status_label.setText(f"The build A/B failed: {exc}")

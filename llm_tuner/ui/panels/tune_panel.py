@@ -64,8 +64,9 @@ class TunePanel(QWidget):
         self.session.tune_cancelled.connect(self.state.cancelled)
         self.session.tune_finished.connect(self.state.finished)
         self.session.server_log_lines.connect(self.server_log_lines)
-        self.server_log_lines.connect(ctx.state.server_log_lines_posted)  # the log dock, through the workspace
+        self.server_log_lines.connect(ctx.state.server_log_lines_posted)  # the log dock (workspace)
         self.profile_saved.connect(ctx.state.profile_saved)  # the Profile tab's lists show the saved version
+        ctx.state.tune_requested.connect(self.state.retune_for_build)  # Compare: re-tune for another build
 
         self._propose_timer = QTimer(self)  # profile edits re-propose the knobs once they pause
         self._propose_timer.setSingleShot(True)
@@ -207,8 +208,12 @@ class TunePanel(QWidget):
 
     def _fill_choices(self) -> None:
         st = self.state
+        asked = st.requested_base if st.requested_base in st.profiles else None  # an older reload may lack it
+        if asked is not None:
+            st.requested_base = None
         self.form.set_base_choices(list(st.profiles), self.ctx.state.profile is not None,
-                                   prefer=st.preferred_base(self._facts()), keep=st.user_chose_base)
+                                   prefer=asked or st.preferred_base(self._facts()),
+                                   keep=st.user_chose_base and asked is None)
         self.resume_combo.clear()
         for t in st.resumable:
             self.resume_combo.addItem(st.resumable_text(t), t)
