@@ -8,7 +8,9 @@ for the whole time; the pytest selection after `--` runs `--runs` times in a row
 process, with QT_QPA_PLATFORM=offscreen). A fresh-clone run is the caller's: run this script in the clone.
 
 Appends one block per invocation to benchmarks/results/busy_core/busy_core.txt: the machine, its load, the busy
-core, the selection, and per run its exit code, wall time and pytest's summary line (with the failures' names).
+core, the selection, and per run its exit code, wall time and pytest's summary line, and per failed test its name
+and why: the `file:line: Exception` line of its traceback and its first `E   ...` lines (the assertion as pytest
+explained it), each cut to one line, so a failure can be understood from the record alone.
 Exit code: 0 when every run passed.
 """
 
@@ -36,9 +38,41 @@ def spin(core: int) -> None:
         pass
 
 
-def run_selection(selection: list[str]) -> tuple[int, float, str, list[str]]:
-    """One pytest run of `selection`: exit code, wall seconds, pytest's last summary line, failed test ids."""
-    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT))
+WHY_LINES = 3  # the `E   ...` lines kept per failure
+WHY_WIDTH = 220  # characters kept of each
+
+
+def _cut(line: str) -> str:
+    line = " ".join(line.split())
+    return line if len(line) <= WHY_WIDTH else line[: WHY_WIDTH - 1] + "\u2026"
+
+
+def failure_reasons(lines: list[str]) -> dict[str, list[str]]:
+    """Per section of pytest's FAILURES / ERRORS report (its header's name: `test_x[p]` or `ERROR at teardown of
+    test_x`), the traceback's last `file:line: Exception` line and the first WHY_LINES lines of its last block of
+    `E   ...` lines (with chained exceptions: the one that ended the test)."""
+    sections: dict[str, list[str]] = {}
+    name: str | None = None
+    where, said, in_e = "", [], False
+    for ln in [*lines, "=== end ==="]:
+        head = re.fullmatch(r"_{3,} (.+?) _{3,}", ln.strip())
+        if head or re.fullmatch(r"=+ .* =+", ln.strip()):
+            if name is not None:
+                sections[name] = ([where] if where else []) + said[:WHY_LINES]
+            name, where, said, in_e = (head.group(1) if head else None), "", [], False
+            continue
+        if name is not None and ln.startswith("E   ") and ln[1:].strip():
+            said = [*said, _cut(ln[1:])] if in_e else [_cut(ln[1:])]
+        elif name is not None and re.match(r"^\S+\.py:\d+: \w", ln):
+            where = _cut(ln)  # the last one: where the exception was raised
+        in_e = ln.startswith("E ")
+    return sections
+
+
+def run_selection(selection: list[str]) -> tuple[int, float, str, list[tuple[str, list[str]]]]:
+    """One pytest run of `selection`: exit code, wall seconds, pytest's last summary line, and the failed test ids
+    each with why (the traceback's `file:line: Exception` and `E` lines, else the short summary's reason)."""
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT), COLUMNS="200")
     t0 = time.monotonic()
     done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *selection],
                           cwd=ROOT, env=env, capture_output=True, text=True, check=False)
@@ -46,7 +80,17 @@ def run_selection(selection: list[str]) -> tuple[int, float, str, list[str]]:
     lines = (done.stdout + done.stderr).splitlines()
     summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
                    lines[-1] if lines else "(no output)")
-    failed = [ln.split(" ", 1)[1].split(" - ")[0] for ln in lines if ln.startswith(("FAILED ", "ERROR "))]
+    sections = failure_reasons(lines)
+    failed = []
+    for ln in lines:
+        if not ln.startswith(("FAILED ", "ERROR ")):
+            continue
+        kind, rest = ln.split(" ", 1)
+        test_id, _, reason = rest.partition(" - ")
+        short = test_id.rsplit("::", 1)[-1]
+        key = short if kind == "FAILED" else next((k for k in sections if k.endswith(f" of {short}")), short)
+        why = sections.get(key) or ([_cut(reason)] if reason else [])
+        failed.append((f"{test_id} ({'failed' if kind == 'FAILED' else key.split(' of ')[0].lower()})", why))
     return done.returncode, wall, summary, failed
 
 
@@ -71,8 +115,8 @@ def main() -> int:
             rc, wall, summary, failed = run_selection(selection)
             results.append((rc, wall, summary, failed))
             print(f"run {i + 1}/{args.runs}: exit {rc} in {wall:.0f} s: {summary}", flush=True)
-            for name in failed:
-                print(f"  {name}", flush=True)
+            for name, why in failed:
+                print(f"  {name}", *(f"    {w}" for w in why), sep="\n", flush=True)
     finally:
         busy.terminate()
         busy.join(10)
@@ -82,7 +126,8 @@ def main() -> int:
              f"busy core: {core} (a spinning process pinned there); pytest {' '.join(selection)}"]
     for i, (rc, wall, summary, failed) in enumerate(results, 1):
         block.append(f"run {i}: {'PASS' if rc == 0 else f'FAIL (exit {rc})'} in {wall:.0f} s: {summary}")
-        block += [f"  {name}" for name in failed]
+        for name, why in failed:
+            block += [f"  {name}", *(f"    {w}" for w in why)]
     text = "\n".join(block) + "\n"
     print(text)
     if not args.no_record:

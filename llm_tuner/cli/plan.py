@@ -122,6 +122,8 @@ def _estimate(args: argparse.Namespace) -> int:
         draft = read_model(pargs.draft_model)
         if draft.error:
             raise CliError(f"{pargs.draft_model}: {draft.error}")
+    if args.bandwidth:  # its form before the devices are detected (that starts llama.cpp): bad input at once
+        speed.parse_bandwidth(args.bandwidth, None)
     gpus, host, flags = detect_devices(server_args)
     if args.devices:
         planned, planned_host = parse_devices(args.devices)

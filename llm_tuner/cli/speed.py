@@ -40,8 +40,9 @@ def wanted(args: argparse.Namespace) -> bool:
     return bool(args.speed or args.calibrate or args.bandwidth or args.calibrate_with or args.calibrate_from_runs)
 
 
-def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
-    """`CUDA0=700,Host=45` -> {device: GB/s}; CliError (one message) for anything else."""
+def parse_bandwidth(text: str, devices: list[str] | None) -> dict[str, float]:
+    """`CUDA0=700,Host=45` -> {device: GB/s}; CliError (one message) for anything else. `devices` None: the
+    form alone is checked (before the devices are detected, which starts llama.cpp: bad input is refused at once)."""
     out: dict[str, float] = {}
     for part in (x.strip() for x in text.split(",")):
         if not part:
@@ -56,9 +57,9 @@ def parse_bandwidth(text: str, devices: list[str]) -> dict[str, float]:
             raise CliError(f"--bandwidth: {value.strip()!r} is not a number of GB/s (in {part!r})") from None
         if not gbps > 0 or gbps == float("inf"):
             raise CliError(f"--bandwidth: {part!r}: the rate must be a positive number of GB/s")
-        match = next((d for d in devices if d.lower() == name.lower()), None)
+        match = name if devices is None else next((d for d in devices if d.lower() == name.lower()), None)
         if match is None:
-            raise CliError(f"--bandwidth: {name!r} is not a device of this plan ({', '.join(devices)})")
+            raise CliError(f"--bandwidth: {name!r} is not a device of this plan ({', '.join(devices or [])})")
         out[match] = gbps
     if not out:
         raise CliError("--bandwidth: give NAME=GB/s (e.g. CUDA0=700 or Host=45)")

@@ -19,6 +19,14 @@ def history(tmp_path, monkeypatch):
     return tmp_path
 
 
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """Two random dense models (two sizes), written once for the module: the tests only read them."""
+    folder = tmp_path_factory.mktemp("models")
+    return (write_qwen3_dense(folder / "small.gguf", n_layer=2, n_embd=256),
+            write_qwen3_dense(folder / "large.gguf", n_layer=6, n_embd=512, n_ff=1024))
+
+
 def _speed(capsys, argv: list[str]) -> dict:
     code = main(["estimate", "--json", *argv])
     out = capsys.readouterr().out
@@ -45,14 +53,13 @@ def test_speed_of_the_demo_model_and_of_a_moe_uncalibrated(capsys, history, demo
     assert "generation" in text and "t/s" in text and "calibrated on" in text
 
 
-def test_calibrate_measures_keeps_and_reuses_a_calibration(capsys, history, server_binary, tmp_path, monkeypatch):
+def test_calibrate_measures_keeps_and_reuses_a_calibration(capsys, history, server_binary, models, monkeypatch):
     # a short probe: the mechanism, not the figures (those are benchmarks/speed_model.py's)
     monkeypatch.setattr(speed, "PROBE_DEPTH", 128)
     monkeypatch.setattr(speed, "PROBE_PROMPT", 32)
     monkeypatch.setattr(speed, "PROBE_GEN", 4)
     monkeypatch.setattr(speed, "PROBE_REPS", 1)
-    small = write_qwen3_dense(tmp_path / "small.gguf", n_layer=2, n_embd=256)
-    large = write_qwen3_dense(tmp_path / "large.gguf", n_layer=6, n_embd=512, n_ff=1024)
+    small, large = models
     first = _speed(capsys, ["--calibrate", "--calibrate-with", str(large), "--", "-m", str(small), "-c", "1024",
                             "-t", "2"])
     cal = first["calibration"]
@@ -72,19 +79,18 @@ def test_calibrate_measures_keeps_and_reuses_a_calibration(capsys, history, serv
     ("Host=-5", "must be a positive number"), ("Host=0", "must be a positive number"),
     ("Host=inf", "must be a positive number"), ("GPU7=100", "'GPU7' is not a device of this plan"), (",", "give NAME=GB/s"),
 ])
-def test_bad_bandwidth_values_give_one_clear_message(capsys, history, server_binary, tmp_path, value, words):
-    model = write_qwen3_dense(tmp_path / "m.gguf", n_layer=2, n_embd=256)
+def test_bad_bandwidth_values_give_one_clear_message(capsys, history, server_binary, models, value, words):
+    model = models[0]
     code = main(["estimate", "--bandwidth", value, "--", "-m", str(model), "-c", "512"])
     err = capsys.readouterr().err
     assert code == 2
     assert words in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
-def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history, server_binary, tmp_path,
+def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history, server_binary, models, tmp_path,
                                                                 monkeypatch):
     """Two real benchmarks (two model sizes) in the history; --calibrate-from-runs fits them and predicts them back."""
-    small = write_qwen3_dense(tmp_path / "small.gguf", n_layer=2, n_embd=256)
-    large = write_qwen3_dense(tmp_path / "large.gguf", n_layer=6, n_embd=512, n_ff=1024)
+    small, large = models
     common = ["--prompt-tokens", "64,256", "--gen-tokens", "16", "--reps", "2", "--json"]
     for m in (small, large):
         assert main(["bench", *common, "--", "-m", str(m), "-t", "2", "-c", "1024"]) == 0

@@ -15,11 +15,20 @@ Types: `weight_type` for the 2-D/3-D matrices (attention, FFN, experts), `embd_t
 token_embd, `output_type` for output.weight (`tied_output=True` leaves output.weight out: llama.cpp
 then reuses token_embd). Quantised types are those gguf-py can quantise: F32, F16, BF16, Q8_0,
 Q4_0, Q4_1, Q5_0, Q5_1. Norms are F32, as converters write them.
+
+The same arguments write the same bytes (the weights come from `seed`): a process writes each model once and
+copies it for the next call with the same arguments (a split set is written each time: its parts are named
+after the path). Packing the 32,000-token vocabulary and quantising took 1-4 s a model, and fixtures such as the
+fake hub's write the same one for every test.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import atexit
+import functools
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,6 +48,31 @@ _FTYPE = {
 
 _vocab_cache: dict[str, tuple[dict, dict]] = {}
 _zero_weights = False
+_written: dict[tuple, Path] = {}  # (writer, its arguments, zero weights) -> this process's first copy
+
+
+def _once_per_process(write: Callable[..., Path]) -> Callable[..., Path]:
+    """`write(path, **kw)` once per distinct arguments; later calls copy that file to their path."""
+    @functools.wraps(write)
+    def wrapper(path: Path | str, **kw) -> Path:
+        if kw.get("split_max_tensors"):
+            return write(path, **kw)
+        key = (write.__name__, tuple(sorted(kw.items())), _zero_weights)
+        first = _written.get(key)
+        if first is None or not first.exists():
+            first = write(Path(_cache_dir()) / f"{len(_written)}.gguf", **kw)
+            _written[key] = first
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(first, path)
+        return Path(path)
+    return wrapper
+
+
+@functools.cache
+def _cache_dir() -> str:
+    folder = tempfile.mkdtemp(prefix="random-gguf-")
+    atexit.register(shutil.rmtree, folder, True)
+    return folder
 
 
 @contextmanager
@@ -146,6 +180,7 @@ class _Model:
         return w.format_shard_names(self.path)[0]
 
 
+@_once_per_process
 def write_qwen3_dense(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_ff: int = 512,
                       n_head: int = 4, n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
                       weight_type: str = "Q8_0", embd_type: str = "Q8_0", output_type: str | None = None,
@@ -177,6 +212,7 @@ def write_qwen3_dense(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, 
     return m.finish()
 
 
+@_once_per_process
 def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_ff: int = 512,
                     n_ff_exp: int = 128, n_expert: int = 8, n_expert_used: int = 2, n_head: int = 4,
                     n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
@@ -206,6 +242,7 @@ def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_
     return m.finish()
 
 
+@_once_per_process
 def write_gemma3(path: Path | str, *, n_layer: int = 12, n_embd: int = 640, n_ff: int = 2048, n_head: int = 4,
                  n_head_kv: int = 1, head_dim: int = 256, n_ctx_train: int = 32768, sliding_window: int = 512,
                  weight_type: str = "Q8_0", embd_type: str = "Q8_0", name: str = "Random Gemma 3",
