@@ -347,8 +347,11 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
     peaks_known = [(b, p) for b, p in roof if p]
     roofline = (1 / sum(b / (p * GB) for b, p in peaks_known)) if roof and len(peaks_known) == len(roof) else None
     if copy_ms:
-        notes.append(f"prompt batches copy {traffic.host_copy_bytes / 2**20:.0f} MiB of host weights to the GPU per "
-                     f"ubatch ({copy_ms:.1f} ms)")
+        host = traffic.device(HOST)
+        kv = " (and the host layers' K/V cells)" if traffic.host_attn_offloaded and host is not None and (
+            host.kv_full_bytes_per_cell or host.kv_swa_bytes_per_cell) else ""
+        notes.append(f"prompt batches copy {traffic.host_copy_bytes / 2**20:.0f} MiB of host weights{kv} to the GPU "
+                     f"per ubatch ({copy_ms:.1f} ms)")
     return Prediction(gen_tps, prefill_tps, ttft_ms, roofline, depth, prompt_tokens, threads, tuple(devices),
                       fixed_ms, copy_ms, on, error, (), tuple(notes))
 
