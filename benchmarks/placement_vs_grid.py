@@ -26,6 +26,7 @@ candidate (the same tune without pruning).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -80,26 +81,75 @@ def score(run, objective) -> float | None:
     return median(rep_scores(run, objective))
 
 
+FIT_LOG = ("common_params_fit_impl", "common_fit_params", "common_get_device_memory_data")  # fit's -lv 4 lines
+
+
+def memory_record(lines) -> dict:
+    """What a server's `-lv 4` log says about placement: every `... buffer size =` line summed per kind and
+    buffer (core.memory_log), the offloaded layer count, and the lines of llama.cpp's fit step (LOG_TRC: printed
+    from verbosity 4, GGML's INFO level maps to it too)."""
+    from llm_tuner.core.memory_log import parse_memory_log
+
+    log = parse_memory_log("\n".join(lines))
+    buffers = {k: {b: round(v, 2) for b, v in log.by_buffer(k).items()}
+               for k in ("model", "kv", "rs", "output", "compute")}
+    return {"buffers": {k: v for k, v in buffers.items() if v},
+            "offloaded_layers": list(log.offloaded_layers) if log.offloaded_layers else None,
+            "fit_log": [ln.strip()[-240:] for ln in lines if any(f in ln for f in FIT_LOG)][:80]}
+
+
+def fit_params_record(argv: list[str], binary: Path | None) -> dict | None:
+    """llama-fit-params' answer for a run that leaves placement to llama.cpp's --fit (no -ngl/-ot/--n-cpu-moe, fit
+    on): the `-c -ngl -ts -ot` it chooses on the devices as they are now (the holder still holding). None for a
+    run placed explicitly."""
+    from llm_tuner.core.memory import parse_server_args, placement_argv
+    from llm_tuner.core.memory_log import parse_fitted_args
+    from llm_tuner.services.binaries import BinaryError, run_fit_params
+
+    pargs = parse_server_args(list(argv))
+    if not pargs.fit or pargs.user_placed:
+        return None
+    if binary is None or not binary.exists():
+        return {"error": "no llama-fit-params beside the server"}
+    try:
+        run = run_fit_params(binary, placement_argv(pargs, for_fit_params=True), timeout=300)
+    except BinaryError as exc:
+        return {"error": str(exc)}
+    fitted = parse_fitted_args(run.stdout)
+    if fitted is None:
+        return {"error": (run.stderr.strip().splitlines() or ["(no output)"])[-1][:300]}
+    return {"args": fitted.argv(), "ctx": fitted.ctx, "ngl": fitted.ngl, "overrides": list(fitted.overrides)}
+
+
 class Recorder:
     """Every run the grid, the tune and the judge start: its server's log (`--logs DIR`) and one JSON line with the
     speed model's prediction beside the measured prefill and generation t/s of each repetition (issue 42's record,
-    for offline replay). `oracle` is the size's SpeedOracle (None: nothing predicted)."""
+    for offline replay). `oracle` is the size's SpeedOracle (None: nothing predicted). Each server runs at
+    `verbosity` (4: its log keeps the buffer sizes and what --fit chose; None: as given), and for each run placed by
+    --fit, `fit_params` (llama-fit-params) is asked what it chooses on the devices as they are (run by run, under
+    the holder)."""
 
-    def __init__(self, bench: BenchRunner, logs: Path | None) -> None:
+    def __init__(self, bench: BenchRunner, logs: Path | None, *, verbosity: int | None = 4,
+                 fit_params: Path | None = None) -> None:
         self.bench, self.logs, self.oracle, self.size = bench, logs, None, ""
+        self.verbosity, self.fit_params = verbosity, fit_params
         self.rows: list[dict] = []
         self._run = bench.run
         bench.run = self.run  # the tune's runner calls it too
 
     def run(self, target, spec, **kw):
+        argv = list(target.argv)
+        if self.verbosity is not None and not flags.has(argv, "verbosity"):
+            target = dataclasses.replace(target, argv=[*argv, *flags.argv_for("verbosity", str(self.verbosity))])
         out = self._run(target, spec, **kw)
         n = len(self.rows) + 1
-        guess = self.oracle.guess(list(target.argv), dict(target.env or {})) if self.oracle else None
+        guess = self.oracle.guess(argv, dict(target.env or {})) if self.oracle else None
         reps = [r for r in out.run.reps if r.error is None]
-        row = {"n": n, "size": self.size, "label": target.label, "argv": list(target.argv), "status": out.run.status,
+        row = {"n": n, "size": self.size, "label": target.label, "argv": argv, "status": out.run.status,
                "error": (out.run.error or "")[-300:] or None,
                "gen": [r.predicted_per_second for r in reps], "prefill": [r.prompt_per_second for r in reps],
-               "prompt_n": [r.prompt_n for r in reps], "predicted": guess.to_json() if guess else None}
+               "prompt_n": [r.prompt_n for r in reps], "predicted": guess.to_json() if guess else None,
+               "memory": memory_record(out.lines), "fit_params": fit_params_record(argv, self.fit_params)}
         self.rows.append(row)
         if self.logs is not None:
             self.logs.mkdir(parents=True, exist_ok=True)
@@ -131,6 +181,17 @@ class Recorder:
             what = shlex.join(r["argv"][r["argv"].index("-c") + 2:] if "-c" in r["argv"] else r["argv"])
             print(f"| {r['n']} | {r['label']}: {what or '(base)'} | {f(pg)} | {f(mg)} | {pc(eg)} | "
                   f"{'-' if sg is None else f'{100 * sg:.0f} %'} | {f(pp, 0)} | {f(mp, 0)} | {pc(ep)} |")
+        placed = [r for r in self.rows if r["size"] == size and (r.get("memory") or r.get("fit_params"))]
+        if placed:
+            print("\nwhat each run placed (llama-fit-params' choice for runs left to --fit; the server's -lv 4 "
+                  "buffers, MiB; offloaded layers):")
+            for r in placed:
+                fp, mem = r.get("fit_params") or {}, r.get("memory") or {}
+                chose = " ".join(fp["args"]) if fp.get("args") else fp.get("error", "")
+                bufs = "; ".join(f"{k} " + ", ".join(f"{b} {v:.0f}" for b, v in d.items())
+                                 for k, d in (mem.get("buffers") or {}).items())
+                print(f"  {r['n']}: {('fit: ' + chose + ' · ') if chose else ''}{bufs or 'no buffer lines'}"
+                      f" · offloaded {mem.get('offloaded_layers') or '-'}")
         for key, (med_t, max_t) in (("gen", (0.10, 0.25)), ("prefill", (0.15, 0.35))):
             e = errs[key]
             if e:
@@ -286,6 +347,8 @@ def main() -> int:
     p.add_argument("--goal-time", type=float, default=0.25, help="the tune's share of the grid's server time")
     p.add_argument("--logs", default="", help="a folder for every server's log and runs.jsonl (predicted vs "
                    "measured per run)")
+    p.add_argument("--server-verbosity", type=int, default=4, help="each server's -lv (4: buffer sizes and what "
+                   "--fit chose are in its log and runs.jsonl; 0: as given)")
     args = p.parse_args()
     os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
     base = [*flags.argv_for("model", args.model), *shlex.split(args.base)]
@@ -298,7 +361,8 @@ def main() -> int:
           f"{objective.describe()}", flush=True)
     if args.calibrate:
         calibrate(args, engine)
-    rec = Recorder(bench, Path(args.logs) if args.logs else None)
+    rec = Recorder(bench, Path(args.logs) if args.logs else None, verbosity=args.server_verbosity or None,
+                   fit_params=Path(args.server).with_name("llama-fit-params"))
     out = [one_size(args, float(f), base, bench, engine, objective, rec) for f in args.free_gib.split(",")]
     for o in out:
         print(f"summary free {o['free_gib']} GiB: tune pick {100 * o['ratio']:.0f}% of the grid's best at "

@@ -12,10 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
-from llm_tuner.core.speed import SpeedCalibration, predict, traffic
+from llm_tuner.core.memory import PlanDevice, parse_server_args, place_tensors, plan_memory
+from llm_tuner.core.speed import SpeedCalibration, gpus_of_plan, predict, traffic
 from llm_tuner.core.speed.calibrate import Measurement, fit, nnls
-from llm_tuner.core.speed.predict import calibration_from_json, calibration_to_json
+from llm_tuner.core.speed.predict import (
+    _resolve,
+    calibration_from_json,
+    calibration_to_json,
+    nearest_pairs,
+    terms,
+)
 from llm_tuner.services.library import read_model
 from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
 
@@ -113,6 +119,50 @@ def test_host_prefill_with_a_gpu_pays_the_copy_of_host_weights_per_ubatch(dense)
     assert t.host_copy_bytes > 0
     small, _ = _traffic(dense, ["-c", "1024", "-ngl", "2", "-ub", "16"], [gpu])
     assert small.host_copy_bytes == 0  # below GGML_OP_OFFLOAD_MIN_BATCH the CPU computes its own layers
+
+
+def test_with_a_gpu_the_host_layers_prompt_attention_runs_on_the_gpu_and_their_kv_is_copied(dense):
+    # ggml-backend's scheduler expands the offloaded Q/K/V matmuls' GPU to the attention (issue 42): the host's
+    # attention costs no CPU time in a prompt batch, its K/V cells cross the link; with -nkvo it stays on the CPU
+    gpu = PlanDevice("CUDA0", "CUDA", 24576, 24000)
+    t, _ = _traffic(dense, ["-c", "4096", "-ngl", "2"], [gpu])
+    assert t.host_attn_offloaded and t.device("Host").attn_full_flops_per_cell > 0
+    _, pre = terms(t, depth=0, prompt_tokens=2048)
+    _, deep = terms(t, depth=2048, prompt_tokens=2048)
+    assert not any(k.startswith("attn_prefill:") for k in pre)
+    assert deep["link"] > pre["link"] > t.host_copy_bytes / 1e9 / 512  # the K/V cells used so far, per ubatch
+    assert deep["compute:CUDA0"] > pre["compute:CUDA0"]
+    nkvo, _ = _traffic(dense, ["-c", "4096", "-ngl", "2", "-nkvo"], [gpu])
+    assert not nkvo.host_attn_offloaded
+    assert any(k.startswith("attn_prefill:Host") for k in terms(nkvo, depth=0, prompt_tokens=2048)[1])
+
+
+def test_an_unprobed_quantized_kv_pair_takes_the_probed_pair_quantized_on_both_sides():
+    probed = {"f16/f16", "f16/q8_0", "q8_0/f16", "q8_0/q8_0"}
+    assert nearest_pairs("q4_0/q4_0", probed)[0] == "q8_0/q8_0"  # not the mixed f16/q8_0 (sorted first)
+    assert nearest_pairs("f16/q4_0", probed)[0] == "f16/q8_0"
+    assert nearest_pairs("bf16/bf16", probed) == ["f16/f16"]
+    cal = SpeedCalibration({"attn_gen:Host:f16/q8_0@8": 0.04, "attn_gen:Host:q8_0/q8_0@8": 0.03}, threads=(8,))
+    assert _resolve("attn_gen:Host:q4_0/q4_0", cal, 8, None) == (0.03, "as q8_0/q8_0 (calibrated)")
+
+
+def test_moe_fit_that_cannot_hold_even_the_dense_part_places_dense_only_layers_like_llama_cpp(moe):
+    # common/fit.cpp step 3: with every expert in system memory and still no fit, it fills "dense-only" layers
+    # back to front (their experts on the CPU) and leaves the others wholly on the CPU; never full layers with
+    # their experts on a GPU that cannot hold even the dense part
+    seen = {}
+    for free in range(0, 256):  # MiB free: from nothing fits to every layer with some experts
+        gpu = PlanDevice("CUDA0", "CUDA", 24576, free, free_includes_runtime=True)
+        _, plan = _traffic(moe, ["-c", "1024", "-fitt", "0"], [gpu])
+        changes = " ".join(plan.fit_changes)
+        kind = ("dense-only" if "without their experts" in changes else
+                "experts" if "experts of the first" in changes else "other")
+        seen.setdefault(kind, plan)
+    assert "dense-only" in seen and "experts" in seen
+    plan = seen["dense-only"]
+    gpu_layers = next(d.layers for d in plan.devices if d.name == "CUDA0")
+    assert gpu_layers > 0
+    assert all(p.device == "Host" for p in place_tensors(moe, plan.args, gpus_of_plan(plan)) if "_exps" in p.name)
 
 
 def _synthetic(model_set, costs: dict[str, float]) -> list[Measurement]:

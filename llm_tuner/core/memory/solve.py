@@ -113,6 +113,15 @@ def _emulate_fit(view: _ModelView, args: PlacementArgs, gpus: list[PlanDevice], 
                 if n:
                     changes.append(f"experts of the first {n} blocks moved to the CPU (as --n-cpu-moe {n})")
                 return trial, changes
+        # even every expert on the CPU does not fit: common/fit.cpp's step 3 fills "dense-only" layers (all MoE
+        # tensors in system memory) back to front and leaves the layers before them wholly on the CPU
+        all_exps = tuple((rf"blk\.{j}{FFN_EXPS_REGEX}", "CPU") for j in range(view.n_layer))
+        for ngl in range(n_all, 0, -1):
+            trial = cur.with_(ngl=ngl, overrides=all_exps)
+            if ok(trial):
+                changes.append(f"{ngl} of {n_all} layers placed on GPUs without their experts (as -ngl {ngl} "
+                               "--cpu-moe)")
+                return trial, changes
     for ngl in range(n_all, -1, -1):
         trial = cur.with_(ngl=ngl)
         if ok(trial):

@@ -9,7 +9,9 @@ terms serve the prediction and the fit of a calibration (core.speed.calibrate):
   (the CPU's attention is compute-bound, and a quantized cache is read with other kernels than f16).
 - Prefill, per prompt token: each device's matmul FLOPs / its compute rate (on the CPU by kernel class: repacked
   weights run GEMM kernels, others and MoE experts cost more per FLOP) + attention FLOPs (the CPU's at a rate per
-  K/V pair) + the host weights copied to the GPU once per ubatch / the link rate + a fixed cost per ubatch.
+  K/V pair) + the host weights copied to the GPU once per ubatch / the link rate + a fixed cost per ubatch. When
+  the host's weights are copied (op offload), the host layers' attention runs on the GPU as well, its K/V cells
+  copied over the link (core.speed.traffic).
 - Time to first token = the prompt's time + one generated token. The **roofline** is the generation speed the
   devices' *peak* read rates would allow with no fixed cost (peak: a probe's best, NVML's or a vendor's figure).
 
@@ -64,6 +66,21 @@ def is_host_key(key: str) -> bool:
 def pair_group(pair: str) -> str:
     """'f16' when both cache types are float, else 'quant' (the CPU reads them with other kernels)."""
     return "f16" if all(t in _F16_TYPES for t in pair.split("/")) else "quant"
+
+
+def nearest_pairs(pair: str, measured: set[str] | frozenset[str]) -> list[str]:
+    """The measured K/V pairs of `pair`'s group (pair_group), nearest first: a pair whose K and V are each of
+    the same kind (float or quantized) as `pair`'s before a mixed one, then the same types. An unprobed q4_0/q4_0
+    takes q8_0/q8_0 (both sides quantized: ggml-cpu's quantized flash-attention path), not f16/q8_0 (a float K
+    and a quantized V: another, slower kernel pair)."""
+    k, _, v = pair.partition("/")
+
+    def score(other: str) -> tuple[int, int, str]:
+        ok, _, ov = other.partition("/")
+        kinds = sum(pair_group(f"{a}/{a}") == pair_group(f"{b}/{b}") for a, b in ((k, ok), (v, ov)))
+        return (-kinds, -((k == ok) + (v == ov)), other)
+
+    return sorted((o for o in measured if pair_group(o) == pair_group(pair)), key=score)
 
 
 @dataclass(frozen=True)
@@ -153,6 +170,7 @@ def terms(traffic: Traffic, *, depth: float, prompt_tokens: int) -> tuple[dict[s
     copies = traffic.host_copy_bytes if gpus and prompt_tokens >= 32 else 0.0
     ub = max(1, min(traffic.n_ubatch, prompt_tokens))
     pre[f"pfixed:{regime}"] = 1.0 / ub
+    kv_copies = 0.0
     for d in traffic.devices:
         if d.weight_bytes > 0:
             _add(gen, f"read:{d.name}", d.weight_bytes / GB)
@@ -161,7 +179,12 @@ def terms(traffic: Traffic, *, depth: float, prompt_tokens: int) -> tuple[dict[s
             if attn > 0:
                 _add(gen, f"attn_gen:{HOST}:{pair}", attn)
             pattn = d.attn_flops(ctx_mid) / GB
-            if pattn > 0:
+            if pattn > 0 and copies and gpus and traffic.host_attn_offloaded:
+                # the attention follows the offloaded matmuls onto the GPU; the host's K/V cells used so far
+                # (on average up to the middle of the prompt plus half a ubatch) are copied there per ubatch
+                _add(pre, f"compute:{gpus[0].name}", pattn)
+                kv_copies = d.kv_bytes(depth + (prompt_tokens + ub) / 2.0)
+            elif pattn > 0:
                 _add(pre, f"attn_prefill:{HOST}:{pair}", pattn)
             weighted = sum(f * CPU_CLASS_COST.get(c, 1.0) for c, f in d.flops_by_class) / GB
             if copies and gpus:
@@ -176,7 +199,7 @@ def terms(traffic: Traffic, *, depth: float, prompt_tokens: int) -> tuple[dict[s
             if f > 0:
                 _add(pre, f"compute:{d.name}", f)
     if copies:
-        pre["link"] = copies / GB / ub
+        pre["link"] = (copies + kv_copies) / GB / ub
     return gen, pre
 
 
@@ -264,11 +287,11 @@ def _resolve(key: str, cal: SpeedCalibration, threads: int,
         return v, how
     if key.startswith(("attn_gen:", "attn_prefill:")):
         kind, dev, pair = key.split(":")
-        for other in sorted({k.split(":")[2].split("@")[0] for k in cal.costs if k.startswith(f"{kind}:{dev}:")}):
-            if pair_group(other) == pair_group(pair):
-                v, how = cal.cost(f"{kind}:{dev}:{other}", threads)
-                if v is not None:
-                    return v, f"as {other} ({how})"
+        measured = {k.split(":")[2].split("@")[0] for k in cal.costs if k.startswith(f"{kind}:{dev}:")}
+        for other in nearest_pairs(pair, measured):
+            v, how = cal.cost(f"{kind}:{dev}:{other}", threads)
+            if v is not None:
+                return v, f"as {other} ({how})"
     d = default_cost(key, threads, peaks)
     return (d, "default") if d is not None else (None, "unknown")
 
@@ -324,8 +347,11 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
     peaks_known = [(b, p) for b, p in roof if p]
     roofline = (1 / sum(b / (p * GB) for b, p in peaks_known)) if roof and len(peaks_known) == len(roof) else None
     if copy_ms:
-        notes.append(f"prompt batches copy {traffic.host_copy_bytes / 2**20:.0f} MiB of host weights to the GPU per "
-                     f"ubatch ({copy_ms:.1f} ms)")
+        host = traffic.device(HOST)
+        kv = " (and the host layers' K/V cells)" if traffic.host_attn_offloaded and host is not None and (
+            host.kv_full_bytes_per_cell or host.kv_swa_bytes_per_cell) else ""
+        notes.append(f"prompt batches copy {traffic.host_copy_bytes / 2**20:.0f} MiB of host weights{kv} to the GPU "
+                     f"per ubatch ({copy_ms:.1f} ms)")
     return Prediction(gen_tps, prefill_tps, ttft_ms, roofline, depth, prompt_tokens, threads, tuple(devices),
                       fixed_ms, copy_ms, on, error, (), tuple(notes))
 

@@ -14,6 +14,10 @@ The one home of "bytes read per token" (the tune's frontier, its bandwidth figur
 - With a GPU and weights in host memory llama.cpp copies those weights to the GPU for every ubatch of at least
   ``GGML_OP_OFFLOAD_MIN_BATCH`` (32) tokens and computes there (llama.cpp PR #18535): prefill then pays
   ``host_copy_bytes`` per ubatch over the link, and the compute of those layers counts on the first GPU.
+  Their attention goes with them: ggml-backend's scheduler expands the GPU assignment of the offloaded Q/K/V
+  matmuls to the neighbouring ops without weights (pass 2, "expand gpu down/up"), FLASH_ATTN_EXT included, so
+  the host's K/V cache (the cells used so far) is copied to the GPU per ubatch too and attended there. Not
+  with ``-nkvo`` (llama-graph pins attention to the CPU then).
 
 Pure: from a memory plan (core.memory) and the model's tensor table.
 """
@@ -72,6 +76,9 @@ class Traffic:
     n_layer: int = 0
     moe_share: float = 1.0
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # the host's layers' attention in a prompt batch runs on the first GPU (K/V offloaded, i.e. no -nkvo): see
+    # the module's docstring
+    host_attn_offloaded: bool = False
 
     def device(self, name: str) -> DeviceTraffic | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -181,7 +188,7 @@ def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDev
         host_copy = 0.0
         notes.append(f"-ub {n_ubatch} is below {OFFLOAD_MIN_BATCH}: prompt batches compute where the weights are")
     return Traffic(devices, host_copy, n_ubatch, f"{type_k.lower()}/{type_v.lower()}", view.n_layer, share,
-                   tuple(notes))
+                   tuple(notes), host_attn_offloaded=bool(gpu_names) and not plan.args.no_kv_offload)
 
 
 def _output_device(placements: list[Any]) -> str:

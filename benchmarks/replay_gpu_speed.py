@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Replay the lent-H100 speed session (benchmarks/sessions/2026-12-06-gpu-speed) offline, through the code path
+placement_vs_grid.py used (services.tune.speed.SpeedOracle.guess), and tabulate the speed model's errors.
+
+- the calibration: rebuilt from the costs dense.txt printed (`# calibration: ... costs: key value, ...`, 4
+  significant digits: the replay reproduces the recorded predictions to about that precision);
+- the devices: CUDA0 as `--list-devices` listed it under the holder (free MiB), the host from host.txt (its CPU
+  flags decide which weights ggml-cpu repacks);
+- the models: the GGUF headers under headers/, restored as sparse files (a plan reads only the header); the
+  recorded argv's model path is mapped to them;
+- every run of logs/{dense,moe}/runs.jsonl: its argv through SpeedOracle.guess (objective gen_tps, prompt 2048,
+  64 generated), the recorded prediction beside it, and the measured medians.
+
+    python3 benchmarks/replay_gpu_speed.py [--out benchmarks/results/speed_model/gpu-h100-2026-12-06.md]
+        [--before FILE.json]   # a previous replay's JSON (--json) to print a before/after table against
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SESSION = ROOT / "benchmarks" / "sessions" / "2026-12-06-gpu-speed"
+PROMPT, GEN = 2048, 64
+DEFAULT_THREADS = 16  # the host's physical cores (llama.cpp's default -t)
+
+
+def restore(d: Path) -> dict[str, Path]:
+    """The two models as sparse files: the recorded header, then a hole to the file's size."""
+    out = {}
+    for name in ("dense", "moe"):
+        p = d / f"{name}-q4_k_m.gguf"
+        head = (SESSION / "headers" / f"{name}.head").read_bytes()
+        with open(p, "wb") as f:
+            f.write(head)
+            f.truncate(int((SESSION / "headers" / f"{name}.head.size").read_text()))
+        out[f"/tmp/m/{name}-q4_k_m.gguf"] = p
+    return out
+
+
+def one_process_read_gbps() -> float:
+    """host.txt's read-bandwidth probe of one process (numpy, GB/s): what one CPU thread streams from memory."""
+    return float(
+        re.search(r"read bandwidth, 1 process: ([\d.]+) GB/s", (SESSION / "host.txt").read_text()).group(1)
+    )
+
+
+def calibration(link: str = "recorded"):
+    """The session's calibration from the costs dense.txt printed. `link`: "recorded" (the probe's fitted host->GPU
+    cost), or "host-1proc": one CPU thread's read rate from host.txt (the weights are mmap'd, i.e. pageable: the
+    CUDA driver stages a pageable copy through a pinned buffer with one CPU thread's memcpy)."""
+    from llm_tuner.core.speed import SpeedCalibration
+
+    line = next(
+        ln for ln in (SESSION / "dense.txt").read_text().splitlines() if ln.startswith("# calibration:")
+    )
+    src = re.search(r"# calibration: (.*?), -ngl", line).group(1)
+    err = float(re.search(r"±([\d.]+) %", line).group(1)) / 100
+    costs = {k: float(v) for k, v in (kv.rsplit(" ", 1) for kv in line.split("costs: ", 1)[1].split(", "))}
+    threads = tuple(sorted({int(k.rsplit("@", 1)[1]) for k in costs if "@" in k}))
+    build = re.search(r"build (\S+),", line).group(1)
+    driver = re.search(r"driver (\S+);", line).group(1)
+    if link == "host-1proc":
+        costs["link"] = 1 / one_process_read_gbps()
+        src += f" (link: host.txt's one-process read rate, {one_process_read_gbps()} GB/s)"
+    return SpeedCalibration(costs, {}, build, driver, src, err, threads)
+
+
+def devices(model: str):
+    """CUDA0 under the holder (its `--list-devices` line in the model's .txt) and the host of host.txt."""
+    from llm_tuner.core.devices import parse_list_devices
+    from llm_tuner.core.memory import PlanDevice, listed_device
+
+    text = (SESSION / f"{model}.txt").read_text()
+    listed = re.search(r"# --list-devices under the holder: (.*)", text).group(1)
+    gpus = [listed_device(d) for d in parse_list_devices("\n".join("  " + x for x in listed.split(" | ")))]
+    host_txt = (SESSION / "host.txt").read_text()
+    mem = re.search(r"^Mem:\s+(\d+)\s+\d+\s+\d+\s+\d+\s+\d+\s+(\d+)", host_txt, re.M)
+    cpu = re.search(r"^Model name:\s+(.*)$", host_txt, re.M).group(1).strip()
+    flags = tuple(re.search(r"^Flags:\s+(.*)$", host_txt, re.M).group(1).split())
+    host = PlanDevice("Host", "CPU", int(mem.group(1)) * 1024, int(mem.group(2)) * 1024, cpu)
+    return gpus, host, flags
+
+
+def copy_terms(argv: list[str], gpus, host, flags, cal) -> tuple[float, float]:
+    """(GB the model copies host->GPU per ubatch of the prompt, seconds per prompt token of everything else)."""
+    from llm_tuner.core.speed.predict import terms
+    from llm_tuner.services.speed import plan_traffic
+
+    t = plan_traffic(argv, gpus, host, cpu_flags=flags)
+    threads = threads_of(argv)
+    _, pre = terms(t, depth=0, prompt_tokens=PROMPT)
+    ub = max(1, min(t.n_ubatch, PROMPT))
+    rest = sum(v * (cal.cost(k, threads)[0] or 0.0) for k, v in pre.items() if k != "link")
+    return pre.get("link", 0.0) * ub, rest
+
+
+def copy_section(rows: list[dict], gbps: float) -> list[str]:
+    """How much of what the model copies per ubatch the measured prefill leaves time for, at `gbps`."""
+    out = [
+        "",
+        f"## Host->GPU copies per ubatch: what the measured prefill leaves time for at {gbps} GB/s",
+        "",
+        "Per run: (measured time per ubatch − the model's other prefill terms) × the rate, over the bytes the model "
+        "copies (host weights, all experts, plus the host layers' K/V). ~1: the copies explain the prefill.",
+        "",
+        "| model | runs | median | min | max |",
+        "|---|---|---|---|---|",
+    ]
+    for model in ("dense", "moe"):
+        fr = []
+        for r in rows:
+            if r["model"] == model and r["pre"] and r["copy_gb"]:
+                ub_s = 512 / r["pre"] - 512 * r["rest_s"]
+                fr.append(ub_s * gbps / r["copy_gb"])
+        if fr:
+            out.append(
+                f"| {model} | {len(fr)} | {statistics.median(fr):.2f} | {min(fr):.2f} | {max(fr):.2f} |"
+            )
+    return out
+
+
+def kind_of(argv: list[str]) -> str:
+    return "explicit" if "--fit" in argv and argv[argv.index("--fit") + 1] == "off" else "--fit"
+
+
+def kv_of(argv: list[str]) -> str:
+    return argv[argv.index("--cache-type-k") + 1] if "--cache-type-k" in argv else "f16"
+
+
+def threads_of(argv: list[str]) -> int:
+    return int(argv[argv.index("--threads") + 1]) if "--threads" in argv else DEFAULT_THREADS
+
+
+def replay(link: str = "recorded") -> list[dict]:
+    """Every recorded run with its recorded and replayed prediction and its measured medians."""
+    from llm_tuner.core.tune import Objective
+    from llm_tuner.services.tune.speed import SpeedOracle
+
+    cal = calibration(link)
+    objective = Objective(kind="gen_tps", prompt_tokens=PROMPT, gen_tokens=GEN)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="replay-h100-") as tmp:
+        paths = restore(Path(tmp))
+        for model in ("dense", "moe"):
+            gpus, host, flags = devices(model)
+            oracle = SpeedOracle(objective, cal, gpus, host, flags, DEFAULT_THREADS)
+            for line in (SESSION / "logs" / model / "runs.jsonl").read_text().splitlines():
+                r = json.loads(line)
+                argv = [str(paths.get(a, a)) for a in r["argv"]]
+                g = oracle.guess(argv)
+                rec = r["predicted"] or {}
+                copy_gb, rest_s = copy_terms(argv, gpus, host, flags, cal)
+                rows.append(
+                    {
+                        "model": model,
+                        "n": r["n"],
+                        "label": r["label"],
+                        "kind": kind_of(r["argv"]),
+                        "kv": kv_of(r["argv"]),
+                        "threads": threads_of(r["argv"]),
+                        "what": " ".join(r["argv"][4:]),
+                        "rec_gen": rec.get("gen_tps"),
+                        "rec_pre": rec.get("prefill_tps"),
+                        "gen_pred": g.gen_tps if g else None,
+                        "pre_pred": g.prefill_tps if g else None,
+                        "gen": statistics.median(r["gen"]) if r["gen"] else None,
+                        "pre": statistics.median(r["prefill"]) if r["prefill"] else None,
+                        "copy_gb": copy_gb,
+                        "rest_s": rest_s,
+                    }
+                )
+    return rows
+
+
+def err(p: float | None, m: float | None) -> float | None:
+    return (p - m) / m if p and m else None
+
+
+def pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:+.1f} %"
+
+
+def summary(rows: list[dict], key: str) -> tuple[float, float, int]:
+    e = [abs(x) for r in rows if (x := err(r[f"{key}_pred"], r[key])) is not None]
+    return (statistics.median(e), max(e), len(e)) if e else (float("nan"), float("nan"), 0)
+
+
+def report(rows: list[dict], before: list[dict] | None = None, source: str = "") -> str:
+    out = [
+        "# Speed model vs the lent H100 session of 2026-12-06 (offline replay)",
+        "",
+        f"Calibration: {source}.",
+        "",
+        "Replayed by `benchmarks/replay_gpu_speed.py` from benchmarks/sessions/2026-12-06-gpu-speed (the "
+        "calibration from the printed costs, CUDA0 under the holder, the models from their headers), through "
+        "SpeedOracle.guess as placement_vs_grid.py predicted. Measured: the median of each run's 2 "
+        "repetitions (prompt 2048 tokens, 64 generated).",
+        "",
+    ]
+    dg = [abs(r["gen_pred"] - r["rec_gen"]) / r["rec_gen"] for r in rows if r["rec_gen"] and r["gen_pred"]]
+    dp = [abs(r["pre_pred"] - r["rec_pre"]) / r["rec_pre"] for r in rows if r["rec_pre"] and r["pre_pred"]]
+    out += [
+        f"Replay vs the recorded predictions (same code as recorded only when the model is unchanged): "
+        f"generation max |Δ| {100 * max(dg):.2f} %, median {100 * statistics.median(dg):.2f} %; prefill max "
+        f"|Δ| {100 * max(dp):.2f} %, median {100 * statistics.median(dp):.2f} % over {len(dg)} runs.",
+        "",
+    ]
+    out += [
+        "## Summary (|error| median / max, runs)",
+        "",
+        "| model | placement | gen median | gen max | prefill median | prefill max | n |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for model in ("dense", "moe", None):
+        for kind in ("explicit", "--fit", None):
+            sel = [
+                r
+                for r in rows
+                if (model is None or r["model"] == model) and (kind is None or r["kind"] == kind)
+            ]
+            if not sel:
+                continue
+            gm, gx, n = summary(sel, "gen")
+            pm, px, _ = summary(sel, "pre")
+            b = ""
+            if before is not None:
+                bs = [
+                    r
+                    for r in before
+                    if (model is None or r["model"] == model) and (kind is None or r["kind"] == kind)
+                ]
+                bgm, bgx, _ = summary(bs, "gen")
+                bpm, bpx, _ = summary(bs, "pre")
+                b = f" (before {100 * bgm:.1f} / {100 * bgx:.1f} · {100 * bpm:.1f} / {100 * bpx:.1f})"
+            out.append(
+                f"| {model or 'all'} | {kind or 'all'} | {100 * gm:.1f} % | {100 * gx:.1f} % | "
+                f"{100 * pm:.1f} % | {100 * px:.1f} % | {n}{b} |"
+            )
+    out += [
+        "",
+        "Issue 42's goal: generation median ≤ 10 %, max ≤ 25 %; prefill median ≤ 15 %, max ≤ 35 %.",
+        "",
+        "## By model × placement × K/V × threads (mean signed error over the runs of the group)",
+        "",
+        "| model | placement | K/V | threads | runs | gen error | prefill error |"
+        + (" gen before | prefill before |" if before else ""),
+        "|---|---|---|---|---|---|---|" + ("---|---|" if before else ""),
+    ]
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        groups.setdefault((r["model"], r["kind"], r["kv"], r["threads"]), []).append(r)
+    bgroups: dict[tuple, list[dict]] = {}
+    for r in before or []:
+        bgroups.setdefault((r["model"], r["kind"], r["kv"], r["threads"]), []).append(r)
+
+    def mean_err(sel: list[dict], key: str) -> float | None:
+        e = [x for r in sel if (x := err(r[f"{key}_pred"], r[key])) is not None]
+        return statistics.mean(e) if e else None
+
+    for k in sorted(groups):
+        sel = groups[k]
+        line = f"| {k[0]} | {k[1]} | {k[2]} | {k[3]} | {len(sel)} | {pct(mean_err(sel, 'gen'))} | {pct(mean_err(sel, 'pre'))} |"
+        if before:
+            bs = bgroups.get(k, [])
+            line += f" {pct(mean_err(bs, 'gen'))} | {pct(mean_err(bs, 'pre'))} |"
+        out.append(line)
+    if "one-process read rate" in source:
+        out += copy_section(rows, one_process_read_gbps())
+    out += [
+        "",
+        "## Every run",
+        "",
+        "| model | # | run | recorded gen | replayed gen | measured gen | error | recorded prefill | replayed prefill "
+        "| measured prefill | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    f = lambda x, d=1: "–" if x is None else f"{x:.{d}f}"  # noqa: E731
+    for r in rows:
+        out.append(
+            f"| {r['model']} | {r['n']} | {r['label']}: {r['what'][:110]} | {f(r['rec_gen'])} | {f(r['gen_pred'])} | "
+            f"{f(r['gen'])} | {pct(err(r['gen_pred'], r['gen']))} | {f(r['rec_pre'], 0)} | {f(r['pre_pred'], 0)} | "
+            f"{f(r['pre'], 0)} | {pct(err(r['pre_pred'], r['pre']))} |"
+        )
+    return "\n".join(out) + "\n"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", help="the report (markdown)")
+    ap.add_argument("--json", help="write the replayed rows as JSON (a later --before)")
+    ap.add_argument("--before", help="a previous replay's --json: before/after columns")
+    ap.add_argument(
+        "--link",
+        choices=("recorded", "host-1proc"),
+        default="recorded",
+        help="the host->GPU copy cost: the probe's fitted one (recorded) or host.txt's one-process read "
+        "rate (an independent measurement, not fitted to these runs)",
+    )
+    a = ap.parse_args()
+    rows = replay(a.link)
+    before = json.loads(Path(a.before).read_text()) if a.before else None
+    text = report(rows, before, calibration(a.link).source)
+    print(text)
+    if a.out:
+        Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(a.out).write_text(text)
+    if a.json:
+        Path(a.json).write_text(json.dumps(rows, indent=0))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
