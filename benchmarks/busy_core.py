@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/busy_core.py [--runs 2] [--core N] [--label TEXT] -- tests/ui/test_chat_panel.py -q
     .venv/bin/python benchmarks/busy_core.py --runs 2 --label "full suite, fresh clone" -- -q   (the whole suite)
+    python3 benchmarks/busy_core.py --ci --label "fresh clone"   (`make test` itself: setup, both phases)
 
 A busy loop (a child process spinning, pinned to one core with os.sched_setaffinity, as `taskset -c N` would) runs
 for the whole time; the pytest selection after `--` runs `--runs` times in a row beside it (each a fresh pytest
@@ -69,17 +70,23 @@ def failure_reasons(lines: list[str]) -> dict[str, list[str]]:
     return sections
 
 
-def run_selection(selection: list[str]) -> tuple[int, float, str, list[tuple[str, list[str]]]]:
-    """One pytest run of `selection`: exit code, wall seconds, pytest's last summary line, and the failed test ids
-    each with why (the traceback's `file:line: Exception` and `E` lines, else the short summary's reason)."""
+def run_selection(selection: list[str], ci: bool = False) -> tuple[int, float, str, list[tuple[str, list[str]]]]:
+    """One pytest run of `selection` (with `ci`: the whole `CI=true bash .ci/run`, setup included, instead): exit
+    code, wall seconds, pytest's summary line(s), and the failed test ids each with why (the traceback's
+    `file:line: Exception` and `E` lines, else the short summary's reason)."""
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen", PYTHONPATH=str(ROOT), COLUMNS="200")
+    cmd = (["bash", ".ci/run"] if ci else
+           [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *selection])
+    if ci:
+        env["CI"] = "true"
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rfE", *selection],
-                          cwd=ROOT, env=env, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     wall = time.monotonic() - t0
     lines = (done.stdout + done.stderr).splitlines()
-    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed|error)", ln)),
-                   lines[-1] if lines else "(no output)")
+    if ci:
+        (OUT.parent / "last_ci_run.log").write_text("\n".join(lines[-400:]) + "\n")
+    said = [ln.strip("= ") for ln in lines if re.search(r"\d+ (passed|failed|error).* in [\d.]+s", ln)]
+    summary = (" + ".join(said) if ci and said else said[-1] if said else lines[-1] if lines else "(no output)")
     sections = failure_reasons(lines)
     failed = []
     for ln in lines:
@@ -100,6 +107,8 @@ def main() -> int:
     ap.add_argument("--core", type=int, default=None, help="the core to keep busy (default: the last one)")
     ap.add_argument("--label", default="", help="a note for the record (fresh clone, wheel reused, ...)")
     ap.add_argument("--no-record", action="store_true", help="print only")
+    ap.add_argument("--ci", action="store_true", help="run `CI=true bash .ci/run` (the README's `make test`: setup "
+                    "and both phases) instead of a pytest selection: a fresh clone's first run")
     ap.add_argument("selection", nargs=argparse.REMAINDER, help="after --: pytest's arguments")
     args = ap.parse_args()
     selection = [a for a in args.selection if a != "--"] or ["-q"]
@@ -112,7 +121,7 @@ def main() -> int:
     try:
         time.sleep(1.0)  # the spinner has its core before the first test
         for i in range(args.runs):
-            rc, wall, summary, failed = run_selection(selection)
+            rc, wall, summary, failed = run_selection(selection, args.ci)
             results.append((rc, wall, summary, failed))
             print(f"run {i + 1}/{args.runs}: exit {rc} in {wall:.0f} s: {summary}", flush=True)
             for name, why in failed:
@@ -123,7 +132,8 @@ def main() -> int:
     block = [f"## {time.strftime('%Y-%m-%d %H:%M:%S')} {platform.node()} ({os.cpu_count()} cores, "
              f"{len(cores)} usable), load average {os.getloadavg()[0]:.2f} after the runs"
              + (f", {args.label}" if args.label else ""),
-             f"busy core: {core} (a spinning process pinned there); pytest {' '.join(selection)}"]
+             f"busy core: {core} (a spinning process pinned there); "
+             + ("CI=true bash .ci/run (make test)" if args.ci else f"pytest {' '.join(selection)}")]
     for i, (rc, wall, summary, failed) in enumerate(results, 1):
         block.append(f"run {i}: {'PASS' if rc == 0 else f'FAIL (exit {rc})'} in {wall:.0f} s: {summary}")
         for name, why in failed:

@@ -147,12 +147,15 @@ class BackgroundJob(QObject):
 def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callable[[Any], None],
                                                        Callable[[BaseException], None]], None]:
     """A Qt-free state's `Run` (llm_tuner.state.callbacks) as BackgroundJobs of `parent`: the work off the GUI
-    thread, its answer or failure back on it. `what`: the work in the user's words."""
+    thread, its answer or failure back on it. `what`: the work in the user's words. A failure is the view's to
+    say (its state's `failed`) when `parent` is on screen as the job starts; a view in a tab the user is not
+    looking at leaves it to the status bar too."""
 
     def run(
         work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]
     ) -> None:
         job = BackgroundJob(lambda _c: work(), parent, what=what, on_failed=failed)
+        job.shown_in_place = bool(parent.property("visible"))  # Q_PROPERTY; None for a QObject
         job.succeeded.connect(done)
         job.start()
 

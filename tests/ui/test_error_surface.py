@@ -48,11 +48,11 @@ def test_failed_loads_reach_the_status_bar_the_errors_list_and_the_log_once(qtbo
         conn.execute(text("DROP TABLE bench_runs"))
     window.ctx.state.bench_runs_changed.emit()
     qtbot.waitUntil(lambda: {f.what for f in window.errors.failures()} >= {
-        "Loading the benchmark history", "Loading the runs to compare"}, timeout=30_000)
+        "Reading or changing the benchmark history", "Loading the runs to compare"}, timeout=30_000)
     qtbot.waitUntil(lambda: "failed:" in _status(window), timeout=10_000)
     status = _status(window)
     assert "no such table" in status and "Try again" in status  # what happened, and what to do
-    assert _logged(caplog, "Loading the benchmark history") == 1 and _logged(caplog, "Loading the runs to compare") == 1
+    assert _logged(caplog, "Reading or changing the benchmark history") == 1 and _logged(caplog, "Loading the runs to compare") == 1
     qtbot.waitUntil(lambda: window.errors_button.text() == "⚠ 2 errors", timeout=10_000)  # both signals came
     assert window.errors_button.isVisible()
 

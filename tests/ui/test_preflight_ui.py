@@ -97,7 +97,8 @@ def test_bench_refuses_the_edited_profiles_errors_and_offers_run_anyway(qtbot, c
     qtbot.addWidget(bench)
     bench.show()
     profile_panel.set_profile(import_command(f"-m {tmp_path / 'm.gguf'} -fa maybe", default_catalog()).profile)
-    bench.run_button.click()
+    bench.run_button.click()  # Run waits for the profile's store call (the workspace's store_busy), then checks
+    qtbot.waitUntil(lambda: bench.status_label.text().startswith("Cannot start:"), timeout=10_000)
     text = bench.status_label.text()
     assert text.startswith("Cannot start:") and "-fa takes on|off|auto, got 'maybe'" in text
     assert not bench.anyway_button.isHidden() and not bench.session.is_running()
