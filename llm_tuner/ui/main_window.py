@@ -134,6 +134,7 @@ class MainWindow(QMainWindow):
         self._update_errors_button()
         ctx.state.server_shown.connect(self._on_state_server_shown)
         ctx.state.tune_requested.connect(self._on_state_tune_requested)  # Compare: re-tune for another build
+        ctx.state.compare_requested.connect(self._on_state_compare_requested)  # History: compare two runs
         self._on_state_server_shown()
         self._restore_layout()
         self.quick_start.setVisible(False)
@@ -227,6 +228,9 @@ class MainWindow(QMainWindow):
 
     def _on_state_tune_requested(self, _profile: str, _binary: str) -> None:
         self.tabs.setCurrentWidget(self.tune_panel)  # the Tune tab takes the request itself (TuneState)
+
+    def _on_state_compare_requested(self, _a: int, _b: int) -> None:
+        self.tabs.setCurrentWidget(self.compare_panel)  # the Compare tab loads the two runs itself
 
     def run_benchmark(self) -> None:
         """Benchmark the edited profile (Run waits for a profile save still on its way to the store)."""

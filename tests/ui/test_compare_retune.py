@@ -110,5 +110,7 @@ def test_the_tune_tab_takes_a_retune_request_with_the_profile_as_base_and_the_ot
     assert "Re-tuning q for the build" in tune.status_label.text()
     target = tune.state._for_build(base_target(ctx.engine, "q", None, None, ""))
     assert target.binary == OTHER and "512" in target.argv
+    ctx.state.compare_requested.emit(1, 2)  # History's "Compare": the window (it owns the tabs) shows Compare
+    assert window.tabs.currentWidget() is window.compare_panel
     window.close()
     ctx.engine.dispose()

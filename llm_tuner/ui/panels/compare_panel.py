@@ -169,12 +169,7 @@ class ComparePanel(QWidget):
         self.state.threshold_pct = value
 
     def _on_state_compare_requested(self, a_id: int, b_id: int) -> None:
-        self.state.compare_runs(a_id, b_id)
-        tabs = self.parentWidget()
-        while tabs is not None and not hasattr(tabs, "setCurrentWidget"):
-            tabs = tabs.parentWidget()
-        if tabs is not None:
-            tabs.setCurrentWidget(self)
+        self.state.compare_runs(a_id, b_id)  # the main window shows this tab (it owns the tabs)
 
     # -- comparing -------------------------------------------------------------------------------
     def _on_compare_clicked(self) -> None:
