@@ -207,7 +207,10 @@ def test_a_calibration_survives_json_and_a_bad_record_is_refused():
     cal = SpeedCalibration({"read:Host@4": 0.05}, {"Host": 30.0}, "f:1 h:2 p:3", "580.1", "probe of a", 0.12, (4,))
     assert calibration_from_json(calibration_to_json(cal)) == cal
     with pytest.raises(ValueError):
-        calibration_from_json({"costs": {"read:Host@4": "fast"}})
+        calibration_from_json({**calibration_to_json(cal), "costs": {"read:Host@4": "fast"}})
+    old = {k: v for k, v in calibration_to_json(cal).items() if k != "model"}  # stored before versions
+    with pytest.raises(ValueError, match="model version 1"):  # its costs meant other terms: not read
+        calibration_from_json(old)
 
 
 ROOT = Path(__file__).resolve().parents[2] / "llm_tuner"

@@ -34,3 +34,20 @@ def test_a_record_this_version_cannot_read_is_skipped_for_the_older_one(tmp_path
                           "WHERE id = :i"), {"i": bad_id})
     got = repo.latest("b")
     assert got is not None and got.calibration.source == "good"
+
+
+def test_a_calibration_fitted_by_an_older_speed_model_is_not_used(tmp_path):
+    """Its costs meant other terms (core.speed.predict.MODEL_VERSION): the build counts as not calibrated."""
+    import json
+
+    from llm_tuner.core.speed.predict import calibration_to_json
+
+    engine = open_engine(tmp_path / "h.sqlite")
+    repo = SpeedCalibrationRepo(engine)
+    cal_id = repo.save(SpeedCalibration({"read:Host@2": 0.1, "link": 0.09}, build="b", source="v1", threads=(2,)))
+    assert repo.latest("b") is not None
+    v1 = {k: v for k, v in calibration_to_json(repo.latest("b").calibration).items() if k != "model"}
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE speed_calibrations SET calibration_json = :j WHERE id = :i"),
+                     {"j": json.dumps(v1), "i": cal_id})
+    assert repo.latest("b") is None and repo.all() == []

@@ -367,14 +367,23 @@ def _calibrated_on(cal: SpeedCalibration, sources: dict[str, str]) -> str:
     return f"{head} ({'; '.join(f'{k}: {v}' for k, v in sorted(sources.items()))})"
 
 
+# The meaning of the cost keys: raised when a term's definition changes (2: a CPU layer's prompt attention runs on
+# the GPU with its K/V copied, so `link` no longer absorbs it). A stored calibration of another version is not
+# read (the store then finds none: the views say "not calibrated" until the probe runs again).
+MODEL_VERSION = 2
+
+
 def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:
-    """A calibration as plain JSON (what the store keeps)."""
-    return {"costs": dict(cal.costs), "peaks_gbps": dict(cal.peaks_gbps), "build": cal.build, "driver": cal.driver,
+    """A calibration as plain JSON (what the store keeps), with the MODEL_VERSION its costs mean."""
+    return {"model": MODEL_VERSION, "costs": dict(cal.costs), "peaks_gbps": dict(cal.peaks_gbps), "build": cal.build, "driver": cal.driver,
             "source": cal.source, "error": cal.error, "threads": list(cal.threads), "by_hand": list(cal.by_hand)}
 
 
 def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
-    """The inverse of calibration_to_json; ValueError on a record it cannot read."""
+    """The inverse of calibration_to_json; ValueError on a record it cannot read, or one fitted with another
+    MODEL_VERSION (a record without one is version 1)."""
+    if d.get("model", 1) != MODEL_VERSION:
+        raise ValueError(f"a speed calibration of model version {d.get('model', 1)}, not {MODEL_VERSION}")
     try:
         return SpeedCalibration({str(k): float(v) for k, v in (d.get("costs") or {}).items()},
                                 {str(k): float(v) for k, v in (d.get("peaks_gbps") or {}).items()},
