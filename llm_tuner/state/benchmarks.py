@@ -94,17 +94,20 @@ class ProfileFacts:
     errors: Sequence[Advice] = ()
 
 
+_SPEC = BenchSpec()  # the form starts at the spec's own defaults (one home)
+
+
 @dataclass(frozen=True)
 class BenchForm:
     """The Run tab's form as typed."""
 
-    prompt_lengths: str = "512"  # comma-separated token counts
-    gen_tokens: int = 128
-    reps: int = 3
-    warmup: int = 1
-    warm_cache: bool = False
-    depth: int = 0
-    clients: int = 1
+    prompt_lengths: str = ",".join(map(str, _SPEC.prompt_tokens))  # comma-separated token counts
+    gen_tokens: int = _SPEC.gen_tokens
+    reps: int = _SPEC.reps
+    warmup: int = _SPEC.warmup
+    warm_cache: bool = _SPEC.warm_cache
+    depth: int = _SPEC.depth
+    clients: int = _SPEC.clients
     prompt_file: str = ""
     llama_bench: bool = False
     router_model: str = ""
