@@ -75,12 +75,13 @@ class AttachedSession(SupervisedSession):
         return self._api_key
 
     def start(self) -> None:
+        # the log's end is taken first: what is written once `started_unix` is set is never missed (a caller
+        # that waits for it and then writes, as a test does, must not race the offset)
+        end = (self.log_path.stat().st_size if self.log_path.exists() else 0) if self.log_path else None
         self.started_unix = time.time()
         self._set_state(ServerState.STARTING)
         targets: list[tuple[Callable[..., None], tuple[Any, ...]]] = [(self._poll_loop, ())]
-        # the log's end is taken now, so what is written after start() returns is never missed
-        if self.log_path:
-            end = self.log_path.stat().st_size if self.log_path.exists() else 0
+        if end is not None:
             targets.append((self._tail_loop, (end,)))
         for fn, args in targets:
             t = threading.Thread(target=fn, args=args, name=f"attach-{fn.__name__}", daemon=True)

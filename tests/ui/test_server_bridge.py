@@ -81,7 +81,7 @@ def test_requests_arrive_once_and_memory_as_snapshots(qtbot, health_url, tmp_pat
     bridge.memory_changed.connect(snapshots.append)
     try:
         _attach_and_replay(qtbot, bridge, health_url, tmp_path)
-        qtbot.waitUntil(lambda: len(records) >= len(timings) and bridge.memory.buffers == buffers, timeout=20_000)
+        qtbot.waitUntil(lambda: len(records) >= len(timings) and bridge.memory.buffers == buffers, timeout=60_000)
         qtbot.wait(300)  # nothing more comes: no second event for a request
     finally:
         _stop(bridge)
@@ -106,7 +106,7 @@ def test_the_live_memory_bars_draw_the_bridges_snapshot(qtbot, ctx, health_url, 
     panel.memory_bars.set_segments = lambda segs, **kw: (drawn.append(segs), original(segs, **kw))
     try:
         _attach_and_replay(qtbot, bridge, health_url, tmp_path)
-        qtbot.waitUntil(lambda: bridge.memory.buffers == buffers, timeout=20_000)
+        qtbot.waitUntil(lambda: bridge.memory.buffers == buffers, timeout=60_000)
         qtbot.waitUntil(lambda: any(s and (s[0].weights_mib or 0) > 0 for s in drawn), timeout=10_000)
     finally:
         _stop(bridge)
