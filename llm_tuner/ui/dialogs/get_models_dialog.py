@@ -3,10 +3,11 @@ download it into a models folder (progress, cancel, resume, checksum), and find 
 
 Opened from the Models panel. Every network call runs off the GUI thread (`qt.workers`, `qt.hub_jobs`); the
 hub and the token come from the environment (`HF_ENDPOINT`, `HF_TOKEN`: see services.hub), and the token is
-never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone; beside
-it each file's predicted speed on this machine (core.speed). The widgets bind to state.get_models.GetModelsState
-(the hits, the files and their cells, the file chosen, the folder, the download's progress and words); the
-header reads and the download are Qt jobs here whose results go to the state.
+never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone;
+beside it each file's predicted speed on this machine (core.speed). The widgets bind to
+state.get_models.GetModelsState (the hits, the files and their cells, the file chosen, the folder, the
+download's progress and words); the header reads and the download are Qt jobs here whose results go to the
+state.
 """
 
 from __future__ import annotations
@@ -44,7 +45,9 @@ from llm_tuner.services.speed import load_basis
 from llm_tuner.state.get_models import SPEED_COLUMN, GetModelsState
 from llm_tuner.state.speed import SpeedModel
 
-FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits", SPEED_COLUMN)
+FILE_COLUMNS = (
+    "File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits", SPEED_COLUMN
+)
 PLAN_COL, FITS_COL, SPEED_COL = 4, 5, 6
 
 
@@ -71,7 +74,8 @@ class GetModelsDialog(QDialog):
         self._download: BackgroundJob | None = None
         self.plans_reader = RemotePlans(self)
         self.plans_reader.model_read.connect(self._on_plans_reader_model_read)
-        speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
+        speed = SpeedModel(lambda: load_basis(ctx.engine),
+                           run=state_run(self, "Reading the speed calibration"))
         folders = ctx.settings.model_folders or [str(download_folder(ctx.settings))]
         self.state = GetModelsState(speed, lambda: ctx.state.inventory, hub=self.hub, folders=folders,
                                     run=state_run(self, "Searching or listing the model hub"))
@@ -121,7 +125,8 @@ class GetModelsDialog(QDialog):
         self.file_table.verticalHeader().hide()
         self.file_table.horizontalHeader().setSectionResizeMode(PLAN_COL, QHeaderView.ResizeMode.Stretch)
         self.file_table.currentCellChanged.connect(lambda row, *_: self.state.select(row))
-        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL, QHeaderView.ResizeMode.ResizeToContents)
+        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL,
+                                                                QHeaderView.ResizeMode.ResizeToContents)
         self.speed_basis_label = QLabel()  # what the predicted speeds rest on (calibrated or default costs)
         self.speed_basis_label.setWordWrap(True)
         self.speed_basis_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
@@ -139,7 +144,8 @@ class GetModelsDialog(QDialog):
         dest = QHBoxLayout()
         dest.addWidget(QLabel("Save to:"))
         self.folder_combo = QComboBox()
-        self.folder_combo.setToolTip("The models folder the file goes to; it is added to Models if it is not there")
+        self.folder_combo.setToolTip("The models folder the file goes to; it is added to Models if it is not "
+                                     "there")
         self._fill_folders()
         self.folder_combo.textActivated.connect(self.state.choose_folder)
         self.choose_button = QPushButton("Choose…")
@@ -147,8 +153,8 @@ class GetModelsDialog(QDialog):
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self.download)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the download (closing this window does too); what was downloaded is "
-                                      "kept, and Download goes on from there")
+        self.cancel_button.setToolTip("Stop the download (closing this window does too); what was "
+                                      "downloaded is kept, and Download goes on from there")
         self.cancel_button.clicked.connect(self.cancel_download)
         dest.addWidget(self.folder_combo, 1)
         dest.addWidget(self.choose_button)
