@@ -37,6 +37,8 @@ _SIGNALS: dict[str, tuple[str, int]] = {
     "server": ("server_shown", 0),
     "profile_saved": ("profile_saved", 1),
     "server_log_lines": ("server_log_lines_posted", 1),
+    "select_model_requested": ("select_model_requested", 1),
+    "profile_variant_requested": ("profile_variant_requested", 2),
     **{r: (r, 0) for r in REQUESTS},
 }
 # signals a view may emit itself -> (its topic, the workspace's call that says it)
@@ -73,6 +75,10 @@ class AppState(QObject):
     copy_command_requested = Signal()
     new_server_requested = Signal()
     benchmark_requested = Signal()
+    save_profile_requested = Signal()
+    compare_newest_requested = Signal()
+    select_model_requested = Signal(object)  # pathlib.Path: the Models list picks it
+    profile_variant_requested = Signal(str, object)  # a name suffix, {field: value}: the Profile tab saves it
     # a saved profile's name and a llama-server: re-tune it as the base, run by that build (Compare -> Tune)
     tune_requested = Signal(str, str)
 

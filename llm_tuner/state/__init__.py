@@ -6,8 +6,9 @@ what needs Qt (threads, the server bridges). A contract in pyproject checks that
 tests drive the models as a panel would, without a widget (tests/unit/test_live_state.py, test_plan_state.py).
 
 workspace.py  Workspace: what the whole app shares (binaries, devices, settings, the model picked, the edited
-         profile, its name, problem and errors, the shown server) and the requests between views; panels talk
-         only through it (qt.context.AppState is its Qt face)
+         profile, its name, problem and errors, the saved profiles' names, the complete runs, the runs
+         compared, the shown server) and the requests between views; panels and the quick start talk only
+         through it (qt.context.AppState is its Qt face)
 profile.py  ProfileState: the Profile view's edited profile, its name, modified or not, invalid fields, the
          model's facts, the advice and the speed line
 live.py  LiveFleet: the servers the Live view watches (slots), which one is shown, where a Start goes, port
@@ -15,7 +16,8 @@ live.py  LiveFleet: the servers the Live view watches (slots), which one is show
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
          solver's answer, a rule) as the changes it makes to the profile being edited; its predicted speed
 speed.py SpeedModel: what predictions rest on (loaded through `run`), and the words every view uses for them
-get_models.py  GetModelsState: the Get models dialog's predicted-speed column
+get_models.py  GetModelsState: the Get models dialog's search and hits, the files listed with their plans and
+         predicted speeds, the file and folder chosen, the download's progress and words
 bench.py BenchSpeed: after a benchmark, measured beside predicted and the roofline's share; the refit it makes
 models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls

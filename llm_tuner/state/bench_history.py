@@ -86,6 +86,11 @@ class BenchHistory(Observable):
     def hint(self) -> str:
         return self._hint
 
+    def complete_runs(self) -> tuple[tuple[int, str], ...]:
+        """The listed runs that completed, as (id, label), the newest first (what the quick start counts)."""
+        done = [(r.id, r.label) for r in self._runs if r.status == "complete" and r.id is not None]
+        return tuple(sorted(done, reverse=True))
+
     def build_choices(self) -> list[tuple[str, str, str]]:
         """The build filter's entries after "all builds": (text, key, tooltip)."""
         return [

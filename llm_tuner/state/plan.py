@@ -7,9 +7,16 @@ reads (a model header, a draft model, RPC workers' devices) go through the `Run`
 PlanPanel binds its widgets to a PlanState; the override and check boxes read it, never the panel.
 
 Listeners get `notify(what, *details)` with `what` one of: "model" (the model, or why there is none, changed),
-"note" (what the model line says meanwhile: reading, unreadable), "args" (the arguments changed other than by a
-control: the controls show them), "inputs" (anything the plan reads changed: recompute), "overrides" (the -ot
-rules changed), "profile" (profile: the edited profile as changed here, to publish).
+"note" (what the model line says meanwhile: reading, unreadable; or why the arguments cannot be planned),
+"args" (the arguments changed other than by a control: the controls show them), "inputs" (anything the plan
+reads changed: recompute), "overrides" (the -ot rules changed), "profile" (profile: the edited profile as
+changed here, to publish).
+
+What the view shows is declared (callbacks.Declared: said once per change, an equal value not at all):
+`model` and `no_model_reason` ("model"), `note` and `args_error` ("note"), the planned devices, the draft
+model, the RPC workers' devices and error and the calibrations ("inputs"). Two stay plain, each for its
+reason: `args` (a control's own change is not said back to the controls as "args") and `profile` (one
+coming in from the Profile tab is not said back as "profile", only a change made here).
 
 The predicted speed (core.speed through state.speed.SpeedModel, whose basis is loaded through `run`) is read
 from the plan: `prediction`, `speed_curve` (generation t/s against the depth), `speed_options` (the fit solver's
@@ -18,14 +25,15 @@ answers ranked by predicted speed); a new basis is an "inputs" change.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.cmdline import effective_profile
-from llm_tuner.core.devices import DeviceInventory, backend_of
+from llm_tuner.core.devices import DeviceInventory, LlamaDevice, backend_of
+from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.core.memory import (
     ArgumentError,
     Calibration,
@@ -54,7 +62,7 @@ from llm_tuner.core.units import format_mib
 from llm_tuner.services.library import read_model
 from llm_tuner.services.rpc import worker_devices
 from llm_tuner.services.speed import SpeedBasis
-from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
 from llm_tuner.state.speed import SpeedModel, profile_argv
 
 NO_MODEL = ("No model selected. Choose one in the Models view, or open a GGUF file here, to see what fits on "
@@ -86,6 +94,17 @@ def _or_none(value: Any, default: Any) -> Any:
 class PlanState(Observable):
     """What the Plan view plans for, and how each change reaches the profile being edited."""
 
+    model = Declared[ModelInfo | None](None, topic="model")
+    no_model_reason = Declared[str | None](None, topic="model")  # why there is no plan, other than none chosen
+    note = Declared[str | None](None, topic="note")  # what the model line says instead (reading, unreadable)
+    args_error = Declared[str | None](None, topic="note")  # why the profile's arguments cannot be planned
+    draft_model = Declared[ModelInfo | None](None, topic="inputs")  # the profile's -md, planned once read
+    planned = Declared[tuple[PlanDevice, ...]]((), topic="inputs")  # devices this machine lacks, by hand
+    rpc_devices = Declared[tuple[LlamaDevice, ...]]((), topic="inputs")  # the RPC workers' devices, once read
+    rpc_error = Declared[str | None](None, topic="inputs")
+    # per model path, learnt from "Check with llama.cpp" (a new dict at each change: said once)
+    calibrations = Declared[dict[str, Calibration]](topic="inputs", factory=dict)
+
     def __init__(self, *, inventory: Callable[[], DeviceInventory | None] = lambda: None,
                  settings: Callable[[], Settings] = Settings, run: Run = run_now,
                  speed: SpeedModel | None = None) -> None:
@@ -94,19 +113,10 @@ class PlanState(Observable):
         self.settings = settings
         self.run = run
         self.profile: LaunchProfile | None = None  # the profile being edited (None: this state's args only)
-        self.model = None  # core.gguf_info.ModelInfo
-        self.draft_model = None  # the profile's -md draft (ModelInfo), planned beside the model once read
         self.args = PlacementArgs()
-        self.plan: MemoryPlan | None = None
+        self.plan: MemoryPlan | None = None  # made by recompute (the view asks for it after "inputs")
         self.pipeline: Pipeline | None = None  # the plan's pipeline parallelism (several devices), with the plan
-        self.planned: list[PlanDevice] = []  # devices this machine lacks, planned by hand
-        self.rpc_devices: list = []  # the profile's RPC workers' devices (core.devices.LlamaDevice), once read
-        self.rpc_error: str | None = None
         self.rpc_endpoints: tuple[str, ...] = ()  # the workers rpc_devices belong to
-        self.calibrations: dict[str, Calibration] = {}  # per model path, learnt from "Check with llama.cpp"
-        self.no_model_reason: str | None = None  # why there is no plan, when it is not 'nothing chosen'
-        self.note: str | None = None  # what the model line says instead of the model (reading, unreadable)
-        self.args_error: str | None = None  # why the profile's arguments cannot be planned (-c abc, -ctk q9_0)
         self._writing = False
         # the basis of the predicted speed (default costs until a loader is given: the panel's reads the store)
         self.speed = speed or SpeedModel(SpeedBasis, run=run)
@@ -117,7 +127,6 @@ class PlanState(Observable):
         """A model chosen elsewhere (the Models view, Open GGUF): read it, or none."""
         if not path:
             self.model, self.note = None, None
-            self.notify("model")
             self.notify("inputs")
             return
         self.load_model(Path(path))
@@ -130,17 +139,15 @@ class PlanState(Observable):
 
     def _set_note(self, text: str | None) -> None:
         self.note = text
-        self.notify("note")
 
-    def _on_model_read(self, info) -> None:
+    def _on_model_read(self, info: ModelInfo) -> None:
         if info.error:
             self._set_note(f"{Path(info.path).name}: {info.error}. Choose another file.")
             return
         self.set_model(info)
 
-    def set_model(self, info) -> None:
+    def set_model(self, info: ModelInfo) -> None:
         self.model, self.no_model_reason, self.note = info, None, None
-        self.notify("model")
         self.notify("inputs")
 
     def model_line(self) -> str:
@@ -166,11 +173,10 @@ class PlanState(Observable):
         self.draft_model = None
         self.run(lambda: read_model(Path(path).expanduser()), self._on_draft_read, lambda _exc: None)
 
-    def _on_draft_read(self, info) -> None:
+    def _on_draft_read(self, info: ModelInfo) -> None:
         if info.error or str(info.path) != str(Path(self.args.draft_model or "").expanduser()):
             return  # unreadable, or the profile has another draft by now (the plan warns about neither)
         self.draft_model = info
-        self.notify("inputs")
 
     # -- the profile in, changes out ------------------------------------------------------------------
     def use_profile(self, profile: LaunchProfile | None) -> None:
@@ -184,10 +190,9 @@ class PlanState(Observable):
         try:
             self.args = args_from_profile(profile)
         except ArgumentError as exc:  # no plan of these arguments, and none of the previous profile's
+            self.plan = None
             self.args_error = (f"No plan: {exc}. llama-server refuses it too; correct it in the Profile tab "
                                "(or in the pasted command).")
-            self.plan = None
-            self.notify("note")
             self.notify("inputs")
             return
         self.args_error = None
@@ -199,10 +204,10 @@ class PlanState(Observable):
             if Path(model_path).expanduser().is_file():
                 self.load_model(Path(model_path).expanduser())
             else:
-                self.model, self.plan, self.note = None, None, None
+                self.plan, self.note = None, None
+                self.model = None
                 self.no_model_reason = (f"The profile's model file {model_path} does not exist. Pick the model "
                                         "in the Models list, or correct the path in the Profile tab.")
-                self.notify("model")
         self.notify("inputs")
 
     def _write(self, **changes: Any) -> None:
@@ -255,7 +260,7 @@ class PlanState(Observable):
     def set_margin(self, mib: int) -> None:
         self._change({"fit_target_mib": (mib,)}, {"fit_target_mib": (mib,) if mib != DEFAULT_MARGIN_MIB else ()})
 
-    def set_split(self, shares) -> None:
+    def set_split(self, shares: Sequence[float]) -> None:
         """A dragged tensor split (-ts), in whole layers."""
         ts = tuple(float(round(float(s))) for s in shares)
         self._change({"tensor_split": ts}, {"tensor_split": ts})
@@ -356,9 +361,8 @@ class PlanState(Observable):
     def add_planned_device(self, name: str, backend: str, mib: int) -> None:
         """Plan a device this machine lacks (or replace the one of that name)."""
         backend = backend or backend_of(name)
-        self.planned = [d for d in self.planned if d.name != name]
-        self.planned.append(PlanDevice(name, backend, mib, None, "planned", True))
-        self.notify("inputs")
+        kept = tuple(d for d in self.planned if d.name != name)
+        self.planned = (*kept, PlanDevice(name, backend, mib, None, "planned", True))
 
     def next_device_name(self, backend: str) -> str:
         """The first name llama.cpp would give another device of `backend` that the plan does not use yet."""
@@ -370,8 +374,7 @@ class PlanState(Observable):
         return f"{prefix}{i}"
 
     def clear_planned(self) -> None:
-        self.planned = []
-        self.notify("inputs")
+        self.planned = ()
 
     def unknown_devices(self) -> list[str]:
         """The plan's devices without a size (named by -dev, not on this machine nor planned)."""
@@ -391,22 +394,23 @@ class PlanState(Observable):
         """Ask llama-server for the RPC workers' devices (through `run`) when the workers changed."""
         if endpoints == self.rpc_endpoints:
             return
-        self.rpc_endpoints, self.rpc_devices, self.rpc_error = endpoints, [], None
+        self.rpc_endpoints, self.rpc_devices, self.rpc_error = endpoints, (), None
         if not endpoints:
             return
         settings = self.settings()
         self.run(lambda: worker_devices(list(endpoints), settings, timeout_s=15),
-                 lambda devs: self._on_rpc_read(endpoints, list(devs), None),
-                 lambda exc: self._on_rpc_read(endpoints, [], str(exc)))
+                 lambda devs: self._on_rpc_read(endpoints, tuple(devs), None),
+                 lambda exc: self._on_rpc_read(endpoints, (), str(exc)))
 
-    def _on_rpc_read(self, endpoints: tuple[str, ...], devices: list, error: str | None) -> None:
+    def _on_rpc_read(self, endpoints: tuple[str, ...], devices: tuple[LlamaDevice, ...], error: str | None) -> None:
         if endpoints == self.rpc_endpoints:  # else the profile has other workers by now
             self.rpc_devices, self.rpc_error = devices, error
-            self.notify("inputs")
 
     # -- check with llama.cpp -------------------------------------------------------------------------
     def check_argv(self) -> list[str]:
         """llama-server arguments for the current settings (what the check runs), -fit off."""
+        if self.model is None:
+            raise ValueError("no model to check: select one first")
         argv = placement_argv(self.args.with_(model=str(self.model.path), fit=True))
         rpc = flags.argv_for("rpc", ",".join(self.rpc_endpoints)) if self.rpc_endpoints else []  # before -dev
         return [*rpc, *argv, *flags.argv_for("fit", "off"), *flags.argv_for("threads", "2")]
@@ -420,8 +424,7 @@ class PlanState(Observable):
         rows = compare(parse_memory_log(log), self.plan, self.gpus())
         if self.model is not None:
             path = str(self.model.path)
-            self.calibrations[path] = calibrate(self.plan, rows, self.calibrations.get(path))
-            self.notify("inputs")
+            self.calibrations = {**self.calibrations, path: calibrate(self.plan, rows, self.calibrations.get(path))}
         return rows
 
     # -- the plan -------------------------------------------------------------------------------------
@@ -441,7 +444,7 @@ class PlanState(Observable):
         the compute buffers ('' with one device)."""
         return self.pipeline.text() if self.pipeline is not None else ""
 
-    def _draft(self):
+    def _draft(self) -> ModelInfo | None:
         return self.draft_model if self.args.draft_model else None
 
     def summary(self) -> str:
@@ -498,7 +501,7 @@ class PlanState(Observable):
         layers the plan gives each); None with one device."""
         p = self.plan
         names = [d.name for d in p.devices if d.name != "Host"] if p is not None else []
-        if len(names) < 2:
+        if p is None or len(names) < 2:
             return None
         ts = list(self.args.tensor_split[:len(names)])
         if len(ts) < len(names) or not any(ts):

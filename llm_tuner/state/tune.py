@@ -348,7 +348,7 @@ class TuneState(JobProgress):
         seq, engine, settings = self._proposal_seq, self.engine, self.settings()
 
         def work() -> tuple[bench_service.ServerTarget, list[Knob]]:
-            target = self._for_build(base_target(engine, choice, facts.profile, facts.name, base.extra))
+            target = self.target_for(choice, facts, base.extra)
             return target, proposed_knobs(settings, engine, target, objective, headroom_mib)
 
         def done(loaded: tuple[bench_service.ServerTarget, list[Knob]]) -> None:
@@ -398,7 +398,13 @@ class TuneState(JobProgress):
         self.say(f"Re-tuning {profile_name} for the build {binary}: check the knobs, then Run tune.")
         self.reload_choices()
 
-    def _for_build(self, target: bench_service.ServerTarget) -> bench_service.ServerTarget:
+    def target_for(
+        self, choice: str, facts: ProfileFacts | None = None, extra: str = ""
+    ) -> bench_service.ServerTarget:
+        """The base `choice` as a tune of it runs (`base_target`: SQL, a job), by the build a re-tune asked
+        for (`binary`) where there is one."""
+        profile, name = (facts.profile, facts.name) if facts is not None else (None, None)
+        target = base_target(self.engine, choice, profile, name, extra)
         if self.binary:
             target.binary = self.binary
         return target
@@ -418,10 +424,10 @@ class TuneState(JobProgress):
             raise ValueError("choose a base profile first")
         if not knobs:
             raise ValueError("check at least one knob (or add a custom one)")
-        engine, knobs = self.engine, tuple(knobs)
+        knobs = tuple(knobs)
 
         def build() -> TuneSpec:
-            target = self._for_build(base_target(engine, choice, facts.profile, facts.name, base.extra))
+            target = self.target_for(choice, facts, base.extra)
             return TuneSpec(
                 base_argv=tuple(target.argv),
                 base_env=dict(target.env),

@@ -14,8 +14,11 @@ Topics (`notify(topic, *details)`):
   binaries, inventory, model, profile, profile_meta (name, problem or errors), settings, profile_store (busy)
   server (slot): the shown server, or its state, URL or router models, or the list of servers, changed
   status_message (text), bench_runs, compare (run a, run b), profile_saved (a SavedProfile), server_log_lines
-  (lines), and the requests launch_requested, stop_requested, test_prompt_requested, copy_command_requested,
-  new_server_requested, benchmark_requested
+  (lines), profile_names (the saved profiles), complete_runs (the History's complete runs), compared (the
+  runs Compare shows), and the requests launch_requested, stop_requested, test_prompt_requested,
+  copy_command_requested, new_server_requested, benchmark_requested, save_profile_requested,
+  compare_newest_requested, select_model_requested (path), profile_variant_requested (name suffix, field
+  changes)
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ REQUESTS = (
     "copy_command_requested",
     "new_server_requested",
     "benchmark_requested",
+    "save_profile_requested",
+    "compare_newest_requested",
 )
 
 
@@ -59,6 +64,11 @@ class Workspace(Observable):
     )  # its advice errors: launch refuses
     # a profile save is still on its way to the store (a Run waits for it to read the saved version)
     profile_store_busy = Declared[bool](False, topic="profile_store")
+    # the saved profiles' names, as the Profile tab lists them
+    profile_names = Declared[tuple[str, ...]]((), topic="profile_names")
+    # the History's complete runs as (id, label), the newest first (a run going, failed or cancelled is not)
+    complete_runs = Declared[tuple[tuple[int, str], ...]]((), topic="complete_runs")
+    compared = Declared[tuple[int, int] | None](None, topic="compared")  # the runs (A, B) Compare shows
 
     def __init__(self, settings: Settings | None = None) -> None:
         super().__init__()
@@ -153,3 +163,19 @@ class Workspace(Observable):
 
     def request_benchmark(self) -> None:
         self.request("benchmark_requested")
+
+    def request_save_profile(self) -> None:
+        """Save the edited profile under its name (a new one: named after its model)."""
+        self.request("save_profile_requested")
+
+    def request_compare_newest(self) -> None:
+        """Compare the newest two runs (B the newest), as Compare's own choice by runs makes them."""
+        self.request("compare_newest_requested")
+
+    def request_select_model(self, path: Path) -> None:
+        """Pick this model file in the Models list (the Models view selects it, or picks it unlisted)."""
+        self.notify("select_model_requested", path)
+
+    def request_profile_variant(self, suffix: str, changes: dict[str, Any]) -> None:
+        """Duplicate the saved edited profile as "<its name> <suffix>" with these fields changed; save it."""
+        self.notify("profile_variant_requested", suffix, dict(changes))

@@ -96,7 +96,7 @@ class MainWindow(QMainWindow):
                              (self.chat_panel, "Chat"), (self.bench_panel, "Benchmarks"), (self.compare_panel, "Compare"),
                              (self.tune_panel, "Tune")):
             self.tabs.addTab(panel, title)
-        self.quick_start = QuickStartBar(self)
+        self.quick_start = QuickStartBar(ctx.state.workspace, self.show_view, self)
         centre = QWidget()
         cl = QVBoxLayout(centre)
         cl.setContentsMargins(0, 0, 0, 0)
@@ -215,6 +215,14 @@ class MainWindow(QMainWindow):
             self.quick_start.setVisible(True)
 
     # -- actions (menu and shortcuts) -------------------------------------------------------------
+    def show_view(self, title: str) -> None:
+        """Bring the tab named `title` to the front (the quick start's steps)."""
+        for i in range(self.tabs.count()):
+            if self.tabs.tabText(i) == title:
+                self.tabs.setCurrentIndex(i)
+                return
+        raise ValueError(f"no tab {title!r}")
+
     def launch_server(self) -> None:
         self.tabs.setCurrentWidget(self.live_panel)
         self.ctx.state.workspace.request_launch()

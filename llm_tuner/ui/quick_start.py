@@ -1,21 +1,32 @@
 """Quick start strip: the first-run path as numbered buttons above the tabs.
 
 Pick a model → save it as a profile → launch → send a test prompt → benchmark → a second profile
-(-ub changed) → benchmark it → compare. Each button does its step through the panels' own actions
-(nothing here talks to a server or the store) and shows ✓ once the app's state says the step is done (a
-benchmark counts when it completed); a done step stays ticked for the session.
+(-ub changed) → benchmark it → compare. Each button asks the view that owns its step through a workspace
+request (nothing here talks to a server or the store, or reaches into a panel: tests/unit/
+test_panel_wiring.py) and shows ✓ once the workspace says the step is done (a benchmark counts when it
+completed); a done step stays ticked for the session.
 Shown on a first run (no saved profiles and no runs); Help → Quick start shows it again.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, QTimer
-from PySide6.QtWidgets import QFrame, QGridLayout, QHBoxLayout, QLabel, QPushButton, QToolButton, QVBoxLayout
+from PySide6.QtWidgets import (
+    QFrame,
+    QGridLayout,
+    QHBoxLayout,
+    QLabel,
+    QPushButton,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
 
 from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.supervised import ServerState
+from llm_tuner.state.workspace import Workspace
 
 STEPS = (
     ("model", "1 · Pick a model", "Select a model in the Models list on the left (the demo model is there)"),
@@ -30,11 +41,14 @@ STEPS = (
 
 
 class QuickStartBar(QFrame):
-    """The numbered first-run steps; `window` is the MainWindow (its panels do the work)."""
+    """The numbered first-run steps: read from the workspace, done through its requests; `show_view(title)`
+    brings a tab to the front (the window owns the tabs)."""
 
-    def __init__(self, window) -> None:
-        super().__init__(window)
-        self.window = window
+    def __init__(self, workspace: Workspace, show_view: Callable[[str], None],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.workspace = workspace
+        self.show_view = show_view
         self.setObjectName("quick_start")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.buttons: dict[str, QPushButton] = {}
@@ -73,25 +87,21 @@ class QuickStartBar(QFrame):
 
     # -- state ---------------------------------------------------------------------------------
     def _state(self) -> dict[str, bool]:
-        """What the app's state says is done now; refresh() keeps a step done once it was (a later failed
+        """What the workspace says is done now; refresh() keeps a step done once it was (a later failed
         launch does not undo a launch that worked)."""
-        w = self.window
-        ctx = w.ctx
-        n_profiles = w.profile_panel.names_list.count()
-        history = w.bench_panel.history_model
+        ws = self.workspace
+        n_profiles = len(ws.profile_names)
         # only finished runs count: a run still going (or failed, cancelled) has not measured anything yet
-        complete = {history.payload(i).label for i in range(history.rowCount())
-                    if history.payload(i).status == "complete"}
-        live = w.live_panel
+        measured = {label for _id, label in ws.complete_runs}
         return {
-            "model": ctx.state.model_path is not None or ctx.state.profile is not None and bool(ctx.state.profile.model),
+            "model": ws.model_path is not None or ws.profile is not None and bool(ws.profile.model),
             "profile": n_profiles >= 1,
-            "launch": any(s.server_state is ServerState.READY or s.records for s in live.servers()),
-            "prompt": any(s.records for s in live.servers()),
-            "bench": len(complete) >= 1,
+            "launch": any(s.server_state is ServerState.READY or s.records for s in ws.servers),
+            "prompt": any(s.records for s in ws.servers),
+            "bench": len(measured) >= 1,
             "second": n_profiles >= 2,
-            "bench2": len(complete) >= 2,  # a second profile measured, not the first one twice
-            "compare": w.compare_panel.run_b is not None,
+            "bench2": len(measured) >= 2,  # a second profile measured, not the first one twice
+            "compare": ws.compared is not None,
         }
 
     def _on_timer_timeout(self) -> None:
@@ -121,72 +131,49 @@ class QuickStartBar(QFrame):
 
     # -- steps ---------------------------------------------------------------------------------
     def _on_model_clicked(self) -> None:
-        w = self.window
         demo = find_demo_model()
-        if demo is not None and w.models_panel.select_path(str(demo)):
-            w.ctx.state.workspace.post_status(f"Selected the demo model {demo.name}.")
-        elif demo is not None:
-            w.ctx.state.select_model(demo)
+        if demo is not None:
+            self.workspace.request_select_model(demo)
         else:
             self.say("No demo model: add a folder with .gguf files in the Models list (Add folder…), then "
                      "click a model.")
-        w.tabs.setCurrentWidget(w.profile_panel)
+        self.show_view("Profile")
 
     def _on_profile_clicked(self) -> None:
-        w = self.window
-        p = w.profile_panel
-        if not p.profile.model:
+        profile = self.workspace.profile
+        if profile is None or not profile.model:
             self.say("Pick a model first (step 1).")
             return
-
-        if p.current_name is None:
-            p.save_as(p.unique_name(Path(p.profile.model).stem))
-        else:
-            p.save_as(p.current_name)
-        w.tabs.setCurrentWidget(p)
+        self.workspace.request_save_profile()
+        self.show_view("Profile")
 
     def _on_launch_clicked(self) -> None:
-        w = self.window
-        w.tabs.setCurrentWidget(w.live_panel)
-        w.live_panel.start()
+        self.show_view("Live")
+        self.workspace.request_launch()
 
     def _on_prompt_clicked(self) -> None:
-        w = self.window
-        w.tabs.setCurrentWidget(w.live_panel)
-        live = w.live_panel
-        if not live.is_ready():
+        self.show_view("Live")
+        server = self.workspace.server
+        if server is None or server.server_state is not ServerState.READY:
             self.say("Launch a server first (step 3) and wait until it is ready.")
             return
-        live.send_test_prompt()
-        live.tabs.setCurrentIndex(live.tabs.indexOf(live.request_table.parentWidget()))
+        self.workspace.request_test_prompt()
 
     def _on_bench_clicked(self) -> None:
-        w = self.window
-        w.run_benchmark()
+        self.show_view("Benchmarks")
+        self.workspace.request_benchmark()  # Run waits for a profile save still on its way to the store
 
     def _on_second_clicked(self) -> None:
-        w = self.window
-        p = w.profile_panel
-        if p.current_name is None:
+        if self.workspace.profile_name is None:
             self.say("Save a first profile (step 2), then duplicate it.")
             return
-        w.tabs.setCurrentWidget(p)
-        p.duplicate(p.unique_name(f"{p.current_name} ub256"))
-        editor = p.editors.get("ubatch_size")
-        if editor is not None:
-            editor.widget.setText("256")
-            p._on_field_edited()
-            p.save_as(p.current_name)
+        self.show_view("Profile")
+        self.workspace.request_profile_variant("ub256", {"ubatch_size": 256})
         self.say("Saved a copy with -ub 256. Benchmark it (step 7), then Compare.")
 
     def _on_bench2_clicked(self) -> None:
         self._on_bench_clicked()
 
     def _on_compare_clicked(self) -> None:
-        w = self.window
-        c = w.compare_panel
-        w.tabs.setCurrentWidget(c)
-        c.by_runs.setChecked(True)
-        c.compare_button.click()
-
-
+        self.show_view("Compare")
+        self.workspace.request_compare_newest()

@@ -95,7 +95,6 @@ def test_the_tune_tab_takes_a_retune_request_with_the_profile_as_base_and_the_ot
     the other build as the binary the tune's spec (and its knob proposal) will run."""
     from llm_tuner.app import build_window
     from llm_tuner.core.profile import LaunchProfile
-    from llm_tuner.state.tune import base_target
     from llm_tuner.store.profiles import ProfileRepository
 
     _app, ctx, window = build_window()
@@ -108,7 +107,7 @@ def test_the_tune_tab_takes_a_retune_request_with_the_profile_as_base_and_the_ot
     qtbot.waitUntil(lambda: tune.form.base_combo.currentData() == "q", timeout=10_000)
     assert tune.state.binary == OTHER and tune.state.user_chose_base
     assert "Re-tuning q for the build" in tune.status_label.text()
-    target = tune.state._for_build(base_target(ctx.engine, "q", None, None, ""))
+    target = tune.state.target_for("q")
     assert target.binary == OTHER and "512" in target.argv
     ctx.state.compare_requested.emit(1, 2)  # History's "Compare": the window (it owns the tabs) shows Compare
     assert window.tabs.currentWidget() is window.compare_panel

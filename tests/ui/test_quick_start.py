@@ -231,3 +231,39 @@ def test_steps_tick_when_done_and_stay_ticked(qtbot):
     qs.refresh()
     assert qs.done["launch"] and qs.done["prompt"]
     assert qs.buttons["launch"].text() == "✓ 3 · Launch"
+
+
+def test_the_steps_ask_the_owning_views_through_the_workspace(qtbot, demo_model):
+    """Without a server: "Pick a model" has Models select the demo model (the profile follows), "Save profile"
+    has the Profile tab save it under the model's name, "Second profile" has it save a -ub 256 copy; a step
+    whose turn has not come says what to do first, and "Compare" brings the Compare tab with its own words."""
+    from llm_tuner.app import build_window
+
+    _app, ctx, window = build_window()
+    qtbot.addWidget(window)
+    window.show()
+    qs, profile = window.quick_start, window.profile_panel
+    qtbot.mouseClick(qs.buttons["profile"], LEFT)
+    assert "Pick a model first" in qs.hint.text() and profile.names_list.count() == 0
+    qtbot.mouseClick(qs.buttons["second"], LEFT)
+    assert "Save a first profile" in qs.hint.text()
+    models = window.models_panel
+    qtbot.waitUntil(lambda: models.model.row_of(str(demo_model)) is not None, timeout=30_000)
+    qtbot.mouseClick(qs.buttons["model"], LEFT)
+    assert window.tabs.currentWidget() is profile
+    qtbot.waitUntil(lambda: profile.profile.model == str(demo_model), timeout=5_000)
+    qtbot.mouseClick(qs.buttons["profile"], LEFT)
+    assert profile.current_name == demo_model.stem and ctx.state.workspace.profile_names == (demo_model.stem,)
+    qtbot.mouseClick(qs.buttons["second"], LEFT)
+    assert profile.current_name == f"{demo_model.stem} ub256" and profile.profile.ubatch_size == 256
+    assert ctx.state.workspace.profile_names == (demo_model.stem, f"{demo_model.stem} ub256")
+    qtbot.waitUntil(lambda: not profile.store_busy, timeout=10_000)
+    qs.refresh()
+    assert qs.done["model"] and qs.done["profile"] and qs.done["second"] and not qs.done["launch"]
+    qtbot.mouseClick(qs.buttons["prompt"], LEFT)
+    assert window.tabs.currentWidget() is window.live_panel and "Launch a server first" in qs.hint.text()
+    qtbot.mouseClick(qs.buttons["compare"], LEFT)
+    assert window.tabs.currentWidget() is window.compare_panel
+    qtbot.waitUntil(lambda: window.compare_panel.verdict_label.text() != "", timeout=10_000)
+    assert not qs.done["compare"]
+    window.close()

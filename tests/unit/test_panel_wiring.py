@@ -75,6 +75,28 @@ def panel_import_violations(module: str, source: str) -> list[str]:
     return found
 
 
+def reach_violations(source: str) -> list[str]:
+    """Each place where a view that is not a panel (the quick start) reaches into one: an import of a panel
+    module or of the main window, a `*_panel` attribute, or another object's private attribute."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                ("llm_tuner.ui.panels", "llm_tuner.ui.main_window")):
+            found.append(f"line {node.lineno}: imports {node.module}")
+        elif isinstance(node, ast.Attribute) and node.attr.endswith("_panel"):
+            found.append(f"line {node.lineno}: .{node.attr}")
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
+            found.append(f"line {node.lineno}: another object's private .{node.attr}")
+    return found
+
+
+def test_the_quick_start_acts_through_the_workspace_only():
+    found = reach_violations((UI / "quick_start.py").read_text(encoding="utf-8"))
+    assert not found, ("the quick start reaches into a panel (read the workspace, ask through a workspace "
+                       f"request the owning panel listens to): {found}")
+
+
 def test_the_main_window_wires_panels_only_through_the_workspace():
     found = window_violations((UI / "main_window.py").read_text(encoding="utf-8"))
     assert not found, ("the main window reaches into a panel (use a workspace request the panel listens to, "
@@ -112,3 +134,17 @@ class W:
     assert panel_import_violations("tune_form", "from llm_tuner.ui.panels.plan_speed import PlanSpeedBox")
     assert not panel_import_violations("tune_panel", "from llm_tuner.ui.panels.tune_form import TuneForm")
     assert not panel_import_violations("compare_panel", "from llm_tuner.ui.panels.bench_tables import make_table")
+    quick_start = """
+from llm_tuner.ui.panels.profile_panel import ProfilePanel
+class Q:
+    def _state(self):
+        w = self.window
+        n = w.profile_panel.names_list.count()
+        self._say(n)
+    def _on_second_clicked(self):
+        p = self.profiles
+        p._on_field_edited()
+        self.workspace.request_profile_variant("ub256", {"ubatch_size": 256})
+"""
+    assert {f.split(": ", 1)[1] for f in reach_violations(quick_start)} == {
+        "imports llm_tuner.ui.panels.profile_panel", ".profile_panel", "another object's private ._on_field_edited"}

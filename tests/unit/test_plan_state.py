@@ -12,6 +12,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.devices import DeviceInventory, HostInfo, LlamaDevice
 from llm_tuner.core.memory import args_from_profile, plan_memory
 from llm_tuner.core.profile import LaunchProfile
+from llm_tuner.state.callbacks import declared
 from llm_tuner.state.plan import NO_MODEL, PlanState
 from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
 
@@ -178,6 +179,37 @@ def test_a_missing_or_unreadable_model_gives_no_plan_and_says_why(dense, tmp_pat
     state.select_model(junk)
     assert state.model is None and state.model_line().startswith("notes.gguf: ")
     assert state.model_line().endswith("Choose another file.")
+
+
+def test_what_the_view_shows_is_declared_and_said_once_per_change(dense, tmp_path):
+    """The declared form (issue 36, as LiveFleet): each property says its topic once when it changes and not at
+    all for an equal value; `args` and `profile` stay plain (a control's own change and an incoming profile are
+    not said back)."""
+    assert set(declared(PlanState)) == {"model", "no_model_reason", "note", "args_error", "draft_model", "planned",
+                                        "rpc_devices", "rpc_error", "calibrations"}
+    state = _state()
+    events: list[str] = []
+    state.add_callback(lambda what, *d: events.append(what))
+    state.add_planned_device("Vulkan1", "Vulkan", 8192)
+    state.add_planned_device("Vulkan1", "Vulkan", 8192)  # the same device again: nothing changed
+    assert events == ["inputs"] and [d.name for d in state.planned] == ["Vulkan1"]
+    state.clear_planned()
+    state.clear_planned()
+    assert events == ["inputs", "inputs"] and state.planned == ()
+    events.clear()
+    state.read_rpc_devices(())  # the same (no) workers: nothing to read or say
+    state.select_model(None)  # no model before either: only the plan's inputs are said
+    assert events == ["inputs"]
+    events.clear()
+    state.use_profile(LaunchProfile(model=str(tmp_path / "typo.gguf")))
+    assert events.count("model") == 1 and "profile" not in events  # the reason; an incoming profile not said back
+    events.clear()
+    state.select_model(dense)
+    assert events.count("model") == 2 and events.count("note") == 2  # model, reason cleared; reading…, cleared
+    assert state.model is not None and state.note is None and state.no_model_reason is None
+    events.clear()
+    state.set_model(state.model)  # the same model: only the inputs
+    assert events == ["inputs"]
 
 
 def test_a_llama_cpp_check_calibrates_this_models_compute(demo_model):

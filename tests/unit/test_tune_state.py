@@ -67,6 +67,20 @@ def test_the_base_target_is_a_saved_profile_the_edited_one_or_the_demo_with_extr
         base_target(engine, "gone", None, None, "")
 
 
+def test_a_retune_request_runs_the_base_by_the_other_build(tmp_path):
+    """Compare's re-tune: the saved profile is the chosen base and the other llama-server runs it (the
+    knob proposal and the spec use `target_for`); without a request the base's own binary stays."""
+    state, seen = _state(tmp_path)
+    ProfileRepository(state.engine).save("q", LaunchProfile(model="/m.gguf", ctx_size=512, binary="/old/llama-server"))
+    assert state.target_for("q").binary == "/old/llama-server"
+    state.retune_for_build("q", "/new/llama-server")
+    assert state.user_chose_base and state.requested_base == "q" and ("choices",) in seen
+    target = state.target_for("q", extra="--no-warmup")
+    assert target.binary == "/new/llama-server" and "512" in target.argv and target.argv[-1] == "--no-warmup"
+    edited = state.target_for(EDITED, ProfileFacts(LaunchProfile(model="/e.gguf"), None))
+    assert edited.binary == "/new/llama-server" and "/e.gguf" in edited.argv
+
+
 def test_knobs_are_proposed_for_a_real_model_and_only_the_newest_proposal_counts(tmp_path):
     model = write_qwen3_dense(tmp_path / "q.gguf", n_layer=2, n_embd=64, n_ff=128)
     pending: list = []

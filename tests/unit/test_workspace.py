@@ -46,7 +46,8 @@ def test_a_mutable_default_is_each_workspaces_own():
     a.binaries["llama-server"] = None  # type: ignore[assignment]
     assert b.binaries == {} and a.settings is not b.settings
     assert set(declared(Workspace)) == {"binaries", "inventory", "settings", "model_path", "profile", "profile_name",
-                                        "profile_problem", "profile_errors", "profile_store_busy"}
+                                        "profile_problem", "profile_errors", "profile_store_busy", "profile_names",
+                                        "complete_runs", "compared"}
 
 
 def test_a_state_class_declares_its_own_properties():
@@ -107,6 +108,27 @@ def test_requests_and_events_between_views():
     assert set(REQUESTS) >= {"launch_requested", "stop_requested", "copy_command_requested"}
     with pytest.raises(ValueError, match="not a request"):
         ws.request("format_disk")
+
+
+def test_the_quick_start_reads_and_asks_through_the_workspace():
+    """What the quick start ticks (saved profiles, complete runs, a comparison shown) is published here once
+    per change; its steps are requests with what the owning view needs (a model's path, a variant's fields)."""
+    ws = Workspace()
+    heard = Heard(ws)
+    ws.profile_names = ("gemma",)
+    ws.profile_names = ("gemma",)
+    ws.complete_runs = ((4, "gemma ub256"), (2, "gemma"))
+    ws.compared = (2, 4)
+    ws.request_select_model(Path("/models/demo.gguf"))
+    ws.request_save_profile()
+    ws.request_compare_newest()
+    changes = {"ubatch_size": 256}
+    ws.request_profile_variant("ub256", changes)
+    changes["ubatch_size"] = 1  # the request carries its own copy
+    assert heard.events == [("profile_names", ("gemma",)), ("complete_runs", ((4, "gemma ub256"), (2, "gemma"))),
+                            ("compared", (2, 4)), ("select_model_requested", Path("/models/demo.gguf")),
+                            ("save_profile_requested",), ("compare_newest_requested",),
+                            ("profile_variant_requested", "ub256", {"ubatch_size": 256})]
 
 
 def test_the_shown_server_is_said_on_every_publication():

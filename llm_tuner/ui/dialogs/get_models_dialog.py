@@ -3,8 +3,11 @@ download it into a models folder (progress, cancel, resume, checksum), and find 
 
 Opened from the Models panel. Every network call runs off the GUI thread (`qt.workers`, `qt.hub_jobs`); the
 hub and the token come from the environment (`HF_ENDPOINT`, `HF_TOKEN`: see services.hub), and the token is
-never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone; beside
-it each file's predicted speed on this machine (llm_tuner.state.get_models, core.speed).
+never shown. The plan is `llama-server -m FILE` with llama.cpp's defaults, from the file's header alone;
+beside it each file's predicted speed on this machine (core.speed). The widgets bind to
+state.get_models.GetModelsState (the hits, the files and their cells, the file chosen, the folder, the
+download's progress and words); the header reads and the download are Qt jobs here whose results go to the
+state.
 """
 
 from __future__ import annotations
@@ -34,25 +37,17 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.gguf_info import ModelInfo
 from llm_tuner.core.hub_files import RemoteModel
-from llm_tuner.core.memory import MemoryPlan
-from llm_tuner.core.units import format_bytes, format_params
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.hub_jobs import RemotePlans, download_job
 from llm_tuner.qt.workers import BackgroundJob, state_run
-from llm_tuner.services.hub import (
-    DownloadCancelled,
-    Hub,
-    describe_error,
-    download_folder,
-    list_gguf_models,
-    plan_text,
-    search_models,
-)
+from llm_tuner.services.hub import Hub, download_folder
 from llm_tuner.services.speed import load_basis
 from llm_tuner.state.get_models import SPEED_COLUMN, GetModelsState
 from llm_tuner.state.speed import SpeedModel
 
-FILE_COLUMNS = ("File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits", SPEED_COLUMN)
+FILE_COLUMNS = (
+    "File", "Quant", "Size", "Checksum", "Memory plan (llama-server defaults)", "Fits", SPEED_COLUMN
+)
 PLAN_COL, FITS_COL, SPEED_COL = 4, 5, 6
 
 
@@ -75,18 +70,17 @@ class GetModelsDialog(QDialog):
         self.hub = Hub.from_env()
         self.setWindowTitle("Get models")
         self.resize(980, 620)
-        self.models: list[RemoteModel] = []
-        self.infos: dict[int, ModelInfo] = {}
-        self.plans: dict[int, MemoryPlan | None] = {}
         self._jobs: list[BackgroundJob] = []
         self._download: BackgroundJob | None = None
-        self._listing_for: str | None = None
         self.plans_reader = RemotePlans(self)
         self.plans_reader.model_read.connect(self._on_plans_reader_model_read)
-        speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
-        self.state = GetModelsState(speed, lambda: ctx.state.inventory)
-        self.state.add_callback(lambda *_a: self._show_speeds())
+        speed = SpeedModel(lambda: load_basis(ctx.engine),
+                           run=state_run(self, "Reading the speed calibration"))
+        folders = ctx.settings.model_folders or [str(download_folder(ctx.settings))]
+        self.state = GetModelsState(speed, lambda: ctx.state.inventory, hub=self.hub, folders=folders,
+                                    run=state_run(self, "Searching or listing the model hub"))
         self._build()
+        self.state.add_callback(self._on_get_models_state_changed)
         speed.load()
         app = QCoreApplication.instance()
         if app is not None:
@@ -130,8 +124,9 @@ class GetModelsDialog(QDialog):
         self.file_table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
         self.file_table.verticalHeader().hide()
         self.file_table.horizontalHeader().setSectionResizeMode(PLAN_COL, QHeaderView.ResizeMode.Stretch)
-        self.file_table.currentCellChanged.connect(lambda *_: self._update_buttons())
-        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL, QHeaderView.ResizeMode.ResizeToContents)
+        self.file_table.currentCellChanged.connect(lambda row, *_: self.state.select(row))
+        self.file_table.horizontalHeader().setSectionResizeMode(SPEED_COL,
+                                                                QHeaderView.ResizeMode.ResizeToContents)
         self.speed_basis_label = QLabel()  # what the predicted speeds rest on (calibrated or default costs)
         self.speed_basis_label.setWordWrap(True)
         self.speed_basis_label.setForegroundRole(QPalette.ColorRole.PlaceholderText)
@@ -149,16 +144,17 @@ class GetModelsDialog(QDialog):
         dest = QHBoxLayout()
         dest.addWidget(QLabel("Save to:"))
         self.folder_combo = QComboBox()
-        self.folder_combo.setToolTip("The models folder the file goes to; it is added to Models if it is not there")
-        for folder in self.ctx.settings.model_folders or [str(download_folder(self.ctx.settings))]:
-            self.folder_combo.addItem(folder)
+        self.folder_combo.setToolTip("The models folder the file goes to; it is added to Models if it is not "
+                                     "there")
+        self._fill_folders()
+        self.folder_combo.textActivated.connect(self.state.choose_folder)
         self.choose_button = QPushButton("Choose…")
         self.choose_button.clicked.connect(self._on_choose_clicked)
         self.download_button = QPushButton("Download")
         self.download_button.clicked.connect(self.download)
         self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.setToolTip("Stop the download (closing this window does too); what was downloaded is "
-                                      "kept, and Download goes on from there")
+        self.cancel_button.setToolTip("Stop the download (closing this window does too); what was "
+                                      "downloaded is kept, and Download goes on from there")
         self.cancel_button.clicked.connect(self.cancel_download)
         dest.addWidget(self.folder_combo, 1)
         dest.addWidget(self.choose_button)
@@ -176,31 +172,83 @@ class GetModelsDialog(QDialog):
         layout.addWidget(self.status_label)
         self._update_buttons()
 
-    # -- search and listing -----------------------------------------------------------------------
-    def search(self) -> None:
-        query = self.search_edit.text().strip()
-        if not query:
-            return
-        self.status_label.setText(f"Searching for “{html.escape(query)}”…")
-        self.search_button.setEnabled(False)
-        hub = self.hub
-        self._run(BackgroundJob(lambda _c: search_models(hub, query), self, what="Searching the model hub",
-                                on_failed=lambda exc: self._say_failure("The search failed", exc)),
-                  self._on_search_done, long=False)
+    # -- binding ----------------------------------------------------------------------------------
+    def _on_get_models_state_changed(self, what: str, *details: object) -> None:
+        st = self.state
+        if what == "status":
+            self.status_label.setText(st.status)
+        elif what == "searching":
+            self.search_button.setEnabled(not st.searching)
+        elif what == "hits":
+            self._fill_hits()
+        elif what == "files_line":
+            self.files_label.setText(st.files_line)
+        elif what == "models":
+            self._fill_files()
+        elif what == "row" and isinstance(details[0], int):
+            self._fill_row(details[0])
+        elif what == "speeds":
+            self._show_speeds()
+        elif what == "selected":
+            if self.file_table.currentRow() != st.selected:
+                self.file_table.selectRow(st.selected)
+            self._update_buttons()
+        elif what == "folders":
+            self._fill_folders()
+        elif what == "downloading":
+            self._update_buttons()
+        elif what == "progress":
+            self._show_progress()
 
-    def _on_search_done(self, hits) -> None:
-        self.search_button.setEnabled(True)
-        self.repo_table.setRowCount(0)
-        for hit in hits:
-            r = self.repo_table.rowCount()
-            self.repo_table.insertRow(r)
-            self.repo_table.setItem(r, 0, _item(hit.repo_id, "gated: ask for access on the hub, set HF_TOKEN"
-                                                if hit.gated else ""))
-            self.repo_table.setItem(r, 1, _item(f"{hit.downloads:,}" if hit.downloads is not None else "—"))
-            self.repo_table.setItem(r, 2, _item(f"{hit.likes:,}" if hit.likes is not None else "—"))
-            self.repo_table.setItem(r, 3, _item(hit.last_modified or "—"))
-        self.status_label.setText(f"{len(hits)} repositor{'y' if len(hits) == 1 else 'ies'} with GGUF files"
-                                  if hits else "No repository with GGUF files matches. Try fewer words.")
+    def _fill_hits(self) -> None:
+        rows = self.state.hit_rows()
+        self.repo_table.setRowCount(len(rows))
+        for r, hit in enumerate(rows):
+            for c, (text, tip) in enumerate(((hit.repo_id, hit.tip), (hit.downloads, ""), (hit.likes, ""),
+                                             (hit.updated, ""))):
+                self.repo_table.setItem(r, c, _item(text, tip))
+
+    def _fill_files(self) -> None:
+        n = len(self.state.models)
+        self.file_table.setRowCount(n)
+        for r in range(n):
+            self._fill_row(r)
+        self.file_table.resizeColumnToContents(0)
+        if n:
+            self.plans_reader.start(self.hub, list(self.state.models), self.ctx.state.inventory)
+        self._update_buttons()
+
+    def _fill_row(self, index: int) -> None:
+        if index < self.file_table.rowCount():
+            for c, (text, tip) in enumerate(self.state.row_cells(index)):
+                self.file_table.setItem(index, c, _item(text, tip))
+
+    def _show_speeds(self) -> None:
+        self.speed_basis_label.setText(self.state.basis_line())
+        for index in range(min(len(self.state.models), self.file_table.rowCount())):
+            self.file_table.setItem(index, SPEED_COL, _item(*self.state.row_cells(index)[SPEED_COL]))
+
+    def _fill_folders(self) -> None:
+        self.folder_combo.blockSignals(True)
+        self.folder_combo.clear()
+        self.folder_combo.addItems(list(self.state.folders))
+        self.folder_combo.setCurrentText(self.state.folder)
+        self.folder_combo.blockSignals(False)
+
+    def _show_progress(self) -> None:
+        progress = self.state.progress
+        self.progress_bar.setVisible(progress is not None)
+        if progress is not None:
+            self.progress_bar.setValue(int(progress[0] * 1000))
+            self.progress_bar.setFormat(progress[1])
+
+    # -- search and listing -----------------------------------------------------------------------
+    @property
+    def models(self) -> list[RemoteModel]:
+        return list(self.state.models)
+
+    def search(self) -> None:
+        self.state.search(self.search_edit.text())
 
     def _on_repo_table_current_changed(self, row: int, *_args) -> None:
         item = self.repo_table.item(row, 0) if row >= 0 else None
@@ -210,125 +258,41 @@ class GetModelsDialog(QDialog):
     def list_repo(self, repo_id: str) -> None:
         """List `repo_id`'s GGUF models, then read each one's header and plan (off the GUI thread)."""
         self.plans_reader.cancel()
-        self._listing_for = repo_id
-        self.models, self.infos, self.plans = [], {}, {}
-        self.file_table.setRowCount(0)
-        self.files_label.setText(f"Listing <b>{html.escape(repo_id)}</b>…")
-        hub = self.hub
-        self._run(BackgroundJob(lambda _c: list_gguf_models(hub, repo_id), self, what="Listing the repository's models",
-                                on_failed=lambda exc, r=repo_id: self._on_list_failed(r, exc)),
-                  lambda models, r=repo_id: self._on_listed(r, models), long=False)
-
-    def _on_list_failed(self, repo_id: str, exc: BaseException) -> None:
-        if repo_id == self._listing_for:
-            self.files_label.setText(f"<b>{html.escape(repo_id)}</b>: could not list its files.")
-            self._say_failure("Listing failed", exc)
-
-    def _on_listed(self, repo_id: str, models: list[RemoteModel]) -> None:
-        if repo_id != self._listing_for:
-            return
-        self.models = list(models)
-        self.file_table.setRowCount(len(models))
-        for r, m in enumerate(models):
-            name = m.name + ("" if m.complete else " (parts missing)")
-            self.file_table.setItem(r, 0, _item(name, "\n".join(f.path for f in m.files)))
-            self.file_table.setItem(r, 1, _item(m.quant or "—"))
-            self.file_table.setItem(r, 2, _item(format_bytes(m.size_bytes)))
-            self.file_table.setItem(r, 3, _item("sha256" if m.has_checksums else "none",
-                                                "The download is checked against the repository's sha256"
-                                                if m.has_checksums else "The repository gives no checksum"))
-            self.file_table.setItem(r, PLAN_COL, _item("reading header…"))
-            self.file_table.setItem(r, FITS_COL, _item(""))
-            self.file_table.setItem(r, SPEED_COL, _item(""))
-        self.file_table.resizeColumnToContents(0)
-        if models:
-            self.files_label.setText(
-                f"<b>{html.escape(repo_id)}</b>: {len(models)} GGUF file{'' if len(models) == 1 else 's'}. Each "
-                "plan is read from the file's header alone (a few MiB, with range requests): nothing is "
-                "downloaded until you press Download.")
-            self.file_table.selectRow(0)
-            self.plans_reader.start(self.hub, self.models, self.ctx.state.inventory)
-        else:
-            self.files_label.setText(f"<b>{html.escape(repo_id)}</b> has no GGUF files.")
-        self._update_buttons()
+        self.state.list_repo(repo_id)
 
     def _on_plans_reader_model_read(self, generation: int, index: int, info: ModelInfo, plan) -> None:
-        if generation != self.plans_reader.generation or index >= len(self.models):
-            return
-        self.infos[index], self.plans[index] = info, plan
-        self._show_speed(index)
-        if info.error:
-            self.file_table.setItem(index, PLAN_COL, _item(f"header not read: {info.error}", info.error))
-            self.file_table.setItem(index, FITS_COL, _item("?"))
-            return
-        if info.file_type:
-            self.file_table.setItem(index, 1, _item(info.file_type, "from the file's header"))
-        if plan is None:
-            self.file_table.setItem(index, PLAN_COL, _item("projector: planned with its main model (--mmproj)"))
-            return
-        tip = "\n".join([f"{info.display_name()}: {info.architecture}, {format_params(info.n_params)} parameters",
-                         *plan.warnings])
-        self.file_table.setItem(index, PLAN_COL, _item(plan_text(plan), tip))
-        fits = {True: "yes", False: "no", None: "?"}[plan.fits]
-        self.file_table.setItem(index, FITS_COL, _item(fits, "" if plan.fits is not None else
-                                                       "This machine's memory is not known yet"))
-
-    def _show_speed(self, index: int) -> None:
-        if index in self.infos:
-            self.file_table.setItem(index, SPEED_COL, _item(*self.state.speed_cell(self.infos[index],
-                                                                                    self.plans.get(index))))
-
-    def _show_speeds(self) -> None:
-        self.speed_basis_label.setText(self.state.basis_line())
-        for index in range(min(len(self.models), self.file_table.rowCount())):
-            self._show_speed(index)
+        if generation == self.plans_reader.generation:
+            self.state.header_read(index, info, plan)
 
     # -- download ---------------------------------------------------------------------------------
     def selected_model(self) -> RemoteModel | None:
-        row = self.file_table.currentRow()
-        return self.models[row] if 0 <= row < len(self.models) else None
+        return self.state.selected_model()
 
     def download(self) -> None:
-        model = self.selected_model()
-        if model is None or self._download is not None:
+        if self._download is not None:
             return
-        folder = Path(self.folder_combo.currentText()).expanduser()
+        what = self.state.start_download()
+        if what is None:
+            return
+        model, folder = what
         job = download_job(self.hub, model, folder, self, on_failed=self._on_download_failed)
-        job.progressed.connect(self._on_download_progressed)
+        job.progressed.connect(self.state.download_progressed)
         self._download = job
-        self.progress_bar.setValue(0)
-        self.progress_bar.setFormat(f"Starting {model.file_name}…")
-        self.progress_bar.show()
-        self.status_label.setText("")
         self._run(job, lambda path, f=folder: self._on_downloaded(Path(path), f), long=True)
-        self._update_buttons()
 
     def cancel_download(self) -> None:
         if self._download is not None:
             self._download.cancel()
-            self.progress_bar.setFormat("Cancelling…")
-
-    def _on_download_progressed(self, fraction: float, text: str) -> None:
-        self.progress_bar.setValue(int(max(0.0, fraction) * 1000))
-        self.progress_bar.setFormat(text)
+            self.state.cancelling()
 
     def _on_downloaded(self, path: Path, folder: Path) -> None:
         self._download = None
-        self.progress_bar.setValue(1000)
-        self.progress_bar.setFormat(f"{path.name}: done")
-        self.status_label.setText(f"Saved <code>{html.escape(str(path))}</code>; it is listed in Models.")
-        self._update_buttons()
+        self.state.downloaded(path)
         self.model_downloaded.emit(str(path), str(folder))
 
     def _on_download_failed(self, exc: BaseException) -> None:
         self._download = None
-        self._update_buttons()
-        if isinstance(exc, DownloadCancelled):
-            self.progress_bar.setFormat("Cancelled: Download goes on from here")
-            self.status_label.setText("Cancelled. What was downloaded is kept; Download goes on from there.")
-            return
-        self.progress_bar.hide()
-        self._say_failure("The download failed", exc)
+        self.state.download_failed(exc)
 
     # -- helpers ----------------------------------------------------------------------------------
     def _on_choose_clicked(self) -> None:
@@ -337,9 +301,7 @@ class GetModelsDialog(QDialog):
             self.choose_folder(folder)
 
     def choose_folder(self, folder: str) -> None:
-        if self.folder_combo.findText(folder) < 0:
-            self.folder_combo.addItem(folder)
-        self.folder_combo.setCurrentText(folder)
+        self.state.choose_folder(folder)
 
     def _run(self, job: BackgroundJob, on_ok, *, long: bool) -> None:
         job.succeeded.connect(on_ok)
@@ -347,15 +309,9 @@ class GetModelsDialog(QDialog):
         job.finished.connect(lambda j=job: self._jobs.remove(j) if j in self._jobs else None)
         job.start(long=long)
 
-    def _say_failure(self, what: str, exc: BaseException) -> None:
-        self.search_button.setEnabled(True)
-        why = describe_error(exc, self.hub)
-        self.status_label.setText(f"<span style='color:#c0392b'>{html.escape(what)}: {html.escape(why)}</span>")
-
     def _update_buttons(self) -> None:
-        model = self.selected_model()
-        busy = self._download is not None
-        self.download_button.setEnabled(model is not None and model.complete and not busy)
+        busy = self.state.downloading
+        self.download_button.setEnabled(self.state.can_download)
         self.cancel_button.setEnabled(busy)
         self.folder_combo.setEnabled(not busy)
         self.choose_button.setEnabled(not busy)

@@ -107,6 +107,7 @@ class RunHistoryTab(QWidget):
         st = self.state
         if what == "runs":
             self.model.set_runs(list(st.runs), st.groups)
+            self.ctx.state.workspace.complete_runs = st.complete_runs()
             self._fill_builds()
             self._fill_profiles()
         elif what == "hint":

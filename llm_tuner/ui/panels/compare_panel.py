@@ -121,6 +121,7 @@ class ComparePanel(QWidget):
         self.state.add_callback(self._on_compare_state_changed)
         ctx.state.bench_runs_changed.connect(self.refresh_choices)
         ctx.state.compare_requested.connect(self._on_state_compare_requested)
+        ctx.state.compare_newest_requested.connect(self._on_state_compare_newest_requested)  # the quick start
         self.refresh_choices()
 
     @property
@@ -141,6 +142,9 @@ class ComparePanel(QWidget):
             self.verdict_label.setText(self.state.message)
         elif what == "comparison":
             self._show_state_comparison()
+            a, b = self.state.run_a, self.state.run_b
+            if a is not None and b is not None and a.id is not None and b.id is not None:
+                self.ctx.state.workspace.compared = (a.id, b.id)
 
     def refresh_choices(self) -> None:
         self.state.refresh_choices()
@@ -167,6 +171,11 @@ class ComparePanel(QWidget):
 
     def _on_threshold_spin_changed(self, value: float) -> None:
         self.state.threshold_pct = value
+
+    def _on_state_compare_newest_requested(self) -> None:
+        """The quick start's Compare: by runs, the newest two (A the older one)."""
+        self.state.set_by_profiles(False)
+        self.state.compare()
 
     def _on_state_compare_requested(self, a_id: int, b_id: int) -> None:
         self.state.compare_runs(a_id, b_id)  # the main window shows this tab (it owns the tabs)

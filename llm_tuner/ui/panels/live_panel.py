@@ -185,7 +185,7 @@ class LivePanel(QWidget):
             with_shortcut(button, action)
         ctx.state.launch_requested.connect(self.start)
         ctx.state.stop_requested.connect(self.stop_server)
-        ctx.state.test_prompt_requested.connect(self.send_test_prompt)
+        ctx.state.test_prompt_requested.connect(self._on_state_test_prompt_requested)
         ctx.state.copy_command_requested.connect(self.copy_command)
         ctx.state.new_server_requested.connect(self._on_state_new_server_requested)
         self.server_status_changed.connect(self._publish_server)
@@ -338,6 +338,12 @@ class LivePanel(QWidget):
     def send_test_prompt(self) -> None:
         if self.test_button.isEnabled():
             self._on_test_clicked()
+
+    def _on_state_test_prompt_requested(self) -> None:
+        """The Server menu's or the quick start's test prompt: sent, and the Requests tab shows its row."""
+        if self.test_button.isEnabled():
+            self.send_test_prompt()
+            self.tabs.setCurrentIndex(self.tabs.indexOf(self.request_table.parentWidget()))
 
     def is_ready(self) -> bool:
         return self.slot.server_state is ServerState.READY

@@ -92,6 +92,7 @@ class ModelsPanel(QWidget):
         self.scanner.progressed.connect(self._on_scanner_progressed)
         self.scanner.finished.connect(self._on_scanner_finished)
         ctx.state.settings_changed.connect(self._on_app_settings_changed)
+        ctx.state.select_model_requested.connect(self._on_state_select_model_requested)  # the quick start
         self.models_state.add_callback(self._on_state_changed)
         self.rescan()
 
@@ -248,6 +249,13 @@ class ModelsPanel(QWidget):
         return True
 
     # -- slots ----------------------------------------------------------------------------------
+    def _on_state_select_model_requested(self, path: Path) -> None:
+        """Select the file in the list (the profile follows); one not listed is picked all the same."""
+        if self.select_path(str(path)):
+            self.ctx.state.workspace.post_status(f"Selected the model {path.name}.")
+        else:
+            self.ctx.state.workspace.model_path = path
+
     def _on_add_folder_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder", str(Path.home()))
         if folder:

@@ -89,6 +89,22 @@ class ProfileLibrary:
             self._reload_versions()
         self.ctx.state.workspace.post_status(f"Saved {saved.name} version {saved.version}.")
 
+    def _on_state_save_profile_requested(self) -> None:
+        """Save under the profile's name; an unsaved one is named after its model (the quick start)."""
+        if not self.profile.model:
+            self.ctx.state.workspace.post_status("Pick a model first: a profile is saved for a model.")
+            return
+        self.save_as(self.current_name or self.unique_name(Path(self.profile.model).stem))
+
+    def _on_state_profile_variant_requested(self, suffix: str, changes: dict) -> None:
+        """Duplicate the saved profile as "<name> <suffix>" with `changes` to its fields, and save that."""
+        if self.current_name is None:
+            self.ctx.state.workspace.post_status("Save the profile first, then duplicate it.")
+            return
+        self.duplicate(self.unique_name(f"{self.current_name} {suffix}"))
+        self.set_profile(self.profile.model_copy(update=changes), self.current_name)
+        self.save_as(self.current_name)
+
     def _on_new_clicked(self) -> None:
         name = self._ask_name("New profile", self.unique_name("profile"))
         if name:
@@ -220,6 +236,7 @@ class ProfileLibrary:
             self.names_list.setCurrentRow(-1)
         self.names_list.blockSignals(False)
         self.empty_hint.setVisible(not self._names)
+        self.ctx.state.workspace.profile_names = tuple(self._names)
 
     def reload_names(self, select: str | None = None) -> None:
         """Read the names from the store (background); select `select` without reloading its settings."""

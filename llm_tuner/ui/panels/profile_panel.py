@@ -92,6 +92,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.profile_saved.connect(self._on_state_profile_saved)  # a tune saved a version
         ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
+        ctx.state.save_profile_requested.connect(self._on_state_save_profile_requested)  # the quick start
+        ctx.state.profile_variant_requested.connect(self._on_state_profile_variant_requested)
         speed.load()
 
     def _reported_run(self, what: str) -> Run:
