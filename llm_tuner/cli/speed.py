@@ -116,7 +116,7 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
 def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
                threads: int, build: str, driver: str, bench: Path | None, engine: Any) -> SpeedCalibration:
     """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
-    from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
+    from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
     from llm_tuner.services import binaries
     from llm_tuner.services.speed import ProbeError, run_probe, stored_run_measurements
 
@@ -144,6 +144,11 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
                            "run a benchmark first, or use --calibrate")
         ms += stored
         sources.append(f"{len({m.label.split(' prompt')[0] for m in stored})} stored runs")
+        ok, short = determined(ms)
+        if not ok and not (args.calibrate or args.calibrate_with):
+            raise CliError(f"--calibrate-from-runs: the stored runs tell apart only {short}: a fit would put the "
+                           "whole time on whichever costs it liked. Benchmark other models, depths or thread counts, "
+                           "or add --calibrate")
     cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
     return with_error(cal, ms)
 

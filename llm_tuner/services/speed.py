@@ -27,7 +27,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_warning
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
+from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
 from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -382,6 +382,13 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         return basis, f"This run does not refine the calibration: {left_out}"
     if not ms:
         return basis, "The calibration was not refined: no stored single-client run of this llama-server"
+    ok, short = determined(ms)
+    if not ok:  # a fit that is not unique would put the whole time on whichever costs it likes
+        n = _run_count(ms)
+        runs_tell = f"{n} stored runs tell" if n > 1 else "1 stored run tells"
+        return basis, (f"The calibration was not refined yet: {runs_tell} apart only {short} (runs of other "
+                       "models, prompt lengths, depths or thread counts add more); `llm-tuner estimate --speed --calibrate` "
+                       "measures them all at once")
     runs = fit(ms, build=basis.build, driver=basis.driver)
     prev = basis.calibration
     head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give

@@ -95,8 +95,7 @@ def test_get_models_predicts_each_files_speed_from_its_header(qtbot, tmp_path, m
 
 
 @pytest.mark.server
-def test_after_a_benchmark_measured_is_beside_predicted_and_the_plan_reads_the_refined_calibration(qtbot,
-                                                                                                  tiny_model):
+def test_after_a_benchmark_measured_is_beside_predicted_and_one_run_does_not_calibrate(qtbot, tiny_model):
     from llm_tuner.app import build_window
 
     _app, ctx, window = build_window()
@@ -118,6 +117,5 @@ def test_after_a_benchmark_measured_is_beside_predicted_and_the_plan_reads_the_r
     if busy_warning(bench.last_run):  # a shared machine: the run says so and teaches the calibration nothing
         assert "This run does not refine the calibration: other processes were busy" in text
         return
-    assert "This run refined the calibration: now fitted over 1 stored run" in text
-    qtbot.waitUntil(lambda: plan.speed.basis is not None and plan.speed.basis.calibrated, timeout=30_000)
-    assert plan.speed.basis.calibration.source == "1 stored run"
+    assert "The calibration was not refined yet: 1 stored run tells apart only" in text  # one equation each
+    assert plan.speed.basis is None or not plan.speed.basis.calibrated

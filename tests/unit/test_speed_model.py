@@ -14,7 +14,7 @@ import pytest
 
 from llm_tuner.core.memory import PlanDevice, parse_server_args, place_tensors, plan_memory
 from llm_tuner.core.speed import SpeedCalibration, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, fit, nnls
+from llm_tuner.core.speed.calibrate import Measurement, determined, fit, nnls
 from llm_tuner.core.speed.predict import (
     _resolve,
     calibration_from_json,
@@ -194,6 +194,23 @@ def test_the_fit_recovers_known_costs_and_reproduces_the_measurements(dense, moe
     # four threads were not measured: interpolated between 2 and 8, so between their speeds
     mid = predict(ts[0], cal, threads=4).gen_tps
     assert predict(ts[0], cal, threads=2).gen_tps < mid < predict(ts[0], cal, threads=8).gen_tps
+
+
+def test_measurements_that_cannot_tell_the_costs_apart_are_not_a_calibration(dense, moe):
+    """One configuration measured again and again gives one equation for generation's three costs: a fit would
+    put the whole time on whichever cost it likes (seen: a run of the demo model "explained" by attention alone,
+    read and compute 0, claimed ±5 %, and a model at an empty cache then had no generation time at all)."""
+    costs = {"read:Host@2": 1 / 10, "fixed:cpu@2": 0.002, "attn_gen:Host:f16/f16@2": 1 / 3,
+             "compute:Host@2": 1 / 40, "attn_prefill:Host:f16/f16@2": 1 / 20, "pfixed:cpu@2": 0.02}
+    t = _traffic(dense, ["-c", "2048"])[0]
+    pr = predict(t, SpeedCalibration(costs, threads=(2,)), threads=2, depth=0, prompt_tokens=128)
+    same = [Measurement(t, 2, 0, 128, pr.gen_tps, pr.prefill_tps, f"run {i} prompt 128") for i in range(12)]
+    ok, short = determined(same)
+    assert not ok and "generation 1 of" in short and "prefill" in short
+    full = _synthetic([_traffic(dense, ["-c", "2048"])[0], _traffic(moe, ["-c", "2048"])[0]],
+                      {**costs, "read:Host@8": 1 / 30, "fixed:cpu@8": 0.001, "attn_gen:Host:f16/f16@8": 1 / 9,
+                       "compute:Host@8": 1 / 150, "attn_prefill:Host:f16/f16@8": 1 / 70, "pfixed:cpu@8": 0.01})
+    assert determined(full) == (True, "")
 
 
 def test_nnls_keeps_costs_non_negative():

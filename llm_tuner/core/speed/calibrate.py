@@ -117,6 +117,38 @@ def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "
     return SpeedCalibration(costs, best, build, driver, source, None, threads)
 
 
+def rank(eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> tuple[int, int]:
+    """(rank, unknowns) of a system on relative error: how many of its costs the equations can tell apart. A
+    fit of fewer equations than unknowns (or of equations that repeat one another) is not unique: least squares
+    then puts the whole time on whichever costs it likes (one benchmark run "explained" by attention alone)."""
+    keys = sorted({k for e in eqs for k in e})
+    done: list[list[float]] = []
+    for k in keys:  # Gram-Schmidt over the columns
+        v = [e.get(k, 0.0) / y for e, y in zip(eqs, ys, strict=True)]
+        n0 = math.sqrt(sum(x * x for x in v))
+        for b in done:
+            d = sum(x * bb for x, bb in zip(v, b, strict=True))
+            v = [x - d * bb for x, bb in zip(v, b, strict=True)]
+        n = math.sqrt(sum(x * x for x in v))
+        if n0 > 0 and n > 1e-6 * n0:
+            done.append([x / n for x in v])
+    return len(done), len(keys)
+
+
+def determined(measurements: Sequence[Measurement]) -> tuple[bool, str]:
+    """Whether the measurements determine every cost they involve (generation and prefill apart), and if not,
+    which system lacks how many independent measurements, in words."""
+    gen = [m for m in measurements if m.gen_tps]
+    pre = [m for m in measurements if m.prefill_tps]
+    short = []
+    for what, ms, i in (("generation", gen, 0), ("prefill", pre, 1)):
+        ys = [1.0 / ((m.gen_tps if i == 0 else m.prefill_tps) or 1.0) for m in ms]
+        r, n = rank([rows(m)[i] for m in ms], ys) if ms else (0, 0)
+        if r < n:
+            short.append(f"{what} {r} of {n} costs")
+    return (not short), "; ".join(short)
+
+
 def relative_errors(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> list[tuple[str, float, float]]:
     """(label, generation error, prefill error) of the calibration's predictions against measurements
     ((predicted - measured) / measured; NaN where not measured or not predicted)."""
@@ -139,4 +171,4 @@ def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> Sp
                             cal.by_hand)
 
 
-__all__ = ["GB", "Measurement", "fit", "nnls", "relative_errors", "rows", "with_error"]
+__all__ = ["GB", "Measurement", "determined", "fit", "nnls", "rank", "relative_errors", "rows", "with_error"]
