@@ -115,6 +115,8 @@ def speed_figures(pred: Prediction | None) -> str:
     if pred is None:
         return "speed: not predicted"
     if pred.gen_tps is None:
+        if not pred.unknown:  # every cost of this model is 0 (an old calibration fitted from too few runs)
+            return "speed unknown: the calibration gives this model no time: calibrate again"
         return f"speed unknown: no rate for {', '.join(pred.unknown)}"
     parts = [f"≈ {_tps(pred.gen_tps)} t/s gen"]
     if pred.prefill_tps is not None:

@@ -269,3 +269,16 @@ def test_the_one_home_check_catches_a_second_formula():
     old_frontier = "share = getattr(self.model, 'expert_used_count', 0) / n_exp"
     old_checks = "moe = (model.expert_used_count / model.expert_count) if model.expert_count else 1.0"
     assert expert_share_offenders({"core/tune/frontier.py": old_frontier, "services/tune/checks.py": old_checks})
+
+
+def test_a_calibration_that_gives_a_model_no_time_says_calibrate_again(dense):
+    """A calibration fitted before `determined` existed could hold only an attention cost: a model at an empty
+    cache then costs nothing, and the views said "no rate for" and nothing more."""
+    from llm_tuner.state.speed import speed_figures
+
+    cal = SpeedCalibration({"read:Host@2": 0.0, "compute:Host@2": 0.0, "fixed:cpu@2": 0.0,
+                            "attn_gen:Host:f16/f16@2": 2.7, "attn_prefill:Host:f16/f16@2": 0.9,
+                            "pfixed:cpu@2": 0.0}, threads=(2,))
+    pr = predict(_traffic(dense, ["-c", "2048"])[0], cal, threads=2, depth=0)
+    assert pr.gen_tps is None and pr.unknown == ()
+    assert "calibrate again" in pr.text() and "calibrate again" in speed_figures(pr)

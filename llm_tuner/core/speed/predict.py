@@ -268,6 +268,8 @@ class Prediction:
     def text(self) -> str:
         """'gen 41.2 t/s · prefill 512 t/s · TTFT 1.00 s · roofline 60.1 t/s (±10 %; probe of ...)'"""
         if self.gen_tps is None:
+            if not self.unknown:  # every cost of this model is 0 (an old calibration fitted from too few runs)
+                return "speed unknown: the calibration gives this model no time: calibrate again"
             return f"speed unknown: no rate for {', '.join(self.unknown)}"
         parts = [f"gen {self.gen_tps:.1f} t/s"]
         if self.prefill_tps is not None:
