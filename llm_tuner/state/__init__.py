@@ -15,6 +15,8 @@ live.py  LiveFleet: the servers the Live view watches (slots), which one is show
          clashes, the llama-server a launch runs and whether it is trusted
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
          solver's answer, a rule) as the changes it makes to the profile being edited; its predicted speed
+router_plan.py  RouterPlanState: the Plan's router box: a router profile's models planned together (its
+         table, sets and --models-max), its presets file written and read
 speed.py SpeedModel: what predictions rest on (loaded through `run`), and the words every view uses for them
 get_models.py  GetModelsState: the Get models dialog's search and hits, the files listed with their plans and
          predicted speeds, the file and folder chosen, the download's progress and words
