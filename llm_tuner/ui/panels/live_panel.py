@@ -38,6 +38,7 @@ from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.supervised import ServerState
 from llm_tuner.services.telemetry.breakdown import live_segments
 from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFacts
+from llm_tuner.state.live_views import SessionHistory
 from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
@@ -133,7 +134,8 @@ class LivePanel(QWidget):
         self.request_model, self.request_table, self.requests_hint = (self.requests.model, self.requests.table,
                                                                       self.requests.hint)
         self.log_console = LogConsole()
-        self.history_table = HistoryTable()
+        self.history = SessionHistory(self.repo, self._running_sessions, run=self._run_history)
+        self.history_table = HistoryTable(self.history)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.devices, "Devices")
         self.tabs.addTab(self.throughput, "Throughput")
@@ -535,14 +537,14 @@ class LivePanel(QWidget):
             devices=memory.devices))
 
     def _load_history(self) -> None:
-        if self.repo is None:
-            return
-        repo = self.repo
-        job = BackgroundJob(lambda _ctl: repo.history(200), self, what="Loading the server history")
-        job.succeeded.connect(self._on_history_job_succeeded)
+        self.history.load()
+
+    def _run_history(self, work, done, _failed) -> None:
+        """SessionHistory's read as a job whose failure the app's error surface reports (the table has no line
+        of its own)."""
+        job = BackgroundJob(lambda _ctl: work(), self, what="Loading the server history")
+        job.succeeded.connect(done)
         job.start()
 
-    def _on_history_job_succeeded(self, sessions) -> None:
-        ours = {b.watched.session_id for b in self._bridges.values() if b.running and b.watched is not None}
-        self.history_table.show_sessions(sessions, ours)
-
+    def _running_sessions(self) -> set[int]:
+        return {b.watched.session_id for b in self._bridges.values() if b.running and b.watched is not None}
