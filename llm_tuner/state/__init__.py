@@ -25,6 +25,8 @@ get_models.py  GetModelsState: the Get models dialog's search and hits, the file
 bench.py BenchSpeed: after a benchmark, measured beside predicted and the roofline's share; the refit it makes
 models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
+compare_builds.py  BuildsAB: Compare's "vs another build" row: the profiles, the A/B's words, the
+         re-tune it offers
 compare.py  CompareState: Compare's choices (runs or profiles), the pair chosen, the verdict, what differs
 benchmarks.py  BenchmarksState: the Run tab's form and its rules, the job's words, the run and sweep shown
 bench_history.py  BenchHistory: the History's filters, the runs listed, open, delete, compare two, export
