@@ -16,7 +16,8 @@ live.py  LiveFleet: the servers the Live view watches (slots), which one is show
 profile_migrate.py  MigrationState: the Profile tab's build banner: the check, the moves, the choices, the
          diff, Apply
 live_views.py  the Live view's sub-views: RequestsFeed (the Requests tab's batches, its words, Show all),
-         SessionHistory (the History tab's sessions), RouterModelsState (a router's models, Load and Unload)
+         SessionHistory (the History tab's sessions), RouterModelsState (a router's models, Load and Unload),
+         LogLines (the log console's lines and filter), devices_note (the Devices tab's words)
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
          solver's answer, a rule) as the changes it makes to the profile being edited; its predicted speed
 router_plan.py  RouterPlanState: the Plan's router box: a router profile's models planned together (its

@@ -1,6 +1,7 @@
-"""The Live view's sub-views as plain state: the Requests tab's feed, the History tab's sessions and the
-Models tab of a router. LivePanel's views (ui/panels/live_requests.py, live_history.py, live_models.py) bind
-them; their widgets, timers and table models stay Qt's.
+"""The Live view's sub-views as plain state: the Requests tab's feed, the History tab's sessions, the Models
+tab of a router, the log console's filter and the Devices tab's note. LivePanel's views (ui/panels/
+live_requests.py, live_history.py, live_models.py, log_console.py, live_devices.py) bind them; their
+widgets, timers and table models stay Qt's.
 
 RequestsFeed: finished requests queued and handed to the table in batches (at most once every `every_s`
 while the table shows, at once when hidden or forced), the words above the table (the hint, "newest N of
@@ -11,6 +12,10 @@ be done) and "all" (rows, received: every request of the session, to show withou
 SessionHistory: the sessions this app launched or attached, newest first, as rows of cells (declared
 "rows"), read from the history through `run`; a session still running says so; "error": why a read failed
 (the panel's job also reports it on the app's error surface).
+
+LogLines: the server's output as the log console keeps it: the newest `max_lines` received (a ring), the
+level filter and the search, which lines pass them, and the count; the console's table model and view stay
+Qt's.
 
 RouterModelsState: a router's models (services.router_watch.RouterModels, as last read), each one's row
 (state, load time, memory, plan, speed), the summary and the warning of running models that do not fit
@@ -23,10 +28,12 @@ from __future__ import annotations
 
 import shlex
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from llm_tuner.core.devices import DeviceInventory
 from llm_tuner.core.memory.router import RouterPlan
 from llm_tuner.core.session import RequestRecord, SessionInfo
 from llm_tuner.services.process import signal_name
@@ -139,6 +146,79 @@ class RequestsFeed(Observable):
             self.notify("note", f"The history could not be read: {exc}")
 
         self.run(lambda: repo.requests(session_id), done, failed)
+
+
+# -- Devices -----------------------------------------------------------------------------------------------
+def devices_note(inventory: DeviceInventory | None) -> str:
+    """What the Devices tab's plots show for the detected devices (None: still detecting)."""
+    if inventory is None:
+        return "Detecting devices…"
+    if not inventory.devices:
+        return (
+            "No GPU found: the plots show the host CPU and RAM (and the server's share). Temperature, power "
+            "and clocks are GPU figures: not shown."
+        )
+    return (
+        "One curve per GPU (a card under two backends is one GPU: CUDA0 + Vulkan0); red shading marks "
+        "throttling."
+    )
+
+
+# -- the log console -------------------------------------------------------------------------------------
+LEVEL_ORDER = {"error": 0, "warn": 1, "info": 2, "output": 2, "cont": 2, "debug": 3}
+LOG_FILTERS = (("Errors", 0), ("Warnings and errors", 1), ("Info", 2), ("Everything", 3))
+MARK = {"error": "E", "warn": "W", "info": "I", "debug": "D", "output": " ", "cont": " "}
+
+
+class LogLine(Protocol):
+    """A line of the server's output (services.logparse.LogLine)."""
+
+    @property
+    def level(self) -> str: ...
+
+    @property
+    def text(self) -> str: ...
+
+
+def format_line(line: LogLine) -> str:
+    """A line as the console shows and copies it: its level's mark, then its text."""
+    return f"{MARK.get(line.level, ' ')} {line.text}"
+
+
+class LogLines:
+    """The lines received (the newest `max_lines`) and which of them the level filter and search let
+    through."""
+
+    def __init__(self, max_lines: int = 20_000) -> None:
+        self.max_lines = max_lines
+        self.lines: deque[LogLine] = deque(maxlen=max_lines)
+        self.most = LOG_FILTERS[-1][1]  # the least urgent level shown (3: everything)
+        self.needle = ""  # the search, lower case ('': none)
+
+    def set_filter(self, most: int, search: str) -> list[LogLine]:
+        """A new level filter or search: the received lines that pass it now."""
+        self.most, self.needle = most, search.lower()
+        return self.passing(self.lines)
+
+    def passing(self, lines: Sequence[LogLine] | deque[LogLine]) -> list[LogLine]:
+        most, needle = self.most, self.needle
+        return [
+            x
+            for x in lines
+            if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())
+        ]
+
+    def add(self, lines: Sequence[LogLine]) -> list[LogLine]:
+        """A batch received: kept, and those of it that pass the filter (to show)."""
+        self.lines.extend(lines)
+        return self.passing(lines)
+
+    def clear(self) -> None:
+        self.lines.clear()
+
+    @property
+    def count_text(self) -> str:
+        return f"{len(self.lines)} lines"
 
 
 # -- History ---------------------------------------------------------------------------------------------

@@ -231,3 +231,39 @@ def test_without_a_server_or_a_list_nothing_loads(plan):
     assert not state.can_load("a") and not state.ask_load("a") and not state.ask_unload("a")
     state.show(replace(_listed(plan, a="unloaded"), error="the router stopped answering"), url="http://x")
     assert state.summary.endswith("the router stopped answering")
+
+
+# -- the log console ---------------------------------------------------------------------------------------
+def test_the_log_keeps_the_newest_lines_and_filters_by_level_and_text():
+    from llm_tuner.services.logparse import LogLine
+    from llm_tuner.state.live_views import LOG_FILTERS, LogLines, format_line
+
+    log = LogLines(max_lines=4)
+    batch = [
+        LogLine("info", "main: listening on http://127.0.0.1:8080"),
+        LogLine("warn", "slot 0: context shift"),
+        LogLine("error", "failed to allocate CUDA0 buffer"),
+        LogLine("debug", "print_timing: 12 t/s"),
+    ]
+    assert log.add(batch) == batch  # everything shown at first
+    assert format_line(batch[2]) == "E failed to allocate CUDA0 buffer" and format_line(batch[0])[0] == "I"
+    assert [x.level for x in log.set_filter(1, "")] == ["warn", "error"]  # warnings and errors
+    shown = log.add([LogLine("output", "plain output"), LogLine("error", "again an ERROR")])
+    assert [x.text for x in shown] == ["again an ERROR"]  # the filter holds for new lines too
+    assert len(log.lines) == 4 and log.count_text == "4 lines"  # the ring keeps the newest
+    assert [x.text for x in log.set_filter(LOG_FILTERS[-1][1], "error")] == ["again an ERROR"]  # any case
+    log.clear()
+    assert log.count_text == "0 lines" and log.set_filter(3, "") == []
+
+
+def test_the_devices_note_says_what_the_plots_show():
+    from llm_tuner.core.devices import GpuInfo
+    from llm_tuner.state.live_views import devices_note
+
+    assert devices_note(None) == "Detecting devices…"
+    host = HostInfo(memory_total_mib=65536, memory_available_mib=60000)
+    assert devices_note(DeviceInventory(host=host)).startswith(
+        "No GPU found: the plots show the host CPU and RAM"
+    )
+    gpu = GpuInfo(name="CUDA0", backend="CUDA", vendor="nvidia", llama_names=("CUDA0",))
+    assert devices_note(DeviceInventory(host=host, devices=(gpu,))).startswith("One curve per GPU")
