@@ -46,6 +46,7 @@ from llm_tuner.services.binaries import BinaryError, trust_binary
 from llm_tuner.services.speed import load_basis
 from llm_tuner.state.callbacks import Run
 from llm_tuner.state.profile import NUL_PROBLEM, ProfileState
+from llm_tuner.state.profile_library import ProfileLibraryState
 from llm_tuner.state.speed import SpeedModel
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
@@ -75,13 +76,13 @@ class ProfilePanel(ProfileLibrary, QWidget):
             "Reading the model file's header"))  # the view's state and rules: the widgets below bind it
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
         self._store_pool.setMaxThreadCount(1)
-        self._names_edits = 0  # local changes to the names list; a listing asked for before one is stale
-        self._store_pending = 0
-        self._names: list[str] = []
-        self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
+        # the saved names, the open one's versions and the library's actions: store calls on that one thread
+        self.library = ProfileLibraryState(self.repo, self.profile_state, ctx.state.workspace,
+                                           settings=lambda: ctx.settings, run=self._store_run)
         self.editors: dict[str, _FieldEditor] = {}
         self._build()
         self.profile_state.add_callback(self._on_profile_state_changed)
+        self.library.add_callback(self._on_library_changed)
         guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
         self.reload_names()
@@ -483,9 +484,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
 
     def import_result(self, result) -> None:
         """Load an imported command into the editor as an unsaved profile."""
-        self.saved_profile = None
+        self.library.unselect()
         self.set_profile(result.profile, None)
-        self._fill_versions([])
         self.names_list.blockSignals(True)
         self.names_list.clearSelection()
         self.names_list.setCurrentRow(-1)
