@@ -28,6 +28,7 @@ speed.py SpeedModel: what predictions rest on (loaded through `run`), and the wo
 get_models.py  GetModelsState: the Get models dialog's search and hits, the files listed with their plans and
          predicted speeds, the file and folder chosen, the download's progress and words
 bench.py BenchSpeed: after a benchmark, measured beside predicted and the roofline's share; the refit it makes
+paste_command.py  PasteState: the Paste command dialog's reading, its report, Import or why not
 models.py  ModelsState: the Models view's folders, what a scan found, its summary line, the details' text
 chat.py  ChatState: the Chat's server, a router's model picked, reply limits, what /props says, the controls
 compare_builds.py  BuildsAB: Compare's "vs another build" row: the profiles, the A/B's words, the
