@@ -36,6 +36,7 @@ compare_builds.py  BuildsAB: Compare's "vs another build" row: the profiles, the
 compare.py  CompareState: Compare's choices (runs or profiles), the pair chosen, the verdict, what differs
 benchmarks.py  BenchmarksState: the Run tab's form and its rules, the job's words, the run and sweep shown
 bench_history.py  BenchHistory: the History's filters, the runs listed, open, delete, compare two, export
+workers.py  WorkersState: Settings' RPC workers: the list, local workers started and stopped, the check
 tune.py  TuneState: the Tune view's base, knobs proposed, candidates, the tune's words, its result and save
 tune_result.py  the words of a tune's result (verdict, details, save button) and of its candidates
 """

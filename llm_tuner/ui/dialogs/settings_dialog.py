@@ -40,7 +40,8 @@ class _PathField(QWidget):
         layout.addWidget(browse)
 
     def _on_browse_clicked(self) -> None:
-        path, _ = QFileDialog.getOpenFileName(self, "Choose the program", self.edit.text() or str(Path.home()))
+        start = self.edit.text() or str(Path.home())
+        path, _ = QFileDialog.getOpenFileName(self, "Choose the program", start)
         if path:
             self.edit.setText(path)
 
@@ -64,7 +65,7 @@ class SettingsDialog(QDialog):
         buttons = QVBoxLayout()
         add, remove = QPushButton("Add folder…"), QPushButton("Remove")
         add.clicked.connect(self._on_add_folder_clicked)
-        remove.clicked.connect(lambda: [self.folders.takeItem(self.folders.row(i)) for i in self.folders.selectedItems()])
+        remove.clicked.connect(self._on_remove_folders_clicked)
         buttons.addWidget(add)
         buttons.addWidget(remove)
         buttons.addStretch(1)
@@ -107,7 +108,8 @@ class SettingsDialog(QDialog):
         self.threshold.setRange(0.0, 50.0)
         self.threshold.setSuffix(" %")
         self.threshold.setValue(settings.ab_threshold_pct)
-        self.threshold.setToolTip("A/B: smallest difference called better/worse (the 95% CI must also exclude zero)")
+        self.threshold.setToolTip("A/B: smallest difference called better/worse (the 95% CI must also "
+                                  "exclude zero)")
         form.addRow("A/B practical threshold", self.threshold)
         layout.addLayout(form)
         self.workers = WorkersBox(settings, pool, self)  # pool: the app's WorkerPool (local workers)
@@ -117,6 +119,10 @@ class SettingsDialog(QDialog):
         box.accepted.connect(self.accept)
         box.rejected.connect(self.reject)
         layout.addWidget(box)
+
+    def _on_remove_folders_clicked(self) -> None:
+        for item in self.folders.selectedItems():
+            self.folders.takeItem(self.folders.row(item))
 
     def _on_add_folder_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder", str(Path.home()))
