@@ -25,7 +25,7 @@ from typing import Any
 from llm_tuner.core.profile import LaunchProfile, SavedProfile, unique_name
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.builds import save_profile
-from llm_tuner.state.callbacks import Observable, Run, run_now
+from llm_tuner.state.callbacks import Jobs, Observable, Run, run_now
 from llm_tuner.state.profile import ProfileState
 from llm_tuner.state.workspace import Workspace
 from llm_tuner.store.profiles import ProfileNameError, ProfileRepository
@@ -48,11 +48,10 @@ class ProfileLibraryState(Observable):
         self.profile = profile
         self.workspace = workspace
         self.settings = settings
-        self.run = run
+        self.jobs = Jobs(run)  # the store calls, with their words
         self.names: list[str] = []
         self.selected: str | None = None  # the name the list selects
         self.versions: dict[int, SavedProfile] = {}  # version number -> the listed history of the open one
-        self.doing = ""  # the store call handed to `run` last, in the user's words
         self._edits = 0  # local changes to the names list; a listing asked for before one is stale
         self._pending = 0
 
@@ -89,8 +88,7 @@ class ProfileLibraryState(Observable):
             finally:
                 self._finished()
 
-        self.doing = what.capitalize()
-        self.run(work, done, failed)
+        self.jobs(what.capitalize(), work, done, failed)
 
     def _finished(self) -> None:
         self._pending -= 1

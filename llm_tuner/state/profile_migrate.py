@@ -12,8 +12,8 @@ before and after with the choices made. `apply` saves the migrated settings as a
 line through the workspace when the configured llama-server is not the build of the last benchmark.
 
 Declared properties (said once per change): "shown", "headline", "reviewable" (there are moves to review),
-"moves" (the check changed: the rows again), "diff", "result" (what Apply said), "applying". `doing` names the
-work handed to `run` last, in the user's words.
+"moves" (the check changed: the rows again), "diff", "result" (what Apply said), "applying". `jobs.doing`
+names the work handed to `run` last, in the user's words.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from llm_tuner.core.cmdline.migrate import apply_migration, command_lines
 from llm_tuner.core.profile import SavedProfile
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import builds
-from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
+from llm_tuner.state.callbacks import Declared, Jobs, Observable, Run, run_now
 from llm_tuner.state.workspace import Workspace
 from llm_tuner.store.profiles import ProfileRepository
 
@@ -87,26 +87,15 @@ class MigrationState(Observable):
         self.engine = engine  # the store's engine (the profiles, the runs' builds)
         self.workspace = workspace
         self.settings = settings
-        self.run = run
-        self.doing = ""
+        self.jobs = Jobs(run)  # the checks and the migrations, with their words
         self.check_result: builds.ProfileBuildCheck | None = None
         self.choices: dict[str, str] = {}  # old spelling -> the new one chosen
         self._seq = 0
 
-    def _work(
-        self,
-        doing: str,
-        work: Callable[[], Any],
-        done: Callable[[Any], None],
-        failed: Callable[[BaseException], None],
-    ) -> None:
-        self.doing = doing
-        self.run(work, done, failed)
-
     def say_changed_since_last_run(self) -> None:
         """A status line when the configured llama-server is not the build of the last benchmark."""
         engine, settings = self.engine, self.settings()
-        self._work(
+        self.jobs(
             "Comparing llama-server with the build of the last benchmark",
             lambda: builds.changed_since_last_run(engine, settings),
             self._changed_checked,
@@ -123,7 +112,7 @@ class MigrationState(Observable):
         self._seq += 1
         seq = self._seq
         engine, settings = self.engine, self.settings()
-        self._work(
+        self.jobs(
             f"Checking {saved.name}'s llama-server build",
             lambda: builds.check_profile(engine, saved, settings),
             lambda check: self._checked(seq, check),
@@ -193,7 +182,7 @@ class MigrationState(Observable):
             return saved, versions, undone
 
         self.applying = True
-        self._work(f"Migrating {check.saved.name} to this build", work, self._applied, self._apply_failed)
+        self.jobs(f"Migrating {check.saved.name} to this build", work, self._applied, self._apply_failed)
 
     def _apply_failed(self, exc: BaseException) -> None:
         self.applying = False

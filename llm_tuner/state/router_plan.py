@@ -11,13 +11,13 @@ share goes to [*]); `open_presets` reads one and saves each model's section as a
 
 Declared properties (said once per change): "shown", "table" (the headers and rows of the per-device
 table), "lines" (the plan's words below it: sets, pairs, --models-max), "summary" (the line above, or what
-a read or a write said). `doing` names the work handed to `run` last, in the user's words (the view's job
+a read or a write said). `jobs.doing` names the work handed to `run` last, in the user's words (the view's job
 takes it as its `what`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.memory.router import RouterPlan
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.services.router_presets import plan_profile, presets_for_router, profiles_in, write_presets
-from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
+from llm_tuner.state.callbacks import Declared, Jobs, Observable, Run, run_now
 from llm_tuner.state.plan import PlanState
 from llm_tuner.store.profiles import ProfileRepository
 
@@ -83,8 +83,7 @@ class RouterPlanState(Observable):
         self.plan_state = plan_state
         # the saved profiles (a presets file's models are saved there; None: read only)
         self.profiles = profiles
-        self.run = run
-        self.doing = ""
+        self.jobs = Jobs(run)  # the reads and writes, with their words
         self.named: dict[str, list[str]] = {}  # each model's instance arguments, as last planned
         self.plan: RouterPlan | None = None
         self.opened: dict[str, LaunchProfile] = {}  # the profiles of the last presets file opened
@@ -96,16 +95,6 @@ class RouterPlanState(Observable):
     def _on_plan_state_changed(self, what: str, *_details: Any) -> None:
         if what in ("inputs", "args", "note", "profile"):
             self.refresh()
-
-    def _work(
-        self,
-        doing: str,
-        work: Callable[[], Any],
-        done: Callable[[Any], None],
-        failed: Callable[[BaseException], None],
-    ) -> None:
-        self.doing = doing
-        self.run(work, done, failed)
 
     # -- the plan ----------------------------------------------------------------------------------------
     def refresh(self) -> None:
@@ -124,7 +113,7 @@ class RouterPlanState(Observable):
         self._key = key
         self._asked += 1
         asked = self._asked
-        self._work(
+        self.jobs(
             "Planning the router's models",
             lambda: plan_profile(profile, gpus, host, cpu),
             lambda result: self._planned(asked, result),
@@ -169,7 +158,7 @@ class RouterPlanState(Observable):
                 f" (from the saved profiles {', '.join(saved)})." if saved else "."
             )
 
-        self._work(
+        self.jobs(
             f"Writing the presets file {path}",
             work,
             done,
@@ -192,7 +181,7 @@ class RouterPlanState(Observable):
             kept = "saved as profiles" if repo is not None else "read"
             self.summary = f"{path}: {len(profiles)} model(s) {kept}: {', '.join(profiles)}."
 
-        self._work(
+        self.jobs(
             f"Reading the presets file {path}",
             work,
             done,

@@ -20,7 +20,7 @@ from llm_tuner.core.settings import RpcWorker, Settings
 from llm_tuner.core.units import format_mib
 from llm_tuner.services.paths import cache_dir
 from llm_tuner.services.rpc import LocalWorker, WorkerPool, WorkerSpec, reachable, worker_devices
-from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
+from llm_tuner.state.callbacks import Declared, Jobs, Observable, Run, run_now
 
 NOT_CHECKED = "not checked"
 LOOPBACK = "127.0.0.1"
@@ -63,8 +63,7 @@ class WorkersState(Observable):
         super().__init__()
         self.settings = settings
         self.pool = pool  # the app's WorkerPool; None: no local workers from here
-        self.run = run
-        self.doing = ""
+        self.jobs = Jobs(run)  # start and check, with their words
         self.tokens: dict[str, str | None] = {w.endpoint: w.agent_token for w in settings.rpc_workers}
         self.rows = tuple(WorkerRow(w.endpoint, w.agent_url or "") for w in settings.rpc_workers)
 
@@ -127,8 +126,9 @@ class WorkersState(Observable):
         )
         self.starting = True
         self._say("starting ggml-rpc-server …")
-        self.doing = "Starting an RPC worker"
-        self.run(lambda: pool.start(spec, settings), self._started, self._start_failed)
+        self.jobs(
+            "Starting an RPC worker", lambda: pool.start(spec, settings), self._started, self._start_failed
+        )
 
     def _started(self, worker: LocalWorker) -> None:
         self.starting = False
@@ -160,8 +160,12 @@ class WorkersState(Observable):
         if not endpoints:
             return
         self.checking = True
-        self.doing = "Checking the RPC workers"
-        self.run(lambda: check_workers(endpoints, settings), self._checked, self._check_failed)
+        self.jobs(
+            "Checking the RPC workers",
+            lambda: check_workers(endpoints, settings),
+            self._checked,
+            self._check_failed,
+        )
 
     def _check_failed(self, exc: BaseException) -> None:
         self.checking = False

@@ -8,19 +8,7 @@ from llm_tuner.core.cmdline import PASTE_LIMIT_CHARS
 from llm_tuner.services.binaries import default_catalog
 from llm_tuner.state.callbacks import declared, run_now
 from llm_tuner.state.paste_command import NOTHING_YET, PasteState
-
-
-class Held:
-    """A `Run` that keeps each reading until the test answers it (a slow reading, answered late)."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple] = []
-
-    def __call__(self, work, done, failed) -> None:
-        self.asked.append((work, done, failed))
-
-    def answer(self, index: int) -> None:
-        run_now(*self.asked[index])
+from tests.support.held_run import Held
 
 
 def _state(run=run_now) -> tuple[PasteState, list[str]]:

@@ -14,6 +14,7 @@ from llm_tuner.state.profile_library import ProfileLibraryState
 from llm_tuner.state.workspace import Workspace
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.profiles import ProfileNameError, ProfileRepository
+from tests.support.held_run import Held
 
 
 @pytest.fixture
@@ -38,19 +39,6 @@ class Panel:
 
     def said(self, what: str) -> list[tuple]:
         return [d for w, *d in self.events if w == what]
-
-
-class Held:
-    """A `Run` that keeps each store call until the test answers it (calls in order, answered late)."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple] = []
-
-    def __call__(self, work, done, failed) -> None:
-        self.asked.append((work, done, failed))
-
-    def answer(self, index: int) -> None:
-        run_now(*self.asked[index])
 
 
 def _library(repo, run=run_now) -> tuple[ProfileLibraryState, Panel, Workspace]:
@@ -117,7 +105,7 @@ def test_a_listing_asked_before_a_local_change_is_asked_again(repo):
     run = Held()
     library, _panel, workspace = _library(repo, run)
     library.reload_names()
-    assert workspace.profile_store_busy and library.doing == "List the profiles"
+    assert workspace.profile_store_busy and library.jobs.doing == "List the profiles"
     library.profile.profile = LaunchProfile(model="/m/q.gguf")
     library.save_as("q")  # a local change after the listing was asked
     assert library.names == ["q"]

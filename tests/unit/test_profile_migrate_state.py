@@ -18,6 +18,7 @@ from llm_tuner.state.profile_migrate import NOTHING_SAVED, POINTS_HERE, Migratio
 from llm_tuner.state.workspace import Workspace
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.profiles import ProfileRepository
+from tests.support.held_run import Held
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "binary"
 OLD = BuildStamp(key="f:aaaaaaaaaaaa h:1 p:-", file_sha256="a" * 64, help_sha256="1" * 64)
@@ -30,16 +31,6 @@ def engine(tmp_path):
     engine = open_engine(tmp_path / "profiles.sqlite")
     yield engine
     engine.dispose()
-
-
-class Held:
-    """A `Run` that keeps each work's callbacks until the test answers (a slow check, answered late)."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple] = []
-
-    def __call__(self, work, done, failed) -> None:
-        self.asked.append((work, done, failed))
 
 
 def _check(engine, name: str = "ng") -> ProfileBuildCheck:
@@ -128,13 +119,13 @@ def test_an_answer_about_a_profile_no_longer_open_is_dropped(engine):
     state, _ws, _said = _state(engine, run)
     first, second = _check(engine, "first"), _check(engine, "second")
     state.check(first.saved)
-    assert state.doing == "Checking first's llama-server build"
+    assert state.jobs.doing == "Checking first's llama-server build"
     state.check(second.saved)
-    run.asked[1][1](second)
-    run.asked[0][1](first)  # late: another profile is open
+    run.done(1, second)
+    run.done(0, first)  # late: another profile is open
     assert state.check_result is second and "second v1" in state.headline
     state.check(first.saved)
-    run.asked[2][2](OSError("no llama-server"))
+    run.fail(2, OSError("no llama-server"))
     assert not state.shown and state.result == "The build could not be checked: no llama-server"
 
 
@@ -143,11 +134,11 @@ def test_apply_that_fails_says_so_and_lets_the_user_try_again(engine):
     state, _ws, _said = _state(engine, run)
     state.show_check(_check(engine))
     state.apply()
-    assert state.applying and state.doing == "Migrating ng to this build"
-    run.asked[0][1]((None, [], ()))  # the choices left the settings as they were
+    assert state.applying and state.jobs.doing == "Migrating ng to this build"
+    run.done(0, (None, [], ()))  # the choices left the settings as they were
     assert not state.applying and state.result == NOTHING_SAVED
     state.apply()
-    run.asked[1][2](OSError("database is locked"))
+    run.fail(1, OSError("database is locked"))
     assert not state.applying and state.result == "Not migrated: database is locked"
 
 

@@ -14,6 +14,7 @@ from llm_tuner.state.plan import PlanState
 from llm_tuner.state.router_plan import RouterPlanState, RouterTable
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.profiles import ProfileRepository
+from tests.support.held_run import Held
 from tests.support.router_models import write_three
 
 HOST = DeviceInventory(host=HostInfo(memory_total_mib=65536, memory_available_mib=60000))
@@ -30,19 +31,6 @@ def repo(tmp_path):
     engine = open_engine(tmp_path / "profiles.sqlite")
     yield ProfileRepository(engine)
     engine.dispose()
-
-
-class Held:
-    """A `Run` that keeps each work and its callbacks until the test answers them (a slow job, in order)."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple] = []
-
-    def __call__(self, work, done, failed) -> None:
-        self.asked.append((work, done, failed))
-
-    def answer(self, index: int) -> None:
-        run_now(*self.asked[index])
 
 
 def _states(run=run_now, profiles=None) -> tuple[PlanState, RouterPlanState]:
@@ -77,7 +65,7 @@ def test_the_same_profile_and_devices_ask_nothing_and_an_older_answer_is_dropped
     plan, state = _states(run)
     profile = import_command(ROUTER.format(folder=folder)).profile
     plan.use_profile(profile)
-    assert len(run.asked) == 1 and state.doing == "Planning the router's models"
+    assert len(run.asked) == 1 and state.jobs.doing == "Planning the router's models"
     state.refresh()  # a control of the single-model plan moved: the router's models are as they were
     assert len(run.asked) == 1
     plan.add_planned_device("CUDA2", "CUDA", 8192)  # the devices changed: asked again
@@ -99,7 +87,7 @@ def test_the_presets_file_takes_saved_profiles_and_reads_back_as_profiles(folder
     repo.save("a", import_command(f"-m {folder / 'a.gguf'} -c 4096 -ctk q8_0 -ctv q8_0 -fa on").profile)
     out = tmp_path / "models.ini"
     state.write_presets(str(out))
-    assert state.doing == f"Writing the presets file {out}"
+    assert state.jobs.doing == f"Writing the presets file {out}"
     written = read_presets(out)
     assert written.models["a"]["cache-type-k"] == "q8_0"  # its saved profile's K/V settings
     assert "n-gpu-layers" in written.models["b"] and "cache-type-k" not in written.models["b"]  # the solver's

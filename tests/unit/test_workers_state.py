@@ -10,16 +10,7 @@ from llm_tuner.core.settings import RpcWorker, Settings
 from llm_tuner.services.rpc import LocalWorker, WorkerError, WorkerPool, WorkerSpec
 from llm_tuner.state.callbacks import declared
 from llm_tuner.state.workers import NOT_CHECKED, WorkerRow, WorkersState
-
-
-class Held:
-    """A `Run` that keeps each job until the test answers it."""
-
-    def __init__(self) -> None:
-        self.asked: list[tuple] = []
-
-    def __call__(self, work, done, failed) -> None:
-        self.asked.append((work, done, failed))
+from tests.support.held_run import Held
 
 
 def test_the_list_is_edited_with_a_bad_address_refused_and_tokens_kept():
@@ -61,10 +52,10 @@ def test_a_local_worker_started_failed_or_stopped_is_said():
     state.start("", 0, "CPU, ", "")
     assert (
         state.starting
-        and state.doing == "Starting an RPC worker"
+        and state.jobs.doing == "Starting an RPC worker"
         and state.message == ("starting ggml-rpc-server …", False)
     )
-    run.asked[0][2](WorkerError("ggml-rpc-server not found"))
+    run.fail(0, WorkerError("ggml-rpc-server not found"))
     assert not state.starting and state.message == (
         "could not start the worker: ggml-rpc-server not found",
         True,
@@ -73,7 +64,7 @@ def test_a_local_worker_started_failed_or_stopped_is_said():
         WorkerSpec("127.0.0.1", 50999), Path("/nonexistent/ggml-rpc-server")
     )  # never started
     state.start("127.0.0.1", 50999, "", "")
-    run.asked[1][1](worker)
+    run.done(1, worker)
     assert state.rows == (WorkerRow("127.0.0.1:50999", "", "started here (pid None)"),)
     assert state.message[0].startswith("ggml-rpc-server listens on 127.0.0.1:50999")
     state.stop(["127.0.0.1:50999"])  # not in the pool: said where to stop it

@@ -90,7 +90,7 @@ class WorkersBox(QGroupBox):
         self._show_rows()
 
     def _run(self, work, done, failed) -> None:
-        job = BackgroundJob(lambda _ctl: work(), self, what=self.state.doing, on_failed=failed)
+        job = BackgroundJob(lambda _ctl: work(), self, what=self.state.jobs.doing, on_failed=failed)
         job.succeeded.connect(done)
         self._jobs.append(job)
         job.finished.connect(lambda: self._jobs.remove(job) if job in self._jobs else None)

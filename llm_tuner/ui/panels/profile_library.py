@@ -37,7 +37,7 @@ class ProfileLibrary:
 
     def _store_run(self, work, done, failed) -> None:
         """The library's store calls: one worker thread of the panel's own, so calls keep their order."""
-        job = BackgroundJob(lambda _ctl: work(), self, what=self.library.doing, on_failed=failed)
+        job = BackgroundJob(lambda _ctl: work(), self, what=self.library.jobs.doing, on_failed=failed)
         job.succeeded.connect(done)
         job.start(self._store_pool)
 

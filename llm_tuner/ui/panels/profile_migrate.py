@@ -85,7 +85,7 @@ class MigrationBanner(QFrame):
 
     def _run(self, work, done, failed) -> None:
         """The state's reads and writes as jobs; a failure also goes to the app's error surface."""
-        job = BackgroundJob(lambda _ctl: work(), self, what=self.state.doing)
+        job = BackgroundJob(lambda _ctl: work(), self, what=self.state.jobs.doing)
         job.succeeded.connect(done)
         job.failed.connect(failed)
         job.start()

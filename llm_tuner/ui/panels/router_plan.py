@@ -69,7 +69,7 @@ class RouterPlanBox(QGroupBox):
         return self.state.opened
 
     def _run(self, work, done, failed) -> None:
-        self.job = BackgroundJob(lambda _c: work(), self, what=self.state.doing, on_failed=failed)
+        self.job = BackgroundJob(lambda _c: work(), self, what=self.state.jobs.doing, on_failed=failed)
         self.job.succeeded.connect(done)
         self.job.start()
 
