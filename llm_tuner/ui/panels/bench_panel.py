@@ -416,7 +416,7 @@ class BenchPanel(QWidget):
 
     def is_running(self) -> bool:
         """True while a benchmark runs or waits for a profile save to finish."""
-        return self.session.is_running() or self._waiting_for is not None
+        return self.session.is_running() or self.state.waiting
 
     def _on_session_run_failed(self, exc) -> None:
         log.error("benchmark failed: %s", exc)
