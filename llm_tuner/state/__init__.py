@@ -37,6 +37,7 @@ compare.py  CompareState: Compare's choices (runs or profiles), the pair chosen,
 benchmarks.py  BenchmarksState: the Run tab's form and its rules, the job's words, the run and sweep shown
 bench_history.py  BenchHistory: the History's filters, the runs listed, open, delete, compare two, export
 workers.py  WorkersState: Settings' RPC workers: the list, local workers started and stopped, the check
+settings_form.py  the Settings dialog's form and the settings it makes (empty path: found automatically)
 tune.py  TuneState: the Tune view's base, knobs proposed, candidates, the tune's words, its result and save
 tune_result.py  the words of a tune's result (verdict, details, save button) and of its candidates
 """

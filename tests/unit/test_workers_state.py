@@ -71,3 +71,34 @@ def test_a_local_worker_started_failed_or_stopped_is_said():
     assert state.rows[0].status == "not started by this app (stop it where it runs)"
     WorkersState(Settings(), None, run=run).start("", 0, "", "")  # no pool here: nothing asked
     assert len(run.asked) == 2
+
+
+def test_the_settings_form_makes_settings_with_empty_paths_found_automatically():
+    """state.settings_form: a path left empty is None (found automatically), a folder is listed once, and an
+    unknown key of the settings is kept."""
+    from dataclasses import replace
+
+    from llm_tuner.state.settings_form import edited_settings, form_of, with_folder
+
+    original = Settings(
+        model_folders=["/models"],
+        llama_server_path="/opt/llama/llama-server",
+        rpc_workers=[RpcWorker(endpoint="10.0.0.2:50052")],
+        future_option="kept",
+    )
+    form = form_of(original)
+    assert form.llama_server_path == "/opt/llama/llama-server" and form.data_dir == ""
+    assert edited_settings(original, form) == original  # the form as filled changes nothing
+    assert with_folder(form.model_folders, "/models") == ("/models",) and with_folder(("/a",), "") == ("/a",)
+    edited = replace(
+        form,
+        model_folders=with_folder(form.model_folders, "/more"),
+        llama_server_path="  ",
+        data_dir=" /data ",
+        ab_threshold_pct=3.5,
+        rpc_workers=(),
+    )
+    new = edited_settings(original, edited)
+    assert new.model_folders == ["/models", "/more"] and new.llama_server_path is None
+    assert new.data_dir == "/data" and new.ab_threshold_pct == 3.5 and new.rpc_workers == []
+    assert new.model_dump()["future_option"] == "kept"  # a key this version does not know: kept
