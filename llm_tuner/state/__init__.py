@@ -22,6 +22,7 @@ live_views.py  the Live view's sub-views: RequestsFeed (the Requests tab's batch
          LogLines (the log console's lines and filter), devices_note (the Devices tab's words)
 plan.py  PlanState: the Plan view's model, arguments, devices, calibrations, and each change (a control, the
          solver's answer, a rule) as the changes it makes to the profile being edited; its predicted speed
+plan_controls.py  the Plan settings box's values a control cannot show: the words, which are marked
 router_plan.py  RouterPlanState: the Plan's router box: a router profile's models planned together (its
          table, sets and --models-max), its presets file written and read
 speed.py SpeedModel: what predictions rest on (loaded through `run`), and the words every view uses for them
