@@ -40,7 +40,8 @@ bench_history.py  BenchHistory: the History's filters, the runs listed, open, de
 workers.py  WorkersState: Settings' RPC workers: the list, local workers started and stopped, the check
 settings_form.py  the Settings dialog's form and the settings it makes (empty path: found automatically)
 tune.py  TuneState: the Tune view's base, knobs proposed, candidates, the tune's words, its result and save
-tune_result.py  the words of a tune's result (verdict, details, save button) and of its candidates
+tune_result.py  the words of a tune's result (verdict, details, save button) and of its candidates;
+         ShownResult: the result shown, the name a save needs, the report's export
 """
 
 from llm_tuner.state.callbacks import Declared, Observable, Run, run_now
