@@ -221,6 +221,12 @@ class BenchmarksState(JobProgress):
         self.set_running(False)
         action()
 
+    def close(self) -> None:
+        """The view goes: stop following the workspace (a Run still waiting is dropped)."""
+        self._waiting_for = None
+        if self.workspace is not None:
+            self.workspace.remove_callback(self._on_workspace_changed)
+
     def cancel_wait(self) -> bool:
         """Cancel a Run still waiting for the profile store (True: there was one)."""
         if self._waiting_for is None:

@@ -231,3 +231,8 @@ def test_a_run_asked_while_the_profile_store_saves_waits_for_it_or_is_cancelled(
     assert state.cancel_wait() and state.status == CANCELLED_BEFORE_START and not state.running
     workspace.profile_store_busy = False
     assert ran == ["run"] and not state.cancel_wait()
+    workspace.profile_store_busy = True
+    state.wait_for_profile_store(lambda: ran.append("gone"))
+    state.close()  # the view went: nothing follows the workspace any more
+    workspace.profile_store_busy = False
+    assert ran == ["run"]

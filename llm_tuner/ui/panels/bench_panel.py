@@ -69,6 +69,8 @@ class BenchPanel(QWidget):
         self.bench_speed.add_callback(self._on_bench_speed_changed)
         # the form's rules, the job's progress, the run shown (state.benchmarks)
         self.state = BenchmarksState(ctx.engine, self.bench_speed, workspace=ctx.state.workspace)
+        # the workspace outlives the panel: the state stops following it when the panel goes
+        self.destroyed.connect(lambda _obj=None, st=self.state: st.close())
         self.session.progressed.connect(self.state.progressed)
         self.session.run_succeeded.connect(self.state.succeeded)
         self.session.run_failed.connect(self._on_session_run_failed)
