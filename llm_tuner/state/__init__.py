@@ -13,6 +13,7 @@ profile.py  ProfileState: the Profile view's edited profile, its name, modified 
          model's facts, the advice and the speed line
 live.py  LiveFleet: the servers the Live view watches (slots), which one is shown, where a Start goes, port
          clashes, the llama-server a launch runs and whether it is trusted
+profile_flags.py  the "All flags" section's words and search rule
 profile_library.py  ProfileLibraryState: the Profile view's saved names and versions; save, new,
          duplicate, rename, delete, revert, every store call in order through `run`
 profile_migrate.py  MigrationState: the Profile tab's build banner: the check, the moves, the choices, the
