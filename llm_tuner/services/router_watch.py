@@ -1,14 +1,14 @@
 """A router's models, watched: which models a llama-server in router mode knows and which are loaded.
 
-A router (llama-server without -m, with --models-dir/--models-preset) loads a model when a request names it and
-may unload it again (--models-max). Live lists them from the server's own endpoints: `GET /props` says
+A router (llama-server without -m, with --models-dir/--models-preset) loads a model when a request names it
+and may unload it again (--models-max). Live lists them from the server's own endpoints: `GET /props` says
 `"role": "router"` once the server is ready, then `GET /models` is read every POLL_S seconds on this module's
 thread (never the GUI thread) and a RouterModels event is handed on whenever the list or a model's state
 changes. A server that is not a router costs one /props read per readiness; the thread then ends.
 
-Beside the list, per model: its instance's resident memory (the router's child process started with its name as
-`--alias`, read with psutil when the router runs on this machine), how long its last load took as seen from here
-(the list is read every LOADING_POLL_S while a model loads), and the plan of all of them together
+Beside the list, per model: its instance's resident memory (the router's child process started with its name
+as `--alias`, read with psutil when the router runs on this machine), how long its last load took as seen from
+here (the list is read every LOADING_POLL_S while a model loads), and the plan of all of them together
 (services.router_presets.live_plan over the arguments the router lists for each): whether the next load fits
 beside the loaded ones (`RouterModels.check_load`). `load_model`/`unload_model` are Live's Load and Unload.
 """
@@ -19,8 +19,9 @@ import logging
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any
 
 import httpx
 import psutil
@@ -28,6 +29,7 @@ import psutil
 from llm_tuner.core import flags
 from llm_tuner.core.memory import LoadCheck, RouterPlan
 from llm_tuner.core.server_endpoints import RouterModel
+from llm_tuner.core.session import RequestRecord
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.router_presets import live_plan
 from llm_tuner.services.supervised import ServerState, SupervisedSession
@@ -40,8 +42,8 @@ LOADING_POLL_S = 0.25  # while a model loads: its load time is measured to this
 
 @dataclass(frozen=True)
 class ModelUsage:
-    """A router model's figures beside its state: its instance's RSS (None: not running, or not on this machine)
-    and how long its last load took (None: not seen loading)."""
+    """A router model's figures beside its state: its instance's RSS (None: not running, or not on this
+    machine) and how long its last load took (None: not seen loading)."""
 
     name: str
     rss_mib: float | None = None
@@ -51,7 +53,8 @@ class ModelUsage:
 @dataclass(frozen=True)
 class RouterModels:
     """The models a router knows (sorted by name), as its `GET /models` last said; `error` when it stopped
-    answering (the last list stays with it); each model's usage; the plan of them together (None: none made)."""
+    answering (the last list stays with it); each model's usage; the plan of them together (None: none
+    made)."""
 
     models: tuple[RouterModel, ...]
     error: str | None = None
@@ -78,7 +81,7 @@ class RouterModels:
         return self.plan.check_load(running[-1], running[:-1])
 
 
-def is_router_props(props: dict) -> bool:
+def is_router_props(props: Mapping[str, Any]) -> bool:
     """Whether a `/props` answer is a router's (the embedded build answers `"role": "router"`)."""
     return props.get("role") == "router"
 
@@ -95,7 +98,7 @@ class RouterWatch:
         self.poll_s = poll_s
         self.planner = planner or self._plan
         self.last: RouterModels | None = None
-        self._planned: tuple | None = None  # the (name, args) the plan was made for
+        self._planned: tuple[tuple[str, tuple[str, ...]], ...] | None = None  # the (name, args) planned for
         self._plan_now: RouterPlan | None = None
         self._loading_since: dict[str, float] = {}
         self._load_s: dict[str, float] = {}
@@ -182,7 +185,8 @@ class RouterWatch:
 
 def instance_rss_mib(router_pid: int | None) -> dict[str, float]:
     """Each running model instance of a router (its child llama-server, named by its `--alias`) -> its RSS in
-    MiB (rounded to whole MiB, so a list that did not change compares equal). Empty when the router is gone."""
+    MiB (rounded to whole MiB, so a list that did not change compares equal). Empty when the router is
+    gone."""
     if router_pid is None:
         return {}
     out: dict[str, float] = {}
@@ -242,17 +246,18 @@ class ModelSpeed:
         return f"{', '.join(p for p in parts if p) or 'no rates'} ({self.requests} request(s))"
 
 
-def model_speeds(records) -> dict[str, ModelSpeed]:
-    """Request records (core.session.RequestRecord) -> each router model's ModelSpeed (records without a model,
-    a plain server's, are left out)."""
-    by: dict[str, list] = {}
+def model_speeds(records: Iterable[RequestRecord]) -> dict[str, ModelSpeed]:
+    """Request records -> each router model's ModelSpeed (records without a model, a plain server's, are left
+    out)."""
+    by: dict[str, list[RequestRecord]] = {}
     for r in records:
-        if getattr(r, "model", None):
+        if r.model:
             by.setdefault(r.model, []).append(r)
 
-    def med(values) -> float | None:
-        values = [v for v in values if v]
+    def med(rates: Iterable[float | None]) -> float | None:
+        values = [v for v in rates if v]
         return statistics.median(values) if values else None
 
-    return {name: ModelSpeed(len(rs), med(r.predicted_per_second for r in rs), med(r.prompt_per_second for r in rs))
+    return {name: ModelSpeed(len(rs), med(r.predicted_per_second for r in rs),
+                             med(r.prompt_per_second for r in rs))
             for name, rs in by.items()}

@@ -8,7 +8,8 @@ the panel tells the state what the job does (`started`, `progressed`, `succeeded
 benchmarks is the workspace's (`ProfileFacts`, given by the panel at each read). Listeners get `notify(what)`
 with `what` one of: "running" (a job started or ended), "status" (the line under the buttons or the progress
 changed), "refused" (Run was refused for the profile's advice errors, or no longer: the "Run anyway" button),
-"run" (another run is shown: its table, notes, chart), "sweep" (a sweep's runs are shown, or hidden).
+"run" (another run is shown: its table, notes, chart), "sweep" (a sweep's runs are shown, or hidden). A Run
+asked while the workspace's profile store is still saving waits for it (`wait_for_profile_store`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from llm_tuner.services.demo_model import find_demo_model
 from llm_tuner.services.preflight import refusal_text
 from llm_tuner.state.bench import BenchSpeed
 from llm_tuner.state.callbacks import JobProgress
+from llm_tuner.state.workspace import Workspace
 from llm_tuner.store.profiles import ProfileRepository
 
 READY = "Set the benchmark and press Run. Every run is kept in the History."
@@ -166,6 +168,10 @@ def sweep_table(runs: Sequence[BenchRun]) -> SweepTable:
     return SweepTable(values, series, ["Value", *[metric_label(n) for n in names]], rows)
 
 
+WAITING_FOR_SAVE = "Waiting for the profile save to finish…"
+CANCELLED_BEFORE_START = "Cancelled before the benchmark started."
+
+
 class BenchmarksState(JobProgress):
     """What the Run tab benchmarks, how it is going, and the run shown."""
 
@@ -175,16 +181,60 @@ class BenchmarksState(JobProgress):
         speed: BenchSpeed | None = None,
         *,
         demo_model: Callable[[], Path | None] = find_demo_model,
+        workspace: Workspace | None = None,
     ) -> None:
         super().__init__(READY)
         self.engine = engine
         self.speed = speed  # measured vs predicted of the run shown (state.bench)
         self._demo_model = demo_model
+        self.workspace = workspace  # its profile store's busy flag: a Run waits for a save to land
+        self._waiting_for: Callable[[], None] | None = None  # the action waiting for the store to settle
+        if workspace is not None:
+            workspace.add_callback(self._on_workspace_changed)
         self.form = BenchForm()
         self._refused = False
         self._last_run: BenchRun | None = None
         self._notes: list[str] = []
         self._sweep: list[BenchRun] = []
+
+    # -- a profile saved just before Run ------------------------------------------------------------------
+    # The Profile view saves on a worker thread of its own: a Run waits for the store to settle, so the
+    # run points at that saved version.
+    def wait_for_profile_store(self, action: Callable[[], None]) -> bool:
+        """True when the profile store is still saving: `action` runs again once it has settled."""
+        if self.workspace is None or not self.workspace.profile_store_busy:
+            return False
+        self._waiting_for = action
+        self.set_running(True)
+        self.say(WAITING_FOR_SAVE)
+        return True
+
+    @property
+    def waiting(self) -> bool:
+        return self._waiting_for is not None
+
+    def _on_workspace_changed(self, what: str, *_details: Any) -> None:
+        ws = self.workspace
+        if what != "profile_store" or ws is None or ws.profile_store_busy or self._waiting_for is None:
+            return
+        action, self._waiting_for = self._waiting_for, None
+        self.set_running(False)
+        action()
+
+    def close(self) -> None:
+        """The view goes: stop following the workspace (a Run still waiting is dropped)."""
+        self._waiting_for = None
+        if self.workspace is not None:
+            self.workspace.remove_callback(self._on_workspace_changed)
+
+    def cancel_wait(self) -> bool:
+        """Cancel a Run still waiting for the profile store (True: there was one)."""
+        if self._waiting_for is None:
+            return False
+        self._waiting_for = None
+        self.set_running(False)
+        self.say(CANCELLED_BEFORE_START)
+        return True
 
     # -- declared properties ---------------------------------------------------------------------------
     @property

@@ -33,6 +33,20 @@ def run_now(work: Callable[[], Any], done: Callable[[Any], None],
     done(result)
 
 
+class Jobs:
+    """A state's `Run` that keeps the words of the work handed to it last: `jobs("Reading x", work, done,
+    failed)`; the view's `Run` names its background job with `jobs.doing` (what a failure is reported as)."""
+
+    def __init__(self, run: Run = run_now) -> None:
+        self.run = run
+        self.doing = ""
+
+    def __call__(self, doing: str, work: Callable[[], Any], done: Callable[[Any], None],
+                 failed: Callable[[BaseException], None]) -> None:
+        self.doing = doing
+        self.run(work, done, failed)
+
+
 class Observable:
     """State that tells its listeners what changed: `notify("slots")`, `notify("message", slot)`, ..."""
 

@@ -1,19 +1,24 @@
 """The Tune view's words for what a tune found and what it would try: the verdict in one sentence, the lines
 under the comparison (flags changed, quality, bandwidth), what the save button says, and the Candidates tab's
 summary and rows (services.tune.preview's candidates). Plain functions over core and services models; the
-views (ui/panels/tune_result.py, tune_candidates.py) only put them in widgets.
+views (ui/panels/tune_result.py, tune_candidates.py) only put them in widgets. `ShownResult`: the result the
+Result tab shows, with what its report needs (the objective, the profile, the trials plotted) and its two
+actions' rules: the save needs a profile name, the export writes the report's files (said in `message`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from llm_tuner.core.tune import TuneResult
+from llm_tuner.core.tune import Trial, TuneResult, tune_report_files
 from llm_tuner.services.tune.preview import Candidate
+from llm_tuner.state.callbacks import Declared, Observable
 
 NO_RESULT = "Run a tune: its result shows here."
+NAME_FIRST = "Type a profile name first."
 
 
 def value_text(value: str | None) -> str:
@@ -153,3 +158,59 @@ __all__ = [
     "value_text",
     "verdict_text",
 ]
+
+
+class ShownResult(Observable):
+    """The finished tune the Result tab shows (None: none yet), what its report is headed with and plots,
+    and the words its actions leave (`message`, declared: said once per change)."""
+
+    message = Declared[str]("", topic="message")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.result: TuneResult | None = None
+        self.objective = ""
+        self.label = ""  # the profile tuned: the name suggested for the new version, and the report's label
+        self.y_label = "score"
+        self.trials: list[Trial] = []
+
+    def show(self, result: TuneResult | None, profile_name: str = "", trials: Sequence[Trial] | None = None,
+             y_label: str = "score", objective: str = "") -> None:
+        self.result = result
+        self.objective, self.label, self.y_label = objective, profile_name, y_label
+        self.trials = list(trials if trials is not None else (result.trials if result else []))
+        self.message = ""
+
+    def save_name(self, name: str) -> str | None:
+        """The profile name a save goes to, or None with the reason said."""
+        name = name.strip()
+        if not name:
+            self.message = NAME_FIRST
+            return None
+        return name
+
+    @property
+    def stem(self) -> str:
+        result = self.result
+        return f"tune-{result.tune_number or result.tune_id}" if result is not None else ""
+
+    def export(self, folder: Path) -> Path | None:
+        """Write `tune-<id>.md` with its trial plot `tune-<id>-trials.svg` beside it
+        (core.tune.tune_report_files, the files `llm-tuner tune --report` writes); None (said) when there is
+        no result or it failed."""
+        result = self.result
+        if result is None:
+            return None
+        folder = Path(folder)
+        files = tune_report_files(result, self.stem, objective=self.objective, label=self.label,
+                                  y_label=self.y_label, trials=self.trials)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            for name, text in files.items():
+                (folder / name).write_text(text, encoding="utf-8")
+        except OSError as exc:
+            self.message = f"The report could not be written: {exc}"
+            return None
+        path = folder / f"{self.stem}.md"
+        self.message = f"Exported: {path}"
+        return path

@@ -5,53 +5,13 @@ history, interleaved A B A B, pooled and compared by services.bench.builds) show
 
 from __future__ import annotations
 
-from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
-from llm_tuner.core.build import BuildStamp
 from llm_tuner.core.settings import Settings
 from llm_tuner.qt.context import AppContext
-from llm_tuner.services.bench.builds import SIDE_A, SIDE_B, builds_verdict
+from llm_tuner.services.bench.builds import SIDE_A, SIDE_B
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
-
-OLD = BuildStamp(key="f:aaaaaaaaaaaa h:1 p:-", file_sha256="a" * 64, help_sha256="1" * 64)
-NEW = BuildStamp(key="f:bbbbbbbbbbbb h:2 p:-", file_sha256="b" * 64, help_sha256="2" * 64)
-OTHER = "/opt/llama-new/llama-server"
-SPEC = BenchSpec(prompt_tokens=(64,), gen_tokens=16, reps=4, warmup=0)
-
-
-def _stored_ab(repo: RunRepository, gen_tps: dict[str, float]):
-    """A builds group as builds_ab stores it: A B A B, each run with its build, read back from the history."""
-    group_id = repo.create_group(
-        RunGroup(kind="builds", param="llama-server", values=("llama-server", OTHER), label="q")
-    )
-    for _round in range(2):
-        for side, build, binary in ((SIDE_A, OLD, "llama-server"), (SIDE_B, NEW, OTHER)):
-            run_id = repo.create_run(
-                BenchRun(
-                    label="q",
-                    build=build,
-                    binary_path=binary,
-                    group_id=group_id,
-                    sweep_value=side,
-                    spec=SPEC,
-                    status="running",
-                )
-            )
-            for i in range(SPEC.reps):
-                repo.add_rep(
-                    run_id,
-                    Repetition(
-                        prompt_tokens=64,
-                        seq=i,
-                        rep=i,
-                        predicted_n=16,
-                        predicted_per_second=gen_tps[side] * (1 + 0.002 * i),
-                        prompt_per_second=500.0 + i,
-                    ),
-                )
-            repo.finish_run(run_id, "complete")
-    runs = sorted(repo.list_runs(group_id=group_id), key=lambda r: r.id)
-    return builds_verdict(runs, group_id)
+from tests.support.stored_builds import OTHER
+from tests.support.stored_builds import stored_ab as _stored_ab
 
 
 def test_a_slower_build_offers_a_retune_that_asks_the_tune_tab(qtbot, tmp_path):

@@ -109,3 +109,46 @@ def test_show_all_reads_a_routers_requests_back_with_their_models(qtbot, tmp_pat
     qtbot.waitUntil(lambda: view.model.rowCount() == 6, timeout=10_000)
     assert [view.model.index(r, MODEL_COLUMN).data() for r in range(6)] == ["first", "second"] * 3
     assert not view.table.isColumnHidden(MODEL_COLUMN)
+
+
+def test_the_models_tab_binds_its_state_a_refused_load_asks_nothing(qtbot, tmp_path):
+    """Live's Models view shows RouterModelsState's rows and words; Load is enabled by the state's rules and a
+    load the plan refuses says its figures without a request to the router (there is none at this URL)."""
+    from dataclasses import replace
+
+    from llm_tuner.core.memory import host_device
+    from llm_tuner.core.memory.router import plan_router
+    from llm_tuner.core.server_endpoints import RouterModel
+    from llm_tuner.services.library import read_model
+    from llm_tuner.services.router_watch import RouterModels
+    from llm_tuner.ui.panels.live_models import HEADERS, RouterModelsView
+    from tests.support.router_models import write_three
+
+    folder = write_three(tmp_path, ("a", "b"))
+    infos = {n: read_model(folder / f"{n}.gguf") for n in ("a", "b")}
+    host = host_device(None)
+    plan = plan_router({n: ["-m", str(folder / f"{n}.gguf"), "-c", "4096", "--cache-ram", "0"] for n in infos},
+                       infos, (), host)
+    a, b = (plan.model(n).use_mib["Host"] for n in ("a", "b"))
+    plan = replace(plan, budgets_mib={"Host": a + b + plan.margins_mib.get("Host", 0) - 1.0})
+    view = RouterModelsView()
+    qtbot.addWidget(view)
+    view.show()
+    listed = RouterModels((RouterModel("a", "loaded"), RouterModel("b", "unloaded", path="/m/b.gguf")), plan=plan)
+    view.show_models(listed, url="http://127.0.0.1:9")
+    assert view.table.rowCount() == 2 and view.loaded_names() == ["a"]
+    assert view.table.item(1, HEADERS.index("File")).toolTip() == "/m/b.gguf"
+    assert view.summary.text().startswith("2 model(s); loaded: a.")
+    assert not view.load_button.isEnabled() and not view.unload_button.isEnabled()  # nothing selected
+    view.select_model("a")
+    assert view.unload_button.isEnabled() and not view.load_button.isEnabled()
+    view.select_model("b")
+    assert view.load_button.isEnabled()
+    view.load_button.click()
+    assert view.message.text().startswith("Not loaded: b does not fit beside a: Host: ")
+    assert not view.actions.jobs  # nothing was asked of the router
+    view.show_models(RouterModels((RouterModel("a", "loaded"), RouterModel("b", "loaded")), plan=plan),
+                     url="http://127.0.0.1:9")  # another client loaded b
+    assert view.warning.isVisible() and "do not fit together" in view.warning.text()
+    view.show_models(None)
+    assert view.table.rowCount() == 0 and view.warning.isHidden()

@@ -247,3 +247,23 @@ def test_panel_base_follows_a_profile_saved_in_the_profile_tab(qtbot, demo_model
     qtbot.waitUntil(proposed, timeout=30_000)
     panel.shutdown()
     ctx.engine.dispose()
+
+
+def test_result_view_says_what_its_save_and_export_did(qtbot, tmp_path):
+    from llm_tuner.ui.panels.tune_result import TuneResultView
+
+    view = TuneResultView()
+    qtbot.addWidget(view)
+    asked: list[str] = []
+    view.save_requested.connect(asked.append)
+    base = ("-m", "m.gguf", "-ub", "512")
+    view.set_result(TuneResult(tune_id=5, tune_number=2, baseline_argv=base, winner_argv=base), "")
+    view.save_button.click()
+    assert view.action_label.text() == "Type a profile name first." and asked == []
+    view.name_edit.setText(" demo ")
+    view.save_button.click()
+    assert asked == ["demo"]
+    path = view.export_report(tmp_path)
+    assert path == tmp_path / "tune-2.md" and path.is_file() and view.action_label.text() == f"Exported: {path}"
+    view.set_result(None)
+    assert view.action_label.text() == "" and view.export_report(tmp_path) is None

@@ -209,3 +209,30 @@ def test_open_delete_compare_rerun_and_export(tmp_path):
     history.delete(runs[:2])
     assert ("deleted",) in seen and history.hint == ""
     assert [r.id for r in repo.list_overview()] == [ids[0]]
+
+
+def test_a_run_asked_while_the_profile_store_saves_waits_for_it_or_is_cancelled(tmp_path):
+    """A profile saved just before Run is still on the store's worker thread: the Run waits for the workspace's
+    profile_store_busy to go False, then runs; Cancel while it waits drops it."""
+    from llm_tuner.state.benchmarks import CANCELLED_BEFORE_START, WAITING_FOR_SAVE
+    from llm_tuner.state.workspace import Workspace
+
+    workspace = Workspace()
+    state = BenchmarksState(open_engine(tmp_path / "b.sqlite"), workspace=workspace)
+    ran: list[str] = []
+    assert not state.wait_for_profile_store(lambda: ran.append("run"))  # nothing saving: runs now
+    workspace.profile_store_busy = True
+    assert state.wait_for_profile_store(lambda: ran.append("run"))
+    assert state.running and state.waiting and state.status == WAITING_FOR_SAVE and ran == []
+    workspace.profile_store_busy = False  # the save landed
+    assert ran == ["run"] and not state.running and not state.waiting
+    workspace.profile_store_busy = True
+    state.wait_for_profile_store(lambda: ran.append("again"))
+    assert state.cancel_wait() and state.status == CANCELLED_BEFORE_START and not state.running
+    workspace.profile_store_busy = False
+    assert ran == ["run"] and not state.cancel_wait()
+    workspace.profile_store_busy = True
+    state.wait_for_profile_store(lambda: ran.append("gone"))
+    state.close()  # the view went: nothing follows the workspace any more
+    workspace.profile_store_busy = False
+    assert ran == ["run"]

@@ -264,3 +264,28 @@ def test_the_pipeline_line_and_the_ot_preview_on_two_planned_devices(dense):
     state.clear_planned()
     state.recompute()
     assert state.pipeline_line() == ""  # one device (the host): nothing to say
+
+
+def test_a_value_a_control_cannot_show_is_kept_and_said_until_the_user_sets_it():
+    """state.plan_controls: a value beyond a box's range or not among a list's choices is noted with its
+    reason (the flag as the labels name it), the note under the box lists them, and a control the user
+    sets no longer says it."""
+    from llm_tuner.state.plan_controls import UnshownValues, beyond_range, control_tip, not_a_choice
+
+    assert beyond_range("-c", 4096, 0, 10_000_000) is None
+    assert beyond_range("-ngl", 999, -1, 999, "all") is None  # in range: the number is shown
+    assert beyond_range("-ngl", -2, -1, 999, "all") == "-ngl all is not a value this box offers"
+    assert beyond_range("-np", 300, 0, 256) == "-np 300 is beyond what this box holds (0 to 256)"
+    assert not_a_choice("-ctk", "q8_0", ["f16", "q8_0"]) is None
+    assert not_a_choice("-ctk", "turbo3", ["f16", "q8_0"]) == "-ctk turbo3 is not among this list's choices"
+    assert control_tip("-np 300 is beyond").endswith(": the profile keeps it; set a value here to replace it")
+    values = UnshownValues()
+    assert values.text == ""
+    values.note("np", beyond_range("-np", 300, 0, 256))
+    values.note("ctx", None)
+    values.note("ctk", not_a_choice("-ctk", "turbo3", ["f16"]))
+    assert list(values.why) == ["np", "ctk"]
+    assert values.text.startswith("The profile's -np 300 is beyond what this box holds (0 to 256); -ctk turbo3")
+    assert values.user_set("np") and not values.user_set("np") and not values.user_set("ctx")
+    values.clear()
+    assert values.why == {} and values.text == ""

@@ -145,3 +145,22 @@ def test_no_advice_says_so():
     state = state_with()
     state.advice = []
     assert [r.text for r in state.advice_rows()] == [NO_TRAPS]
+
+
+def test_the_all_flags_sections_words_and_search():
+    """state.profile_flags: the header counts the flags the section adds, a fork's flag is listed as not in
+    --help, and a search keeps a row when every word is in it (a hand-made field's flag only while searching)."""
+    from llm_tuner.services.binaries import default_catalog
+    from llm_tuner.state.profile_flags import header_text, row_matches, search_words, unlisted_text
+
+    catalog = default_catalog()
+    assert header_text(None) == "All flags" and header_text(catalog).startswith("All flags: ")
+    assert unlisted_text(("-fa", "on"), catalog) == ""
+    text = unlisted_text(("-fa", "on", "-tbq", "4"), catalog)
+    assert text.startswith("Not in this llama-server's --help") and text.endswith("-tbq 4")
+    words = search_words("  Rope  FREQ ")
+    assert words == ["rope", "freq"]
+    assert row_matches("--rope-freq-base rope base frequency", words)
+    assert not row_matches("--rope-scaling", words)
+    assert row_matches("--ctx-size", []) and not row_matches("--ctx-size", [], hand_made=True)
+    assert row_matches("--ctx-size context", ["ctx"], hand_made=True)

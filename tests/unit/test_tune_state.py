@@ -250,3 +250,27 @@ def test_the_form_inputs_make_the_objective_with_only_the_rows_its_kind_uses():
     assert TuneInputs(min_ctx=8192, budget_s=120).constraints() == {
         "min_ctx": 8192, "headroom_mib": TuneInputs().headroom_mib, "budget_s": 120, "max_ppl_increase_pct": 1.0,
         "final_reps": 5, "final_rounds": 2, "screen_reps": 2}
+
+
+def test_the_shown_result_needs_a_name_to_save_and_exports_its_report(tmp_path):
+    """The Result tab's state (state.tune_result.ShownResult): a save needs a profile name; the export writes
+    the report and its trial plot side by side (the files `tune --report` writes), or says why not."""
+    from llm_tuner.core.tune import Trial
+    from llm_tuner.state.tune_result import NAME_FIRST, ShownResult
+
+    shown = ShownResult()
+    assert shown.export(tmp_path) is None and shown.message == ""  # nothing shown: nothing written
+    result = TuneResult(tune_id=7, tune_number=3, verdict="better", baseline_argv=("-ub", "512"),
+                        winner_argv=("-ub", "256"))
+    trials = [Trial(id=1, values={"ubatch_size": "256"}, score=61.0, status="measured")]
+    shown.show(result, "demo", trials, "gen t/s", "generation speed")
+    assert shown.save_name("  ") is None and shown.message == NAME_FIRST
+    assert shown.save_name(" demo tuned ") == "demo tuned"
+    path = shown.export(tmp_path / "reports")
+    assert path == tmp_path / "reports" / "tune-3.md" and shown.message == f"Exported: {path}"
+    assert "generation speed" in path.read_text() and (tmp_path / "reports" / "tune-3-trials.svg").is_file()
+    (tmp_path / "blocked").write_text("a file where the folder should be")
+    assert shown.export(tmp_path / "blocked") is None
+    assert shown.message.startswith("The report could not be written:")
+    shown.show(None)
+    assert shown.message == "" and shown.trials == []

@@ -58,8 +58,6 @@ class BenchPanel(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.repo = RunRepository(ctx.engine)
-        self._profile_store = None  # see follow_profile_store
-        self._waiting_for = None  # the Run/Sweep action waiting for the profile store to settle
         self._chart_groups: list = []
         self.session = BenchSession(ctx, self.repo, self)
         self.session.run_finished.connect(self._on_session_run_finished)
@@ -70,7 +68,9 @@ class BenchPanel(QWidget):
                                       inventory=lambda: ctx.state.inventory, run=run)
         self.bench_speed.add_callback(self._on_bench_speed_changed)
         # the form's rules, the job's progress, the run shown (state.benchmarks)
-        self.state = BenchmarksState(ctx.engine, self.bench_speed)
+        self.state = BenchmarksState(ctx.engine, self.bench_speed, workspace=ctx.state.workspace)
+        # the workspace outlives the panel: the state stops following it when the panel goes
+        self.destroyed.connect(lambda _obj=None, st=self.state: st.close())
         self.session.progressed.connect(self.state.progressed)
         self.session.run_succeeded.connect(self.state.succeeded)
         self.session.run_failed.connect(self._on_session_run_failed)
@@ -94,7 +94,6 @@ class BenchPanel(QWidget):
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         # the workspace's wiring (no panel reaches in): the log dock, the profile store, Server ▸ Benchmark
         self.server_log_lines.connect(ctx.state.server_log_lines_posted)
-        self.follow_profile_store(ctx.state)
         ctx.state.benchmark_requested.connect(self._on_state_benchmark_requested)
         with_shortcut(self.run_button, "benchmark")
         app = QCoreApplication.instance()
@@ -353,32 +352,6 @@ class BenchPanel(QWidget):
             return
         self.state.started(what)
 
-    # A profile saved just before Run is still on its way to the store (ProfilePanel saves on a worker
-    # thread): Run waits for the store to settle so the run points at that saved version.
-    def follow_profile_store(self, store) -> None:
-        """Wait for `store` (an object with `store_busy` and a `store_settled` signal, i.e. the ProfilePanel)
-        before a Run or Sweep reads the saved profile version."""
-        self._profile_store = store
-
-    def _after_profile_store_settles(self, action) -> bool:
-        """True when the profile store is busy: `action` runs again once it has settled."""
-        store = self._profile_store
-        if store is None or not store.store_busy:
-            return False
-        if self._waiting_for is None:
-            store.store_settled.connect(self._on_profile_store_settled)
-        self._waiting_for = action
-        self.state.set_running(True)
-        self.status_label.setText("Waiting for the profile save to finish…")
-        return True
-
-    def _on_profile_store_settled(self) -> None:
-        self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
-        action, self._waiting_for = self._waiting_for, None
-        self.state.set_running(False)
-        if action is not None:
-            action()
-
     def _on_anyway_clicked(self) -> None:
         """Run the benchmark the advice errors stopped (a fork's flags, a check that is wrong here)."""
         self._force = True
@@ -390,7 +363,7 @@ class BenchPanel(QWidget):
     def _prepare(self, action: str, again) -> Prepared | None:
         """The form read for `action`, unless a job runs or the profile store is still saving (then `again`
         runs once it has settled)."""
-        if self.session.is_running() or self._after_profile_store_settles(again):
+        if self.session.is_running() or self.state.wait_for_profile_store(again):
             return None
         self._read_widgets()
         return self.state.prepare(action, self._facts(), force=self._force)
@@ -424,11 +397,7 @@ class BenchPanel(QWidget):
                 runner, resolve(), spec, progress=progress, cancelled=cancelled)[1], ACTIONS["router_all"])
 
     def _on_cancel_clicked(self) -> None:
-        if self._waiting_for is not None:
-            self._profile_store.store_settled.disconnect(self._on_profile_store_settled)
-            self._waiting_for = None
-            self.state.set_running(False)
-            self.status_label.setText("Cancelled before the benchmark started.")
+        if self.state.cancel_wait():
             return
         if self.session.is_running():
             self.session.cancel()
@@ -449,7 +418,7 @@ class BenchPanel(QWidget):
 
     def is_running(self) -> bool:
         """True while a benchmark runs or waits for a profile save to finish."""
-        return self.session.is_running() or self._waiting_for is not None
+        return self.session.is_running() or self.state.waiting
 
     def _on_session_run_failed(self, exc) -> None:
         log.error("benchmark failed: %s", exc)

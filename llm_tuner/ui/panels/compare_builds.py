@@ -1,8 +1,9 @@
 """The Compare tab's "vs another build" row: one saved profile on its own llama-server (A) and on another
 build (B), interleaved A B A B on the real server path (services.bench.builds), heat-gated on GPUs; the pooled
 sides are then shown by the Compare panel (verdict, interval, flags and build rows, heat warning). When the
-profile is slower on B by more than the noise, "Re-tune for this build" asks the Tune tab (through the shared
-state's `tune_requested`) for a tune of that profile run by build B."""
+profile is slower on B by more than the noise, "Re-tune for this build" asks the Tune tab (through the
+workspace's `request_tune`) for a tune of that profile run by build B. Widgets only: the rules and words are
+state.compare_builds.BuildsAB's."""
 
 from __future__ import annotations
 
@@ -25,13 +26,9 @@ from llm_tuner.core.bench_spec import BenchSpec
 from llm_tuner.qt.bench_session import BenchSession
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services import binaries
-from llm_tuner.services.bench import target_from_profile
-from llm_tuner.services.bench.builds import BuildsVerdict, builds_ab, builds_verdict
+from llm_tuner.services.bench.builds import BuildsVerdict
+from llm_tuner.state.compare_builds import BUILDS_SPEC, BuildsAB
 from llm_tuner.store.profiles import ProfileRepository
-
-# What a build A/B from the window measures: short, like the Benchmarks tab's default
-BUILDS_SPEC = BenchSpec(prompt_tokens=(512,), gen_tokens=128, reps=3, warmup=1)
 
 
 class BuildsRow(QWidget):
@@ -43,6 +40,8 @@ class BuildsRow(QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self._shown = shown
+        self.state = BuildsAB(ProfileRepository(ctx.engine), ctx.state.workspace,
+                              settings=lambda: ctx.settings, run=self._run)
         self.session = BenchSession(ctx, parent=self)
         self.profile_combo = QComboBox()
         self.profile_combo.setMinimumWidth(180)
@@ -66,8 +65,6 @@ class BuildsRow(QWidget):
         self.retune_button = QPushButton("Re-tune for this build")
         self.retune_button.setVisible(False)
         self.retune_button.clicked.connect(self._on_retune_clicked)
-        self._pending: tuple[str, str] = ("", "")  # the profile and build of the A/B running
-        self._retune: tuple[str, str] | None = None  # the profile and build a re-tune is offered for
         lay = QHBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(QLabel("vs another build:"))
@@ -82,16 +79,32 @@ class BuildsRow(QWidget):
         self.session.run_succeeded.connect(self._on_session_run_succeeded)
         self.session.run_failed.connect(self._on_session_run_failed)
         self.session.run_finished.connect(self._on_session_run_finished)
+        self.state.add_callback(self._on_state_changed)
         self.refresh_profiles()
 
-    def refresh_profiles(self) -> None:
-        engine = self.ctx.engine
-        job = BackgroundJob(lambda _ctl: ProfileRepository(engine).names(), what="Loading the saved profiles")
-        job.succeeded.connect(self._on_profiles_loaded)
+    def _run(self, work, done, failed) -> None:
+        job = BackgroundJob(lambda _ctl: work(), self, what="Loading the saved profiles", on_failed=failed)
+        job.succeeded.connect(done)
         job.start()
         self._names_job = job
 
-    def _on_profiles_loaded(self, names) -> None:
+    def _on_state_changed(self, what: str, *_details) -> None:
+        st = self.state
+        if what == "names":
+            self._show_names(st.names)
+        elif what == "status":
+            self.status_label.setText(st.status)
+            self.status_label.setToolTip(st.status_tip)
+        elif what == "running":
+            self.run_button.setEnabled(not st.running)
+        elif what == "retune":
+            self.retune_button.setVisible(st.retune is not None)
+            self.retune_button.setToolTip(st.retune_tip)
+
+    def refresh_profiles(self) -> None:
+        self.state.load_names()
+
+    def _show_names(self, names) -> None:
         keep = self.profile_combo.currentText()
         self.profile_combo.clear()
         self.profile_combo.addItems(list(names))
@@ -106,65 +119,34 @@ class BuildsRow(QWidget):
     def start(self, name: str, other: str, rounds: int, spec: BenchSpec = BUILDS_SPEC) -> bool:
         """Measure profile `name` against the build at `other` (the user chose it: that confirms it may
         run)."""
-        if not name or not other.strip():
-            self.status_label.setText("Choose a saved profile and another llama-server first.")
+        work = self.state.ab_work(name, other, rounds, spec)
+        if work is None:
             return False
-        engine, settings = self.ctx.engine, self.ctx.settings
-
-        def work(runner, progress, cancelled):
-            saved = ProfileRepository(engine).latest(name)
-            if saved is None:
-                raise ValueError(f"no saved profile named {name!r}")
-            binaries.check_executable(Path(other))
-            runner.settings = binaries.trust_binary(other, settings, save=False)
-            group_id, runs = builds_ab(
-                runner,
-                target_from_profile(saved),
-                spec,
-                other,
-                rounds=rounds,
-                progress=progress,
-                cancelled=cancelled,
-            )
-            return builds_verdict(runs, group_id, getattr(settings, "ab_threshold_pct", 2.0))
-
         started = self.session.start(work)
         if started:
-            self._pending = (name, other.strip())
-            self.run_button.setEnabled(False)
-            self.retune_button.setVisible(False)
-            self.status_label.setText("starting…")
+            self.state.started(name, other)
         return started
 
     def show_verdict(self, verdict: BuildsVerdict, name: str, other: str) -> None:
-        """Show the A/B of profile `name` against the build at `other`, and offer a re-tune for that build
-        when the profile is slower there by more than the noise."""
-        self.status_label.setText("done: " + verdict.text[:200])
-        self.status_label.setToolTip(verdict.text)
+        """Show the A/B of profile `name` against the build at `other` (the panel shows it in full), and
+        offer a re-tune for that build when the profile is slower there by more than the noise."""
+        self.state.show_verdict(verdict, name, other)
         self._shown(verdict)
-        self._retune = (name, other) if verdict.b_slower and name and other else None
-        self.retune_button.setVisible(self._retune is not None)
-        if self._retune is not None:
-            self.retune_button.setToolTip(
-                f"{name} is slower on this build by more than the noise: the settings tuned before may no "
-                f"longer be best. Opens the Tune tab with {name} as the base, run by {other}."
-            )
 
     def _on_retune_clicked(self) -> None:
-        if self._retune is not None:
-            self.ctx.state.tune_requested.emit(*self._retune)
+        self.state.ask_retune()
 
     def _on_run_clicked(self) -> None:
         self.start(self.profile_combo.currentText(), self.binary_edit.text(), self.rounds_spin.value())
 
     def _on_session_progressed(self, _fraction: float, text: str) -> None:
-        self.status_label.setText(text[:160])
+        self.state.progressed(text)
 
     def _on_session_run_succeeded(self, verdict) -> None:
-        self.show_verdict(verdict, *self._pending)
+        self.show_verdict(verdict, *self.state.pending)
 
     def _on_session_run_failed(self, exc) -> None:
-        self.status_label.setText(f"The build A/B failed: {exc}")
+        self.state.failed(exc)
 
     def _on_session_run_finished(self) -> None:
-        self.run_button.setEnabled(True)
+        self.state.finished()

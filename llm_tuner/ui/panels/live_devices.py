@@ -5,6 +5,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QSplitter, QVBoxLayout, QWidget
 
+from llm_tuner.state.live_views import devices_note
 from llm_tuner.ui.plots.live_memory import MemoryBars
 from llm_tuner.ui.plots.live_plots import DevicePlots
 
@@ -52,13 +53,6 @@ class DevicesView(QSplitter):
 
     def set_inventory(self, inventory) -> None:
         """Say what the plots show for the detected devices (None: still detecting); GPU-only plots follow."""
-        if inventory is None:
-            self.devices_note.setText("Detecting devices…")
-        elif not inventory.devices:
-            self.devices_note.setText("No GPU found: the plots show the host CPU and RAM (and the server's "
-                                      "share). Temperature, power and clocks are GPU figures: not shown.")
-        else:
-            self.devices_note.setText("One curve per GPU (a card under two backends is one GPU: CUDA0 + "
-                                      "Vulkan0); red shading marks throttling.")
+        self.devices_note.setText(devices_note(inventory))
         self.device_plots.set_device_labels({g.name: g.label for g in inventory.devices} if inventory else {})
         self.device_plots.show_gpu_plots(inventory is not None and bool(inventory.devices))

@@ -6,8 +6,8 @@ its trust) is llm_tuner.state.live.LiveFleet, Qt-free; this panel binds its widg
 server through its own ServerBridge. The Server selector shows each slot's name, port and state.
 
 One QTimer (10 Hz) redraws only the visible tab from the ring buffers; the bridge batches log lines (every
-FRAME_MS) and the Requests tab batches rows (live_requests.py), inserted with the lines that came with them, so
-both views repaint once per batch; per request the GUI thread does O(1) work, and keeps the newest
+FRAME_MS) and the Requests tab batches rows (live_requests.py), inserted with the lines that came with them,
+so both views repaint once per batch; per request the GUI thread does O(1) work, and keeps the newest
 requests only (the store keeps all). Nothing here waits on the server, a process, NVML or SQL.
 """
 
@@ -38,6 +38,7 @@ from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.supervised import ServerState
 from llm_tuner.services.telemetry.breakdown import live_segments
 from llm_tuner.state.live import RECENT_RECORDS, LiveFleet, ServerSlot, StartFacts
+from llm_tuner.state.live_views import SessionHistory
 from llm_tuner.store.sessions import SessionRepository
 from llm_tuner.ui.panels.live_devices import DevicesView
 from llm_tuner.ui.panels.live_history import HistoryTable
@@ -50,14 +51,17 @@ from llm_tuner.ui.shortcuts import with_shortcut
 
 TEST_PROMPT = "Write one short sentence about the sea."
 ARGS_HINT = "llama-server arguments, e.g. -m model.gguf -c 8192 -ngl 99 (or pick a model in the Models list)"
-START_TIP = "Launch llama-server with these arguments (a running server keeps running: a new one starts beside it)"
+START_TIP = ("Launch llama-server with these arguments (a running server keeps running: a new one starts "
+             "beside it)")
 GONE = "The server is not running: the memory it held is free again."
 
 
 class LivePanel(QWidget):
-    server_status_changed = Signal()  # the selected server's state, URL or router models, or the servers, changed
+    # the selected server's state, URL or router models, or the servers, changed
+    server_status_changed = Signal()
 
-    def __init__(self, ctx: AppContext, parent: QWidget | None = None, *, bridge: ServerBridge | None = None) -> None:
+    def __init__(self, ctx: AppContext, parent: QWidget | None = None, *,
+                 bridge: ServerBridge | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
         repo = None
@@ -66,7 +70,8 @@ class LivePanel(QWidget):
         except Exception:  # noqa: BLE001 - the panel works without a history
             repo = None
         self.repo = repo
-        self.fleet = LiveFleet()  # the slots, the shown one, the command Start launches: the state this view binds
+        # the slots, the shown one, the command Start launches: the state this view binds
+        self.fleet = LiveFleet()
         self._bridges: dict[ServerSlot, ServerBridge] = {}  # each slot's server, run through Qt
         self._memory_stale = True  # the memory bars wait for a redraw (a new snapshot from the server)
 
@@ -76,8 +81,9 @@ class LivePanel(QWidget):
         self.server_combo.setToolTip("Servers started or attached in this session: name · port · state. "
                                      "The views below show the selected one.")
         self.new_server_button = QPushButton("New server")
-        self.new_server_button.setToolTip("Keep the running servers and prepare another one (e.g. a code model "
-                                          "beside a chat model); Start then launches it on its own port")
+        self.new_server_button.setToolTip("Keep the running servers and prepare another one (e.g. a code "
+                                          "model beside a chat model); Start then launches it on its own "
+                                          "port")
         self.args_edit = QLineEdit()
         self.args_edit.setPlaceholderText(ARGS_HINT)
         self.watch_check = QCheckBox("Add watch flags")
@@ -87,17 +93,20 @@ class LivePanel(QWidget):
         self.start_button = QPushButton("Start")
         self.start_button.setToolTip(START_TIP)
         self.anyway_button = QPushButton("Launch anyway")  # shown when Start was refused for advice errors
-        self.anyway_button.setToolTip("Start despite the errors above (a fork may accept what this build refuses)")
+        self.anyway_button.setToolTip("Start despite the errors above (a fork may accept what this build "
+                                      "refuses)")
         self.anyway_button.hide()
         self.stop_button = QPushButton("Stop")
         self.stop_button.setToolTip("Stop the selected server (SIGINT, then SIGTERM, then SIGKILL)")
         self.restart_button = QPushButton("Restart")
         self.attach_button = QPushButton("Attach…")
-        self.attach_button.setToolTip("Watch a llama-server started elsewhere, by URL (not stopped by this app)")
+        self.attach_button.setToolTip("Watch a llama-server started elsewhere, by URL (not stopped by this "
+                                      "app)")
         self.test_button = QPushButton("Send test prompt")
         self.test_button.setToolTip("Send one short completion request; it appears in the Requests tab")
         self.copy_button = QPushButton("Copy command")
-        self.copy_button.setToolTip("Copy the command as a shell line (without the watch flags; secrets masked)")
+        self.copy_button.setToolTip("Copy the command as a shell line (without the watch flags; secrets "
+                                    "masked)")
         self.state_label = QLabel()
         self.url_label = QLabel()
         self.url_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -116,8 +125,8 @@ class LivePanel(QWidget):
         row1.addWidget(self.args_edit, 1)
         row1.addWidget(self.watch_check)
         row2 = QHBoxLayout()
-        for b in (self.start_button, self.anyway_button, self.stop_button, self.restart_button, self.attach_button, self.test_button,
-                  self.copy_button):
+        for b in (self.start_button, self.anyway_button, self.stop_button, self.restart_button,
+                  self.attach_button, self.test_button, self.copy_button):
             row2.addWidget(b)
         row2.addSpacing(12)
         row2.addWidget(self.state_label)
@@ -130,10 +139,11 @@ class LivePanel(QWidget):
         self.throughput = ThroughputPlots()
         self.requests = RequestsView(max_rows=RECENT_RECORDS)
         self.requests.all_requested.connect(self._on_requests_all_requested)
-        self.request_model, self.request_table, self.requests_hint = (self.requests.model, self.requests.table,
-                                                                      self.requests.hint)
+        self.request_model, self.request_table = self.requests.model, self.requests.table
+        self.requests_hint = self.requests.hint
         self.log_console = LogConsole()
-        self.history_table = HistoryTable()
+        self.history = SessionHistory(self.repo, self._running_sessions, run=self._run_history)
+        self.history_table = HistoryTable(self.history)
         self.tabs = QTabWidget()
         self.tabs.addTab(self.devices, "Devices")
         self.tabs.addTab(self.throughput, "Throughput")
@@ -294,11 +304,12 @@ class LivePanel(QWidget):
             ("An attached server: its command line is not known here" if fleet.selected.plan is None else "")
             if locked else ARGS_HINT)
         self.start_button.setToolTip(
-            f"Start another server beside this one, with: {fleet.command[:300] or '(no arguments yet)'}" if locked
-            else START_TIP)
+            f"Start another server beside this one, with: {fleet.command[:300] or '(no arguments yet)'}"
+            if locked else START_TIP)
 
     def _show_notes(self, text: str) -> None:
-        """The launch's notes, or nothing: an empty line is not kept (a 768 px screen needs it for the plots)."""
+        """The launch's notes, or nothing: an empty line is not kept (a 768 px screen needs it for the
+        plots)."""
         self.notes_label.setText(text)
         self.notes_label.setVisible(bool(text))
 
@@ -320,7 +331,8 @@ class LivePanel(QWidget):
     # -- actions ------------------------------------------------------------------------------------
     def start(self, force: bool = False) -> bool:
         """Launch the arguments in the edit where the fleet's start policy puts it (a running server keeps
-        running). Refused with a message (advice errors unless `force`, a port in use, no binary...): False."""
+        running). Refused with a message (advice errors unless `force`, a port in use, no binary...):
+        False."""
         slot = self.fleet.start(self.start_facts(), force=force)
         if slot is None:
             return False
@@ -389,7 +401,8 @@ class LivePanel(QWidget):
         if not ok or not url.strip():
             return
         log, _ok = QInputDialog.getText(self, "Attach to a server",
-                                        "Its log file (optional; without it request figures are approximate):")
+                                        "Its log file (optional; without it request figures are "
+                                        "approximate):")
         self.attach(url.strip(), log.strip() or None)
 
     def attach(self, url: str, log_path: str | None = None) -> None:
@@ -407,7 +420,8 @@ class LivePanel(QWidget):
             with LlamaClient(url, timeout=120) as c:
                 return c.completion(TEST_PROMPT, n_predict=32)
 
-        job = BackgroundJob(run, self, what="The test prompt", on_failed=partial(self._on_test_job_failed, slot))
+        job = BackgroundJob(run, self, what="The test prompt",
+                            on_failed=partial(self._on_test_job_failed, slot))
         job.succeeded.connect(partial(self._on_test_job_succeeded, slot))
         self.test_button.setEnabled(False)
         self.fleet.show_message("Sending a test prompt…")
@@ -511,7 +525,8 @@ class LivePanel(QWidget):
         tel = self.bridge.telemetry
         current = self.tabs.currentIndex()
         if current == 0 and tel is not None:
-            # The memory bars change in the plots' frame (one paint of the window), or when the server said more.
+            # The memory bars change in the plots' frame (one paint of the window), or when the server said
+            # more.
             if self.device_plots.refresh(tel.rings) or self._memory_stale:
                 self._memory_stale = False
                 self._refresh_memory_bars(tel)
@@ -525,24 +540,26 @@ class LivePanel(QWidget):
     def _refresh_memory_bars(self, tel) -> None:
         if self.bridge.session is None:
             return
-        if not self.bridge.running:  # exited (stopped or crashed): the memory it held is free, its last figures stale
+        # exited (stopped or crashed): the memory it held is free, its last figures stale
+        if not self.bridge.running:
             self.memory_bars.set_segments([], empty_text=GONE)
             return
         memory = self.bridge.memory  # the server's own memory lines, as its latest snapshot brought them
-        latest = {dev: (last[1] if (last := ring.last()) is not None else None) for dev, ring in tel.rings.items()}
+        latest = {dev: (last[1] if (last := ring.last()) is not None else None)
+                  for dev, ring in tel.rings.items()}
         self.memory_bars.set_segments(live_segments(
             latest, breakdown=memory.breakdown, buffers=memory.buffers, inventory=self.ctx.state.inventory,
             devices=memory.devices))
 
     def _load_history(self) -> None:
-        if self.repo is None:
-            return
-        repo = self.repo
-        job = BackgroundJob(lambda _ctl: repo.history(200), self, what="Loading the server history")
-        job.succeeded.connect(self._on_history_job_succeeded)
+        self.history.load()
+
+    def _run_history(self, work, done, _failed) -> None:
+        """SessionHistory's read as a job whose failure the app's error surface reports (the table has no line
+        of its own)."""
+        job = BackgroundJob(lambda _ctl: work(), self, what="Loading the server history")
+        job.succeeded.connect(done)
         job.start()
 
-    def _on_history_job_succeeded(self, sessions) -> None:
-        ours = {b.watched.session_id for b in self._bridges.values() if b.running and b.watched is not None}
-        self.history_table.show_sessions(sessions, ours)
-
+    def _running_sessions(self) -> set[int]:
+        return {b.watched.session_id for b in self._bridges.values() if b.running and b.watched is not None}

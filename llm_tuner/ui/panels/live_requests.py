@@ -1,22 +1,19 @@
 """The Live panel's Requests tab: one row per finished request, cheap under a busy server.
 
 A server answering 15 requests a second must not cost the GUI thread per request: `add` only queues the
-record, and the queued rows are inserted as one batch with the log lines (the panel calls `flush` when the
-bridge's batch lands, so rows and lines share one paint) or, without lines (attached without a log), by a
-timer a little longer than ROWS_EVERY_S, so the lines come first. While the table shows, rows land at most
-once every ROWS_EVERY_S: a repaint of the table costs ~10 ms (every cell in view asks the model for ~7 roles),
-so at the log's four batches a second the table was most of the Requests tab's CPU (benchmarks/results/
-live_load_profile.txt); hidden, it takes each batch (no paint). Column widths are fitted once (when the
-first rows are shown) and when the user asks ("Fit columns", or a double-click on a column's edge), never
-per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds of ms once the table
-is long. The table keeps the newest `max_rows` requests; past that a note says so, and "Show all" reads the
-whole session back from the history (SQLite, where every request is written) on demand.
+record (state.live_views.RequestsFeed), and the queued rows are inserted as one batch with the log lines (the
+panel calls `flush` when the bridge's batch lands, so rows and lines share one paint) or, without lines
+(attached without a log), by a timer a little longer than ROWS_EVERY_S, so the lines come first. While the
+table shows, rows land at most once every ROWS_EVERY_S: a repaint of the table costs ~10 ms (every cell in
+view asks the model for ~7 roles), so at the log's four batches a second the table was most of the Requests
+tab's CPU (benchmarks/results/live_load_profile.txt); hidden, it takes each batch (no paint). Column widths
+are fitted once (when the first rows are shown) and when the user asks ("Fit columns", or a double-click on a
+column's edge), never per request: sizing to contents measures every row (Qt looks at up to 1,000), hundreds
+of ms once the table is long. The table keeps the newest `max_rows` requests; past that a note says so, and
+"Show all" reads the whole session back from the history (SQLite, where every request is written) on demand.
 """
 
 from __future__ import annotations
-
-import math
-import time
 
 from PySide6.QtCore import QTimer, Signal
 from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTableView, QVBoxLayout, QWidget
@@ -24,9 +21,16 @@ from PySide6.QtWidgets import QHBoxLayout, QHeaderView, QLabel, QPushButton, QTa
 from llm_tuner.qt.request_table_model import MODEL_COLUMN, RequestTableModel
 from llm_tuner.qt.server_bridge import FRAME_MS
 from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.state.live_views import (
+    NO_REQUESTS,
+    ROWS_EVERY_S,
+    UNBOUNDED,
+    RequestsFeed,
+    all_requests,
+    requests_labels,
+)
 
 FIT_ROWS = 200  # rows measured when fitting the columns (Qt's default is 1,000: up to ~0.4 s)
-ROWS_EVERY_S = 1.0  # while the table shows, new rows land at most this often
 
 
 class RequestsView(QWidget):
@@ -37,7 +41,7 @@ class RequestsView(QWidget):
     def __init__(self, parent: QWidget | None = None, *, max_rows: int = 10_000,
                  every_s: float = ROWS_EVERY_S) -> None:
         super().__init__(parent)
-        self.ring_rows = max_rows
+        self.feed = RequestsFeed(max_rows=max_rows, every_s=every_s, run=self._run)
         self.model = RequestTableModel(self, max_rows=max_rows)
         self.table = QTableView()
         self.table.setModel(self.model)
@@ -46,15 +50,14 @@ class RequestsView(QWidget):
         header.setResizeContentsPrecision(FIT_ROWS)
         self.table.verticalHeader().setVisible(False)
         self.table.verticalHeader().setSectionResizeMode(QHeaderView.ResizeMode.Fixed)
-        self.hint = QLabel("No requests yet. Press “Send test prompt”, or point any client (a chat UI, curl, "
-                           "your editor) at the server's URL: every request appears here with its prompt and "
-                           "generation speed.")
+        self.hint = QLabel(NO_REQUESTS)
         self.hint.setWordWrap(True)
         self.note = QLabel()
         self.note.setWordWrap(True)
         self.note.setStyleSheet("color: palette(placeholder-text)")
         self.all_button = QPushButton("Show all")
-        self.all_button.setToolTip("Read every request of this session back from the history and show them all")
+        self.all_button.setToolTip("Read every request of this session back from the history and show them "
+                                   "all")
         self.fit_button = QPushButton("Fit columns")
         self.fit_button.setToolTip("Size the columns to the rows shown (a double-click on a column's edge "
                                    "fits that one)")
@@ -67,35 +70,48 @@ class RequestsView(QWidget):
         lay.addWidget(self.hint)
         lay.addLayout(bar)
         lay.addWidget(self.table, 1)
-        self._pending: list = []
         self._fitted = False
-        self.every_s = every_s
-        self._landed = -math.inf  # when rows last landed (monotonic)
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(int(1000 * every_s) + FRAME_MS)
         self._timer.timeout.connect(lambda: self.flush(force=True))
         self.fit_button.clicked.connect(self.fit_columns)
         self.all_button.clicked.connect(self.all_requested)
+        self.feed.add_callback(self._on_feed_changed)
         self._update_labels()
+
+    @property
+    def ring_rows(self) -> int:
+        return self.feed.ring_rows
+
+    def _run(self, work, done, failed) -> None:
+        job = BackgroundJob(lambda _ctl: work(), self, what="Reading the session's requests",
+                            on_failed=failed)
+        job.succeeded.connect(done)
+        job.start()
+
+    def _on_feed_changed(self, what: str, *details) -> None:
+        if what == "reading":
+            self.all_button.setEnabled(not self.feed.reading)
+        elif what == "note":
+            self.note.setText(details[0])
+        elif what == "all":
+            rows, received = details
+            self.reset(rows, received, max_rows=UNBOUNDED)  # no ring until the next session: the user asked
 
     def add(self, rec) -> None:
         """Queue one finished request; it is shown with a later batch (within the timer's interval)."""
-        self._pending.append(rec)
+        self.feed.add(rec)
         if not self._timer.isActive():
             self._timer.start()
 
     def flush(self, *, force: bool = False) -> None:
         """Insert the queued rows as one batch: now when the table is hidden or `force`, else at most once
         every `every_s` (the rows left wait for a later batch, or the timer)."""
-        if not self._pending:
+        pending = self.feed.take(visible=self.table.isVisible(), force=force)
+        if not pending:
             return
-        now = time.monotonic()
-        if not force and self.table.isVisible() and now - self._landed < self.every_s:
-            return
-        self._landed = now
         self._timer.stop()
-        pending, self._pending = self._pending, []
         self.model.extend(pending)
         # lay the new rows out now: the table (and its scroll bar) then repaint in the same pass as the log's
         # lines, not in one or two later passes of their own
@@ -107,7 +123,7 @@ class RequestsView(QWidget):
     def reset(self, records, total: int | None = None, *, max_rows: int | None = None) -> None:
         """Show another session's requests (`total`: how many it had in all, when more than `records`); the
         newest `max_rows` (default: the ring's size) are kept."""
-        self._pending = []
+        self.feed.clear()
         self._timer.stop()
         self.model.max_rows = max_rows or self.ring_rows
         self.model.reset(records, total)
@@ -120,32 +136,12 @@ class RequestsView(QWidget):
         """Read session `session_id`'s requests back from the history `repo` in a job (it can be 100k rows),
         then show them all; `current()` gives (requests received, the newest of them) for the session shown,
         or None when the view shows another one by then."""
-        if repo is None or session_id is None:
-            self.note.setText("This session is not in the history: only the newest requests can be shown.")
-            return
-        self.all_button.setEnabled(False)
-        job = BackgroundJob(lambda _ctl: repo.requests(session_id), self, what="Reading the session's requests",
-                            on_failed=lambda exc: self.note.setText(f"The history could not be read: {exc}"))
-
-        def done(stored: list) -> None:
-            now = current()
-            if now is not None:
-                self.show_all(stored, *now)
-
-        job.succeeded.connect(done)
-        job.finished.connect(lambda: self.all_button.setEnabled(True))
-        job.start()
+        self.feed.read_all(repo, session_id, current)
 
     def show_all(self, stored: list, received: int, recent) -> None:
-        """Every request of the session: `stored` as read from the history, `received` how many the panel has
-        had so far, `recent` the newest of those. The history is written before a request reaches the panel,
-        so it may hold a few the panel has yet to receive (they come as usual) and lack none but the newest
-        few it received while the history was read (taken from `recent`)."""
-        stored = list(stored[:received])
-        missing = received - len(stored)
-        recent = list(recent)
-        rows = stored + (recent[len(recent) - missing:] if missing > 0 else [])
-        self.reset(rows, received, max_rows=2**62)  # no ring until the next session: the user asked for all
+        """Every request of the session (state.live_views.all_requests: `stored` from the history, `received`
+        how many the panel has had so far, `recent` the newest of those), with no ring until the next one."""
+        self.reset(all_requests(stored, received, recent), received, max_rows=UNBOUNDED)
 
     def fit_columns(self) -> None:
         """Size the columns to their contents (the rows in view and up to FIT_ROWS others) and the titles."""
@@ -158,14 +154,13 @@ class RequestsView(QWidget):
             self.fit_columns()
 
     def _update_labels(self) -> None:
-        rows, total = self.model.rowCount(), self.model.total
+        rows = self.model.rowCount()
         # a router's requests name theirs
         self.table.setColumnHidden(MODEL_COLUMN, not self.model.names_models)
-        self.hint.setVisible(rows == 0)
-        trimmed = total > rows
-        self.note.setVisible(trimmed)
-        self.all_button.setVisible(trimmed)
-        self.fit_button.setVisible(rows > 0)
-        if trimmed:
-            self.note.setText(f"Showing the newest {rows:,} of {total:,} requests (a busy server stays light). "
-                              "Every request is kept in the session history: “Show all” reads them back.")
+        labels = requests_labels(rows, self.model.total)
+        self.hint.setVisible(labels.hint)
+        self.note.setVisible(labels.trimmed)
+        self.all_button.setVisible(labels.trimmed)
+        self.fit_button.setVisible(labels.fit)
+        if labels.trimmed:
+            self.note.setText(labels.note)

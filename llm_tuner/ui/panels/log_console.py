@@ -28,17 +28,9 @@ from PySide6.QtWidgets import (
 )
 
 from llm_tuner.qt.request_table_model import extend_ring
-
-LEVEL_ORDER = {"error": 0, "warn": 1, "info": 2, "output": 2, "cont": 2, "debug": 3}
-FILTERS = (("Errors", 0), ("Warnings and errors", 1), ("Info", 2), ("Everything", 3))
-MARK = {"error": "E", "warn": "W", "info": "I", "debug": "D", "output": " ", "cont": " "}
-
+from llm_tuner.state.live_views import LOG_FILTERS, LogLines, format_line
 
 _DISPLAY = int(Qt.ItemDataRole.DisplayRole)
-
-
-def _format(line) -> str:
-    return f"{MARK.get(line.level, ' ')} {line.text}"
 
 
 class LogLinesModel(QAbstractListModel):
@@ -60,7 +52,7 @@ class LogLinesModel(QAbstractListModel):
         # µs)
         if int(role) != _DISPLAY or index.row() < 0:
             return None
-        return _format(self.rows[index.row()])
+        return format_line(self.rows[index.row()])
 
     def extend(self, lines: list) -> None:
         """Append a batch: one insert, and one removal of the oldest rows when the ring is full."""
@@ -122,9 +114,9 @@ class LogView(QTableView):
 class LogConsole(QWidget):
     def __init__(self, parent: QWidget | None = None, max_lines: int = 20_000) -> None:
         super().__init__(parent)
-        self.lines: deque = deque(maxlen=max_lines)
+        self.log = LogLines(max_lines)  # what was received and what the filter lets through
         self.level = QComboBox()
-        for text, value in FILTERS:
+        for text, value in LOG_FILTERS:
             self.level.addItem(text, value)
         self.level.setCurrentIndex(3)
         self.search = QLineEdit()
@@ -154,16 +146,14 @@ class LogConsole(QWidget):
         self.level.currentIndexChanged.connect(self._on_filter_changed)
         self.search.textChanged.connect(self._on_filter_changed)
 
-    def _filter(self, lines) -> list:
-        """The lines that pass the level filter and the search (the widgets are read once, not per line)."""
-        most, needle = self.level.currentData(), self.search.text().lower()
-        return [x for x in lines
-                if LEVEL_ORDER.get(x.level, 2) <= most and (not needle or needle in x.text.lower())]
+    @property
+    def lines(self) -> deque:
+        """The lines received (the newest `max_lines`)."""
+        return self.log.lines
 
     def append_lines(self, lines: list) -> None:
         """A batch of new lines (the bridge sends them every FRAME_MS: four times a second)."""
-        self.lines.extend(lines)
-        shown = self._filter(lines)
+        shown = self.log.add(lines)
         if shown:
             self.model.extend(shown)
             if self.text.fit_width():
@@ -172,7 +162,7 @@ class LogConsole(QWidget):
             self.text.executeDelayedItemsLayout()
             if self.follow.isChecked() and self.text.isVisible():
                 self._scroll_to_newest()
-        self.count.setText(f"{len(self.lines)} lines")
+        self.count.setText(self.log.count_text)
 
     def _scroll_to_newest(self) -> None:
         """Show the newest line, scrolled to the left (the start of every line in view)."""
@@ -185,15 +175,15 @@ class LogConsole(QWidget):
             self._scroll_to_newest()
 
     def clear(self) -> None:
-        self.lines.clear()
+        self.log.clear()
         self.model.reset([])
         self.text.fit_width(shrink=True)
         self.count.setText("")
 
     def shown_text(self) -> str:
-        return "\n".join(_format(x) for x in self.model.rows)
+        return "\n".join(format_line(x) for x in self.model.rows)
 
     def _on_filter_changed(self, *_args) -> None:
-        self.model.reset(self._filter(self.lines))
+        self.model.reset(self.log.set_filter(self.level.currentData(), self.search.text()))
         self.text.fit_width(shrink=True)
         self._scroll_to_newest()

@@ -3,7 +3,8 @@
 A value a control cannot show (beyond a spin box's range, not among a list's choices) is left as it is in the
 profile: the control's label gets a ⚠, its tooltip and the note under the box say why, and nothing is written
 back until the user sets that control. Each control reports only itself (`control_changed`), so changing the
-K cache never rewrites a context the context box could not show.
+K cache never rewrites a context the context box could not show. The words and which controls are marked
+are state.plan_controls'.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ from PySide6.QtWidgets import QComboBox, QFormLayout, QGroupBox, QLabel, QSpinBo
 
 from llm_tuner.core import flags
 from llm_tuner.core.memory import CTX_PAD, PlacementArgs
+from llm_tuner.state.plan_controls import WARN_COLOUR, UnshownValues, beyond_range, control_tip, not_a_choice
 
 CACHE_TYPES = ("f16", "bf16", "f32", "q8_0", "q5_1", "q5_0", "q4_1", "q4_0", "iq4_nl")
-WARN_COLOUR = "#b15d00"
 
 
 class PlanSettingsBox(QGroupBox):
@@ -54,7 +55,7 @@ class PlanSettingsBox(QGroupBox):
             label = QLabel(text)
             form.addRow(label, w)
             self.watch(key, w, label, flag)
-        self.unshown: dict[str, str] = {}  # control key -> why it cannot show the profile's value
+        self.values = UnshownValues()  # the controls that cannot show the profile's value, and why
         self._marked: dict[QWidget, tuple[str, str]] = {}  # marked controls -> (their tooltip, their label)
         self.controls_note = QLabel()  # which profile values the controls cannot show, and why
         self.controls_note.setWordWrap(True)
@@ -76,7 +77,7 @@ class PlanSettingsBox(QGroupBox):
     def show_args(self, a: PlacementArgs) -> None:
         """Show the profile's (effective) arguments; mark what a control cannot show. Emits nothing."""
         self._syncing = True
-        self.unshown = {}
+        self.values.clear()
         try:
             self._show("ctx", a.ctx or 0)
             self._show("ngl", -1 if a.ngl is None or a.ngl == -1 else a.ngl, {-2: "all"}.get(a.ngl))
@@ -104,43 +105,37 @@ class PlanSettingsBox(QGroupBox):
         w, _label, flag_key = self._controls[key]
         flag = min(flags.names(flag_key), key=len)  # as the labels name it: -c, -ngl, ...
         if isinstance(w, QSpinBox):
-            if w.minimum() <= value <= w.maximum():
+            why = beyond_range(flag, value, w.minimum(), w.maximum(), written)
+            if why is None:
                 w.setValue(value)
-                return
-            why = (f"{flag} {written} is not a value this box offers" if written else
-                   f"{flag} {value} is beyond what this box holds ({w.minimum()} to {w.maximum()})")
         else:
-            i = w.findText(str(value))
-            if i >= 0:
-                w.setCurrentIndex(i)
-                return
-            why = f"{flag} {value} is not among this list's choices"
-        self.unshown[key] = why
+            why = not_a_choice(flag, value, [w.itemText(i) for i in range(w.count())])
+            if why is None:
+                w.setCurrentIndex(w.findText(str(value)))
+        self.values.note(key, why)
 
     def _mark(self) -> None:
         """Mark the controls that cannot show the profile's value (label ⚠, tooltip) and say so under the
         box."""
         for key, (w, label, _flag) in self._controls.items():
-            why = self.unshown.get(key)
+            why = self.values.why.get(key)
             if why:
                 if w not in self._marked:
                     self._marked[w] = (w.toolTip(), label.text())
                     label.setText(f"⚠ {label.text()}")
                     label.setStyleSheet(f"color: {WARN_COLOUR}")
-                w.setToolTip(f"{why}: the profile keeps it; set a value here to replace it")
+                w.setToolTip(control_tip(why))
             elif w in self._marked:
                 tip, text = self._marked.pop(w)
                 w.setToolTip(tip)
                 label.setText(text)
                 label.setStyleSheet("")
-        self.controls_note.setText("" if not self.unshown else (
-            "The profile's " + "; ".join(self.unshown.values()) + ". Kept as it is: the box shows another "
-            "value until you set one here (or edit it in the Profile tab)."))
-        self.controls_note.setVisible(bool(self.unshown))
+        self.controls_note.setText(self.values.text)
+        self.controls_note.setVisible(bool(self.values.why))
 
     def _on_control_changed(self, key: str) -> None:
         if self._syncing:
             return
-        if self.unshown.pop(key, None) is not None:  # the user set it: the profile takes this value now
+        if self.values.user_set(key):  # the user set it: the profile takes this value now
             self._mark()
         self.control_changed.emit(key)

@@ -40,9 +40,9 @@ from llm_tuner.core.cmdline import (
     classify,
     help_tooltip,
     read_value,
-    unlisted_flags,
     write_value,
 )
+from llm_tuner.state.profile_flags import HEADER_TIP, header_text, row_matches, search_words, unlisted_text
 from llm_tuner.ui.panels.profile_fields import connect_edited
 from llm_tuner.ui.wheel_guard import guard_wheel
 
@@ -54,8 +54,8 @@ _CHUNK_ROWS = 20  # rows laid out and styled at once, when their chunk is shown
 class _Row:
     """One listed flag: its group, the widgets of its row, and the text the search looks in."""
 
-    def __init__(self, box: QGroupBox, flag: str, words: list[str], where: tuple[QFormLayout, int] | QWidget, *,
-                 hand_made: bool = False) -> None:
+    def __init__(self, box: QGroupBox, flag: str, words: list[str],
+                 where: tuple[QFormLayout, int] | QWidget, *, hand_made: bool = False) -> None:
         self.box, self.flag, self._where = box, flag, where  # a form's row, or a widget of its own
         self.hand_made = hand_made  # listed only while searching: its field is above
         self.haystack = " ".join(words).lower()
@@ -161,9 +161,11 @@ class _GeneratedEditor:
 
     def _on_browse_clicked(self) -> None:
         if self.gf.kind == "folder":
-            path = QFileDialog.getExistingDirectory(self.row, f"Choose the folder for {self.gf.flag}", self.widget.text())
+            path = QFileDialog.getExistingDirectory(self.row, f"Choose the folder for {self.gf.flag}",
+                                                    self.widget.text())
         else:
-            path, _ = QFileDialog.getOpenFileName(self.row, f"Choose the file for {self.gf.flag}", self.widget.text())
+            path, _ = QFileDialog.getOpenFileName(self.row, f"Choose the file for {self.gf.flag}",
+                                                  self.widget.text())
         if path:
             self.widget.setText(path)
             self.widget.textEdited.emit(path)
@@ -239,10 +241,8 @@ class AllFlagsSection(QWidget):
         self._args = tuple(args)
         if self._catalog is None:
             return
-        unlisted = unlisted_flags(self._args, self._catalog)
-        self.unlisted_label.setText(
-            "Not in this llama-server's --help (kept as written; edit them in Extra arguments): "
-            + "  ".join(unlisted) if unlisted else "")
+        unlisted = unlisted_text(self._args, self._catalog)
+        self.unlisted_label.setText(unlisted)
         self.unlisted_label.setVisible(bool(unlisted))
         for ed in self.editors.values():
             if ed.invalid and not force:
@@ -257,15 +257,9 @@ class AllFlagsSection(QWidget):
 
     # -- construction ----------------------------------------------------------------------------------
     def _update_header(self) -> None:
-        if self._catalog is None:
-            self.toggle_button.setText("All flags")
-            return
-        sorted_flags = classify(self._catalog)
-        self.toggle_button.setText(  # short: the editor column is narrow on a 1366 px screen
-            f"All flags: {len(sorted_flags.generated)} more"
-            + (f", {len(sorted_flags.text_only)} text only" if sorted_flags.text_only else ""))
-        self.toggle_button.setToolTip("Every flag of this llama-server's --help without a field above, grouped as "
-                                      "--help groups them; what you set here is written in Extra arguments")
+        self.toggle_button.setText(header_text(self._catalog))
+        if self._catalog is not None:
+            self.toggle_button.setToolTip(HEADER_TIP)
 
     def _on_toggle_toggled(self, opened: bool) -> None:
         self.toggle_button.setArrowType(Qt.ArrowType.DownArrow if opened else Qt.ArrowType.RightArrow)
@@ -301,7 +295,9 @@ class AllFlagsSection(QWidget):
         self.building_label.show()
         self._build_timer.start()
 
-    def _layout_for(self, entry: GeneratedField | TextOnly | _HandMade) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
+    def _layout_for(
+        self, entry: GeneratedField | TextOnly | _HandMade
+    ) -> tuple[QGroupBox, QFormLayout | QVBoxLayout]:
         """The chunk of rows `entry` goes in: a group per `--help` section, split in chunks of `_CHUNK_ROWS`
         rows, each shown once full (showing a widget lays out and styles all it holds, at once)."""
         title = _group_of(entry)
@@ -367,12 +363,14 @@ class AllFlagsSection(QWidget):
             label.setBuddy(ed.widget)
             assert isinstance(layout, QFormLayout)
             layout.addRow(label, ed.row)
-            self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help], (layout, layout.rowCount() - 1)))
+            self._rows.append(_Row(box, entry.flag, [*entry.spec.names, entry.spec.help],
+                                   (layout, layout.rowCount() - 1)))
             return
         spec = entry.spec
         if isinstance(entry, _HandMade):
             where = f"{entry.ff.label}, in {entry.ff.section}"
-            line = QLabel(f"<a href='{entry.field}'>{html.escape(', '.join(spec.names))}</a>: {html.escape(where)}")
+            names = html.escape(", ".join(spec.names))
+            line = QLabel(f"<a href='{entry.field}'>{names}</a>: {html.escape(where)}")
             line.setToolTip(help_tooltip(spec))
             line.linkActivated.connect(self.field_requested.emit)
             line.hide()
@@ -399,10 +397,10 @@ class AllFlagsSection(QWidget):
         self.args_edited.emit(self._args)
 
     def _on_search_changed(self, text: str) -> None:
-        words = text.lower().split()
+        words = search_words(text)
         shown: dict[QGroupBox, bool] = {}
         for row in self._rows:
-            hit = all(w in row.haystack for w in words) and (bool(words) or not row.hand_made)
+            hit = row_matches(row.haystack, words, hand_made=row.hand_made)
             row.set_visible(hit)
             shown[row.box] = shown.get(row.box, False) or hit
         for box, any_hit in shown.items():

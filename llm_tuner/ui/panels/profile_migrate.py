@@ -7,7 +7,8 @@ migration…" shows each move (old flag -> new), a choice box for an ambiguous r
 `--spec-draft-n-max` or `--spec-ngram-mod-n-max`: never decided for the user; the one the profile points at is
 marked), and the command line before and after. "Apply" saves the migrated settings as a new version
 (`migrated` carries it and the versions). At start the banner also says in the status bar when the configured
-llama-server is not the build of the last benchmark (services.builds.changed_since_last_run).
+llama-server is not the build of the last benchmark (services.builds.changed_since_last_run). Widgets only:
+the check, the rows, the choices, the diff and Apply are state.profile_migrate.MigrationState's.
 """
 
 from __future__ import annotations
@@ -25,13 +26,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.cmdline.migrate import apply_migration, command_lines
 from llm_tuner.qt.context import AppContext
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services import builds
-from llm_tuner.store.profiles import ProfileRepository
-
-CHOOSE = "choose…"
+from llm_tuner.state.profile_migrate import CHOOSE, MigrationState
 
 
 class MigrationBanner(QFrame):
@@ -42,8 +39,8 @@ class MigrationBanner(QFrame):
     def __init__(self, ctx: AppContext, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.ctx = ctx
-        self.check_result: builds.ProfileBuildCheck | None = None
-        self._seq = 0
+        self.state = MigrationState(ctx.engine, ctx.state.workspace, settings=lambda: ctx.settings,
+                                    run=self._run)
         self.setObjectName("migrate_banner")
         self.setFrameShape(QFrame.Shape.StyledPanel)
         self.setStyleSheet("#migrate_banner { background: #fff4e0; }")
@@ -79,99 +76,72 @@ class MigrationBanner(QFrame):
         lay.addWidget(self.details)
         self.choice_boxes: dict[str, QComboBox] = {}
         self.hide()
-        self._say_changed_since_last_run()
+        self.state.add_callback(self._on_state_changed)
+        self.state.say_changed_since_last_run()
+
+    @property
+    def check_result(self):
+        return self.state.check_result
+
+    def _run(self, work, done, failed) -> None:
+        """The state's reads and writes as jobs; a failure also goes to the app's error surface."""
+        job = BackgroundJob(lambda _ctl: work(), self, what=self.state.jobs.doing)
+        job.succeeded.connect(done)
+        job.failed.connect(failed)
+        job.start()
+        self._job = job
+
+    def _on_state_changed(self, what: str, *details) -> None:
+        st = self.state
+        if what == "shown":
+            self.review_button.setChecked(False)
+            self.setVisible(st.shown)
+        elif what == "headline":
+            self.headline.setText(st.headline)
+        elif what == "reviewable":
+            self.review_button.setVisible(st.reviewable)
+        elif what == "moves":
+            self.review_button.setChecked(False)
+            self._fill_moves()
+        elif what == "diff":
+            self.diff_view.setPlainText(st.diff)
+        elif what == "result":
+            self.result_label.setText(st.result)
+        elif what == "applying":
+            self.apply_button.setEnabled(not st.applying)
+        elif what == "migrated":
+            self.migrated.emit(details[0])  # the panel opens the new version, which checks it again
 
     # -- checking --------------------------------------------------------------------------------
-    def _say_changed_since_last_run(self) -> None:
-        engine, settings = self.ctx.engine, self.ctx.settings
-        job = BackgroundJob(
-            lambda _ctl: builds.changed_since_last_run(engine, settings),
-            what="Comparing llama-server with the build of the last benchmark",
-        )
-        job.succeeded.connect(self._on_changed_checked)
-        job.start()
-
-    def _on_changed_checked(self, line) -> None:
-        if line:
-            self.ctx.state.workspace.post_status(line)
-
     def check(self, saved) -> None:
         """Compare the version `saved` with its program's build now (background); the banner shows the
         answer."""
-        self._seq += 1
-        seq = self._seq
-        engine, settings = self.ctx.engine, self.ctx.settings
-        job = BackgroundJob(
-            lambda _ctl: (seq, builds.check_profile(engine, saved, settings)),
-            what=f"Checking {saved.name}'s llama-server build",
-        )
-        job.succeeded.connect(self._on_checked)
-        job.start()
-        self._check_job = job
+        self.state.check(saved)
 
-    def _on_checked(self, result) -> None:
-        seq, check = result
-        if seq != self._seq:
-            return  # another profile was opened meanwhile
-        self.show_check(check)
+    def show_check(self, check) -> None:
+        self.state.show_check(check)
 
-    def show_check(self, check: builds.ProfileBuildCheck) -> None:
-        self.check_result = check
-        headline = check.headline
-        self.review_button.setChecked(False)
-        if headline is None:
-            self.hide()
-            return
-        self.headline.setText(headline)
-        self.review_button.setVisible(bool(check.migration))
-        self._fill_moves(check)
-        self.result_label.setText("")
-        self.show()
-
-    def _fill_moves(self, check: builds.ProfileBuildCheck) -> None:
+    def _fill_moves(self) -> None:
         while self.moves_form.rowCount():
             self.moves_form.removeRow(0)
         self.choice_boxes = {}
-        for move in check.migration.moves:
-            if move.ambiguous:
+        for row in self.state.rows:
+            if row.kind == "choice":
                 box = QComboBox()
                 box.addItem(CHOOSE, None)
-                for c in move.choices:
-                    box.addItem(
-                        f"{c} {' '.join(move.tokens[1:])}".strip()
-                        + ("  (the profile points here)" if c == move.suggested else ""),
-                        c,
-                    )
-                box.currentIndexChanged.connect(self._on_choice_changed)
-                self.choice_boxes[move.old] = box
-                self.moves_form.addRow(QLabel(" ".join(move.tokens) + "  ->"), box)
+                for text, choice in row.options:
+                    box.addItem(text, choice)
+                box.currentIndexChanged.connect(
+                    lambda _i, old=row.old, b=box: self.state.choose(old, b.currentData()))
+                self.choice_boxes[row.old] = box
+                self.moves_form.addRow(QLabel(row.label), box)
             else:
-                label = QLabel(move.text())
-                label.setToolTip(move.reason)
-                self.moves_form.addRow(QLabel("•"), label)
-        for note in check.migration.notes:
-            self.moves_form.addRow(QLabel("note"), QLabel(note))
-        self._show_diff()
+                label = QLabel(row.text)
+                label.setToolTip(row.tip)
+                self.moves_form.addRow(QLabel(row.label), label)
 
     def choices(self) -> dict[str, str]:
-        return {old: box.currentData() for old, box in self.choice_boxes.items() if box.currentData()}
-
-    def _show_diff(self) -> None:
-        check = self.check_result
-        if check is None or check.new_catalog is None or not check.migration:
-            self.diff_view.setPlainText("")
-            return
-        migrated, undone = apply_migration(
-            check.saved.profile, check.migration, check.new_catalog, self.choices()
-        )
-        before, after = command_lines(check.saved.profile, migrated, check.new_catalog)
-        text = f"- {before}\n+ {after}"
-        if undone:
-            text += "\n(left as they are until chosen: " + ", ".join(m.old for m in undone) + ")"
-        self.diff_view.setPlainText(text)
-
-    def _on_choice_changed(self, _index: int) -> None:
-        self._show_diff()
+        return dict(self.state.choices)
 
     def _on_review_toggled(self, on: bool) -> None:
         self.details.setVisible(on)
@@ -179,33 +149,7 @@ class MigrationBanner(QFrame):
     # -- applying --------------------------------------------------------------------------------
     def apply(self) -> None:
         """Save the migrated settings (with the choices made) as a new version, in the background."""
-        check = self.check_result
-        if check is None or not check.migration:
-            return
-        engine, settings, choices = self.ctx.engine, self.ctx.settings, self.choices()
-
-        def work(_ctl):
-            saved, undone = builds.migrate_profile(engine, check, choices, settings)
-            versions = ProfileRepository(engine).versions(check.saved.name) if saved is not None else []
-            return saved, versions, undone
-
-        self.apply_button.setEnabled(False)
-        job = BackgroundJob(work, what=f"Migrating {check.saved.name} to this build")
-        job.succeeded.connect(self._on_applied)
-        job.finished.connect(lambda: self.apply_button.setEnabled(True))
-        job.start()
-        self._apply_job = job
+        self.state.apply()
 
     def _on_apply_clicked(self) -> None:
         self.apply()
-
-    def _on_applied(self, result) -> None:
-        saved, versions, undone = result
-        if saved is None:
-            self.result_label.setText("Nothing was saved: make the choices above first.")
-            return
-        left = f"; still to choose: {', '.join(m.old for m in undone)}" if undone else ""
-        self.ctx.state.workspace.post_status(
-            f"Migrated {saved.name}: saved as version {saved.version}{left}."
-        )
-        self.migrated.emit((saved, versions))  # the panel opens the new version, which checks it again

@@ -46,6 +46,7 @@ from llm_tuner.services.binaries import BinaryError, trust_binary
 from llm_tuner.services.speed import load_basis
 from llm_tuner.state.callbacks import Run
 from llm_tuner.state.profile import NUL_PROBLEM, ProfileState
+from llm_tuner.state.profile_library import ProfileLibraryState
 from llm_tuner.state.speed import SpeedModel
 from llm_tuner.store.profiles import ProfileRepository
 from llm_tuner.ui.dialogs.paste_command_dialog import PasteCommandDialog
@@ -70,18 +71,19 @@ class ProfilePanel(ProfileLibrary, QWidget):
         super().__init__(parent)
         self.ctx = ctx
         self.repo = ProfileRepository(ctx.engine)
-        speed = SpeedModel(lambda: load_basis(ctx.engine), run=state_run(self, "Reading the speed calibration"))
+        speed = SpeedModel(lambda: load_basis(ctx.engine),
+                           run=state_run(self, "Reading the speed calibration"))
         self.profile_state = ProfileState(ctx.state.workspace, speed=speed, run=self._reported_run(
             "Reading the model file's header"))  # the view's state and rules: the widgets below bind it
         self._store_pool = QThreadPool(self)  # one thread: store calls run in the order they were made
         self._store_pool.setMaxThreadCount(1)
-        self._names_edits = 0  # local changes to the names list; a listing asked for before one is stale
-        self._store_pending = 0
-        self._names: list[str] = []
-        self._versions: dict[int, object] = {}  # version number -> SavedProfile of the listed history
+        # the saved names, the open one's versions and the library's actions: store calls on that one thread
+        self.library = ProfileLibraryState(self.repo, self.profile_state, ctx.state.workspace,
+                                           settings=lambda: ctx.settings, run=self._store_run)
         self.editors: dict[str, _FieldEditor] = {}
         self._build()
         self.profile_state.add_callback(self._on_profile_state_changed)
+        self.library.add_callback(self._on_library_changed)
         guard_wheel(self)  # the page scrolls under the wheel; values change only in a clicked field
         self._refresh_tooltips()
         self.reload_names()
@@ -91,13 +93,15 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ctx.state.inventory_detected.connect(self._on_state_inventory_detected)
         ctx.state.profile_changed.connect(self._on_state_profile_changed)
         ctx.state.profile_saved.connect(self._on_state_profile_saved)  # a tune saved a version
-        ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)  # a run may refine the calibration
+        # a run may refine the calibration
+        ctx.state.bench_runs_changed.connect(self._on_state_bench_runs_changed)
         ctx.state.save_profile_requested.connect(self._on_state_save_profile_requested)  # the quick start
         ctx.state.profile_variant_requested.connect(self._on_state_profile_variant_requested)
         speed.load()
 
     def _reported_run(self, what: str) -> Run:
-        """The state's `Run` as BackgroundJobs whose failure goes to the error surface (no view of its own)."""
+        """The state's `Run` as BackgroundJobs whose failure goes to the error surface (no view of its
+        own)."""
 
         def run(work, done, _failed) -> None:
             job = BackgroundJob(lambda _ctl: work(), self, what=what)
@@ -203,7 +207,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         for section in SECTIONS:
             box = QGroupBox(section.replace("&", "&&"))
             forms[section] = QFormLayout(box)
-            forms[section].setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)  # narrow: field below label
+            # narrow: the field below its label
+            forms[section].setRowWrapPolicy(QFormLayout.RowWrapPolicy.WrapLongRows)
             ev.addWidget(box)
         for ff in FIELD_FLAGS:
             ed = _FieldEditor(ff)
@@ -272,8 +277,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         self.speed_label = QLabel()  # the predicted speed of this command, and what it is calibrated on
         self.speed_label.setObjectName("speed_line")
         self.speed_label.setWordWrap(True)
-        self.speed_label.setToolTip("Predicted by the speed model (core.speed) from the memory plan: one request, "
-                                    "a 512-token prompt, generation at an empty cache")
+        self.speed_label.setToolTip("Predicted by the speed model (core.speed) from the memory plan: one "
+                                    "request, a 512-token prompt, generation at an empty cache")
         rv.addWidget(self.speed_label)
         self.error_label = QLabel("")
         self.error_label.setStyleSheet("color: #c62828")
@@ -282,7 +287,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
         ah = QHBoxLayout()
         ah.addWidget(QLabel("<b>Advice</b>"), 1)
         self.fix_button = QPushButton("Fix removed flags")
-        self.fix_button.setToolTip("Replace removed flags by what replaces them (e.g. --mlock → --load-mode mlock)")
+        self.fix_button.setToolTip("Replace removed flags by what replaces them (e.g. --mlock → --load-mode "
+                                   "mlock)")
         self.fix_button.clicked.connect(self._on_fix_clicked)
         ah.addWidget(self.fix_button)
         rv.addLayout(ah)
@@ -334,8 +340,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
             except ValueError as exc:
                 errors.append((ed.ff.label, str(exc)))
                 ed.mark_invalid(str(exc))
-        return self.profile_state.read_fields(values, errors, self.env_edit.toPlainText(), self.extra_edit.text(),
-                                              self.all_flags.problems())
+        return self.profile_state.read_fields(values, errors, self.env_edit.toPlainText(),
+                                              self.extra_edit.text(), self.all_flags.problems())
 
     def _on_field_edited(self, *_args) -> None:
         profile, errors = self._read_widgets()
@@ -373,9 +379,11 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self.copy_button.setToolTip(_COPY_TIP)
             return
         which = ", ".join(self.profile_state.invalid_fields)
-        self.preview.setPlainText(f"# Fix {which} first.\n# The last valid command, for reference:\n{command}")
+        self.preview.setPlainText(f"# Fix {which} first.\n# The last valid command, for reference:\n"
+                                  f"{command}")
         grey = QPalette(self._preview_palette)
-        grey.setColor(QPalette.ColorRole.Text, grey.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text))
+        disabled = grey.color(QPalette.ColorGroup.Disabled, QPalette.ColorRole.Text)
+        grey.setColor(QPalette.ColorRole.Text, disabled)
         self.preview.setPalette(grey)
         self.copy_button.setEnabled(False)
         self.copy_button.setToolTip(refusal)
@@ -409,7 +417,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
     def _recompute(self, *, publish: bool) -> None:
         p = self.profile
         self._show_preview()
-        self.env_flags.setText("; ".join(f"{n} sets {f}" for n, _v, f in describe_env(p.env, self.catalog()) if f))
+        self.env_flags.setText("; ".join(f"{n} sets {f}"
+                                         for n, _v, f in describe_env(p.env, self.catalog()) if f))
         router = self.profile_state.router_line()
         self.router_line.setText(router or "")
         self.router_line.setVisible(router is not None)
@@ -454,7 +463,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
             self._show_program(str(exc))
             return
         self._show_program()
-        self.ctx.state.workspace.post_status(f"{path} confirmed: this profile's launches, benchmarks and checks use it.")
+        self.ctx.state.workspace.post_status(f"{path} confirmed: this profile's launches, benchmarks and "
+                                             "checks use it.")
 
     def _on_program_chosen(self, path: str | None) -> None:
         if path is not None:
@@ -483,9 +493,8 @@ class ProfilePanel(ProfileLibrary, QWidget):
 
     def import_result(self, result) -> None:
         """Load an imported command into the editor as an unsaved profile."""
-        self.saved_profile = None
+        self.library.unselect()
         self.set_profile(result.profile, None)
-        self._fill_versions([])
         self.names_list.blockSignals(True)
         self.names_list.clearSelection()
         self.names_list.setCurrentRow(-1)

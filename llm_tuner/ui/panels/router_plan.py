@@ -1,12 +1,10 @@
 """The Plan tab's router box: a router profile's models (no -m; --models-dir / --models-preset) planned
-together.
+together, as state.router_plan.RouterPlanState has them (widgets only).
 
-Shown while the edited profile is a router: each model's use per device (its own arguments, as the router
-gives them: services.router_presets), the sets that fit together, the pairs that do not, the safe --models-max
-(core.memory.plan_router), on the Plan's devices (detected and planned). Reading the models' headers runs as a
-background job; this box only shows the answer. "Write presets…" saves a --models-preset file: a model with a
-saved profile of its name takes that profile's arguments, one without the fit solver's placement (what all
-share goes to [*]); "Open presets…" reads one and saves each model's section as a profile of its name.
+Shown while the edited profile is a router: each model's use per device, the sets that fit together, the pairs
+that do not, the safe --models-max, on the Plan's devices. The state's reads (the models' headers, saved
+profiles, a presets file) run as this box's background jobs. "Write presets…" saves a --models-preset file;
+"Open presets…" reads one and saves each model's section as a profile of its name.
 """
 
 from __future__ import annotations
@@ -23,9 +21,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.advice import is_router
 from llm_tuner.qt.workers import BackgroundJob
-from llm_tuner.services.router_presets import plan_profile, presets_for_router, profiles_in, write_presets
+from llm_tuner.state.router_plan import RouterPlanState
 from llm_tuner.store.profiles import ProfileRepository
 
 
@@ -35,8 +32,9 @@ class RouterPlanBox(QGroupBox):
     def __init__(self, plan_state, parent: QWidget | None = None, *, engine=None) -> None:
         super().__init__("Router: its models together", parent)
         self.setObjectName("router_plan")
-        self.plan_state = plan_state
-        self.repo = ProfileRepository(engine) if engine is not None else None  # the saved profiles
+        self.job: BackgroundJob | None = None  # the state's last read or write
+        repo = ProfileRepository(engine) if engine is not None else None  # the saved profiles
+        self.state = RouterPlanState(plan_state, profiles=repo, run=self._run)
         self.summary = QLabel("")
         self.summary.setWordWrap(True)
         self.table = QTableWidget(0, 0)
@@ -62,118 +60,56 @@ class RouterPlanBox(QGroupBox):
         lay.addWidget(self.table)
         lay.addWidget(self.lines)
         lay.addLayout(row)
-        self.named: dict[str, list[str]] = {}
-        self.plan = None
-        self.opened: dict = {}  # the profiles of the last presets file opened (name -> LaunchProfile)
-        self._asked = 0
-        self._key: tuple | None = None  # the profile and devices last planned
-        plan_state.add_callback(self._on_plan_state_changed)
+        self.state.add_callback(self._on_state_changed)
         self.setVisible(False)
 
-    def _on_plan_state_changed(self, what: str, *_details) -> None:
-        if what in ("inputs", "args", "note", "profile"):
-            self.refresh()
+    @property
+    def opened(self) -> dict:
+        """The profiles of the last presets file opened (name -> LaunchProfile)."""
+        return self.state.opened
 
-    def refresh(self) -> None:
-        """Plan the edited profile's router models again (a background job), or hide for a plain profile."""
-        profile = self.plan_state.profile
-        if profile is None or not is_router(profile):
-            self.setVisible(False)
-            return
-        self.setVisible(True)
-        st = self.plan_state
-        gpus, host, cpu = st.gpus(), st.host(), st.cpu_flags()
-        key = (profile.model_dump_json(), tuple(gpus), host)
-        if key == self._key:
-            return  # a control of the single-model plan moved: the router's models are as they were
-        self._key = key
-        self._asked += 1
-        asked = self._asked
-        job = BackgroundJob(
-            lambda _c: plan_profile(profile, gpus, host, cpu),
-            self,
-            what="Planning the router's models",
-            on_failed=lambda exc: self._on_failed(asked, exc),
-        )
-        job.succeeded.connect(lambda result: self._on_planned(asked, result))
-        job.start()
+    def _run(self, work, done, failed) -> None:
+        self.job = BackgroundJob(lambda _c: work(), self, what=self.state.jobs.doing, on_failed=failed)
+        self.job.succeeded.connect(done)
+        self.job.start()
 
-    def _on_failed(self, asked: int, exc: BaseException) -> None:
-        if asked == self._asked:
-            self.summary.setText(f"The router's models could not be read: {exc}")
-            self.table.setRowCount(0)
-            self.lines.clear()
+    def _on_state_changed(self, what: str, *_details) -> None:
+        st = self.state
+        if what == "shown":
+            self.setVisible(st.shown)
+        elif what == "summary":
+            self.summary.setText(st.summary)
+        elif what == "lines":
+            self.lines.setText(st.lines)
+        elif what == "table":
+            self._show_table()
 
-    def _on_planned(self, asked: int, result) -> None:
-        if asked != self._asked:
-            return  # a newer question is on its way
-        self.named, self.plan = result
-        self.show_plan(self.plan)
-
-    def show_plan(self, plan) -> None:
-        devs = list(plan.budgets_mib)
-        self.table.setColumnCount(1 + len(devs))
-        self.table.setHorizontalHeaderLabels(["Model", *[f"{d} (MiB)" for d in devs]])
-        self.table.setRowCount(len(plan.models) + 2)
-        for r, m in enumerate(plan.models):
-            use = m.use_mib
-            cells = [
-                m.name,
-                *[(f"{use.get(d, 0.0):.0f}" if m.plan is not None else (m.error or "—")) for d in devs],
-            ]
+    def _show_table(self) -> None:
+        table = self.state.table
+        self.table.setRowCount(0)
+        self.table.setColumnCount(len(table.headers))
+        self.table.setHorizontalHeaderLabels(list(table.headers))
+        self.table.setRowCount(len(table.rows))
+        for r, cells in enumerate(table.rows):
             for c, text in enumerate(cells):
                 self.table.setItem(r, c, QTableWidgetItem(text))
-        n = len(plan.models)
-        for r, (label, values) in enumerate(
-            (
-                ("available", [plan.budgets_mib[d] for d in devs]),
-                ("margin", [plan.margins_mib.get(d, 0) for d in devs]),
-            ),
-            n,
-        ):
-            self.table.setItem(r, 0, QTableWidgetItem(label))
-            for c, v in enumerate(values, 1):
-                self.table.setItem(r, c, QTableWidgetItem("?" if v is None else f"{v:.0f}"))
         self.table.resizeColumnsToContents()
-        self.summary.setText(
-            f"{n} model(s), each planned with its own arguments on these devices; a set fits "
-            "when together they leave each GPU its -fitt margin and stay within host RAM "
-            "(each instance's --cache-ram counted)."
-        )
-        self.lines.setText("\n".join(line for line in plan.text_lines()[len(plan.models) + 3 :]))
+
+    def refresh(self) -> None:
+        """Plan the edited profile's router models again, or hide for a plain profile."""
+        self.state.refresh()
 
     def _on_write_button_clicked(self) -> None:
-        if not self.named:
+        if not self.state.can_write:
             return
         path, _ = QFileDialog.getSaveFileName(self, "Write a presets file", "models.ini", "Presets (*.ini)")
         if path:
             self.write_presets(path)
 
-    def write_presets(self, path: str) -> BackgroundJob:
+    def write_presets(self, path: str) -> BackgroundJob | None:
         """Write the router's presets file (a background job: it reads saved profiles and headers)."""
-        named, repo, st = dict(self.named), self.repo, self.plan_state
-        gpus, host = st.gpus(), st.host()
-
-        def work(_ctl):
-            saved = {n: p.profile for n in named if repo is not None and (p := repo.latest(n)) is not None}
-            write_presets(
-                path, presets_for_router(named, saved, gpus, host), "written by llm-tuner's Plan tab"
-            )
-            return sorted(saved)
-
-        job = BackgroundJob(
-            work,
-            self,
-            what=f"Writing the presets file {path}",
-            on_failed=lambda exc: self.summary.setText(f"{path} was not written: {exc}"),
-        )
-        job.succeeded.connect(
-            lambda saved: self.summary.setText(
-                f"Presets written to {path}"
-                + (f" (from the saved profiles {', '.join(saved)})." if saved else ".")
-            )
-        )
-        return job.start()
+        self.state.write_presets(path)
+        return self.job
 
     def _on_open_button_clicked(self) -> None:
         path, _ = QFileDialog.getOpenFileName(
@@ -182,26 +118,7 @@ class RouterPlanBox(QGroupBox):
         if path:
             self.open_presets(path)
 
-    def open_presets(self, path: str) -> BackgroundJob:
+    def open_presets(self, path: str) -> BackgroundJob | None:
         """Read a presets file as profiles, each saved under its section's name (off the GUI thread)."""
-        repo = self.repo
-
-        def work(_ctl):
-            profiles = profiles_in(path)
-            for name, profile in profiles.items() if repo is not None else ():
-                repo.save(name, profile, note=f"from the presets file {path}")
-            return profiles
-
-        def done(profiles) -> None:
-            self.opened = profiles
-            kept = "saved as profiles" if repo is not None else "read"
-            self.summary.setText(f"{path}: {len(profiles)} model(s) {kept}: {', '.join(profiles)}.")
-
-        job = BackgroundJob(
-            work,
-            self,
-            what=f"Reading the presets file {path}",
-            on_failed=lambda exc: self.summary.setText(f"{path} could not be read: {exc}"),
-        )
-        job.succeeded.connect(done)
-        return job.start()
+        self.state.open_presets(path)
+        return self.job

@@ -194,7 +194,7 @@ class TunePanel(QWidget):
             self._show_result()
         elif what == "save_message":
             self.result_view.save_button.setEnabled(True)
-            self.result_view.action_label.setText(str(details[0]))
+            self.result_view.shown.message = str(details[0])
         elif what == "saved":
             saved = details[0]
             self.ctx.state.status_message_posted.emit(f"Saved {saved.name} version {saved.version} from the "

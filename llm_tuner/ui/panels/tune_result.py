@@ -19,9 +19,9 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from llm_tuner.core.tune import TuneResult, tune_report_files
+from llm_tuner.core.tune import TuneResult
 from llm_tuner.qt.tune_models import TuneComparisonModel
-from llm_tuner.state.tune_result import NO_RESULT, result_words
+from llm_tuner.state.tune_result import NO_RESULT, ShownResult, result_words
 from llm_tuner.ui.panels.bench_tables import make_table
 
 
@@ -32,7 +32,7 @@ class TuneResultView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.result: TuneResult | None = None
+        self.shown = ShownResult()  # the result, its report's head and trials, what its actions said
         self.verdict_label = QLabel(NO_RESULT)
         self.verdict_label.setWordWrap(True)
         self.verdict_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
@@ -73,18 +73,21 @@ class TuneResultView(QWidget):
         # takes the table's space while it is hidden: the lines stay together at the top
         self._filler = QWidget()
         lay.addWidget(self._filler, 1)
-        self._trials_for_plot: list = []
-        self._y_label = "score"
-        self._report_head = ("", "")
+        self.shown.add_callback(self._on_shown_changed)
         self.set_result(None)
+
+    @property
+    def result(self) -> TuneResult | None:
+        return self.shown.result
+
+    def _on_shown_changed(self, what: str, *_details) -> None:
+        if what == "message":
+            self.action_label.setText(self.shown.message)
 
     def set_result(self, result: TuneResult | None, profile_name: str = "", trials: list | None = None,
                    y_label: str = "score", objective: str = "") -> None:
         """Show `result`; `profile_name` is suggested for the new version, `objective` heads the report."""
-        self.result = result
-        self._report_head = (objective, profile_name)
-        self._trials_for_plot = list(trials if trials is not None else (result.trials if result else []))
-        self._y_label = y_label
+        self.shown.show(result, profile_name, trials, y_label, objective)
         for w in (self.save_button, self.export_button, self.name_edit):
             w.setEnabled(result is not None)
         self.action_label.setText("")
@@ -107,11 +110,9 @@ class TuneResultView(QWidget):
         self.save_button.setToolTip(words.save_tip)
 
     def _on_save_clicked(self) -> None:
-        name = self.name_edit.text().strip()
-        if not name:
-            self.action_label.setText("Type a profile name first.")
-            return
-        self.save_requested.emit(name)
+        name = self.shown.save_name(self.name_edit.text())
+        if name is not None:
+            self.save_requested.emit(name)
 
     def _on_export_clicked(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Export the tune report to folder")
@@ -119,22 +120,5 @@ class TuneResultView(QWidget):
             self.export_report(Path(folder))
 
     def export_report(self, folder: Path) -> Path | None:
-        """Write `tune-<id>.md` with the trial plot `tune-<id>-trials.svg` beside it
-        (core.tune.tune_report_files, the same files `llm-tuner tune --report` writes)."""
-        result = self.result
-        if result is None:
-            return None
-        folder = Path(folder)
-        objective, label = self._report_head
-        files = tune_report_files(result, f"tune-{result.tune_number or result.tune_id}", objective=objective,
-                                  label=label, y_label=self._y_label, trials=self._trials_for_plot)
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            for name, text in files.items():
-                (folder / name).write_text(text, encoding="utf-8")
-        except OSError as exc:
-            self.action_label.setText(f"The report could not be written: {exc}")
-            return None
-        path = folder / f"tune-{result.tune_number or result.tune_id}.md"
-        self.action_label.setText(f"Exported: {path}")
-        return path
+        """Write `tune-<id>.md` with the trial plot `tune-<id>-trials.svg` beside it (state.tune_result)."""
+        return self.shown.export(Path(folder))
