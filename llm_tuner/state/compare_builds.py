@@ -58,6 +58,11 @@ class BuildsAB(Observable):
         self.run = run
         self.status_tip = ""
         self.pending: tuple[str, str] = ("", "")  # the profile and build of the A/B running
+        workspace.add_callback(self._workspace_said)  # a profile saved later is listed at once
+
+    def _workspace_said(self, what: str, *_details: object) -> None:
+        if what == "profile_names":
+            self.names = tuple(self.workspace.profile_names)
 
     def load_names(self) -> None:
         """Read the saved profiles' names (through `run`)."""

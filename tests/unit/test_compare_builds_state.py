@@ -37,6 +37,8 @@ def test_the_saved_profiles_are_listed_and_an_ab_needs_a_profile_and_another_bui
     ProfileRepository(engine).save("a", LaunchProfile(model="/m/a.gguf"))
     state.load_names()
     assert state.names == ("a", "q")
+    _ws.profile_names = ("a", "q", "q ub256")  # the Profile tab saved another one (the quick start's step 6)
+    assert state.names == ("a", "q", "q ub256")
     assert state.ab_work("", OTHER, 1) is None and state.status == CHOOSE_FIRST
     assert state.ab_work("q", "  ", 1) is None
     work = state.ab_work("gone", OTHER, 1)  # the profile was deleted meanwhile: the job says so
