@@ -140,8 +140,10 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
     timers = _TimerWatch(monkeypatch, core)
     widgets = sys.modules.get("PySide6.QtWidgets")
     tops_before = set()
+    held = []  # the wrappers stay alive while the check runs: a freed one's id() could be a new widget's
     if widgets is not None and widgets.QApplication.instance() is not None:
-        tops_before = {id(w) for w in widgets.QApplication.topLevelWidgets()}
+        held = list(widgets.QApplication.topLevelWidgets())
+        tops_before = {id(w) for w in held}
 
     yield
 
