@@ -147,7 +147,8 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
         ok, short = determined(ms)
         if not ok and not (args.calibrate or args.calibrate_with):
             raise CliError(f"--calibrate-from-runs: the stored runs tell apart only {short}: a fit would put the "
-                           "whole time on whichever costs it liked. Benchmark other models, depths or thread counts, "
+                           "whole time on whichever costs it liked. Benchmark other models, prompt lengths, depths or "
+                           "thread counts, "
                            "or add --calibrate")
     cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
     return with_error(cal, ms)

@@ -387,8 +387,8 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         n = _run_count(ms)
         runs_tell = f"{n} stored runs tell" if n > 1 else "1 stored run tells"
         return basis, (f"The calibration was not refined yet: {runs_tell} apart only {short} (runs of other "
-                       "models, prompt lengths, depths or thread counts add more); `llm-tuner estimate --speed --calibrate` "
-                       "measures them all at once")
+                       "models, prompt lengths, depths or thread counts add more); "
+                       "`llm-tuner estimate --speed --calibrate` measures them all at once")
     runs = fit(ms, build=basis.build, driver=basis.driver)
     prev = basis.calibration
     head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
