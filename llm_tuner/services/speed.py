@@ -27,7 +27,7 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_warning
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
+from llm_tuner.core.speed.calibrate import Measurement, determined, fit, refine, with_error
 from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -358,7 +358,7 @@ def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[Pla
     return ms, skipped
 
 
-_STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
+STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
 
 
 def _run_count(ms: Sequence[Measurement]) -> int:
@@ -383,21 +383,33 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
     if not ms:
         return basis, "The calibration was not refined: no stored single-client run of this llama-server"
     ok, short = determined(ms)
-    if not ok:  # a fit that is not unique would put the whole time on whichever costs it likes
-        n = _run_count(ms)
-        runs_tell = f"{n} stored runs tell" if n > 1 else "1 stored run tells"
-        return basis, (f"The calibration was not refined yet: {runs_tell} apart only {short} (runs of other "
-                       "models, prompt lengths, depths or thread counts add more); "
-                       "`llm-tuner estimate --speed --calibrate` measures them all at once")
-    runs = fit(ms, build=basis.build, driver=basis.driver)
+    n = _run_count(ms)
+    runs_said = f"{n} stored run{'s' if n > 1 else ''}"
     prev = basis.calibration
-    head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
+    head = STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
+    if not ok:  # a free fit would put the whole time on whichever costs it liked: move the previous one least
+        cal, refined = refine(prev or SpeedCalibration(), ms, source=" + ".join(x for x in (head, runs_said) if x),
+                              peaks=device_peaks(gpus, basis.nvml_gbps))
+        if not refined:
+            tell = f"{runs_said} tell" if n > 1 else "1 stored run tells"
+            return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
+                           "models, prompt lengths, depths or thread counts add more); "
+                           "`llm-tuner estimate --speed --calibrate` measures them all at once")
+        cal = with_error(SpeedCalibration(cal.costs, cal.peaks_gbps, basis.build, basis.driver, cal.source, None,
+                                          cal.threads, cal.by_hand), ms)
+        error = max(cal.error or 0.0, prev.error or 0.0) if prev is not None else cal.error  # it reproduces
+        cal = SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, error,  # its own run
+                               cal.threads, cal.by_hand)
+        cal_id = SpeedCalibrationRepo(engine).save(cal)
+        new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
+        return new, (f"This run refined the calibration: {len(refined)} of its costs moved as little as {runs_said} "
+                     f"require{'s' if n == 1 else ''} (they tell apart only {short}; ±{cal.error or 0:.0%} on them)")
+    runs = fit(ms, build=basis.build, driver=basis.driver)
     keep = prev if prev is not None and head else SpeedCalibration()
     costs = {**keep.costs, **runs.costs}
     threads = tuple(sorted({*keep.threads, *runs.threads}))
     by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
-    n = _run_count(ms)
-    source = " + ".join(x for x in (head, f"{n} stored run{'s' if n > 1 else ''}") if x)
+    source = " + ".join(x for x in (head, runs_said) if x)
     cal = with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, basis.build, basis.driver,
                                       source, None, threads, by_hand), ms)
     cal_id = SpeedCalibrationRepo(engine).save(cal)

@@ -1,13 +1,18 @@
 """BenchSpeed without Qt: a real benchmark (the CLI's, the real llama-server on a random model) is predicted with
 the basis as it was, measured beside it with the roofline's share, and then refines the calibration kept for this
-build only when the stored runs tell its costs apart: one run does not, and says so."""
+build only when the stored runs tell its costs apart: one run does not, and says so; after a probe, one run
+refines the probe's calibration as little as it must."""
 
 from __future__ import annotations
 
 from llm_tuner.cli import main
 from llm_tuner.core.bench_report import busy_warning
+from llm_tuner.core.speed import SpeedCalibration
+from llm_tuner.core.speed.calibrate import rows
+from llm_tuner.core.speed.predict import resolve_cost
+from llm_tuner.services import binaries
 from llm_tuner.services.settings_store import database_path
-from llm_tuner.services.speed import load_basis
+from llm_tuner.services.speed import load_basis, stored_run_measurements
 from llm_tuner.state.bench import BenchSpeed
 from llm_tuner.state.speed import SpeedModel
 from llm_tuner.store.db import open_engine
@@ -51,3 +56,23 @@ def test_a_run_is_judged_against_its_prediction_and_does_not_calibrate_alone(tmp
 
     state.show_run(run)  # from the History: no refit, the same basis
     assert state.refit_line == "" and state.basis_line == "Predicted with default costs, wider error (±35%)"
+
+    # After a probe (here: its calibration stored as the probe would, every cost of this run at its default),
+    # the same run refines it: the costs move as little as the run requires, and the run is then reproduced.
+    basis = load_basis(engine)
+    ms, _ = stored_run_measurements(engine, binaries.locate(binaries.SERVER).path, [], (), basis.threads)
+    keys = {k for m in ms for eq in rows(m) for k in eq}
+    probe = SpeedCalibration({k: resolve_cost(k.partition("@")[0], SpeedCalibration(), 2, None)[0] or 0.0
+                              for k in keys}, build=basis.build, driver=basis.driver, source="probe of m.gguf",
+                             error=0.12, threads=(2,))
+    calibrations.save(probe)
+    speed.load()
+    state.after_run(run)
+    assert state.refit_line.startswith("This run refined the calibration: "), state.refit_line
+    assert "as little as 1 stored run require" in state.refit_line and "±12%" in state.refit_line
+    cal = speed.basis.calibration
+    assert speed.basis.calibrated and cal.source == "probe of m.gguf + 1 stored run"
+    assert cal.costs != probe.costs and set(cal.costs) == keys
+    for m in ms:  # one generation and one prefill measurement: each reproduced
+        speed_, eq = (m.gen_tps, rows(m)[0]) if m.gen_tps else (m.prefill_tps, rows(m)[1])
+        assert abs(1 / sum(v * cal.costs[k] for k, v in eq.items()) - speed_) / speed_ < 0.01

@@ -105,3 +105,34 @@ def test_calibrate_from_runs_fits_the_benchmarks_of_this_server(capsys, history,
     monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path / "empty"))
     assert main(["estimate", "--calibrate-from-runs", "--", "-m", str(large), "-c", "1024"]) == 2
     assert "no benchmark run in the history" in capsys.readouterr().err
+
+
+def test_calibrate_from_runs_alone_refines_a_stored_calibration_and_refuses_without_one(capsys, history,
+                                                                                        server_binary, models):
+    """One benchmark cannot determine every cost: without a stored calibration --calibrate-from-runs refuses (one
+    clear message); with one (a probe's, stored for this build) it moves that one as little as the run requires."""
+    from llm_tuner.core.speed import SpeedCalibration
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    small, _ = models
+    assert main(["bench", "--prompt-tokens", "64", "--gen-tokens", "16", "--reps", "2", "--json", "--",
+                 "-m", str(small), "-t", "2", "-c", "1024"]) == 0
+    capsys.readouterr()
+    argv = ["estimate", "--json", "--calibrate-from-runs", "--", "-m", str(small), "-c", "1024", "-t", "2"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "tell apart only generation" in err and "no calibration of this build is stored" in err
+    build, driver, _ = speed.calibration_identity()
+    probe = SpeedCalibration({"read:Host@2": 1 / 5, "fixed:cpu@2": 0.002, "pfixed:cpu@2": 0.01,
+                              "compute:Host@2": 1 / 20, "attn_gen:Host:f16/f16@2": 1 / 5,
+                              "attn_prefill:Host:f16/f16@2": 1 / 5}, build=build, driver=driver,
+                             source="probe of a.gguf", error=0.15, threads=(2,))
+    SpeedCalibrationRepo(open_engine(database_path())).save(probe)
+    assert main(argv) == 0
+    cap = capsys.readouterr()
+    got = json.loads(cap.out)["speed"]
+    assert "refined: " in cap.err and "moved as little as the runs require" in cap.err
+    assert got["calibration"]["source"] == "probe of a.gguf + 1 stored run"
+    assert got["expected_error"] >= 0.15  # a run it was fitted to reproduces it: the probe's error stands

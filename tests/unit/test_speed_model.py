@@ -14,12 +14,12 @@ import pytest
 
 from llm_tuner.core.memory import PlanDevice, parse_server_args, place_tensors, plan_memory
 from llm_tuner.core.speed import SpeedCalibration, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, determined, fit, nnls
+from llm_tuner.core.speed.calibrate import Measurement, determined, fit, nnls, refine
 from llm_tuner.core.speed.predict import (
-    _resolve,
     calibration_from_json,
     calibration_to_json,
     nearest_pairs,
+    resolve_cost,
     terms,
 )
 from llm_tuner.services.library import read_model
@@ -143,7 +143,7 @@ def test_an_unprobed_quantized_kv_pair_takes_the_probed_pair_quantized_on_both_s
     assert nearest_pairs("f16/q4_0", probed)[0] == "f16/q8_0"
     assert nearest_pairs("bf16/bf16", probed) == ["f16/f16"]
     cal = SpeedCalibration({"attn_gen:Host:f16/q8_0@8": 0.04, "attn_gen:Host:q8_0/q8_0@8": 0.03}, threads=(8,))
-    assert _resolve("attn_gen:Host:q4_0/q4_0", cal, 8, None) == (0.03, "as q8_0/q8_0 (calibrated)")
+    assert resolve_cost("attn_gen:Host:q4_0/q4_0", cal, 8, None) == (0.03, "as q8_0/q8_0 (calibrated)")
 
 
 def test_moe_fit_that_cannot_hold_even_the_dense_part_places_dense_only_layers_like_llama_cpp(moe):
@@ -211,6 +211,56 @@ def test_measurements_that_cannot_tell_the_costs_apart_are_not_a_calibration(den
                       {**costs, "read:Host@8": 1 / 30, "fixed:cpu@8": 0.001, "attn_gen:Host:f16/f16@8": 1 / 9,
                        "compute:Host@8": 1 / 150, "attn_prefill:Host:f16/f16@8": 1 / 70, "pfixed:cpu@8": 0.01})
     assert determined(full) == (True, "")
+
+
+PRIOR = {"read:Host@2": 1 / 10, "fixed:cpu@2": 0.002, "attn_gen:Host:f16/f16@2": 1 / 3,
+         "compute:Host@2": 1 / 40, "attn_prefill:Host:f16/f16@2": 1 / 20, "pfixed:cpu@2": 0.02}
+
+
+def test_one_run_after_a_probe_refines_the_calibration_mostly_in_its_read_rate(dense):
+    """A probe's calibration, then one benchmark run (one configuration: one equation each for generation and
+    prefill) on a machine whose memory reads 25 % slower than the probe saw: the refined calibration reproduces
+    the run, the read rate takes most of the change (reading weights is most of a token here), and a cost the
+    run does not involve is left as it was."""
+    slow = {**PRIOR, "read:Host@2": 1 / 2}  # 2 GB/s: reading the weights is three quarters of a token
+    prior = SpeedCalibration({**slow, "read:Host@8": 1 / 30}, threads=(2, 8), source="probe of a.gguf")
+    truth = SpeedCalibration({**slow, "read:Host@2": 1.25 / 2}, threads=(2,))
+    t = _traffic(dense, ["-c", "2048"])[0]
+    pr = predict(t, truth, threads=2, depth=0, prompt_tokens=128)
+    run = [Measurement(t, 2, 0, 128, pr.gen_tps, pr.prefill_tps, "run 1 prompt 128")]
+    assert not determined(run)[0]
+    cal, keys = refine(prior, run, source="probe of a.gguf + 1 stored run")
+    again = predict(t, cal, threads=2, depth=0, prompt_tokens=128)
+    assert again.gen_tps == pytest.approx(pr.gen_tps, rel=1e-4)
+    assert again.prefill_tps == pytest.approx(pr.prefill_tps, rel=1e-4)
+    change = {k: cal.costs[k] / prior.costs[k] - 1 for k in keys}
+    assert max(change, key=lambda k: abs(change[k])) == "read:Host@2" and change["read:Host@2"] > 0.1
+    assert cal.costs["read:Host@8"] == prior.costs["read:Host@8"]
+    assert cal.source == "probe of a.gguf + 1 stored run" and cal.threads == (2, 8)
+    # refining again on the same run changes nothing: the refined calibration already explains it
+    twice, _ = refine(cal, run)
+    assert all(twice.costs[k] == pytest.approx(cal.costs[k], rel=1e-6) for k in cal.costs)
+
+
+def test_a_run_refines_no_default_it_cannot_determine_alone(dense):
+    """Without a calibration every prior is a default: one run determines none of its costs alone, so none is
+    fitted (a default is never dressed up as measured)."""
+    t = _traffic(dense, ["-c", "2048"])[0]
+    pr = predict(t, SpeedCalibration(PRIOR, threads=(2,)), threads=2, depth=0, prompt_tokens=128)
+    cal, keys = refine(SpeedCalibration(), [Measurement(t, 2, 0, 128, pr.gen_tps, pr.prefill_tps, "run 1")])
+    assert keys == [] and cal.costs == {}
+
+
+def test_measurements_that_determine_every_cost_refine_to_the_fit(dense, moe):
+    costs = {**PRIOR, "read:Host@8": 1 / 30, "fixed:cpu@8": 0.001, "attn_gen:Host:f16/f16@8": 1 / 9,
+             "compute:Host@8": 1 / 150, "attn_prefill:Host:f16/f16@8": 1 / 70, "pfixed:cpu@8": 0.01}
+    ms = _synthetic([_traffic(dense, ["-c", "2048"])[0], _traffic(moe, ["-c", "2048"])[0]], costs)
+    prior = SpeedCalibration({k: v * (0.6 if i % 2 else 1.5) for i, (k, v) in enumerate(costs.items())},
+                             threads=(2, 8))
+    cal, keys = refine(prior, ms)
+    assert sorted(keys) == sorted(costs)
+    for k, v in costs.items():
+        assert cal.costs[k] == pytest.approx(v, rel=1e-3), k
 
 
 def test_nnls_keeps_costs_non_negative():

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from llm_tuner.core.speed.predict import GB, SpeedCalibration, is_host_key, predict, terms
+from llm_tuner.core.speed.predict import GB, SpeedCalibration, is_host_key, predict, resolve_cost, terms
 from llm_tuner.core.speed.traffic import Traffic
 
 
@@ -75,8 +75,15 @@ def _lstsq(rows_: list[dict[str, float]], free: Sequence[str]) -> dict[str, floa
     n = len(free)
     a = [[sum(r.get(free[i], 0.0) * r.get(free[j], 0.0) for r in rows_) for j in range(n)] for i in range(n)]
     b = [sum(r.get(free[i], 0.0) for r in rows_) for i in range(n)]
+    x = _solve(a, b)
+    return None if x is None else dict(zip(free, x, strict=True))
+
+
+def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
+    """x with a·x = b (a square, changed in place) by Gauss-Jordan with partial pivoting; None when singular."""
+    n = len(b)
     scale = max((abs(a[i][i]) for i in range(n)), default=1.0) or 1.0
-    for col in range(n):  # Gauss-Jordan with partial pivoting
+    for col in range(n):
         piv = max(range(col, n), key=lambda i: abs(a[i][col]))
         if abs(a[piv][col]) < 1e-10 * scale:
             return None
@@ -88,7 +95,7 @@ def _lstsq(rows_: list[dict[str, float]], free: Sequence[str]) -> dict[str, floa
                 for j in range(col, n):
                     a[i][j] -= f * a[col][j]
                 b[i] -= f * b[col]
-    return {free[i]: b[i] / a[i][i] for i in range(n)}
+    return [b[i] / a[i][i] for i in range(n)]
 
 
 def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "", source: str = "",
@@ -100,6 +107,14 @@ def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "
     g = nnls([rows(m)[0] for m in gen], [1.0 / (m.gen_tps or 1.0) for m in gen]) if gen else {}
     p = nnls([rows(m)[1] for m in pre], [1.0 / (m.prefill_tps or 1.0) for m in pre]) if pre else {}
     costs = {k: max(0.0, v) for k, v in {**g, **p}.items()}  # 0: measured, and it explains nothing
+    best = _peaks(gen, costs, peaks)
+    threads = tuple(sorted({m.threads for m in measurements}))
+    return SpeedCalibration(costs, best, build, driver, source, None, threads)
+
+
+def _peaks(gen: Sequence[Measurement], costs: dict[str, float], peaks: dict[str, float] | None) -> dict[str, float]:
+    """Each device's peak read rate: the best a generation measurement reached under these costs (the time
+    its read did not leave to the other costs), or `peaks` (NVML's) where higher."""
     best: dict[str, float] = {}
     for m in gen:
         eq = rows(m)[0]
@@ -113,8 +128,79 @@ def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "
                 best[dev] = max(best.get(dev, 0.0), gb / own)
     for dev, v in (peaks or {}).items():
         best[dev] = max(best.get(dev, 0.0), v)
-    threads = tuple(sorted({m.threads for m in measurements}))
-    return SpeedCalibration(costs, best, build, driver, source, None, threads)
+    return best
+
+
+RIDGE = 1e-6  # of the normal matrix's largest diagonal: keeps the directions no measurement sees at the prior
+
+
+def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, source: str = "",
+           peaks: dict[str, tuple[float, str]] | None = None) -> tuple[SpeedCalibration, list[str]]:
+    """The prior calibration moved as little as the measurements require: for runs that cannot determine every
+    cost (`determined`), e.g. one benchmark run after a probe. Each cost the measurements involve is its prior
+    (the calibration's, else the default) times (1 + d); the d are the least-squares fit on relative error of
+    smallest norm, so a run's surplus time goes to its costs in proportion to their share of it (mostly the read
+    rate when reading weights takes most of a token). A cost whose prior is a default is fitted only when the
+    measurements determine it alone; otherwise it stays the default; a cost set by hand stays. Returns the calibration and the refined keys
+    (none: the prior unchanged)."""
+    gen = [m for m in measurements if m.gen_tps]
+    pre = [m for m in measurements if m.prefill_tps]
+    costs = dict(prior.costs)
+    refined: list[str] = []
+    for ms, i in ((gen, 0), (pre, 1)):
+        eqs = [rows(m)[i] for m in ms]
+        ys = [1.0 / ((m.gen_tps if i == 0 else m.prefill_tps) or 1.0) for m in ms]
+        if not eqs:
+            continue
+        base: dict[str, float] = {}
+        held: dict[str, float] = {}
+        for k in sorted({k for e in eqs for k in e}):
+            key, _, t = k.partition("@")
+            v, how = resolve_cost(key, prior, int(t) if t else 1, peaks)
+            if v is None or v <= 0:
+                break  # a cost with neither a calibration nor a default: nothing to refine from
+            if k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys)):
+                held[k] = v
+            else:
+                base[k] = v
+        else:
+            got = _smallest_change(eqs, ys, base, held)
+            costs.update(got)
+            refined += sorted(got)
+    threads = tuple(sorted({*prior.threads, *(m.threads for m in measurements)}))
+    by_hand = tuple(k for k in prior.by_hand if k not in refined)
+    best = dict(prior.peaks_gbps)
+    for dev, v in (_peaks(gen, costs, None) if refined else {}).items():
+        best[dev] = max(best.get(dev, 0.0), v)
+    return SpeedCalibration(costs, best, prior.build, prior.driver, source or prior.source, prior.error, threads,
+                            by_hand), refined
+
+
+def _alone(key: str, eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> bool:
+    """Whether the equations determine `key` by themselves (its unit row lies in their span)."""
+    r, _ = rank(eqs, ys)
+    return rank([*eqs, {key: 1.0}], [*ys, 1.0])[0] == r
+
+
+def _smallest_change(eqs: Sequence[dict[str, float]], ys: Sequence[float], base: dict[str, float],
+                     held: dict[str, float]) -> dict[str, float]:
+    """The costs `base` × (1 + d), d the smallest-norm least-squares fit of the equations on relative error with
+    the `held` costs fixed; a cost is never below 0."""
+    free = sorted(base)
+    if not free:
+        return {}
+    w = [[e.get(k, 0.0) * base[k] / y for k in free] for e, y in zip(eqs, ys, strict=True)]
+    r = [1.0 - sum(e.get(k, 0.0) * v for k, v in held.items()) / y - sum(row)
+         for e, y, row in zip(eqs, ys, w, strict=True)]
+    n = len(free)
+    a = [[sum(row[i] * row[j] for row in w) for j in range(n)] for i in range(n)]
+    lam = RIDGE * max((a[i][i] for i in range(n)), default=1.0)
+    for i in range(n):
+        a[i][i] += lam
+    d = _solve(a, [sum(row[i] * ri for row, ri in zip(w, r, strict=True)) for i in range(n)])
+    if d is None:
+        return {}
+    return {k: max(0.0, base[k] * (1.0 + di)) for k, di in zip(free, d, strict=True)}
 
 
 def rank(eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> tuple[int, int]:
@@ -171,4 +257,5 @@ def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> Sp
                             cal.by_hand)
 
 
-__all__ = ["GB", "Measurement", "determined", "fit", "nnls", "rank", "relative_errors", "rows", "with_error"]
+__all__ = ["GB", "Measurement", "determined", "fit", "nnls", "rank", "refine", "relative_errors", "rows",
+           "with_error"]

@@ -281,7 +281,7 @@ class Prediction:
         return " · ".join(parts) + f" (±{self.error:.0%}; {self.calibrated_on})"
 
 
-def _resolve(key: str, cal: SpeedCalibration, threads: int,
+def resolve_cost(key: str, cal: SpeedCalibration, threads: int,
              peaks: dict[str, tuple[float, str]] | None) -> tuple[float | None, str]:
     """A key's cost: calibrated (or from a calibrated K/V pair of the same group), else its default."""
     v, how = cal.cost(key, threads)
@@ -310,7 +310,7 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
     unknown: list[str] = []
     cost: dict[str, float] = {}
     for key in {**gen, **pre}:
-        v, how = _resolve(key, cal, threads, peaks)
+        v, how = resolve_cost(key, cal, threads, peaks)
         dev = _dev(key)
         if v is None:
             unknown.append(dev)
@@ -404,4 +404,4 @@ def default_keys(traffic: Traffic, calibration: SpeedCalibration | None, *, thre
     it alone. () when every cost is calibrated (or set by hand)."""
     cal = calibration or SpeedCalibration()
     gen, pre = terms(traffic, depth=depth, prompt_tokens=prompt_tokens)
-    return tuple(sorted(k for k in {**gen, **pre} if _resolve(k, cal, threads, peaks)[1] == "default"))
+    return tuple(sorted(k for k in {**gen, **pre} if resolve_cost(k, cal, threads, peaks)[1] == "default"))
