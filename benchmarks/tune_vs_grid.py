@@ -315,69 +315,71 @@ def cpu_space(args) -> int:
     cal, probe_s = _calibrate(list(models.values()), engine, threads)
     print(f"# calibration: {cal.source} at {threads} threads, {probe_s:.0f} s (llama-bench, not server time); its "
           f"error on its own cells (with_error): ±{100 * (cal.error or 0):.1f} %")
-    print(f"# space: {args.cpu_knobs} × depth {args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
+    print(f"# space: {args.cpu_knobs} × depth {args.combos or args.depths} · objective generation t/s (prompt {args.prompt_tokens}, "
           f"gen {args.gen_tokens}) · grid {args.reps} reps a cell · gap {args.gap_rounds} interleaved rounds")
     ok_all = True
     rows = []
-    for name, model in models.items():
-        for depth in (int(x) for x in args.depths.split(",")):
-            objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
-                                  depth=depth)
-            ctx = 256 * ((depth + args.prompt_tokens + args.gen_tokens + 255) // 256 + 1)
-            base = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", str(ctx))]
-            knobs = [parse_knob(k) for k in args.cpu_knobs.split()]
-            spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
-                            screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
-                            label=f"{name} d{depth}")
-            print(f"\n## {name} · depth {depth}")
-            grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
-            best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
-            within = set()
-            for s_, values, _argv, run in grid:
-                if s_ is None:
-                    continue
-                c = compare("score", rep_scores(best_run, objective), rep_scores(run, objective),
-                            higher_is_better=True)
-                if c.verdict != "worse":
-                    within.add(tuple(sorted(values.items())))
-                print(f"grid {values}: {s_:.2f}" + (" (within noise of the best)" if c.verdict != "worse" else ""))
-            free = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": False}))
-            pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
-            for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
-                                                                         ("with pruning", pruned)):
-                print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s "
-                      f"({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s) · perplexity {ppl_s:.1f} s · "
-                      f"verdict {result.verdict}")
-                for t in trials:
-                    pred, vs = trial_prediction(t.predicted, t.score)
-                    print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
-                          + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
-                          + f" · predicted {pred} · vs predicted {vs}"
-                          + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
-            result, trials = pruned[0], pruned[1]
-            pick = list(result.searched_winner_argv)
-            gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
-            pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
-                           and "speed model" in (t.reason or "")]
-            wrong = [dict(k) for k in pruned_keys if k in within]
-            ratio = pruned[2] / free[2] if free[2] else float("nan")
-            pick_ok = gap.verdict != "worse"
-            time_ok = ratio <= 0.60
-            ok = pick_ok and time_ok and not wrong
-            ok_all &= ok
-            print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · grid best {best_values} "
-                  f"{best_s:.2f}")
-            print(f"gap (pruned tune's pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % "
-                  f"[{_r(gap.ci_low_pct)}, {_r(gap.ci_high_pct)}] · {gap.verdict} -> "
-                  f"{'met' if pick_ok else 'NOT met'} (within noise or better)")
-            print(f"server time with pruning / without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % -> "
-                  f"{'met' if time_ok else 'NOT met'} (≤ 60 %)")
-            print(f"pruned candidates: {[dict(k) for k in pruned_keys]}; of them within noise of the grid's best: "
-                  f"{wrong or 'none'} -> {'met' if not wrong else 'NOT met'}")
-            rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {' '.join(pick[len(base):]) or 'baseline'} | "
-                        f"{gap.delta_pct:+.1f} % ({gap.verdict}) | {free[3]} / {pruned[3]} | {free[2]:.0f} / "
-                        f"{pruned[2]:.0f} s = {100 * ratio:.0f} % | {len(pruned_keys)} ({len(wrong)} within noise of the "
-                        f"best) | {'met' if ok else 'NOT met'} |")
+    combos = ([(c.split(":")[0], int(c.split(":")[1])) for c in args.combos.split(",")] if args.combos else
+              [(name, int(d)) for name in models for d in args.depths.split(",")])
+    for name, depth in combos:
+        model = models[name]
+        objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens,
+                              depth=depth)
+        ctx = 256 * ((depth + args.prompt_tokens + args.gen_tokens + 255) // 256 + 1)
+        base = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", str(ctx))]
+        knobs = [parse_knob(k) for k in args.cpu_knobs.split()]
+        spec = TuneSpec(base_argv=tuple(base), objective=objective, knobs=tuple(knobs), budget_s=args.budget,
+                        screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
+                        label=f"{name} d{depth}")
+        print(f"\n## {name} · depth {depth}")
+        grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
+        best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
+        within = set()
+        for s_, values, _argv, run in grid:
+            if s_ is None:
+                continue
+            c = compare("score", rep_scores(best_run, objective), rep_scores(run, objective),
+                        higher_is_better=True)
+            if c.verdict != "worse":
+                within.add(tuple(sorted(values.items())))
+            print(f"grid {values}: {s_:.2f}" + (" (within noise of the best)" if c.verdict != "worse" else ""))
+        free = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": False}))
+        pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
+        for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
+                                                                     ("with pruning", pruned)):
+            print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s "
+                  f"({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s) · perplexity {ppl_s:.1f} s · "
+                  f"verdict {result.verdict}")
+            for t in trials:
+                pred, vs = trial_prediction(t.predicted, t.score)
+                print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
+                      + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
+                      + f" · predicted {pred} · vs predicted {vs}"
+                      + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
+        result, trials = pruned[0], pruned[1]
+        pick = list(result.searched_winner_argv)
+        gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
+        pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
+                       and "speed model" in (t.reason or "")]
+        wrong = [dict(k) for k in pruned_keys if k in within]
+        ratio = pruned[2] / free[2] if free[2] else float("nan")
+        pick_ok = gap.verdict != "worse"
+        time_ok = ratio <= 0.60
+        ok = pick_ok and time_ok and not wrong
+        ok_all &= ok
+        print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · grid best {best_values} "
+              f"{best_s:.2f}")
+        print(f"gap (pruned tune's pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % "
+              f"[{_r(gap.ci_low_pct)}, {_r(gap.ci_high_pct)}] · {gap.verdict} -> "
+              f"{'met' if pick_ok else 'NOT met'} (within noise or better)")
+        print(f"server time with pruning / without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % -> "
+              f"{'met' if time_ok else 'NOT met'} (≤ 60 %)")
+        print(f"pruned candidates: {[dict(k) for k in pruned_keys]}; of them within noise of the grid's best: "
+              f"{wrong or 'none'} -> {'met' if not wrong else 'NOT met'}")
+        rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {' '.join(pick[len(base):]) or 'baseline'} | "
+                    f"{gap.delta_pct:+.1f} % ({gap.verdict}) | {free[3]} / {pruned[3]} | {free[2]:.0f} / "
+                    f"{pruned[2]:.0f} s = {100 * ratio:.0f} % | {len(pruned_keys)} ({len(wrong)} within noise of the "
+                    f"best) | {'met' if ok else 'NOT met'} |")
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
     print("\n| model | depth | grid's best | pruned tune's pick | pick vs grid best | starts without / with pruning | "
           "server time without / with | pruned (of them within noise) | done-when |")
@@ -422,6 +424,8 @@ def main() -> int:
     p.add_argument("--host-note", default="", help="--cpu-space: a word on the host, printed with the busy figure")
     p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
     p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
+    p.add_argument("--combos", default="", help="--cpu-space: model:depth pairs in the order to run them (default: "
+                   "each model at each of --depths), e.g. dense:2048,moe:0")
     args = p.parse_args()
     if args.replay_gpu:
         return replay_gpu(args.replay_gpu, args.models_dir)

