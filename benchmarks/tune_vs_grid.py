@@ -248,19 +248,22 @@ def _cpu_models(d: Path, large: bool = False) -> dict[str, str]:
 
 def _calibrate(models: list[str], engine, threads: tuple[int, ...]) -> tuple[object, float]:
     """The app's own probe (llama-bench, services.speed.run_probe) on both models at these thread counts, with its
-    error on its own cells (core.speed.calibrate.with_error), kept in the benchmark's history for this build."""
+    error on its own cells (core.speed.calibrate.with_error), kept in the benchmark's history under the build and
+    GPU driver the tune looks it up by (services.speed.calibration_identity); stops when the tune would not see it."""
     from llm_tuner.core.speed.calibrate import with_error
-    from llm_tuner.services import binaries
-    from llm_tuner.services.speed import run_probe
+    from llm_tuner.services.speed import calibration_identity, run_probe
     from llm_tuner.services.telemetry.host import host_info
     from llm_tuner.services.tune.placement import server_path
+    from llm_tuner.services.tune.speed import calibration_for
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
-    build = binaries.build_identity(server_path()).key
+    build, driver, _ = calibration_identity(server_path())
     t0 = time.monotonic()
-    cal, ms = run_probe(models, threads, cpu_flags=tuple(host_info().cpu_flags), build=build, driver="")
+    cal, ms = run_probe(models, threads, cpu_flags=tuple(host_info().cpu_flags), build=build, driver=driver)
     cal = with_error(cal, ms)
     SpeedCalibrationRepo(engine).save(cal)
+    if calibration_for(engine, server_path()) is None:
+        raise SystemExit(f"the probe's calibration (build {build}, driver {driver!r}) is not the one a tune finds")
     return cal, time.monotonic() - t0
 
 
@@ -332,9 +335,10 @@ def cpu_space(args) -> int:
                         screen_reps=args.screen_reps, final_reps=args.final_reps, final_rounds=args.final_rounds,
                         label=f"{name} d{depth}")
         print(f"\n## {name} · depth {depth}")
-        grid, grid_s, grid_starts = _grid(bench, base, knobs, objective, spec, args.reps)
-        best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
+        grid, grid_s, _ = _grid(bench, base, knobs, objective, spec, args.reps) if not args.tunes_only else ([], 0, 0)
         within = set()
+        if grid:
+            best_s, best_values, best_argv, best_run = max((g for g in grid if g[0] is not None), key=lambda g: g[0])
         for s_, values, _argv, run in grid:
             if s_ is None:
                 continue
@@ -347,9 +351,9 @@ def cpu_space(args) -> int:
         pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
         for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
                                                                      ("with pruning", pruned)):
-            print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s "
-                  f"({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s) · perplexity {ppl_s:.1f} s · "
-                  f"verdict {result.verdict}")
+            of_grid = f" ({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s)" if grid_s else ""
+            print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s{of_grid} · "
+                  f"perplexity {ppl_s:.1f} s · verdict {result.verdict}")
             for t in trials:
                 pred, vs = trial_prediction(t.predicted, t.score)
                 print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
@@ -358,11 +362,16 @@ def cpu_space(args) -> int:
                       + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
         result, trials = pruned[0], pruned[1]
         pick = list(result.searched_winner_argv)
-        gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
         pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
                        and "speed model" in (t.reason or "")]
-        wrong = [dict(k) for k in pruned_keys if k in within]
         ratio = pruned[2] / free[2] if free[2] else float("nan")
+        if args.tunes_only:  # no grid, no gap: the server time and what was pruned
+            print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · server time with pruning / "
+                  f"without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % · pruned: "
+                  f"{[dict(k) for k in pruned_keys]}")
+            continue
+        gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
+        wrong = [dict(k) for k in pruned_keys if k in within]
         pick_ok = gap.verdict != "worse"
         time_ok = ratio <= 0.60
         ok = pick_ok and time_ok and not wrong
@@ -424,6 +433,8 @@ def main() -> int:
     p.add_argument("--host-note", default="", help="--cpu-space: a word on the host, printed with the busy figure")
     p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
     p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
+    p.add_argument("--tunes-only", action="store_true", help="--cpu-space: only the two tunes (no grid, no gap): "
+                   "their server time and what the model pruned")
     p.add_argument("--combos", default="", help="--cpu-space: model:depth pairs in the order to run them (default: "
                    "each model at each of --depths), e.g. dense:2048,moe:0")
     args = p.parse_args()

@@ -34,8 +34,9 @@ tail -5 $D/host.txt
 python3 -c "from pathlib import Path; import benchmarks.tune_vs_grid as t; print(t._cpu_models(Path('/tmp/m')))" \
   || exit 1
 step "tune vs grid, the CPU space (threads × K/V type × depth, a random dense and a random MoE model)"
+# EXTRA (from poll.sh's environment) narrows a short call, e.g. EXTRA="--tunes-only --combos dense:2048"
 python3 benchmarks/tune_vs_grid.py --cpu-space --cpu-knobs "t=2,4,8,16 kv=f16,q8_0,q4_0" --probe-threads 4,16 \
   --combos dense:2048,moe:0,dense:0,moe:2048 --prompt-tokens 64 --gen-tokens 32 --gap-rounds 3 --models-dir /tmp/m \
-  --host-note "the lent machine (16 vCPUs), nothing else running" > $D/cpu_space.txt 2> $D/cpu_space.err
+  --host-note "the lent machine (16 vCPUs), nothing else running" ${EXTRA:-} > $D/cpu_space.txt 2> $D/cpu_space.err
 step "rc=$?"
 touch $D/DONE

@@ -21,10 +21,8 @@ from llm_tuner.core.speed.predict import default_keys
 from llm_tuner.core.tune import Objective
 from llm_tuner.core.tune.objectives import predicted_score
 from llm_tuner.core.tune.prune import BENCHMARK_ERROR, SpeedGuess
-from llm_tuner.services import binaries
 from llm_tuner.services.rpc import planned_gpus
-from llm_tuner.services.speed import plan_traffic, threads_of
-from llm_tuner.services.telemetry import nvml
+from llm_tuner.services.speed import calibration_identity, plan_traffic, threads_of
 from llm_tuner.services.telemetry.host import host_info
 from llm_tuner.services.tune.placement import physical_cores, server_path
 from llm_tuner.store.speed import SpeedCalibrationRepo
@@ -33,17 +31,16 @@ log = logging.getLogger(__name__)
 
 
 def calibration_for(engine: Any, binary: str | Path | None) -> SpeedCalibration | None:
-    """The newest calibration of this binary's build and the GPU driver in use (None: not calibrated)."""
+    """The newest calibration of this binary's build and the GPU driver in use (None: not calibrated): kept
+    under services.speed.calibration_identity, the one key a probe, a refit and a prediction all use."""
     path = Path(binary) if binary else server_path()
     if path is None or engine is None:
         return None
-    try:
-        build = binaries.build_identity(path).key
-    except binaries.BinaryError as exc:
-        log.info("no build identity for the speed model: %s", exc)
+    build, driver, _ = calibration_identity(path)
+    if not build:
+        log.info("no build identity for the speed model: %s", path)
         return None
-    gpus, _ = nvml.nvidia_gpus()
-    stored = SpeedCalibrationRepo(engine).latest(build, (gpus[0].driver or "") if gpus else "")
+    stored = SpeedCalibrationRepo(engine).latest(build, driver)
     return stored.calibration if stored is not None else None
 
 
