@@ -9,9 +9,12 @@ Rows never leave this module: the repository returns frozen core models (core/tu
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import JSON, DateTime, Float, ForeignKey, Integer, String, Text, func, select
+from sqlalchemy.engine import Engine
 from sqlalchemy.orm import Mapped, mapped_column
 
 from llm_tuner.core import flags
@@ -34,16 +37,17 @@ class TuneTrialRow(Base):
     group_id: Mapped[int] = mapped_column(ForeignKey("bench_groups.id", ondelete="CASCADE"), index=True)
     seq: Mapped[int] = mapped_column(Integer, default=0)
     knob: Mapped[str | None] = mapped_column(String(200), nullable=True)
-    values_json: Mapped[dict] = mapped_column(JSON, default=dict)
-    argv: Mapped[list] = mapped_column(JSON, default=list)
+    values_json: Mapped[dict[str, str | None]] = mapped_column(JSON, default=dict)
+    argv: Mapped[list[str]] = mapped_column(JSON, default=list)
     status: Mapped[str] = mapped_column(String(16), default="measured")
     reason: Mapped[str] = mapped_column(Text, default="")
     run_id: Mapped[int | None] = mapped_column(Integer, nullable=True)  # no FK: a deleted run keeps the trial
-    run_ids: Mapped[list] = mapped_column(JSON, default=list)
+    run_ids: Mapped[list[int]] = mapped_column(JSON, default=list)
     score: Mapped[float | None] = mapped_column(Float, nullable=True)
-    samples: Mapped[list] = mapped_column(JSON, default=list)
+    samples: Mapped[list[float]] = mapped_column(JSON, default=list)
     flagged: Mapped[str | None] = mapped_column(Text, nullable=True)
-    predicted_json: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # the speed model's, before it started
+    # the speed model's prediction, before it started
+    predicted_json: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime, default=_now)
 
 
@@ -69,7 +73,7 @@ class TuneNeedsSecret(ValueError):
     """The tune's servers ran with a secret (the API key) the history does not keep, and none was given."""
 
 
-def _spec_json(spec: TuneSpec) -> dict:
+def _spec_json(spec: TuneSpec) -> dict[str, Any]:
     """The spec as stored: secrets out of argv and environment (as run records keep them), the names of the
     variables they travel in (LLAMA_API_KEY) kept so that a resume starts its servers with them again."""
     argv, env = flags.strip_secrets(list(spec.base_argv), dict(spec.base_env))
@@ -88,7 +92,7 @@ def _record(row: BenchGroupRow, n_trials: int) -> TuneRecord:
 class TuneRepository:
     """Tunes in the app's SQLite file. Thread-safe: one short session per call."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine: Engine) -> None:
         self.engine = engine
 
     # -- writing --------------------------------------------------------------------------------
@@ -112,7 +116,7 @@ class TuneRepository:
                 running = status == "running"
                 row.owner_pid, row.owner_started_unix = (os.getpid(), owner_started_now()) if running else (None, None)
 
-    def resume(self, tune_id: int, environ=None) -> TuneRecord | None:
+    def resume(self, tune_id: int, environ: Mapping[str, str] | None = None) -> TuneRecord | None:
         """Take a stored tune over to continue it: its record (None when there is none), now "running" and owned
         by this process, its spec's secrets (the API key its servers ran with) from the environment again.
 
@@ -139,6 +143,7 @@ class TuneRepository:
             s.flush()
             n = s.scalar(select(func.count()).select_from(TuneTrialRow).where(TuneTrialRow.group_id == tune_id))
             rec = _record(row, n or 0)
+        assert rec.spec is not None  # the row has a spec_json (checked above)
         env = {**rec.spec.base_env, **{k: environ[k] for k in row.spec_json.get(_LEFT_OUT, [])}}
         return rec.model_copy(update={"spec": rec.spec.model_copy(update={"base_env": env})})
 
@@ -154,7 +159,7 @@ class TuneRepository:
             s.flush()
             return row.id
 
-    def update_trial(self, trial_id: int, **fields) -> None:
+    def update_trial(self, trial_id: int, **fields: Any) -> None:
         """Change a trial (more samples after a re-race, a flag, "final")."""
         with session_scope(self.engine) as s:
             row = s.get(TuneTrialRow, trial_id)

@@ -5,14 +5,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchSpec, LlamaBenchResult
-from llm_tuner.core.cmdline import set_flag  # noqa: F401 - re-exported (services.bench.set_flag)
+from llm_tuner.core.cmdline import set_flag as set_flag  # re-exported (services.bench, its runner)
 
 # -- identity of what ran -----------------------------------------------------------------------
 
-def model_identity(path: str | None) -> dict:
+def model_identity(path: str | None) -> dict[str, Any]:
     """Path, size, mtime and sha256 of the first MiB (GGUF header + metadata: cheap and distinctive)."""
     if not path or not Path(path).is_file():
         return {"model_path": path}

@@ -6,7 +6,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +32,13 @@ class TelemetrySource(Protocol):
     def read(self) -> Iterable[object]: ...
 
 
+class _VendorSource(Protocol):
+    """One vendor's sampler (services.telemetry: NvmlSource, AmdSource): readings with `index` and some of
+    TelemetrySource's fields."""
+
+    def read(self) -> Iterable[Any]: ...
+
+
 def _attr(obj: Any, *names: str) -> Any:
     for n in names:
         v = getattr(obj, n, None) if not isinstance(obj, dict) else obj.get(n)
@@ -45,21 +52,23 @@ class _GpuSources:
     inventory maps the card (`labels`, or a callable giving them, resolved at the first read on the
     sampling thread), else the vendor's ("nvidia:0", "amd:0")."""
 
-    def __init__(self, sources: list[tuple[str, object]], labels=None) -> None:
+    def __init__(self, sources: list[tuple[str, _VendorSource]],
+                 labels: Mapping[str, str] | Callable[[], Mapping[str, str] | None] | None = None) -> None:
         self.sources = sources
-        self._labels_source = labels
+        self._labels_source = labels if callable(labels) else None
         self._labels: dict[str, str] | None = None if callable(labels) else dict(labels or {})
 
     def _names(self) -> dict[str, str]:
         if self._labels is None:
             try:
-                self._labels = dict(self._labels_source() or {})
+                source = self._labels_source
+                self._labels = dict((source() if source is not None else None) or {})
             except Exception:  # noqa: BLE001 - unnamed cards keep their vendor names
                 self._labels = {}
         return self._labels
 
-    def read(self) -> list[dict]:
-        out = []
+    def read(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
         names = self._names()
         for vendor, src in self.sources:
             mask = getattr(src, "throttle_mask", None)  # the reasons that mean "slowed" (services.telemetry.nvml)
@@ -80,19 +89,19 @@ def default_telemetry(binary: str | Path | None = None) -> TelemetrySource | Non
     Devices are named as llama.cpp names them (peak_vram_mib:CUDA0) when the inventory maps them:
     the app's latest detection, else `binary`'s (or the configured llama-server's) --list-devices.
     """
-    sources: list[tuple[str, object]] = []
+    sources: list[tuple[str, _VendorSource]] = []
     try:
         if nvml.nvml_available()[0] and hasattr(nvml, "NvmlSource"):
-            src = nvml.NvmlSource()
-            if getattr(src, "count", 0):
-                sources.append(("nvidia", src))
+            nv = nvml.NvmlSource()
+            if getattr(nv, "count", 0):
+                sources.append(("nvidia", nv))
     except Exception as exc:  # noqa: BLE001 - telemetry is optional: the benchmark runs without NVIDIA readings
         log_once("NVIDIA readings for benchmarks", exc, logger=log)
     try:
         if hasattr(amd, "AmdSource"):
-            src = amd.AmdSource()
-            if getattr(src, "count", 0):
-                sources.append(("amd", src))
+            amd_src = amd.AmdSource()
+            if getattr(amd_src, "count", 0):
+                sources.append(("amd", amd_src))
     except Exception as exc:  # noqa: BLE001 - telemetry is optional: the benchmark runs without AMD readings
         log_once("AMD readings for benchmarks", exc, logger=log)
     if not sources:
@@ -121,11 +130,11 @@ class PeakTracker:
                 self._server = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._peaks: dict[str, dict] = {}
+        self._peaks: dict[str, dict[str, Any]] = {}
 
     def sample(self) -> None:
         """One reading of every device: peaks kept, energy integrated since the previous reading."""
-        readings: list = []
+        readings: list[Any] = []
         if self._server is not None:
             try:  # host memory of the server and a router's model instances (RSS: the mmap-ed weights they touched)
                 readings.append({"device": "Host", "vram_used_mib": self._server.rss_mib()})
@@ -188,7 +197,7 @@ class PeakTracker:
             self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(2.0)
@@ -196,10 +205,10 @@ class PeakTracker:
             self._thread = None
 
     def peaks(self) -> tuple[DevicePeak, ...]:
-        def energy(p: dict) -> float | None:
+        def energy(p: dict[str, Any]) -> float | None:
             if p["e0"] is not None:
-                return (p["e1"] - p["e0"]) / 1000.0
-            return p["e_int"] if p["p_last"] is not None and p["e_int"] > 0 else None
+                return float(p["e1"] - p["e0"]) / 1000.0
+            return float(p["e_int"]) if p["p_last"] is not None and p["e_int"] > 0 else None
 
         return tuple(DevicePeak(device=d, vram_used_mib=p["vram"], power_w=p["power"], temp_c=p["temp"],
                                 energy_j=energy(p), throttled=p.get("throttled"), temp_start_c=p.get("temp0"),
@@ -247,7 +256,7 @@ class OtherCpuMeter:
         self.pct = self.ours_cpu_s = None
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         w0, b0, o0 = self._t0
         w1, b1, o1 = self._busy()
         self.ours_cpu_s = max(0.0, o1 - o0)

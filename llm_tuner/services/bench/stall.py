@@ -46,8 +46,7 @@ class StallWatch:
         # one short /health call: True when the server answered it (any status); on its own connection (`url`),
         # beside the request that waits
         self._client = LlamaClient(url) if url is not None and health is None else None
-        self._health = health or ((lambda: self._client.health(timeout=1.0).status_code is not None)
-                                  if self._client is not None else None)
+        self._health = health or (self._answers_health if self._client is not None else None)
         self._health_at = 0.0
         self._answered = False  # /health answered once: from then on its silence means a frozen server
         self._silent_since: float | None = None
@@ -71,11 +70,14 @@ class StallWatch:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(5.0)
         if self._client is not None:
             self._client.close()
+
+    def _answers_health(self) -> bool:
+        return self._client is not None and self._client.health(timeout=1.0).status_code is not None
 
     def progress(self) -> None:
         self._last = self.clock()
@@ -97,7 +99,7 @@ class StallWatch:
             return None
         try:
             t = self._proc.cpu_times()
-            return t.user + t.system
+            return float(t.user + t.system)  # psutil ships no type hints
         except psutil.Error:
             return None
 

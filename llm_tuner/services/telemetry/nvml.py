@@ -8,7 +8,9 @@ milliseconds (PCIe throughput ~21 ms, total energy ~5 ms on an H200): they are n
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 from llm_tuner.core.devices import GpuInfo
 
@@ -21,7 +23,7 @@ _init_lock = threading.Lock()
 _init_state: tuple[bool, str | None] | None = None
 
 
-def _decode(value) -> str:
+def _decode(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
@@ -42,7 +44,7 @@ def nvml_available() -> tuple[bool, str | None]:
         return _init_state
 
 
-def _memory(handle):
+def _memory(handle: Any) -> tuple[float, float, float | None, float]:
     """(used_mib, total_mib, reserved_mib|None, free_mib). v2 memory info separates driver-reserved memory."""
     try:
         info = pynvml.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
@@ -63,7 +65,7 @@ def nvidia_gpus() -> tuple[list[GpuInfo], str | None]:
         count = pynvml.nvmlDeviceGetCount()
     except Exception as exc:  # noqa: BLE001 - the reason is shown where the GPUs are listed
         return [], f"NVIDIA: NVML query failed: {exc}"
-    gpus = []
+    gpus: list[GpuInfo] = []
     for i in range(count):
         try:
             h = pynvml.nvmlDeviceGetHandleByIndex(i)
@@ -111,7 +113,10 @@ class NvmlReading:
     process_vram_mib: float | None  # the watched process's own memory on this GPU
 
 
-def _try(fn, *args):
+_T = TypeVar("_T")
+
+
+def _try(fn: Callable[..., _T], *args: Any) -> _T | None:
     try:
         return fn(*args)
     except Exception:  # noqa: BLE001 - a query a card does not support is simply unknown
@@ -125,7 +130,7 @@ class NvmlSource:
         ok, reason = nvml_available()
         self.reason = reason
         self.throttle_mask = THROTTLE_MASK  # what bench peaks count as "throttled" (services.bench.meters)
-        self._handles = []
+        self._handles: list[Any] = []  # NVML device handles
         if ok:
             for i in range(pynvml.nvmlDeviceGetCount()):
                 self._handles.append(pynvml.nvmlDeviceGetHandleByIndex(i))
@@ -135,7 +140,7 @@ class NvmlSource:
         return len(self._handles)
 
     def read(self, watch_pids: frozenset[int] = frozenset()) -> list[NvmlReading]:
-        out = []
+        out: list[NvmlReading] = []
         for i, h in enumerate(self._handles):
             util = _try(pynvml.nvmlDeviceGetUtilizationRates, h)
             mem = _try(_memory, h)
@@ -171,7 +176,7 @@ def memory_bandwidth_gbps() -> dict[int, float]:
     2 (double data rate). {} without NVML; a GPU whose figures NVML lacks is left out."""
     if not nvml_available()[0]:
         return {}
-    out = {}
+    out: dict[int, float] = {}
     for i in range(_try(pynvml.nvmlDeviceGetCount) or 0):
         h = _try(pynvml.nvmlDeviceGetHandleByIndex, i)
         clock = _try(pynvml.nvmlDeviceGetMaxClockInfo, h, pynvml.NVML_CLOCK_MEM) if h is not None else None

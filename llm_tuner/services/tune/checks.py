@@ -9,9 +9,11 @@ import math
 from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core import flags
-from llm_tuner.core.memory import parse_server_args
+from llm_tuner.core.memory import MemoryPlan, PlanDevice, parse_server_args
+from llm_tuner.core.settings import Settings
 from llm_tuner.core.speed import traffic
 from llm_tuner.core.tune.quality import parse_perplexity, perplexity_argv
 from llm_tuner.core.tune.report import bandwidth_figure
@@ -29,11 +31,11 @@ PPL_TEXT = "data/prompts/shakespeare_coriolanus.txt"
 SPEC_CHECK_TOKENS = 32
 
 
-def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
+def plan_fit(plan: MemoryPlan, headroom_mib: float) -> tuple[bool, str]:
     """Whether every device keeps `headroom_mib` free under the plan, and the figures: the first device that does
     not ("CUDA0 needs 17.2 of 16.0 GiB" - what must be resident plus the headroom, of the budget), else what each
     device with a known budget holds ("CUDA0 2.31 of 2.50 GiB")."""
-    held = []
+    held: list[str] = []
     for d in plan.devices:
         budget = d.budget_mib
         if budget is None:
@@ -46,8 +48,8 @@ def plan_fit(plan, headroom_mib: float) -> tuple[bool, str]:
     return True, ", ".join(held)
 
 
-def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus: list | None = None,
-                 host=None) -> PlanFn:
+def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus: list[PlanDevice] | None = None,
+                 host: PlanDevice | None = None) -> PlanFn:
     """The default pruning: the real memory plan on the detected devices (or planned ones: `gpus`/`host`
     PlanDevices), with the headroom. A plan that cannot be made prunes nothing (the launch will tell)."""
     def plan_fn(argv: list[str], env: dict[str, str]) -> tuple[bool, str]:
@@ -60,8 +62,8 @@ def make_plan_fn(headroom_mib: float, *, binary: str | Path | None = None, gpus:
     return plan_fn
 
 
-def perplexity(argv: list[str], *, server_binary: str | None = None, cancelled=None,
-               settings=None) -> tuple[float | None, str]:
+def perplexity(argv: list[str], *, server_binary: str | None = None, cancelled: Callable[[], bool] | None = None,
+               settings: Settings | None = None) -> tuple[float | None, str]:
     """llama-perplexity on the shipped text with the argv's model, K/V types and placement: (PPL, error)."""
     text = resources.files("llm_tuner").joinpath(PPL_TEXT)
     try:
@@ -110,14 +112,15 @@ def greedy_output(bench: BenchRunner, target: ServerTarget, n_tokens: int = SPEC
 
 
 def bandwidth(argv: list[str], env: dict[str, str], binary: str | None, gen_tps: float | None, depth: int,
-              prompt_tokens: int) -> dict | None:
+              prompt_tokens: int) -> dict[str, Any] | None:
     """The winner's generation speed against its devices' memory-bandwidth limit: bytes read per token per device
     from core.speed (the weights a token uses, the output head, the K/V cache at the measured depth)."""
     try:
         plan = memory_plan(list(argv), Path(binary) if binary else binaries_server(), env)
-        if plan is None:
+        model_path = parse_server_args(flags.effective_argv(argv, env)).model
+        if plan is None or not model_path:  # no model: memory_plan gives no plan
             return None
-        model = read_model(parse_server_args(flags.effective_argv(argv, env)).model)
+        model = read_model(model_path)
         descriptions = _descriptions(binary)
         read = traffic(model, plan).read_bytes(depth + prompt_tokens)
         devices = [{"name": name, "description": descriptions.get(name, ""), "bytes": b}

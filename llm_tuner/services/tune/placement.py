@@ -34,11 +34,11 @@ log = logging.getLogger(__name__)
 def physical_cores() -> int | None:
     """The physical cores this process may use (llama.cpp's default -t is the physical cores)."""
     try:
-        phys = psutil.cpu_count(logical=False)
-        logical = psutil.cpu_count(logical=True) or phys
+        phys: int | None = psutil.cpu_count(logical=False)  # psutil ships no type hints (pyproject: mypy)
+        logical: int = psutil.cpu_count(logical=True) or phys or 0
         allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else logical
         if not phys:
-            return allowed
+            return allowed or None
         # affinity limits logical CPUs; scale to physical ones (hyper-threads share a core)
         return max(1, min(phys, round(allowed * phys / max(1, logical or phys))))
     except Exception as exc:  # noqa: BLE001 - no thread knob then

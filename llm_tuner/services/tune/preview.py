@@ -6,8 +6,9 @@ the memory plan's verdict and figures, placements resolved at the margin in forc
 from __future__ import annotations
 
 import shlex
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from llm_tuner.core.bench_report import argv_diff
 from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, apply_values, describe_placement
@@ -28,7 +29,7 @@ class Candidate:
     plan: str
     args: tuple[str, ...]  # what the candidate changes (the base's arguments left out); () is the base itself
     gpus: tuple[tuple[str, float, float], ...] = ()  # placements: (device, resident MiB, budget MiB)
-    predicted: dict | None = None  # the speed model's (core.tune.prune.SpeedGuess.to_json()); None: no prediction
+    predicted: dict[str, Any] | None = None  # the speed model's (core.tune.prune.SpeedGuess.to_json()); None: no prediction
     speed_pruned: str = ""  # why the speed model would not start it in a race from the base ("" : it would)
 
     @property
@@ -40,7 +41,7 @@ class Candidate:
     def args_text(self) -> str:
         return shlex.join(self.args) if self.args else "(the base)"
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {"knob": self.knob, "value": self.value, "label": self.label, "fits": self.fits, "plan": self.plan,
                 "argv": list(self.args), "gpus": [{"device": n, "resident_mib": r, "budget_mib": b}
                                                  for n, r, b in self.gpus] or None,
@@ -89,7 +90,7 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
     base_guess = speed.guess(apply_values(base, knobs, {}, env, resolve=resolve), env)
     for knob in knobs:
         mine = [i for i, c in enumerate(out) if c.knob == knob.key and c.fits]
-        guesses: dict = {i: SpeedGuess.from_json(out[i].predicted) for i in mine}
+        guesses: dict[Hashable, SpeedGuess | None] = {i: SpeedGuess.from_json(out[i].predicted) for i in mine}
         guesses["base"] = base_guess
         o = speed.objective
         what = o.row.what.format(clients=o.clients, min_gen_tps=o.min_gen_tps)

@@ -8,12 +8,16 @@ import logging
 from pathlib import Path
 
 from llm_tuner.core import flags
-from llm_tuner.core.cmdline import parse_help
-from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, apply_values, propose_knobs
+from llm_tuner.core.cmdline import FlagCatalog, parse_help
+from llm_tuner.core.devices import LlamaDevice
+from llm_tuner.core.memory import PlanDevice
+from llm_tuner.core.settings import Settings
+from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, Placement, apply_values, propose_knobs
 from llm_tuner.core.tune.knobs import KV_TYPES, allowed_values
 from llm_tuner.core.tune.prune import rank_by_prediction
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
+from llm_tuner.services.tune.checks import PlanFn
 from llm_tuner.services.tune.placement import PlacementResolver, physical_cores, server_path
 from llm_tuner.services.tune.speed import SpeedOracle
 
@@ -21,8 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, binary: str | None = None,
-                  objective: Objective | None = None, plan_fn=None, settings=None,
-                  resolver: PlacementResolver | None = None, gpus=None, host=None,
+                  objective: Objective | None = None, plan_fn: PlanFn | None = None,
+                  settings: Settings | None = None, resolver: PlacementResolver | None = None,
+                  gpus: list[PlanDevice] | None = None, host: PlanDevice | None = None,
                   margin_mib: int | None = None, speed: SpeedOracle | None = None) -> list[Knob]:
     """Knobs for this base (see core.tune.knobs for the rules); [] when the model cannot be read.
 
@@ -37,11 +42,12 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
     if getattr(model, "error", None):
         return []
     loc = Path(binary) if binary else server_path()
-    catalog, devices = None, []
+    catalog: FlagCatalog | None = None
+    devices: list[LlamaDevice | PlanDevice] = []
     if loc is not None:
         try:
             catalog = parse_help(binaries.read_help(loc))
-            devices = binaries.list_devices(loc)
+            devices = list(binaries.list_devices(loc))
         except (binaries.BinaryError, OSError, ValueError):
             catalog = binaries.default_catalog()
     if gpus is not None:
@@ -49,7 +55,7 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
     elif resolver is not None:
         devices = list(resolver.gpus)
     devices = [d for d in devices if getattr(d, "backend", "") != "CPU"]
-    placement = []
+    placement: list[Placement] = []
     if devices:
         try:
             resolver = resolver or PlacementResolver(base_argv, env, binary=binary, gpus=gpus, host=host,

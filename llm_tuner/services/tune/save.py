@@ -3,19 +3,23 @@
 
 from __future__ import annotations
 
-from llm_tuner.core.cmdline import import_command
+from sqlalchemy.engine import Engine
+
+from llm_tuner.core.cmdline import FlagCatalog, import_command
+from llm_tuner.core.profile import LaunchProfile, SavedProfile
 from llm_tuner.core.tune import TuneResult, TuneSpec
 from llm_tuner.store.profiles import ProfileRepository
 
 
-def winner_profile(result: TuneResult, spec: TuneSpec, catalog=None):
+def winner_profile(result: TuneResult, spec: TuneSpec, catalog: FlagCatalog | None = None) -> LaunchProfile:
     """The winner's settings as a LaunchProfile: its argv read back (core.cmdline.import_command) with the
     tune's environment and program."""
     imported = import_command(list(result.winner_argv), catalog, env=dict(spec.base_env)).profile
     return imported.model_copy(update={"binary": spec.binary}) if spec.binary else imported
 
 
-def save_winner(engine, name: str, result: TuneResult, spec: TuneSpec, catalog=None):
+def save_winner(engine: Engine, name: str, result: TuneResult, spec: TuneSpec,
+                catalog: FlagCatalog | None = None) -> SavedProfile:
     """Append the winner as a new version of profile `name` (created when new); returns the SavedProfile."""
     note = f"tune {result.tune_number or result.tune_id}: {result.verdict}" + (
         "; " + ", ".join(f"{c['flag']} {c.get('a')} -> {c.get('b')}" for c in result.changed_flags)
