@@ -45,12 +45,7 @@ Values = dict[str, str | None]
 Key = tuple[tuple[str, str | None], ...]  # a candidate's values as a hashable key (values_key)
 Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 
-# The race order and which knobs interact come from core.tune.knob_table.KNOBS (each row's `order` and `group`):
-# placement and memory first, then batching, parallelism, speculation, threads; custom knobs last. Placement
-# interacts with everything (it decides where every later figure is computed) but threads and speculation for the
-# frontier's placement knob, memory knobs with each other (they share what fits), a pair group (speculation,
-# threads) with itself; a custom knob's effect is unknown, so it interacts with everything.
-# llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512; recorded in core.memory's args).
+
 def _default_int(key: str) -> int:
     value = llama_default(key)
     if value is None:
@@ -58,6 +53,12 @@ def _default_int(key: str) -> int:
     return int(value)
 
 
+# The race order and which knobs interact come from core.tune.knob_table.KNOBS (each row's `order` and `group`):
+# placement and memory first, then batching, parallelism, speculation, threads; custom knobs last. Placement
+# interacts with everything (it decides where every later figure is computed) but threads and speculation for the
+# frontier's placement knob, memory knobs with each other (they share what fits), a pair group (speculation,
+# threads) with itself; a custom knob's effect is unknown, so it interacts with everything.
+# llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512; recorded in core.memory's args).
 DEFAULT_BATCH, DEFAULT_UBATCH = _default_int("batch_size"), _default_int("ubatch_size")
 
 
