@@ -8,12 +8,16 @@ every view shows them as `metric_label` writes them.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_spec import BenchRun, Repetition
 from llm_tuner.core.cmdline import profile_diff
 from llm_tuner.core.hardware import hardware_lines
+from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.speed import Prediction
 from llm_tuner.core.stats import (
@@ -22,6 +26,7 @@ from llm_tuner.core.stats import (
     acceptance_by_position,
     compare,
     fit_constant_alpha,
+    median,
     percentile,
     speculative_bound,
     summarize,
@@ -124,7 +129,7 @@ def throttle_warning(run: BenchRun) -> str | None:
             "the settings.")
 
 
-def run_summary(run: BenchRun) -> dict:
+def run_summary(run: BenchRun) -> dict[str, Any]:
     """Median/spread/n per metric, latency percentiles, speculative figures and the llama-bench gap."""
     samples = metric_samples(run)
     metrics = {}
@@ -171,7 +176,7 @@ def draft_counter_deltas(before: dict[str, float], after: dict[str, float]) -> t
     return steps, per_pos
 
 
-def speculative_from_counters(steps: float, per_pos, k: int | None) -> dict:
+def speculative_from_counters(steps: float, per_pos: Sequence[float], k: int | None) -> dict[str, Any]:
     """α_i, mean tokens per step, the speed-up ceiling and the constant-α predictions from llama.cpp's
     counters (steps = spec_decode_num_drafts_total, per_pos = accepted per 0-based position).
 
@@ -183,12 +188,12 @@ def speculative_from_counters(steps: float, per_pos, k: int | None) -> dict:
     tps = tokens_per_step(alphas) if steps else None
     alpha_c = fit_constant_alpha(tps, k) if tps is not None and k else None
     predictions = ({str(d): speculative_bound(alpha_c, d) for d in sorted({*PREDICTED_DEPTHS, k})}
-                   if alpha_c is not None else {})
+                   if alpha_c is not None and k else {})
     return {"alpha_by_position": alphas, "tokens_per_step": tps, "speedup_ceiling": tps,
             "alpha_constant": alpha_c, "predicted_tokens_per_step": predictions}
 
 
-def speculative_figures(run: BenchRun, reps: list[Repetition]) -> dict | None:
+def speculative_figures(run: BenchRun, reps: list[Repetition]) -> dict[str, Any] | None:
     """The speculative section of run_summary (None when nothing was drafted)."""
     drafted = [r for r in reps if r.draft_n]
     if not drafted:
@@ -201,7 +206,7 @@ def speculative_figures(run: BenchRun, reps: list[Repetition]) -> dict | None:
     per_pos = [sum(r.draft_accepted_per_pos[p] for r in counted if p < len(r.draft_accepted_per_pos))
                for p in range(width)]
     k = draft_depth(run.server_argv)
-    figures = speculative_from_counters(sum(r.draft_steps for r in counted), per_pos, k) if counted else \
+    figures = speculative_from_counters(sum(r.draft_steps or 0 for r in counted), per_pos, k) if counted else \
         speculative_from_counters(0, (), None)
     return {"acceptance": accepted / draft_n if draft_n else None, "draft_n": draft_n,
             "draft_n_accepted": accepted, "mean_accepted_len": (1.0 + accepted / steps) if steps else None,
@@ -237,10 +242,11 @@ def draft_depth(argv: tuple[str, ...] | list[str]) -> int | None:
     return None if any(t.startswith("ngram") for t in types) else 3
 
 
-def llama_bench_gap(run: BenchRun) -> list[dict]:
+def llama_bench_gap(run: BenchRun) -> list[dict[str, Any]]:
     """Pair llama-bench tests with the server's medians: "llama-bench X, llama-server Y, gap Z%"."""
     out = []
     samples = metric_samples(run)
+    key: str | None
     for lb in run.llama_bench:
         if lb.n_gen == 0:
             key, what = f"prefill_tps@{lb.n_prompt}", f"prefill {lb.n_prompt} tokens"
@@ -249,7 +255,7 @@ def llama_bench_gap(run: BenchRun) -> list[dict]:
             key, what = (gens[0] if gens else None), f"generation {lb.n_gen} tokens"
         else:
             continue
-        server = summarize(samples[key].values).median if key in samples else None
+        server = median(samples[key].values) if key is not None and key in samples else None
         gap = None if server is None or not lb.avg_ts else 100.0 * (server - lb.avg_ts) / lb.avg_ts
         text = f"{what}: llama-bench {lb.avg_ts:.1f} t/s, llama-server " + (
             f"{server:.1f} t/s, gap {gap:+.1f}%" if server is not None else "not measured")
@@ -276,13 +282,15 @@ def _flag_pairs(argv: tuple[str, ...] | list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
     for _i, tok, value in flags.iter_flags(flags.mask_argv(list(argv))):
         hit = flags.lookup(tok)
-        name = flags.normalize(tok) if hit is None else (hit[0].flag if hit[1] else hit[0].neg_flag)
+        # a negative spelling (hit[1] False) is one of the flag's `neg`, so it has a neg_flag
+        name = (hit[0].flag if hit[1] else hit[0].neg_flag) if hit is not None else None
+        name = name or flags.normalize(tok)
         val = value or ""
         out[name] = f"{out[name]} {val}".strip() if name in out else val
     return out
 
 
-def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> list[dict]:
+def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) -> list[dict[str, Any]]:
     """Flags whose values differ between two llama-server argument lists ({flag, a, b}; None = absent)."""
     pa, pb = _flag_pairs(a), _flag_pairs(b)
     out = []
@@ -293,7 +301,8 @@ def argv_diff(a: tuple[str, ...] | list[str], b: tuple[str, ...] | list[str]) ->
     return out
 
 
-def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> list[dict]:
+def run_flag_diff(a: BenchRun, b: BenchRun, profile_a: LaunchProfile | None = None,
+                  profile_b: LaunchProfile | None = None) -> list[dict[str, Any]]:
     """Which flags differ between two runs: through core.cmdline.profile_diff when both runs' saved
     profile versions are given (LaunchProfile), else from their llama-server argument lists."""
     if profile_a is not None and profile_b is not None:
@@ -301,7 +310,7 @@ def run_flag_diff(a: BenchRun, b: BenchRun, profile_a=None, profile_b=None) -> l
     return argv_diff(a.server_argv, b.server_argv)
 
 
-def run_identity_diff(a: BenchRun, b: BenchRun) -> list[dict]:
+def run_identity_diff(a: BenchRun, b: BenchRun) -> list[dict[str, Any]]:
     """What differs between two runs besides flags: the llama-server build (version, program path, build stamp),
     the GPU driver and the model file, as rows shaped like run_flag_diff's ({flag, a, b}; None = not known)."""
     out = [{"flag": name, "a": va, "b": vb} for name, va, vb in (
@@ -315,7 +324,7 @@ def run_identity_diff(a: BenchRun, b: BenchRun) -> list[dict]:
     return out
 
 
-def speculative_lines(sp: dict) -> list[str]:
+def speculative_lines(sp: dict[str, Any]) -> list[str]:
     """A run's speculative figures as people read them (report, Benchmarks view, Compare)."""
     lines = [f"Draft acceptance {_fmt(100 * sp['acceptance'])}% overall ({sp['draft_n_accepted']}/{sp['draft_n']} "
              f"drafted tokens accepted); llama.cpp's mean length {_fmt(sp['mean_accepted_len'], 2)} tokens/step."]
@@ -346,7 +355,7 @@ def pooled(runs: list[BenchRun]) -> BenchRun | None:
     return runs[0].model_copy(update={"reps": reps, "status": status})
 
 
-def speculative_ab(runs: list[BenchRun]) -> dict | None:
+def speculative_ab(runs: list[BenchRun]) -> dict[str, Any] | None:
     """An interleaved A/B of a drafting profile against `--spec-type none` (BenchRunner.speculative_ab):
     both sides pooled over their rounds, then speculative_speedup."""
     drafted = pooled([r for r in runs if r.sweep_value != "none"])
@@ -356,7 +365,7 @@ def speculative_ab(runs: list[BenchRun]) -> dict | None:
     return speculative_speedup(drafted, base)
 
 
-def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
+def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict[str, Any] | None:
     """Measured generation speed-up of a drafting run over a run of the same profile without drafting
     (`--spec-type none`), beside the ceiling its counters imply."""
     spec = run_summary(run)["speculative"]
@@ -366,9 +375,9 @@ def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
     common = [k for k in sb if k.startswith("gen_tps@") and k in sa]
     if not common:
         return None
-    base = summarize(sa[common[0]].values).median
-    spd = summarize(sb[common[0]].values).median
-    measured = spd / base if base else None
+    base = median(sa[common[0]].values)
+    spd = median(sb[common[0]].values)
+    measured = spd / base if base and spd is not None else None
     ceiling = spec["speedup_ceiling"]
     text = (f"Speculative decoding: measured generation speed-up {_fmt(measured, 2)}× against no drafting"
             + (f", ceiling {ceiling:.2f}× from the acceptance counters" if ceiling else "") + ".")
@@ -376,17 +385,17 @@ def speculative_speedup(run: BenchRun, baseline: BenchRun) -> dict | None:
             "acceptance": spec["acceptance"], "k": spec["draft_depth_k"], "text": text}
 
 
-def _fmt(v, digits: int = 1) -> str:
+def _fmt(v: float | None, digits: int = 1) -> str:
     if v is None:
         return "–"
     return f"{v:.{digits}f}"
 
 
-def _when(t) -> str:
+def _when(t: datetime | None) -> str:
     return t.strftime("%Y-%m-%d %H:%M:%S") if t else "–"
 
 
-def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
+def report_markdown(run: BenchRun, plots: Sequence[tuple[str, str]] = ()) -> str:
     """A shareable Markdown report of one run; `plots` are (title, relative PNG path)."""
     s = run_summary(run)
     lines = [f"# Benchmark run {run.id}: {run.label or '(unnamed)'}", "",
@@ -446,7 +455,7 @@ def report_markdown(run: BenchRun, plots: list[tuple[str, str]] = ()) -> str:
     return "\n".join(lines) + "\n"
 
 
-def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict) -> str:
+def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> str:
     """A shareable Markdown report of B against A: `data` is the comparison as `runs compare --json` prints it
     (metrics with both medians, Δ, the 95 % interval and the verdict; the flags that differ; warnings). The
     hardware of each run is named (once when both ran on the same)."""
@@ -489,14 +498,14 @@ REP_CSV_FIELDS = ("run_id", "label", "seq", "prompt_tokens", "depth", "rep", "cl
                   "other_cpu_pct", "error")
 
 
-def rep_rows(run: BenchRun) -> list[dict]:
+def rep_rows(run: BenchRun) -> list[dict[str, Any]]:
     """Flat rows (one per repetition) for CSV export."""
     return [{"run_id": run.id, "label": run.label, **{k: getattr(r, k) for k in REP_CSV_FIELDS[2:]},
              "draft_accepted_per_pos": " ".join(map(str, r.draft_accepted_per_pos))}  # positions 0, 1, …
             for r in run.reps]
 
 
-def run_to_json(run: BenchRun) -> dict:
+def run_to_json(run: BenchRun) -> dict[str, Any]:
     """A run as the CLI and the JSON export print it: identity, spec, repetitions, summary, llama-bench."""
     return {"run_id": run.id, "label": run.label, "status": run.status, "error": run.error,
             "started": run.started_at.isoformat() if run.started_at else None,
@@ -532,7 +541,7 @@ def _pct(measured: float, predicted: float | None) -> str:
     return "" if abs(d) < 0.5 else f" (measured {abs(d):.0f} % {'above' if d > 0 else 'below'} it)"
 
 
-def speed_vs_prediction(run: BenchRun, predictions: list[RunPrediction]) -> list[dict]:
+def speed_vs_prediction(run: BenchRun, predictions: list[RunPrediction]) -> list[dict[str, Any]]:
     """Measured beside predicted, per prompt length, and generation's share of the roofline: "prompt 512: gen
     78.0 t/s = 91 % of what these devices' bandwidth allows (roofline 86 t/s); predicted 71.2 t/s (measured 10 %
     above it); prefill 900 t/s, predicted 950 t/s (measured 5 % below it)". Each: {prompt_tokens, gen_tps, gen_predicted, roofline_tps, roofline_pct,

@@ -27,7 +27,7 @@ Pure: the plan's inputs (model, devices, host) come from the caller.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -231,7 +231,7 @@ def _size(mib: float) -> str:
     return f"{mib / 1024:.2f} GiB" if mib >= 1024 else f"{mib:.0f} MiB"
 
 
-def _largest(ok, lo: int, hi: int) -> int:
+def _largest(ok: Callable[[int], bool], lo: int, hi: int) -> int:
     """The largest n in [lo, hi] with ok(n) (ok monotone: true up to a point), or lo - 1."""
     if not ok(lo):
         return lo - 1
@@ -244,7 +244,7 @@ def _largest(ok, lo: int, hi: int) -> int:
     return lo
 
 
-def _smallest(ok, lo: int, hi: int) -> int:
+def _smallest(ok: Callable[[int], bool], lo: int, hi: int) -> int:
     """The smallest n in [lo, hi] with ok(n) (ok monotone: false up to a point), or -1."""
     if not ok(hi):
         return -1
@@ -272,7 +272,7 @@ def frontier(planner: Planner, base_argv: Sequence[str], kv_types: Sequence[str]
     moe = bool(getattr(planner.model, "expert_count", 0))
     styles = tuple(styles or (KV_STYLES_MOE if moe else KV_STYLES_DENSE))
     out: list[Placement] = []
-    seen: set[tuple] = set()
+    seen: set[tuple[object, ...]] = set()
     for kv in kv_types:
         for style in styles:
             p = resolve_placement(planner, base_argv, f"{kv}:{style}", margin_mib)

@@ -6,8 +6,10 @@ The rules of each built-in knob are its proposer in core.tune.proposers (one row
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from llm_tuner.core import flags
+from llm_tuner.core.cmdline.help import FlagCatalog
 from llm_tuner.core.tune.frontier import Placement
 from llm_tuner.core.tune.knob_table import KNOBS, ProposeContext
 from llm_tuner.core.tune.model import Knob
@@ -33,8 +35,8 @@ def _int(v: str | None, default: int) -> int:
         return default
 
 
-def propose_knobs(model_info, catalog, devices: Sequence, base_argv: Sequence[str], *,
-                  objective: Objective | None = None, needs_offload: bool = False,
+def propose_knobs(model_info: Any, catalog: FlagCatalog | None, devices: Sequence[Any],
+                  base_argv: Sequence[str], *, objective: Objective | None = None, needs_offload: bool = False,
                   cpu_threads: int | None = None, placement: Sequence[Placement] = ()) -> list[Knob]:
     """Knobs worth racing for this model, binary and devices (GPU devices: objects with `.name`): every KNOBS row's
     proposer asked in table order.

@@ -5,6 +5,7 @@ core/bench_spec.py. The objective and how a run scores against it: core/tune/obj
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -95,7 +96,7 @@ class Trial(BaseModel):
     run_ids: tuple[int, ...] = ()
     seq: int = 0
     # the speed model's prediction before it started (core.tune.prune.SpeedGuess.to_json()); None: none made
-    predicted: dict | None = None
+    predicted: dict[str, Any] | None = None
 
 
 class TuneResult(BaseModel):
@@ -111,11 +112,11 @@ class TuneResult(BaseModel):
     tune_number: int | None = None  # the tune's number among tunes (TuneRecord.number): what people read
     baseline_argv: tuple[str, ...] = ()
     winner_argv: tuple[str, ...] = ()
-    changed_flags: tuple[dict, ...] = ()  # {flag, a (baseline), b (winner)}
-    comparisons: tuple[dict, ...] = ()
+    changed_flags: tuple[dict[str, Any], ...] = ()  # {flag, a (baseline), b (winner)}
+    comparisons: tuple[dict[str, Any], ...] = ()
     verdict: str = "within noise"
-    quality: dict = Field(default_factory=dict)
-    bandwidth: dict | None = None
+    quality: dict[str, Any] = Field(default_factory=dict)
+    bandwidth: dict[str, Any] | None = None
     trials: tuple[Trial, ...] = ()
     note: str = ""  # e.g. "the search kept the baseline: no final comparison"
     objective_metric: str | None = None  # the metric id the verdict is read from (gen_tps@512, ...)

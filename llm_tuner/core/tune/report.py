@@ -9,6 +9,9 @@ a CPU's is not known here, so a tune whose weights sit largely in host memory sa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 from llm_tuner.core.cmdline import render_shell
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED, Trial, TuneResult
 from llm_tuner.core.tune.prune import trial_prediction
@@ -33,8 +36,8 @@ def published_gbps(description: str) -> float | None:
     return None
 
 
-def bandwidth_figure(devices: list[dict], gen_tps: float | None, measured_gbps: dict[str, float] | None = None,
-                     ) -> dict | None:
+def bandwidth_figure(devices: list[dict[str, Any]], gen_tps: float | None,
+                     measured_gbps: dict[str, float] | None = None) -> dict[str, Any] | None:
     """How close generation is to the memory-bandwidth limit.
 
     `devices`: [{name, description, bytes}] with the bytes each device reads per generated token (its active
@@ -71,25 +74,25 @@ def bandwidth_figure(devices: list[dict], gen_tps: float | None, measured_gbps: 
                     f"{gib:.2f} GiB read per token)"}
 
 
-def trial_json(trial: Trial) -> dict:
+def trial_json(trial: Trial) -> dict[str, Any]:
     return {"type": "trial", **trial.model_dump(mode="json")}
 
 
-def result_json(result: TuneResult) -> dict:
+def result_json(result: TuneResult) -> dict[str, Any]:
     d = result.model_dump(mode="json")
     d["trials"] = [t.model_dump(mode="json") for t in result.trials]
     return {"type": "result", **d}
 
 
-def _fmt(v, digits: int = 1) -> str:
+def _fmt(v: float | None, digits: int = 1) -> str:
     return "–" if v is None else f"{v:.{digits}f}"
 
 
-def _values(values: dict) -> str:
+def _values(values: dict[str, str | None]) -> str:
     return ", ".join(f"{k}={'(absent)' if v is None else v}" for k, v in values.items()) or "(baseline)"
 
 
-def tune_report_markdown(result: TuneResult, plots: list[tuple[str, str]] = (), *, objective: str = "",
+def tune_report_markdown(result: TuneResult, plots: Sequence[tuple[str, str]] = (), *, objective: str = "",
                          label: str = "") -> str:
     """The tune as a Markdown document: verdict, changed flags, per-metric comparison, quality, bandwidth,
     every trial (pruned and failed included, with their reasons) and the plots given as (title, file)."""

@@ -42,7 +42,16 @@ from llm_tuner.core.tune.model import Knob
 from llm_tuner.core.tune.proposers import PLACEMENT_KNOB
 
 Values = dict[str, str | None]
+Key = tuple[tuple[str, str | None], ...]  # a candidate's values as a hashable key (values_key)
 Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
+
+
+def _default_int(key: str) -> int:
+    value = llama_default(key)
+    if value is None:
+        raise KeyError(f"llama.cpp's default for {key} is not recorded in core.memory")
+    return int(value)
+
 
 # The race order and which knobs interact come from core.tune.knob_table.KNOBS (each row's `order` and `group`):
 # placement and memory first, then batching, parallelism, speculation, threads; custom knobs last. Placement
@@ -50,7 +59,7 @@ Evaluate = Callable[[Values, int, str | None], Sequence[float] | None]
 # frontier's placement knob, memory knobs with each other (they share what fits), a pair group (speculation,
 # threads) with itself; a custom knob's effect is unknown, so it interacts with everything.
 # llama.cpp's default batch sizes (common/common.h: n_batch 2048, n_ubatch 512; recorded in core.memory's args).
-DEFAULT_BATCH, DEFAULT_UBATCH = int(llama_default("batch_size")), int(llama_default("ubatch_size"))
+DEFAULT_BATCH, DEFAULT_UBATCH = _default_int("batch_size"), _default_int("ubatch_size")
 
 
 def interacts(a: Knob, b: Knob) -> bool:
@@ -63,7 +72,7 @@ def interacts(a: Knob, b: Knob) -> bool:
     return ga == gb and ga != G_OWN
 
 
-def values_key(values: Mapping[str, str | None]) -> tuple:
+def values_key(values: Mapping[str, str | None]) -> Key:
     return tuple(sorted(values.items(), key=lambda kv: kv[0]))
 
 
@@ -207,13 +216,21 @@ Z_SEPARATE = 2.0  # about 95%: how many noise SDs a difference of two candidates
 MAX_ROUNDS = 3  # rounds of a race at least (more when halving needs them); then the median leader stands
 
 
+def _median(samples: Sequence[float]) -> float:
+    """The median of a candidate's samples (a race keeps samples only for candidates that gave some)."""
+    m = median(list(samples))
+    if m is None:
+        raise ValueError("no samples to take the median of")
+    return m
+
+
 def separated(better: Sequence[float], worse: Sequence[float], noise: float | None) -> bool:
     """Whether `better`'s median exceeds `worse`'s by more than the noise allows: Z_SEPARATE × √2 × `noise` (the
     relative SD of one server start's figure: starts differ as well as repetitions) × the lower median. True when
     the noise is unknown (the race's other rules decide)."""
     if noise is None:
         return True
-    b, w = median(list(better)), median(list(worse))
+    b, w = _median(better), _median(worse)
     return b - w > Z_SEPARATE * math.sqrt(2.0) * noise * abs(w)
 
 
@@ -239,22 +256,22 @@ def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
     noise first would only spend two server starts (a placement that halves host reads gains 1.5-2×)."""
     if len(lead) < 2 or len(incumbent) < 2:
         return False
-    b, w = median(list(lead)), median(list(incumbent))
+    b, w = _median(lead), _median(incumbent)
     return w > 0 and b >= w * (1 + LARGE_LEAD) and min(lead) > max(incumbent)
 
 
 NEAR_TIE_PCT = 10.0  # in an improvement race, candidates this close to the leader are ranked by their medians
 
 
-def improving(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None) -> bool:
+def improving(alive: list[Values], samples: dict[Key, list[float]], inc: Key | None) -> bool:
     """Whether the race's leader (`alive` sorted best first) is clearly ahead of the incumbent (see clearly_ahead):
     the change is decided, the race only ranks improvements."""
     lead = values_key(alive[0])
     return inc is not None and lead != inc and inc in samples and clearly_ahead(samples[lead], samples[inc])
 
 
-def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple | None, want: int,
-             zone_pct: float, noise: Noise | None = None, order: Mapping[tuple, int] | None = None,
+def _settled(alive: list[Values], samples: dict[Key, list[float]], inc: Key | None, want: int,
+             zone_pct: float, noise: Noise | None = None, order: Mapping[Key, int] | None = None,
              ) -> Values | None:
     """The race's winner when more samples cannot change what the search does with it, else None.
 
@@ -265,20 +282,20 @@ def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple 
     only to rank candidates that run alike. With `order` (the candidates' listed order, fastest first by a model)
     the near ties of an improvement race go to the earliest listed."""
     lead = samples[values_key(alive[0])]
-    floor = median(lead) - abs(median(lead)) * zone_pct / 100.0
-    near = median(lead) - abs(median(lead)) * max(zone_pct, NEAR_TIE_PCT) / 100.0
+    floor = _median(lead) - abs(_median(lead)) * zone_pct / 100.0
+    near = _median(lead) - abs(_median(lead)) * max(zone_pct, NEAR_TIE_PCT) / 100.0
     known = noise() if noise is not None else None
     ranked = improving(alive, samples, inc)
     for c in alive[1:]:
         s = samples[values_key(c)]
         worse = want >= 2 and max(s) < min(lead) and separated(lead, s, known)
-        if not (worse or (zone_pct > 0 and median(s) >= floor) or (ranked and median(s) >= near)):
+        if not (worse or (zone_pct > 0 and _median(s) >= floor) or (ranked and _median(s) >= near)):
             return None
     if ranked and order is not None:
-        ties = [c for c in alive if values_key(c) != inc and median(samples[values_key(c)]) >= near]
+        ties = [c for c in alive if values_key(c) != inc and _median(samples[values_key(c)]) >= near]
         return min(ties, key=lambda c: order[values_key(c)])
     for c in alive:
-        if values_key(c) == inc and median(samples[inc]) >= floor:
+        if values_key(c) == inc and _median(samples[inc]) >= floor:
             return c
     if inc in samples and values_key(alive[0]) != inc and not confident_lead(lead, samples[inc], noise):
         return None  # a lead within the noise (or before it is known): more samples of both
@@ -288,7 +305,7 @@ def _settled(alive: list[Values], samples: dict[tuple, list[float]], inc: tuple 
 def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps: int, knob: str | None = None,
                        incumbent: Values | None = None, out_of_time: Callable[[], bool] = lambda: False,
                        zone_pct: float = 0.0, noise: Noise | None = None, ranked: bool = False,
-                       ) -> tuple[Values | None, dict[tuple, list[float]]]:
+                       ) -> tuple[Values | None, dict[Key, list[float]]]:
     """Race candidates: `reps` samples each, drop the worse half by median, top the rest up, repeat; stop as soon
     as the race is settled (see _settled: the rest clearly worse or within `zone_pct` of the leader).
 
@@ -298,7 +315,7 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
     candidate is out) and the samples seen per candidate key. When time runs out the best so far wins. `ranked`:
     the candidates are listed fastest first by a model (see _settled)."""
     alive = list(candidates)
-    samples: dict[tuple, list[float]] = {}
+    samples: dict[Key, list[float]] = {}
     want = max(1, reps)
     inc = values_key(incumbent) if incumbent is not None else None
     topped_up = False
@@ -315,7 +332,7 @@ def successive_halving(candidates: Sequence[Values], evaluate: Evaluate, *, reps
         alive = [c for c in still if values_key(c) in samples]
         if not alive:
             return None, samples
-        alive.sort(key=lambda c: (median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
+        alive.sort(key=lambda c: (_median(samples[values_key(c)]), values_key(c) == inc), reverse=True)
         if len(alive) == 1 or out_of_time():
             return alive[0], samples
         settled = _settled(alive, samples, inc, want, zone_pct, noise, order)

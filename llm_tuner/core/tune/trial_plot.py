@@ -117,9 +117,11 @@ def trial_plot_svg(trials: list[Trial], y_label: str = "score", *, width: int = 
         o.append(f'<polyline points="{path}" fill="none" stroke="{MEASURED}" stroke-dasharray="2 3"/>')
     for kind, points in pts.kinds.items():
         o += [_marker(kind, x(i), y(v)) for i, v in points]
-    items = [(f"{kind} ({len(points)})", kind) for kind, points in pts.kinds.items() if points]
+    items: list[tuple[str, str | tuple[str, str]]] = [
+        (f"{kind} ({len(points)})", kind) for kind, points in pts.kinds.items() if points]
     items += [("baseline", (FINAL, "6 4")), ("best so far", (MEASURED, "2 3"))]
-    lx, ly = left, height - 30  # the legend under the axis: each mark as drawn, wrapped to a second row
+    lx: float = left  # the legend under the axis: each mark as drawn, wrapped to a second row
+    ly = height - 30
     for label, mark in items:
         w = 30 + 6.5 * len(label)
         if lx + w > width - right:
