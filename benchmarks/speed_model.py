@@ -226,14 +226,15 @@ def cmd_measure(a: argparse.Namespace) -> None:
 
 
 def cmd_probe(a: argparse.Namespace) -> None:
-    from llm_tuner.services.speed import probe_argv
+    from llm_tuner.services.speed import probe_argvs
 
     d = Path(a.dir)
     with open(d / "probe.jsonl", "a") as f:
         for name in PROBE_MODELS:
-            out, meta = _bench(a.bench, probe_argv(str(model_path(d, name)), THREADS))
-            f.write(json.dumps({"model": name, "meta": meta, "stdout": out}) + "\n")
-            print(f"probe {name}: rc {meta['rc']} {meta['seconds']} s", flush=True)
+            for argv in probe_argvs(str(model_path(d, name)), THREADS):
+                out, meta = _bench(a.bench, argv)
+                f.write(json.dumps({"model": name, "meta": meta, "stdout": out}) + "\n")
+                print(f"probe {name}: rc {meta['rc']} {meta['seconds']} s", flush=True)
 
 
 def cmd_headers(a: argparse.Namespace) -> None:

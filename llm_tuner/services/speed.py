@@ -43,7 +43,10 @@ PROBE_PROMPT = 256
 PROBE_GEN = 32
 PROBE_DEPTH = 1024
 PROBE_REPS = 2
-PROBE_KV = ("f16", "q8_0")  # crossed by llama-bench: the f16, q8_0 and mixed pairs each give attention's cost
+# K/V types of the probe, each set crossed by one llama-bench run: f16, q8_0 and their mixed pairs, then q4_0 on
+# both sides (the common small cache, whose CPU attention is the slowest: as q8_0/q8_0 it came out twice as fast
+# as measured). Each pair gives attention's cost; an unprobed pair takes the nearest probed one.
+PROBE_KV_SETS: tuple[tuple[str, ...], ...] = (("f16", "q8_0"), ("q4_0",))
 
 
 class ProbeError(Exception):
@@ -143,27 +146,34 @@ def measurements(cells: Sequence[BenchCell], gpus: Sequence[PlanDevice] = (), *,
     return out
 
 
-def probe_argv(model: str, threads: Sequence[int], *, extra: Sequence[str] = ()) -> list[str]:
-    """llama-bench's arguments for one probe run of `model` (JSON lines out; K/V types crossed; the PROBE_*
-    settings of this module)."""
+def probe_argv(model: str, threads: Sequence[int], *, kv: Sequence[str] = PROBE_KV_SETS[0],
+               extra: Sequence[str] = ()) -> list[str]:
+    """llama-bench's arguments for one probe run of `model` (JSON lines out; the K/V types `kv` crossed; the
+    PROBE_* settings of this module)."""
     server = [*flags.argv_for("model", model), *flags.argv_for("threads", ",".join(str(t) for t in threads)),
-              *flags.argv_for("flash_attn", "on"), *flags.argv_for("cache_type_k", ",".join(PROBE_KV)),
-              *flags.argv_for("cache_type_v", ",".join(PROBE_KV))]
+              *flags.argv_for("flash_attn", "on"), *flags.argv_for("cache_type_k", ",".join(kv)),
+              *flags.argv_for("cache_type_v", ",".join(kv))]
     bench, _ = flags.to_llama_bench(server)
     return [*bench, flags.BENCH_DEPTH, f"0,{PROBE_DEPTH}", flags.BENCH_PROMPT, str(PROBE_PROMPT), flags.BENCH_GEN,
             str(PROBE_GEN), flags.BENCH_REPS, str(PROBE_REPS), flags.BENCH_OUTPUT, "jsonl", *extra]
+
+
+def probe_argvs(model: str, threads: Sequence[int], *, extra: Sequence[str] = ()) -> list[list[str]]:
+    """Every llama-bench run of the probe for `model`: one per K/V set (PROBE_KV_SETS)."""
+    return [probe_argv(model, threads, kv=kv, extra=extra) for kv in PROBE_KV_SETS]
 
 
 def run_probe(models: Sequence[str], threads: Sequence[int], *, gpus: Sequence[PlanDevice] = (),
               cpu_flags: Sequence[str] = (), build: str = "", driver: str = "",
               progress: Callable[[str], None] | None = None, bench_binary: str | None = None,
               extra: Sequence[str] = ()) -> tuple[SpeedCalibration, list[Measurement]]:
-    """The probe: one llama-bench run per model (at most two), then the fit. ProbeError when it cannot run."""
+    """The probe: llama-bench runs of each model (at most two; one run per K/V set), then the fit. ProbeError
+    when it cannot run."""
     cells: list[BenchCell] = []
-    for model in list(models)[:2]:
+    for model, argv in ((m, a) for m in list(models)[:2] for a in probe_argvs(m, threads, extra=extra)):
         if progress:
-            progress(f"probing {Path(model).name} at {', '.join(map(str, threads))} threads")
-        argv = probe_argv(model, threads, extra=extra)
+            progress(f"probing {Path(model).name} at {', '.join(map(str, threads))} threads, K/V "
+                     f"{flags.value_of(argv, 'cache_type_k')}")
         try:
             if bench_binary:
                 run = binaries.run_short([bench_binary, *argv], timeout=900.0)

@@ -65,6 +65,13 @@ def test_calibrate_measures_keeps_and_reuses_a_calibration(capsys, history, serv
     cal = first["calibration"]
     assert cal["calibrated"] and cal["id"] is not None and "small.gguf + large.gguf" in cal["source"]
     assert "probe of small.gguf + large.gguf" in first["calibrated_on"]
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    stored = SpeedCalibrationRepo(open_engine(database_path())).all()[-1].calibration
+    pairs = {k.split(":")[2].split("@")[0] for k in stored.costs if k.startswith("attn_gen:Host:")}
+    assert pairs == {"f16/f16", "f16/q8_0", "q8_0/f16", "q8_0/q8_0", "q4_0/q4_0"}  # the common small cache too
     again = _speed(capsys, ["--speed", "--", "-m", str(large), "-c", "1024", "-t", "2"])
     assert again["calibration"]["id"] == cal["id"]  # kept in the history for this build and used
     assert "probe of" in again["calibrated_on"]
