@@ -292,17 +292,14 @@ def calibrate(args, engine) -> None:
     probe (K/V types crossed, depth 0 and 1024) at the default and half the threads, over an -ngl series so that
     host memory's costs are measured too; with its error on its own cells; kept in `engine`'s history."""
     from llm_tuner.core.speed.calibrate import with_error
-    from llm_tuner.services import binaries
     from llm_tuner.services.rpc import planned_gpus
-    from llm_tuner.services.speed import run_probe
-    from llm_tuner.services.telemetry import nvml
+    from llm_tuner.services.speed import calibration_identity, run_probe
     from llm_tuner.services.telemetry.host import host_info
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
     server = Path(args.server)
     bench = server.with_name("llama-bench")
-    gpus, _ = nvml.nvidia_gpus()
-    build, driver = binaries.build_identity(server).key, (gpus[0].driver if gpus else "")
+    build, driver, _ = calibration_identity(server)  # the key a tune looks the calibration up by
     cores = physical_cores() or 2
     t0 = time.monotonic()
     models = [m for m in args.calibrate_models.split(",") if m] or [args.model]
