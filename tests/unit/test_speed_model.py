@@ -14,7 +14,7 @@ import pytest
 
 from llm_tuner.core.memory import PlanDevice, parse_server_args, place_tensors, plan_memory
 from llm_tuner.core.speed import SpeedCalibration, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, determined, fit, nnls, refine
+from llm_tuner.core.speed.calibrate import FLOOR, Measurement, determined, fit, nnls, refine
 from llm_tuner.core.speed.predict import (
     calibration_from_json,
     calibration_to_json,
@@ -240,6 +240,21 @@ def test_one_run_after_a_probe_refines_the_calibration_mostly_in_its_read_rate(d
     # refining again on the same run changes nothing: the refined calibration already explains it
     twice, _ = refine(cal, run)
     assert all(twice.costs[k] == pytest.approx(cal.costs[k], rel=1e-6) for k in cal.costs)
+
+
+def test_a_run_much_faster_than_the_prior_keeps_every_cost_positive_and_is_reproduced(dense):
+    """Seen with the real server: a tiny model's prefill 5.7x faster than the prior said. The smallest change
+    would take the per-ubatch cost below zero; it is held at FLOOR of its prior and the others give instead."""
+    prior = SpeedCalibration({**PRIOR, "pfixed:cpu@2": 1.0}, threads=(2,))  # the per-ubatch cost: most of it
+    t = _traffic(dense, ["-c", "2048"])[0]
+    pr = predict(t, SpeedCalibration(PRIOR, threads=(2,)), threads=2, depth=0, prompt_tokens=128)
+    slow = predict(t, prior, threads=2, depth=0, prompt_tokens=128)
+    assert pr.prefill_tps > 3 * slow.prefill_tps
+    cal, keys = refine(prior, [Measurement(t, 2, 0, 128, pr.gen_tps, pr.prefill_tps, "run 1")])
+    assert cal.costs["pfixed:cpu@2"] == pytest.approx(FLOOR * 1.0)
+    assert all(cal.costs[k] >= FLOOR * prior.costs[k] * (1 - 1e-9) for k in keys)
+    assert predict(t, cal, threads=2, depth=0, prompt_tokens=128).prefill_tps == pytest.approx(pr.prefill_tps,
+                                                                                               rel=1e-4)
 
 
 def test_a_run_refines_no_default_it_cannot_determine_alone(dense):

@@ -182,25 +182,38 @@ def _alone(key: str, eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> bo
     return rank([*eqs, {key: 1.0}], [*ys, 1.0])[0] == r
 
 
+FLOOR = 0.05  # a refined cost keeps at least this share of its prior: no cost of a device is free
+
+
 def _smallest_change(eqs: Sequence[dict[str, float]], ys: Sequence[float], base: dict[str, float],
                      held: dict[str, float]) -> dict[str, float]:
     """The costs `base` × (1 + d), d the smallest-norm least-squares fit of the equations on relative error with
-    the `held` costs fixed; a cost is never below 0."""
-    free = sorted(base)
-    if not free:
-        return {}
-    w = [[e.get(k, 0.0) * base[k] / y for k in free] for e, y in zip(eqs, ys, strict=True)]
-    r = [1.0 - sum(e.get(k, 0.0) * v for k, v in held.items()) / y - sum(row)
-         for e, y, row in zip(eqs, ys, w, strict=True)]
-    n = len(free)
-    a = [[sum(row[i] * row[j] for row in w) for j in range(n)] for i in range(n)]
-    lam = RIDGE * max((a[i][i] for i in range(n)), default=1.0)
-    for i in range(n):
-        a[i][i] += lam
-    d = _solve(a, [sum(row[i] * ri for row, ri in zip(w, r, strict=True)) for i in range(n)])
-    if d is None:
-        return {}
-    return {k: max(0.0, base[k] * (1.0 + di)) for k, di in zip(free, d, strict=True)}
+    the `held` costs fixed. A cost the fit would take below FLOOR × its prior is held there and the others fitted
+    again (an active set, as non-negative least squares does), so a run much faster than the prior moves the
+    costs that can still give."""
+    fixed = dict(held)
+    out: dict[str, float] = {}
+    while True:
+        free = sorted(k for k in base if k not in fixed)
+        if not free:
+            return out
+        w = [[e.get(k, 0.0) * base[k] / y for k in free] for e, y in zip(eqs, ys, strict=True)]
+        r = [1.0 - sum(e.get(k, 0.0) * v for k, v in fixed.items()) / y - sum(row)
+             for e, y, row in zip(eqs, ys, w, strict=True)]
+        n = len(free)
+        a = [[sum(row[i] * row[j] for row in w) for j in range(n)] for i in range(n)]
+        lam = RIDGE * max((a[i][i] for i in range(n)), default=1.0)
+        for i in range(n):
+            a[i][i] += lam
+        d = _solve(a, [sum(row[i] * ri for row, ri in zip(w, r, strict=True)) for i in range(n)])
+        if d is None:
+            return out
+        low = [k for k, di in zip(free, d, strict=True) if 1.0 + di < FLOOR]
+        if not low:
+            out.update({k: base[k] * (1.0 + di) for k, di in zip(free, d, strict=True)})
+            return out
+        for k in low:
+            fixed[k] = out[k] = base[k] * FLOOR
 
 
 def rank(eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> tuple[int, int]:
