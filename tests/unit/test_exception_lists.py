@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # The ceilings: the length of each list now. Started at 53 mypy modules (core/, store/, state/, services/ made
 # strict), 179 files over 110 characters and 22 files with a function above 15 (issue 36).
 MYPY_NOT_STRICT = 3
-E501_FILES = 103
+E501_FILES = 102
 C901_FILES = 21
 
 

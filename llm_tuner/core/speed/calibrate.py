@@ -1,11 +1,12 @@
 """A calibration fitted from measurements: a probe's (a few llama-bench runs) or stored runs of this machine.
 
-Each measurement is one linear equation in the costs of core.speed.predict.terms (1 / gen t/s and 1 / prefill t/s
-are sums of units × costs); the host's costs are unknowns per thread count. They are fitted by non-negative
-least squares on relative error (each equation divided by its measured time, so a slow configuration weighs as
-much as a fast one). A cost the measurements cannot separate (no measurement varies it) stays out of the
-calibration and takes its default, marked as such, in a prediction. Pure: no numpy (core's contract); the
-systems are small.
+Each measurement is one linear equation in the costs of core.speed.predict.terms (1 / gen t/s and 1 / prefill
+t/s are sums of units × costs); the host's costs are unknowns per thread count. They are fitted by
+non-negative least squares on relative error (each equation divided by its measured time, so a slow
+configuration weighs as much as a fast one). A cost the measurements cannot separate (no measurement varies
+it) stays out of the calibration and takes its default, marked as such, in a prediction. Measurements that
+cannot determine every cost (one benchmark run) refine a calibration already there instead (`refine`: the
+smallest relative change that explains them). Pure: no numpy (core's contract); the systems are small.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def _lstsq(rows_: list[dict[str, float]], free: Sequence[str]) -> dict[str, floa
 
 
 def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
-    """x with a·x = b (a square, changed in place) by Gauss-Jordan with partial pivoting; None when singular."""
+    """x with a·x = b (a square, changed in place) by Gauss-Jordan with partial pivoting; None when
+    singular."""
     n = len(b)
     scale = max((abs(a[i][i]) for i in range(n)), default=1.0) or 1.0
     for col in range(n):
@@ -101,7 +103,8 @@ def _solve(a: list[list[float]], b: list[float]) -> list[float] | None:
 def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "", source: str = "",
         peaks: dict[str, float] | None = None) -> SpeedCalibration:
     """A calibration from measurements (see the module's docstring). Generation and prefill are fitted apart
-    (they share no cost). Each device's peak read rate is the best a measurement reached, or `peaks` (NVML's)."""
+    (they share no cost). Each device's peak read rate is the best a measurement reached, or `peaks`
+    (NVML's)."""
     gen = [m for m in measurements if m.gen_tps]
     pre = [m for m in measurements if m.prefill_tps]
     g = nnls([rows(m)[0] for m in gen], [1.0 / (m.gen_tps or 1.0) for m in gen]) if gen else {}
@@ -112,7 +115,8 @@ def fit(measurements: Sequence[Measurement], *, build: str = "", driver: str = "
     return SpeedCalibration(costs, best, build, driver, source, None, threads)
 
 
-def _peaks(gen: Sequence[Measurement], costs: dict[str, float], peaks: dict[str, float] | None) -> dict[str, float]:
+def _peaks(gen: Sequence[Measurement], costs: dict[str, float],
+           peaks: dict[str, float] | None) -> dict[str, float]:
     """Each device's peak read rate: the best a generation measurement reached under these costs (the time
     its read did not leave to the other costs), or `peaks` (NVML's) where higher."""
     best: dict[str, float] = {}
@@ -139,10 +143,10 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
     """The prior calibration moved as little as the measurements require: for runs that cannot determine every
     cost (`determined`), e.g. one benchmark run after a probe. Each cost the measurements involve is its prior
     (the calibration's, else the default) times (1 + d); the d are the least-squares fit on relative error of
-    smallest norm, so a run's surplus time goes to its costs in proportion to their share of it (mostly the read
-    rate when reading weights takes most of a token). A cost whose prior is a default is fitted only when the
-    measurements determine it alone; otherwise it stays the default; a cost set by hand stays. Returns the calibration and the refined keys
-    (none: the prior unchanged)."""
+    smallest norm, so a run's surplus time goes to its costs in proportion to their share of it (mostly the
+    read rate when reading weights takes most of a token). A cost whose prior is a default is fitted only when
+    the measurements determine it alone, otherwise it stays the default; a cost set by hand stays. Returns the
+    calibration and the refined keys (none: the prior unchanged)."""
     gen = [m for m in measurements if m.gen_tps]
     pre = [m for m in measurements if m.prefill_tps]
     costs = dict(prior.costs)
@@ -172,8 +176,9 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
     best = dict(prior.peaks_gbps)
     for dev, v in (_peaks(gen, costs, None) if refined else {}).items():
         best[dev] = max(best.get(dev, 0.0), v)
-    return SpeedCalibration(costs, best, prior.build, prior.driver, source or prior.source, prior.error, threads,
-                            by_hand), refined
+    cal = SpeedCalibration(costs, best, prior.build, prior.driver, source or prior.source, prior.error,
+                           threads, by_hand)
+    return cal, refined
 
 
 def _alone(key: str, eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> bool:
@@ -187,10 +192,10 @@ FLOOR = 0.05  # a refined cost keeps at least this share of its prior: no cost o
 
 def _smallest_change(eqs: Sequence[dict[str, float]], ys: Sequence[float], base: dict[str, float],
                      held: dict[str, float]) -> dict[str, float]:
-    """The costs `base` × (1 + d), d the smallest-norm least-squares fit of the equations on relative error with
-    the `held` costs fixed. A cost the fit would take below FLOOR × its prior is held there and the others fitted
-    again (an active set, as non-negative least squares does), so a run much faster than the prior moves the
-    costs that can still give."""
+    """The costs `base` × (1 + d), d the smallest-norm least-squares fit of the equations on relative error
+    with the `held` costs fixed. A cost the fit would take below FLOOR × its prior is held there and the
+    others fitted again (an active set, as non-negative least squares does), so a run much faster than the
+    prior moves the costs that can still give."""
     fixed = dict(held)
     out: dict[str, float] = {}
     while True:
@@ -218,8 +223,9 @@ def _smallest_change(eqs: Sequence[dict[str, float]], ys: Sequence[float], base:
 
 def rank(eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> tuple[int, int]:
     """(rank, unknowns) of a system on relative error: how many of its costs the equations can tell apart. A
-    fit of fewer equations than unknowns (or of equations that repeat one another) is not unique: least squares
-    then puts the whole time on whichever costs it likes (one benchmark run "explained" by attention alone)."""
+    fit of fewer equations than unknowns (or of equations that repeat one another) is not unique: least
+    squares then puts the whole time on whichever costs it likes (one benchmark run "explained" by attention
+    alone)."""
     keys = sorted({k for e in eqs for k in e})
     done: list[list[float]] = []
     for k in keys:  # Gram-Schmidt over the columns
@@ -248,26 +254,29 @@ def determined(measurements: Sequence[Measurement]) -> tuple[bool, str]:
     return (not short), "; ".join(short)
 
 
-def relative_errors(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> list[tuple[str, float, float]]:
+def relative_errors(cal: SpeedCalibration,
+                    measurements: Sequence[Measurement]) -> list[tuple[str, float, float]]:
     """(label, generation error, prefill error) of the calibration's predictions against measurements
     ((predicted - measured) / measured; NaN where not measured or not predicted)."""
     out = []
     for m in measurements:
         pr = predict(m.traffic, cal, threads=m.threads, depth=m.depth, prompt_tokens=m.prompt_tokens)
         ge = (pr.gen_tps - m.gen_tps) / m.gen_tps if pr.gen_tps and m.gen_tps else math.nan
-        pe = (pr.prefill_tps - m.prefill_tps) / m.prefill_tps if pr.prefill_tps and m.prefill_tps else math.nan
+        pe = ((pr.prefill_tps - m.prefill_tps) / m.prefill_tps if pr.prefill_tps and m.prefill_tps
+              else math.nan)
         out.append((m.label, ge, pe))
     return out
 
 
 def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> SpeedCalibration:
-    """The calibration with its expected error: the median |generation error| on `measurements` (at least 5 %)."""
+    """The calibration with its expected error: the median |generation error| on `measurements` (at least
+    5 %)."""
     errs = sorted(abs(e) for _, e, _ in relative_errors(cal, measurements) if not math.isnan(e))
     if not errs:
         return cal
     med = errs[len(errs) // 2]
-    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med), cal.threads,
-                            cal.by_hand)
+    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med),
+                            cal.threads, cal.by_hand)
 
 
 __all__ = ["GB", "Measurement", "determined", "fit", "nnls", "rank", "refine", "relative_errors", "rows",
