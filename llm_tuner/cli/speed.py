@@ -118,7 +118,7 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
     """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
     from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
     from llm_tuner.services import binaries
-    from llm_tuner.services.speed import ProbeError, run_probe, stored_run_measurements
+    from llm_tuner.services.speed import ProbeError, run_probe, runs_said, stored_run_measurements
 
     ms: list[Measurement] = []
     sources = []
@@ -143,37 +143,30 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
             raise CliError("--calibrate-from-runs: no benchmark run in the history can be used (see 'left out'); "
                            "run a benchmark first, or use --calibrate")
         ms += stored
-        n = len({m.label.split(' prompt')[0] for m in stored})
-        sources.append(f"{n} stored run{'s' if n != 1 else ''}")
+        sources.append(runs_said(stored))
         ok, short = determined(ms)
         if not ok and not (args.calibrate or args.calibrate_with):
-            return _refine_stored(engine, build, driver, stored, short, sources[-1])
+            return _refine_stored(engine, build, driver, stored, short)
     cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
     return with_error(cal, ms)
 
 
-def _refine_stored(engine: Any, build: str, driver: str, stored: list[Any], short: str,
-                   runs_said: str) -> SpeedCalibration:
+def _refine_stored(engine: Any, build: str, driver: str, stored: list[Any], short: str) -> SpeedCalibration:
     """--calibrate-from-runs alone, on runs that cannot determine every cost: this build's stored calibration
     (a probe's) moved as little as the runs require; refused without one."""
-    from llm_tuner.core.speed import SpeedCalibration
-    from llm_tuner.core.speed.calibrate import refine, with_error
-    from llm_tuner.services.speed import STORED_RUNS
+    from llm_tuner.services.speed import refine_from_runs
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
     latest = SpeedCalibrationRepo(engine).latest(build, driver)
     prior = latest.calibration if latest is not None else None
-    cal, keys = refine(prior, stored) if prior is not None and prior.costs else (None, [])
-    if prior is None or cal is None or not keys:
+    cal, keys = refine_from_runs(prior, stored, build=build, driver=driver) if prior and prior.costs else (None, [])
+    if cal is None:
         raise CliError(f"--calibrate-from-runs: the stored runs tell apart only {short}: a fit would put the "
                        "whole time on whichever costs it liked, and no calibration of this build is stored to "
                        "refine. Benchmark other models, prompt lengths, depths or thread counts, or add --calibrate")
     print(f"refined: {len(keys)} costs of this build's calibration moved as little as the runs require (they tell "
           f"apart only {short})", file=sys.stderr)
-    head = STORED_RUNS.sub("", prior.source)
-    got = with_error(cal, stored)
-    return SpeedCalibration(cal.costs, cal.peaks_gbps, build, driver, " + ".join(x for x in (head, runs_said) if x),
-                            max(got.error or 0.0, prior.error or 0.0), cal.threads, cal.by_hand)
+    return cal
 
 
 def _probe_models(model: Any, second: str | None) -> list[str]:

@@ -19,7 +19,7 @@ import os
 import re
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -368,11 +368,31 @@ def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[Pla
     return ms, skipped
 
 
-STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
+_STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
 
 
 def _run_count(ms: Sequence[Measurement]) -> int:
     return len({m.label.split(" prompt")[0] for m in ms})
+
+
+def runs_said(ms: Sequence[Measurement]) -> str:
+    """'1 stored run', '3 stored runs': the runs the measurements come from, as a calibration's source says."""
+    n = _run_count(ms)
+    return f"{n} stored run{'s' if n != 1 else ''}"
+
+
+def refine_from_runs(prior: SpeedCalibration, ms: Sequence[Measurement], *, build: str, driver: str,
+                     peaks: dict[str, tuple[float, str]] | None = None) -> tuple[SpeedCalibration | None, list[str]]:
+    """`prior` moved as little as stored runs that cannot determine every cost require
+    (core.speed.calibrate.refine), kept under this build and driver, its source the prior's (without its stored
+    runs) + these runs. Its expected error is the larger of the runs' and the prior's: a refined calibration
+    reproduces the runs it was refined on. (None, []) when no cost could be refined."""
+    head = _STORED_RUNS.sub("", prior.source) if prior.costs else ""  # what runs did not give
+    cal, refined = refine(prior, ms, source=" + ".join(x for x in (head, runs_said(ms)) if x), peaks=peaks)
+    if not refined:
+        return None, []
+    on_runs = with_error(replace(cal, build=build, driver=driver, error=None), ms)
+    return replace(on_runs, error=max(on_runs.error or 0.0, prior.error or 0.0)), refined
 
 
 def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = None, gpus: Sequence[PlanDevice] = (),
@@ -394,32 +414,27 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         return basis, "The calibration was not refined: no stored single-client run of this llama-server"
     ok, short = determined(ms)
     n = _run_count(ms)
-    runs_said = f"{n} stored run{'s' if n > 1 else ''}"
     prev = basis.calibration
-    head = STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
     if not ok:  # a free fit would put the whole time on whichever costs it liked: move the previous one least
-        cal, refined = refine(prev or SpeedCalibration(), ms, source=" + ".join(x for x in (head, runs_said) if x),
-                              peaks=device_peaks(gpus, basis.nvml_gbps))
-        if not refined:
-            tell = f"{runs_said} tell" if n > 1 else "1 stored run tells"
+        refined_cal, refined = refine_from_runs(prev or SpeedCalibration(), ms, build=basis.build,
+                                                driver=basis.driver, peaks=device_peaks(gpus, basis.nvml_gbps))
+        if refined_cal is None:
+            tell = f"{runs_said(ms)} tell" if n > 1 else "1 stored run tells"
             return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
                            "models, prompt lengths, depths or thread counts add more); "
                            "`llm-tuner estimate --speed --calibrate` measures them all at once")
-        cal = with_error(SpeedCalibration(cal.costs, cal.peaks_gbps, basis.build, basis.driver, cal.source, None,
-                                          cal.threads, cal.by_hand), ms)
-        error = max(cal.error or 0.0, prev.error or 0.0) if prev is not None else cal.error  # it reproduces
-        cal = SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, error,  # its own run
-                               cal.threads, cal.by_hand)
-        cal_id = SpeedCalibrationRepo(engine).save(cal)
-        new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
-        return new, (f"This run refined the calibration: {len(refined)} of its costs moved as little as {runs_said} "
-                     f"require{'s' if n == 1 else ''} (they tell apart only {short}; ±{cal.error or 0:.0%} on them)")
+        cal_id = SpeedCalibrationRepo(engine).save(refined_cal)
+        new = SpeedBasis(refined_cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
+        return new, (f"This run refined the calibration: {len(refined)} of its costs moved as little as "
+                     f"{runs_said(ms)} require{'s' if n == 1 else ''} (they tell apart only {short}; "
+                     f"±{refined_cal.error or 0:.0%} on them)")
+    head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
     runs = fit(ms, build=basis.build, driver=basis.driver)
     keep = prev if prev is not None and head else SpeedCalibration()
     costs = {**keep.costs, **runs.costs}
     threads = tuple(sorted({*keep.threads, *runs.threads}))
     by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
-    source = " + ".join(x for x in (head, runs_said) if x)
+    source = " + ".join(x for x in (head, runs_said(ms)) if x)
     cal = with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, basis.build, basis.driver,
                                       source, None, threads, by_hand), ms)
     cal_id = SpeedCalibrationRepo(engine).save(cal)

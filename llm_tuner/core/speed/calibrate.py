@@ -158,12 +158,13 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
             continue
         base: dict[str, float] = {}
         held: dict[str, float] = {}
+        r0 = rank(eqs, ys)[0]
         for k in sorted({k for e in eqs for k in e}):
             key, _, t = k.partition("@")
             v, how = resolve_cost(key, prior, int(t) if t else 1, peaks)
             if v is None or v <= 0:
                 break  # a cost with neither a calibration nor a default: nothing to refine from
-            if k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys)):
+            if k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys, r0)):
                 held[k] = v
             else:
                 base[k] = v
@@ -181,9 +182,8 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
     return cal, refined
 
 
-def _alone(key: str, eqs: Sequence[dict[str, float]], ys: Sequence[float]) -> bool:
-    """Whether the equations determine `key` by themselves (its unit row lies in their span)."""
-    r, _ = rank(eqs, ys)
+def _alone(key: str, eqs: Sequence[dict[str, float]], ys: Sequence[float], r: int) -> bool:
+    """Whether the equations (of rank `r`) determine `key` by themselves (its unit row lies in their span)."""
     return rank([*eqs, {key: 1.0}], [*ys, 1.0])[0] == r
 
 
