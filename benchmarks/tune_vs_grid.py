@@ -438,6 +438,8 @@ def main() -> int:
     p.add_argument("--combos", default="", help="--cpu-space: model:depth pairs in the order to run them (default: "
                    "each model at each of --depths), e.g. dense:2048,moe:0")
     args = p.parse_args()
+    if args.combos and not re.fullmatch(r"(dense|moe):\d+(,(dense|moe):\d+)*", args.combos):
+        p.error(f"--combos {args.combos!r}: give model:depth pairs, e.g. dense:2048,moe:0 (models: dense, moe)")
     if args.replay_gpu:
         return replay_gpu(args.replay_gpu, args.models_dir)
     if args.cpu_space:
