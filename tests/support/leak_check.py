@@ -172,6 +172,7 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
         found = leaks()
     if not found:
         return
+    stacks = _thread_stacks() if any(f.startswith(("thread", "background job")) for f in found) else ""
     # Clean up what leaked so the next test starts clean, then fail this one.
     for timer, _where in timers.active(app):
         timer.stop()
@@ -183,4 +184,17 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
             w.close()
             w.deleteLater()
         _process_events(core)
-    pytest.fail("the test left these alive:\n  " + "\n  ".join(found), pytrace=False)
+    pytest.fail("the test left these alive:\n  " + "\n  ".join(found) + stacks, pytrace=False)
+
+
+def _thread_stacks() -> str:
+    """Where every thread but this one is now (a job queued or stuck past the grace: which line it waits on,
+    or what holds the pool's threads), innermost frames last."""
+    names = {t.ident: t.name for t in threading.enumerate()}
+    out = []
+    for ident, frame in sys._current_frames().items():
+        if ident == threading.get_ident():
+            continue
+        lines = traceback.format_stack(frame, limit=12)
+        out.append(f"\n--- thread {names.get(ident, ident)!r}:\n" + "".join(lines).rstrip())
+    return "\n\nThe other threads now:" + "".join(out) if out else ""
