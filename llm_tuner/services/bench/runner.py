@@ -6,20 +6,25 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import httpx
+from sqlalchemy import Engine
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import draft_counter_deltas
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, Repetition, RunGroup
-from llm_tuner.core.cmdline import parse_help, profile_to_argv, respell
+from llm_tuner.core.build import BuildStamp
+from llm_tuner.core.cmdline import FlagCatalog, parse_help, profile_to_argv, respell
+from llm_tuner.core.profile import LaunchProfile, SavedProfile
 from llm_tuner.core.server_endpoints import parse_metrics
 from llm_tuner.core.session import implausible_timings, server_timings
+from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries, device_ids
 from llm_tuner.services.bench.errors import BenchCancelled, BenchError
 from llm_tuner.services.bench.group import GroupStep, about_left, run_group
@@ -38,6 +43,7 @@ from llm_tuner.services.bench.stall import DEFAULT_STALL_S, StallWatch
 from llm_tuner.services.bench.target import CancelFn, ProgressFn, ServerTarget
 from llm_tuner.services.client import LlamaClient, ServerError
 from llm_tuner.services.launch import free_port
+from llm_tuner.services.process import child_env
 from llm_tuner.services.rpc import run_devices
 from llm_tuner.services.server import ServerProcess
 from llm_tuner.services.telemetry.host import machine_record
@@ -100,8 +106,8 @@ def _client_key(target: ServerTarget) -> str | None:
 class BenchRunner:
     """Runs BenchSpecs against llama-server and stores every repetition as it finishes."""
 
-    def __init__(self, repo: RunRepository, *, settings=None, telemetry: TelemetrySource | None = None,
-                 devices: list[dict] | None = None, ready_timeout_s: float = 300.0,
+    def __init__(self, repo: RunRepository, *, settings: Settings | None = None,
+                 telemetry: TelemetrySource | None = None, devices: list[dict[str, Any]] | None = None, ready_timeout_s: float = 300.0,
                  predict_memory: bool = True, on_server_line: Callable[[str], None] | None = None,
                  stall_s: float = DEFAULT_STALL_S) -> None:
         self.repo = repo
@@ -111,18 +117,18 @@ class BenchRunner:
         self.settings = settings
         self.telemetry = telemetry
         self.devices = devices or []  # the inventory's GPUs (JSON); the machine's own entry is added to each run
-        self._machine: list[dict] | None = None
+        self._machine: list[dict[str, Any]] | None = None
         self.ready_timeout_s = ready_timeout_s
         self.predict_memory = predict_memory
-        self._binary_cache: dict[str, tuple] = {}
-        self._catalogs: dict[str, object] = {}
-        self._stamps: dict[str, object] = {}
+        self._binary_cache: dict[str, tuple[Path, str | None, tuple[str, ...]]] = {}
+        self._catalogs: dict[str, FlagCatalog | None] = {}
+        self._stamps: dict[str, BuildStamp | None] = {}
         self.run_notes: list[str] = []  # said in the next run's notes (a cool-down wait before it); then cleared
         self.heat_gate = True  # A/Bs wait for the GPUs to cool back to where they began (default_cool_down)
         self.cool_down: CoolDown | None = None  # the gate every run waits at first (heat_gated)
         self.current_process: ServerProcess | None = None  # the server of the run in progress
 
-    def _machine_entry(self) -> list[dict]:
+    def _machine_entry(self) -> list[dict[str, Any]]:
         """This machine (CPU, RAM, OS) for each run's record, read once (core.hardware: reports name it)."""
         if self._machine is None:
             try:
@@ -133,6 +139,7 @@ class BenchRunner:
 
     # -- server lifecycle ------------------------------------------------------------------------
     def _binary(self, override: str | None = None) -> tuple[Path, str | None, tuple[str, ...]]:
+        loc: binaries.BinaryLocation | None
         if override:
             loc = binaries.BinaryLocation(binaries.SERVER, Path(override), "profile")
             binaries.require_trusted(loc.path, self.settings)  # a profile's program runs once confirmed
@@ -150,7 +157,7 @@ class BenchRunner:
             self._binary_cache[key] = (loc.path, version, binaries.backends_of(loc.path, []))
         return self._binary_cache[key]
 
-    def _stamp(self, binary: Path | None):
+    def _stamp(self, binary: Path | None) -> BuildStamp | None:
         """The build stamp of the run's llama-server (cached per path); None for an attached server."""
         if binary is None:
             return None
@@ -158,7 +165,7 @@ class BenchRunner:
             self._stamps[str(binary)] = binaries.build_stamp(binary, self.settings)
         return self._stamps[str(binary)]
 
-    def _catalog(self, binary: Path):
+    def _catalog(self, binary: Path) -> FlagCatalog | None:
         """The flags this binary's `--help` lists (cached per path); None when it cannot be read."""
         key = str(binary)
         if key not in self._catalogs:
@@ -175,7 +182,7 @@ class BenchRunner:
             "port", str(port))
         if not flags.has(flags.effective_argv(argv, target.env), "metrics"):
             argv += flags.argv_for("metrics")
-        env, _dropped = binaries.child_env(target.env)
+        env, _dropped = child_env(target.env)
         argv, env = flags.secrets_to_env(argv, env)  # secrets in the environment, not in `ps`
         proc = ServerProcess([str(binary), *argv], env, on_line=self._on_line)
         proc.start()
@@ -187,7 +194,7 @@ class BenchRunner:
         if self.on_server_line is not None:
             self.on_server_line(line)
 
-    def _waiting(self):
+    def _waiting(self) -> contextlib.AbstractContextManager[None]:
         """The context of a wait on the run's own server (its load, a request): the stall watch counts then."""
         return self._stall.waiting() if self._stall is not None else contextlib.nullcontext()
 
@@ -207,7 +214,7 @@ class BenchRunner:
         return CoolDown.for_telemetry(self.telemetry) if self.heat_gate else None
 
     @contextlib.contextmanager
-    def heat_gated(self, cool: CoolDown | None):
+    def heat_gated(self, cool: CoolDown | None) -> Iterator[CoolDown | None]:
         """Every run started inside first waits for the GPUs to cool to where the gate began (the A/B's start),
         within its time limit, and says so in its notes (services.bench.heat). `cool` None: no gate."""
         before, self.cool_down = self.cool_down, cool
@@ -262,7 +269,7 @@ class BenchRunner:
         status, error = "complete", None
         full = False
         measured_mib: dict[str, float] = {}
-        extra: dict = {}
+        extra: dict[str, Any] = {}
         try:
             if spec.llama_bench and spec.model:  # llama-bench loads a file given with -m; a router has none
                 extra["llama_bench_error"] = "not run: llama-bench measures a model file, not a router's model"
@@ -273,9 +280,11 @@ class BenchRunner:
             if target.attached_url:
                 url = target.attached_url
             else:
+                assert binary_path is not None  # not attached: _binary found it, or raised
                 report(0.0, "starting llama-server…")
                 proc, url = self._start(target, binary_path)
                 self.current_process = proc
+                assert proc.pid is not None  # started
                 self._stall = StallWatch(proc.pid, proc.kill, self.stall_s, url=url).__enter__()
             with LlamaClient(url, api_key=_client_key(target), model=spec.model) as client:
                 if target.attached_url:
@@ -322,7 +331,7 @@ class BenchRunner:
             if self._stall is not None:
                 self._stall.__exit__(None, None, None)
                 if self._stall.reason is not None:  # the server was stuck: that is why the run ended
-                    status = "incomplete" if self.repo.get_run(run_id).reps else "failed"
+                    status = "incomplete" if self._has_reps(run_id) else "failed"
                     error = self._stall.reason
                 self._stall = None
             if proc is not None:
@@ -343,7 +352,7 @@ class BenchRunner:
                                             "error": error if status == "failed" else str(RunDeleted(run_id))})
         return RunOutcome(stored, lines, probed)
 
-    def _router_model(self, run_id: int, client: LlamaClient, name: str, report) -> None:
+    def _router_model(self, run_id: int, client: LlamaClient, name: str, report: ProgressFn) -> None:
         """A run of one model of a router: check the router knows it, and record its file (size, header hash)
         as the run's model; the router loads it with the first request."""
         with self._waiting():
@@ -361,7 +370,8 @@ class BenchRunner:
         return bool(stored and stored.reps)
 
     def _measure(self, run_id: int, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec,
-                 report, cancelled, measured_mib: dict, proc: ServerProcess | None) -> tuple[str, str | None]:
+                 report: ProgressFn, cancelled: CancelFn, measured_mib: dict[str, float],
+                 proc: ServerProcess | None) -> tuple[str, str | None]:
         eta = _Eta(spec.n_requests)
         seq = 0
         failures: list[str] = []
@@ -394,7 +404,8 @@ class BenchRunner:
                 for p in peaks:
                     if p.vram_used_mib is not None:
                         measured_mib[p.device] = max(measured_mib.get(p.device, 0.0), p.vram_used_mib)
-                steps, per_pos = None, ()
+                steps: int | None = None
+                per_pos: tuple[int, ...] = ()
                 if before is not None and results[0].draft_n:
                     steps, per_pos = draft_counter_deltas(before, scrape_metrics(client) or {})
                 for r in results:
@@ -415,19 +426,19 @@ class BenchRunner:
         return "complete", None
 
     @staticmethod
-    def _check(cancelled, proc) -> None:
+    def _check(cancelled: CancelFn, proc: ServerProcess | None) -> None:
         if cancelled():
             raise BenchCancelled()
         if proc is not None and not proc.alive():
             raise BenchError("llama-server exited during the run:\n" + "\n".join(list(proc.lines)[-10:]))
 
-    def _one_own_client(self, client: LlamaClient, *args) -> Repetition:
+    def _one_own_client(self, client: LlamaClient, *args: Any) -> Repetition:
         with LlamaClient(client.base_url, model=client.model) as own:
             own._http.headers.update(client._http.headers)
             return self._one(own, *args)
 
     def _one(self, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec, n: int, offset: int,
-             rep: int, c: int, cancelled) -> Repetition:
+             rep: int, c: int, cancelled: CancelFn) -> Repetition:
         """One measured request (after priming the cache for warm/depth runs)."""
         started = _now()
         base = {"prompt_tokens": n, "depth": spec.depth, "rep": rep, "client": c, "started_at": started}
@@ -435,7 +446,7 @@ class BenchRunner:
             return self._request(client, builder, spec, n, offset, base, cancelled)
 
     def _request(self, client: LlamaClient, builder: PromptBuilder, spec: BenchSpec, n: int, offset: int,
-                 base: dict, cancelled) -> Repetition:
+                 base: dict[str, Any], cancelled: CancelFn) -> Repetition:
         try:
             prefix = builder.prompt(spec.depth, offset * 3 + 11) if spec.depth else []
             body = builder.prompt(n, offset) if not prefix else builder.prompt(n + len(builder.bos), offset)[
@@ -475,7 +486,8 @@ class BenchRunner:
             return Repetition(**base, error=f"{type(exc).__name__}: {exc}")
 
     # -- llama-bench ----------------------------------------------------------------------------
-    def _llama_bench(self, target: ServerTarget, spec: BenchSpec, report, cancelled) -> dict:
+    def _llama_bench(self, target: ServerTarget, spec: BenchSpec, report: ProgressFn,
+                     cancelled: CancelFn) -> dict[str, Any]:
         """Run llama-bench with the same settings while no server of ours holds the devices."""
         argv, lacking = translate_to_llama_bench(list(target.argv), spec)
         report(0.0, "running llama-bench (same settings)…")
@@ -540,23 +552,23 @@ def demo_target(model: str | Path, threads: int | None = 2) -> ServerTarget:
     return ServerTarget(argv=argv, label="demo (default flags)")
 
 
-def target_from_profile(profile, label: str | None = None, version_id: int | None = None) -> ServerTarget:
+def target_from_profile(profile: LaunchProfile | SavedProfile, label: str | None = None,
+                        version_id: int | None = None) -> ServerTarget:
     """A ServerTarget from a LaunchProfile or a SavedProfile (name + version id + LaunchProfile),
     through core.cmdline.profile_to_argv."""
-    saved = profile if hasattr(profile, "version_id") and hasattr(profile, "profile") else None
-    launch = saved.profile if saved else profile
+    saved, launch = (profile, profile.profile) if isinstance(profile, SavedProfile) else (None, profile)
     argv, env = profile_to_argv(launch)
     return ServerTarget(argv=list(argv), env=dict(env or {}),
                         label=label or (saved.name if saved else "") or "profile",
                         profile_version_id=version_id if version_id is not None else (saved.version_id if saved else None),
-                        binary=getattr(launch, "binary", None))
+                        binary=launch.binary)
 
 
-def profile_versions(engine, *version_ids: int | None) -> list:
+def profile_versions(engine: Engine, *version_ids: int | None) -> list[LaunchProfile | None]:
     """The LaunchProfiles of stored profile versions (None where unknown), for flag diffs."""
     try:
         repo = ProfileRepository(engine)
-        out = []
+        out: list[LaunchProfile | None] = []
         for vid in version_ids:
             saved = repo.get_version(vid) if vid is not None else None
             out.append(saved.profile if saved else None)

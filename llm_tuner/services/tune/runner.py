@@ -20,11 +20,14 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from typing import Any
 
 from llm_tuner.core import flags
 from llm_tuner.core.bench_report import argv_diff, busy_warning, pooled, throttle_warning
+from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.heat import heat_warning
+from llm_tuner.core.settings import Settings
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, median
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
@@ -44,11 +47,14 @@ from llm_tuner.core.tune import (
     rep_scores,
     start_noise,
 )
+from llm_tuner.core.tune.frontier import Placement
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED
 from llm_tuner.core.tune.prune import speed_prune
 from llm_tuner.core.tune.quality import changes_kv, changes_speculation, output_keys, ppl_increase_pct
+from llm_tuner.core.tune.search import Values
 from llm_tuner.services import logparse
 from llm_tuner.services.bench import BenchRunner, ServerTarget, about_left
+from llm_tuner.services.server import ServerProcess
 from llm_tuner.services.tune import checks
 from llm_tuner.services.tune.placement import PlacementResolver
 from llm_tuner.services.tune.speed import SpeedOracle
@@ -70,7 +76,8 @@ class _Cancelled(Exception):
 class TuneRunner:
     """Runs TuneSpecs: search, final interleaved comparison, quality checks, result; every trial stored."""
 
-    def __init__(self, repo: TuneRepository, *, settings=None, bench_runner: BenchRunner | None = None,
+    def __init__(self, repo: TuneRepository, *, settings: Settings | None = None,
+                 bench_runner: BenchRunner | None = None,
                  plan_fn: checks.PlanFn | None = None, clock: Callable[[], float] = time.monotonic,
                  resolver: PlacementResolver | None = None, speed: SpeedOracle | None = None) -> None:
         self.repo = repo
@@ -82,7 +89,7 @@ class TuneRunner:
         self.speed = speed  # the speed model's predictions (else one for the tune: this machine, stored calibration)
 
     @property
-    def current_process(self):
+    def current_process(self) -> ServerProcess | None:
         """The llama-server of the trial in progress (for the log dock), or None."""
         return self.bench.current_process
 
@@ -98,8 +105,8 @@ class TuneRunner:
 class _Tune:
     """One tune's state while it runs."""
 
-    def __init__(self, owner: TuneRunner, spec: TuneSpec | None, progress: ProgressFn, cancelled, on_trial,
-                 resume_tune_id: int | None) -> None:
+    def __init__(self, owner: TuneRunner, spec: TuneSpec | None, progress: ProgressFn, cancelled: Callable[[], bool],
+                 on_trial: Callable[[Trial], None], resume_tune_id: int | None) -> None:
         self.o, self.progress, self.cancelled, self.on_trial = owner, progress, cancelled, on_trial
         self.trials: dict[tuple[str, ...], Trial] = {}
         self.seq = 0
@@ -158,7 +165,7 @@ class _Tune:
         if run is not None and run.started_at and run.finished_at:
             self._reserve((run.finished_at - run.started_at).total_seconds(), max(1, run.spec.reps))
 
-    def argv_of(self, values: dict) -> tuple[str, ...]:
+    def argv_of(self, values: Values) -> tuple[str, ...]:
         """The candidate's command line, normalized (core.tune.apply_values) with the defaults learned so far."""
         s = self.spec
         resolve = self.resolver.fragment if self.resolver is not None else None
@@ -193,7 +200,7 @@ class _Tune:
                       f"{self.current}: {text} · tune: {about_left(left)} of the budget")
 
     # -- measuring ---------------------------------------------------------------------------------
-    def measure(self, argv: tuple[str, ...], reps: int, phase: str, probe: bool = False):
+    def measure(self, argv: tuple[str, ...], reps: int, phase: str, probe: bool = False) -> BenchRun:
         """One BenchRunner run of `reps` repetitions; `probe`: the output at --temp 0 is read from the same
         server first (self.probed), for the speculation check."""
         s = self.spec
@@ -202,10 +209,11 @@ class _Tune:
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
         outcome = self.o.bench.run(target, s.bench_spec(reps), progress=lambda f, t: self._report(t),
                                    cancelled=self.cancelled, group_id=self.tune_id, sweep_value=phase,
-                                   **({"probe": checks.greedy_text} if probe else {}))
+                                   probe=checks.greedy_text if probe else None)
         run, self.server_lines = outcome.run, outcome.lines
         if probe:
-            self.probed = outcome.probe or (None, "the server did not become ready")
+            said = outcome.probe  # checks.greedy_text's (text or None, why)
+            self.probed = said if isinstance(said, tuple) else (None, "the server did not become ready")
         self._learn_defaults(argv)
         if run.status == "cancelled" or self.cancelled():
             raise _Cancelled()
@@ -217,7 +225,7 @@ class _Tune:
         self.on_trial(trial)
         return trial
 
-    def evaluate(self, values: dict, n: int, knob: str | None):
+    def evaluate(self, values: Values, n: int, knob: str | None) -> tuple[float, ...] | None:
         argv = self.argv_of(values)
         t = self.trials.get(argv)
         if t is None:
@@ -231,12 +239,12 @@ class _Tune:
             t = self._top_up(t, n)
         return t.samples
 
-    def predicted(self, argv: tuple[str, ...]) -> dict | None:
+    def predicted(self, argv: tuple[str, ...]) -> dict[str, Any] | None:
         """The speed model's prediction of a command line (SpeedGuess.to_json()), None without one."""
         g = self.speed.guess(argv, self.spec.base_env) if self.speed is not None else None
         return g.to_json() if g is not None else None
 
-    def screen(self, cands: list[dict], incumbent: dict, knob: str) -> list[dict]:
+    def screen(self, cands: list[Values], incumbent: Values, knob: str) -> list[Values]:
         """The race's candidates worth starting: those the speed model puts far behind the race's best prediction
         (core.tune.prune) are stored as pruned trials with the reason, not started. The incumbent always stays."""
         if not self.spec.prune_by_speed or self.speed is None or len(cands) < 2:
@@ -257,17 +265,18 @@ class _Tune:
                               status="pruned", reason=pruned[argv], predicted=self.predicted(argv)))
         return kept
 
-    def _placement(self, values: dict):
+    def _placement(self, values: Values) -> Placement | None:
         """The resolved placement of a candidate's placement value (None: the base's own)."""
         value = next((values.get(k.key) for k in self.spec.knobs if k.flag == PLACEMENT_KNOB), None)
         return self.resolver.placement(value) if value is not None and self.resolver is not None else None
 
-    def _placement_retry(self, values: dict, t: Trial, knob: str | None, n: int) -> Trial:
+    def _placement_retry(self, values: Values, t: Trial, knob: str | None, n: int) -> Trial:
         """A placement that ran out of memory (at load or at the first request) raises the margin every later
         placement keeps (core.tune.next_margin) and is tried once more at the new margin, as a new trial."""
         for _ in range(3):
             p = self._placement(values)
-            if p is None or t.status != "failed":
+            trial_id = t.id
+            if p is None or self.resolver is None or trial_id is None or t.status != "failed":
                 return t
             log_tail = "\n".join(self.server_lines[-60:])
             if not is_out_of_memory(f"{t.reason}\n{log_tail}") or self.out_of_time():
@@ -277,7 +286,7 @@ class _Tune:
             note = (f"out of memory with {old} MiB kept free per GPU (the plan left {p.min_headroom_mib:.0f}): "
                     f"margin raised to {new} MiB for every later placement")
             t = t.model_copy(update={"reason": f"{note}. {t.reason}"[:2000]})
-            self.o.repo.update_trial(t.id, reason=t.reason)
+            self.o.repo.update_trial(trial_id, reason=t.reason)
             self.trials[tuple(t.argv)] = t
             self.on_trial(t)
             argv = self.argv_of(values)
@@ -286,7 +295,7 @@ class _Tune:
             t = self._new_trial(values, argv, knob, n)
         return t
 
-    def _new_trial(self, values: dict, argv: tuple[str, ...], knob: str | None, n: int) -> Trial:
+    def _new_trial(self, values: Values, argv: tuple[str, ...], knob: str | None, n: int) -> Trial:
         s = self.spec
         self.seq += 1
         base = Trial(tune_id=self.tune_id, values=dict(values), argv=argv, knob=knob, seq=self.seq,
@@ -330,7 +339,7 @@ class _Tune:
             "score": median(samples), "flagged": flagged}))
 
     def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None,
-                         probe: bool = False):
+                         probe: bool = False) -> tuple[BenchRun, list[float], tuple[int | None, ...], str | None]:
         """One run of n repetitions; when the machine was busy or a GPU throttled while it measured
         (bench_report.busy_warning, throttle_warning), measured once more and that run's figures kept.
         Returns (run, samples, run ids, flag text or None)."""
@@ -338,7 +347,8 @@ class _Tune:
         if started is not None and argv == self.baseline_argv and not self.reserve_s:
             self._reserve(self.o.clock() - started, n)
         samples = rep_scores(run, self.spec.objective)
-        run_ids, flagged = (run.id,), None
+        run_ids: tuple[int | None, ...] = (run.id,)
+        flagged: str | None = None
         warning = (busy_warning(run) or throttle_warning(run)) if samples else None
         if warning:
             again = self.measure(argv, n, "re-measure")
@@ -355,7 +365,8 @@ class _Tune:
         samples = (*t.samples, *more)
         t = t.model_copy(update={"samples": samples, "run_ids": (*t.run_ids, *run_ids), "score": median(samples),
                                  "flagged": flagged or t.flagged})
-        self.o.repo.update_trial(t.id, samples=t.samples, run_ids=t.run_ids, score=t.score, flagged=t.flagged)
+        if t.id is not None:
+            self.o.repo.update_trial(t.id, samples=t.samples, run_ids=t.run_ids, score=t.score, flagged=t.flagged)
         self.trials[tuple(t.argv)] = t
         self.on_trial(t)
         return t
@@ -400,7 +411,7 @@ class _Tune:
         self.quality[label] = "output at --temp 0 identical to the baseline's"
         return None
 
-    def _target(self, argv) -> ServerTarget:
+    def _target(self, argv: tuple[str, ...]) -> ServerTarget:
         return ServerTarget(argv=list(argv), env=dict(self.spec.base_env), binary=self.spec.binary)
 
     # -- the whole tune ------------------------------------------------------------------------------
@@ -441,7 +452,7 @@ class _Tune:
             return ()
         return tuple(hardware_lines(run.devices, run.binary_version, run.binary_backends))
 
-    def _result(self, searched: tuple[str, ...], **kw) -> TuneResult:
+    def _result(self, searched: tuple[str, ...], **kw: Any) -> TuneResult:
         kw.setdefault("hardware", self._hardware())
         return TuneResult(tune_id=self.tune_id, tune_number=self.number, baseline_argv=self.baseline_argv,
                           winner_argv=kw.pop("winner", self.baseline_argv), searched_winner_argv=searched,
@@ -482,6 +493,8 @@ class _Tune:
                 self.current = f"final comparison {i + 1}/{len(plan)}: winner"
                 runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
+        if pa is None or pb is None:  # a plan of no rounds (design_final gives at least one)
+            return self._result(winner, note="the final comparison ran nothing: the baseline is kept")
         comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
         verdict = main.verdict or NOISE
         kept = winner if verdict == "better" else self.baseline_argv
@@ -528,6 +541,8 @@ class _Tune:
         the trials measured in 2+ starts (each stored run read once)."""
         groups = []
         for t in measured_in_starts(self.trials.values()):
+            if t.id is None:
+                continue
             if t.id not in self._run_medians or len(self._run_medians[t.id]) != len(t.run_ids):
                 runs = [self.o.bench.repo.get_run(i) for i in t.run_ids]
                 self._run_medians[t.id] = [median(rep_scores(r, self.spec.objective)) if r else None for r in runs]
@@ -541,7 +556,7 @@ class _Tune:
         run = self.o.bench.repo.get_run(t.run_id)
         return median([r.predicted_per_second for r in run.reps if r.error is None]) if run else None
 
-    def _bandwidth(self, argv, gen_tps) -> dict | None:
+    def _bandwidth(self, argv: tuple[str, ...], gen_tps: float | None) -> dict[str, Any] | None:
         o = self.spec.objective
         return checks.bandwidth(list(argv), dict(self.spec.base_env), self.spec.binary, gen_tps, o.depth,
                                 o.prompt_tokens)
