@@ -22,6 +22,8 @@ The speed model's pruning (issue 37):
   apart), then per model and depth the grid, the tune without pruning and the same tune with it, and the pruned
   tune's pick against the grid's best (interleaved). Checks: the pick within noise of the grid's best (core.stats),
   its server time ≤ 60 % of the unpruned tune's, no pruned candidate within noise of the grid's best.
+  `--tune-repeats N` runs each tune N times (alternating which goes first) and judges the ratio of the totals: one
+  tune's server time depends on whether the noise makes it top near-ties up to more repetitions.
       .venv/bin/python benchmarks/tune_vs_grid.py --cpu-space > benchmarks/results/tune_vs_grid/cpu_space_pruning.txt
 - `--replay-gpu OUT.md`: the recorded H200 placement tunes replayed offline (no server): which starts the pruning
   would have saved, and that none of them was a race's winner or the judged best.
@@ -347,48 +349,60 @@ def cpu_space(args) -> int:
             if c.verdict != "worse":
                 within.add(tuple(sorted(values.items())))
             print(f"grid {values}: {s_:.2f}" + (" (within noise of the best)" if c.verdict != "worse" else ""))
-        free = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": False}))
-        pruned = _tune(engine, bench, spec.model_copy(update={"prune_by_speed": True}))
-        for label, (result, trials, srv_s, starts, ppl_s, _wall_s) in (("without pruning", free),
-                                                                     ("with pruning", pruned)):
-            of_grid = f" ({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s)" if grid_s else ""
-            print(f"tune {label}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s{of_grid} · "
-                  f"perplexity {ppl_s:.1f} s · verdict {result.verdict}")
-            for t in trials:
-                pred, vs = trial_prediction(t.predicted, t.score)
-                print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
-                      + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
-                      + f" · predicted {pred} · vs predicted {vs}"
-                      + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
-        result, trials = pruned[0], pruned[1]
-        pick = list(result.searched_winner_argv)
-        pruned_keys = [tuple(sorted(t.values.items())) for t in trials if t.status == "pruned"
-                       and "speed model" in (t.reason or "")]
-        ratio = pruned[2] / free[2] if free[2] else float("nan")
+        # The tune's server time depends on the noise (whether it tops near-ties up to more repetitions), so
+        # with --tune-repeats each tune runs that many times, alternating which goes first; the ratio is of the
+        # total server times (the mean's), every repeat printed.
+        frees, pruneds = [], []
+        for k in range(args.tune_repeats):
+            order = (False, True) if k % 2 == 0 else (True, False)
+            for prune in order:
+                (pruneds if prune else frees).append(
+                    _tune(engine, bench, spec.model_copy(update={"prune_by_speed": prune})))
+        for label, tunes in (("without pruning", frees), ("with pruning", pruneds)):
+            for k, (result, trials, srv_s, starts, ppl_s, _wall_s) in enumerate(tunes):
+                of_grid = f" ({100 * srv_s / grid_s:.0f} % of the grid's {grid_s:.1f} s)" if grid_s else ""
+                rep = f" (repeat {k + 1})" if len(tunes) > 1 else ""
+                print(f"tune {label}{rep}: {len(trials)} trials · {starts} server starts · server time {srv_s:.1f} s"
+                      f"{of_grid} · perplexity {ppl_s:.1f} s · verdict {result.verdict}")
+                for t in trials:
+                    pred, vs = trial_prediction(t.predicted, t.score)
+                    print(f"  trial {t.seq} {t.knob or 'baseline'} {t.values}: {t.status}"
+                          + (f" {t.score:.2f} (n={len(t.samples)})" if t.score is not None else "")
+                          + f" · predicted {pred} · vs predicted {vs}"
+                          + (f" · {t.reason.splitlines()[0][:150]}" if t.reason else ""))
+        free_s, pruned_s = sum(t[2] for t in frees), sum(t[2] for t in pruneds)
+        free_starts, pruned_starts = sum(t[3] for t in frees), sum(t[3] for t in pruneds)
+        ratio = pruned_s / free_s if free_s else float("nan")
+        picks = list(dict.fromkeys(tuple(t[0].searched_winner_argv) for t in pruneds))  # distinct, in order
+        pruned_keys = list(dict.fromkeys(tuple(sorted(t.values.items())) for tune in pruneds for t in tune[1]
+                                         if t.status == "pruned" and "speed model" in (t.reason or "")))
+        each = (" (" + ", ".join(f"{p[2]:.0f}/{f[2]:.0f}" for p, f in zip(pruneds, frees, strict=True)) + " s per repeat)"
+                if len(frees) > 1 else "")
+        said_picks = "; ".join(" ".join(p[len(base):]) or "(baseline)" for p in picks)
         if args.tunes_only:  # no grid, no gap: the server time and what was pruned
-            print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · server time with pruning / "
-                  f"without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % · pruned: "
-                  f"{[dict(k) for k in pruned_keys]}")
+            print(f"pick(s) of the pruned tune: {said_picks} · server time with pruning / without: {pruned_s:.1f} / "
+                  f"{free_s:.1f} s = {100 * ratio:.0f} %{each} · pruned: {[dict(k) for k in pruned_keys]}")
             continue
-        gap = _gap(bench, spec, objective, best_argv, pick, args.gap_rounds)
+        gaps = [_gap(bench, spec, objective, best_argv, list(p), args.gap_rounds) for p in picks]
         wrong = [dict(k) for k in pruned_keys if k in within]
-        pick_ok = gap.verdict != "worse"
+        pick_ok = all(g.verdict != "worse" for g in gaps)
         time_ok = ratio <= 0.60
         ok = pick_ok and time_ok and not wrong
         ok_all &= ok
-        print(f"pick of the pruned tune: {' '.join(pick[len(base):]) or '(baseline)'} · grid best {best_values} "
-              f"{best_s:.2f}")
-        print(f"gap (pruned tune's pick vs grid best, {args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % "
-              f"[{_r(gap.ci_low_pct)}, {_r(gap.ci_high_pct)}] · {gap.verdict} -> "
-              f"{'met' if pick_ok else 'NOT met'} (within noise or better)")
-        print(f"server time with pruning / without: {pruned[2]:.1f} / {free[2]:.1f} s = {100 * ratio:.0f} % -> "
+        print(f"pick(s) of the pruned tune: {said_picks} · grid best {best_values} {best_s:.2f}")
+        for p, gap in zip(picks, gaps, strict=True):
+            print(f"gap (pruned tune's pick {' '.join(p[len(base):]) or '(baseline)'} vs grid best, "
+                  f"{args.gap_rounds} interleaved rounds): Δ {gap.delta_pct:+.1f} % [{_r(gap.ci_low_pct)}, "
+                  f"{_r(gap.ci_high_pct)}] · {gap.verdict} -> {'met' if gap.verdict != 'worse' else 'NOT met'} "
+                  "(within noise or better)")
+        print(f"server time with pruning / without: {pruned_s:.1f} / {free_s:.1f} s = {100 * ratio:.0f} %{each} -> "
               f"{'met' if time_ok else 'NOT met'} (≤ 60 %)")
         print(f"pruned candidates: {[dict(k) for k in pruned_keys]}; of them within noise of the grid's best: "
               f"{wrong or 'none'} -> {'met' if not wrong else 'NOT met'}")
-        rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {' '.join(pick[len(base):]) or 'baseline'} | "
-                    f"{gap.delta_pct:+.1f} % ({gap.verdict}) | {free[3]} / {pruned[3]} | {free[2]:.0f} / "
-                    f"{pruned[2]:.0f} s = {100 * ratio:.0f} % | {len(pruned_keys)} ({len(wrong)} within noise of the "
-                    f"best) | {'met' if ok else 'NOT met'} |")
+        said_gaps = "; ".join(f"{g.delta_pct:+.1f} % ({g.verdict})" for g in gaps)
+        rows.append(f"| {name} | {depth} | {best_values} {best_s:.1f} | {said_picks} | {said_gaps} | "
+                    f"{free_starts} / {pruned_starts} | {free_s:.0f} / {pruned_s:.0f} s = {100 * ratio:.0f} % | "
+                    f"{len(pruned_keys)} ({len(wrong)} within noise of the best) | {'met' if ok else 'NOT met'} |")
     busy = summarize([r.other_cpu_pct for run in runs.list_runs(limit=10000) for r in run.reps])
     print("\n| model | depth | grid's best | pruned tune's pick | pick vs grid best | starts without / with pruning | "
           "server time without / with | pruned (of them within noise) | done-when |")
@@ -433,11 +447,15 @@ def main() -> int:
     p.add_argument("--host-note", default="", help="--cpu-space: a word on the host, printed with the busy figure")
     p.add_argument("--depths", default="0,1024", help="--cpu-space: the depths (tokens in the cache)")
     p.add_argument("--probe-threads", default="1,2", help="--cpu-space: the probe's thread counts")
+    p.add_argument("--tune-repeats", type=int, default=1, help="--cpu-space: run each tune (with and without "
+                   "pruning) this many times, alternating which goes first; the server-time ratio is of the totals")
     p.add_argument("--tunes-only", action="store_true", help="--cpu-space: only the two tunes (no grid, no gap): "
                    "their server time and what the model pruned")
     p.add_argument("--combos", default="", help="--cpu-space: model:depth pairs in the order to run them (default: "
                    "each model at each of --depths), e.g. dense:2048,moe:0")
     args = p.parse_args()
+    if args.tune_repeats < 1:
+        p.error("--tune-repeats: at least 1")
     if args.combos and not re.fullmatch(r"(dense|moe):\d+(,(dense|moe):\d+)*", args.combos):
         p.error(f"--combos {args.combos!r}: give model:depth pairs, e.g. dense:2048,moe:0 (models: dense, moe)")
     if args.replay_gpu:
