@@ -10,9 +10,11 @@ words, and an exception it raises goes to the app's error surface (qt.errors: lo
 status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
 and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
-Two pools: short queries (a History load, a file's header) run on Qt's global pool; long jobs (a benchmark,
-a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query never
-queues behind a benchmark that holds a thread for minutes.
+Two pools of our own: short queries (a History load, a file's header) run on `short_pool()`; long jobs (a
+benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query
+never queues behind a benchmark that holds a thread for minutes. Neither is Qt's global pool, which Qt and
+libraries may use too, and their threads never expire: a job queued while a thread expires must not wait for
+the next job to be started (CI twice saw a queued job left unstarted, with no pool thread running ours).
 """
 
 from __future__ import annotations
@@ -22,22 +24,41 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
 
 from llm_tuner.qt.errors import report_failure
 
 LONG_POOL_THREADS = 4
 _long_pool: QThreadPool | None = None
+_short_pool: QThreadPool | None = None
+_pools_lock = threading.Lock()
+
+
+def _pool(name: str, threads: int) -> QThreadPool:
+    pool = QThreadPool()
+    pool.setObjectName(name)
+    pool.setMaxThreadCount(threads)
+    pool.setExpiryTimeout(-1)  # its threads wait for work as long as the app runs: no start races an expiry
+    return pool
 
 
 def long_pool() -> QThreadPool:
-    """The pool of long jobs (benchmarks, scans, llama.cpp checks), apart from Qt's global pool."""
+    """The pool of long jobs (benchmarks, scans, llama.cpp checks)."""
     global _long_pool
-    if _long_pool is None:
-        _long_pool = QThreadPool()
-        _long_pool.setObjectName("llm-tuner-long-jobs")
-        _long_pool.setMaxThreadCount(LONG_POOL_THREADS)
-    return _long_pool
+    with _pools_lock:
+        if _long_pool is None:
+            _long_pool = _pool("llm-tuner-long-jobs", LONG_POOL_THREADS)
+        return _long_pool
+
+
+def short_pool() -> QThreadPool:
+    """The pool of short queries (SQL, a file's header, a binary's --help): at least 4 threads, so one slow
+    query (a knob proposal runs the binary twice) does not hold the others up on a 2-core machine."""
+    global _short_pool
+    with _pools_lock:
+        if _short_pool is None:
+            _short_pool = _pool("llm-tuner-short-jobs", max(4, QThread.idealThreadCount()))
+        return _short_pool
 
 
 def _emit(signal, *args) -> None:
@@ -117,15 +138,17 @@ class BackgroundJob(QObject):
         if on_failed is not None:
             self.failed.connect(on_failed)
         self.control = JobControl(self)
+        self._runnable: _Runnable | None = None  # set by start (Qt deletes its C++ side once it has run)
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
 
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
-        """Queue the job on `pool`, else on `long_pool()` when `long`, else on Qt's global pool."""
+        """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
         BackgroundJob._live[id(self)] = BackgroundJob._running[id(self)] = self
-        (pool or (long_pool() if long else QThreadPool.globalInstance())).start(_Runnable(self))
+        self._runnable = _Runnable(self)  # held here too until it has run: the pool's reference is C++'s
+        (pool or (long_pool() if long else short_pool())).start(self._runnable)
         return self
 
     @classmethod

@@ -71,17 +71,18 @@ def test_a_job_cannot_be_made_without_its_failure_path():
 def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
     from PySide6.QtCore import QThreadPool
 
-    from llm_tuner.qt.workers import long_pool
+    from llm_tuner.qt.workers import long_pool, short_pool
 
     release = threading.Event()
-    busy = QThreadPool.globalInstance().maxThreadCount()  # as many benchmarks as the global pool has threads
+    busy = short_pool().maxThreadCount()  # as many benchmarks as the short queries' pool has threads
     long_jobs = [BackgroundJob(lambda _ctl: release.wait(30), what="A benchmark").start(long=True) for _ in range(busy)]
     try:
         short = BackgroundJob(lambda _ctl: "history", what="Loading the history")
         with qtbot.waitSignal(short.succeeded, timeout=5000) as blocker:
             short.start()
         assert blocker.args == ["history"]
-        assert long_pool() is not QThreadPool.globalInstance()
+        assert len({long_pool(), short_pool(), QThreadPool.globalInstance()}) == 3  # our two, not Qt's
+        assert long_pool().expiryTimeout() == short_pool().expiryTimeout() == -1  # threads never expire
         assert all(j in BackgroundJob.live_jobs() for j in long_jobs)  # still running
     finally:
         release.set()
