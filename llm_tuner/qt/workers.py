@@ -10,55 +10,49 @@ words, and an exception it raises goes to the app's error surface (qt.errors: lo
 status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
 and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
-Two pools of our own: short queries (a History load, a file's header) run on `short_pool()`; long jobs (a
-benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on `long_pool()`, so a short query
-never queues behind a benchmark that holds a thread for minutes. Neither is Qt's global pool, which Qt and
-libraries may use too, and their threads never expire: a job queued while a thread expires must not wait for
-the next job to be started (CI twice saw a queued job left unstarted, with no pool thread running ours).
+Two pools of Python threads (concurrent.futures): short queries (a History load, a file's header) run on
+`short_pool()`; long jobs (a benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on
+`long_pool()`, so a short query never queues behind a benchmark that holds a thread for minutes. Not Qt's
+QThreadPool: on CI a job queued there was left unstarted three times, every pool thread idle (the leak check's
+stack dump), on Qt's global pool and on a pool of ours alike. A caller that needs Qt's ordering on its own
+QThreadPool (the Profile tab's one-thread store pool) still passes it to `start`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThread, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from llm_tuner.qt.errors import report_failure
 
 LONG_POOL_THREADS = 4
-_long_pool: QThreadPool | None = None
-_short_pool: QThreadPool | None = None
+_pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
 
 
-def _pool(name: str, threads: int) -> QThreadPool:
-    pool = QThreadPool()
-    pool.setObjectName(name)
-    pool.setMaxThreadCount(threads)
-    pool.setExpiryTimeout(-1)  # its threads wait for work as long as the app runs: no start races an expiry
-    return pool
-
-
-def long_pool() -> QThreadPool:
-    """The pool of long jobs (benchmarks, scans, llama.cpp checks)."""
-    global _long_pool
+def _executor(name: str, threads: int) -> ThreadPoolExecutor:
     with _pools_lock:
-        if _long_pool is None:
-            _long_pool = _pool("llm-tuner-long-jobs", LONG_POOL_THREADS)
-        return _long_pool
+        pool = _pools.get(name)
+        if pool is None:  # its threads are not "ours" to the tests' leak check: they wait for work, idle
+            pool = _pools[name] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+        return pool
 
 
-def short_pool() -> QThreadPool:
+def long_pool() -> ThreadPoolExecutor:
+    """The pool of long jobs (benchmarks, scans, llama.cpp checks)."""
+    return _executor("jobs-long", LONG_POOL_THREADS)
+
+
+def short_pool() -> ThreadPoolExecutor:
     """The pool of short queries (SQL, a file's header, a binary's --help): at least 4 threads, so one slow
     query (a knob proposal runs the binary twice) does not hold the others up on a 2-core machine."""
-    global _short_pool
-    with _pools_lock:
-        if _short_pool is None:
-            _short_pool = _pool("llm-tuner-short-jobs", max(4, QThread.idealThreadCount()))
-        return _short_pool
+    return _executor("jobs-short", max(4, os.cpu_count() or 1))
 
 
 def _emit(signal, *args) -> None:
@@ -88,28 +82,34 @@ class JobControl:
         return self._cancel
 
 
+def _run(job: BackgroundJob) -> None:
+    """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
+    try:
+        result = job._fn(job.control)
+    except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
+        if not job.control.cancelled():  # a cancelled job's way out is no failure
+            report_failure(job.what, exc, shown=job.shown_in_place)
+        _emit(job.failed, exc)
+    else:
+        if job.control.cancelled():
+            _emit(job.cancelled)
+        else:
+            _emit(job.succeeded, result)
+    finally:
+        BackgroundJob._running.pop(id(job), None)
+        _emit(job.finished)
+
+
 class _Runnable(QRunnable):
+    """A job on a QThreadPool a caller gives (the Profile tab's one-thread store pool)."""
+
     def __init__(self, job: BackgroundJob) -> None:
         super().__init__()
         self._job = job
         self.setAutoDelete(True)
 
     def run(self) -> None:  # Qt override
-        job = self._job
-        try:
-            result = job._fn(job.control)
-        except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
-            if not job.control.cancelled():  # a cancelled job's way out is no failure
-                report_failure(job.what, exc, shown=job.shown_in_place)
-            _emit(job.failed, exc)
-        else:
-            if job.control.cancelled():
-                _emit(job.cancelled)
-            else:
-                _emit(job.succeeded, result)
-        finally:
-            BackgroundJob._running.pop(id(job), None)
-            _emit(job.finished)
+        _run(self._job)
 
 
 class BackgroundJob(QObject):
@@ -147,8 +147,11 @@ class BackgroundJob(QObject):
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
         BackgroundJob._live[id(self)] = BackgroundJob._running[id(self)] = self
-        self._runnable = _Runnable(self)  # held here too until it has run: the pool's reference is C++'s
-        (pool or (long_pool() if long else short_pool())).start(self._runnable)
+        if pool is not None:
+            self._runnable = _Runnable(self)  # held here too until it has run: the pool's reference is C++'s
+            pool.start(self._runnable)
+        else:
+            (long_pool() if long else short_pool()).submit(_run, self)
         return self
 
     @classmethod
