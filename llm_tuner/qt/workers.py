@@ -138,7 +138,6 @@ class BackgroundJob(QObject):
         if on_failed is not None:
             self.failed.connect(on_failed)
         self.control = JobControl(self)
-        self._runnable: _Runnable | None = None  # set by start (Qt deletes its C++ side once it has run)
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
@@ -148,8 +147,7 @@ class BackgroundJob(QObject):
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
         BackgroundJob._live[id(self)] = BackgroundJob._running[id(self)] = self
         if pool is not None:
-            self._runnable = _Runnable(self)  # held here too until it has run: the pool's reference is C++'s
-            pool.start(self._runnable)
+            pool.start(_Runnable(self))
         else:
             (long_pool() if long else short_pool()).submit(_run, self)
         return self

@@ -69,10 +69,10 @@ def test_a_job_cannot_be_made_without_its_failure_path():
 
 
 def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
-    from llm_tuner.qt.workers import long_pool, short_pool
+    from llm_tuner.qt.workers import LONG_POOL_THREADS, long_pool, short_pool
 
     release = threading.Event()
-    busy = short_pool()._max_workers  # as many benchmarks as the short queries' pool has threads
+    busy = LONG_POOL_THREADS  # every thread of the long jobs' pool holds a benchmark
     long_jobs = [BackgroundJob(lambda _ctl: release.wait(30), what="A benchmark").start(long=True) for _ in range(busy)]
     try:
         short = BackgroundJob(lambda _ctl: "history", what="Loading the history")
