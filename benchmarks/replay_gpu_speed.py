@@ -53,11 +53,18 @@ def one_process_read_gbps() -> float:
     )
 
 
+# The session's probe fitted the CPU's attention while generating per GFLOP (speed model version 2); version 3
+# costs it per million K/V head-cells. Both probe models attend 4 query heads of 128 a K/V head (driver.sh: 32/8
+# and 16/4 heads): 4 FLOPs x 4 x 128 = 2048 a head-cell, so a version-2 cost converts exactly.
+V2_FLOPS_PER_HEAD_CELL = 4 * 4 * 128
+
+
 def calibration(link: str = "recorded"):
     """The session's calibration from the costs dense.txt printed. `link`: "recorded" (the probe's fitted host->GPU
     cost), or "host-1proc": one CPU thread's read rate from host.txt (the weights are mmap'd, i.e. pageable: the
     CUDA driver stages a pageable copy through a pinned buffer with one CPU thread's memcpy)."""
     from llm_tuner.core.speed import SpeedCalibration
+    from llm_tuner.core.speed.predict import GB, MCELLS
 
     line = next(
         ln for ln in (SESSION / "dense.txt").read_text().splitlines() if ln.startswith("# calibration:")
@@ -65,6 +72,9 @@ def calibration(link: str = "recorded"):
     src = re.search(r"# calibration: (.*?), -ngl", line).group(1)
     err = float(re.search(r"±([\d.]+) %", line).group(1)) / 100
     costs = {k: float(v) for k, v in (kv.rsplit(" ", 1) for kv in line.split("costs: ", 1)[1].split(", "))}
+    for k in costs:
+        if k.startswith("attn_gen:"):  # recorded per GFLOP (speed model version 2): now per million head-cells
+            costs[k] *= V2_FLOPS_PER_HEAD_CELL * MCELLS / GB
     threads = tuple(sorted({int(k.rsplit("@", 1)[1]) for k in costs if "@" in k}))
     build = re.search(r"build (\S+),", line).group(1)
     driver = re.search(r"driver (\S+);", line).group(1)

@@ -314,9 +314,12 @@ def cmd_evaluate(a: argparse.Namespace) -> None:
                          starts=values, spread=spread, predicted=predicted, err=(predicted - measured) / measured,
                          naive=naive, naive_err=(naive - measured) / measured, load=max(loads)))
     lines = [f"# Speed model vs measurements: the CPU set ({len(rows) // 2} configurations × prefill and generation)", "",
-             f"Calibration: {cal.source}; {len(probe_cells)} probe cells. Costs fitted (s per GB, GFLOP, token):", ""]
+             f"Calibration: {cal.source}; {len(probe_cells)} probe cells. Costs fitted (s per GB, GFLOP, "
+             "million K/V head-cells, token):", ""]
     for k, v in sorted(cal.costs.items()):
-        lines.append(f"- {k}: {v:.4g}" + ("" if not v else f" ({1 / v:.1f} GB/s or GFLOP/s)" if not k.startswith(("fixed", "pfixed")) else
+        rate = ("M K/V head-cells/s" if k.startswith("attn_gen") else "GB/s" if k.startswith(("read", "link"))
+                else "GFLOP/s")
+        lines.append(f"- {k}: {v:.4g}" + ("" if not v else f" ({1 / v:.1f} {rate})" if not k.startswith(("fixed", "pfixed")) else
                                           f" ({v * 1000:.2f} ms)"))
     for kind in ("gen", "prefill"):
         sel = [r for r in rows if r["kind"] == kind]

@@ -81,6 +81,25 @@ def test_the_demo_models_sliding_window_layers_read_at_most_their_window(demo_mo
     assert swa_growth == pytest.approx(host.kv_full_bytes_per_cell * 2048)  # only the full layers keep growing
 
 
+def test_the_cpus_generation_attention_costs_per_kv_head_cell_whatever_the_head_shape(tmp_path):
+    """The time depth adds to a CPU's token follows K/V heads x cells on five models of three head shapes
+    (benchmarks/speed_model.py sessions 2-3), not attention FLOPs: 4 query heads of 128 over a K/V head cost what
+    2 query heads of 64 do. Prompt attention stays per FLOP (compute-bound)."""
+    small = read_model(write_qwen3_dense(tmp_path / "a.gguf", n_layer=4, n_embd=256, n_ff=512, n_head=4,
+                                         n_head_kv=2, head_dim=64))
+    wide = read_model(write_qwen3_dense(tmp_path / "b.gguf", n_layer=4, n_embd=256, n_ff=512, n_head=8,
+                                        n_head_kv=2, head_dim=128))
+    got = []
+    for model in (small, wide):
+        t, _ = _traffic(model, ["-c", "4096"])
+        assert t.device("Host").kv_head_cells(2048) == 4 * 2 * 2048  # layers x K/V heads x cells
+        gen, pre = terms(t, depth=2048, prompt_tokens=512)
+        got.append((gen["attn_gen:Host:f16/f16"], pre["attn_prefill:Host:f16/f16"]))
+    (gen_a, pre_a), (gen_b, pre_b) = got
+    assert gen_a == pytest.approx(gen_b)
+    assert pre_b == pytest.approx(4 * pre_a)  # twice the query heads, twice the head size
+
+
 @pytest.fixture(scope="module")
 def demo_model_header():
     from llm_tuner.services.demo_model import find_demo_model

@@ -5,8 +5,9 @@ terms serve the prediction and the fit of a calibration (core.speed.calibrate):
 
 - Generation, per token: a fixed cost (kernel launches, synchronisation, sampling; the CPU's per thread count)
   + Σ over devices of the weight bytes it reads / its read rate + attention over the K/V cache at the depth: on a
-  GPU the K/V bytes at its read rate, on the CPU the attention FLOPs at a rate of their own per K/V type pair
-  (the CPU's attention is compute-bound, and a quantized cache is read with other kernels than f16).
+  GPU the K/V bytes at its read rate, on the CPU the K/V head-cells attended at a rate of their own per K/V type
+  pair (a cost per K/V head and cell, whatever the head size or the query heads sharing it; a quantized cache is
+  read with other kernels than f16).
 - Prefill, per prompt token: each device's matmul FLOPs / its compute rate (on the CPU by kernel class: repacked
   weights run GEMM kernels, others and MoE experts cost more per FLOP) + attention FLOPs (the CPU's at a rate per
   K/V pair) + the host weights copied to the GPU once per ubatch / the link rate + a fixed cost per ubatch. When
@@ -28,6 +29,7 @@ from typing import Any
 from llm_tuner.core.speed.traffic import HOST, Traffic
 
 GB = 1e9
+MCELLS = 1e6  # the unit of the CPU's attention while generating: a million K/V head-cells
 # Relative cost of a prefill FLOP on the CPU by kernel class (weights ggml-cpu repacked for its GEMM kernels = 1;
 # other matmuls, e.g. Q5_0/Q6_K/Q8_0 on x86, and MoE expert matmuls cost more). Chosen on the pilot session of
 # benchmarks/speed_model.py (s1: the grid plain 1-5 x experts 1-6, least maximum prefill error) and checked on
@@ -40,7 +42,8 @@ CPU_CLASS_COST = {"repack": 1.0, "plain": 5.0, "experts": 6.0}
 DEFAULT_HOST_GBPS_PER_THREAD = 8.0
 DEFAULT_HOST_GBPS_MAX = 40.0
 DEFAULT_HOST_GFLOPS_PER_THREAD = 100.0
-DEFAULT_ATTN_GEN_GFLOPS_PER_THREAD = {"f16": 1.5, "quant": 3.0}
+# million K/V head-cells a second a thread (~1.5 GFLOP/s at the 1024 FLOPs a head-cell of 2 query heads of 128)
+DEFAULT_ATTN_GEN_MCELLS_PER_THREAD = {"f16": 1.5, "quant": 3.0}
 DEFAULT_ATTN_PREFILL_GFLOPS_PER_THREAD = {"f16": 40.0, "quant": 5.0}
 DEFAULT_GPU_READ_SHARE = 0.6
 DEFAULT_GPU_GFLOPS = 40000.0
@@ -88,7 +91,8 @@ class SpeedCalibration:
     """Fitted costs (seconds per GB, per GFLOP, per token; see `terms`) for one machine, build and driver.
 
     Keys: ``read:DEV`` (GB read while generating), ``compute:DEV`` (GFLOP of prefill matmuls), ``attn_gen:Host:PAIR``
-    and ``attn_prefill:Host:PAIR`` (the CPU's attention GFLOP by K/V pair), ``fixed:cpu`` / ``fixed:gpu`` (per
+    (million K/V head-cells the CPU attends while generating, by K/V pair), ``attn_prefill:Host:PAIR`` (the CPU's
+    prompt attention GFLOP by K/V pair), ``fixed:cpu`` / ``fixed:gpu`` (per
     token), ``pfixed:cpu`` / ``pfixed:gpu`` (per ubatch), ``link`` (GB copied host->GPU). Host keys end in
     ``@THREADS``."""
 
@@ -142,7 +146,7 @@ def default_cost(key: str, threads: int, peaks: dict[str, tuple[float, str]] | N
     if kind == "link":
         return 1 / DEFAULT_LINK_GBPS
     if kind == "attn_gen":
-        return 1 / (DEFAULT_ATTN_GEN_GFLOPS_PER_THREAD[pair_group(rest.split(":")[1])] * t)
+        return 1 / (DEFAULT_ATTN_GEN_MCELLS_PER_THREAD[pair_group(rest.split(":")[1])] * t)
     if kind == "attn_prefill":
         return 1 / (DEFAULT_ATTN_PREFILL_GFLOPS_PER_THREAD[pair_group(rest.split(":")[1])] * t)
     if dev == HOST:
@@ -175,7 +179,7 @@ def terms(traffic: Traffic, *, depth: float, prompt_tokens: int) -> tuple[dict[s
         if d.weight_bytes > 0:
             _add(gen, f"read:{d.name}", d.weight_bytes / GB)
         if d.name == HOST:
-            attn = d.attn_flops(depth) / GB
+            attn = d.kv_head_cells(depth) / MCELLS
             if attn > 0:
                 _add(gen, f"attn_gen:{HOST}:{pair}", attn)
             pattn = d.attn_flops(ctx_mid) / GB
@@ -370,9 +374,10 @@ def _calibrated_on(cal: SpeedCalibration, sources: dict[str, str]) -> str:
 
 
 # The meaning of the cost keys: raised when a term's definition changes (2: a CPU layer's prompt attention runs on
-# the GPU with its K/V copied, so `link` no longer absorbs it). A stored calibration of another version is not
-# read (the store then finds none: the views say "not calibrated" until the probe runs again).
-MODEL_VERSION = 2
+# the GPU with its K/V copied, so `link` no longer absorbs it; 3: the CPU's attention while generating costs per
+# million K/V head-cells, not per GFLOP). A stored calibration of another version is not read (the store then
+# finds none: the views say "not calibrated" until the probe runs again).
+MODEL_VERSION = 3
 
 
 def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:

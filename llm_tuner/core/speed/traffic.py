@@ -7,7 +7,9 @@ The one home of "bytes read per token" (the tune's frontier, its bandwidth figur
   and the output head in full (with tied embeddings the embedding matrix is the head, on the output device). The
   input embedding is a row lookup (one row a token): not counted. MTP (nextn) blocks are read only when loaded.
 - Attention reads the K/V cache up to the current depth, at its own type's row size, on the device of its layer
-  (the host with ``-nkvo``); a sliding-window layer reads at most its window.
+  (the host with ``-nkvo``); a sliding-window layer reads at most its window. On the CPU a generated token's
+  attention costs per K/V head and cell attended (``kv_head_cells``), not per FLOP: the time depth adds is
+  84-169 ns a K/V head-cell on five models of three head shapes, 0.03-0.19 ns a FLOP (speed_model.py sessions 2-3).
 - A prompt token costs 2 FLOPs per active weight (the multiply-add of each matmul; experts at the used share)
   plus attention (QK^T and AV: 4 x heads x head size per position attended). The output head runs for the last
   prompt token only, so it is left out of prefill.
@@ -51,6 +53,8 @@ class DeviceTraffic:
     attn_full_flops_per_cell: float = 0.0  # attention FLOPs per prompt token per position attended (full layers)
     attn_swa_flops_per_cell: float = 0.0  # the same, sliding-window layers
     layers: int = 0
+    kv_heads_full: float = 0.0  # K/V heads per cell of depth of its full-attention layers (summed over layers)
+    kv_heads_swa: float = 0.0  # the same of its sliding-window layers
 
     def kv_bytes(self, depth: float) -> float:
         """K/V bytes a token reads here at `depth` cells (sliding-window layers read at most their window)."""
@@ -60,6 +64,10 @@ class DeviceTraffic:
         """Attention FLOPs of one prompt token attending to `positions` earlier cells."""
         return (self.attn_full_flops_per_cell * positions
                 + self.attn_swa_flops_per_cell * min(positions, self.swa_window))
+
+    def kv_head_cells(self, depth: float) -> float:
+        """K/V head-cells a generated token attends here at `depth` (what the CPU's attention costs by)."""
+        return self.kv_heads_full * depth + self.kv_heads_swa * min(depth, self.swa_window)
 
     def read_bytes(self, depth: float) -> float:
         return self.weight_bytes + self.kv_bytes(depth)
@@ -165,6 +173,8 @@ def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDev
     kv_swa = dict.fromkeys(names, 0.0)
     attn_full = dict.fromkeys(names, 0.0)
     attn_swa = dict.fromkeys(names, 0.0)
+    heads_full = dict.fromkeys(names, 0.0)
+    heads_swa = dict.fromkeys(names, 0.0)
     for il in range(view.n_layer):
         if view.recurrent[il]:
             continue
@@ -175,13 +185,15 @@ def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDev
         if view.is_swa[il] and view.n_swa:
             kv_swa[dev] += per_cell
             attn_swa[dev] += attn
+            heads_swa[dev] += hkv
         else:
             kv_full[dev] += per_cell
             attn_full[dev] += attn
+            heads_full[dev] += hkv
     layer_count = {d.name: d.layers for d in plan.devices}
     devices = tuple(DeviceTraffic(n, weights[n], kv_full[n], kv_swa[n], view.n_swa, flops[n],
                                   tuple(sorted(classes[n].items())), attn_full[n], attn_swa[n],
-                                  layer_count.get(n, 0)) for n in names)
+                                  layer_count.get(n, 0), heads_full[n], heads_swa[n]) for n in names)
     n_ubatch = int(getattr(args, "n_ubatch", 512) or 512)
     notes = []
     if host_copy and n_ubatch < OFFLOAD_MIN_BATCH:
