@@ -131,7 +131,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     objective = Objective(kind="gen_tps", prompt_tokens=256, gen_tokens=48)
     lines = ["# The recorded H200 placement tunes replayed with the speed model's pruning", "",
              f"Calibration: {cal.source} (no figure of the replayed runs); expected error: the recorded set's median "
-             "8.8 % (benchmarks/results/speed_model/gpu-recorded.md), so a candidate is pruned when predicted more than "
+             "9.1 % (benchmarks/results/speed_model/gpu-recorded.md), so a candidate is pruned when predicted more than "
              "20 % behind the best prediction of its race (core.tune.prune.MIN_PRUNE). Objective: generation t/s "
              "(prompt 256, 48 generated). Predictions resting on a default cost (a K/V type of the host's attention "
              "that the -ngl series did not measure) prune nothing.", "",
