@@ -160,12 +160,13 @@ class _Model:
             self.tensor("output.weight", (n_embd, n_vocab), output_type or embd_type)
         return n_vocab
 
-    def attention(self, i: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int) -> None:
+    def attention(self, i: int, n_embd: int, n_head: int, n_head_kv: int, head_dim: int,
+                  out_std: float = 0.02) -> None:
         self.tensor(f"blk.{i}.attn_norm.weight", (n_embd,), "F32", ones=True)
         self.tensor(f"blk.{i}.attn_q.weight", (n_embd, head_dim * n_head))
         self.tensor(f"blk.{i}.attn_k.weight", (n_embd, head_dim * n_head_kv))
         self.tensor(f"blk.{i}.attn_v.weight", (n_embd, head_dim * n_head_kv))
-        self.tensor(f"blk.{i}.attn_output.weight", (head_dim * n_head, n_embd))
+        self.tensor(f"blk.{i}.attn_output.weight", (head_dim * n_head, n_embd), std=out_std)
         self.tensor(f"blk.{i}.attn_k_norm.weight", (head_dim,), "F32", ones=True)
         self.tensor(f"blk.{i}.attn_q_norm.weight", (head_dim,), "F32", ones=True)
         self.tensor(f"blk.{i}.ffn_norm.weight", (n_embd,), "F32", ones=True)
@@ -218,11 +219,18 @@ def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_
                     n_head_kv: int = 2, head_dim: int = 64, n_ctx_train: int = 4096,
                     weight_type: str = "Q8_0", embd_type: str = "Q8_0", output_type: str | None = None,
                     tied_output: bool = False, name: str = "Random Qwen3 MoE", seed: int = 0,
-                    split_max_tensors: int = 0) -> Path:
+                    split_max_tensors: int = 0, residual_std: float = 0.0002) -> Path:
     """Write a random-weight llama.cpp `qwen3moe` model (router + merged expert tensors per layer).
 
     Expert tensors are `blk.N.ffn_{gate,up,down}_exps.weight` with ne = (n_embd, n_ff_exp, n_expert)
     (down: (n_ff_exp, n_embd, n_expert)), the names `--cpu-moe` and `-ot exps=CPU` match.
+
+    `residual_std` is the std of the tensors that write to the residual stream (attn_output, ffn_down_exps).
+    At the other weights' 0.02 the layers' outputs, shared by neighbouring tokens, outgrow the token embeddings
+    and the router sends a prompt's tokens to a few experts: a 512-token ubatch used 9.6 of 32 experts (5-8 in
+    most layers) where real routing uses nearly all, so llama.cpp copied ~30 % of the host experts per ubatch to
+    a GPU (benchmarks/moe_routing.py; the lent GPU's MoE prefill, issue 42). At 0.0002 the embeddings lead and
+    31.9 of 32 are used: prompt speed then pays what a real MoE pays. Sizes and kernels do not change.
     """
     m = _Model(Path(path), "qwen3moe", weight_type, seed, split_max_tensors)
     m.common_keys(name=name, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
@@ -234,10 +242,10 @@ def write_qwen3_moe(path: Path | str, *, n_layer: int = 4, n_embd: int = 256, n_
     w.add_uint32("qwen3moe.expert_used_count", n_expert_used)
     m.embeddings_and_output(n_embd, embd_type, output_type, tied_output)
     for i in range(n_layer):
-        m.attention(i, n_embd, n_head, n_head_kv, head_dim)
+        m.attention(i, n_embd, n_head, n_head_kv, head_dim, out_std=residual_std)
         m.tensor(f"blk.{i}.ffn_gate_inp.weight", (n_embd, n_expert), "F32")
         m.tensor(f"blk.{i}.ffn_gate_exps.weight", (n_embd, n_ff_exp, n_expert))
-        m.tensor(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert))
+        m.tensor(f"blk.{i}.ffn_down_exps.weight", (n_ff_exp, n_embd, n_expert), std=residual_std)
         m.tensor(f"blk.{i}.ffn_up_exps.weight", (n_embd, n_ff_exp, n_expert))
     return m.finish()
 
