@@ -12,7 +12,10 @@
 #     16/8; one start per cell, 2 repetitions, prompt 2048 tokens, 64 generated), the tune with the model's pruning,
 #     and the judge (grid best vs tune pick, 3 interleaved rounds, a fresh server each). Every run's server log and
 #     its predicted vs measured prefill and generation t/s go to logs/<model>/ (runs.jsonl).
+# ONLY=moe (ONLY=moe bash poll.sh): the dense case's grid, tune and judge left out; the probe (both models) runs
+# on the MoE's command (a session short of device time: about 15 minutes).
 set -u
+export ONLY=${ONLY:-}
 D=/tmp/d42; mkdir -p $D/logs /tmp/lcb /tmp/m
 exec > $D/driver.log 2>&1
 T0=$(date +%s); step() { echo; echo "=== $(date +%T) [$(( $(date +%s) - T0 )) s] $*"; }
@@ -69,6 +72,15 @@ PY
 { nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,clocks.max.mem,power.limit --format=csv;
   $B/llama-server --version; $B/llama-server --list-devices; } >> $D/host.txt 2>&1
 cat $D/host.txt
+if [ "$ONLY" = moe ]; then
+  step "moe: calibration (both models, as below), grid, tune, judge at 2.0 GiB free"
+  python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/moe-q4_k_m.gguf --free-gib 2.0 \
+    --calibrate --calibrate-models /tmp/m/dense-q4_k_m.gguf,/tmp/m/moe-q4_k_m.gguf --calibrate-ngl 0,12,99 \
+    --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/moe > $D/moe.txt 2>&1
+  step "moe rc=$?"
+  touch $D/DONE
+  exit 0
+fi
 step "dense: calibration (both models), grid, tune, judge at 2.25 GiB free"
 python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/dense-q4_k_m.gguf --free-gib 2.25 \
   --calibrate --calibrate-models /tmp/m/dense-q4_k_m.gguf,/tmp/m/moe-q4_k_m.gguf --calibrate-ngl 0,12,99 \
