@@ -24,7 +24,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
@@ -84,6 +84,7 @@ class JobControl:
 
 def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
+    job.entered = True
     try:
         result = job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
@@ -139,6 +140,8 @@ class BackgroundJob(QObject):
             self.failed.connect(on_failed)
         self.control = JobControl(self)
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
+        self.entered = False  # its function was called (on a pool thread)
+        self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
@@ -146,21 +149,38 @@ class BackgroundJob(QObject):
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
         BackgroundJob._live[id(self)] = BackgroundJob._running[id(self)] = self
-        if pool is not None:
-            pool.start(_Runnable(self))
-        else:
-            (long_pool() if long else short_pool()).submit(_run, self)
+        try:
+            if pool is not None:
+                pool.start(_Runnable(self))
+            else:
+                self._future = (long_pool() if long else short_pool()).submit(_run, self)
+        except BaseException:
+            BackgroundJob._running.pop(id(self), None)  # not queued: nothing will ever end it
+            BackgroundJob._live.pop(id(self), None)
+            raise
         return self
 
     @classmethod
     def live_jobs(cls) -> list[BackgroundJob]:
-        """Jobs whose function is queued or running (for shutdown and the tests' leak check)."""
-        return list(cls._running.values())
+        """Jobs whose function is queued or running (for shutdown and the tests' leak check). A job its
+        executor reports done is not one, whatever the bookkeeping says (a job CI twice listed here with every
+        pool thread idle and nothing queued: see `describe`)."""
+        out = []
+        for job in list(cls._running.values()):
+            if job._future is not None and job._future.done():
+                cls._running.pop(id(job), None)
+            else:
+                out.append(job)
+        return out
 
     def describe(self) -> str:
-        """The job's function as `module.qualname` and its `what` (what a leak report names)."""
+        """The job's function as `module.qualname`, its `what` and where it stands (a leak report's line)."""
         fn = self._fn
-        return f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))} ({self.what})"
+        f = self._future
+        where = ("on a caller's QThreadPool" if f is None else "running" if f.running()
+                 else "done" if f.done() else "queued on its executor")
+        name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
+        return f"{name} ({self.what}; {where}, its function {'entered' if self.entered else 'never entered'})"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()

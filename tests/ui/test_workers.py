@@ -81,9 +81,13 @@ def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
         assert blocker.args == ["history"]
         assert long_pool() is not short_pool()
         assert all(j in BackgroundJob.live_jobs() for j in long_jobs)  # still running
+        queued = BackgroundJob(lambda _ctl: None, what="Another benchmark").start(long=True)
+        assert queued in BackgroundJob.live_jobs()
+        assert queued.describe().endswith("(Another benchmark; queued on its executor, its function never entered)")
     finally:
         release.set()
-        qtbot.waitUntil(lambda: not set(BackgroundJob.live_jobs()) & {*long_jobs, short}, timeout=10_000)
+        qtbot.waitUntil(lambda: not set(BackgroundJob.live_jobs()) & {*long_jobs, short, queued}, timeout=10_000)
+    assert queued.entered and "; done, its function entered" in queued.describe()
 
 
 def _a_cycle_is_collected_by_the_timer(qtbot) -> None:
