@@ -163,7 +163,7 @@ class BackgroundJob(QObject):
     @classmethod
     def live_jobs(cls) -> list[BackgroundJob]:
         """Jobs whose function is queued or running (for shutdown and the tests' leak check). A job its
-        executor reports done is not one, whatever the bookkeeping says (a job CI twice listed here with every
+        executor reports done is not one, whatever the bookkeeping says (CI once listed a job here with every
         pool thread idle and nothing queued: see `describe`)."""
         out = []
         for job in list(cls._running.values()):

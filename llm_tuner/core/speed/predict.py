@@ -333,29 +333,29 @@ def _between(a: Prediction, b: Prediction, threads: int) -> Prediction:
     gen, pre = _mix(a.gen_tps, b.gen_tps, w), _mix(a.prefill_tps, b.prefill_tps, w)
     how = f"interpolated from {a.threads} and {b.threads} threads"
 
-    def scaled(x: float | None, y: float | None, total_a: float | None, total_b: float | None,
+    def scaled(x: float | None, y: float | None, total_a: float, total_b: float,
                target: float | None) -> float | None:
-        """A time per token blended linearly, then scaled so the parts sum to 1 / the interpolated rate."""
+        """A time per token blended linearly, then scaled so the parts sum to 1 / the interpolated rate (when
+        there is one)."""
         m = _mix(x, y, w)
-        parts = _mix(total_a, total_b, w)
-        return None if m is None or target is None or not parts else m * (1000 / target) / parts
+        parts = total_a + (total_b - total_a) * w
+        return m if m is None or not target or not parts else m * (1000 / target) / parts
 
     ga = sum(d.gen_ms or 0.0 for d in a.devices) + a.fixed_ms
     gb = sum(d.gen_ms or 0.0 for d in b.devices) + b.fixed_ms
     pa = sum(d.prefill_ms or 0.0 for d in a.devices)
     pb = sum(d.prefill_ms or 0.0 for d in b.devices)
     devices = tuple(DeviceSpeed(da.name, da.read_bytes, scaled(da.gen_ms, db.gen_ms, ga, gb, gen),
-                                scaled(da.prefill_ms, db.prefill_ms, pa, pb, pre) if pre else _mix(
-                                    da.prefill_ms, db.prefill_ms, w),
+                                scaled(da.prefill_ms, db.prefill_ms, pa, pb, pre),
                                 _mix(da.read_gbps, db.read_gbps, w), da.peak_gbps,
                                 how if da.name == HOST and da.source == "calibrated" else da.source)
                     for da, db in zip(a.devices, b.devices, strict=True))
-    fixed = scaled(a.fixed_ms, b.fixed_ms, ga, gb, gen)
+    fixed = scaled(a.fixed_ms, b.fixed_ms, ga, gb, gen) or 0.0  # both are numbers: so is the blend
+    copy = a.copy_ms_per_ubatch + (b.copy_ms_per_ubatch - a.copy_ms_per_ubatch) * w
     ttft = (a.prompt_tokens / pre + 1 / gen) * 1000 if gen and pre else None
-    on = a.calibrated_on.replace("Host: calibrated", f"Host: {how}")
-    return Prediction(gen, pre, ttft, a.roofline_tps, a.depth, a.prompt_tokens, threads, devices,
-                      a.fixed_ms if fixed is None else fixed, _mix(a.copy_ms_per_ubatch, b.copy_ms_per_ubatch, w)
-                      or 0.0, on, max(a.error, b.error), a.unknown or b.unknown, a.notes)
+    on = a.calibrated_on.replace(f"{HOST}: calibrated", f"{HOST}: {how}")  # _calibrated_on's "DEV: how"
+    return Prediction(gen, pre, ttft, a.roofline_tps, a.depth, a.prompt_tokens, threads, devices, fixed, copy, on,
+                      max(a.error, b.error), a.unknown or b.unknown, a.notes)
 
 
 def _predict_at(traffic: Traffic, cal: SpeedCalibration, threads: int, depth: int, prompt_tokens: int,
