@@ -84,7 +84,7 @@ class JobControl:
 
 def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
-    job.entered = True
+    job.entered = threading.current_thread().name
     try:
         result = job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
@@ -97,6 +97,7 @@ def _run(job: BackgroundJob) -> None:
         else:
             _emit(job.succeeded, result)
     finally:
+        job.left = True
         BackgroundJob._running.pop(id(job), None)
         _emit(job.finished)
 
@@ -140,7 +141,8 @@ class BackgroundJob(QObject):
             self.failed.connect(on_failed)
         self.control = JobControl(self)
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
-        self.entered = False  # its function was called (on a pool thread)
+        self.entered = ""  # the thread that called its function ("": not called yet)
+        self.left = False  # its function's outcome was handled (`_run`'s finally)
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
@@ -180,7 +182,9 @@ class BackgroundJob(QObject):
         where = ("on a caller's QThreadPool" if f is None else "running" if f.running()
                  else "done" if f.done() else "queued on its executor")
         name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
-        return f"{name} ({self.what}; {where}, its function {'entered' if self.entered else 'never entered'})"
+        left = ", left" if self.left else ", not left"
+        entered = f"entered on {self.entered}{left}" if self.entered else "never entered"
+        return f"{name} ({self.what}; {where}, its function {entered})"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()

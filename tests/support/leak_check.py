@@ -188,13 +188,13 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
 
 
 def _thread_stacks() -> str:
-    """Where every thread but this one is now (a job queued or stuck past the grace: which line it waits on,
-    or what holds the pool's threads), innermost frames last."""
+    """Where every thread is now, this one included (a job queued or stuck past the grace: which line it waits
+    on, or what holds the pool's threads), innermost frames last."""
     names = {t.ident: t.name for t in threading.enumerate()}
     out = []
     for ident, frame in sys._current_frames().items():
         if ident == threading.get_ident():
-            continue
+            frame = frame.f_back  # this thread too (a job its executor says runs may be below us), less this call
         lines = traceback.format_stack(frame, limit=12)
         out.append(f"\n--- thread {names.get(ident, ident)!r}:\n" + "".join(lines).rstrip())
     return "\n\nThe other threads now:" + "".join(out) if out else ""

@@ -56,7 +56,7 @@ def test_a_running_job_a_timer_and_a_shown_widget_are_named(qtbot, monkeypatch):
     message = _check(monkeypatch, leak, cleanup)
     assert message is not None
     assert "background job " in message and "leak.<locals>.<lambda>" in message
-    assert "(Waiting; running, its function entered)" in message  # where the job stands, as its executor says
+    assert "(Waiting; running, its function entered on jobs-long_" in message  # where the job stands, as its executor says
     # Where the stuck job waits: its thread's stack names the line (a CI failure says more than "alive").
     assert "The other threads now:" in message and "release.wait(10)" in message
     assert "active QTimer started at gui_gc.py" in message

@@ -87,7 +87,8 @@ def test_a_short_query_does_not_queue_behind_long_jobs(qtbot):
     finally:
         release.set()
         qtbot.waitUntil(lambda: not set(BackgroundJob.live_jobs()) & {*long_jobs, short, queued}, timeout=10_000)
-    assert queued.entered and "; done, its function entered" in queued.describe()
+    assert queued.entered.startswith("jobs-long_") and queued.left
+    assert "; done, its function entered on jobs-long_" in queued.describe() and queued.describe().endswith(", left)")
 
 
 def _a_cycle_is_collected_by_the_timer(qtbot) -> None:
