@@ -120,6 +120,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     from llm_tuner.core.memory import PlanDevice
     from llm_tuner.core.tune.frontier import Planner, resolve_placement
     from llm_tuner.core.tune.prune import speed_prune
+    from llm_tuner.core.tune.quality import changes_kv
     from llm_tuner.services.library import read_model
     from llm_tuner.services.tune.speed import SpeedOracle
 
@@ -179,7 +180,9 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
             if len(cands) < 2:
                 continue
             guesses = {i: oracle.guess(argv_of(c["values"])) for i, c in enumerate(cands)}
-            pruned = speed_prune(guesses, keep=0, what="generation t/s")
+            # as the runner's screen: K/V types other than the baseline's must be predicted ahead of the incumbent
+            costly = [i for i, c in enumerate(cands) if changes_kv(argv_of(c["values"]), tuple(base))]
+            pruned = speed_prune(guesses, keep=0, what="generation t/s", costs_quality=costly)
             for i, c in enumerate(cands):
                 g = guesses[i]
                 won = (race == "placement" and c["values"].get("placement") == pick_place and c["knob"] != "baseline"

@@ -134,3 +134,42 @@ def test_moe_experts_of_the_last_blocks_are_ranked_beside_the_first_and_raced_wh
     g = [SpeedGuess(10.0, calibrated=True), SpeedGuess(10.0, calibrated=True), SpeedGuess(30.0, calibrated=True)]
     assert rank_by_prediction(["a", "b", "c"], g) == ["c", "a", "b"]
     assert rank_by_prediction(["a", "b", "c"], [*g[:2], SpeedGuess(30.0)]) == ["a", "b", "c"]
+
+
+def test_a_quality_costing_candidate_predicted_no_faster_than_the_incumbent_is_pruned():
+    costly = ["q8", "q4"]
+    out = speed_prune({"inc": g(100.0), "q8": g(98.0), "q4": g(103.0), "t8": g(97.0)}, keep="inc",
+                      costs_quality=costly)
+    # q8 is within the model's error of the best, but it would cost quality for no predicted gain; q4 is predicted
+    # ahead (it is raced), t8 costs no quality (raced: within the error)
+    assert set(out) == {"q8"} and "no faster than the current best's 100" in out["q8"]
+    assert "perplexity" in out["q8"] and "not started" in out["q8"]
+    # an incumbent without a calibrated prediction judges nothing
+    assert speed_prune({"inc": g(100.0, calibrated=False), "q8": g(98.0)}, keep="inc", costs_quality=costly) == {}
+
+
+class KvOracle:
+    """Predictions by -ctk from a table: a quantised cache predicted no faster at depth 0 (q8_0), or faster (q4_0,
+    as at a deep context)."""
+
+    def guess(self, argv, env=None):
+        p = {None: 50.0, "q8_0": 49.0, "q4_0": 56.0}[flags.value_of(list(argv), "cache_type_k")]
+        return SpeedGuess(p, gen_tps=p, error=0.173, calibrated=True, on="probe of a + b")
+
+
+def test_the_runner_does_not_start_a_kv_type_the_model_predicts_no_faster(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    bench = ScriptedBench(RunRepository(engine), clock, lambda argv: 50.0)
+    spec = TuneSpec(base_argv=("-m", "m.gguf"), objective=Objective(prompt_tokens=16, gen_tokens=8),
+                    knobs=(Knob(key="kv", flag="cache_type_k+cache_type_v", values=("q8_0", "q4_0")),),
+                    budget_s=3600, screen_reps=2, final_reps=2, final_rounds=2, warmup=0)
+    runner = TuneRunner(TuneRepository(engine), bench_runner=bench, clock=clock, plan_fn=lambda a, e: (True, ""),
+                        speed=KvOracle())
+    result = runner.run(spec)
+    by_kv = {t.values.get("kv"): t for t in result.trials}
+    assert by_kv["q8_0"].status == "pruned" and "no predicted gain" in by_kv["q8_0"].reason
+    assert "kv=q8_0" not in result.quality and "kv=q4_0" in result.quality  # no perplexity run for q8_0
+    assert not [a for a in bench.started if flags.value_of(list(a), "cache_type_k") == "q8_0"]
+    # q4_0, predicted ahead, goes on to its quality check (no llama-perplexity here: it fails there, not pruned)
+    assert by_kv["q4_0"].status != "pruned"
