@@ -120,7 +120,6 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     from llm_tuner.core.memory import PlanDevice
     from llm_tuner.core.tune.frontier import Planner, resolve_placement
     from llm_tuner.core.tune.prune import speed_prune
-    from llm_tuner.core.tune.quality import changes_kv
     from llm_tuner.services.library import read_model
     from llm_tuner.services.tune.speed import SpeedOracle
 
@@ -180,9 +179,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
             if len(cands) < 2:
                 continue
             guesses = {i: oracle.guess(argv_of(c["values"])) for i, c in enumerate(cands)}
-            # as the runner's screen: K/V types other than the baseline's must be predicted ahead of the incumbent
-            costly = [i for i, c in enumerate(cands) if changes_kv(argv_of(c["values"]), tuple(base))]
-            pruned = speed_prune(guesses, keep=0, what="generation t/s", costs_quality=costly)
+            pruned = speed_prune(guesses, keep=0, what="generation t/s")
             for i, c in enumerate(cands):
                 g = guesses[i]
                 won = (race == "placement" and c["values"].get("placement") == pick_place and c["knob"] != "baseline"
@@ -286,6 +283,16 @@ def _grid(bench, base, knobs, objective, spec, reps):
     return grid, ServerClock.total_s, ServerClock.starts
 
 
+def _as_grid_cell(values: tuple, knobs) -> tuple:
+    """A tune's candidate (sorted (key, value) pairs; None: the flag absent) as the grid cell that runs the same
+    command: absent threads are llama.cpp's default (the physical cores), absent K/V types f16."""
+    from llm_tuner.services.tune.placement import physical_cores
+
+    default = {"threads": str(physical_cores() or os.cpu_count() or 1), "cache_type_k+cache_type_v": "f16"}
+    flag_of = {k.key: k.flag for k in knobs}
+    return tuple(sorted((k, default.get(flag_of.get(k, ""), v) if v is None else v) for k, v in values))
+
+
 def _gap(bench, spec, objective, best_argv, pick, rounds):
     """The grid's best cell against a tune's pick, interleaved A B A B, a fresh server each (core.stats.compare)."""
     a_runs, b_runs = [], []
@@ -387,7 +394,7 @@ def cpu_space(args) -> int:
                   f"{free_s:.1f} s = {100 * ratio:.0f} %{each} · pruned: {[dict(k) for k in pruned_keys]}")
             continue
         gaps = [_gap(bench, spec, objective, best_argv, list(p), args.gap_rounds) for p in picks]
-        wrong = [dict(k) for k in pruned_keys if k in within]
+        wrong = [dict(k) for k in pruned_keys if _as_grid_cell(k, knobs) in within]
         pick_ok = all(g.verdict != "worse" for g in gaps)
         time_ok = ratio <= 0.60
         ok = pick_ok and time_ok and not wrong

@@ -11,18 +11,11 @@ False: no calibration of this build and driver, or a device or K/V type it did n
 calibrated candidate pruned against a best that rests on one. The error is the calibration's own
 (core.speed.calibrate.with_error), else the benchmark's median for the regime (BENCHMARK_ERROR:
 benchmarks/results/speed_model/).
-
-A candidate whose change a quality check judges (`costs_quality`: K/V types other than the baseline's, which
-llama-perplexity judges) is also not started when the model predicts it no faster than the incumbent: it could
-only be kept by beating the incumbent beyond noise, and it would cost quality for a gain the model does not
-see (at depth 0 a quantised cache saves nothing to read: the lent machine's CPU space raced q8_0 and q4_0
-there for nothing, benchmarks/sessions/2026-12-06-cpu-space/run-4). Where it saves reads (a deep context, a
-slow device) the model predicts it ahead and it is raced.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Hashable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -90,10 +83,9 @@ K = TypeVar("K", bound=Hashable)  # a candidate's key (the tune's: its command l
 
 
 def speed_prune(guesses: Mapping[K, SpeedGuess | None], keep: K | None = None,
-                what: str = "score", costs_quality: Collection[K] = ()) -> dict[K, str]:
+                what: str = "score") -> dict[K, str]:
     """{candidate: why it is pruned} for the candidates of one race (see the module docstring); `keep` (the
-    incumbent) is never pruned; `what` names the score in the reason ("generation t/s"); `costs_quality`: the
-    candidates a quality check would judge (pruned unless predicted ahead of `keep`)."""
+    incumbent) is never pruned; `what` names the score in the reason ("generation t/s")."""
     ok = {k: g for k, g in guesses.items() if g is not None and g.calibrated and g.score is not None}
     if len(ok) < 2:
         return {}
@@ -110,15 +102,6 @@ def speed_prune(guesses: Mapping[K, SpeedGuess | None], keep: K | None = None,
             out[k] = (f"speed model: predicted {_fmt(g.score)} {what}, {gap:.0%} behind the best prediction "
                       f"of this race ({_fmt(best.score)}): beyond the model's error "
                       f"(±{max(g.error, best.error):.0%}; pruned beyond {margin:.0%}); not started")
-    ref = ok.get(keep) if keep is not None else None
-    for k in costs_quality:
-        cand = ok.get(k)
-        if k == keep or k in out or cand is None or cand.score is None or ref is None or ref.score is None:
-            continue
-        if cand.score <= ref.score:
-            out[k] = (f"speed model: predicted {_fmt(cand.score)} {what}, no faster than the current best's "
-                      f"{_fmt(ref.score)}: it changes what the quality check judges (K/V types: perplexity) "
-                      f"for no predicted gain; not started")
     return out
 
 

@@ -13,7 +13,6 @@ from typing import Any
 from llm_tuner.core.bench_report import argv_diff
 from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, apply_values, describe_placement
 from llm_tuner.core.tune.prune import SpeedGuess, speed_prune
-from llm_tuner.core.tune.quality import changes_kv
 from llm_tuner.services.tune.checks import PlanFn
 from llm_tuner.services.tune.placement import PlacementResolver
 from llm_tuner.services.tune.speed import SpeedOracle
@@ -73,7 +72,6 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
     base = list(base_argv)
     resolve = resolver.fragment if resolver is not None else None
     out: list[Candidate] = []
-    argvs: list[list[str]] = []  # each candidate's whole command line
     for knob in knobs:
         for value in knob.values:
             if knob.flag == PLACEMENT_KNOB and value is not None and resolver is not None:
@@ -85,21 +83,18 @@ def preview_candidates(base_argv: Sequence[str], env: dict[str, str], knobs: Seq
                 fits, why = plan_fn(list(cand), dict(env))
                 label, gpus = ("default (flag absent)" if value is None else value), ()
             guess = speed.guess(cand, env) if speed is not None else None
-            argvs.append(list(cand))
             out.append(Candidate(knob.key, value, label, fits, why, _changes(base, cand), gpus,
                                  guess.to_json() if guess is not None else None))
     if speed is None or not prune:
         return out
-    base_full = apply_values(base, knobs, {}, env, resolve=resolve)
-    base_guess = speed.guess(base_full, env)
+    base_guess = speed.guess(apply_values(base, knobs, {}, env, resolve=resolve), env)
     for knob in knobs:
         mine = [i for i, c in enumerate(out) if c.knob == knob.key and c.fits]
         guesses: dict[Hashable, SpeedGuess | None] = {i: SpeedGuess.from_json(out[i].predicted) for i in mine}
         guesses["base"] = base_guess
         o = speed.objective
         what = o.row.what.format(clients=o.clients, min_gen_tps=o.min_gen_tps)
-        costly = [i for i in mine if changes_kv(argvs[i], base_full)]
-        for i, why in speed_prune(guesses, keep="base", what=what, costs_quality=costly).items():
+        for i, why in speed_prune(guesses, keep="base", what=what).items():
             if isinstance(i, int) and out[i].args:  # a value that is the base itself is never pruned
                 out[i] = replace(out[i], speed_pruned=why)
     return out

@@ -245,9 +245,8 @@ class _Tune:
         return g.to_json() if g is not None else None
 
     def screen(self, cands: list[Values], incumbent: Values, knob: str) -> list[Values]:
-        """The race's candidates worth starting: those the speed model puts far behind the race's best prediction,
-        and those with K/V types other than the baseline's it predicts no faster than the incumbent
-        (core.tune.prune), are stored as pruned trials with the reason, not started. The incumbent always stays."""
+        """The race's candidates worth starting: those the speed model puts far behind the race's best prediction
+        (core.tune.prune) are stored as pruned trials with the reason, not started. The incumbent always stays."""
         if not self.spec.prune_by_speed or self.speed is None or len(cands) < 2:
             return cands
         argvs = [self.argv_of(c) for c in cands]
@@ -255,8 +254,7 @@ class _Tune:
         guesses = {a: self.speed.guess(a, self.spec.base_env) for a in argvs}
         what = self.spec.objective.row.what.format(clients=self.spec.objective.clients,
                                                    min_gen_tps=self.spec.objective.min_gen_tps)
-        costly = [a for a in argvs if changes_kv(a, self.baseline_argv)]  # perplexity would judge them
-        pruned = speed_prune(guesses, keep=inc, what=what, costs_quality=costly)
+        pruned = speed_prune(guesses, keep=inc, what=what)
         kept = []
         for values, argv in zip(cands, argvs, strict=True):
             if argv not in pruned or argv in self.trials:  # decided before (measured or pruned): as it stands
