@@ -41,6 +41,10 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from llm_tuner.core.tune.prune import MIN_PRUNE
 
+    missing = [n for n in sys.argv[1:] if not Path(n).is_file()]
+    if missing or len(sys.argv) < 2:
+        sys.exit("usage: prune_gaps.py FILE... (tune_vs_grid.py --cpu-space outputs)"
+                 + (f"; not a file: {', '.join(missing)}" if missing else ""))
     errors = []
     for name in sys.argv[1:]:
         rows = gaps(Path(name))

@@ -112,6 +112,11 @@ def main() -> None:
     ap.add_argument("--host-note", default="")
     ap.add_argument("--out")
     a = ap.parse_args()
+    unknown = [m for m in a.models.split(",") if m not in MODELS]
+    if unknown:
+        ap.error(f"--models: unknown {', '.join(unknown)} (known: {', '.join(MODELS)})")
+    if not all(x.isdigit() and int(x) > 0 for x in a.threads.split(",")):
+        ap.error(f"--threads: positive whole numbers separated by commas, not {a.threads!r}")
     models = write_models(Path(a.dir), a.models.split(","))
     lines = [f"# llama-server's cost per generated token beyond llama-bench's ({GEN} tokens, depth 0)", "",
              f"Host: {a.host_note or os.uname().nodename}, {os.cpu_count()} CPUs; load average before "
