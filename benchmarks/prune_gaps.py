@@ -3,8 +3,12 @@
 
 Reads recorded `tune_vs_grid.py --cpu-space` outputs; in each unpruned tune ("tune without pruning") every measured
 candidate is set against the same tune's baseline: predicted gap = 1 − predicted / baseline's predicted, measured
-gap = 1 − measured / baseline's measured. A candidate the pruning would drop (predicted more than MIN_PRUNE behind)
-whose measured gap is under 25 % is marked: the model overstated a real but small gap.
+gap = 1 − measured / baseline's measured. The predicted gap is given twice: as the model said, and with the server's
+per-token cost that a tune learns from its measured baseline (core.tune.prune.per_token_cost: 1/measured −
+1/predicted of the baseline, added to every generation prediction) - what the pruning acts on. A candidate the
+pruning drops (predicted, with that cost, more than MIN_PRUNE behind) whose measured gap is under 25 % is marked:
+the model overstated a real but small gap. The summary counts, per threshold, the candidates it would drop and how
+many of them measured under 25 % behind.
 
     python benchmarks/prune_gaps.py FILE... > benchmarks/results/tune_vs_grid/prune_gaps.txt
 """
@@ -19,8 +23,11 @@ from pathlib import Path
 TRIAL = re.compile(r"  trial \d+ (\S+) (\{.*?\}): measured ([\d.]+) \(n=\d+\) · predicted ([\d.]+)")
 
 
-def gaps(path: Path) -> list[tuple[str, str, float, float]]:
-    """(model · depth, candidate, predicted gap, measured gap) of every unpruned tune's measured candidate."""
+def gaps(path: Path) -> list[tuple[str, str, float, float, float]]:
+    """(model · depth, candidate, predicted gap, predicted gap with the server's cost, measured gap) of every
+    unpruned tune's measured candidate."""
+    from llm_tuner.core.tune.prune import per_token_cost, with_per_token_cost
+
     out = []
     combo, free, base = "", False, None
     for line in path.read_text().splitlines():
@@ -33,7 +40,9 @@ def gaps(path: Path) -> list[tuple[str, str, float, float]]:
             if m.group(1) == "baseline":
                 base = (measured, predicted)
             elif base is not None:
-                out.append((combo, m.group(2), 1 - predicted / base[1], 1 - measured / base[0]))
+                cost = per_token_cost(base[1], base[0])
+                costed = (with_per_token_cost(predicted, cost) or 0.0) / (with_per_token_cost(base[1], cost) or 1.0)
+                out.append((combo, m.group(2), 1 - predicted / base[1], 1 - costed, 1 - measured / base[0]))
     return out
 
 
@@ -45,19 +54,27 @@ def main() -> None:
     if missing or len(sys.argv) < 2:
         sys.exit("usage: prune_gaps.py FILE... (tune_vs_grid.py --cpu-space outputs)"
                  + (f"; not a file: {', '.join(missing)}" if missing else ""))
-    errors = []
+    rows = []
     for name in sys.argv[1:]:
-        rows = gaps(Path(name))
         print(f"## {name}")
-        for combo, cand, pred, meas in rows:
-            mark = "  <- pruned, measured under 25 %" if pred > MIN_PRUNE and meas < 0.25 else ""
-            print(f"{combo:12} {cand:30} predicted {100 * pred:+4.0f} %  measured {100 * meas:+4.0f} %{mark}")
-            errors.append(pred - meas)
-    if errors:
-        over = sorted(errors)
-        print(f"\ngap error (predicted − measured), {len(errors)} pairs: median {100 * statistics.median(errors):+.0f} "
-              f"points, median |error| {100 * statistics.median(map(abs, errors)):.0f}, 90th percentile "
-              f"{100 * over[int(0.9 * (len(over) - 1))]:+.0f}, max {100 * over[-1]:+.0f}")
+        for combo, cand, pred, costed, meas in gaps(Path(name)):
+            mark = "  <- pruned, measured under 25 %" if costed > MIN_PRUNE and meas < 0.25 else ""
+            print(f"{combo:12} {cand:30} predicted {100 * pred:+4.0f} % (with the server's cost {100 * costed:+4.0f} %)"
+                  f"  measured {100 * meas:+4.0f} %{mark}")
+            rows.append((pred, costed, meas))
+    if rows:
+        print()
+        for label, k in (("as the model said", 0), ("with the server's cost", 1)):
+            errors = sorted(r[k] - r[2] for r in rows)
+            print(f"gap error (predicted − measured), {label}, {len(errors)} pairs: median "
+                  f"{100 * statistics.median(errors):+.0f} points, median |error| "
+                  f"{100 * statistics.median(map(abs, errors)):.0f}, 90th percentile "
+                  f"{100 * errors[int(0.9 * (len(errors) - 1))]:+.0f}, max {100 * errors[-1]:+.0f}")
+        for threshold in (0.20, 0.25, MIN_PRUNE):
+            for label, k in (("as the model said", 0), ("with the server's cost", 1)):
+                dropped = [r for r in rows if r[k] > threshold]
+                print(f"pruned beyond {100 * threshold:.0f} % ({label}): {len(dropped)} of {len(rows)}; measured under "
+                      f"25 % behind: {sum(1 for r in dropped if r[2] < 0.25)}")
 
 
 if __name__ == "__main__":

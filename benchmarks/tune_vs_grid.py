@@ -119,7 +119,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
 
     from llm_tuner.core.memory import PlanDevice
     from llm_tuner.core.tune.frontier import Planner, resolve_placement
-    from llm_tuner.core.tune.prune import speed_prune
+    from llm_tuner.core.tune.prune import MIN_PRUNE, speed_prune
     from llm_tuner.services.library import read_model
     from llm_tuner.services.tune.speed import SpeedOracle
 
@@ -132,7 +132,7 @@ def replay_gpu(out: str | None, models_dir: str) -> int:
     lines = ["# The recorded H200 placement tunes replayed with the speed model's pruning", "",
              f"Calibration: {cal.source} (no figure of the replayed runs); expected error: the recorded set's median "
              "9.1 % (benchmarks/results/speed_model/gpu-recorded.md), so a candidate is pruned when predicted more than "
-             "20 % behind the best prediction of its race (core.tune.prune.MIN_PRUNE). Objective: generation t/s "
+             f"{100 * MIN_PRUNE:.0f} % behind the best prediction of its race (core.tune.prune.MIN_PRUNE). Objective: generation t/s "
              "(prompt 256, 48 generated). Predictions resting on a default cost (a K/V type of the host's attention "
              "that the -ngl series did not measure) prune nothing.", "",
              "| run | trial | race | candidate | measured | starts | predicted | calibrated | pruned | race winner | "

@@ -79,7 +79,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true", help="list the knobs and the plan's verdict on each candidate "
                    "with its predicted speed; start no server")
     p.add_argument("--no-speed-prune", action="store_true", help="start every candidate, even one the speed model "
-                   "predicts far behind its race's best (by more than the model's measured error, at least 20%%; "
+                   "predicts far behind its race's best (by more than the model's measured error, at least 30%%; "
                    "only with a calibration of this build: `llm-tuner estimate --calibrate`)")
     p.add_argument("server_args", nargs=argparse.REMAINDER, help="after --: llama-server arguments")
     p.set_defaults(func=cmd_tune)

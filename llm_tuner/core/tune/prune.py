@@ -3,7 +3,7 @@ started.
 
 Each candidate of a race gets a `SpeedGuess` (core.speed's prediction of the objective's score, what it rests
 on and how far to trust it). A candidate is pruned when its predicted score is behind the race's best
-predicted score by more than the model's measured error, and by at least MIN_PRUNE (20 %): the model ranks
+predicted score by more than the model's measured error, and by at least MIN_PRUNE (30 %): the model ranks
 candidates that differ in bytes or FLOPs well, but the field notes' cliffs (a slow kernel, a fallback) are not
 in it, and a starting server settles what it cannot tell. Never pruned: the incumbent (the race's reference),
 a candidate without a prediction, and any candidate whose prediction rests on a default cost (`calibrated`
@@ -11,6 +11,14 @@ False: no calibration of this build and driver, or a device or K/V type it did n
 calibrated candidate pruned against a best that rests on one. The error is the calibration's own
 (core.speed.calibrate.with_error), else the benchmark's median for the regime (BENCHMARK_ERROR:
 benchmarks/results/speed_model/).
+
+The server path costs each generated token more than the llama-bench probe sees (sampling, HTTP, the
+slot's bookkeeping: benchmarks/results/server_overhead/, 0.5-1.0 ms a token on 2 cores), which narrows the
+measured gaps between fast candidates: a tune learns that cost from its measured baseline (`per_token_cost`)
+and adds it to every generation prediction (`with_per_token_cost`) before pruning. MIN_PRUNE is the gap past
+which, with that cost added, no candidate of 92 recorded tune pairs measured under 25 % behind
+(benchmarks/results/tune_vs_grid/prune_gaps.txt); at 20 % five did, and two of them were within the grid's
+noise of its best.
 """
 
 from __future__ import annotations
@@ -19,7 +27,8 @@ from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-MIN_PRUNE = 0.20
+MIN_PRUNE = 0.30
+DEFAULT_ERROR = 0.20  # a guess's expected relative error where none is given
 # The speed model's measured median |generation error| (benchmarks/results/speed_model/): the CPU set
 # (cpu-set.md, 32 configurations, 17.3 %) and the recorded H200 placement runs (gpu-recorded.md, 22
 # placements, 8.8 %).
@@ -34,7 +43,7 @@ class SpeedGuess:
     gen_tps: float | None = None
     prefill_tps: float | None = None
     ttft_ms: float | None = None
-    error: float = MIN_PRUNE  # expected relative error
+    error: float = DEFAULT_ERROR  # expected relative error
     calibrated: bool = False  # False: rests on a default cost somewhere (never pruned on it)
     on: str = ""  # what the calibration is ("probe of a.gguf + b.gguf", or "no calibration")
 
@@ -53,7 +62,7 @@ class SpeedGuess:
             v = d.get(k)
             return None if v is None else float(v)
         return cls(f("score"), f("gen_tps"), f("prefill_tps"), f("ttft_ms"),
-                   float(d.get("error") or MIN_PRUNE), bool(d.get("calibrated")), str(d.get("on") or ""))
+                   float(d.get("error") or DEFAULT_ERROR), bool(d.get("calibrated")), str(d.get("on") or ""))
 
     def text(self) -> str:
         """'gen 41.2 t/s · prefill 512 t/s (±17 %)' (uncalibrated: '…, default costs')."""
@@ -69,9 +78,25 @@ class SpeedGuess:
 
 
 def prune_margin(error: float | None) -> float:
-    """How far behind the best prediction a candidate must be to be pruned: the model's error, at least 20 %
+    """How far behind the best prediction a candidate must be to be pruned: the model's error, at least 30 %
     (MIN_PRUNE)."""
     return max(MIN_PRUNE, error or 0.0)
+
+
+def per_token_cost(predicted_gen_tps: float | None, measured_gen_tps: float | None) -> float:
+    """Seconds a generated token costs on the server path beyond the prediction: 1/measured − 1/predicted of
+    one measured command line; 0 where it ran as fast as predicted or faster, or a figure is missing. The cost
+    only ever narrows gaps, so a noisy slow baseline makes the pruning more careful, never bolder."""
+    if not predicted_gen_tps or not measured_gen_tps or predicted_gen_tps <= 0 or measured_gen_tps <= 0:
+        return 0.0
+    return max(0.0, 1.0 / measured_gen_tps - 1.0 / predicted_gen_tps)
+
+
+def with_per_token_cost(gen_tps: float | None, cost_s: float) -> float | None:
+    """A generation prediction with `cost_s` seconds added to every token."""
+    if gen_tps is None or gen_tps <= 0 or cost_s <= 0:
+        return gen_tps
+    return 1.0 / (1.0 / gen_tps + cost_s)
 
 
 def behind(score: float, best: float) -> float:

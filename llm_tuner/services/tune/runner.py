@@ -143,6 +143,9 @@ class _Tune:
                                                   binary=s.binary)
             except Exception as exc:  # noqa: BLE001 - no predictions: every candidate is started
                 log.info("no speed model for tune %s: %s", self.tune_id, exc)
+        else:  # one oracle may serve several tunes: each learns the server's cost from its own baseline
+            self.speed.forget_server_cost()
+        self._server_cost_learned = False
         self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
@@ -246,9 +249,13 @@ class _Tune:
 
     def screen(self, cands: list[Values], incumbent: Values, knob: str) -> list[Values]:
         """The race's candidates worth starting: those the speed model puts far behind the race's best prediction
-        (core.tune.prune) are stored as pruned trials with the reason, not started. The incumbent always stays."""
+        (core.tune.prune) are stored as pruned trials with the reason, not started. The incumbent always stays.
+        The first race after the baseline's measurement teaches the model the server's per-token cost."""
         if not self.spec.prune_by_speed or self.speed is None or len(cands) < 2:
             return cands
+        if not self._server_cost_learned and self.baseline_argv in self.trials:
+            self._server_cost_learned = True
+            self.speed.learn_server_cost(self.baseline_argv, self.spec.base_env, self._trial_gen_tps())
         argvs = [self.argv_of(c) for c in cands]
         inc = self.argv_of(incumbent)
         guesses = {a: self.speed.guess(a, self.spec.base_env) for a in argvs}

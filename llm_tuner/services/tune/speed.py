@@ -2,7 +2,9 @@
 plan of its command line on this machine's devices, with the calibration of this build and driver from the
 store), and the race's pruning (core.tune.prune) the runner asks for.
 
-One oracle per tune; predictions are cached per command line. A candidate the model cannot predict (no model
+One oracle per tune; predictions are cached per command line. Once the tune's baseline is measured, the
+server path's cost per generated token beyond the prediction (core.tune.prune.per_token_cost) is added to
+every generation prediction after it (`learn_server_cost`). A candidate the model cannot predict (no model
 file, a device without any rate, an objective it does not predict) gets None and is never pruned.
 """
 
@@ -10,7 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from llm_tuner.core.speed import HOST, SpeedCalibration, predict
 from llm_tuner.core.speed.predict import default_keys
 from llm_tuner.core.tune import Objective
 from llm_tuner.core.tune.objectives import predicted_score
-from llm_tuner.core.tune.prune import BENCHMARK_ERROR, SpeedGuess
+from llm_tuner.core.tune.prune import BENCHMARK_ERROR, SpeedGuess, per_token_cost, with_per_token_cost
 from llm_tuner.services.rpc import planned_gpus
 from llm_tuner.services.speed import calibration_identity, plan_traffic, threads_of
 from llm_tuner.services.telemetry.host import host_info
@@ -54,9 +56,23 @@ class SpeedOracle:
     host: PlanDevice | None = None
     cpu_flags: tuple[str, ...] = ()
     default_threads: int = 4
+    server_cost_s: float = 0.0  # seconds a generated token costs the server beyond the prediction
 
     def __post_init__(self) -> None:
         self._cache: dict[tuple[str, ...], SpeedGuess | None] = {}
+
+    def forget_server_cost(self) -> None:
+        self.server_cost_s, self._cache = 0.0, {}
+
+    def learn_server_cost(self, argv: Sequence[str], env: dict[str, str] | None,
+                          measured_gen_tps: float | None) -> float:
+        """The server's per-token cost from one measured command line (the tune's baseline), kept for every
+        later prediction; returns it (0: measured as fast as predicted, or no prediction)."""
+        self.forget_server_cost()
+        g = self.guess(argv, env)
+        self.server_cost_s = per_token_cost(g.gen_tps if g is not None else None, measured_gen_tps)
+        self._cache = {}
+        return self.server_cost_s
 
     @classmethod
     def for_tune(cls, base_argv: Sequence[str], env: dict[str, str], objective: Objective, *,
@@ -78,7 +94,8 @@ class SpeedOracle:
         key = tuple(argv)
         if key not in self._cache:
             try:
-                self._cache[key] = self._guess(flags.effective_argv(list(argv), env or {}))
+                raw = self._guess(flags.effective_argv(list(argv), env or {}))
+                self._cache[key] = self._with_server_cost(raw)
             except Exception as exc:  # noqa: BLE001 - no prediction: the candidate is started and judged
                 log.info("no speed prediction for a tune candidate: %s", exc)
                 self._cache[key] = None
@@ -104,3 +121,11 @@ class SpeedOracle:
             error = max(error, gen.error)
         return SpeedGuess(predicted_score(figures, o), gen.gen_tps, pre.prefill_tps, pre.ttft_ms, error,
                           calibrated, cal.source if cal is not None and cal.source else "no calibration")
+
+    def _with_server_cost(self, g: SpeedGuess | None) -> SpeedGuess | None:
+        if g is None or self.server_cost_s <= 0 or g.gen_tps is None:
+            return g
+        gen = with_per_token_cost(g.gen_tps, self.server_cost_s)
+        figures = {"gen_tps": gen, "prefill_tps": g.prefill_tps, "ttft_ms": g.ttft_ms}
+        on = f"{g.on}, + {1000 * self.server_cost_s:.2f} ms a token on the server (from the baseline)"
+        return replace(g, score=predicted_score(figures, self.objective), gen_tps=gen, on=on)
