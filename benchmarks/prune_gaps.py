@@ -8,7 +8,10 @@ per-token cost that a tune learns from its measured baseline (core.tune.prune.pe
 1/predicted of the baseline, added to every generation prediction) - what the pruning acts on. A candidate the
 pruning drops (predicted, with that cost, more than MIN_PRUNE behind) whose measured gap is under 25 % is marked:
 the model overstated a real but small gap. The summary counts, per threshold, the candidates it would drop and how
-many of them measured under 25 % behind.
+many of them measured under 25 % behind; then, per recorded unpruned tune, what today's rule (MIN_PRUNE with the
+server's cost) would not start and whether the file's grid measured any of those within noise of its best (a tune's
+absent K/V type is the grid's f16, absent threads its largest thread count: llama.cpp's default, the physical
+cores, in these runs).
 
     python benchmarks/prune_gaps.py FILE... > benchmarks/results/tune_vs_grid/prune_gaps.txt
 """
@@ -20,21 +23,24 @@ import statistics
 import sys
 from pathlib import Path
 
+GRID = re.compile(r"grid (\{.*?\}): [\d.]+( \(within noise of the best\))?")
 TRIAL = re.compile(r"  trial \d+ (\S+) (\{.*?\}): measured ([\d.]+) \(n=\d+\) · predicted ([\d.]+)")
 
 
-def gaps(path: Path) -> list[tuple[str, str, float, float, float]]:
+def gaps(path: Path, with_tune: bool = False) -> list[tuple]:
     """(model · depth, candidate, predicted gap, predicted gap with the server's cost, measured gap) of every
-    unpruned tune's measured candidate."""
+    unpruned tune's measured candidate; `with_tune`: the tune's number within its combination after the first
+    field."""
     from llm_tuner.core.tune.prune import per_token_cost, with_per_token_cost
 
-    out = []
-    combo, free, base = "", False, None
+    out: list[tuple] = []
+    combo, free, base, tune = "", False, None, 0
     for line in path.read_text().splitlines():
         if m := re.match(r"## (\w+) · depth (\d+)", line):
-            combo = f"{m.group(1)} · {m.group(2)}"
+            combo, tune = f"{m.group(1)} · {m.group(2)}", 0
         elif line.startswith("tune "):
             free, base = "without pruning" in line, None
+            tune += free
         elif (m := TRIAL.match(line)) and free:
             measured, predicted = float(m.group(3)), float(m.group(4))
             if m.group(1) == "baseline":
@@ -42,7 +48,41 @@ def gaps(path: Path) -> list[tuple[str, str, float, float, float]]:
             elif base is not None:
                 cost = per_token_cost(base[1], base[0])
                 costed = (with_per_token_cost(predicted, cost) or 0.0) / (with_per_token_cost(base[1], cost) or 1.0)
-                out.append((combo, m.group(2), 1 - predicted / base[1], 1 - costed, 1 - measured / base[0]))
+                row = (m.group(2), 1 - predicted / base[1], 1 - costed, 1 - measured / base[0])
+                out.append((combo, tune, *row) if with_tune else (combo, *row))
+    return out
+
+
+def replay(path: Path, threshold: float) -> list[str]:
+    """Per unpruned tune of the file: the candidates pruned beyond `threshold` with the server's cost, and those of
+    them the grid measured within noise of its best."""
+    import ast
+
+    tunes: dict[tuple[str, int], list[tuple[str, float]]] = {}
+    for c, tune, cand, _pred, costed, _meas in gaps(path, with_tune=True):
+        tunes.setdefault((c, tune), []).append((cand, costed))
+    cells: dict[str, tuple[set, list]] = {}
+    combo = ""
+    for line in path.read_text().splitlines():
+        if m := re.match(r"## (\w+) · depth (\d+)", line):
+            combo = f"{m.group(1)} · {m.group(2)}"
+            cells[combo] = (set(), [])
+        elif (m := GRID.match(line)) and combo:
+            values = ast.literal_eval(m.group(1))
+            cells[combo][1].append(int(values.get("t", 0) or 0))
+            if m.group(2):
+                cells[combo][0].add(tuple(sorted(values.items())))
+    out = []
+    for (c, tune), rows in tunes.items():
+        within, threads = cells.get(c, (set(), []))
+        default_t = str(max(threads)) if threads else None
+        pruned = [cand for cand, costed in rows if costed > threshold]
+        wrong = [cand for cand in pruned if tuple(sorted(
+            {"kv": ast.literal_eval(cand).get("kv") or "f16", "t": ast.literal_eval(cand).get("t") or default_t}
+            .items())) in within]
+        said = (", ".join(wrong) or "none") if threads else "(no grid in this file)"
+        out.append(f"{c:12} tune {tune}: not started {len(pruned)} of {len(rows)}: {', '.join(pruned) or 'none'}; "
+                   f"of them within the grid's noise of its best: {said}")
     return out
 
 
@@ -75,6 +115,10 @@ def main() -> None:
                 dropped = [r for r in rows if r[k] > threshold]
                 print(f"pruned beyond {100 * threshold:.0f} % ({label}): {len(dropped)} of {len(rows)}; measured under "
                       f"25 % behind: {sum(1 for r in dropped if r[2] < 0.25)}")
+        print(f"\n## today's rule (beyond {100 * MIN_PRUNE:.0f} % with the server's cost) on each recorded unpruned tune")
+        for name in sys.argv[1:]:
+            print(f"# {name}")
+            print("\n".join(replay(Path(name), MIN_PRUNE)))
 
 
 if __name__ == "__main__":
