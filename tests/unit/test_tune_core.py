@@ -221,7 +221,9 @@ def test_propose_knobs_cpu_only_gives_batches_threads_and_kv_pairs():
     assert all(int(v) <= b_max for v in knobs["ub"].values)
     assert knobs["t"].values == ("4", "7", "8") and "tb" in knobs
     assert knobs["kv"].flag == KV_PAIR and "q8_0" in knobs["kv"].values
-    assert not {"ts", "sm", "mg", "ngl", "ot", "np", "fa"} & set(knobs)
+    assert not {"ts", "sm", "mg", "ngl", "ot", "np"} & set(knobs)
+    # flash attention is raced on the CPU too: which is faster there depends on the machine and the depth
+    assert knobs["fa"].values == ("on", "off") and "CPU" in knobs["fa"].reason
     # the help lists ngram types: an n-gram speculation knob with draft depth; no draft-mtp without MTP layers
     assert "ngram-map-k4v" in knobs["spec"].values and "draft-mtp" not in knobs["spec"].values
     assert "draft" in knobs

@@ -142,8 +142,14 @@ def _kv(c: ProposeContext) -> Knob | None:
 
 
 def _fa(c: ProposeContext) -> Knob | None:
-    return Knob(key="fa", flag="flash_attn", values=("on", "off"), reason="flash attention") \
-        if c.gpus and known(c.catalog, "flash_attn") else None
+    """Flash attention on and off, on GPUs and on the CPU alike: on a CPU either can be the faster, by machine
+    and depth (benchmarks/results/cpu_flash_attn/; llama.cpp issue 27086: on Arm Neoverse off doubles prefill,
+    on an Intel laptop on wins). A quantized V cache needs it on: that candidate fails at its start and says
+    so."""
+    if not known(c.catalog, "flash_attn"):
+        return None
+    where = "" if c.gpus else ": on the CPU either can be the faster, by machine and depth"
+    return Knob(key="fa", flag="flash_attn", values=("on", "off"), reason=f"flash attention{where}")
 
 
 def _batch_values(c: ProposeContext) -> tuple[tuple[int, ...], tuple[int, ...]]:
