@@ -28,8 +28,13 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 def bench(binary: str, model: str, threads: int, depths: str, prompt: int, gen: int, reps: int) -> list[dict]:
     """llama-bench's JSON lines for one model: f16 K/V, flash attention on then off, at each depth."""
-    argv = [binary, "-m", model, "-t", str(threads), "-fa", "1,0", "-ctk", "f16", "-ctv", "f16", "-d", depths,
-            "-p", str(prompt), "-n", str(gen), "-r", str(reps), "-o", "jsonl"]
+    from llm_tuner.core import flags
+
+    server = [*flags.argv_for("model", model), *flags.argv_for("threads", str(threads)),
+              *flags.argv_for("flash_attn", "1,0"), *flags.argv_for("cache_type_k", "f16"),
+              *flags.argv_for("cache_type_v", "f16")]
+    argv = [binary, *flags.to_llama_bench(server)[0], flags.BENCH_DEPTH, depths, flags.BENCH_PROMPT, str(prompt),
+            flags.BENCH_GEN, str(gen), flags.BENCH_REPS, str(reps), flags.BENCH_OUTPUT, "jsonl"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"llama-bench failed ({done.returncode}): {done.stderr.strip()[-400:]}")

@@ -23,6 +23,7 @@ import statistics
 import sys
 from pathlib import Path
 
+COMBO = re.compile(r"## (\w+) · depth (\d+)")
 GRID = re.compile(r"grid (\{.*?\}): [\d.]+( \(within noise of the best\))?")
 TRIAL = re.compile(r"  trial \d+ (\S+) (\{.*?\}): measured ([\d.]+) \(n=\d+\) · predicted ([\d.]+)")
 
@@ -36,7 +37,7 @@ def gaps(path: Path, with_tune: bool = False) -> list[tuple]:
     out: list[tuple] = []
     combo, free, base, tune = "", False, None, 0
     for line in path.read_text().splitlines():
-        if m := re.match(r"## (\w+) · depth (\d+)", line):
+        if m := COMBO.match(line):
             combo, tune = f"{m.group(1)} · {m.group(2)}", 0
         elif line.startswith("tune "):
             free, base = "without pruning" in line, None
@@ -64,7 +65,7 @@ def replay(path: Path, threshold: float) -> list[str]:
     cells: dict[str, tuple[set, list]] = {}
     combo = ""
     for line in path.read_text().splitlines():
-        if m := re.match(r"## (\w+) · depth (\d+)", line):
+        if m := COMBO.match(line):
             combo = f"{m.group(1)} · {m.group(2)}"
             cells[combo] = (set(), [])
         elif (m := GRID.match(line)) and combo:
@@ -77,9 +78,9 @@ def replay(path: Path, threshold: float) -> list[str]:
         within, threads = cells.get(c, (set(), []))
         default_t = str(max(threads)) if threads else None
         pruned = [cand for cand, costed in rows if costed > threshold]
-        wrong = [cand for cand in pruned if tuple(sorted(
-            {"kv": ast.literal_eval(cand).get("kv") or "f16", "t": ast.literal_eval(cand).get("t") or default_t}
-            .items())) in within]
+        cell = {cand: ast.literal_eval(cand) for cand in pruned}  # the grid cell that runs the same command
+        wrong = [cand for cand, v in cell.items()
+                 if tuple(sorted({"kv": v.get("kv") or "f16", "t": v.get("t") or default_t}.items())) in within]
         said = (", ".join(wrong) or "none") if threads else "(no grid in this file)"
         out.append(f"{c:12} tune {tune}: not started {len(pruned)} of {len(rows)}: {', '.join(pruned) or 'none'}; "
                    f"of them within the grid's noise of its best: {said}")
