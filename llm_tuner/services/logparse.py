@@ -213,6 +213,29 @@ def threads_in_effect(lines: Iterable[str]) -> dict[str, str]:
     return out
 
 
+# -fa auto resolved (llama-context.cpp): to off with a warning (shown at every verbosity), to on with an INFO line
+# that only -lv 4 shows; builds that resolve before creating the context print the result in the context's table
+_FA_AUTO_OFF = re.compile(r"Flash Attention not supported, set to disabled|flash_attn is not compatible with")
+_FA_AUTO_ON = re.compile(r"resolve_fused_ops: Flash Attention enabled")
+_FA_CONTEXT = re.compile(r"llama_context: flash_attn\s+= (enabled|disabled)")
+
+
+def flash_attn_in_effect(lines: Iterable[str]) -> str | None:
+    """What a server left to `-fa auto` (the default) ran with: "on" or "off"; None when the log does not show
+    a context created. At the default verbosity only "off" is printed (a warning), so a created context
+    (`llama threadpool init`, printed after the context is made) without that warning ran with it on."""
+    created = False
+    for line in lines:
+        if _FA_AUTO_OFF.search(line):
+            return "off"
+        if _FA_AUTO_ON.search(line):
+            return "on"
+        if m := _FA_CONTEXT.search(line):
+            return "on" if m.group(1) == "enabled" else "off"
+        created = created or bool(_THREADPOOL.search(line))
+    return "on" if created else None
+
+
 def _f(text: str) -> float:
     try:
         return float(text)

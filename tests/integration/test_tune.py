@@ -87,6 +87,19 @@ def test_a_knob_without_effect_keeps_the_baseline(engine, tiny_model):
     assert all(r.status == "complete" for r in runs)  # every measurement is a run in History
 
 
+def test_flash_attention_on_where_auto_ran_it_on_is_the_baseline_not_a_second_start(engine, tiny_model):
+    """The `fa` knob races on and off beside the baseline's -fa auto; on this CPU auto runs it on (the server's log
+    says so by not warning): `-fa on` is then the baseline's run, never launched; off is."""
+    repo = TuneRepository(engine)
+    result = TuneRunner(repo).run(_spec(tiny_model, Knob(key="fa", flag="flash_attn", values=("on", "off"))))
+    assert repo.get(result.tune_id).status == "complete"
+    stored = repo.list_trials(result.tune_id)
+    assert {t.values.get("fa") for t in stored} == {None, "off"}  # "on" went to the baseline's trial
+    launched = [flags.value_of(r.server_argv, "flash_attn") for r in RunRepository(engine).list_runs(
+        group_id=result.tune_id)]
+    assert "off" in launched and "on" not in launched
+
+
 def _cli(*args, **kw):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     return subprocess.Popen([sys.executable, "-m", "llm_tuner", *args], stdout=subprocess.PIPE,

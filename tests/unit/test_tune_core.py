@@ -431,6 +431,26 @@ def test_threads_in_effect_from_a_recorded_server_log():
         "threads": "2"}
 
 
+def test_what_flash_attention_auto_ran_with_from_a_server_log():
+    """-fa auto (the default) resolves when the context is made: off with a warning that every verbosity prints,
+    on with a line only -lv 4 prints; a created context without the warning ran it on (llama-context.cpp of the
+    build under test: resolve_fused_ops, then `llama threadpool init` in common)."""
+    from llm_tuner.services.logparse import flash_attn_in_effect
+
+    logs = Path(__file__).parents[1] / "data" / "logs"
+    read = {name: flash_attn_in_effect((logs / name).read_text(errors="replace").splitlines())
+            for name in ("plain_default.log", "plain_lv4.log", "cuda-h200-server.log", "fail_oom_kv.log")}
+    assert read == {"plain_default.log": "on", "plain_lv4.log": "on", "cuda-h200-server.log": "on",
+                    "fail_oom_kv.log": None}  # the last made no context: it does not say
+    made = "0.00.930.099 I cmn          init: llama threadpool init, n_threads = 2"
+    warned = "0.00.661.000 W resolve_fused_ops: Flash Attention not supported, set to disabled"
+    assert flash_attn_in_effect([warned, made]) == "off"
+    assert flash_attn_in_effect(["W llama_init_from_model: flash_attn is not compatible with Grok - forcing off",
+                                 made]) == "off"
+    assert flash_attn_in_effect(["I llama_context: flash_attn            = disabled", made]) == "off"
+    assert flash_attn_in_effect(["I llama_context: flash_attn            = auto"]) is None
+
+
 def test_a_knob_at_llama_cpp_default_runs_as_the_flag_absent():
     """-ctk/-ctv f16 and --spec-draft-n-max 3 are what llama.cpp runs without them (core.memory.llama_default):
     one trial, not a second measurement of the baseline (on the H200 a tune raced "kv=f16" beside the absent K/V

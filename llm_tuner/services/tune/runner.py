@@ -147,6 +147,7 @@ class _Tune:
             self.speed.forget_server_cost()
         self._server_cost_learned = False
         self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
+        self._fa_auto_on: dict[tuple[str, ...], tuple[str, ...]] = {}  # argv without -fa -> its run at auto = on
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
         self.reserve_s = 0.0
@@ -172,7 +173,8 @@ class _Tune:
         """The candidate's command line, normalized (core.tune.apply_values) with the defaults learned so far."""
         s = self.spec
         resolve = self.resolver.fragment if self.resolver is not None else None
-        return tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults, resolve=resolve))
+        argv = tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults, resolve=resolve))
+        return self._fa_auto_on.get(self._fa_free(argv), argv) if self._fa_on(argv) else argv
 
     def _learn_defaults(self, argv: tuple[str, ...]) -> None:
         """The threads llama.cpp picks on this host when -t/-tb are absent, from the server's log: -t at that
@@ -184,6 +186,22 @@ class _Tune:
         if flags.has(self.baseline_argv, "threads") or flags.has(self.baseline_argv, "threads_batch"):
             return
         self.defaults = logparse.threads_in_effect(list(self.server_lines))
+
+    # -fa on where a run left to -fa auto resolved to on: the same run, one trial (learned per command line, as
+    # auto's answer depends on where the layers sit)
+    def _fa_free(self, argv: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(flags.without(list(argv), "flash_attn"))
+
+    def _fa_on(self, argv: tuple[str, ...]) -> bool:
+        return flags.value_of(flags.effective_argv(list(argv), self.spec.base_env), "flash_attn") == "on"
+
+    def _learn_fa(self, argv: tuple[str, ...]) -> None:
+        """After a run that left flash attention to llama.cpp (`-fa auto`, the default): when its log says auto
+        ran it on, the same command with `-fa on` is this run (`_fa_auto_on`)."""
+        if flags.value_of(flags.effective_argv(list(argv), self.spec.base_env), "flash_attn") not in (None, "auto"):
+            return
+        if logparse.flash_attn_in_effect(self.server_lines) == "on":
+            self._fa_auto_on.setdefault(self._fa_free(argv), argv)
 
     @property
     def threshold(self) -> float:
@@ -218,6 +236,7 @@ class _Tune:
             said = outcome.probe  # checks.greedy_text's (text or None, why)
             self.probed = said if isinstance(said, tuple) else (None, "the server did not become ready")
         self._learn_defaults(argv)
+        self._learn_fa(argv)
         if run.status == "cancelled" or self.cancelled():
             raise _Cancelled()
         return run
