@@ -165,6 +165,19 @@ def test_an_unprobed_quantized_kv_pair_takes_the_probed_pair_quantized_on_both_s
     assert resolve_cost("attn_gen:Host:q4_0/q4_0", cal, 8, None) == (0.03, "as q8_0/q8_0 (calibrated)")
 
 
+def test_flash_attention_off_is_said_to_rest_on_the_probes_on_with_a_wider_error(dense):
+    """The probe measures attention with flash attention on; a command with it off is priced the same, and the
+    prediction says so and widens its error (the tune does not prune on it)."""
+    cal = SpeedCalibration({"read:Host@2": 0.05, "attn_gen:Host:f16/f16@2": 0.1, "fixed:cpu@2": 0.001,
+                            "compute:Host@2": 0.01, "attn_prefill:Host:f16/f16@2": 0.01, "pfixed:cpu@2": 0.01},
+                           threads=(2,), error=0.09, source="probe")
+    on = predict(_traffic(dense, ["-c", "4096"])[0], cal, threads=2, depth=2048)
+    off = predict(_traffic(dense, ["-c", "4096", "-fa", "off"])[0], cal, threads=2, depth=2048)
+    assert on.error == 0.09 and not any("flash attention" in n for n in on.notes)
+    assert off.error == pytest.approx(0.35) and any("flash attention off" in n for n in off.notes)
+    assert off.gen_tps == pytest.approx(on.gen_tps, rel=0.01)  # priced as on (only its V layout differs)
+
+
 def test_moe_fit_that_cannot_hold_even_the_dense_part_places_dense_only_layers_like_llama_cpp(moe):
     # common/fit.cpp step 3: with every expert in system memory and still no fit, it fills "dense-only" layers
     # back to front (their experts on the CPU) and leaves the others wholly on the CPU; never full layers with

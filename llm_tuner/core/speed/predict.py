@@ -393,6 +393,11 @@ def _predict_at(traffic: Traffic, cal: SpeedCalibration, threads: int, depth: in
     copy_ms = pre.get("link", 0.0) * cost.get("link", 0.0) * max(1, min(traffic.n_ubatch, prompt_tokens)) * 1000
     error = DEFAULT_ERROR if "default" in sources.values() else (cal.error or CALIBRATED_ERROR)
     notes = list(traffic.notes)
+    if not traffic.flash_attn:
+        # the probe runs flash attention on; off computes attention with other kernels (on one 2-core EPYC
+        # generating at depth 1024-2048 went 16-48 % faster: benchmarks/results/cpu_flash_attn/)
+        error = max(error, DEFAULT_ERROR)
+        notes.append("flash attention off: attention priced as with it on (the calibration measures it on)")
     on = _calibrated_on(cal, sources)
     if unknown:
         return Prediction(None, None, None, None, depth, prompt_tokens, threads, tuple(devices), fixed_ms, copy_ms,

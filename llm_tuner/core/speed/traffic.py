@@ -87,6 +87,7 @@ class Traffic:
     # the host's layers' attention in a prompt batch runs on the first GPU (K/V offloaded, i.e. no -nkvo): see
     # the module's docstring
     host_attn_offloaded: bool = False
+    flash_attn: bool = True  # as the plan resolves -fa (auto: on where every device runs it)
 
     def device(self, name: str) -> DeviceTraffic | None:
         return next((d for d in self.devices if d.name == name), None)
@@ -200,7 +201,8 @@ def traffic(model: Any, plan: MemoryPlan, gpus: list[PlanDevice] | tuple[PlanDev
         host_copy = 0.0
         notes.append(f"-ub {n_ubatch} is below {OFFLOAD_MIN_BATCH}: prompt batches compute where the weights are")
     return Traffic(devices, host_copy, n_ubatch, f"{type_k.lower()}/{type_v.lower()}", view.n_layer, share,
-                   tuple(notes), host_attn_offloaded=bool(gpu_names) and not plan.args.no_kv_offload)
+                   tuple(notes), host_attn_offloaded=bool(gpu_names) and not plan.args.no_kv_offload,
+                   flash_attn=bool(plan.flash_attn))
 
 
 def _output_device(placements: list[Any]) -> str:
