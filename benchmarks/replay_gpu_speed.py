@@ -1,17 +1,19 @@
 #!/usr/bin/env python3
-"""Replay the lent-H100 speed session (benchmarks/sessions/2026-12-06-gpu-speed) offline, through the code path
-placement_vs_grid.py used (services.tune.speed.SpeedOracle.guess), and tabulate the speed model's errors.
+"""Replay a lent-GPU speed session (benchmarks/sessions/2026-12-06-gpu-speed, or --session) offline, through the
+code path placement_vs_grid.py used (services.tune.speed.SpeedOracle.guess), and tabulate the speed model's errors.
 
-- the calibration: rebuilt from the costs dense.txt printed (`# calibration: ... costs: key value, ...`, 4
+- the calibration: rebuilt from the costs the session's dense.txt or moe.txt printed (`# calibration: ... costs: key value, ...`, 4
   significant digits: the replay reproduces the recorded predictions to about that precision);
 - the devices: CUDA0 as `--list-devices` listed it under the holder (free MiB), the host from host.txt (its CPU
   flags decide which weights ggml-cpu repacks);
-- the models: the GGUF headers under headers/, restored as sparse files (a plan reads only the header); the
+- the models: the GGUF headers under headers/ (a session without them: 2026-12-06's, the same driver's models),
+  restored as sparse files (a plan reads only the header); the
   recorded argv's model path is mapped to them;
 - every run of logs/{dense,moe}/runs.jsonl: its argv through SpeedOracle.guess (objective gen_tps, prompt 2048,
   64 generated), the recorded prediction beside it, and the measured medians.
 
-    python3 benchmarks/replay_gpu_speed.py [--out benchmarks/results/speed_model/gpu-h100-2026-12-06.md]
+    python3 benchmarks/replay_gpu_speed.py [--session benchmarks/sessions/2026-12-07-gpu-speed]
+        [--out benchmarks/results/speed_model/gpu-h100-2026-12-06.md]
         [--before FILE.json]   # a previous replay's JSON (--json) to print a before/after table against
 """
 
@@ -28,7 +30,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-SESSION = ROOT / "benchmarks" / "sessions" / "2026-12-06-gpu-speed"
+FIRST = ROOT / "benchmarks" / "sessions" / "2026-12-06-gpu-speed"
+SESSION = FIRST  # --session
 PROMPT, GEN = 2048, 64
 DEFAULT_THREADS = 16  # the host's physical cores (llama.cpp's default -t)
 
@@ -38,10 +41,10 @@ def restore(d: Path) -> dict[str, Path]:
     out = {}
     for name in ("dense", "moe"):
         p = d / f"{name}-q4_k_m.gguf"
-        head = (SESSION / "headers" / f"{name}.head").read_bytes()
+        headers = SESSION / "headers" if (SESSION / "headers").is_dir() else FIRST / "headers"
         with open(p, "wb") as f:
-            f.write(head)
-            f.truncate(int((SESSION / "headers" / f"{name}.head.size").read_text()))
+            f.write((headers / f"{name}.head").read_bytes())
+            f.truncate(int((headers / f"{name}.head.size").read_text()))
         out[f"/tmp/m/{name}-q4_k_m.gguf"] = p
     return out
 
@@ -67,13 +70,15 @@ def calibration(link: str = "recorded"):
     from llm_tuner.core.speed.predict import GB, MCELLS
 
     line = next(
-        ln for ln in (SESSION / "dense.txt").read_text().splitlines() if ln.startswith("# calibration:")
+        ln for name in ("dense.txt", "moe.txt") if (SESSION / name).exists()
+        for ln in (SESSION / name).read_text().splitlines() if ln.startswith("# calibration:")
     )
     src = re.search(r"# calibration: (.*?), -ngl", line).group(1)
     err = float(re.search(r"±([\d.]+) %", line).group(1)) / 100
     costs = {k: float(v) for k, v in (kv.rsplit(" ", 1) for kv in line.split("costs: ", 1)[1].split(", "))}
     for k in costs:
-        if k.startswith("attn_gen:"):  # recorded per GFLOP (speed model version 2): now per million head-cells
+        # the first session's are per GFLOP (speed model version 2), now per million head-cells
+        if SESSION == FIRST and k.startswith("attn_gen:"):
             costs[k] *= V2_FLOPS_PER_HEAD_CELL * MCELLS / GB
     threads = tuple(sorted({int(k.rsplit("@", 1)[1]) for k in costs if "@" in k}))
     build = re.search(r"build (\S+),", line).group(1)
@@ -161,6 +166,8 @@ def replay(link: str = "recorded") -> list[dict]:
     with tempfile.TemporaryDirectory(prefix="replay-h100-") as tmp:
         paths = restore(Path(tmp))
         for model in ("dense", "moe"):
+            if not (SESSION / "logs" / model / "runs.jsonl").exists():
+                continue
             gpus, host, flags = devices(model)
             oracle = SpeedOracle(objective, cal, gpus, host, flags, DEFAULT_THREADS)
             for line in (SESSION / "logs" / model / "runs.jsonl").read_text().splitlines():
@@ -206,11 +213,11 @@ def summary(rows: list[dict], key: str) -> tuple[float, float, int]:
 
 def report(rows: list[dict], before: list[dict] | None = None, source: str = "") -> str:
     out = [
-        "# Speed model vs the lent H100 session of 2026-12-06 (offline replay)",
+        f"# Speed model vs the lent-GPU session {SESSION.name} (offline replay)",
         "",
         f"Calibration: {source}.",
         "",
-        "Replayed by `benchmarks/replay_gpu_speed.py` from benchmarks/sessions/2026-12-06-gpu-speed (the "
+        f"Replayed by `benchmarks/replay_gpu_speed.py` from benchmarks/sessions/{SESSION.name} (the "
         "calibration from the printed costs, CUDA0 under the holder, the models from their headers), through "
         "SpeedOracle.guess as placement_vs_grid.py predicted. Measured: the median of each run's 2 "
         "repetitions (prompt 2048 tokens, 64 generated).",
@@ -315,7 +322,11 @@ def main() -> int:
         help="the host->GPU copy cost: the probe's fitted one (recorded) or host.txt's one-process read "
         "rate (an independent measurement, not fitted to these runs)",
     )
+    ap.add_argument("--session", help="the session folder (default: 2026-12-06-gpu-speed)")
     a = ap.parse_args()
+    if a.session:
+        global SESSION
+        SESSION = Path(a.session).resolve()
     rows = replay(a.link)
     before = json.loads(Path(a.before).read_text()) if a.before else None
     text = report(rows, before, calibration(a.link).source)
