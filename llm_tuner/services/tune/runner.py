@@ -147,7 +147,8 @@ class _Tune:
             self.speed.forget_server_cost()
         self._server_cost_learned = False
         self.defaults: dict[str, str] = {}  # what llama.cpp takes for an absent flag here (learned: _learn_defaults)
-        self._fa_auto_on: dict[tuple[str, ...], tuple[str, ...]] = {}  # argv without -fa -> its run at auto = on
+        # (argv without -fa, "on"/"off") -> the run left to -fa auto that resolved to it (_learn_fa)
+        self._fa_auto: dict[tuple[tuple[str, ...], str], tuple[str, ...]] = {}
         self.baseline_argv = self.argv_of(self.base_values)
         self.t0 = owner.clock()
         self.reserve_s = 0.0
@@ -174,7 +175,7 @@ class _Tune:
         s = self.spec
         resolve = self.resolver.fragment if self.resolver is not None else None
         argv = tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults, resolve=resolve))
-        return self._fa_auto_on.get(self._fa_free(argv), argv) if self._fa_on(argv) else argv
+        return self._fa_auto.get((self._fa_free(argv), self._fa_value(argv) or ""), argv)
 
     def _learn_defaults(self, argv: tuple[str, ...]) -> None:
         """The threads llama.cpp picks on this host when -t/-tb are absent, from the server's log: -t at that
@@ -187,21 +188,22 @@ class _Tune:
             return
         self.defaults = logparse.threads_in_effect(list(self.server_lines))
 
-    # -fa on where a run left to -fa auto resolved to on: the same run, one trial (learned per command line, as
-    # auto's answer depends on where the layers sit)
+    # -fa on (or off) where a run left to -fa auto resolved to just that: the same run, one trial (learned per
+    # command line, as auto's answer depends on where the layers sit)
     def _fa_free(self, argv: tuple[str, ...]) -> tuple[str, ...]:
         return tuple(flags.without(list(argv), "flash_attn"))
 
-    def _fa_on(self, argv: tuple[str, ...]) -> bool:
-        return flags.value_of(flags.effective_argv(list(argv), self.spec.base_env), "flash_attn") == "on"
+    def _fa_value(self, argv: tuple[str, ...]) -> str | None:
+        return flags.value_of(flags.effective_argv(list(argv), self.spec.base_env), "flash_attn")
 
     def _learn_fa(self, argv: tuple[str, ...]) -> None:
-        """After a run that left flash attention to llama.cpp (`-fa auto`, the default): when its log says auto
-        ran it on, the same command with `-fa on` is this run (`_fa_auto_on`)."""
-        if flags.value_of(flags.effective_argv(list(argv), self.spec.base_env), "flash_attn") not in (None, "auto"):
+        """After a run that left flash attention to llama.cpp (`-fa auto`, the default): what its log says auto
+        ran with; the same command with `-fa` at that value is this run (`_fa_auto`)."""
+        if self._fa_value(argv) not in (None, "auto"):
             return
-        if logparse.flash_attn_in_effect(self.server_lines) == "on":
-            self._fa_auto_on.setdefault(self._fa_free(argv), argv)
+        resolved = logparse.flash_attn_in_effect(self.server_lines)
+        if resolved is not None:
+            self._fa_auto.setdefault((self._fa_free(argv), resolved), argv)
 
     @property
     def threshold(self) -> float:
