@@ -106,3 +106,17 @@ def test_a_value_that_is_the_default_is_not_left_untried_and_a_slower_candidate_
     assert "untried" not in result.note and "budget ran out" not in result.note, result.note
     assert result.verdict != "within noise" and result.verdict == "baseline kept"
     assert "t=1" in result.note and "39 % worse than the baseline" in result.note, result.note
+
+
+def test_flash_attention_at_what_auto_ran_is_the_baseline_and_never_started_again(tmp_path):
+    """A server whose log warns that -fa auto turned flash attention off (a device without it): `-fa off` is then
+    the baseline's own run; `-fa on` is a change and is started. (On runs it on: tests/integration/test_tune.py.)"""
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    bench = ScriptedBench(RunRepository(engine), clock, lambda argv: 100.0, lines=(
+        "W resolve_fused_ops: Flash Attention not supported, set to disabled",
+        "I cmn          init: llama threadpool init, n_threads = 2"))
+    spec = SPEC.model_copy(update={"knobs": (Knob(key="fa", flag="flash_attn", values=("on", "off")),)})
+    TuneRunner(TuneRepository(engine), bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
+    started = {flags.value_of(a, "flash_attn") for a in bench.started}
+    assert started == {None, "on"}  # the baseline (auto), its final comparison, and on; never off
