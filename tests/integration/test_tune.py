@@ -95,6 +95,8 @@ def test_flash_attention_on_where_auto_ran_it_on_is_the_baseline_not_a_second_st
     assert repo.get(result.tune_id).status == "complete"
     stored = repo.list_trials(result.tune_id)
     assert {t.values.get("fa") for t in stored} == {None, "off"}  # "on" went to the baseline's trial
+    base = next(t for t in stored if t.values.get("fa") is None)
+    assert base.reason.startswith("fa=on run as the baseline")  # the report and the Trials table say so
     launched = [flags.value_of(r.server_argv, "flash_attn") for r in RunRepository(engine).list_runs(
         group_id=result.tune_id)]
     assert "off" in launched and "on" not in launched

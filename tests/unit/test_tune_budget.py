@@ -106,6 +106,8 @@ def test_a_value_that_is_the_default_is_not_left_untried_and_a_slower_candidate_
     assert "untried" not in result.note and "budget ran out" not in result.note, result.note
     assert result.verdict != "within noise" and result.verdict == "baseline kept"
     assert "t=1" in result.note and "39 % worse than the baseline" in result.note, result.note
+    base = next(t for t in TuneRepository(engine).list_trials(result.tune_id) if t.knob is None)
+    assert base.reason.startswith("t=2 run as the baseline")  # where the default's candidate went
 
 
 def test_flash_attention_at_what_auto_ran_is_the_baseline_and_never_started_again(tmp_path):
@@ -117,6 +119,9 @@ def test_flash_attention_at_what_auto_ran_is_the_baseline_and_never_started_agai
         "W resolve_fused_ops: Flash Attention not supported, set to disabled",
         "I cmn          init: llama threadpool init, n_threads = 2"))
     spec = SPEC.model_copy(update={"knobs": (Knob(key="fa", flag="flash_attn", values=("on", "off")),)})
-    TuneRunner(TuneRepository(engine), bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
+    repo = TuneRepository(engine)
+    result = TuneRunner(repo, bench_runner=bench, plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
     started = {flags.value_of(a, "flash_attn") for a in bench.started}
     assert started == {None, "on"}  # the baseline (auto), its final comparison, and on; never off
+    base = next(t for t in repo.list_trials(result.tune_id) if tuple(t.argv) == result.baseline_argv)
+    assert base.reason.startswith("fa=off run as the baseline")

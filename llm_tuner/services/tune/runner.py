@@ -364,7 +364,15 @@ class _Tune:
                 "reason": (run.error or f"run {run.status}: no figure for the objective").strip()[:2000]}))
         return self._store(base.model_copy(update={
             "status": "measured", "run_id": run_ids[-1], "run_ids": run_ids, "samples": tuple(samples),
-            "score": median(samples), "flagged": flagged}))
+            "score": median(samples), "flagged": flagged, "reason": self._same_as_baseline() if is_base else ""}))
+
+    def _same_as_baseline(self) -> str:
+        """'fa=on, t=2 run as the baseline: ...': the knob values that are the baseline's own command here, so the
+        report and the Trials table say where those candidates went."""
+        same = [f"{k.key}={v}" for k in self.spec.knobs if k.flag != "placement" for v in k.values
+                if v != self.base_values.get(k.key) and self.argv_of({**self.base_values, k.key: v}) == self.baseline_argv]
+        return (f"{', '.join(same)} run as the baseline: llama.cpp's default, or what its log says it chose "
+                "without the flag") if same else ""
 
     def _measure_checked(self, argv: tuple[str, ...], n: int, phase: str, started: float | None = None,
                          probe: bool = False) -> tuple[BenchRun, list[float], tuple[int | None, ...], str | None]:
