@@ -10,7 +10,7 @@ over time hits every count alike), and prints per K/V type and repetition count 
 and its spread. If more repetitions narrow the spread, the noise is within a run; if not, it drifts between runs
 and only probing at other times (or the server's own runs) averages it out.
 
-    python benchmarks/probe_stability.py --threads 2 --rounds 3 --reps 2,6 --out benchmarks/results/probe_stability/epyc-2core.md
+    python benchmarks/probe_stability.py --threads 2 --rounds 8 --reps 2,6 --out benchmarks/results/probe_stability/epyc-2core.md
 """
 
 from __future__ import annotations
