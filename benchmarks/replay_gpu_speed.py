@@ -327,6 +327,9 @@ def main() -> int:
     if a.session:
         global SESSION
         SESSION = Path(a.session).resolve()
+        if not (SESSION / "host.txt").is_file() or not list(SESSION.glob("logs/*/runs.jsonl")):
+            sys.exit(f"--session {a.session}: not a GPU speed session folder (it needs host.txt and "
+                     "logs/<model>/runs.jsonl, as 2026-12-06-gpu-speed has)")
     rows = replay(a.link)
     before = json.loads(Path(a.before).read_text()) if a.before else None
     text = report(rows, before, calibration(a.link).source)

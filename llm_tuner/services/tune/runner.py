@@ -32,6 +32,7 @@ from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, median
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
     BaselineCost,
+    Knob,
     Trial,
     TuneResult,
     TuneSpec,
@@ -175,7 +176,8 @@ class _Tune:
         s = self.spec
         resolve = self.resolver.fragment if self.resolver is not None else None
         argv = tuple(apply_values(s.base_argv, s.knobs, values, s.base_env, self.defaults, resolve=resolve))
-        return self._fa_auto.get((self._fa_free(argv), self._fa_value(argv) or ""), argv)
+        fa = self._fa_value(argv)
+        return self._fa_auto.get((self._fa_free(argv), fa), argv) if fa in ("on", "off") else argv
 
     def _learn_defaults(self, argv: tuple[str, ...]) -> None:
         """The threads llama.cpp picks on this host when -t/-tb are absent, from the server's log: -t at that
@@ -370,7 +372,7 @@ class _Tune:
         """'fa=on, t=2 run as the baseline: ...': the knob values that are the baseline's own command here, so the
         report and the Trials table say where those candidates went."""
         same = [f"{k.key}={v}" for k in self.spec.knobs if k.flag != "placement" for v in k.values
-                if v != self.base_values.get(k.key) and self.argv_of({**self.base_values, k.key: v}) == self.baseline_argv]
+                if self._as_baseline(k, v)]
         return (f"{', '.join(same)} run as the baseline: llama.cpp's default, or what its log says it chose "
                 "without the flag") if same else ""
 
@@ -554,8 +556,13 @@ class _Tune:
         that runs as the baseline does (-t at the threads llama.cpp picks anyway) is no change: it is not counted."""
         tried = {(t.knob, t.values.get(t.knob)) for t in self.trials.values() if t.knob}
         return sum(1 for k in self.spec.knobs for v in k.values
-                   if v != self.base_values.get(k.key) and (k.key, v) not in tried
-                   and self.argv_of({**self.base_values, k.key: v}) != self.baseline_argv)
+                   if v != self.base_values.get(k.key) and (k.key, v) not in tried and not self._as_baseline(k, v))
+
+    def _as_baseline(self, knob: Knob, value: str | None) -> bool:
+        """Whether `knob` at `value`, all else the baseline's, is the baseline's own command (llama.cpp's default
+        or what it chose without the flag, learned from its log)."""
+        return value != self.base_values.get(knob.key) and \
+            self.argv_of({**self.base_values, knob.key: value}) == self.baseline_argv
 
     def _best_loser(self) -> str:
         """'; the best candidate, t=1, measured 39 % worse than the baseline': how far the candidates raced
