@@ -291,6 +291,19 @@ def test_one_run_after_a_probe_refines_the_calibration_mostly_in_its_read_rate(d
     assert all(twice.costs[k] == pytest.approx(cal.costs[k], rel=1e-6) for k in cal.costs)
 
 
+def test_a_cost_the_probe_measured_as_zero_stays_zero_and_the_others_take_the_run(dense):
+    """Seen on the lent H100 (benchmarks/sessions/2026-12-07-gpu-speed): the probe fitted the GPU's read cost to 0
+    (its fixed cost explained those cells). A server run 25 % slower than predicted refined nothing, because the
+    zero cost stopped the whole generation system; now the zero stays and the other costs reproduce the run."""
+    prior = SpeedCalibration({**PRIOR, "fixed:cpu@2": 0.0}, threads=(2,), source="probe of a.gguf")
+    t = _traffic(dense, ["-c", "2048"])[0]
+    before = predict(t, prior, threads=2, depth=0, prompt_tokens=128)
+    measured = before.gen_tps / 1.25
+    cal, keys = refine(prior, [Measurement(t, 2, 0, 128, measured, None, "run 1 prompt 128 gen")])
+    assert "read:Host@2" in keys and cal.costs["fixed:cpu@2"] == 0.0
+    assert predict(t, cal, threads=2, depth=0, prompt_tokens=128).gen_tps == pytest.approx(measured, rel=1e-4)
+
+
 def test_a_run_much_faster_than_the_prior_keeps_every_cost_positive_and_is_reproduced(dense):
     """Seen with the real server: a tiny model's prefill 5.7x faster than the prior said. The smallest change
     would take the per-ubatch cost below zero; it is held at FLOOR of its prior and the others give instead."""

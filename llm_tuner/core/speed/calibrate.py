@@ -162,9 +162,11 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
         for k in sorted({k for e in eqs for k in e}):
             key, _, t = k.partition("@")
             v, how = resolve_cost(key, prior, int(t) if t else 1, peaks)
-            if v is None or v <= 0:
+            if v is None or v < 0:
                 break  # a cost with neither a calibration nor a default: nothing to refine from
-            if k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys, r0)):
+            if v == 0 or k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys, r0)):
+                # a cost the probe measured as explaining nothing (0) has no scale to move by: it stays 0
+                # and the others take the runs' time (before, it stopped the whole system's refinement)
                 held[k] = v
             else:
                 base[k] = v
