@@ -155,9 +155,51 @@ def threads_of(argv: list[str]) -> int:
     return int(argv[argv.index("--threads") + 1]) if "--threads" in argv else DEFAULT_THREADS
 
 
-def replay(link: str = "recorded") -> list[dict]:
-    """Every recorded run with its recorded and replayed prediction and its measured medians."""
+def as_chosen(argv: list[str], fit_params: dict | None) -> list[str]:
+    """A run left to --fit, placed as llama-fit-params chose for it (recorded by placement_vs_grid.py since
+    2026-12-07): --fit-target dropped, the chosen -ngl/-ot appended with --fit off. Predicting on this isolates
+    the speed model from the plan's emulation of --fit."""
+    if not fit_params or kind_of(argv) == "explicit":
+        return argv
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a in ("--fit-target", "-fitt", "--fit"):
+            skip = True
+        else:
+            out.append(a)
+    chosen = list(fit_params["args"])
+    if "-c" in chosen:  # the run's own -c stays
+        i = chosen.index("-c")
+        del chosen[i : i + 2]
+    return out + ["--fit", "off", *chosen]
+
+
+def measurement(argv: list[str], r: dict, gpus, host, flags, label: str):
+    """A run's generation and prefill as core.speed measurements, as services.speed.run_measurements makes them
+    from a stored run (generation at the depth of its middle token)."""
+    from llm_tuner.core.speed.calibrate import Measurement
+    from llm_tuner.services.speed import plan_traffic
+
+    t = plan_traffic(argv, gpus, host, cpu_flags=flags)
+    prompt = int(statistics.median(r.get("prompt_n") or [PROMPT]))
+    return [
+        Measurement(t, threads_of(argv), 0, prompt, None, statistics.median(r["prefill"]), f"{label} prefill"),
+        Measurement(t, threads_of(argv), prompt + GEN // 2, prompt, statistics.median(r["gen"]), None,
+                    f"{label} gen"),
+    ]
+
+
+def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe") -> list[dict]:
+    """Every recorded run with its recorded and replayed prediction and its measured medians. `fit_chosen`: runs
+    left to --fit are predicted on llama-fit-params' recorded choice instead of the plan's emulation of --fit.
+    `mode`: "probe" (the probe's calibration alone, as the session predicted before its first server run),
+    "baseline" (+ the server's per-token cost learned from the model's first tune baseline, as the tune does:
+    SpeedOracle.learn_server_cost), "loo" (the probe refitted on the session's other command lines, both
+    models, as a benchmark's refit does: services.speed.calibrate_on_runs; each command line held out)."""
     from llm_tuner.core.tune import Objective
+    from llm_tuner.services.speed import calibrate_on_runs
     from llm_tuner.services.tune.speed import SpeedOracle
 
     cal = calibration(link)
@@ -165,36 +207,66 @@ def replay(link: str = "recorded") -> list[dict]:
     rows = []
     with tempfile.TemporaryDirectory(prefix="replay-h100-") as tmp:
         paths = restore(Path(tmp))
+        runs = []  # (model, record, argv as predicted, devices)
         for model in ("dense", "moe"):
             if not (SESSION / "logs" / model / "runs.jsonl").exists():
                 continue
             gpus, host, flags = devices(model)
-            oracle = SpeedOracle(objective, cal, gpus, host, flags, DEFAULT_THREADS)
             for line in (SESSION / "logs" / model / "runs.jsonl").read_text().splitlines():
                 r = json.loads(line)
                 argv = [str(paths.get(a, a)) for a in r["argv"]]
-                g = oracle.guess(argv)
-                rec = r["predicted"] or {}
-                copy_gb, rest_s = copy_terms(argv, gpus, host, flags, cal)
-                rows.append(
-                    {
-                        "model": model,
-                        "n": r["n"],
-                        "label": r["label"],
-                        "kind": kind_of(r["argv"]),
-                        "kv": kv_of(r["argv"]),
-                        "threads": threads_of(r["argv"]),
-                        "what": " ".join(r["argv"][4:]),
-                        "rec_gen": rec.get("gen_tps"),
-                        "rec_pre": rec.get("prefill_tps"),
-                        "gen_pred": g.gen_tps if g else None,
-                        "pre_pred": g.prefill_tps if g else None,
-                        "gen": statistics.median(r["gen"]) if r["gen"] else None,
-                        "pre": statistics.median(r["prefill"]) if r["prefill"] else None,
-                        "copy_gb": copy_gb,
-                        "rest_s": rest_s,
-                    }
-                )
+                if fit_chosen:
+                    argv = as_chosen(argv, r.get("fit_params"))
+                runs.append((model, r, argv, (gpus, host, flags)))
+        ms = {
+            i: measurement(argv, r, *dev, f"{model} {r['n']}")
+            for i, (model, r, argv, dev) in enumerate(runs) if r["gen"] and r["prefill"]
+        }
+        oracles: dict[str, SpeedOracle] = {}
+        one = None
+        if mode == "probe+1":
+            probed = re.search(r"probe of (\w+)-", cal.source).group(1)
+            one = next(i for i, b in enumerate(runs) if b[0] == probed and b[1]["label"].startswith("tune")
+                       and i in ms)
+            c, _ = calibrate_on_runs(cal, ms[one], build=cal.build, driver=cal.driver)
+            cal = c or cal
+        for model, r, argv, (gpus, host, flags) in runs:
+            if one is not None and r["argv"] == runs[one][1]["argv"]:
+                continue
+            if mode == "loo":
+                others = [m for j, mm in ms.items() if runs[j][1]["argv"] != r["argv"] for m in mm]
+                c, _ = calibrate_on_runs(cal, others, build=cal.build, driver=cal.driver)
+                oracle = SpeedOracle(objective, c or cal, gpus, host, flags, DEFAULT_THREADS)
+            else:
+                if model not in oracles:
+                    oracles[model] = SpeedOracle(objective, cal, gpus, host, flags, DEFAULT_THREADS)
+                    if mode == "baseline":
+                        base = next(b for b in runs if b[0] == model and b[1]["label"].startswith("tune")
+                                    and b[1]["gen"])
+                        oracles[model].learn_server_cost(base[2], None, statistics.median(base[1]["gen"]))
+                oracle = oracles[model]
+            g = oracle.guess(argv)
+            rec = r["predicted"] or {}
+            copy_gb, rest_s = copy_terms(argv, gpus, host, flags, cal)
+            rows.append(
+                {
+                    "model": model,
+                    "n": r["n"],
+                    "label": r["label"],
+                    "kind": kind_of(r["argv"]),
+                    "kv": kv_of(r["argv"]),
+                    "threads": threads_of(r["argv"]),
+                    "what": " ".join(r["argv"][4:]),
+                    "rec_gen": rec.get("gen_tps"),
+                    "rec_pre": rec.get("prefill_tps"),
+                    "gen_pred": g.gen_tps if g else None,
+                    "pre_pred": g.prefill_tps if g else None,
+                    "gen": statistics.median(r["gen"]) if r["gen"] else None,
+                    "pre": statistics.median(r["prefill"]) if r["prefill"] else None,
+                    "copy_gb": copy_gb,
+                    "rest_s": rest_s,
+                }
+            )
     return rows
 
 
@@ -323,6 +395,21 @@ def main() -> int:
         "rate (an independent measurement, not fitted to these runs)",
     )
     ap.add_argument("--session", help="the session folder (default: 2026-12-06-gpu-speed)")
+    ap.add_argument(
+        "--mode",
+        choices=("probe", "baseline", "loo", "probe+1"),
+        default="probe",
+        help="the calibration each prediction rests on: the probe's alone (as recorded before the first server "
+        "run); + the server's per-token cost from the model's first tune baseline (as the tune learns it); or "
+        "the probe refitted on the session's other command lines (leave one command line out, as a benchmark's "
+        "refit does)",
+    )
+    ap.add_argument(
+        "--fit-as-chosen",
+        action="store_true",
+        help="predict runs left to --fit on llama-fit-params' recorded choice (the session must have recorded "
+        "it: 2026-12-07 on), not on the plan's emulation of --fit",
+    )
     a = ap.parse_args()
     if a.session:
         global SESSION
@@ -330,9 +417,17 @@ def main() -> int:
         if not (SESSION / "host.txt").is_file() or not list(SESSION.glob("logs/*/runs.jsonl")):
             sys.exit(f"--session {a.session}: not a GPU speed session folder (it needs host.txt and "
                      "logs/<model>/runs.jsonl, as 2026-12-06-gpu-speed has)")
-    rows = replay(a.link)
+    rows = replay(a.link, a.fit_as_chosen, a.mode)
     before = json.loads(Path(a.before).read_text()) if a.before else None
-    text = report(rows, before, calibration(a.link).source)
+    source = calibration(a.link).source
+    source += {"probe": "", "baseline": "; + the server's per-token cost learned from each model's first tune "
+               "baseline (SpeedOracle.learn_server_cost)", "loo": "; refitted on the session's other command "
+               "lines, each held out (services.speed.calibrate_on_runs)", "probe+1": "; refined on one server run of the "
+               "probe's model, its first tune baseline (services.speed.calibrate_on_runs); that command line is "
+               "left out"}[a.mode]
+    if a.fit_as_chosen:
+        source += "; runs left to --fit predicted on llama-fit-params' recorded choice (not the plan's emulation)"
+    text = report(rows, before, source)
     print(text)
     if a.out:
         Path(a.out).parent.mkdir(parents=True, exist_ok=True)

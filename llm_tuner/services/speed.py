@@ -412,32 +412,43 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         return basis, f"This run does not refine the calibration: {left_out}"
     if not ms:
         return basis, "The calibration was not refined: no stored single-client run of this llama-server"
-    ok, short = determined(ms)
-    n = _run_count(ms)
     prev = basis.calibration
-    if not ok:  # a free fit would put the whole time on whichever costs it liked: move the previous one least
-        refined_cal, refined = refine_from_runs(prev or SpeedCalibration(), ms, build=basis.build,
-                                                driver=basis.driver, peaks=device_peaks(gpus, basis.nvml_gbps))
-        if refined_cal is None:
-            tell = f"{runs_said(ms)} tell" if n > 1 else "1 stored run tells"
-            return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
-                           "models, prompt lengths, depths or thread counts add more); "
-                           "`llm-tuner estimate --speed --calibrate` measures them all at once")
-        cal_id = SpeedCalibrationRepo(engine).save(refined_cal)
-        new = SpeedBasis(refined_cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
-        return new, (f"This run refined the calibration: {len(refined)} of its costs moved as little as "
+    cal, short = calibrate_on_runs(prev, ms, build=basis.build, driver=basis.driver,
+                                   peaks=device_peaks(gpus, basis.nvml_gbps))
+    n = _run_count(ms)
+    if cal is None:
+        tell = f"{runs_said(ms)} tell" if n > 1 else "1 stored run tells"
+        return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
+                       "models, prompt lengths, depths or thread counts add more); "
+                       "`llm-tuner estimate --speed --calibrate` measures them all at once")
+    cal_id = SpeedCalibrationRepo(engine).save(cal)
+    new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
+    if short:
+        moved = sum(1 for k, v in cal.costs.items() if prev is None or prev.costs.get(k) != v)
+        return new, (f"This run refined the calibration: {moved} of its costs moved as little as "
                      f"{runs_said(ms)} require{'s' if n == 1 else ''} (they tell apart only {short}; "
-                     f"±{refined_cal.error or 0:.0%} on them)")
+                     f"±{cal.error or 0:.0%} on them)")
+    return new, f"This run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
+                f"(±{cal.error or 0:.0%} on them)"
+
+
+def calibrate_on_runs(prev: SpeedCalibration | None, ms: Sequence[Measurement], *, build: str, driver: str,
+                      peaks: dict[str, tuple[float, str]] | None = None) -> tuple[SpeedCalibration | None, str]:
+    """The calibration that stored runs give on top of `prev` (a probe's, an earlier refit's, or None), as
+    `refit_from_runs` keeps it: where the runs determine every cost they involve, those costs fitted over them
+    and the others (a probe's) kept; else `prev` moved as little as the runs require. Returns (calibration, the
+    systems the runs do not determine, in words: "" when they determine all); (None, ...) when nothing could be
+    refined. Pure: the offline replays (benchmarks/replay_gpu_speed.py) call it as the app does."""
+    ok, short = determined(ms)
+    if not ok:  # a free fit would put the whole time on whichever costs it liked: move the previous one least
+        refined_cal, _ = refine_from_runs(prev or SpeedCalibration(), ms, build=build, driver=driver, peaks=peaks)
+        return refined_cal, short
     head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
-    runs = fit(ms, build=basis.build, driver=basis.driver)
+    runs = fit(ms, build=build, driver=driver)
     keep = prev if prev is not None and head else SpeedCalibration()
     costs = {**keep.costs, **runs.costs}
     threads = tuple(sorted({*keep.threads, *runs.threads}))
     by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
     source = " + ".join(x for x in (head, runs_said(ms)) if x)
-    cal = with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, basis.build, basis.driver,
-                                      source, None, threads, by_hand), ms)
-    cal_id = SpeedCalibrationRepo(engine).save(cal)
-    new = SpeedBasis(cal, cal_id, basis.build, basis.driver, basis.threads, basis.nvml_gbps)
-    return new, f"This run refined the calibration: now fitted over {n} stored run{'s' if n > 1 else ''} " \
-                f"(±{cal.error or 0:.0%} on them)"
+    return with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, build, driver, source, None,
+                                       threads, by_hand), ms), ""
