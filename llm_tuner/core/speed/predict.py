@@ -308,10 +308,14 @@ def predict(traffic: Traffic, calibration: SpeedCalibration | None, *, threads: 
     generation at that depth. `threads`: the host's thread count (llama.cpp's -t, or its default).
     `peaks`: a device's peak read rate (GB/s) and its source (NVML, published) where not calibrated.
 
-    A thread count between two the calibration measured takes the speeds predicted at those two, interpolated
-    in rate: interpolating each cost instead let a fixed cost that grows with threads and a read cost that falls
-    sum to a speed above both ends (the lent machine's MoE, 2026-12-06: 932 t/s predicted at 8 threads against
-    837 at 16 and 470 at 4; 581-699 measured)."""
+    A thread count between two the calibration measured takes the speeds predicted at those two, their times
+    per token interpolated in 1/threads (a part that divides among the threads and a part that does not:
+    Amdahl's form). Interpolating each cost instead let a fixed cost that grows with threads and a read cost
+    that falls sum to a speed above both ends (the lent machine's MoE, 2026-12-06: 932 t/s predicted at 8
+    threads against 837 at 16 and 470 at 4; 581-699 measured); interpolating the speed linearly (the chord of a
+    curve that flattens as the threads saturate memory) put 8 of 16 threads 11-27 % below the server's
+    measurements on the lent 16 cores, where this form is 1-19 % below (benchmarks/sessions/2026-12-07-cpu-space,
+    run-1 and run-3: the grid's and the unpruned tune's `t=8`, from the same runs' predictions at 4 and 16)."""
     cal = calibration or SpeedCalibration()
     lo = [t for t in cal.threads if t < threads]
     hi = [t for t in cal.threads if t > threads]
@@ -327,10 +331,15 @@ def _mix(x: float | None, y: float | None, w: float) -> float | None:
 
 
 def _between(a: Prediction, b: Prediction, threads: int) -> Prediction:
-    """The prediction at `threads` from those at the measured counts around it (a below, b above): speeds
-    interpolated in rate, each device's times in proportion, the host's rate source said."""
-    w = (threads - a.threads) / (b.threads - a.threads)
-    gen, pre = _mix(a.gen_tps, b.gen_tps, w), _mix(a.prefill_tps, b.prefill_tps, w)
+    """The prediction at `threads` from those at the measured counts around it (a below, b above): times per
+    token interpolated in 1/threads (see `predict`), each device's times in proportion, the host's rate source
+    said."""
+    w = (1 / threads - 1 / a.threads) / (1 / b.threads - 1 / a.threads)
+
+    def rate(x: float | None, y: float | None) -> float | None:
+        return None if not x or not y else 1 / (1 / x + (1 / y - 1 / x) * w)
+
+    gen, pre = rate(a.gen_tps, b.gen_tps), rate(a.prefill_tps, b.prefill_tps)
     how = f"interpolated from {a.threads} and {b.threads} threads"
 
     def scaled(x: float | None, y: float | None, total_a: float, total_b: float,
