@@ -185,9 +185,10 @@ def measurement(argv: list[str], r: dict, gpus, host, flags, label: str):
     t = plan_traffic(argv, gpus, host, cpu_flags=flags)
     prompt = int(statistics.median(r.get("prompt_n") or [PROMPT]))
     return [
-        Measurement(t, threads_of(argv), 0, prompt, None, statistics.median(r["prefill"]), f"{label} prefill"),
+        Measurement(t, threads_of(argv), 0, prompt, None, statistics.median(r["prefill"]),
+                    f"{label} prompt {prompt} prefill"),
         Measurement(t, threads_of(argv), prompt + GEN // 2, prompt, statistics.median(r["gen"]), None,
-                    f"{label} gen"),
+                    f"{label} prompt {prompt} gen"),
     ]
 
 
