@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,8 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
             costs[key] = 1.0 / gbps
         cal = SpeedCalibration(costs, {**base.peaks_gbps, **by_hand}, base.build, base.driver,
                                (base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
-                               base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys))
+                               base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys),
+                               base.server_runs)
     t = traffic(model, plan, gpus, cpu_flags)
     pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=device_peaks(gpus, nvml_gbps(None)))
     out = pr.to_json()
@@ -118,7 +120,7 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
     """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
     from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
     from llm_tuner.services import binaries
-    from llm_tuner.services.speed import ProbeError, run_probe, runs_said, stored_run_measurements
+    from llm_tuner.services.speed import ProbeError, run_count, run_probe, runs_said, stored_run_measurements
 
     ms: list[Measurement] = []
     sources = []
@@ -148,6 +150,8 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
         if not ok and not (args.calibrate or args.calibrate_with):
             return _refine_stored(engine, build, driver, stored, short)
     cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
+    if args.calibrate_from_runs:
+        cal = replace(cal, server_runs=run_count(stored))
     return with_error(cal, ms)
 
 

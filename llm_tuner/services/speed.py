@@ -371,13 +371,13 @@ def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[Pla
 _STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
 
 
-def _run_count(ms: Sequence[Measurement]) -> int:
+def run_count(ms: Sequence[Measurement]) -> int:
     return len({m.label.split(" prompt")[0] for m in ms})
 
 
 def runs_said(ms: Sequence[Measurement]) -> str:
     """'1 stored run', '3 stored runs': the runs the measurements come from, as a calibration's source says."""
-    n = _run_count(ms)
+    n = run_count(ms)
     return f"{n} stored run{'s' if n != 1 else ''}"
 
 
@@ -391,7 +391,7 @@ def refine_from_runs(prior: SpeedCalibration, ms: Sequence[Measurement], *, buil
     cal, refined = refine(prior, ms, source=" + ".join(x for x in (head, runs_said(ms)) if x), peaks=peaks)
     if not refined:
         return None, []
-    on_runs = with_error(replace(cal, build=build, driver=driver, error=None), ms)
+    on_runs = with_error(replace(cal, build=build, driver=driver, error=None, server_runs=run_count(ms)), ms)
     return replace(on_runs, error=max(on_runs.error or 0.0, prior.error or 0.0)), refined
 
 
@@ -415,7 +415,7 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
     prev = basis.calibration
     cal, short = calibrate_on_runs(prev, ms, build=basis.build, driver=basis.driver,
                                    peaks=device_peaks(gpus, basis.nvml_gbps))
-    n = _run_count(ms)
+    n = run_count(ms)
     if cal is None:
         tell = f"{runs_said(ms)} tell" if n > 1 else "1 stored run tells"
         return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
@@ -456,4 +456,4 @@ def calibrate_on_runs(prev: SpeedCalibration | None, ms: Sequence[Measurement], 
     by_hand = tuple(k for k in keep.by_hand if k not in runs.costs)
     source = " + ".join(x for x in (head, runs_said(ms)) if x)
     return with_error(SpeedCalibration(costs, {**keep.peaks_gbps, **runs.peaks_gbps}, build, driver, source, None,
-                                       threads, by_hand), ms), ""
+                                       threads, by_hand, run_count(ms)), ms), ""

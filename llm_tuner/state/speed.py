@@ -16,7 +16,7 @@ from llm_tuner.core.cmdline import profile_to_argv
 from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.speed import Prediction
-from llm_tuner.core.speed.predict import format_ttft
+from llm_tuner.core.speed.predict import PROBE_ONLY_NOTE, format_ttft
 from llm_tuner.services.speed import SpeedBasis, plan_traffic_of, threads_of
 from llm_tuner.state.callbacks import Observable, Run, run_now
 
@@ -101,9 +101,12 @@ def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None, *, hint
                                       f"driver {basis.driver}" if basis.driver else "",
                                       f"{threads} threads") if x)
         defaults = pred is not None and "default" in pred.calibrated_on
+        probe_only = pred is not None and PROBE_ONLY_NOTE in pred.notes
         return (f"calibrated on {cal.source or 'measurements'} ({where})"
                 + (", some costs default" if defaults else "")
-                + (f", ±{err:.0%}" if err is not None else ""))
+                + (f", ±{err:.0%}" if err is not None else "")
+                + (" (llama-bench alone: the server may be slower here; a benchmark run refines it)"
+                   if probe_only else ""))
     why = ("no llama-server build known" if not basis.build else
            "this build is not calibrated: run a benchmark, or `llm-tuner estimate --speed --calibrate`")
     wider = f" (±{err:.0%})" if err is not None else ""

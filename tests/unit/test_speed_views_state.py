@@ -109,3 +109,22 @@ def test_a_run_is_measured_beside_its_prediction_and_a_busy_run_teaches_the_cali
     assert {m.label.split(" prompt")[0] for m in ms} == {"run 7"}
     assert skipped == ["run 7: other processes were busy or a GPU throttled while it measured"]
     assert predict_run(_bench_run(demo_model, other_cpu_pct=60.0), CALIBRATED)  # predicted all the same
+
+
+def test_a_split_placement_on_the_probe_alone_says_a_benchmark_run_refines_it(demo_model):
+    """llama-server ran split placements 25-35 % slower than the llama-bench probe predicted on the lent H100:
+    the Plan's basis line says so (and the wider error) until a server run has refined the calibration."""
+    from dataclasses import replace
+
+    costs = {**CALIBRATED.calibration.costs, "read:Host@8": 1 / 40, "fixed:cpu@8": 0.001,
+             "attn_gen:Host:f16/f16@8": 0.02, "compute:Host@8": 1 / 800, "link": 0.1, "pfixed:gpu": 0.004,
+             "pfixed:cpu@8": 0.01, "compute:CUDA0": 1 / 40000, "attn_gen:CUDA0:f16/f16": 0.001,
+             "attn_prefill:Host:f16/f16@8": 1 / 500}
+    probe = replace(CALIBRATED, calibration=replace(CALIBRATED.calibration, costs=costs))
+    for basis, said in ((probe, True), (replace(probe, calibration=replace(probe.calibration, server_runs=3)), False)):
+        st = _plan_state(GPU, basis)
+        st.use_profile(LaunchProfile(model=str(demo_model), gpu_layers=3, threads=8))
+        st.recompute()
+        text = basis_text(st.speed.basis, st.prediction())
+        assert ("llama-bench alone: the server may be slower here" in text) is said, text
+        assert ("±30%" in text) is said, text

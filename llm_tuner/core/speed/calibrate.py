@@ -14,7 +14,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from llm_tuner.core.speed.predict import GB, SpeedCalibration, is_host_key, predict, resolve_cost, terms
 from llm_tuner.core.speed.traffic import Traffic
@@ -179,8 +179,8 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
     best = dict(prior.peaks_gbps)
     for dev, v in (_peaks(gen, costs, None) if refined else {}).items():
         best[dev] = max(best.get(dev, 0.0), v)
-    cal = SpeedCalibration(costs, best, prior.build, prior.driver, source or prior.source, prior.error,
-                           threads, by_hand)
+    cal = replace(prior, costs=costs, peaks_gbps=best, source=source or prior.source, threads=threads,
+                  by_hand=by_hand)
     return cal, refined
 
 
@@ -277,8 +277,7 @@ def with_error(cal: SpeedCalibration, measurements: Sequence[Measurement]) -> Sp
     if not errs:
         return cal
     med = errs[len(errs) // 2]
-    return SpeedCalibration(cal.costs, cal.peaks_gbps, cal.build, cal.driver, cal.source, max(0.05, med),
-                            cal.threads, cal.by_hand)
+    return replace(cal, error=max(0.05, med))
 
 
 __all__ = ["GB", "Measurement", "determined", "fit", "nnls", "rank", "refine", "relative_errors", "rows",

@@ -52,6 +52,13 @@ DEFAULT_PREFILL_FIXED_MS = {"cpu": 20.0, "gpu": 2.0}
 DEFAULT_LINK_GBPS = 12.0
 DEFAULT_ERROR = 0.35  # expected relative error of a prediction resting on any default
 CALIBRATED_ERROR = 0.10  # of a calibrated one, until the calibration carries its measured error
+# Of a split placement (weights read from host memory while a GPU computes) on a calibration no llama-server run
+# has refined: llama-server generated 25-35 % slower than the llama-bench probe predicted on the lent H100 (both
+# models, every placement: benchmarks/sessions/2026-12-07-gpu-speed); llama.cpp's tracker has the same gap
+# (ggml-org/llama.cpp#14201). One benchmark run refines the costs (services.speed.refit_from_runs).
+PROBE_ONLY_SPLIT_ERROR = 0.30
+PROBE_ONLY_NOTE = ("calibrated by llama-bench alone: llama-server has run split placements 25-35 % slower than "
+                   "this; a benchmark run refines it")
 _F16_TYPES = ("f16", "bf16", "f32")
 
 
@@ -104,6 +111,7 @@ class SpeedCalibration:
     error: float | None = None  # expected relative error (from the benchmark); None: not known
     threads: tuple[int, ...] = ()  # the host thread counts measured
     by_hand: tuple[str, ...] = ()  # keys set by hand (--bandwidth), not measured
+    server_runs: int = 0  # stored llama-server runs the costs were refined on (0: llama-bench's probe alone)
 
     def cost(self, key: str, threads: int) -> tuple[float | None, str]:
         """(seconds per unit, how it was found) of a key; host keys at `threads`, interpolated in rate between
@@ -407,6 +415,11 @@ def _predict_at(traffic: Traffic, cal: SpeedCalibration, threads: int, depth: in
         # generating at depth 1024-2048 went 16-48 % faster: benchmarks/results/cpu_flash_attn/)
         error = max(error, DEFAULT_ERROR)
         notes.append("flash attention off: attention priced as with it on (the calibration measures it on)")
+    split = any(d.name != HOST and d.read_bytes(depth) > 0 for d in traffic.devices) and any(
+        d.name == HOST and d.weight_bytes > 0 for d in traffic.devices)
+    if split and cal.costs and not cal.server_runs and "default" not in sources.values():
+        error = max(error, PROBE_ONLY_SPLIT_ERROR)
+        notes.append(PROBE_ONLY_NOTE)
     on = _calibrated_on(cal, sources)
     if unknown:
         return Prediction(None, None, None, None, depth, prompt_tokens, threads, tuple(devices), fixed_ms, copy_ms,
@@ -450,7 +463,8 @@ MODEL_VERSION = 3
 def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:
     """A calibration as plain JSON (what the store keeps), with the MODEL_VERSION its costs mean."""
     return {"model": MODEL_VERSION, "costs": dict(cal.costs), "peaks_gbps": dict(cal.peaks_gbps), "build": cal.build, "driver": cal.driver,
-            "source": cal.source, "error": cal.error, "threads": list(cal.threads), "by_hand": list(cal.by_hand)}
+            "source": cal.source, "error": cal.error, "threads": list(cal.threads), "by_hand": list(cal.by_hand),
+            "server_runs": cal.server_runs}
 
 
 def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
@@ -464,7 +478,7 @@ def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
                                 str(d.get("build") or ""), str(d.get("driver") or ""), str(d.get("source") or ""),
                                 None if d.get("error") is None else float(d["error"]),
                                 tuple(int(t) for t in d.get("threads") or ()),
-                                tuple(str(k) for k in d.get("by_hand") or ()))
+                                tuple(str(k) for k in d.get("by_hand") or ()), int(d.get("server_runs") or 0))
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"not a speed calibration: {exc}") from None
 
