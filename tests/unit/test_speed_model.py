@@ -296,9 +296,10 @@ PRIOR = {"read:Host@2": 1 / 10, "fixed:cpu@2": 0.002, "attn_gen:Host:f16/f16@2":
 
 def test_one_run_after_a_probe_refines_the_calibration_mostly_in_its_read_rate(dense):
     """A probe's calibration, then one benchmark run (one configuration: one equation each for generation and
-    prefill) on a machine whose memory reads 25 % slower than the probe saw: the refined calibration reproduces
-    the run, the read rate takes most of the change (reading weights is most of a token here), and a cost the
-    run does not involve is left as it was."""
+    prefill) on a machine whose memory reads 25 % slower than the probe saw: the refined calibration meets the
+    run within 1 % (PRIOR_WEIGHT keeps a little of the probe: a run is one start, with its noise), the read rate
+    takes most of the change (reading weights is most of a token here), and a cost the run does not involve is
+    left as it was."""
     slow = {**PRIOR, "read:Host@2": 1 / 2}  # 2 GB/s: reading the weights is three quarters of a token
     prior = SpeedCalibration({**slow, "read:Host@8": 1 / 30}, threads=(2, 8), source="probe of a.gguf")
     truth = SpeedCalibration({**slow, "read:Host@2": 1.25 / 2}, threads=(2,))
@@ -308,28 +309,28 @@ def test_one_run_after_a_probe_refines_the_calibration_mostly_in_its_read_rate(d
     assert not determined(run)[0]
     cal, keys = refine(prior, run, source="probe of a.gguf + 1 stored run")
     again = predict(t, cal, threads=2, depth=0, prompt_tokens=128)
-    assert again.gen_tps == pytest.approx(pr.gen_tps, rel=1e-4)
-    assert again.prefill_tps == pytest.approx(pr.prefill_tps, rel=1e-4)
+    assert again.gen_tps == pytest.approx(pr.gen_tps, rel=0.01)
+    assert again.prefill_tps == pytest.approx(pr.prefill_tps, rel=0.01)
     change = {k: cal.costs[k] / prior.costs[k] - 1 for k in keys}
     assert max(change, key=lambda k: abs(change[k])) == "read:Host@2" and change["read:Host@2"] > 0.1
     assert cal.costs["read:Host@8"] == prior.costs["read:Host@8"]
     assert cal.source == "probe of a.gguf + 1 stored run" and cal.threads == (2, 8)
-    # refining again on the same run changes nothing: the refined calibration already explains it
+    # refining again on the same run changes little: the refined calibration nearly explains it
     twice, _ = refine(cal, run)
-    assert all(twice.costs[k] == pytest.approx(cal.costs[k], rel=1e-6) for k in cal.costs)
+    assert all(twice.costs[k] == pytest.approx(cal.costs[k], rel=0.01) for k in cal.costs)
 
 
 def test_a_cost_the_probe_measured_as_zero_stays_zero_and_the_others_take_the_run(dense):
     """Seen on the lent H100 (benchmarks/sessions/2026-12-07-gpu-speed): the probe fitted the GPU's read cost to 0
     (its fixed cost explained those cells). A server run 25 % slower than predicted refined nothing, because the
-    zero cost stopped the whole generation system; now the zero stays and the other costs reproduce the run."""
+    zero cost stopped the whole generation system; now the zero stays and the other costs meet the run."""
     prior = SpeedCalibration({**PRIOR, "fixed:cpu@2": 0.0}, threads=(2,), source="probe of a.gguf")
     t = _traffic(dense, ["-c", "2048"])[0]
     before = predict(t, prior, threads=2, depth=0, prompt_tokens=128)
     measured = before.gen_tps / 1.25
     cal, keys = refine(prior, [Measurement(t, 2, 0, 128, measured, None, "run 1 prompt 128 gen")])
     assert "read:Host@2" in keys and cal.costs["fixed:cpu@2"] == 0.0
-    assert predict(t, cal, threads=2, depth=0, prompt_tokens=128).gen_tps == pytest.approx(measured, rel=1e-4)
+    assert predict(t, cal, threads=2, depth=0, prompt_tokens=128).gen_tps == pytest.approx(measured, rel=0.01)
 
 
 def test_a_run_much_faster_than_the_prior_keeps_every_cost_positive_and_is_reproduced(dense):
@@ -344,7 +345,7 @@ def test_a_run_much_faster_than_the_prior_keeps_every_cost_positive_and_is_repro
     assert cal.costs["pfixed:cpu@2"] == pytest.approx(FLOOR * 1.0)
     assert all(cal.costs[k] >= FLOOR * prior.costs[k] * (1 - 1e-9) for k in keys)
     assert predict(t, cal, threads=2, depth=0, prompt_tokens=128).prefill_tps == pytest.approx(pr.prefill_tps,
-                                                                                               rel=1e-4)
+                                                                                               rel=0.01)
 
 
 def test_a_run_refines_no_default_it_cannot_determine_alone(dense):
@@ -356,7 +357,11 @@ def test_a_run_refines_no_default_it_cannot_determine_alone(dense):
     assert keys == [] and cal.costs == {}
 
 
-def test_measurements_that_determine_every_cost_refine_to_the_fit(dense, moe):
+def test_measurements_that_determine_every_cost_refine_towards_the_fit(dense, moe):
+    """Exact measurements of two models at two thread counts and depths, from a prior 0.6x or 1.5x off on every
+    cost: the refined calibration meets every measurement within 3 % and the attention and compute costs within
+    5 %. The read and fixed costs of these tiny models are nearly interchangeable in their runs: there the prior
+    weighs (PRIOR_WEIGHT), as it must where real runs with their noise cannot tell two costs apart."""
     costs = {**PRIOR, "read:Host@8": 1 / 30, "fixed:cpu@8": 0.001, "attn_gen:Host:f16/f16@8": 1 / 9,
              "compute:Host@8": 1 / 150, "attn_prefill:Host:f16/f16@8": 1 / 70, "pfixed:cpu@8": 0.01}
     ms = _synthetic([_traffic(dense, ["-c", "2048"])[0], _traffic(moe, ["-c", "2048"])[0]], costs)
@@ -365,7 +370,12 @@ def test_measurements_that_determine_every_cost_refine_to_the_fit(dense, moe):
     cal, keys = refine(prior, ms)
     assert sorted(keys) == sorted(costs)
     for k, v in costs.items():
-        assert cal.costs[k] == pytest.approx(v, rel=1e-3), k
+        if k.startswith(("attn_gen", "compute")):
+            assert cal.costs[k] == pytest.approx(v, rel=0.05), k
+    for m in ms:
+        got = predict(m.traffic, cal, threads=m.threads, depth=m.depth, prompt_tokens=m.prompt_tokens)
+        assert got.gen_tps == pytest.approx(m.gen_tps, rel=0.03) and got.prefill_tps == pytest.approx(
+            m.prefill_tps, rel=0.03)
 
 
 def test_nnls_keeps_costs_non_negative():

@@ -61,3 +61,29 @@ def test_a_tunes_runs_refine_the_probe_without_spoiling_the_placements_it_did_no
     assert len(errors) == 48
     assert statistics.median(errors) < 0.10, statistics.median(errors)
     assert max(errors) < 0.50, max(errors)  # one start measured slower at 16 threads than at 8: 38 %
+
+
+def test_four_runs_of_one_model_do_not_wreck_the_other_models_predictions(replay):
+    """The first four grid cells of the dense model (one start each, `--fit` placements at 16 and 8 threads) refined
+    into the MoE model's probe: they barely tell the host's read cost from the GPU's fixed cost, and without a
+    weight on the prior the refinement traded them (read cost to FLOOR, fixed cost up 7x) and predicted the MoE
+    model's 31 runs 2,370 % off (median). With PRIOR_WEIGHT the prediction stays the probe's, moved little."""
+    from llm_tuner.core.tune import Objective
+    from llm_tuner.services.speed import calibrate_on_runs
+    from llm_tuner.services.tune.speed import SpeedOracle
+
+    r, runs = replay
+    probe = r.calibration()
+    four = [x for x in runs if x[0] == "dense" and x[1]["label"] == "grid" and x[1]["n"] <= 4]
+    ms = [m for model, rec, argv, dev in four for m in r.measurement(argv, rec, *dev, f"{model} {rec['n']}")]
+    cal, short = calibrate_on_runs(probe, ms, build=probe.build, driver=probe.driver)
+    assert cal is not None and short  # four runs do not determine the costs
+    objective = Objective(kind="gen_tps", prompt_tokens=2048, gen_tokens=64)
+    errors = []
+    for model, rec, argv, (gpus, host, flags) in runs:
+        if model == "moe":
+            g = SpeedOracle(objective, cal, gpus, host, flags, 16).guess(argv)
+            errors.append(abs(g.gen_tps / statistics.median(rec["gen"]) - 1))
+    assert len(errors) == 31
+    assert statistics.median(errors) < 0.30, statistics.median(errors)
+    assert max(errors) < 1.0, max(errors)
