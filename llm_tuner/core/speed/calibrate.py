@@ -142,9 +142,10 @@ RIDGE = 1e-6  # of the normal matrix's largest diagonal: keeps the directions no
 # sessions (benchmarks/sessions/2026-12-0{6,7}-gpu-speed), four runs of the dense model refined into the
 # probe predicted the MoE model's runs 2,054-2,370 % off (median; the host's read cost pushed to FLOOR, the
 # GPU's fixed cost up 7x); with it 16-50 %. Over 32 cases (2 sessions x 8 subsets of their runs x 2 models
-# predicted) the median generation error is the same (within 1 point) or better in 28; the worst median falls
+# predicted) the median generation error is the same (within 1 point) or better in 31; the worst median falls
 # from 2,370 % to 54 % (one model's grid predicting the other, 2026-12-06; 37.5 % there without). The price:
 # exactly reproducing the runs is no longer the aim (a synthetic run is met within a few per cent, not 1e-4).
+# benchmarks/refit_subsets.py, recorded in benchmarks/results/speed_model/refit-subsets.md.
 PRIOR_WEIGHT = 0.01
 
 
