@@ -416,6 +416,8 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
     cal, short = calibrate_on_runs(prev, ms, build=basis.build, driver=basis.driver,
                                    peaks=device_peaks(gpus, basis.nvml_gbps))
     n = run_count(ms)
+    if cal is None and not short:  # every cost they involve is held (set by hand, or measured as 0)
+        return basis, "The calibration was not refined: the stored runs involve no cost it can move"
     if cal is None:
         tell = f"{runs_said(ms)} tell" if n > 1 else "1 stored run tells"
         return basis, (f"The calibration was not refined yet: {tell} apart only {short} (runs of other "
