@@ -58,7 +58,7 @@ def session_rows(session: str) -> list[str]:
         for name, sel in SUBSETS.items():
             chosen = [x for x in runs if sel(x[0], x[1])]
             ms = [m for model, r, argv, dev in chosen for m in rp.measurement(argv, r, *dev, f"{model} {r['n']}")]
-            cal = calibrate_on_runs(probe, ms, build=probe.build, driver=probe.driver)[0] if ms else probe
+            cal = (calibrate_on_runs(probe, ms, build=probe.build, driver=probe.driver)[0] if ms else None) or probe
             seen = {tuple(x[1]["argv"]) for x in chosen}
             cells = []
             for model in ("moe", "dense"):

@@ -401,9 +401,9 @@ def main() -> int:
         choices=("probe", "baseline", "loo", "probe+1"),
         default="probe",
         help="the calibration each prediction rests on: the probe's alone (as recorded before the first server "
-        "run); + the server's per-token cost from the model's first tune baseline (as the tune learns it); or "
-        "the probe refitted on the session's other command lines (leave one command line out, as a benchmark's "
-        "refit does)",
+        "run); + the server's per-token cost from the model's first tune baseline (as the tune learns it); "
+        "probe+1: the probe refined on one server run of the probe's model; or loo: the probe refitted on the "
+        "session's other command lines (leave one command line out, as a benchmark's refit does)",
     )
     ap.add_argument(
         "--fit-as-chosen",

@@ -118,7 +118,7 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
 def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu_flags: tuple[str, ...],
                threads: int, build: str, driver: str, bench: Path | None, engine: Any) -> SpeedCalibration:
     """The probe (--calibrate, --calibrate-with) and/or the stored runs (--calibrate-from-runs), fitted together."""
-    from llm_tuner.core.speed.calibrate import Measurement, determined, fit, with_error
+    from llm_tuner.core.speed.calibrate import Measurement, fit, with_error
     from llm_tuner.services import binaries
     from llm_tuner.services.speed import ProbeError, run_count, run_probe, runs_said, stored_run_measurements
 
@@ -146,30 +146,31 @@ def _calibrate(model: Any, args: argparse.Namespace, gpus: list[PlanDevice], cpu
                            "run a benchmark first, or use --calibrate")
         ms += stored
         sources.append(runs_said(stored))
-        ok, short = determined(ms)
-        if not ok and not (args.calibrate or args.calibrate_with):
-            return _refine_stored(engine, build, driver, stored, short)
+        if not (args.calibrate or args.calibrate_with):
+            return _refine_stored(engine, build, driver, stored)
     cal = fit(ms, build=build, driver=driver, source=" + ".join(sources))
     if args.calibrate_from_runs:
         cal = replace(cal, server_runs=run_count(stored))
     return with_error(cal, ms)
 
 
-def _refine_stored(engine: Any, build: str, driver: str, stored: list[Any], short: str) -> SpeedCalibration:
-    """--calibrate-from-runs alone, on runs that cannot determine every cost: this build's stored calibration
-    (a probe's) moved as little as the runs require; refused without one."""
-    from llm_tuner.services.speed import refine_from_runs
+def _refine_stored(engine: Any, build: str, driver: str, stored: list[Any]) -> SpeedCalibration:
+    """--calibrate-from-runs alone: this build's probe calibration refined on the stored runs, as the app's refit
+    after a benchmark does (services.speed.calibrate_on_runs); without a probe, a fit over the runs where they
+    determine every cost, refused where they do not."""
+    from llm_tuner.services.speed import calibrate_on_runs
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
-    latest = SpeedCalibrationRepo(engine).latest(build, driver)
-    prior = latest.calibration if latest is not None else None
-    cal, keys = refine_from_runs(prior, stored, build=build, driver=driver) if prior and prior.costs else (None, [])
+    probe = SpeedCalibrationRepo(engine).latest(build, driver, probe_only=True)
+    cal, short = calibrate_on_runs(probe.calibration if probe is not None else None, stored, build=build,
+                                   driver=driver)
     if cal is None:
         raise CliError(f"--calibrate-from-runs: the stored runs tell apart only {short}: a fit would put the "
                        "whole time on whichever costs it liked, and no calibration of this build is stored to "
                        "refine. Benchmark other models, prompt lengths, depths or thread counts, or add --calibrate")
-    print(f"refined: {len(keys)} costs of this build's calibration moved as little as the runs require (they tell "
-          f"apart only {short})", file=sys.stderr)
+    if probe is not None:
+        print("refined: this build's probe calibration moved as little as the runs require"
+              + (f" (they tell apart only {short})" if short else ""), file=sys.stderr)
     return cal
 
 

@@ -27,7 +27,8 @@ from llm_tuner.core import flags
 from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_warning
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
-from llm_tuner.core.speed.calibrate import Measurement, determined, fit, refine, with_error
+from llm_tuner.core.speed.calibrate import Measurement, determined, fit, refine, rows, with_error
+from llm_tuner.core.speed.predict import resolve_cost
 from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -397,10 +398,11 @@ def refine_from_runs(prior: SpeedCalibration, ms: Sequence[Measurement], *, buil
 
 def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = None, gpus: Sequence[PlanDevice] = (),
                     cpu_flags: Sequence[str] = (), run_id: int | None = None) -> tuple[SpeedBasis, str]:
-    """Fit the costs over the stored runs of `server` (the app's llama-server by default) and keep the result
-    as this build's newest calibration: the costs the runs determine replace the previous calibration's, the
-    others (a probe's) stay. Returns the new basis and what was done, in words (the basis unchanged when no
-    stored run can be used). `run_id`: the run just made, whose exclusion (a busy machine, ...) is said."""
+    """Refine this build's probe calibration (the newest no server run has refined) on every stored run of
+    `server` (the app's llama-server by default) and keep the result as this build's newest calibration
+    (calibrate_on_runs; each refit starts again from the probe, so refits do not compound). Returns the new
+    basis and what was done, in words (the basis unchanged when no stored run can be used). `run_id`: the run
+    just made, whose exclusion (a busy machine, ...) is said."""
     if server is None:
         loc = binaries.locate(binaries.SERVER)
         server = loc.path if loc is not None else None
@@ -412,7 +414,8 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
         return basis, f"This run does not refine the calibration: {left_out}"
     if not ms:
         return basis, "The calibration was not refined: no stored single-client run of this llama-server"
-    prev = basis.calibration
+    probe = SpeedCalibrationRepo(engine).latest(basis.build, basis.driver, probe_only=True)
+    prev = probe.calibration if probe is not None else None
     cal, short = calibrate_on_runs(prev, ms, build=basis.build, driver=basis.driver,
                                    peaks=device_peaks(gpus, basis.nvml_gbps))
     n = run_count(ms)
@@ -436,13 +439,18 @@ def refit_from_runs(engine: Any, basis: SpeedBasis, *, server: Path | None = Non
 
 def calibrate_on_runs(prev: SpeedCalibration | None, ms: Sequence[Measurement], *, build: str, driver: str,
                       peaks: dict[str, tuple[float, str]] | None = None) -> tuple[SpeedCalibration | None, str]:
-    """The calibration that stored runs give on top of `prev` (a probe's, an earlier refit's, or None), as
-    `refit_from_runs` keeps it: where the runs determine every cost they involve, those costs fitted over them
-    and the others (a probe's) kept; else `prev` moved as little as the runs require. Returns (calibration, the
-    systems the runs do not determine, in words: "" when they determine all); (None, ...) when nothing could be
-    refined. Pure: the offline replays (benchmarks/replay_gpu_speed.py) call it as the app does."""
+    """The calibration that stored runs give on top of `prev` (a probe's, or None), as `refit_from_runs` keeps
+    it: `prev` moved as little as the runs require (core.speed.calibrate.refine), whether or not they
+    determine every cost; without a `prev` (or where it and the defaults lack a cost the runs involve: an RPC
+    device, a GPU of unknown bandwidth) the costs the runs determine are fitted over them. Returns
+    (calibration, the systems the runs do not determine, in words: "" when they determine all); (None, ...)
+    when nothing could be refined. Pure: the offline replays (benchmarks/replay_gpu_speed.py,
+    benchmarks/refit_subsets.py) call it as the app does."""
     ok, short = determined(ms)
-    if not ok or (prev is not None and prev.costs):
+    lacking = prev is None or not prev.costs or any(
+        resolve_cost(k.partition("@")[0], prev, int(k.partition("@")[2] or 1), peaks)[0] is None
+        for m in ms for eq in rows(m) for k in eq)
+    if not ok or not lacking:
         # move the previous calibration as little as the runs require: where they do not determine every cost a
         # free fit would put the whole time on whichever costs it liked, and where they do but barely (a tune's
         # dozen runs: every K/V on the GPU, two thread counts) its costs need not hold for other placements - on

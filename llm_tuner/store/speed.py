@@ -52,8 +52,10 @@ class SpeedCalibrationRepo:
             s.flush()
             return int(row.id)
 
-    def latest(self, build: str, driver: str = "") -> StoredCalibration | None:
-        """The newest calibration measured with this build and driver (None: this build is not calibrated)."""
+    def latest(self, build: str, driver: str = "", *, probe_only: bool = False) -> StoredCalibration | None:
+        """The newest calibration measured with this build and driver (None: this build is not calibrated).
+        `probe_only`: the newest no stored server run has refined (a probe's, or rates set by hand on one): what
+        a refit over the stored runs starts from, so that refits do not compound."""
         with session_scope(self.engine) as s:
             rows = s.execute(select(SpeedCalibrationRow.id, SpeedCalibrationRow.created_at,
                                     SpeedCalibrationRow.calibration_json)
@@ -61,9 +63,12 @@ class SpeedCalibrationRepo:
                              .order_by(SpeedCalibrationRow.id.desc())).all()
         for row_id, created, text in rows:
             try:
-                return StoredCalibration(int(row_id), float(created), calibration_from_json(json.loads(text)))
+                cal = calibration_from_json(json.loads(text))
             except (ValueError, json.JSONDecodeError):
                 continue  # a record this version cannot read: the next older one
+            if probe_only and cal.server_runs:
+                continue
+            return StoredCalibration(int(row_id), float(created), cal)
         return None
 
     def all(self) -> list[StoredCalibration]:

@@ -51,3 +51,23 @@ def test_a_calibration_fitted_by_an_older_speed_model_is_not_used(tmp_path):
         conn.execute(text("UPDATE speed_calibrations SET calibration_json = :j WHERE id = :i"),
                      {"j": json.dumps(v1), "i": cal_id})
     assert repo.latest("b") is None and repo.all() == []
+
+
+def test_a_refit_starts_from_the_newest_probe_so_refits_do_not_compound(tmp_path):
+    """The refit after each benchmark refines over every stored run: it must start from the probe, not from the
+    previous refit (else the prior's weight wears off run by run). A record stored before `server_runs` existed
+    says its count in its source."""
+    engine = open_engine(tmp_path / "h.sqlite")
+    repo = SpeedCalibrationRepo(engine)
+    probe_id = repo.save(SpeedCalibration({"read:Host@4": 0.05}, build="b", source="probe of a.gguf", threads=(4,)))
+    repo.save(SpeedCalibration({"read:Host@4": 0.06}, build="b", source="probe of a.gguf + 3 stored runs",
+                               threads=(4,), server_runs=3))
+    old_refit = repo.save(SpeedCalibration({"read:Host@4": 0.07}, build="b", source="probe of a.gguf + 2 stored runs",
+                                           threads=(4,)))
+    with engine.begin() as conn:  # as stored before the field: no "server_runs" in its JSON
+        conn.execute(text("UPDATE speed_calibrations SET calibration_json = json_remove(calibration_json, "
+                          "'$.server_runs') WHERE id = :i"), {"i": old_refit})
+    newest = repo.latest("b")
+    assert newest is not None and newest.id == old_refit and newest.calibration.server_runs == 2
+    base = repo.latest("b", probe_only=True)
+    assert base is not None and base.id == probe_id and base.calibration.server_runs == 0

@@ -5,8 +5,9 @@ t/s are sums of units × costs); the host's costs are unknowns per thread count.
 non-negative least squares on relative error (each equation divided by its measured time, so a slow
 configuration weighs as much as a fast one). A cost the measurements cannot separate (no measurement varies
 it) stays out of the calibration and takes its default, marked as such, in a prediction. Measurements that
-cannot determine every cost (one benchmark run) refine a calibration already there instead (`refine`: the
-smallest relative change that explains them). Pure: no numpy (core's contract); the systems are small.
+cannot determine every cost (one benchmark run), and stored server runs whenever a probe's calibration is
+there, refine it instead (`refine`: the smallest relative change that explains them). Pure: no numpy (core's
+contract); the systems are small.
 """
 
 from __future__ import annotations
@@ -16,7 +17,15 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from llm_tuner.core.speed.predict import GB, SpeedCalibration, is_host_key, predict, resolve_cost, terms
+from llm_tuner.core.speed.predict import (
+    GB,
+    SpeedCalibration,
+    default_cost,
+    is_host_key,
+    predict,
+    resolve_cost,
+    terms,
+)
 from llm_tuner.core.speed.traffic import Traffic
 
 
@@ -151,13 +160,14 @@ PRIOR_WEIGHT = 0.01
 
 def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, source: str = "",
            peaks: dict[str, tuple[float, str]] | None = None) -> tuple[SpeedCalibration, list[str]]:
-    """The prior calibration moved as little as the measurements require: for runs that cannot determine every
-    cost (`determined`), e.g. one benchmark run after a probe. Each cost the measurements involve is its prior
-    (the calibration's, else the default) times (1 + d); the d are the least-squares fit on relative error of
-    smallest norm, so a run's surplus time goes to its costs in proportion to their share of it (mostly the
-    read rate when reading weights takes most of a token). A cost whose prior is a default is fitted only when
-    the measurements determine it alone, otherwise it stays the default; a cost set by hand stays. Returns the
-    calibration and the refined keys (none: the prior unchanged)."""
+    """The prior calibration moved as little as the measurements require: stored server runs refined into a
+    probe's calibration (one benchmark run, or many). Each cost the measurements involve is its prior (the
+    calibration's, else the default) times (1 + d); the d are the least-squares fit on relative error with
+    each d weighed by PRIOR_WEIGHT, so a run's surplus time goes to its costs in proportion to their share of
+    it (mostly the read rate when reading weights takes most of a token) and runs that barely tell two costs
+    apart do not trade them. A cost whose prior is a default (or a probe's 0) is fitted only when the
+    measurements determine it alone, otherwise it stays; a cost set by hand stays. Returns the calibration and
+    the refined keys (none: the prior unchanged)."""
     gen = [m for m in measurements if m.gen_tps]
     pre = [m for m in measurements if m.prefill_tps]
     costs = dict(prior.costs)
@@ -175,6 +185,8 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
             v, how = resolve_cost(key, prior, int(t) if t else 1, peaks)
             if v is None or v < 0:
                 break  # a cost with neither a calibration nor a default: nothing to refine from
+            if v == 0 and (d := default_cost(key, int(t) if t else 1, peaks)) and _alone(k, eqs, ys, r0):
+                v = d  # measured as 0 by the probe, but these runs tell it alone: refined from its default
             if v == 0 or k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys, r0)):
                 # a cost the probe measured as explaining nothing (0) has no scale to move by: it stays 0
                 # and the others take the runs' time (before, it stopped the whole system's refinement)
@@ -205,8 +217,9 @@ FLOOR = 0.05  # a refined cost keeps at least this share of its prior: no cost o
 
 def _smallest_change(eqs: Sequence[dict[str, float]], ys: Sequence[float], base: dict[str, float],
                      held: dict[str, float], prior_weight: float = 0.0) -> dict[str, float]:
-    """The costs `base` × (1 + d), d the smallest-norm least-squares fit of the equations on relative error
-    with the `held` costs fixed. A cost the fit would take below FLOOR × its prior is held there and the
+    """The costs `base` × (1 + d), d the least-squares fit of the equations on relative error with
+    `prior_weight` × |d|² added (a ridge towards the prior; smallest-norm where the equations leave d free)
+    and the `held` costs fixed. A cost the fit would take below FLOOR × its prior is held there and the
     others fitted again (an active set, as non-negative least squares does), so a run much faster than the
     prior moves the costs that can still give."""
     fixed = dict(held)

@@ -23,6 +23,7 @@ with no known bandwidth) makes the prediction unknown, never a guess.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,7 +116,9 @@ class SpeedCalibration:
 
     def cost(self, key: str, threads: int) -> tuple[float | None, str]:
         """(seconds per unit, how it was found) of a key; host keys at `threads`, interpolated in rate between
-        measured counts (flat beyond the largest, proportional below the smallest); None when not calibrated."""
+        measured counts (flat beyond the largest, proportional below the smallest); None when not calibrated.
+        `predict` does not interpolate single costs between measured counts: it blends the whole predictions at
+        them (`_between`); this serves a cost looked up alone (refine's priors, the views' rates)."""
         if not is_host_key(key):
             v = self.costs.get(key)
             return v, ("" if v is None else "set by hand" if key in self.by_hand else "calibrated")
@@ -467,6 +470,14 @@ def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:
             "server_runs": cal.server_runs}
 
 
+def _server_runs(d: dict[str, Any]) -> int:
+    """A record's server_runs; one stored before the field says it in its source ('probe of a + 3 stored runs')."""
+    if "server_runs" in d:
+        return int(d["server_runs"] or 0)
+    m = re.search(r"(\d+) stored runs?$", str(d.get("source") or ""))
+    return int(m.group(1)) if m else 0
+
+
 def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
     """The inverse of calibration_to_json; ValueError on a record it cannot read, or one fitted with another
     MODEL_VERSION (a record without one is version 1)."""
@@ -478,7 +489,7 @@ def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
                                 str(d.get("build") or ""), str(d.get("driver") or ""), str(d.get("source") or ""),
                                 None if d.get("error") is None else float(d["error"]),
                                 tuple(int(t) for t in d.get("threads") or ()),
-                                tuple(str(k) for k in d.get("by_hand") or ()), int(d.get("server_runs") or 0))
+                                tuple(str(k) for k in d.get("by_hand") or ()), _server_runs(d))
     except (TypeError, ValueError, AttributeError) as exc:
         raise ValueError(f"not a speed calibration: {exc}") from None
 
