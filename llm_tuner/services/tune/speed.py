@@ -115,6 +115,9 @@ class SpeedOracle:
                                   prompt_tokens=o.prompt_tokens)}
         regime = "gpu" if any(d.name != HOST and d.read_bytes(0) > 0 for d in t.devices) else "cpu"
         cal = self.calibration
+        # the calibration's error, not the prediction's: a split placement on llama-bench's probe alone
+        # predicts with PROBE_ONLY_SPLIT_ERROR (the server ran 25-35 % slower), but the tune learns that gap
+        # from its baseline (learn_server_cost) and its pruning margin is at least MIN_PRUNE anyway
         error = cal.error if cal is not None and cal.error is not None else BENCHMARK_ERROR[regime]
         calibrated = bool(cal is not None and cal.costs) and not defaults
         if not calibrated:
