@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -28,7 +27,7 @@ from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_wa
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
 from llm_tuner.core.speed.calibrate import Measurement, determined, fit, refine, rows, with_error
-from llm_tuner.core.speed.predict import resolve_cost
+from llm_tuner.core.speed.predict import STORED_RUNS, resolve_cost
 from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -369,7 +368,6 @@ def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[Pla
     return ms, skipped
 
 
-_STORED_RUNS = re.compile(r"(^| \+ )\d+ stored runs?$")  # the part of a source a refit replaces
 
 
 def run_count(ms: Sequence[Measurement]) -> int:
@@ -388,7 +386,7 @@ def refine_from_runs(prior: SpeedCalibration, ms: Sequence[Measurement], *, buil
     (core.speed.calibrate.refine), kept under this build and driver, its source the prior's (without its stored
     runs) + these runs. Its expected error is the larger of the runs' and the prior's: a refined calibration
     reproduces the runs it was refined on. (None, []) when no cost could be refined."""
-    head = _STORED_RUNS.sub("", prior.source) if prior.costs else ""  # what runs did not give
+    head = STORED_RUNS.sub("", prior.source) if prior.costs else ""  # what runs did not give
     cal, refined = refine(prior, ms, source=" + ".join(x for x in (head, runs_said(ms)) if x), peaks=peaks)
     if not refined:
         return None, []
@@ -458,7 +456,7 @@ def calibrate_on_runs(prev: SpeedCalibration | None, ms: Sequence[Measurement], 
         # generation error of 17-18 % median and 118-137 % max; this refinement, 2.4-9.4 % and 28-38 %
         refined_cal, _ = refine_from_runs(prev or SpeedCalibration(), ms, build=build, driver=driver, peaks=peaks)
         return refined_cal, short
-    head = _STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
+    head = STORED_RUNS.sub("", prev.source) if prev is not None and prev.costs else ""  # what runs did not give
     runs = fit(ms, build=build, driver=driver)
     keep = prev if prev is not None and head else SpeedCalibration()
     costs = {**keep.costs, **runs.costs}

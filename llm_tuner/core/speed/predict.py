@@ -470,12 +470,17 @@ def calibration_to_json(cal: SpeedCalibration) -> dict[str, object]:
             "server_runs": cal.server_runs}
 
 
+# The part of a calibration's source that says how many stored runs refined it ('probe of a + 3 stored runs'):
+# services.speed.runs_said writes it, a refit replaces it, a record stored before `server_runs` is read by it.
+STORED_RUNS = re.compile(r"(^| \+ )(\d+) stored runs?$")
+
+
 def _server_runs(d: dict[str, Any]) -> int:
-    """A record's server_runs; one stored before the field says it in its source ('probe of a + 3 stored runs')."""
+    """A record's server_runs; one stored before the field says it in its source (STORED_RUNS)."""
     if "server_runs" in d:
         return int(d["server_runs"] or 0)
-    m = re.search(r"(\d+) stored runs?$", str(d.get("source") or ""))
-    return int(m.group(1)) if m else 0
+    m = STORED_RUNS.search(str(d.get("source") or ""))
+    return int(m.group(2)) if m else 0
 
 
 def calibration_from_json(d: dict[str, Any]) -> SpeedCalibration:
