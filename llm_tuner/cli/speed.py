@@ -102,10 +102,9 @@ def speed_json(args: argparse.Namespace, server_args: list[str], model: Any, pla
         keys = [f"read:{name}@{threads}" if name == "Host" else f"read:{name}" for name in by_hand]
         for key, gbps in zip(keys, by_hand.values(), strict=True):
             costs[key] = 1.0 / gbps
-        cal = SpeedCalibration(costs, {**base.peaks_gbps, **by_hand}, base.build, base.driver,
-                               (base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
-                               base.error, tuple(sorted({*base.threads, threads})), (*base.by_hand, *keys),
-                               base.server_runs)
+        cal = replace(base, costs=costs, peaks_gbps={**base.peaks_gbps, **by_hand},
+                      source=(base.source + " + " if base.costs else "") + "--bandwidth " + args.bandwidth,
+                      threads=tuple(sorted({*base.threads, threads})), by_hand=(*base.by_hand, *keys))
     t = traffic(model, plan, gpus, cpu_flags)
     pr = predict(t, cal, threads=threads, depth=args.depth, prompt_tokens=args.prompt, peaks=device_peaks(gpus, nvml_gbps(None)))
     out = pr.to_json()
