@@ -21,7 +21,8 @@ on the whole GPU before any holder starts, and keeps it for the tune (a plain `l
 every layer on the GPU, so the host's costs stay defaults and nothing is pruned); with `--history` the runs go to the
 app's own history (LLM_TUNER_DATA_DIR), where a calibration kept earlier is found. `--no-speed-prune` races every
 candidate (the same tune without pruning). `--calibrate-server 'm.gguf -ngl 12;m.gguf -ngl 12 -t 8'` then refines
-the probe on those llama-server runs (no holder yet) as the app's refit does: llama-bench alone predicted the
+the newest probe (this run's `--calibrate`, or one kept in the history: a second model of the same session) on those
+llama-server runs (no holder yet) as the app's refit does: llama-bench alone predicted the
 server's split placements ~30 % fast on the lent H100 (benchmarks/sessions/2026-12-07-gpu-speed).
 """
 
@@ -289,16 +290,13 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
             holder.wait()
 
 
-def calibrate(args, engine, runner: BenchRunner | None = None, objective: Objective | None = None) -> None:
+def calibrate(args, engine) -> None:
     """The speed model's calibration of this build and driver on the whole GPU (run before any holder): the app's
     probe (K/V types crossed, depth 0 and 1024) at the default and half the threads, over an -ngl series so that
-    host memory's costs are measured too; with its error on its own cells; kept in `engine`'s history. With
-    `--calibrate-server` the probe is then refined on those llama-server runs (one start each, the objective's
-    prompt and generation, no holder) as the app's refit after a benchmark does (services.speed.
-    calibrate_on_runs): llama-bench alone predicted the server's split placements ~30 % fast on the lent H100."""
+    host memory's costs are measured too; with its error on its own cells; kept in `engine`'s history."""
     from llm_tuner.core.speed.calibrate import with_error
     from llm_tuner.services.rpc import planned_gpus
-    from llm_tuner.services.speed import calibrate_on_runs, calibration_identity, run_measurements, run_probe
+    from llm_tuner.services.speed import calibration_identity, run_probe
     from llm_tuner.services.telemetry.host import host_info
     from llm_tuner.store.speed import SpeedCalibrationRepo
 
@@ -317,28 +315,46 @@ def calibrate(args, engine, runner: BenchRunner | None = None, objective: Object
     print(f"# calibration: {cal.source}, -ngl {args.calibrate_ngl}, {len(ms)} cells in {time.monotonic() - t0:.0f} s; "
           f"error on its own cells ±{100 * (cal.error or 0):.1f} %; build {build[:12]}, driver {driver or '-'}; costs: "
           + ", ".join(f"{k} {v:.4g}" for k, v in sorted(cal.costs.items())), flush=True)
-    runs = [r for r in args.calibrate_server.split(";") if r.strip()] if runner is not None and objective else []
-    if runs:
-        assert runner is not None and objective is not None
-        gpus = planned_gpus(server, [*flags.argv_for("model", args.model)], {})
-        cpu = tuple(host_info().cpu_flags)
-        served = []
-        for extra in runs:
-            model, *rest = shlex.split(extra)
-            argv = [*flags.argv_for("model", model), *shlex.split(args.base), *rest]
-            spec = TuneSpec(base_argv=tuple(argv), objective=objective).bench_spec(args.grid_reps)
-            served.append(runner.run(ServerTarget(argv=argv, label="calibrate"), spec).run)
-            print(f"# calibration server run: {shlex.join(argv)}: {score(served[-1], objective)}", flush=True)
-        sms, skipped = run_measurements(served, gpus, cpu_flags=cpu, default_threads=cores)
-        for why in skipped:
-            print(f"# calibration server run left out: {why}", flush=True)
-        refined, short = calibrate_on_runs(cal, sms, build=build, driver=driver) if sms else (None, "")
-        if refined is not None:
-            cal = refined
-            SpeedCalibrationRepo(engine).save(cal)
-            print(f"# refined calibration: {cal.source} ({len(served)} server runs"
-                  + (f"; they tell apart only {short}" if short else "") + "); costs: "
-                  + ", ".join(f"{k} {v:.4g}" for k, v in sorted(cal.costs.items())), flush=True)
+
+
+def refine_on_server(args, engine, runner: BenchRunner, objective: Objective) -> None:
+    """`--calibrate-server`: the newest probe of this build and driver (this run's `--calibrate` or one kept in
+    the history) refined on those llama-server runs (one start each, the objective's prompt and generation, no
+    holder yet) as the app's refit after a benchmark does (services.speed.calibrate_on_runs): llama-bench alone
+    predicted the server's split placements ~30 % fast on the lent H100. The refined calibration is kept in
+    `engine`'s history, where the grid's predictions and the tune find it."""
+    from llm_tuner.services.rpc import planned_gpus
+    from llm_tuner.services.speed import calibrate_on_runs, calibration_identity, run_measurements
+    from llm_tuner.services.telemetry.host import host_info
+    from llm_tuner.store.speed import SpeedCalibrationRepo
+
+    server = Path(args.server)
+    build, driver, _ = calibration_identity(server)
+    stored = SpeedCalibrationRepo(engine).latest(build, driver, probe_only=True)
+    if stored is None:
+        raise SystemExit("--calibrate-server: no probe of this build and driver in the history (add --calibrate)")
+    cal = stored.calibration
+    gpus = planned_gpus(server, [*flags.argv_for("model", args.model)], {})
+    served, clock0 = [], ServerClock.total_s
+    for extra in (r for r in args.calibrate_server.split(";") if r.strip()):
+        model, *rest = shlex.split(extra)
+        argv = [*flags.argv_for("model", model), *shlex.split(args.base), *rest]
+        spec = TuneSpec(base_argv=tuple(argv), objective=objective).bench_spec(args.grid_reps)
+        served.append(runner.run(ServerTarget(argv=argv, label="calibrate"), spec).run)
+        print(f"# calibration server run: {shlex.join(argv)}: {score(served[-1], objective)}", flush=True)
+    sms, skipped = run_measurements(served, gpus, cpu_flags=tuple(host_info().cpu_flags),
+                                    default_threads=physical_cores() or 2)
+    for why in skipped:
+        print(f"# calibration server run left out: {why}", flush=True)
+    refined, short = calibrate_on_runs(cal, sms, build=build, driver=driver) if sms else (None, "")
+    if refined is None:
+        print("# refined calibration: none (no server run measured); the probe stays", flush=True)
+        return
+    SpeedCalibrationRepo(engine).save(refined)
+    print(f"# refined calibration: {refined.source} ({len(served)} server runs, server time "
+          f"{ServerClock.total_s - clock0:.1f} s, on {cal.source}"
+          + (f"; they tell apart only {short}" if short else "") + "); costs: "
+          + ", ".join(f"{k} {v:.4g}" for k, v in sorted(refined.costs.items())), flush=True)
 
 
 def main() -> int:
@@ -366,8 +382,8 @@ def main() -> int:
     p.add_argument("--calibrate-ngl", default="0,8,16,99", help="the probe's -ngl values (99: every layer)")
     p.add_argument("--calibrate-models", default="", help="the probe's models (comma separated, at most two; "
                    "default --model)")
-    p.add_argument("--calibrate-server", default="", help="with --calibrate: llama-server runs to refine the probe "
-                   "on, ';'-separated, each 'MODEL [ARGS...]' (after --base), e.g. 'm.gguf -ngl 20;m.gguf -ngl 20 -t 8'; "
+    p.add_argument("--calibrate-server", default="", help="llama-server runs to refine the probe (this run's "
+                   "--calibrate, or the newest kept in the history) on, ';'-separated, each 'MODEL [ARGS...]' (after --base), e.g. 'm.gguf -ngl 20;m.gguf -ngl 20 -t 8'; "
                    "printed as '# refined calibration:' after the probe's '# calibration:' line")
     p.add_argument("--judge-defaults", action="store_true", help="the judge also runs llama.cpp's defaults")
     p.add_argument("--goal-ratio", type=float, default=0.95, help="the pick's share of the grid's best (issue 42)")
@@ -387,9 +403,11 @@ def main() -> int:
           f"model {Path(args.model).name} ({Path(args.model).stat().st_size / 2**30:.2f} GiB) · base {args.base} · "
           f"{objective.describe()}", flush=True)
     if args.calibrate:
-        calibrate(args, engine, bench, objective)
+        calibrate(args, engine)
     rec = Recorder(bench, Path(args.logs) if args.logs else None, verbosity=args.server_verbosity or None,
                    fit_params=Path(args.server).with_name("llama-fit-params"))
+    if args.calibrate_server:
+        refine_on_server(args, engine, bench, objective)
     out = [one_size(args, float(f), base, bench, engine, objective, rec) for f in args.free_gib.split(",")]
     for o in out:
         print(f"summary free {o['free_gib']} GiB: tune pick {100 * o['ratio']:.0f}% of the grid's best at "

@@ -32,10 +32,12 @@ def verdict_text(result: TuneResult) -> str:
     searched = tuple(result.searched_winner_argv or ())
     tried = [t for t in result.trials if t.knob is not None and t.status in ("measured", "final")]
     if result.verdict == "better":
-        return (
-            "The winner beats the baseline beyond noise in a fresh interleaved A/B: save it as a new profile "
-            "version to keep it."
+        how = (
+            "by far more than servers vary between starts (no fresh A/B was needed)"
+            if result.on_screening
+            else "beyond noise in a fresh interleaved A/B"
         )
+        return f"The winner beats the baseline {how}: save it as a new profile version to keep it."
     if result.trials and not tried:
         return (
             "No candidate was measured within the budget: the baseline is kept. Resume the tune, or give it "
@@ -77,7 +79,11 @@ def result_words(result: TuneResult) -> ResultWords:
     verdict, the flags changed, the quality cost, the bandwidth) and the save button's words."""
     table_title = (
         (
-            "Winner (B) against the baseline (A), fresh interleaved repetitions"
+            (
+                "Winner (B) against the baseline (A), their racing runs"
+                if result.on_screening
+                else "Winner (B) against the baseline (A), fresh interleaved repetitions"
+            )
             + (f" ({result.final_n_note})" if result.final_n_note else "")
             + ":"
         )

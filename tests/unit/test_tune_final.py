@@ -16,6 +16,7 @@ from llm_tuner.core.tune import (
     start_noise,
 )
 from llm_tuner.services.tune import TuneRunner
+from llm_tuner.state.tune_result import result_words, verdict_text
 from llm_tuner.store.db import open_engine
 from llm_tuner.store.runs import RunRepository
 from llm_tuner.store.tunes import TuneRepository
@@ -48,9 +49,41 @@ def test_a_wide_spread_raises_n_within_the_budget_and_says_why():
 
 
 def test_a_lead_far_beyond_the_noise_is_called_in_one_start_per_side():
-    base, win = _trial(("a",), [30.0, 31.0]), _trial(("b",), [60.0, 61.0])
+    base, win = _trial(("a",), [30.0, 31.0]), _trial(("b",), [40.0, 41.0])  # +32 %
     d = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6, cost=None)
     assert d.plan == (3,) and "one start per side" in d.note
+
+
+def test_a_decisive_lead_needs_no_fresh_start_but_an_overlap_or_one_sample_does():
+    base, win = _trial(("a",), [30.0, 31.0]), _trial(("b",), [60.0, 61.0])  # +97 % (the scores), every run above
+    d = design_final(SPEC, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6, cost=None)
+    assert d.plan == () and "no fresh start" in d.note and "+97%" in d.note
+    overlap = _trial(("b",), [60.0, 30.5, 61.0])  # the median leads by 95 %, one run does not
+    one = _trial(("b",), [60.0])
+    for w in (overlap, one):
+        assert design_final(SPEC, [base, w], w, base, noise=None, threshold_pct=2.0, time_left_s=1e6,
+                            cost=None).plan
+
+
+def test_a_decisive_screened_lead_is_judged_on_the_screening_runs(tmp_path):
+    engine = open_engine(tmp_path / "h.sqlite")
+    clock = Clock()
+    spec = TuneSpec(base_argv=("-m", str(tmp_path / "m.gguf"), "-t", "2"), knobs=(parse_knob("custom:--alias=a"),),
+                    objective=Objective(prompt_tokens=16, gen_tokens=8), budget_s=600, screen_reps=2,
+                    final_reps=3, final_rounds=2, warmup=0)
+    bench = ScriptedBench(RunRepository(engine), clock, lambda argv: 200.0 if "a" in argv else 100.0,
+                          lines=("main: server is listening",))
+    result = TuneRunner(TuneRepository(engine), bench_runner=bench, plan_fn=lambda argv, env: (True, ""),
+                        clock=clock).run(spec)
+    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
+    assert not [r for r in runs if (r.sweep_value or "").startswith("final")] and result.final_run_ids == ()
+    assert result.verdict == "better" and "--alias" in result.winner_argv
+    assert "screening" in result.note and "no fresh start" in result.final_n_note and result.on_screening
+    words = result_words(result)
+    assert "no fresh A/B" in verdict_text(result) and "racing runs" in words.table_title
+    main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
+    assert main["b"]["median"] == pytest.approx(2 * main["a"]["median"], rel=0.05)
+    assert [t.status for t in result.trials if "--alias" in t.argv] == ["final"]
 
 
 def test_the_noise_between_starts_comes_from_trials_measured_in_several_starts():
@@ -84,3 +117,4 @@ def test_the_final_is_interleaved_with_n_fixed_before_its_first_run(tmp_path):
     assert main["a"]["n"] == main["b"]["n"] == 3
     assert result.verdict == "better" and "--alias" in result.winner_argv
     assert result.final_n_note == ""  # n and the starts as the spec asked
+    assert not result.on_screening and "fresh interleaved" in verdict_text(result)

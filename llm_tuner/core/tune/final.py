@@ -6,7 +6,8 @@ n is fixed before the first run: at least `final_reps`, more (up to MAX_N_FACTOR
 screening saw, between repetitions or between server starts, could hide the screened gain
 (core.stats.reps_to_detect), and no more than the time left allows at the baseline's measured cost. The runs
 are interleaved A B A B over `final_rounds` starts per side; a lead far beyond the noise between starts
-(core.tune.search.clearly_ahead) is called with one start per side.
+(core.tune.search.clearly_ahead) is called with one start per side, and a decisive one (`decisive`: beyond the
+largest difference between server starts recorded) on the screening's own runs, with no fresh start.
 """
 
 from __future__ import annotations
@@ -16,12 +17,17 @@ from dataclasses import dataclass
 
 from llm_tuner.core.bench_report import compare_runs
 from llm_tuner.core.bench_spec import BenchRun
-from llm_tuner.core.stats import Comparison, compare, pooled_cv, reps_to_detect
+from llm_tuner.core.stats import Comparison, compare, median, pooled_cv, reps_to_detect
 from llm_tuner.core.tune.model import Trial, TuneSpec
 from llm_tuner.core.tune.objectives import Objective, objective_metric, rep_scores
 from llm_tuner.core.tune.search import clearly_ahead
 
 MAX_N_FACTOR = 4  # n per side stays under this multiple of final_reps, whatever the spread
+# A screened lead this large, with every sample above every one of the baseline's, needs no fresh comparison: the
+# largest difference between two starts of one command recorded is 33 % (the H200 MoE runs,
+# benchmarks/sessions/2026-12-02-h200-placement; issue 33), the SD 5.8 % (clearly_ahead). The tunes that gain
+# this much (a placement reading half the host bytes: 1.5-2x) spent two starts confirming it.
+DECISIVE_LEAD = 0.50
 MEASURED = ("measured", "final")  # the trial statuses whose samples count
 
 
@@ -66,6 +72,16 @@ def start_noise(per_start_scores: Iterable[Sequence[float | None]]) -> float | N
     return pooled_cv([[m for m in g if m is not None] for g in per_start_scores])
 
 
+def decisive(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
+    """A screened lead of DECISIVE_LEAD or more, two or more samples a side, every sample of the lead above every
+    one of the incumbent's: the verdict stands on the screening's runs (higher scores better; a negated latency
+    never qualifies, as in clearly_ahead)."""
+    if len(lead) < 2 or len(incumbent) < 2:
+        return False
+    b, w = median(list(lead)) or 0.0, median(list(incumbent)) or 0.0
+    return w > 0 and b >= w * (1 + DECISIVE_LEAD) and min(lead) > max(incumbent)
+
+
 def design_final(spec: TuneSpec, trials: Iterable[Trial], winner: Trial | None, baseline: Trial | None, *,
                  noise: float | None, threshold_pct: float, time_left_s: float,
                  cost: BaselineCost | None) -> FinalDesign:
@@ -87,6 +103,11 @@ def design_final(spec: TuneSpec, trials: Iterable[Trial], winner: Trial | None, 
         why = (f"n = {n} per side, chosen before the final: the screening's spread {100 * cv:.1f}% against a "
                f"screened gain of {100 * gain:+.1f}%")
     plan = tuple(spec.final_plan(n))
+    if winner is not None and baseline is not None and decisive(winner.samples, baseline.samples):
+        gain_pct = f" ({100 * gain:+.0f}%)" if gain is not None else ""
+        why = (f"no fresh start: the screened lead{gain_pct}, every run above every baseline run, is beyond the "
+               f"largest difference between server starts recorded (core.tune.final.DECISIVE_LEAD)")
+        return FinalDesign(len(winner.samples), (), why, why)
     if len(plan) > 1 and winner is not None and baseline is not None and clearly_ahead(winner.samples,
                                                                                         baseline.samples):
         plan = (n,)  # a lead beyond any start-to-start noise: one fresh start per side calls it

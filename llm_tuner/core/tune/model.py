@@ -100,7 +100,8 @@ class Trial(BaseModel):
 
 
 class TuneResult(BaseModel):
-    """The verdict: the winner against the baseline from a fresh interleaved comparison.
+    """The verdict: the winner against the baseline from a fresh interleaved comparison (`on_screening`: from
+    the screening's own runs, a lead too large for a fresh comparison to change: core.tune.final.decisive).
 
     `comparisons` are core.stats.Comparison.to_json() dicts, one per metric (winner = B, baseline = A).
     `verdict` is the objective's: "better" only when the final comparison separates; else the baseline is kept
@@ -123,6 +124,7 @@ class TuneResult(BaseModel):
     final_run_ids: tuple[int, ...] = ()
     searched_winner_argv: tuple[str, ...] = ()  # what the search chose, before the final comparison
     final_n_note: str = ""  # why the final ran more than final_reps per side ("" when it did not)
+    on_screening: bool = False  # the comparisons are the screening's runs (no fresh start: a decisive lead)
     hardware: tuple[str, ...] = ()  # the machine the baseline ran on, as Markdown lines (core.hardware)
 
 

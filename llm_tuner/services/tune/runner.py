@@ -523,7 +523,10 @@ class _Tune:
                               noise=self.noise(), threshold_pct=self.threshold,
                               time_left_s=s.budget_s - self.elapsed(), cost=self._base_cost)
         plan = design.plan
-        runs_a, runs_b = [], []
+        runs_a: list[BenchRun] = []
+        runs_b: list[BenchRun] = []
+        if not plan:  # a decisive screened lead: the verdict is read from the screening's own runs
+            runs_a, runs_b = self._screened(self.baseline_argv), self._screened(winner)
         with self.o.bench.heat_gated(self.o.bench.default_cool_down()):  # on GPUs each run waits to cool (notes say)
             for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
                 self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
@@ -531,7 +534,7 @@ class _Tune:
                 self.current = f"final comparison {i + 1}/{len(plan)}: winner"
                 runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
-        if pa is None or pb is None:  # a plan of no rounds (design_final gives at least one)
+        if pa is None or pb is None:
             return self._result(winner, note="the final comparison ran nothing: the baseline is kept")
         comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
         verdict = main.verdict or NOISE
@@ -541,15 +544,26 @@ class _Tune:
             if t is not None and t.id is not None:
                 self.o.repo.update_trial(t.id, status="final")
         gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
-        note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
-                f"{verdict}: no change better than noise; the baseline is kept") + f" ({design.why})"
+        if not plan:
+            note = ("the winner beats the baseline in the screening's runs" if verdict == "better" else
+                    f"{verdict} in the screening's runs: the baseline is kept") + f" ({design.why})"
+        else:
+            note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
+                    f"{verdict}: no change better than noise; the baseline is kept") + f" ({design.why})"
         heat = heat_warning(runs_a, runs_b, names=("baseline", "winner"))
         if heat:
             note += f"; {heat}"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
-                            final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
+                            final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair)
+                            if plan else (), on_screening=not plan,
                             bandwidth=self._bandwidth(kept, gen), note=note,
                             final_n_note=design.note)
+
+    def _screened(self, argv: tuple[str, ...]) -> list[BenchRun]:
+        """The stored runs a trial was measured in while racing (its server starts), oldest first."""
+        t = self.trials.get(argv)
+        runs = [self.o.bench.repo.get_run(i) for i in (t.run_ids if t is not None else [])]
+        return [r for r in runs if r is not None]
 
     def _untried(self) -> int:
         """Knob values never tried as a change from the baseline (0 when the search reached every knob). A value
