@@ -27,7 +27,7 @@ from llm_tuner.core.bench_report import RunPrediction, busy_warning, throttle_wa
 from llm_tuner.core.memory import PlanDevice, parse_server_args, plan_memory
 from llm_tuner.core.speed import Prediction, SpeedCalibration, Traffic, gpus_of_plan, predict, traffic
 from llm_tuner.core.speed.calibrate import Measurement, determined, fit, refine, rows, with_error
-from llm_tuner.core.speed.predict import STORED_RUNS, resolve_cost
+from llm_tuner.core.speed.predict import STORED_RUNS, resolve_cost, split_key
 from llm_tuner.core.tune.report import published_gbps
 from llm_tuner.services import binaries
 from llm_tuner.services.library import read_model
@@ -446,8 +446,8 @@ def calibrate_on_runs(prev: SpeedCalibration | None, ms: Sequence[Measurement], 
     benchmarks/refit_subsets.py) call it as the app does."""
     ok, short = determined(ms)
     lacking = prev is None or not prev.costs or any(
-        resolve_cost(k.partition("@")[0], prev, int(k.partition("@")[2] or 1), peaks)[0] is None
-        for m in ms for eq in rows(m) for k in eq)
+        resolve_cost(key, prev, threads, peaks)[0] is None
+        for m in ms for eq in rows(m) for key, threads in map(split_key, eq))
     if not ok or not lacking:
         # move the previous calibration as little as the runs require: where they do not determine every cost a
         # free fit would put the whole time on whichever costs it liked, and where they do but barely (a tune's

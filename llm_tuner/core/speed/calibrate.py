@@ -24,6 +24,7 @@ from llm_tuner.core.speed.predict import (
     is_host_key,
     predict,
     resolve_cost,
+    split_key,
     terms,
 )
 from llm_tuner.core.speed.traffic import Traffic
@@ -181,11 +182,11 @@ def refine(prior: SpeedCalibration, measurements: Sequence[Measurement], *, sour
         held: dict[str, float] = {}
         r0 = rank(eqs, ys)[0]
         for k in sorted({k for e in eqs for k in e}):
-            key, _, t = k.partition("@")
-            v, how = resolve_cost(key, prior, int(t) if t else 1, peaks)
+            key, t = split_key(k)
+            v, how = resolve_cost(key, prior, t, peaks)
             if v is None or v < 0:
                 break  # a cost with neither a calibration nor a default: nothing to refine from
-            if v == 0 and (d := default_cost(key, int(t) if t else 1, peaks)) and _alone(k, eqs, ys, r0):
+            if v == 0 and (d := default_cost(key, t, peaks)) and _alone(k, eqs, ys, r0):
                 v = d  # measured as 0 by the probe, but these runs tell it alone: refined from its default
             if v == 0 or k in prior.by_hand or (how == "default" and not _alone(k, eqs, ys, r0)):
                 # a cost the probe measured as explaining nothing (0) has no scale to move by: it stays 0

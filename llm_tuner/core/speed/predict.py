@@ -296,6 +296,13 @@ class Prediction:
         return " · ".join(parts) + f" (±{self.error:.0%}; {self.calibrated_on})"
 
 
+def split_key(k: str) -> tuple[str, int]:
+    """A fitted row's key and its thread count: 'host_read:Host@16' -> ('host_read:Host', 16); a key of no host
+    cost (no '@') counts as 1 thread."""
+    key, _, t = k.partition("@")
+    return key, int(t) if t else 1
+
+
 def resolve_cost(key: str, cal: SpeedCalibration, threads: int,
              peaks: dict[str, tuple[float, str]] | None) -> tuple[float | None, str]:
     """A key's cost: calibrated (or from a calibrated K/V pair of the same group), else its default."""
