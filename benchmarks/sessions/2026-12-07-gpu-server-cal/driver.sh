@@ -69,6 +69,7 @@ python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/
   --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/moe > $D/moe.txt 2>&1
 step "moe rc=$?"
 touch $D/MOE_DONE
+[ -n "${MOE_ONLY:-}" ] && { step "MOE_ONLY: the dense case is left out"; touch $D/DONE; exit 0; }
 step "random dense model (F16)"
 python3 - <<'PY2' || exit 1
 import time
