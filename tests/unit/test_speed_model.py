@@ -130,7 +130,8 @@ def test_layers_on_a_gpu_move_their_bytes_off_the_host_and_make_generation_faste
 def test_a_split_placement_on_llama_bench_costs_alone_says_the_server_may_be_slower(dense):
     """On the lent H100 llama-server generated split placements 25-35 % slower than the llama-bench probe
     predicted (benchmarks/sessions/2026-12-07-gpu-speed): until a server run refines the costs, such a prediction
-    says so and carries that error. All on the GPU, or all on the host, is not affected."""
+    says so and carries that error; K/V in host memory beside weights on the GPU (-nkvo) is split too. All on the
+    GPU, or all on the host, is not affected."""
     gpu = PlanDevice("CUDA0", "CUDA", 24576, 24000)
     costs = {"read:Host@8": 1 / 50, "fixed:cpu@8": 0.002, "read:CUDA0": 1 / 2000, "fixed:gpu": 0.0017,
              "attn_gen:Host:f16/f16@8": 0.02, "attn_gen:CUDA0:f16/f16": 0.001, "compute:CUDA0": 1 / 40000,
@@ -146,6 +147,9 @@ def test_a_split_placement_on_llama_bench_costs_alone_says_the_server_may_be_slo
     for argv in (["-c", "1024", "-ngl", "99"], ["-c", "1024", "-ngl", "0"]):
         t, _ = _traffic(dense, argv, [gpu])
         assert predict(t, probe, threads=8).error == pytest.approx(0.05), argv
+    nkvo, _ = _traffic(dense, ["-c", "1024", "-ngl", "99", "-nkvo"], [gpu])  # every weight on the GPU, K/V in host memory
+    assert nkvo.device("Host").kv_full_bytes_per_cell > 0
+    assert PROBE_ONLY_NOTE in predict(nkvo, probe, threads=8).notes
 
 
 def test_a_gpu_of_unknown_bandwidth_or_an_rpc_device_makes_the_prediction_unknown(dense):

@@ -426,7 +426,8 @@ def _predict_at(traffic: Traffic, cal: SpeedCalibration, threads: int, depth: in
         error = max(error, DEFAULT_ERROR)
         notes.append("flash attention off: attention priced as with it on (the calibration measures it on)")
     split = any(d.name != HOST and d.read_bytes(depth) > 0 for d in traffic.devices) and any(
-        d.name == HOST and d.weight_bytes > 0 for d in traffic.devices)
+        d.name == HOST and (d.weight_bytes > 0 or d.kv_full_bytes_per_cell > 0 or d.kv_swa_bytes_per_cell > 0)
+        for d in traffic.devices)  # weights or K/V (-nkvo) in host memory beside a GPU's
     if split and cal.costs and not cal.server_runs and "default" not in sources.values():
         error = max(error, PROBE_ONLY_SPLIT_ERROR)
         notes.append(PROBE_ONLY_NOTE)
