@@ -21,6 +21,7 @@ Phases (each writes under --dir; run them where the CPU is quiet, e.g. the lent 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -383,7 +384,7 @@ def cmd_gpu_recorded(a: argparse.Namespace) -> None:
     import re
 
     from llm_tuner.core.memory import PlanDevice
-    from llm_tuner.core.speed import SpeedCalibration, predict
+    from llm_tuner.core.speed import predict
     from llm_tuner.core.speed.predict import terms
     from llm_tuner.core.tune.frontier import Planner, resolve_placement
     from llm_tuner.services.library import read_model
@@ -438,8 +439,8 @@ def cmd_gpu_recorded(a: argparse.Namespace) -> None:
             gen, _ = terms(t, depth=280, prompt_tokens=256)
             rest = sum(v * (cal.cost(k, threads)[0] or 0.0) for k, v in gen.items() if k != "read:Host")
             cost = max(1e-6, (1 / measured - rest) / gen["read:Host"])
-            return SpeedCalibration({**cal.costs, f"read:Host@{threads}": cost}, cal.peaks_gbps, source=cal.source,
-                                    threads=tuple(sorted({*cal.threads, threads})))
+            return dataclasses.replace(cal, costs={**cal.costs, f"read:Host@{threads}": cost},
+                                       threads=tuple(sorted({*cal.threads, threads})))
 
         calib_trial = trials[0]
         cal = host_fitted(base_cal, calib_trial[1], calib_trial[2])
