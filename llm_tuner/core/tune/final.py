@@ -24,10 +24,11 @@ from llm_tuner.core.tune.search import clearly_ahead
 
 MAX_N_FACTOR = 4  # n per side stays under this multiple of final_reps, whatever the spread
 # A screened lead this large, with every sample above every one of the baseline's, needs no fresh comparison: the
-# largest difference between two starts of one command recorded is 33 % (the H200 MoE runs,
+# largest difference between two starts of one command recorded is 33 % (LARGEST_START_GAP; the H200 MoE runs,
 # benchmarks/sessions/2026-12-02-h200-placement; issue 33), the SD 5.8 % (clearly_ahead). The tunes that gain
 # this much (a placement reading half the host bytes: 1.5-2x) spent two starts confirming it.
 DECISIVE_LEAD = 0.50
+LARGEST_START_GAP = 0.33
 MEASURED = ("measured", "final")  # the trial statuses whose samples count
 
 
@@ -106,7 +107,7 @@ def design_final(spec: TuneSpec, trials: Iterable[Trial], winner: Trial | None, 
     if winner is not None and baseline is not None and decisive(winner.samples, baseline.samples):
         gain_pct = f" ({100 * gain:+.0f}%)" if gain is not None else ""
         why = (f"no fresh start: the screened lead{gain_pct}, every run above every baseline run, is beyond the "
-               f"largest difference between server starts recorded (core.tune.final.DECISIVE_LEAD)")
+               f"{100 * LARGEST_START_GAP:.0f}% by which two server starts of one command have differed")
         return FinalDesign(len(winner.samples), (), why, why)
     if len(plan) > 1 and winner is not None and baseline is not None and clearly_ahead(winner.samples,
                                                                                         baseline.samples):
