@@ -211,7 +211,9 @@ def one_size(args, free_gib: float, base: list[str], bench: BenchRunner, engine,
         print("# --list-devices under the holder: " + " | ".join(
             ln.strip() for ln in (listed.stdout + listed.stderr).splitlines() if ":" in ln and "MiB" in ln), flush=True)
         spec_for = TuneSpec(base_argv=tuple(base), objective=objective)
-        resolver = PlacementResolver(base, {}, margin_mib=args.headroom)
+        # the devices as the holder left them: a --list-devices answer kept from before it (the calibration's,
+        # binaries.LIST_DEVICES_MAX_AGE_S) planned the 2026-12-07-gpu-server-cal tunes on the whole GPU
+        resolver = PlacementResolver(base, {}, margin_mib=args.headroom, fresh_devices=True)
         speed = SpeedOracle.for_tune(base, {}, objective, engine=engine, gpus=resolver.gpus)
         rec.oracle, rec.size = speed, str(free_gib)
         print(f"speed model: {speed.calibration.source if speed.calibration else 'no calibration (nothing pruned)'}",

@@ -110,13 +110,16 @@ def workers_devices(endpoints: list[str], settings: Settings | None = None, *, s
         return [], {ep: errors.get(ep, str(exc)) for ep in endpoints}
 
 
-def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None) -> list[PlanDevice]:
+def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = None, *,
+                 fresh: bool = False) -> list[PlanDevice]:
     """The GPUs (core.memory.PlanDevice) to plan these llama-server arguments for: the binary's devices, one
     card under two backends as one pool, and the `--rpc` workers' devices (with the memory they report) first,
     as llama.cpp orders them without `-dev`. One home for the Plan's CLI (`estimate`) and the benchmark
-    prediction."""
+    prediction. `fresh`: the devices' free memory as it is now, not a `--list-devices` answer kept for up to
+    binaries.LIST_DEVICES_MAX_AGE_S (a tune places for the whole run on what it sees at its start)."""
     rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
-    listed = binaries.list_devices(binary, rpc) if rpc else None
+    listed = binaries.list_devices(binary, rpc, max_age_s=0) if fresh else \
+        binaries.list_devices(binary, rpc) if rpc else None
     return default_device_order(plan_gpus(inventory_for(binary, devices=listed)))
 
 

@@ -137,6 +137,27 @@ def test_list_devices_is_asked_once_per_binary_for_a_while(tmp_path, server_bina
     assert count.read_text().count("start") == 3
 
 
+@pytest.mark.skipif(os.name == "nt", reason="a shell script as the binary")
+def test_a_tune_places_on_the_devices_as_they_are_at_its_start(tmp_path, server_binary, demo_model):
+    """A --list-devices answer kept from before another process took GPU memory (a holder, a second server) made
+    a tune plan on the whole GPU (benchmarks/sessions/2026-12-07-gpu-server-cal): the tune's resolver asks now,
+    a preview's may use the kept answer. Counted by a wrapper program that appends a line per start."""
+    from llm_tuner.services.rpc import planned_gpus
+    from llm_tuner.services.tune.placement import PlacementResolver
+
+    count = tmp_path / "starts"
+    wrapper = tmp_path / "llama-server"
+    wrapper.write_text(f"#!/bin/sh\necho start >> '{count}'\nexec '{server_binary}' \"$@\"\n")
+    wrapper.chmod(0o755)
+    argv = ["-m", str(demo_model)]
+    planned_gpus(wrapper, argv)
+    PlacementResolver(argv, binary=str(wrapper))  # a preview: the kept answer
+    assert count.read_text().count("start") == 1
+    planned_gpus(wrapper, argv, fresh=True)
+    PlacementResolver(argv, binary=str(wrapper), fresh_devices=True)  # a tune's
+    assert count.read_text().count("start") == 3
+
+
 @pytest.mark.server
 def test_fit_params_flags_are_read_and_counted(capsys):
     """Issue 35 item 8: `binaries` said "llama-fit-params … 0 flags" although its --help lists many."""

@@ -47,11 +47,13 @@ def physical_cores() -> int | None:
 
 
 class PlacementResolver:
-    """The frontier of one base command on one set of devices, with the margin in force (MiB per GPU)."""
+    """The frontier of one base command on one set of devices, with the margin in force (MiB per GPU).
+    `fresh_devices`: the devices' free memory asked now (services.rpc.planned_gpus `fresh`), as a tune that
+    places for its whole run does; a preview may use a recent answer."""
 
     def __init__(self, base_argv: Sequence[str], env: dict[str, str] | None = None, *, binary: str | None = None,
                  gpus: list[PlanDevice] | None = None, host: PlanDevice | None = None,
-                 margin_mib: int = DEFAULT_MARGIN_MIB, fill: float = 0.1) -> None:
+                 margin_mib: int = DEFAULT_MARGIN_MIB, fill: float = 0.1, fresh_devices: bool = False) -> None:
         self.base_argv = list(base_argv)
         self.env = dict(env or {})
         eff = flags.effective_argv(self.base_argv, self.env)
@@ -67,7 +69,7 @@ class PlacementResolver:
             path = Path(binary) if binary else server_path()
             gpus = []
             if path is not None:
-                gpus = planned_gpus(path, eff, self.env)
+                gpus = planned_gpus(path, eff, self.env, fresh=fresh_devices)
         if host is None:
             host = PlanDevice("Host", "CPU", h.memory_total_mib, h.memory_available_mib, h.cpu_model or "")
         self.planner = Planner(model, gpus, host, cpu_flags=tuple(h.cpu_flags), draft_model=draft, fill=fill)

@@ -12,7 +12,15 @@ from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice
 from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.settings import Settings
-from llm_tuner.core.tune import PLACEMENT_KNOB, Knob, Objective, Placement, apply_values, propose_knobs
+from llm_tuner.core.tune import (
+    DEFAULT_MARGIN_MIB,
+    PLACEMENT_KNOB,
+    Knob,
+    Objective,
+    Placement,
+    apply_values,
+    propose_knobs,
+)
 from llm_tuner.core.tune.knobs import KV_TYPES, allowed_values
 from llm_tuner.core.tune.prune import rank_by_prediction
 from llm_tuner.services import binaries
@@ -58,8 +66,9 @@ def default_knobs(base_argv: list[str], env: dict[str, str] | None = None, *, bi
     placement: list[Placement] = []
     if devices:
         try:
-            resolver = resolver or PlacementResolver(base_argv, env, binary=binary, gpus=gpus, host=host,
-                                                     **({"margin_mib": margin_mib} if margin_mib is not None else {}))
+            resolver = resolver or PlacementResolver(
+                base_argv, env, binary=binary, gpus=gpus, host=host,
+                margin_mib=DEFAULT_MARGIN_MIB if margin_mib is None else margin_mib)
             if resolver.needs_placement():
                 kv = [t for t in KV_TYPES if t in (allowed_values(catalog, "cache_type_k") or KV_TYPES)]
                 placement = resolver.frontier(kv)

@@ -132,7 +132,7 @@ class _Tune:
         self.resolver = None
         if any(k.flag == PLACEMENT_KNOB for k in s.knobs):
             self.resolver = owner.resolver or PlacementResolver(s.base_argv, s.base_env, binary=s.binary,
-                                                                margin_mib=s.headroom_mib)
+                                                                margin_mib=s.headroom_mib, fresh_devices=True)
             learned = [int(m.group(1)) for t in self.trials.values() if (m := _MARGIN_RAISED.search(t.reason or ""))]
             if learned:  # resumed: the margin learned from placements that ran out of memory
                 self.resolver.margin_mib = max(self.resolver.margin_mib, *learned)
