@@ -231,8 +231,20 @@ def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe"
                        and i in ms)
             c, _ = calibrate_on_runs(cal, ms[one], build=cal.build, driver=cal.driver)
             cal = c or cal
+        served: dict[str, object] = {}
+        if mode == "server-cal":  # each model's probe refined on its own calibration server runs, as recorded
+            for model in {b[0] for b in runs}:
+                mine = [m for i, mm in ms.items() if runs[i][0] == model and runs[i][1]["label"] == "calibrate"
+                        for m in mm]
+                if not mine:
+                    sys.exit(f"--mode server-cal: {model} has no 'calibrate' runs (placement_vs_grid.py "
+                             "--calibrate-server records them)")
+                c, _ = calibrate_on_runs(cal, mine, build=cal.build, driver=cal.driver)
+                served[model] = c or cal
         for model, r, argv, (gpus, host, flags) in runs:
             if one is not None and r["argv"] == runs[one][1]["argv"]:
+                continue
+            if mode == "server-cal" and r["label"] == "calibrate":
                 continue
             if mode == "loo":
                 others = [m for j, mm in ms.items() if runs[j][1]["argv"] != r["argv"] for m in mm]
@@ -240,7 +252,8 @@ def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe"
                 oracle = SpeedOracle(objective, c or cal, gpus, host, flags, DEFAULT_THREADS)
             else:
                 if model not in oracles:
-                    oracles[model] = SpeedOracle(objective, cal, gpus, host, flags, DEFAULT_THREADS)
+                    oracles[model] = SpeedOracle(objective, served.get(model, cal), gpus, host, flags,  # type: ignore[arg-type]
+                                                 DEFAULT_THREADS)
                     if mode == "baseline":
                         base = next(b for b in runs if b[0] == model and b[1]["label"].startswith("tune")
                                     and b[1]["gen"])
@@ -398,11 +411,13 @@ def main() -> int:
     ap.add_argument("--session", help="the session folder (default: 2026-12-06-gpu-speed)")
     ap.add_argument(
         "--mode",
-        choices=("probe", "baseline", "loo", "probe+1"),
+        choices=("probe", "baseline", "loo", "probe+1", "server-cal"),
         default="probe",
         help="the calibration each prediction rests on: the probe's alone (as recorded before the first server "
         "run); + the server's per-token cost from the model's first tune baseline (as the tune learns it); "
-        "probe+1: the probe refined on one server run of the probe's model; or loo: the probe refitted on the "
+        "probe+1: the probe refined on one server run of the probe's model; server-cal: each model's probe refined "
+        "on its own recorded calibration server runs (placement_vs_grid.py --calibrate-server), which are left "
+        "out of the table; or loo: the probe refitted on the "
         "session's other command lines (leave one command line out, as a benchmark's refit does)",
     )
     ap.add_argument(
@@ -425,7 +440,9 @@ def main() -> int:
                "baseline (SpeedOracle.learn_server_cost)", "loo": "; refitted on the session's other command "
                "lines, each held out (services.speed.calibrate_on_runs)", "probe+1": "; refined on one server run of the "
                "probe's model, its first tune baseline (services.speed.calibrate_on_runs); that command line is "
-               "left out"}[a.mode]
+               "left out", "server-cal": "; refined, per model, on that model's own calibration server runs "
+               "(placement_vs_grid.py --calibrate-server; services.speed.calibrate_on_runs), left out of the "
+               "tables"}[a.mode]
     if a.fit_as_chosen:
         source += "; runs left to --fit predicted on llama-fit-params' recorded choice (not the plan's emulation)"
     text = report(rows, before, source)
