@@ -199,6 +199,7 @@ def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe"
     "baseline" (+ the server's per-token cost learned from the model's first tune baseline, as the tune does:
     SpeedOracle.learn_server_cost), "loo" (the probe refitted on the session's other command lines, both
     models, as a benchmark's refit does: services.speed.calibrate_on_runs; each command line held out)."""
+    from llm_tuner.core.speed import SpeedCalibration
     from llm_tuner.core.tune import Objective
     from llm_tuner.services.speed import calibrate_on_runs
     from llm_tuner.services.tune.speed import SpeedOracle
@@ -231,7 +232,7 @@ def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe"
                        and i in ms)
             c, _ = calibrate_on_runs(cal, ms[one], build=cal.build, driver=cal.driver)
             cal = c or cal
-        served: dict[str, object] = {}
+        served: dict[str, SpeedCalibration] = {}
         if mode == "server-cal":  # each model's probe refined on its own calibration server runs, as recorded
             for model in {b[0] for b in runs}:
                 mine = [m for i, mm in ms.items() if runs[i][0] == model and runs[i][1]["label"] == "calibrate"
@@ -252,7 +253,7 @@ def replay(link: str = "recorded", fit_chosen: bool = False, mode: str = "probe"
                 oracle = SpeedOracle(objective, c or cal, gpus, host, flags, DEFAULT_THREADS)
             else:
                 if model not in oracles:
-                    oracles[model] = SpeedOracle(objective, served.get(model, cal), gpus, host, flags,  # type: ignore[arg-type]
+                    oracles[model] = SpeedOracle(objective, served.get(model, cal), gpus, host, flags,
                                                  DEFAULT_THREADS)
                     if mode == "baseline":
                         base = next(b for b in runs if b[0] == model and b[1]["label"].startswith("tune")

@@ -118,8 +118,11 @@ def planned_gpus(binary: Path, argv: list[str], env: dict[str, str] | None = Non
     prediction. `fresh`: the devices' free memory as it is now, not a `--list-devices` answer kept for up to
     binaries.LIST_DEVICES_MAX_AGE_S (a tune places for the whole run on what it sees at its start)."""
     rpc = split_endpoints(flags.value_of(flags.effective_argv(list(argv), env or {}), "rpc") or "")
-    listed = binaries.list_devices(binary, rpc, max_age_s=0) if fresh else \
-        binaries.list_devices(binary, rpc) if rpc else None
+    listed = None  # inventory_for asks the binary (a recent answer will do)
+    if fresh:
+        listed = binaries.list_devices(binary, rpc, max_age_s=0)
+    elif rpc:
+        listed = binaries.list_devices(binary, rpc)
     return default_device_order(plan_gpus(inventory_for(binary, devices=listed)))
 
 

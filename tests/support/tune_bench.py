@@ -24,15 +24,17 @@ class Clock:
 class ScriptedBench:
     """`speed(argv)`: the generation t/s of a run, times `wobble(i)` for its i-th repetition (by default each 0.1 %
     faster than the one before); `fail(argv)`: (error, server log lines) when the run fails, else None; `lines`:
-    a run's server log lines when it does not. Every started argv is kept in `started`."""
+    a run's server log lines when it does not; `other_cpu(argv)`: the CPU share other processes took while it
+    measured (a busy machine: the runner re-measures). Every started argv is kept in `started`."""
 
     current_process = None
 
     def __init__(self, repo, clock: Clock, speed: Callable[[tuple[str, ...]], float],
                  fail: Callable[[tuple[str, ...]], tuple[str, Sequence[str]] | None] = lambda argv: None,
-                 lines: Sequence[str] = (), wobble: Callable[[int], float] = lambda i: 1 + 0.001 * i) -> None:
+                 lines: Sequence[str] = (), wobble: Callable[[int], float] = lambda i: 1 + 0.001 * i,
+                 other_cpu: Callable[[tuple[str, ...]], float | None] = lambda argv: None) -> None:
         self.repo, self.clock, self.speed, self.fail, self.lines = repo, clock, speed, fail, tuple(lines)
-        self.wobble = wobble
+        self.wobble, self.other_cpu = wobble, other_cpu
         self.started: list[tuple[str, ...]] = []
 
     def default_cool_down(self):  # no GPU: the final's runs wait for nothing (services.bench.heat)
@@ -52,10 +54,10 @@ class ScriptedBench:
         if failed is not None:
             self.repo.finish_run(run_id, "failed", failed[0])
             return RunOutcome(self.repo.get_run(run_id), tuple(failed[1]))
-        speed = self.speed(argv)
+        speed, busy = self.speed(argv), self.other_cpu(argv)
         for i in range(spec.reps):
             self.repo.add_rep(run_id, Repetition(seq=i, rep=i, prompt_tokens=16, predicted_n=8,
-                                                 predicted_per_second=speed * self.wobble(i)))
+                                                 predicted_per_second=speed * self.wobble(i), other_cpu_pct=busy))
         self.repo.finish_run(run_id, "complete")
         self.repo.update_run(run_id, finished_at=start + timedelta(seconds=10))
         return RunOutcome(self.repo.get_run(run_id), self.lines)

@@ -149,7 +149,8 @@ def test_a_split_placement_on_llama_bench_costs_alone_says_the_server_may_be_slo
         assert predict(t, probe, threads=8).error == pytest.approx(0.05), argv
     nkvo, _ = _traffic(dense, ["-c", "1024", "-ngl", "99", "-nkvo"], [gpu])  # every weight on the GPU, K/V in host memory
     assert nkvo.device("Host").kv_full_bytes_per_cell > 0
-    assert PROBE_ONLY_NOTE in predict(nkvo, probe, threads=8).notes
+    on_kvo = predict(nkvo, probe, threads=8)
+    assert PROBE_ONLY_NOTE in on_kvo.notes and on_kvo.error == pytest.approx(PROBE_ONLY_SPLIT_ERROR)
 
 
 def test_a_gpu_of_unknown_bandwidth_or_an_rpc_device_makes_the_prediction_unknown(dense):

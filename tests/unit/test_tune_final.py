@@ -15,6 +15,7 @@ from llm_tuner.core.tune import (
     parse_knob,
     start_noise,
 )
+from llm_tuner.core.tune.report import tune_report_markdown
 from llm_tuner.services.tune import TuneRunner
 from llm_tuner.state.tune_result import result_words, verdict_text
 from llm_tuner.store.db import open_engine
@@ -65,18 +66,27 @@ def test_a_decisive_lead_needs_no_fresh_start_but_an_overlap_or_one_sample_does(
                             cost=None).plan
 
 
-def test_a_decisive_screened_lead_is_judged_on_the_screening_runs(tmp_path):
+def _alias_tune(tmp_path, speed, objective=None, **kw):
+    """A tune of one candidate (--alias a) against its baseline, measured by ScriptedBench(speed, **kw)."""
     engine = open_engine(tmp_path / "h.sqlite")
     clock = Clock()
     spec = TuneSpec(base_argv=("-m", str(tmp_path / "m.gguf"), "-t", "2"), knobs=(parse_knob("custom:--alias=a"),),
-                    objective=Objective(prompt_tokens=16, gen_tokens=8), budget_s=600, screen_reps=2,
+                    objective=objective or Objective(prompt_tokens=16, gen_tokens=8), budget_s=600, screen_reps=2,
                     final_reps=3, final_rounds=2, warmup=0)
-    bench = ScriptedBench(RunRepository(engine), clock, lambda argv: 200.0 if "a" in argv else 100.0,
-                          lines=("main: server is listening",))
-    result = TuneRunner(TuneRepository(engine), bench_runner=bench, plan_fn=lambda argv, env: (True, ""),
-                        clock=clock).run(spec)
-    runs = RunRepository(engine).list_runs(group_id=result.tune_id)
-    assert not [r for r in runs if (r.sweep_value or "").startswith("final")] and result.final_run_ids == ()
+    bench = ScriptedBench(RunRepository(engine), clock, speed, lines=("main: server is listening",), **kw)
+    runner = TuneRunner(TuneRepository(engine), bench_runner=bench, plan_fn=lambda argv, env: (True, ""), clock=clock)
+    return engine, spec, runner
+
+
+def _finals(engine, result):
+    return [r for r in RunRepository(engine).list_runs(group_id=result.tune_id)
+            if (r.sweep_value or "").startswith("final")]
+
+
+def test_a_decisive_screened_lead_is_judged_on_the_screening_runs(tmp_path):
+    engine, spec, runner = _alias_tune(tmp_path, lambda argv: 200.0 if "a" in argv else 100.0)
+    result = runner.run(spec)
+    assert not _finals(engine, result) and result.final_run_ids == ()
     assert result.verdict == "better" and "--alias" in result.winner_argv
     assert "screening" in result.note and "no fresh start" in result.final_n_note and result.on_screening
     words = result_words(result)
@@ -84,6 +94,56 @@ def test_a_decisive_screened_lead_is_judged_on_the_screening_runs(tmp_path):
     main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
     assert main["b"]["median"] == pytest.approx(2 * main["a"]["median"], rel=0.05)
     assert [t.status for t in result.trials if "--alias" in t.argv] == ["final"]
+    report = tune_report_markdown(result, objective="generation t/s")
+    assert "## Comparison on the racing runs" in report and "## Final comparison" not in report
+
+
+def test_a_decisive_lead_the_screening_cannot_call_runs_the_fresh_final(tmp_path):
+    """+110 % and every repetition above the baseline's, but two repetitions a side that far apart leave the
+    screening's comparison within noise: the final runs fresh, as without the shortcut."""
+    engine, spec, runner = _alias_tune(tmp_path, lambda argv: 210.0 if "a" in argv else 100.0,
+                                       wobble=lambda i: 1 + 0.45 * (i % 2))
+    result = runner.run(spec)
+    assert len(_finals(engine, result)) == 2 and not result.on_screening  # one fresh start per side
+    assert "fresh interleaved" in result.note and "no fresh start" not in result.final_n_note
+
+
+def test_no_shortcut_where_the_score_is_not_a_measured_speed_or_a_side_was_measured_before_a_resume(tmp_path):
+    ctx = Objective(kind="max_context", prompt_tokens=16, gen_tokens=8, min_gen_tps=1.0)
+    base, win = _trial(("a",), [4096.0, 4096.0]), _trial(("b",), [16384.0, 16384.0])
+    spec = SPEC.model_copy(update={"objective": ctx})
+    assert design_final(spec, [base, win], win, base, noise=None, threshold_pct=2.0, time_left_s=1e6,
+                        cost=None).plan  # a context size four times larger is no speed lead
+    gen_base, gen_win = _trial(("a",), [30.0, 31.0]), _trial(("b",), [60.0, 61.0])
+    assert design_final(SPEC, [gen_base, gen_win], gen_win, gen_base, noise=None, threshold_pct=2.0,
+                        time_left_s=1e6, cost=None, on_screening=False).plan
+
+
+def test_a_resumed_tune_compares_fresh_even_on_a_decisive_lead(tmp_path):
+    engine, spec, runner = _alias_tune(tmp_path, lambda argv: 200.0 if "a" in argv else 100.0)
+    first = runner.run(spec.model_copy(update={"budget_s": 5}))  # the baseline only: the candidate left untried
+    assert first.verdict == "not measured"
+    result = runner.run(spec, resume_tune_id=first.tune_id)  # the baseline is not measured again
+    assert result.verdict == "better" and not result.on_screening and len(_finals(engine, result)) == 2
+
+
+def test_the_screening_runs_are_the_kept_ones_not_a_run_thrown_away_as_busy(tmp_path):
+    """The candidate's first run measured on a busy machine (and slower) is re-measured; the comparison pools the
+    re-measurement only, as the trial's samples do."""
+    starts: dict[tuple, int] = {}
+
+    def speed(argv):
+        starts[argv] = starts.get(argv, 0) + 1
+        return (200.0 if starts[argv] > 1 else 120.0) if "a" in argv else 100.0
+
+    engine, spec, runner = _alias_tune(
+        tmp_path, speed, other_cpu=lambda argv: 90.0 if "a" in argv and starts.get(argv) == 1 else 0.0)
+    result = runner.run(spec)
+    cand = next(t for t in result.trials if "--alias" in t.argv)
+    assert len(cand.run_ids) > len(cand.samples) // 2 and "Re-measured" in (cand.flagged or "")
+    assert result.on_screening and not _finals(engine, result)
+    main = next(c for c in result.comparisons if c["name"] == result.objective_metric)
+    assert main["b"]["n"] == len(cand.samples) and main["b"]["mean"] == pytest.approx(200.0, rel=0.01)
 
 
 def test_the_noise_between_starts_comes_from_trials_measured_in_several_starts():

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from llm_tuner.core.bench_report import compare_runs
 from llm_tuner.core.bench_spec import BenchRun
-from llm_tuner.core.stats import Comparison, compare, median, pooled_cv, reps_to_detect
+from llm_tuner.core.stats import Comparison, compare, pooled_cv, reps_to_detect
 from llm_tuner.core.tune.model import Trial, TuneSpec
 from llm_tuner.core.tune.objectives import Objective, objective_metric, rep_scores
 from llm_tuner.core.tune.search import clearly_ahead
@@ -28,6 +28,7 @@ MAX_N_FACTOR = 4  # n per side stays under this multiple of final_reps, whatever
 # benchmarks/sessions/2026-12-02-h200-placement; issue 33), the SD 5.8 % (clearly_ahead). The tunes that gain
 # this much (a placement reading half the host bytes: 1.5-2x) spent two starts confirming it.
 DECISIVE_LEAD = 0.50
+DECISIVE_KINDS = frozenset({"gen_tps", "prefill_tps", "throughput", "chat"})
 LARGEST_START_GAP = 0.33
 MEASURED = ("measured", "final")  # the trial statuses whose samples count
 
@@ -43,8 +44,9 @@ class BaselineCost:
 @dataclass(frozen=True)
 class FinalDesign:
     """The final comparison as decided before its first run: n per side, the repetitions of each start per
-    side (`plan`, e.g. [2, 1] for 3 over 2 starts), why n is what it is (in words) and `note` (the same, kept
-    in the result only when n or the starts differ from what the spec asked)."""
+    side (`plan`, e.g. [2, 1] for 3 over 2 starts; empty: no fresh start, the screening's runs give the verdict
+    and n is the winner's screened repetitions), why n is what it is (in words) and `note` (the same, kept in
+    the result only when n or the starts differ from what the spec asked)."""
 
     n: int
     plan: tuple[int, ...]
@@ -73,23 +75,21 @@ def start_noise(per_start_scores: Iterable[Sequence[float | None]]) -> float | N
     return pooled_cv([[m for m in g if m is not None] for g in per_start_scores])
 
 
-def decisive(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
-    """A screened lead of DECISIVE_LEAD or more, two or more samples a side, every sample of the lead above every
-    one of the incumbent's: the verdict stands on the screening's runs (higher scores better; a negated latency
-    never qualifies, as in clearly_ahead)."""
-    if len(lead) < 2 or len(incumbent) < 2:
-        return False
-    b, w = median(list(lead)) or 0.0, median(list(incumbent)) or 0.0
-    return w > 0 and b >= w * (1 + DECISIVE_LEAD) and min(lead) > max(incumbent)
+def decisive(spec: TuneSpec, lead: Sequence[float], incumbent: Sequence[float]) -> bool:
+    """A screened lead of DECISIVE_LEAD or more (clearly_ahead at that margin) on an objective whose score is a
+    measured speed (DECISIVE_KINDS: not a context size, a latency or energy): the verdict may be read from the
+    screening's runs."""
+    return spec.objective.kind in DECISIVE_KINDS and clearly_ahead(lead, incumbent, by=DECISIVE_LEAD)
 
 
 def design_final(spec: TuneSpec, trials: Iterable[Trial], winner: Trial | None, baseline: Trial | None, *,
                  noise: float | None, threshold_pct: float, time_left_s: float,
-                 cost: BaselineCost | None) -> FinalDesign:
+                 cost: BaselineCost | None, on_screening: bool = True) -> FinalDesign:
     """n per side and the starts it is spread over, from the screening's trials (see the module docstring).
 
     `noise`: start_noise so far; `time_left_s`: the budget left; `cost`: the baseline run's (None: unknown, so
-    the budget does not cap n)."""
+    the budget does not cap n). An empty plan: no fresh start, the verdict is read from the screening's runs (a
+    decisive lead, where `on_screening` allows it: both sides measured in this sitting)."""
     within = pooled_cv([t.samples for t in trials if t.status in MEASURED])
     cv = max((c for c in (within, noise) if c is not None), default=None)  # repetitions or starts
     gain = None
@@ -104,10 +104,12 @@ def design_final(spec: TuneSpec, trials: Iterable[Trial], winner: Trial | None, 
         why = (f"n = {n} per side, chosen before the final: the screening's spread {100 * cv:.1f}% against a "
                f"screened gain of {100 * gain:+.1f}%")
     plan = tuple(spec.final_plan(n))
-    if winner is not None and baseline is not None and decisive(winner.samples, baseline.samples):
+    if on_screening and winner is not None and baseline is not None and decisive(spec, winner.samples,
+                                                                                baseline.samples):
         gain_pct = f" ({100 * gain:+.0f}%)" if gain is not None else ""
-        why = (f"no fresh start: the screened lead{gain_pct}, every run above every baseline run, is beyond the "
-               f"{100 * LARGEST_START_GAP:.0f}% by which two server starts of one command have differed")
+        why = (f"no fresh start: the screened lead{gain_pct}, every repetition above every one of the baseline's, "
+               f"is beyond the {100 * LARGEST_START_GAP:.0f}% by which two server starts of one command have "
+               "differed")
         return FinalDesign(len(winner.samples), (), why, why)
     if len(plan) > 1 and winner is not None and baseline is not None and clearly_ahead(winner.samples,
                                                                                         baseline.samples):

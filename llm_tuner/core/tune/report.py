@@ -121,7 +121,9 @@ def tune_report_markdown(result: TuneResult, plots: Sequence[tuple[str, str]] = 
                   f"{c.get('b') if c.get('b') is not None else '(absent)'} |" for c in result.changed_flags]
         lines.append("")
     if result.comparisons:
-        lines += ["## Final comparison (interleaved, winner against baseline)", "",
+        title = ("Comparison on the racing runs (winner against baseline; no fresh start)" if result.on_screening
+                 else "Final comparison (interleaved, winner against baseline)")
+        lines += [f"## {title}", "",
                   "| metric | baseline median | winner median | Δ% | 95% CI | verdict |", "|---|---|---|---|---|---|"]
         for c in result.comparisons:
             a, b = c.get("a") or {}, c.get("b") or {}

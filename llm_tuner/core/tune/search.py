@@ -250,14 +250,15 @@ def confident_lead(lead: Sequence[float], incumbent: Sequence[float], noise: Noi
 LARGE_LEAD = 0.25  # a median lead this large, with no sample overlapping, needs no noise measurement
 
 
-def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float]) -> bool:
-    """A lead of LARGE_LEAD or more with every sample above every one of the incumbent's: starts on the H200 differ
+def clearly_ahead(lead: Sequence[float], incumbent: Sequence[float], by: float = LARGE_LEAD) -> bool:
+    """A median lead of `by` (LARGE_LEAD) or more, two or more samples a side, every sample of the lead above every
+    one of the incumbent's (higher scores better; a negated latency never qualifies): starts on the H200 differ
     by 5.8 % (SD; benchmarks/sessions/2026-12-01-h200-tune/noise.txt), so 25 % is over four of those and measuring the
     noise first would only spend two server starts (a placement that halves host reads gains 1.5-2×)."""
     if len(lead) < 2 or len(incumbent) < 2:
         return False
-    b, w = _median(lead), _median(incumbent)
-    return w > 0 and b >= w * (1 + LARGE_LEAD) and min(lead) > max(incumbent)
+    lead_mid, inc_mid = _median(lead), _median(incumbent)
+    return inc_mid > 0 and lead_mid >= inc_mid * (1 + by) and min(lead) > max(incumbent)
 
 
 NEAR_TIE_PCT = 10.0  # in an improvement race, candidates this close to the leader are ranked by their medians

@@ -1,6 +1,6 @@
 """Tune: the search of core.tune measured by the benchmark engine, every trial stored (store/tunes).
 
-The package, by seam: `runner` (TuneRunner: search, final interleaved comparison, resume), `checks` (the
+The package, by seam: `runner` (TuneRunner: search, final comparison, resume), `checks` (the
 memory plan's pruning, perplexity and --temp 0 output checks, the bandwidth figure), `propose` (default
 knobs for a base), `placement` (the placement frontier on this machine's devices, the margin learned), `preview`
 (each candidate's memory verdict before a tune starts: `tune --dry-run`, the Tune view), `speed` (each candidate's

@@ -11,7 +11,9 @@ search stops with the best so far.
 
 The final: the winner against the baseline, interleaved A B A B, as core.tune.final designs it before its first
 run (n per side, the server starts, the cost that is reserved, the noise between starts) and reads it (the
-objective's comparison gives the verdict). This module measures and stores; the policy is there.
+objective's comparison gives the verdict); a decisive lead measured in this sitting is read from the
+screening's own runs instead, with no fresh start, where they call it better. This module measures and stores;
+the policy is there.
 """
 
 from __future__ import annotations
@@ -28,10 +30,11 @@ from llm_tuner.core.bench_spec import BenchRun
 from llm_tuner.core.hardware import hardware_lines
 from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.settings import Settings
-from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, median
+from llm_tuner.core.stats import AB_THRESHOLD_PCT, NOISE, Comparison, median
 from llm_tuner.core.tune import (
     PLACEMENT_KNOB,
     BaselineCost,
+    FinalDesign,
     Knob,
     Trial,
     TuneResult,
@@ -110,6 +113,7 @@ class _Tune:
                  on_trial: Callable[[Trial], None], resume_tune_id: int | None) -> None:
         self.o, self.progress, self.cancelled, self.on_trial = owner, progress, cancelled, on_trial
         self.trials: dict[tuple[str, ...], Trial] = {}
+        self.measured_now: set[tuple[str, ...]] = set()  # command lines measured in this sitting (not resumed)
         self.seq = 0
         if resume_tune_id is not None:
             rec = owner.repo.resume(resume_tune_id)  # refused while it runs elsewhere; its API key from $ENV
@@ -229,6 +233,7 @@ class _Tune:
         """One BenchRunner run of `reps` repetitions; `probe`: the output at --temp 0 is read from the same
         server first (self.probed), for the speculation check."""
         s = self.spec
+        self.measured_now.add(tuple(argv))
         target = ServerTarget(argv=list(argv), env=dict(s.base_env), label=f"{s.label} · tune {self.number}",
                               binary=s.binary,
                               profile_version_id=s.profile_version_id if argv == self.baseline_argv else None)
@@ -516,54 +521,82 @@ class _Tune:
                                 bandwidth=self._bandwidth(self.baseline_argv, self._trial_gen_tps()),
                                 note="the search kept the baseline: nothing beat it, no final comparison needed"
                                      + self._best_loser() + left)
+        base_t, win_t = self.trials.get(self.baseline_argv), self.trials.get(winner)
+
+        def design(on_screening: bool) -> FinalDesign:
+            return design_final(s, self.trials.values(), win_t, base_t, noise=self.noise(),
+                                threshold_pct=self.threshold, time_left_s=s.budget_s - self.elapsed(),
+                                cost=self._base_cost, on_screening=on_screening)
+
+        # a decisive screened lead, both sides measured in this sitting: read from the screening's runs (no start)
+        fd = design(on_screening={self.baseline_argv, winner} <= self.measured_now)
+        if not fd.plan:
+            runs_a, runs_b = self._screened(base_t), self._screened(win_t)
+            pa, pb = pooled(runs_a), pooled(runs_b)
+            if pa is not None and pb is not None:
+                comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
+                if main.verdict == "better":  # else (few repetitions, another metric): a fresh comparison
+                    return self._verdict(winner, fd, runs_a, runs_b, pb, comps, "better", on_screening=True)
+            fd = design(on_screening=False)
         if self.cancelled() or self.elapsed() >= s.budget_s:
             return self._result(winner, note="no time left in the budget for the final comparison: the baseline "
                                              "is kept (the search's pick is listed)")
-        design = design_final(s, self.trials.values(), self.trials.get(winner), self.trials.get(self.baseline_argv),
-                              noise=self.noise(), threshold_pct=self.threshold,
-                              time_left_s=s.budget_s - self.elapsed(), cost=self._base_cost)
-        plan = design.plan
-        runs_a: list[BenchRun] = []
-        runs_b: list[BenchRun] = []
-        if not plan:  # a decisive screened lead: the verdict is read from the screening's own runs
-            runs_a, runs_b = self._screened(self.baseline_argv), self._screened(winner)
+        runs_a, runs_b = [], []
         with self.o.bench.heat_gated(self.o.bench.default_cool_down()):  # on GPUs each run waits to cool (notes say)
-            for i, reps in enumerate(plan):  # A B A B ...: n per side, fixed before the first run
-                self.current = f"final comparison {i + 1}/{len(plan)}: baseline"
+            for i, reps in enumerate(fd.plan):  # A B A B ...: n per side, fixed before the first run
+                self.current = f"final comparison {i + 1}/{len(fd.plan)}: baseline"
                 runs_a.append(self.measure(self.baseline_argv, reps, "final:baseline"))
-                self.current = f"final comparison {i + 1}/{len(plan)}: winner"
+                self.current = f"final comparison {i + 1}/{len(fd.plan)}: winner"
                 runs_b.append(self.measure(winner, reps, "final:winner"))
         pa, pb = pooled(runs_a), pooled(runs_b)
-        if pa is None or pb is None:
+        if pa is None or pb is None:  # a plan of no rounds (design_final gives at least one)
             return self._result(winner, note="the final comparison ran nothing: the baseline is kept")
         comps, main = final_comparisons(pa, pb, s.objective, self.threshold)
         verdict = main.verdict or NOISE
+        return self._verdict(winner, fd, runs_a, runs_b, pb if verdict == "better" else pa, comps, verdict)
+
+    def _verdict(self, winner: tuple[str, ...], design: FinalDesign, runs_a: list[BenchRun], runs_b: list[BenchRun],
+                 kept_run: BenchRun, comps: list[Comparison], verdict: str, on_screening: bool = False) -> TuneResult:
+        """The result of a final comparison: a fresh one, or the screening's runs where `on_screening`."""
         kept = winner if verdict == "better" else self.baseline_argv
         if verdict == "better":
             t = self.trials.get(winner)
             if t is not None and t.id is not None:
                 self.o.repo.update_trial(t.id, status="final")
-        gen = median([r.predicted_per_second for r in (pb if kept == winner else pa).reps if r.error is None])
-        if not plan:
-            note = ("the winner beats the baseline in the screening's runs" if verdict == "better" else
-                    f"{verdict} in the screening's runs: the baseline is kept") + f" ({design.why})"
+        gen = median([r.predicted_per_second for r in kept_run.reps if r.error is None])
+        if on_screening:
+            note = f"the winner beats the baseline in the screening's runs ({design.why})"
         else:
             note = ("the winner beats the baseline in a fresh interleaved comparison" if verdict == "better" else
                     f"{verdict}: no change better than noise; the baseline is kept") + f" ({design.why})"
-        heat = heat_warning(runs_a, runs_b, names=("baseline", "winner"))
-        if heat:
-            note += f"; {heat}"
+            heat = heat_warning(runs_a, runs_b, names=("baseline", "winner"))  # the heat-gated final's runs only
+            if heat:
+                note += f"; {heat}"
         return self._result(winner, winner=kept, verdict=verdict, comparisons=tuple(c.to_json() for c in comps),
-                            final_run_ids=tuple(r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair)
-                            if plan else (), on_screening=not plan,
-                            bandwidth=self._bandwidth(kept, gen), note=note,
-                            final_n_note=design.note)
+                            final_run_ids=() if on_screening else tuple(
+                                r.id for pair in zip(runs_a, runs_b, strict=True) for r in pair),
+                            bandwidth=self._bandwidth(kept, gen), note=note, final_n_note=design.note,
+                            on_screening=on_screening)
 
-    def _screened(self, argv: tuple[str, ...]) -> list[BenchRun]:
-        """The stored runs a trial was measured in while racing (its server starts), oldest first."""
-        t = self.trials.get(argv)
-        runs = [self.o.bench.repo.get_run(i) for i in (t.run_ids if t is not None else [])]
-        return [r for r in runs if r is not None]
+    def _screened(self, t: Trial | None) -> list[BenchRun]:
+        """The stored runs whose repetitions are the trial's samples, oldest first: a run re-measured because the
+        machine was busy or a GPU throttled (_measure_checked) is replaced by its re-measurement. [] where they do
+        not add up to the samples (the final then runs fresh)."""
+        if t is None:
+            return []
+        kept: list[BenchRun] = []
+        for i in t.run_ids:
+            r = self.o.bench.repo.get_run(i) if i is not None else None
+            if r is None:
+                continue
+            scores = rep_scores(r, self.spec.objective)
+            if r.sweep_value == "re-measure":
+                if scores and kept:
+                    kept[-1] = r
+            elif scores:
+                kept.append(r)
+        got = sorted(x for r in kept for x in rep_scores(r, self.spec.objective))
+        return kept if got == sorted(t.samples) else []
 
     def _untried(self) -> int:
         """Knob values never tried as a change from the baseline (0 when the search reached every knob). A value
