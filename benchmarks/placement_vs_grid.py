@@ -49,6 +49,7 @@ from tune_vs_grid import ServerClock  # noqa: E402  (importing it times the runn
 from llm_tuner.core import flags  # noqa: E402
 from llm_tuner.core.stats import BETTER, NOISE, compare, median  # noqa: E402
 from llm_tuner.core.tune import Objective, TuneSpec, rep_scores  # noqa: E402
+from llm_tuner.services import binaries  # noqa: E402
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
 from llm_tuner.services.settings_store import database_path  # noqa: E402
 from llm_tuner.services.tune import SpeedOracle, TuneRunner, default_knobs  # noqa: E402
@@ -395,7 +396,7 @@ def main() -> int:
     p.add_argument("--server-verbosity", type=int, default=4, help="each server's -lv (4: buffer sizes and what "
                    "--fit chose are in its log and runs.jsonl; 0: as given)")
     args = p.parse_args()
-    os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
+    os.environ[binaries.ENV_VARS[binaries.SERVER]] = args.server
     base = [*flags.argv_for("model", args.model), *shlex.split(args.base)]
     objective = Objective(kind="gen_tps", prompt_tokens=args.prompt_tokens, gen_tokens=args.gen_tokens)
     engine = open_engine(database_path() if args.history else

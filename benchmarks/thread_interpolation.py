@@ -3,7 +3,7 @@
 from the runs of benchmarks/sessions/2026-12-07-cpu-space (the lent 16 cores), the predictions the tune recorded at
 4 threads and at 16 (its baseline) and the speeds measured at 8 (the grid's f16 cell and the unpruned tune's `t=8`
 trial). Linear in speed (the speed model before 2026-12-07) against linear in time per token over 1/threads
-(Amdahl's form, core.speed.predict._between since then).
+(Amdahl's form: core.speed.predict.rate_between, what predictions use since then).
 
     python3 benchmarks/thread_interpolation.py [--out benchmarks/results/speed_model/thread-interpolation.md]
 """
@@ -12,9 +12,14 @@ from __future__ import annotations
 
 import argparse
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from llm_tuner.core.speed.predict import rate_between  # noqa: E402
+
 RUNS = {"run-1 (MoE)": "run-1", "run-3 (dense)": "run-3"}
 
 
@@ -39,8 +44,7 @@ def main() -> int:
     for name, folder in RUNS.items():
         r = recorded((ROOT / "benchmarks" / "sessions" / "2026-12-07-cpu-space" / folder / "cpu_space.txt").read_text())
         linear = r["p4"] + (r["p16"] - r["p4"]) * (8 - 4) / (16 - 4)
-        w = (1 / 8 - 1 / 4) / (1 / 16 - 1 / 4)
-        amdahl = 1 / (1 / r["p4"] + (1 / r["p16"] - 1 / r["p4"]) * w)
+        amdahl = rate_between(r["p4"], r["p16"], 8, 4, 16)  # the app's interpolation (core.speed.predict)
         vs = {p: ", ".join(f"{100 * (p / m - 1):+.0f} %" for m in (r["grid8"], r["tune8"])) for p in (linear, amdahl)}
         lines.append(f"| {name} | {r['p4']:g} | {r['p16']:g} | {linear:.0f} | {amdahl:.0f} | {r['grid8']:g} | "
                      f"{r['tune8']:g} | {vs[linear]} | {vs[amdahl]} |")

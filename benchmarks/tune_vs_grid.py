@@ -49,6 +49,7 @@ from llm_tuner.core import flags  # noqa: E402
 from llm_tuner.core.bench_report import pooled  # noqa: E402
 from llm_tuner.core.stats import compare, median, summarize  # noqa: E402
 from llm_tuner.core.tune import Objective, TuneSpec, apply_values, parse_knob, rep_scores  # noqa: E402
+from llm_tuner.services import binaries  # noqa: E402
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
 from llm_tuner.services.bench import runner as runner_module  # noqa: E402
 from llm_tuner.services.tune import TuneRunner  # noqa: E402
@@ -474,7 +475,7 @@ def main() -> int:
         return cpu_space(args)
 
     if args.server:
-        os.environ["LLM_TUNER_LLAMA_SERVER"] = args.server
+        os.environ[binaries.ENV_VARS[binaries.SERVER]] = args.server
     model = args.model
     if model is None:
         from llm_tuner.services.demo_model import find_demo_model

@@ -368,8 +368,6 @@ def stored_run_measurements(engine: Any, server: Path | None, gpus: Sequence[Pla
     return ms, skipped
 
 
-
-
 def run_count(ms: Sequence[Measurement]) -> int:
     return len({m.label.split(" prompt")[0] for m in ms})
 

@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from llm_tuner.core import flags  # noqa: E402
 from llm_tuner.core.stats import median  # noqa: E402
 from llm_tuner.core.tune import Objective, TuneSpec, rep_scores  # noqa: E402
+from llm_tuner.services import binaries  # noqa: E402
 from llm_tuner.services.bench import BenchRunner, ServerTarget  # noqa: E402
 from llm_tuner.store.db import open_engine  # noqa: E402
 from llm_tuner.store.runs import RunRepository  # noqa: E402
@@ -35,14 +36,17 @@ def meminfo() -> str:
 
 
 def main() -> None:
+    if len(sys.argv) != 3:
+        raise SystemExit("usage: writeback.py SERVER MODEL (a llama-server and a GGUF just written)")
     server, model = sys.argv[1], sys.argv[2]
-    os.environ["LLM_TUNER_LLAMA_SERVER"] = server
+    os.environ[binaries.ENV_VARS[binaries.SERVER]] = server
     objective = Objective(kind="gen_tps", prompt_tokens=2048, gen_tokens=64)
     bench = BenchRunner(RunRepository(open_engine(Path(tempfile.mkdtemp()) / "h.sqlite")), predict_memory=False)
     t0 = time.monotonic()
 
     def run(extra: list[str], what: str) -> None:
-        argv = [*flags.argv_for("model", model), "-c", "8192", "--fit", "off", "-ngl", "20", *extra]
+        argv = [*flags.argv_for("model", model), *flags.argv_for("ctx_size", "8192"), *flags.argv_for("fit", "off"),
+                *flags.argv_for("gpu_layers", "20"), *extra]
         before = meminfo()
         r = bench.run(ServerTarget(argv=argv, label=what), TuneSpec(base_argv=tuple(argv), objective=objective)
                       .bench_spec(2)).run
@@ -51,15 +55,16 @@ def main() -> None:
         print(f"[{time.monotonic() - t0:5.1f} s] {what:24} {' '.join(extra) or 'default -t':10} gen {gen} "
               f"(median {median(rep_scores(r, objective)) or 0:.1f}) prefill {pre} · before: {before}", flush=True)
 
+    t8 = flags.argv_for("threads", "8")
     for what in ("after quantize", "after quantize", "after quantize"):
         run([], what)
-        run(["-t", "8"], what)
+        run(t8, what)
     t = time.monotonic()
     subprocess.run(["sync"], check=False)
     print(f"[{time.monotonic() - t0:5.1f} s] sync took {time.monotonic() - t:.1f} s · {meminfo()}", flush=True)
     for what in ("after sync", "after sync"):
         run([], what)
-        run(["-t", "8"], what)
+        run(t8, what)
 
 
 if __name__ == "__main__":

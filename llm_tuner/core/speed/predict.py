@@ -348,16 +348,26 @@ def _mix(x: float | None, y: float | None, w: float) -> float | None:
     return None if x is None or y is None else x + (y - x) * w
 
 
+def thread_weight(threads: int, below: int, above: int) -> float:
+    """Where `threads` lies between two measured thread counts, in 1/threads (0 at `below`, 1 at `above`): a part
+    of the time that divides among the threads and a part that does not (Amdahl's form)."""
+    return (1 / threads - 1 / below) / (1 / above - 1 / below)
+
+
+def rate_between(x: float | None, y: float | None, threads: int, below: int, above: int) -> float | None:
+    """A speed at `threads` from the speeds `x` at `below` and `y` at `above` threads: its time per token
+    interpolated in 1/threads (thread_weight); None without both."""
+    w = thread_weight(threads, below, above)
+    return None if not x or not y else 1 / (1 / x + (1 / y - 1 / x) * w)
+
+
 def _between(a: Prediction, b: Prediction, threads: int) -> Prediction:
     """The prediction at `threads` from those at the measured counts around it (a below, b above): times per
     token interpolated in 1/threads (see `predict`), each device's times in proportion, the host's rate source
     said."""
-    w = (1 / threads - 1 / a.threads) / (1 / b.threads - 1 / a.threads)
-
-    def rate(x: float | None, y: float | None) -> float | None:
-        return None if not x or not y else 1 / (1 / x + (1 / y - 1 / x) * w)
-
-    gen, pre = rate(a.gen_tps, b.gen_tps), rate(a.prefill_tps, b.prefill_tps)
+    w = thread_weight(threads, a.threads, b.threads)
+    gen = rate_between(a.gen_tps, b.gen_tps, threads, a.threads, b.threads)
+    pre = rate_between(a.prefill_tps, b.prefill_tps, threads, a.threads, b.threads)
     how = f"interpolated from {a.threads} and {b.threads} threads"
 
     def scaled(x: float | None, y: float | None, total_a: float, total_b: float,
