@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from llm_tuner.core import flags
 from llm_tuner.core.cmdline import parse_help
 from llm_tuner.core.devices import parse_list_devices
 from llm_tuner.core.settings import Settings
@@ -119,43 +120,62 @@ def test_llama_bench_help_is_a_catalog_too():
     assert catalog.lookup("--spec-type") is None  # llama-bench has no speculative decoding
 
 
-@pytest.mark.skipif(os.name == "nt", reason="a shell script as the binary")
-def test_list_devices_is_asked_once_per_binary_for_a_while(tmp_path, server_binary):
-    """A tune prunes each candidate with the device list: the binary (path + size + mtime) answers once per
-    LIST_DEVICES_MAX_AGE_S. Counted by a wrapper program that appends a line per start, then runs the real one."""
+@pytest.fixture
+def counting_server(tmp_path, server_binary):
+    """(a wrapper program that appends its arguments to a file at each start, then runs the real llama-server;
+    how many times it was asked for its devices)."""
+    if os.name == "nt":
+        pytest.skip("a shell script as the binary")
     count = tmp_path / "starts"
     wrapper = tmp_path / "llama-server"
-    wrapper.write_text(f"#!/bin/sh\necho start >> '{count}'\nexec '{server_binary}' \"$@\"\n")
+    wrapper.write_text(f"#!/bin/sh\necho \"$@\" >> '{count}'\nexec '{server_binary}' \"$@\"\n")
     wrapper.chmod(0o755)
+    asked = flags.spelling("list_devices")
+    return wrapper, lambda: count.read_text().split().count(asked) if count.exists() else 0
+
+
+def test_list_devices_is_asked_once_per_binary_for_a_while(counting_server):
+    """A tune prunes each candidate with the device list: the binary (path + size + mtime) answers once per
+    LIST_DEVICES_MAX_AGE_S."""
+    wrapper, starts = counting_server
     first = binaries.list_devices(wrapper)
     assert binaries.list_devices(wrapper) == first
-    assert count.read_text().count("start") == 1
+    assert starts() == 1
     binaries.list_devices(wrapper, max_age_s=0)  # asked now: a fresh answer
-    assert count.read_text().count("start") == 2
+    assert starts() == 2
     os.utime(wrapper, ns=(wrapper.stat().st_atime_ns, wrapper.stat().st_mtime_ns + 10**9))  # rebuilt: asked again
     binaries.list_devices(wrapper)
-    assert count.read_text().count("start") == 3
+    assert starts() == 3
 
 
-@pytest.mark.skipif(os.name == "nt", reason="a shell script as the binary")
-def test_a_tune_places_on_the_devices_as_they_are_at_its_start(tmp_path, server_binary, demo_model):
+def test_a_tune_places_on_the_devices_as_they_are_at_its_start(tmp_path, counting_server, demo_model):
     """A --list-devices answer kept from before another process took GPU memory (a holder, a second server) made
-    a tune plan on the whole GPU (benchmarks/sessions/2026-12-07-gpu-server-cal): the tune's resolver asks now,
-    a preview's may use the kept answer. Counted by a wrapper program that appends a line per start."""
+    a tune plan on the whole GPU (benchmarks/sessions/2026-12-07-gpu-server-cal): a tune's resolver asks now,
+    a preview's may use the kept answer. The tune is the real TuneRunner measured by a scripted bench (no
+    server run): its --list-devices is counted."""
+    from llm_tuner.core.tune import Knob, Objective, TuneSpec
     from llm_tuner.services.rpc import planned_gpus
+    from llm_tuner.services.tune import TuneRunner
     from llm_tuner.services.tune.placement import PlacementResolver
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+    from llm_tuner.store.tunes import TuneRepository
+    from tests.support.tune_bench import Clock, ScriptedBench
 
-    count = tmp_path / "starts"
-    wrapper = tmp_path / "llama-server"
-    wrapper.write_text(f"#!/bin/sh\necho start >> '{count}'\nexec '{server_binary}' \"$@\"\n")
-    wrapper.chmod(0o755)
+    wrapper, starts = counting_server
     argv = ["-m", str(demo_model)]
     planned_gpus(wrapper, argv)
     PlacementResolver(argv, binary=str(wrapper))  # a preview: the kept answer
-    assert count.read_text().count("start") == 1
+    assert starts() == 1
     planned_gpus(wrapper, argv, fresh=True)
-    PlacementResolver(argv, binary=str(wrapper), fresh_devices=True)  # a tune's
-    assert count.read_text().count("start") == 3
+    PlacementResolver(argv, binary=str(wrapper), fresh_devices=True)
+    assert starts() == 3
+    engine, clock = open_engine(tmp_path / "h.sqlite"), Clock()
+    spec = TuneSpec(base_argv=tuple(argv), binary=str(wrapper), objective=Objective(prompt_tokens=16, gen_tokens=8),
+                    knobs=(Knob(key="placement", flag="placement", values=(None, "f16:ffn")),), budget_s=600)
+    TuneRunner(TuneRepository(engine), bench_runner=ScriptedBench(RunRepository(engine), clock, lambda a: 100.0),
+               plan_fn=lambda a, e: (True, ""), clock=clock).run(spec)
+    assert starts() == 4  # the tune's own list, though an answer from seconds ago was kept
 
 
 @pytest.mark.server

@@ -281,25 +281,3 @@ def test_a_clear_winner_is_called_in_one_start_per_side_and_no_candidate_run_is_
     resumed = t.runner().run(spec, resume_tune_id=result.tune_id)
     assert resumed.verdict == "better" and bench.started[starts] != resumed.baseline_argv
 
-
-def test_a_tune_asks_for_the_devices_free_memory_at_its_start(tmp_path, monkeypatch):
-    """A --list-devices answer kept from before another process took GPU memory made a tune plan on the whole GPU
-    (benchmarks/sessions/2026-12-07-gpu-server-cal): the runner's own resolver asks now (the kept answer is for
-    previews; tests/unit/test_binaries.py counts the binary's starts)."""
-    import llm_tuner.services.tune.runner as runner_module
-
-    asked: list[dict] = []
-
-    class Asked(Exception):
-        pass
-
-    def spy(*args, **kwargs):
-        asked.append(kwargs)
-        raise Asked
-
-    monkeypatch.setattr(runner_module, "PlacementResolver", spy)
-    spec = TuneSpec(base_argv=("-m", str(tmp_path / "m.gguf")), objective=Objective(prompt_tokens=16, gen_tokens=8),
-                    knobs=(Knob(key="placement", flag="placement", values=(None, "f16:ffn")),))
-    with pytest.raises(Asked):
-        TuneRunner(TuneRepository(open_engine(tmp_path / "h.sqlite"))).run(spec)
-    assert asked and asked[0].get("fresh_devices") is True
