@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import httpx2
-from huggingface_hub import HfApi, get_hf_file_metadata, hf_hub_url
+from huggingface_hub import HfApi, get_hf_file_metadata, get_session, hf_hub_url
 from huggingface_hub.errors import GatedRepoError, HFValidationError, RepositoryNotFoundError
 from huggingface_hub.hf_api import RepoFile as HubFile
 from huggingface_hub.utils import build_hf_headers
@@ -72,11 +72,19 @@ def search_models(hub: Hub, query: str, *, limit: int = 50) -> list[RepoHit]:
     query = query.strip()
     if not query:
         return []
+    ensure_reachable(hub)
     out = []
     for m in hub.api().list_models(search=query, filter="gguf", sort="downloads", limit=limit):
         modified = m.last_modified.date().isoformat() if m.last_modified else None
         out.append(RepoHit(m.id, m.downloads, m.likes, modified, bool(m.gated)))
     return out
+
+
+def ensure_reachable(hub: Hub) -> None:
+    """One plain request to the hub's origin; raises the network's error (`NETWORK_ERRORS`) at once. The
+    library's paginated listings retry a refused connection five times with backoff, so an offline machine
+    else waited ~23 s for "cannot reach". Any HTTP answer counts as reachable (a mirror may say 404)."""
+    get_session().head(hub.endpoint, timeout=METADATA_TIMEOUT_S)
 
 
 def list_gguf_models(hub: Hub, repo_id: str, revision: str | None = None) -> list[RemoteModel]:
