@@ -180,6 +180,7 @@ class AttachedSession(SupervisedSession):
     def _tail_loop(self, pos: int) -> None:
         assert self.log_path is not None
         buf = ""
+        said = ""  # why the log could not be read, as last said ('': it was read, or nothing said yet)
         while not self._stop.is_set():
             try:
                 size = self.log_path.stat().st_size
@@ -194,6 +195,15 @@ class AttachedSession(SupervisedSession):
                     for line in lines:
                         for ev in self._parser.feed(line):
                             self._on_log_event(ev)
-            except OSError:
-                pass
+                said = ""
+            except OSError as exc:
+                # a wrong path or an unreadable file: with a log named, /slots is not polled, so no request
+                # would ever show; said once per reason (a file that appears later is still followed)
+                why = exc.strerror or str(exc)
+                if why != said:
+                    said = why
+                    self._emit(logparse.LogLine(
+                        "warn", f"the log file {self.log_path} cannot be read ({why}): this server's "
+                        "requests are not seen until it can. Check the path, or attach again without a log "
+                        "file (requests then come from /slots, approximate)."))
             self._stop.wait(0.25)

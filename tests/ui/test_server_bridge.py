@@ -112,3 +112,33 @@ def test_the_live_memory_bars_draw_the_bridges_snapshot(qtbot, ctx, health_url, 
         _stop(bridge)
     seg = next(s for s in drawn if s and (s[0].weights_mib or 0) > 0)[0]
     assert seg.weights_mib > 100 and seg.kv_mib > 0 and seg.compute_mib > 0
+
+
+def test_an_attach_whose_log_cannot_be_read_says_so_once_and_follows_the_file_once_it_is_there(
+        qtbot, ctx, health_url, tmp_path):
+    """Attach naming a log file that is not there (a typo, or a server not started yet): with a log named,
+    /slots is not polled, so the Requests tab stayed empty for good and nothing said why. The Live log says it,
+    once; the file is followed as soon as it appears."""
+    from llm_tuner.ui.panels.live_panel import LivePanel
+
+    timings, _buffers = _expected()
+    bridge = ServerBridge(gpu_readers={})
+    panel = LivePanel(ctx, bridge=bridge)
+    bridge.setParent(panel)
+    qtbot.addWidget(panel)
+    panel.show()
+    log = tmp_path / "server.log"
+    records = []
+    bridge.request_finished.connect(records.append)
+    try:
+        panel.attach(health_url, str(log))
+        qtbot.waitUntil(lambda: "cannot be read" in panel.log_console.shown_text(), timeout=10_000)
+        qtbot.wait(800)  # a few more reads of the missing file
+        shown = panel.log_console.shown_text()
+        assert shown.count("cannot be read") == 1, shown
+        assert str(log) in shown and "No such file" in shown
+        log.write_text(LOG.read_text())
+        qtbot.waitUntil(lambda: len(records) >= len(timings), timeout=30_000)
+    finally:
+        _stop(bridge)
+    assert [r.task for r in records] == [t.task for t in timings]
