@@ -129,6 +129,9 @@ def cmd_solve(args) -> int:
     state = _state(args, profile)
     if state.rpc_error:
         print(printable(f"warning: RPC workers: {state.rpc_error}"), file=sys.stderr)
+    if state.draft_error:
+        print(printable(f"warning: the draft model (-md) could not be read, so it is left out of the plan: "
+                        f"{state.draft_error}"), file=sys.stderr)
     changed: list = []
     state.add_callback(lambda what, *details: changed.append(details[0]) if what == "profile" else None)
     reason = state.solve(args.goal)

@@ -14,9 +14,9 @@ changed here, to publish).
 
 What the view shows is declared (callbacks.Declared: said once per change, an equal value not at all):
 `model` and `no_model_reason` ("model"), `note` and `args_error` ("note"), the planned devices, the draft
-model, the RPC workers' devices and error and the calibrations ("inputs"). Two stay plain, each for its
-reason: `args` (a control's own change is not said back to the controls as "args") and `profile` (one
-coming in from the Profile tab is not said back as "profile", only a change made here).
+model and why it could not be read, the RPC workers' devices and error and the calibrations ("inputs"). Two
+stay plain, each for its reason: `args` (a control's own change is not said back to the controls as "args")
+and `profile` (one coming in from the Profile tab is not said back as "profile", only a change made here).
 
 The predicted speed (core.speed through state.speed.SpeedModel, whose basis is loaded through `run`) is read
 from the plan: `prediction`, `speed_curve` (generation t/s against the depth), `speed_options` (the fit solver's
@@ -99,6 +99,7 @@ class PlanState(Observable):
     note = Declared[str | None](None, topic="note")  # what the model line says instead (reading, unreadable)
     args_error = Declared[str | None](None, topic="note")  # why the profile's arguments cannot be planned
     draft_model = Declared[ModelInfo | None](None, topic="inputs")  # the profile's -md, planned once read
+    draft_error = Declared[str | None](None, topic="inputs")  # why the profile's -md could not be read
     planned = Declared[tuple[PlanDevice, ...]]((), topic="inputs")  # devices this machine lacks, by hand
     rpc_devices = Declared[tuple[LlamaDevice, ...]]((), topic="inputs")  # the RPC workers' devices, once read
     rpc_error = Declared[str | None](None, topic="inputs")
@@ -164,19 +165,32 @@ class PlanState(Observable):
                 f"{format_mib(info.size_bytes / 1048576)}")
 
     def _load_draft(self, path: str | None) -> None:
-        """Read the profile's draft model (-md); the plan counts it once read."""
+        """Read the profile's draft model (-md); the plan counts it once read, and says why when it cannot be
+        read (the plan then leaves it out)."""
         if not path:
-            self.draft_model = None
+            self.draft_model, self.draft_error = None, None
             return
         if self.draft_model is not None and str(self.draft_model.path) == str(Path(path).expanduser()):
             return
-        self.draft_model = None
-        self.run(lambda: read_model(Path(path).expanduser()), self._on_draft_read, lambda _exc: None)
+        self.draft_model, self.draft_error = None, None
+        self.run(lambda: read_model(Path(path).expanduser()), self._on_draft_read,
+                 lambda exc: self._on_draft_failed(path, str(exc) or type(exc).__name__))
+
+    def _is_draft(self, path: str | Path) -> bool:
+        """`path` is the profile's draft model now (else an answer about an older one: dropped)."""
+        return str(path) == str(Path(self.args.draft_model or "").expanduser())
 
     def _on_draft_read(self, info: ModelInfo) -> None:
-        if info.error or str(info.path) != str(Path(self.args.draft_model or "").expanduser()):
-            return  # unreadable, or the profile has another draft by now (the plan warns about neither)
+        if not self._is_draft(info.path):
+            return  # the profile has another draft by now
+        if info.error:
+            self.draft_error = info.error
+            return
         self.draft_model = info
+
+    def _on_draft_failed(self, path: str, why: str) -> None:
+        if self._is_draft(Path(path).expanduser()):
+            self.draft_error = why
 
     # -- the profile in, changes out ------------------------------------------------------------------
     def use_profile(self, profile: LaunchProfile | None) -> None:
@@ -461,14 +475,25 @@ class PlanState(Observable):
             f"{'unified' if p.kv_unified else 'per-slot'} KV), flash attention {'on' if p.flash_attn else 'off'}, "
             f"{p.n_gpu_layers}/{p.n_layers_total} layers offloaded"
             + (f" (to {', '.join(holders)}). " if holders and p.n_gpu_layers else ". ")
-            + (f"Draft model {Path(str(draft.path)).name} included. " if draft is not None else
-               ("Draft model not read yet. " if self.args.draft_model else ""))
+            + self._draft_sentence(draft)
             + self.verdict()
             + (f" Host: {format_mib(host.resident_mib)} must stay resident; {format_mib(host.mapped_mib)} of "
                f"weights are mapped from the file (-lm {self.args.load_mode}: the page cache may evict them, "
                "-lm mmap+mlock would pin them)." if host is not None and host.mapped_mib else "")
             + (" Compute calibrated from a llama.cpp check (" + ", ".join(
                 f"{b} ×{v:.2f}" for b, v in cal.compute_scale.items()) + ")." if cal and cal.compute_scale else ""))
+
+    def _draft_sentence(self, draft: ModelInfo | None) -> str:
+        """What the summary says of the profile's draft model (-md): included, not read yet, or why it is left
+        out ('' without one)."""
+        if draft is not None:
+            return f"Draft model {Path(str(draft.path)).name} included. "
+        if not self.args.draft_model:
+            return ""
+        if self.draft_error:
+            return (f"Draft model {Path(self.args.draft_model).name} could not be read ({self.draft_error}): the "
+                    "plan leaves it out, so its verdict does not count it; check -md in the Profile tab. ")
+        return "Draft model not read yet. "
 
     def verdict(self) -> str:
         """'Fits.', 'Does NOT fit.', or why there is no verdict (a device's size is unknown: MemoryPlan.fits)."""

@@ -33,6 +33,32 @@ def test_the_profiles_draft_model_is_in_the_plan(qtbot, ctx, panel, demo_model):
     assert panel.recompute_now().device("Host").model_mib == pytest.approx(alone.model_mib)
 
 
+def test_a_draft_model_that_cannot_be_read_is_said_not_left_as_not_read_yet(qtbot, ctx, panel, demo_model, tmp_path):
+    """A -md with a typo, or a file that is no GGUF: the plan leaves the draft out, and says so and why (it said
+    "Draft model not read yet." for good, under a verdict that does not count it)."""
+    missing = tmp_path / "draft-typo.gguf"
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1,
+                                        spec_type=("draft-simple",), draft_model=str(missing)))
+    qtbot.waitUntil(lambda: "could not be read" in panel.summary_label.text(), timeout=10_000)  # the view's own
+    text = panel.summary_label.text()
+    assert "Draft model draft-typo.gguf could not be read (the file does not exist)" in text, text
+    assert "not read yet" not in text and "check -md in the Profile tab" in text
+    assert panel.plan_state.draft_model is None
+
+    not_gguf = tmp_path / "notes.gguf"
+    not_gguf.write_text("not a model\n")
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1,
+                                        spec_type=("draft-simple",), draft_model=str(not_gguf)))
+    qtbot.waitUntil(lambda: "notes.gguf could not be read" in panel.summary_label.text(), timeout=10_000)
+    assert "draft-typo" not in panel.summary_label.text()  # the reason is the file's now, not the typo's
+
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), ctx_size=4096, parallel=1,
+                                        spec_type=("draft-simple",), draft_model=str(demo_model)))
+    qtbot.waitUntil(lambda: f"Draft model {demo_model.name} included" in panel.summary_label.text(),
+                    timeout=10_000)
+    assert panel.plan_state.draft_error is None and "could not be read" not in panel.summary_label.text()
+
+
 def test_the_moe_solvers_placement_is_written_into_the_profile_and_launches(qtbot, ctx, panel, tmp_path,
                                                                            server_binary):
     from llm_tuner.core.cmdline import profile_to_argv

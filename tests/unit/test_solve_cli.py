@@ -105,3 +105,12 @@ def test_a_value_llama_server_refuses_is_said_not_no_model(capsys, demo_model, t
     code, out, err = run(capsys, "solve", "layers", "--", "-m", str(demo_model), *tail)
     assert code == 2 and out == "" and "Traceback" not in err
     assert words in err and "no model" not in err, err
+
+
+def test_a_draft_model_that_cannot_be_read_is_a_warning_not_a_silent_omission(capsys, demo_model, tmp_path):
+    """-md naming a file that is not there: the plan (and its answer) leaves the draft out, and says so."""
+    missing = tmp_path / "draft-typo.gguf"
+    code, data, err = run(capsys, "solve", "layers", "--json", "--devices", f"CUDA0=4096,Host={HOST}", "--",
+                          "-m", str(demo_model), "-md", str(missing), "--spec-type", "draft-simple")
+    assert code == 0 and data["found"]
+    assert "warning: the draft model (-md) could not be read" in err and "does not exist" in err, err
