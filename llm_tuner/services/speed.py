@@ -295,6 +295,7 @@ class SpeedBasis:
     driver: str = ""
     threads: int = 4
     nvml_gbps: dict[str, float] = field(default_factory=dict)
+    problem: str = ""  # why the stored calibration could not be read: defaults stand in ('': none)
 
     @property
     def calibrated(self) -> bool:

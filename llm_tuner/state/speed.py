@@ -50,8 +50,10 @@ class SpeedModel(Observable):
 
     def _on_failed(self, exc: BaseException) -> None:
         self._loading = False
-        self.error = str(exc) or type(exc).__name__
-        self.set_basis(SpeedBasis())  # defaults, said so: a prediction with a wider error beats none
+        self.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        # defaults, and why: a prediction with a wider error beats none, but not one blamed on a build that
+        # was calibrated (the store could not be read: locked by another program, damaged)
+        self.set_basis(SpeedBasis(problem=self.error))
 
     def set_basis(self, basis: SpeedBasis) -> None:
         self.basis = basis
@@ -107,9 +109,12 @@ def basis_text(basis: SpeedBasis | None, pred: Prediction | None = None, *, hint
                 + (f", ±{err:.0%}" if err is not None else "")
                 + (" (llama-bench alone: the server may be slower here; a benchmark run refines it)"
                    if probe_only else ""))
+    wider = f" (±{err:.0%})" if err is not None else ""
+    if basis.problem:  # said with or without the hint: whatever the store holds, it was not read
+        return (f"default costs, wider error{wider}: this machine's calibration could not be read "
+                f"({basis.problem}); Help ▸ Errors has the details")
     why = ("no llama-server build known" if not basis.build else
            "this build is not calibrated: run a benchmark, or `llm-tuner estimate --speed --calibrate`")
-    wider = f" (±{err:.0%})" if err is not None else ""
     return f"default costs, wider error{wider}" + (f": {why}" if hint else "")
 
 

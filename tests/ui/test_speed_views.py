@@ -51,6 +51,34 @@ def test_the_plan_shows_speed_beside_the_bars_with_a_curve_and_the_answers_ranke
     assert "roofline" in box.figures_label.text()  # all on the GPU: the RTX 4090's published bandwidth
 
 
+def test_a_calibration_the_store_cannot_give_is_said_not_blamed_on_the_build(qtbot, ctx, demo_model,
+                                                                             server_binary):
+    """The history's calibrations cannot be read (the table damaged here; a store locked by another program
+    alike): the Plan still predicts with default costs, and says the calibration was not read, with why. It said
+    "this build is not calibrated: run a benchmark", which no benchmark would change, and the failure showed
+    nowhere on screen."""
+    import sqlite3
+
+    from llm_tuner.ui.panels.plan_panel import PlanPanel
+
+    with sqlite3.connect(ctx.engine.url.database) as db:
+        db.execute("DROP TABLE speed_calibrations")
+    panel = PlanPanel(ctx)
+    qtbot.addWidget(panel)
+    panel.resize(1300, 900)
+    panel.show()
+    qtbot.waitUntil(lambda: panel.plan_state.speed.basis is not None, timeout=20_000)
+    ctx.state.set_profile(LaunchProfile(model=str(demo_model), gpu_layers=3))
+    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
+    panel.recompute_now()
+    box = panel.speed_box
+    text = box.basis_label.text()
+    assert "t/s gen" in box.figures_label.text()  # predicted all the same
+    assert text.startswith("default costs, wider error") and "calibration could not be read" in text, text
+    assert "no such table: speed_calibrations" in text and "Help ▸ Errors" in text
+    assert "not calibrated" not in text and "no llama-server build known" not in text
+
+
 def test_the_profile_says_the_predicted_speed_under_the_command(qtbot, ctx, demo_model):
     from llm_tuner.ui.panels.profile_panel import ProfilePanel
 

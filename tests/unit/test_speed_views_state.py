@@ -79,7 +79,10 @@ def test_without_a_basis_the_line_says_it_is_being_read_and_a_failed_read_falls_
 
     m = SpeedModel(broken)
     m.load()
-    assert m.basis == SpeedBasis() and m.error == "database is locked"
+    assert m.basis == SpeedBasis(problem="database is locked") and m.error == "database is locked"
+    assert not m.basis.calibrated  # default costs, and the words say why (not "this build is not calibrated")
+    assert basis_text(m.basis, hint=False) == ("default costs, wider error: this machine's calibration could not "
+                                               "be read (database is locked); Help ▸ Errors has the details")
 
 
 def _bench_run(model, other_cpu_pct: float = 0.0):
