@@ -144,8 +144,21 @@ def build_window(smoke_test: bool = False):
         return app, None, None
     ctx = AppContext(settings=settings, engine=engine)
     window = MainWindow(ctx)
+    _say_settings_set_aside()
     start_probes(ctx)
     return app, ctx, window
+
+
+def _say_settings_set_aside() -> None:
+    """A settings file found unreadable at this start (kept aside by settings_store) is said in the status bar
+    and the Errors list: the model folders, binary path and trusted binaries are the defaults now."""
+    from llm_tuner.qt.errors import report_failure
+    from llm_tuner.services.settings_store import take_set_aside
+
+    for exc in take_set_aside():
+        report_failure("Reading the settings", exc,
+                       advice="Set the model folders and llama-server again in File ▸ Settings, or mend the "
+                              "kept file and put it back as settings.json while the app is closed")
 
 
 def install_excepthook() -> None:
@@ -218,7 +231,10 @@ def main(argv: list[str] | None = None) -> int:
         from llm_tuner.cli import main as cli_main
 
         _check_file_modes_for_cli()
+        from llm_tuner.services.settings_store import take_set_aside
 
+        for exc in take_set_aside():  # the window says it in its status bar; a command, on stderr
+            print(f"llm-tuner: warning: {exc}", file=sys.stderr)
         return cli_main(argv)
     smoke = "--smoke-test" in argv
     return run_gui(smoke_test=smoke)

@@ -17,6 +17,21 @@ from llm_tuner.services.paths import config_dir, data_dir
 log = logging.getLogger(__name__)
 
 
+class SettingsUnreadable(ValueError):
+    """The settings file could not be read: it was kept aside and the defaults stand in."""
+
+
+_set_aside: list[SettingsUnreadable] = []  # this process's, until the window says them (take_set_aside)
+
+
+def take_set_aside() -> list[SettingsUnreadable]:
+    """The settings files found unreadable (and kept aside) since the last call: the window says them, so a
+    user whose folders and binary path are suddenly gone knows why and where the old file is."""
+    out = list(_set_aside)
+    _set_aside.clear()
+    return out
+
+
 def settings_path() -> Path:
     return config_dir() / "settings.json"
 
@@ -31,10 +46,14 @@ def load_settings(path: Path | None = None) -> Settings:
     except (OSError, ValueError) as exc:
         broken = path.with_suffix(".json.broken")
         log.warning("settings file %s is unreadable (%s); kept as %s, using defaults", path, exc, broken)
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         try:
             path.replace(broken)
-        except OSError:
-            pass
+            kept = f"kept as {broken}"
+        except OSError as move_exc:
+            kept = f"left in place ({move_exc.strerror or move_exc})"
+        _set_aside.append(SettingsUnreadable(f"the settings file {path} could not be read ({why}); {kept}; "
+                                             "default settings are in use"))
         return Settings()
 
 

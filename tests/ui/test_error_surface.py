@@ -160,3 +160,28 @@ def test_what_to_do_depends_on_what_failed(tmp_path):
     assert advice_for(OperationalError("SELECT", {}, sqlite3.OperationalError("no such table: x"))) == (
         DEFAULT_ADVICE, False)
     assert advice_for(PermissionError(13, "denied"))[0].startswith("Check that you may read and write")
+
+
+def test_an_unreadable_settings_file_is_kept_aside_and_said_at_start(qtbot, caplog):
+    """A settings.json broken by hand or by a full disk: the app starts on defaults (folders, binary path and
+    trusted binaries gone) and says so, with where the old file is kept, in the status bar and the Errors list."""
+    from llm_tuner.app import build_window
+    from llm_tuner.services.settings_store import settings_path
+
+    path = settings_path()
+    path.write_text('{"model_folders": ["/models"],', encoding="utf-8")  # cut short
+    caplog.set_level(logging.ERROR, logger="llm_tuner.qt.errors")
+    _app, ctx, win = build_window()
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
+        pass
+    kept = path.with_suffix(".json.broken")
+    assert kept.read_text(encoding="utf-8").startswith('{"model_folders"')  # nothing lost
+    assert ctx.settings.model_folders != ["/models"]
+    failure = next(f for f in win.errors.failures() if f.what == "Reading the settings")
+    assert str(path) in failure.message and str(kept) in failure.message and "default settings" in failure.message
+    qtbot.waitUntil(lambda: "Reading the settings failed" in _status(win), timeout=10_000)
+    assert "File ▸ Settings" in _status(win)
+    _app, _ctx, again = build_window()  # said once: the next start reads a fresh settings file, or none
+    qtbot.addWidget(again)
+    assert sum(f.what == "Reading the settings" for f in again.errors.failures()) == 1

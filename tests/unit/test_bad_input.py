@@ -211,3 +211,16 @@ def test_a_confirmation_made_by_another_process_counts_and_is_kept(tmp_path, mar
     assert binaries.is_trusted(prog, app_settings)
     binaries.trust_binary(other, app_settings)  # the app confirms another program and saves its settings
     assert {t.path for t in load_settings().trusted_binaries} == {str(prog.resolve()), str(other.resolve())}
+
+
+def test_an_unreadable_settings_file_is_kept_aside_and_a_command_warns_of_it_once(capsys):
+    from llm_tuner.app import main as app_main
+    from llm_tuner.services.settings_store import settings_path
+
+    path = settings_path()
+    path.write_text("{not json", encoding="utf-8")
+    assert app_main(["database", "check"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: the settings file {path} could not be read" in err and "default settings are in use" in err
+    assert path.with_suffix(".json.broken").read_text(encoding="utf-8") == "{not json"
+    assert app_main(["database", "check"]) == 0 and "warning" not in capsys.readouterr().err
