@@ -55,6 +55,7 @@ class BenchHistory(Observable):
         self.run = run
         self.filters = HistoryFilters()
         self._seq = 0
+        self._after_load = ""  # what the next loaded list says instead of nothing (a run found gone)
         self._runs: list[BenchRun] = []
         self._groups: dict[int, RunGroup | None] = {}
         self._labels: list[str] = []
@@ -129,7 +130,8 @@ class BenchHistory(Observable):
             return  # a newer load is on its way
         self._runs, self._labels, self._groups, self._builds = list(runs), list(labels), groups, list(builds)
         self.notify("runs")
-        self._say("" if runs else NO_RUNS)
+        self._say(self._after_load or ("" if runs else NO_RUNS))
+        self._after_load = ""
 
     def _on_failed(self, exc: BaseException) -> None:
         self._say(f"Could not read the benchmark history: {exc}")
@@ -149,8 +151,12 @@ class BenchHistory(Observable):
             return run, sorted(group, key=lambda r: r.id or 0)
 
         def done(loaded: tuple[BenchRun | None, list[BenchRun]]) -> None:
-            if loaded[0] is not None:
-                self.notify("opened", loaded[0], loaded[1])
+            if loaded[0] is None:  # deleted since the list was read (another window, the CLI)
+                self._after_load = (f"Run #{run_id} is no longer in the history (deleted elsewhere?): "
+                                    "the list was read again.")
+                self.refresh()
+                return
+            self.notify("opened", loaded[0], loaded[1])
 
         self.run(load, done, lambda exc: self._say(f"Could not open run #{run_id}: {exc}"))
 
