@@ -27,7 +27,8 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
+import shiboken6
+from PySide6.QtCore import QCoreApplication, QObject, QRunnable, QThreadPool, Signal
 
 from llm_tuner.qt.errors import report_failure
 
@@ -55,13 +56,39 @@ def short_pool() -> ThreadPoolExecutor:
     return _executor("jobs-short", max(4, os.cpu_count() or 1))
 
 
-def _emit(signal, *args) -> None:
-    """Emit from the pool thread; a job parented to a widget that was deleted meanwhile has no one to tell
-    (its C++ object went with the widget), which must not raise in the pool thread."""
-    try:
-        signal.emit(*args)
-    except RuntimeError:
-        pass
+class _Relay(QObject):
+    """Carries a job's signals from the pool thread to the application's thread, where each is emitted only
+    if the job still exists. Emitting the job's own signal from the pool thread raced with its deletion on the
+    GUI thread (a job parented to a widget closed as the job ended): CI crashed there once, a segfault in the
+    emit while the GUI thread was deleting widgets. Deleting and checking on one thread leaves no such window.
+    The relay lives as long as the process."""
+
+    post = Signal(object)  # (job, the signal's name, its arguments)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.post.connect(self._deliver)  # queued: the relay lives on the application's thread
+
+    def _deliver(self, item: tuple[BackgroundJob, str, tuple[Any, ...]]) -> None:
+        job, name, args = item
+        if shiboken6.isValid(job):  # its parent was not deleted meanwhile
+            getattr(job, name).emit(*args)
+
+
+_relay: _Relay | None = None
+_relay_lock = threading.Lock()
+
+
+def _emit(job: BackgroundJob, name: str, *args: Any) -> None:
+    """Emit `job`'s signal `name` on the application's thread (see _Relay); any thread may call it."""
+    global _relay
+    with _relay_lock:
+        if _relay is None:
+            _relay = _Relay()
+            app = QCoreApplication.instance()
+            if app is not None and _relay.thread() is not app.thread():
+                _relay.moveToThread(app.thread())
+    _relay.post.emit((job, name, args))
 
 
 class JobControl:
@@ -72,7 +99,7 @@ class JobControl:
         self._cancel = threading.Event()
 
     def progress(self, fraction: float | None, text: str = "") -> None:
-        _emit(self._job.progressed, -1.0 if fraction is None else float(fraction), text)
+        _emit(self._job, "progressed", -1.0 if fraction is None else float(fraction), text)
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
@@ -90,16 +117,16 @@ def _run(job: BackgroundJob) -> None:
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
         if not job.control.cancelled():  # a cancelled job's way out is no failure
             report_failure(job.what, exc, shown=job.shown_in_place)
-        _emit(job.failed, exc)
+        _emit(job, "failed", exc)
     else:
         if job.control.cancelled():
-            _emit(job.cancelled)
+            _emit(job, "cancelled")
         else:
-            _emit(job.succeeded, result)
+            _emit(job, "succeeded", result)
     finally:
         job.left = True
         BackgroundJob._running.pop(id(job), None)
-        _emit(job.finished)
+        _emit(job, "finished")
 
 
 class _Runnable(QRunnable):
@@ -115,7 +142,8 @@ class _Runnable(QRunnable):
 
 
 class BackgroundJob(QObject):
-    """One unit of background work. Signals are delivered on the thread that owns this object."""
+    """One unit of background work, made on the GUI thread. Its signals are emitted there (through _Relay),
+    and not at all once it is deleted (with its parent)."""
 
     progressed = Signal(float, str)
     succeeded = Signal(object)

@@ -59,6 +59,49 @@ def test_a_job_that_ends_before_anyone_listens_still_says_it_finished(qtbot):
     qtbot.waitUntil(lambda: job.is_finished, timeout=30_000)
 
 
+STRESS = """
+import shiboken6
+from PySide6.QtCore import QCoreApplication, QObject
+from PySide6.QtWidgets import QApplication
+
+app = QApplication([])
+from llm_tuner.qt.workers import BackgroundJob
+
+told = []
+for _round in range(300):
+    parents = [QObject() for _ in range(20)]
+    for parent in parents:
+        job = BackgroundJob(lambda _ctl: None, parent, what="a job of a view that closes")
+        job.succeeded.connect(told.append)
+        job.start()
+    for parent in parents:  # deleted on this thread while the pool threads end their jobs
+        shiboken6.delete(parent)
+    QCoreApplication.processEvents()
+while BackgroundJob.live_jobs():
+    QCoreApplication.processEvents()
+QCoreApplication.processEvents()
+print("told", len(told))
+"""
+
+
+def test_jobs_whose_parent_is_deleted_as_they_end_tell_no_one_and_do_not_crash(tmp_path):
+    """Views close while their jobs end (a test's teardown, a dialog closed mid-load): the GUI thread deletes the
+    jobs with their parents while pool threads hand over their outcomes. Emitting the job's signal from the pool
+    thread crashed in that race (CI once; this script segfaulted in 4 runs of 4 before the relay); its own
+    process, so a crash fails this test instead of ending the run."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "stress.py"
+    script.write_text(STRESS)
+    env = {**os.environ, "QT_QPA_PLATFORM": "offscreen"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env, timeout=240,
+                          cwd=os.getcwd())
+    assert done.returncode == 0, f"exit {done.returncode}\n{done.stderr[-3000:]}"
+    assert done.stdout.strip() == "told 0"  # a deleted job tells no one
+
+
 def test_a_job_cannot_be_made_without_its_failure_path():
     import pytest
 
