@@ -72,8 +72,12 @@ def advice_for(exc: BaseException) -> tuple[str, bool]:
 
 
 def _one_line(exc: BaseException) -> str:
+    """The first line of the message; after the exception's type for a library's or Python's (the type says
+    what kind of failure), without it for ours (their words are written for the user)."""
     text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+    if not text:
+        return type(exc).__name__
+    return text[0] if type(exc).__module__.startswith("llm_tuner.") else f"{type(exc).__name__}: {text[0]}"
 
 
 class ErrorCenter(QObject):

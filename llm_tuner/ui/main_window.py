@@ -54,6 +54,7 @@ from llm_tuner.ui.panels.tune_panel import TunePanel
 from llm_tuner.ui.plots import follow_palette
 from llm_tuner.ui.quick_start import QuickStartBar
 from llm_tuner.ui.shortcuts import SHORTCUTS
+from llm_tuner.ui.widgets import ElidedLabel
 
 
 def ask_fresh_database(message: str, parent: QWidget | None = None) -> bool:
@@ -196,6 +197,14 @@ class MainWindow(QMainWindow):
         return action
 
     def _build_status_bar(self) -> None:
+        # messages: a label of our own, not QStatusBar.showMessage, so a long one is cut with "…" to the room
+        # the permanent labels leave, and cut again when that room changes (it ran under them, or was cut to a
+        # few letters when said before the window had its size)
+        self.status_message = ElidedLabel()
+        self.statusBar().addWidget(self.status_message, 1)
+        self._status_timer = QTimer(self)
+        self._status_timer.setSingleShot(True)
+        self._status_timer.timeout.connect(lambda: self.status_message.set_parts(""))
         self.server_state_label = QLabel()
         self.server_state_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.statusBar().addPermanentWidget(self.server_state_label)
@@ -247,14 +256,17 @@ class MainWindow(QMainWindow):
 
     # -- slots ----------------------------------------------------------------------------------
     def _show_status(self, text: str, timeout_ms: int = 0) -> None:
-        """A status message cut to the room left of the permanent labels (it ran under them); whole in the tooltip."""
-        bar = self.statusBar()
-        room = bar.width() - sum(w.width() + 12 for w in (self.server_state_label, self.errors_button,
-                                                             self.server_label, self.devices_label)
-                                 if w.isVisible()) - 16
-        shown = bar.fontMetrics().elidedText(text, Qt.TextElideMode.ElideRight, max(room, 80))
-        bar.showMessage(shown, timeout_ms)
-        bar.setToolTip(text if shown != text else "")
+        """A status message in the room left of the permanent labels, cut to it with "…" as that room changes
+        (a window resized, a label that grew), whole in the tooltip; cleared after `timeout_ms` (0: kept)."""
+        self.status_message.set_parts("", text)
+        if timeout_ms:
+            self._status_timer.start(timeout_ms)
+        else:
+            self._status_timer.stop()
+
+    def status_text(self) -> str:
+        """The status message shown now, whole ('' when none)."""
+        return self.status_message.full_text()
 
     def _on_state_status_message_posted(self, text: str) -> None:
         self._show_status(text, 8000)

@@ -33,8 +33,7 @@ def window(qtbot, caplog):
 
 def _status(win) -> str:
     """The status bar's message, whole (an elided one keeps the whole text in the tooltip)."""
-    bar = win.statusBar()
-    return bar.toolTip() or bar.currentMessage()
+    return win.status_text()
 
 
 def _logged(caplog, what: str) -> int:
