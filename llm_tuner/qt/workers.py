@@ -79,8 +79,9 @@ _relay: _Relay | None = None
 _relay_lock = threading.Lock()
 
 
-def _emit(job: BackgroundJob, name: str, *args: Any) -> None:
-    """Emit `job`'s signal `name` on the application's thread (see _Relay); any thread may call it."""
+def _ensure_relay() -> _Relay:
+    """The relay, on the application's thread: made when the first job is made on the GUI thread, before any
+    pool thread could ask for it."""
     global _relay
     with _relay_lock:
         if _relay is None:
@@ -88,7 +89,12 @@ def _emit(job: BackgroundJob, name: str, *args: Any) -> None:
             app = QCoreApplication.instance()
             if app is not None and _relay.thread() is not app.thread():
                 _relay.moveToThread(app.thread())
-    _relay.post.emit((job, name, args))
+        return _relay
+
+
+def _emit(job: BackgroundJob, name: str, *args: Any) -> None:
+    """Emit `job`'s signal `name` on the application's thread (see _Relay); any thread may call it."""
+    _ensure_relay().post.emit((job, name, args))
 
 
 class JobControl:
@@ -168,6 +174,7 @@ class BackgroundJob(QObject):
         if on_failed is not None:
             self.failed.connect(on_failed)
         self.control = JobControl(self)
+        _ensure_relay()  # here, on the GUI thread, before a pool thread needs it
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.entered = ""  # the thread that called its function ("": not called yet)
         self.left = False  # its function's outcome was handled (`_run`'s finally)
