@@ -27,7 +27,8 @@ def ctx(tmp_path):
     return c
 
 
-def test_the_plan_shows_speed_beside_the_bars_with_a_curve_and_the_answers_ranked(qtbot, ctx, demo_model):
+def _plan_with_speed(qtbot, ctx, demo_model):
+    """A shown Plan tab with its speed basis read and the demo model planned at -ngl 3."""
     from llm_tuner.ui.panels.plan_panel import PlanPanel
 
     panel = PlanPanel(ctx)
@@ -38,6 +39,11 @@ def test_the_plan_shows_speed_beside_the_bars_with_a_curve_and_the_answers_ranke
     ctx.state.set_profile(LaunchProfile(model=str(demo_model), gpu_layers=3))
     qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
     panel.recompute_now()
+    return panel
+
+
+def test_the_plan_shows_speed_beside_the_bars_with_a_curve_and_the_answers_ranked(qtbot, ctx, demo_model):
+    panel = _plan_with_speed(qtbot, ctx, demo_model)
     box = panel.speed_box
     assert box.isVisible() and "t/s gen" in box.figures_label.text() and "TTFT" in box.figures_label.text()
     assert "roofline" not in box.figures_label.text()  # the host reads weights too: its peak is not known
@@ -59,19 +65,9 @@ def test_a_calibration_the_store_cannot_give_is_said_not_blamed_on_the_build(qtb
     nowhere on screen."""
     import sqlite3
 
-    from llm_tuner.ui.panels.plan_panel import PlanPanel
-
     with sqlite3.connect(ctx.engine.url.database) as db:
         db.execute("DROP TABLE speed_calibrations")
-    panel = PlanPanel(ctx)
-    qtbot.addWidget(panel)
-    panel.resize(1300, 900)
-    panel.show()
-    qtbot.waitUntil(lambda: panel.plan_state.speed.basis is not None, timeout=20_000)
-    ctx.state.set_profile(LaunchProfile(model=str(demo_model), gpu_layers=3))
-    qtbot.waitUntil(lambda: panel.plan_state.model is not None, timeout=10_000)
-    panel.recompute_now()
-    box = panel.speed_box
+    box = _plan_with_speed(qtbot, ctx, demo_model).speed_box
     text = box.basis_label.text()
     assert "t/s gen" in box.figures_label.text()  # predicted all the same
     assert text.startswith("default costs, wider error") and "calibration could not be read" in text, text

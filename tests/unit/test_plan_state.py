@@ -185,7 +185,7 @@ def test_what_the_view_shows_is_declared_and_said_once_per_change(dense, tmp_pat
     """The declared form (issue 36, as LiveFleet): each property says its topic once when it changes and not at
     all for an equal value; `args` and `profile` stay plain (a control's own change and an incoming profile are
     not said back)."""
-    assert set(declared(PlanState)) == {"model", "no_model_reason", "note", "args_error", "draft_model", "planned",
+    assert set(declared(PlanState)) == {"model", "no_model_reason", "note", "args_error", "draft_model", "draft_error", "planned",
                                         "rpc_devices", "rpc_error", "calibrations"}
     state = _state()
     events: list[str] = []
