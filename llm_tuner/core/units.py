@@ -41,6 +41,11 @@ def format_params(n: int | None) -> str:
 _UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line for the user: its first line, or its type's name if it has none."""
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
 def printable(text: object, *, keep_lines: bool = False) -> str:
     """`text` safe to print on a terminal: control characters (ESC starting a sequence that retitles or clears
     the terminal, BEL, CR, newlines, C1, bidi overrides) shown as escapes (`\\x1b`, `\\n`, `\\u202e`), the

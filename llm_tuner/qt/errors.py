@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
+from llm_tuner.core.units import first_line
 from llm_tuner.store.db import StorageFullError
 
 log = logging.getLogger(__name__)
@@ -74,10 +75,10 @@ def advice_for(exc: BaseException) -> tuple[str, bool]:
 def _one_line(exc: BaseException) -> str:
     """The first line of the message; after the exception's type for a library's or Python's (the type says
     what kind of failure), without it for ours (their words are written for the user)."""
-    text = str(exc).strip().splitlines()
-    if not text:
-        return type(exc).__name__
-    return text[0] if type(exc).__module__.startswith("llm_tuner.") else f"{type(exc).__name__}: {text[0]}"
+    line = first_line(exc)
+    if not str(exc).strip() or type(exc).__module__.startswith("llm_tuner."):
+        return line
+    return f"{type(exc).__name__}: {line}"
 
 
 class ErrorCenter(QObject):

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 
 from llm_tuner.core.settings import Settings
+from llm_tuner.core.units import first_line
 from llm_tuner.services.paths import config_dir, data_dir
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,7 @@ def load_settings(path: Path | None = None) -> Settings:
     except (OSError, ValueError) as exc:
         broken = path.with_suffix(".json.broken")
         log.warning("settings file %s is unreadable (%s); kept as %s, using defaults", path, exc, broken)
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        why = first_line(exc)
         try:
             path.replace(broken)
             kept = f"kept as {broken}"

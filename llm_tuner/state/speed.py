@@ -17,6 +17,7 @@ from llm_tuner.core.memory import PlanDevice
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.speed import Prediction
 from llm_tuner.core.speed.predict import PROBE_ONLY_NOTE, format_ttft
+from llm_tuner.core.units import first_line
 from llm_tuner.services.speed import SpeedBasis, plan_traffic_of, threads_of
 from llm_tuner.state.callbacks import Observable, Run, run_now
 
@@ -50,7 +51,7 @@ class SpeedModel(Observable):
 
     def _on_failed(self, exc: BaseException) -> None:
         self._loading = False
-        self.error = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        self.error = first_line(exc)
         # defaults, and why: a prediction with a wider error beats none, but not one blamed on a build that
         # was calibrated (the store could not be read: locked by another program, damaged)
         self.set_basis(SpeedBasis(problem=self.error))
