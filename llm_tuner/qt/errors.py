@@ -122,15 +122,21 @@ _center: ErrorCenter | None = None
 _center_lock = threading.Lock()
 
 
+def on_app_thread(obj: QObject) -> None:
+    """Move a process-lifetime QObject just made to the application's thread (where its queued slots run),
+    if an application exists and it is not there already."""
+    app = QCoreApplication.instance()
+    if app is not None and obj.thread() is not app.thread():
+        obj.moveToThread(app.thread())
+
+
 def error_center() -> ErrorCenter:
     """The app's one ErrorCenter (made on first use; it lives on the application's thread)."""
     global _center
     with _center_lock:
         if _center is None:
             _center = ErrorCenter()
-            app = QCoreApplication.instance()
-            if app is not None and _center.thread() is not app.thread():
-                _center.moveToThread(app.thread())
+            on_app_thread(_center)
         return _center
 
 

@@ -28,9 +28,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 import shiboken6
-from PySide6.QtCore import QCoreApplication, QObject, QRunnable, QThreadPool, Signal
+from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
-from llm_tuner.qt.errors import report_failure
+from llm_tuner.qt.errors import on_app_thread, report_failure
 
 LONG_POOL_THREADS = 4
 _pools: dict[str, ThreadPoolExecutor] = {}
@@ -86,9 +86,7 @@ def _ensure_relay() -> _Relay:
     with _relay_lock:
         if _relay is None:
             _relay = _Relay()
-            app = QCoreApplication.instance()
-            if app is not None and _relay.thread() is not app.thread():
-                _relay.moveToThread(app.thread())
+            on_app_thread(_relay)
         return _relay
 
 
