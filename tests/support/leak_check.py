@@ -46,8 +46,10 @@ def _thread_is_ours(t: threading.Thread) -> bool:
     return module == "llm_tuner" or module.startswith("llm_tuner.")
 
 
-def _our_threads(before: set[int]) -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if t.is_alive() and t.ident not in before and _thread_is_ours(t)]
+def _our_threads(before: set[threading.Thread]) -> list[threading.Thread]:
+    """Threads of ours alive now that were not before. Compared as Thread objects, not idents: a thread that
+    ends during the test frees its ident for the next one started (CI once missed a sampler thread so)."""
+    return [t for t in threading.enumerate() if t.is_alive() and t not in before and _thread_is_ours(t)]
 
 
 def _describe_thread(t: threading.Thread) -> str:
@@ -135,7 +137,7 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
     if core is None:
         from PySide6 import QtCore as core  # noqa: N813 - the timer watch needs the class now
 
-    threads_before = {t.ident for t in threading.enumerate()}
+    threads_before = set(threading.enumerate())
     jobs_before = set(map(id, _live_jobs()))
     timers = _TimerWatch(monkeypatch, core)
     widgets = sys.modules.get("PySide6.QtWidgets")
