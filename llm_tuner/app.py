@@ -117,7 +117,12 @@ def build_window(smoke_test: bool = False):
 
     from llm_tuner.qt.context import AppContext
     from llm_tuner.qt.probes import start_probes
-    from llm_tuner.services.settings_store import database_path, load_settings
+    from llm_tuner.services.settings_store import (
+        DataFolderUnusable,
+        database_path,
+        default_database_path,
+        load_settings,
+    )
     from llm_tuner.ui.main_window import MainWindow
 
     QCoreApplication.setOrganizationName("llm-tuner")
@@ -139,12 +144,23 @@ def build_window(smoke_test: bool = False):
 
         app.setWindowIcon(QIcon(str(icon)))
     settings = load_settings()
-    engine = _open_history(database_path(settings.data_dir), smoke_test)
+    try:
+        db_path, unusable = database_path(settings.data_dir), None
+    except DataFolderUnusable as exc:  # an unmounted drive: the app starts on its own folder and says so
+        log.error("%s", exc)
+        db_path, unusable = default_database_path(), exc
+    engine = _open_history(db_path, smoke_test)
     if engine is None:
         return app, None, None
     ctx = AppContext(settings=settings, engine=engine)
     window = MainWindow(ctx)
     _say_settings_set_aside()
+    if unusable is not None:
+        from llm_tuner.qt.errors import report_failure
+
+        report_failure("Opening the data folder", unusable,
+                       advice=f"This session's history is kept in the app's own folder, {db_path.parent}. "
+                              "Connect the drive and restart, or choose another folder in File ▸ Settings")
     start_probes(ctx)
     return app, ctx, window
 

@@ -15,6 +15,7 @@ from typing import Any
 from llm_tuner import __version__
 from llm_tuner.cli import agent, bench, chat, models, plan, profile, router, run, solve, system, tune, workers
 from llm_tuner.cli.output import DATABASE_EXIT, CliError, HelpFormatter
+from llm_tuner.services.settings_store import DataFolderUnusable, settings_path
 
 _MODULES = (system, workers, agent, profile, models, plan, solve, run, chat, bench, tune, router)
 
@@ -54,6 +55,11 @@ def main(argv: list[str] | None = None) -> int:
     except CliError as exc:
         print(f"llm-tuner: error: {exc}", file=sys.stderr)
         return 2
+    except DataFolderUnusable as exc:
+        print(f"llm-tuner: error: {exc}\n  Connect its drive, or change data_dir in {settings_path()} (or in the "
+              "window's File > Settings); LLM_TUNER_DATA_DIR=<folder> overrides it for one command",
+              file=sys.stderr)
+        return DATABASE_EXIT
     except BrokenPipeError:
         return _stdout_closed()
     except Exception as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.core.units import first_line
-from llm_tuner.services.paths import config_dir, data_dir
+from llm_tuner.services.paths import config_dir, data_dir, readable_by_others
 
 log = logging.getLogger(__name__)
 
@@ -69,14 +69,68 @@ def save_settings(settings: Settings, path: Path | None = None) -> None:
     tmp.replace(path)
 
 
+DATABASE_NAME = "llm-tuner.sqlite"
+
+
+class DataFolderUnusable(OSError):
+    """The data folder chosen in Settings cannot hold the history (gone, not writable, a file, an unmounted
+    drive); `str()` names it and why."""
+
+
 def database_path(configured_dir: str | None = None) -> Path:
     """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the
-    app use one history), unless LLM_TUNER_DATA_DIR overrides."""
+    app use one history), unless LLM_TUNER_DATA_DIR overrides. Raises DataFolderUnusable when the chosen
+    folder cannot be created or written."""
     if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
         configured_dir = load_settings().data_dir
     # the user's folder: created, never changed
     if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
         folder = Path(configured_dir).expanduser()
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder / "llm-tuner.sqlite"
-    return data_dir() / "llm-tuner.sqlite"
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DataFolderUnusable(f"the data folder {folder} (chosen in Settings) cannot be created "
+                                     f"({exc.strerror or first_line(exc)})") from exc
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise DataFolderUnusable(f"the data folder {folder} (chosen in Settings) cannot be written by "
+                                     "this user")
+        return folder / DATABASE_NAME
+    return data_dir() / DATABASE_NAME
+
+
+def default_database_path() -> Path:
+    """The history's file in the app's own data folder (where an unusable chosen folder falls back)."""
+    return data_dir() / DATABASE_NAME
+
+
+def data_folder_note(text: str) -> tuple[bool, str]:
+    """What Settings says under the data folder as typed: (usable, note). An empty text is the app's own
+    folder; a folder that does not exist yet is usable when it can be created; other users being able to read
+    it is said (the history may hold a saved profile's API key), and whether a history is there already (the
+    current one is not moved)."""
+    if not text.strip():
+        return True, ""
+    folder = Path(text.strip()).expanduser()
+    if not folder.is_absolute():
+        return False, "Give a full path (it would be read from wherever the app was started)."
+    if folder.exists() and not folder.is_dir():
+        return False, f"{folder} is a file, not a folder."
+    if not folder.exists():
+        parent = next((p for p in folder.parents if p.exists()), None)
+        if parent is None or not parent.is_dir():
+            return False, f"{folder} cannot be created: {parent} is a file, not a folder."
+        if not os.access(parent, os.W_OK | os.X_OK):
+            return False, f"{folder} does not exist and cannot be created here ({parent} is not writable)."
+        return True, "Does not exist yet: it is created at the next start, with a new, empty history."
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False, f"{folder} cannot be written by this user."
+    notes = []
+    if (folder / DATABASE_NAME).is_file():
+        notes.append("Holds an llm-tuner history: the app uses it from the next start (the current one is "
+                     "not moved).")
+    else:
+        notes.append("A new, empty history starts there at the next start (the current one is not moved).")
+    if readable_by_others(folder):
+        notes.append(f"Other users can read this folder, and saved profiles may hold API keys: consider "
+                     f"chmod 700 {folder}.")
+    return True, " ".join(notes)

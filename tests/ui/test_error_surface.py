@@ -184,3 +184,39 @@ def test_an_unreadable_settings_file_is_kept_aside_and_said_at_start(qtbot, capl
     _app, _ctx, again = build_window()  # said once: the next start reads a fresh settings file, or none
     qtbot.addWidget(again)
     assert sum(f.what == "Reading the settings" for f in again.errors.failures()) == 1
+
+
+def test_a_data_folder_that_cannot_be_used_starts_on_the_apps_own_and_is_said(qtbot, tmp_path, monkeypatch):
+    """The drive holding the chosen data folder is not mounted: the window opens on the app's own folder and says
+    where this session's history goes; Settings says why the folder cannot be used and does not save it."""
+    from llm_tuner.app import build_window
+    from llm_tuner.core.settings import Settings
+    from llm_tuner.services.settings_store import save_settings
+    from llm_tuner.ui.dialogs.settings_dialog import SettingsDialog
+
+    monkeypatch.delenv("LLM_TUNER_DATA_DIR")
+    for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")):
+        monkeypatch.setenv(var, str(tmp_path / sub))
+    (tmp_path / "mnt").write_text("not a folder")
+    gone = tmp_path / "mnt" / "history"
+    save_settings(Settings(data_dir=str(gone)))
+    _app, ctx, win = build_window()
+    qtbot.addWidget(win)
+    with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
+        pass
+    assert str(ctx.engine.url.database).startswith(str(tmp_path / "data" / "llm-tuner"))
+    failure = next(f for f in win.errors.failures() if f.what == "Opening the data folder")
+    assert str(gone) in failure.message and "cannot be created" in failure.message
+    qtbot.waitUntil(lambda: "Opening the data folder failed" in _status(win), timeout=10_000)
+    assert str(tmp_path / "data" / "llm-tuner") in _status(win)
+
+    dialog = SettingsDialog(ctx.settings)
+    qtbot.addWidget(dialog)
+    assert "cannot be created" in dialog.data_dir_note.text() and not dialog.data_dir_note.isHidden()
+    dialog.accept()
+    assert dialog.result() != SettingsDialog.DialogCode.Accepted  # not saved as it is
+    dialog.data_dir.setText(str(tmp_path / "new-drive"))
+    assert "created at the next start" in dialog.data_dir_note.text()
+    dialog.accept()
+    assert dialog.result() == SettingsDialog.DialogCode.Accepted
+    assert dialog.result_settings().data_dir == str(tmp_path / "new-drive")

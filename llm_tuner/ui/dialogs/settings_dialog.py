@@ -24,6 +24,7 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.paths import data_dir
+from llm_tuner.services.settings_store import data_folder_note
 from llm_tuner.state.settings_form import SettingsForm, edited_settings, form_of, with_folder
 from llm_tuner.ui.dialogs.workers_box import WorkersBox
 
@@ -91,8 +92,21 @@ class SettingsDialog(QDialog):
 
         self.data_dir = QLineEdit(form_values.data_dir)
         self.data_dir.setPlaceholderText(str(data_dir()))
+        self.data_dir.setClearButtonEnabled(True)
         self.data_dir.setToolTip("Where the SQLite history lives. Takes effect at the next start.")
-        form.addRow("Data folder", self.data_dir)
+        browse_data = QPushButton("Browse…")
+        browse_data.clicked.connect(self._on_browse_data_dir_clicked)
+        data_row = QHBoxLayout()
+        data_row.addWidget(self.data_dir, 1)
+        data_row.addWidget(browse_data)
+        form.addRow("Data folder", data_row)
+        self.data_dir_note = QLabel()
+        self.data_dir_note.setWordWrap(True)
+        # a wrapped label's height is reserved for its narrowest width (a tall gap): it is never that narrow
+        self.data_dir_note.setMinimumWidth(520)
+        form.addRow("", self.data_dir_note)
+        self.data_dir.textChanged.connect(self._show_data_dir_note)
+        self._show_data_dir_note()
 
         def rate(value: float, tip: str) -> QDoubleSpinBox:
             box = QDoubleSpinBox()
@@ -124,6 +138,28 @@ class SettingsDialog(QDialog):
         box.accepted.connect(self.accept)
         box.rejected.connect(self.reject)
         layout.addWidget(box)
+
+    def _on_browse_data_dir_clicked(self) -> None:
+        start = self.data_dir.text() or str(data_dir())
+        folder = QFileDialog.getExistingDirectory(self, "Choose the data folder", start)
+        if folder:
+            self.data_dir.setText(folder)
+
+    def _show_data_dir_note(self) -> bool:
+        """The note under the data folder (what choosing it means; why it cannot be used, in red). Returns
+        whether the folder can be used."""
+        usable, note = data_folder_note(self.data_dir.text())
+        self.data_dir_note.setText(note)
+        self.data_dir_note.setVisible(bool(note))
+        self.data_dir_note.setStyleSheet("" if usable else "color: #c0392b;")
+        return usable
+
+    def accept(self) -> None:
+        """Save, unless the data folder cannot be used (the next start would fall back to the app's own)."""
+        if not self._show_data_dir_note():
+            self.data_dir.setFocus()
+            return
+        super().accept()
 
     def _on_remove_folders_clicked(self) -> None:
         for item in self.folders.selectedItems():
