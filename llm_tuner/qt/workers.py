@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 import os
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -115,7 +116,7 @@ class JobControl:
 
 def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
-    job.entered = threading.current_thread().name
+    job.entered, job.entered_at = threading.current_thread().name, time.monotonic()
     try:
         result = job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
@@ -175,6 +176,7 @@ class BackgroundJob(QObject):
         _ensure_relay()  # here, on the GUI thread, before a pool thread needs it
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.entered = ""  # the thread that called its function ("": not called yet)
+        self.entered_at = 0.0  # when (time.monotonic()): one long job told from a chain of short ones
         self.left = False  # its function's outcome was handled (`_run`'s finally)
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
@@ -216,7 +218,8 @@ class BackgroundJob(QObject):
                  else "done" if f.done() else "queued on its executor")
         name = f"{getattr(fn, '__module__', '?')}.{getattr(fn, '__qualname__', repr(fn))}"
         left = ", left" if self.left else ", not left"
-        entered = f"entered on {self.entered}{left}" if self.entered else "never entered"
+        since = f" {time.monotonic() - self.entered_at:.1f} s ago" if self.entered else ""
+        entered = f"entered on {self.entered}{since}{left}" if self.entered else "never entered"
         return f"{name} ({self.what}; {where}, its function {entered})"
 
     def cancel(self) -> None:

@@ -165,15 +165,21 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
     _process_events(core)
     found = leaks()
     deadline = time.monotonic() + grace_s
+    seen: dict[int, str] = {}  # every job live during the grace: one long job, or a chain of short ones?
     while found and time.monotonic() < deadline:
         # Timers and widgets do not go away by waiting: only threads and jobs get the grace period.
-        if not _our_threads(threads_before) and not [j for j in _live_jobs() if id(j) not in jobs_before]:
+        new_jobs = [j for j in _live_jobs() if id(j) not in jobs_before]
+        seen.update((id(j), j.what) for j in new_jobs)
+        if not _our_threads(threads_before) and not new_jobs:
             break
         time.sleep(0.02)
         _process_events(core)
         found = leaks()
     if not found:
         return
+    if len(seen) > 1:
+        found.append(f"({len(seen)} jobs were live during the {grace_s:.0f}-s grace: "
+                     f"{', '.join(sorted(set(seen.values())))})")
     stacks = _thread_stacks() if any(f.startswith(("thread", "background job")) for f in found) else ""
     # Clean up what leaked so the next test starts clean, then fail this one.
     for timer, _where in timers.active(app):
