@@ -478,15 +478,25 @@ def cmd_runs_show(args) -> int:
 
 
 def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
+    """B against A as `runs compare` prints it; with `engine`, held to how much server starts differ here
+    (core.bench_starts, from the history) and naming the saved profiles' differing flags."""
     from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+    from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts
     from llm_tuner.core.heat import heat_warning
     from llm_tuner.services.bench import profile_versions
+    from llm_tuner.store.runs import RunRepository
 
     pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id) if engine else (None, None)
+    if engine is not None:
+        comps, starts = compare_across_starts(a, b, RunRepository(engine).list_overview(limit=HISTORY_RUNS),
+                                              threshold_pct)
+    else:
+        comps, starts = compare_runs(a, b, threshold_pct), []
     out = {"a": {"run_id": a.id, "label": a.label, "profile_version_id": a.profile_version_id},
            "b": {"run_id": b.id, "label": b.label, "profile_version_id": b.profile_version_id},
            "threshold_pct": threshold_pct,
-           "metrics": [c.to_json() for c in compare_runs(a, b, threshold_pct)],
+           "metrics": [c.to_json() for c in comps],
+           "between_starts": starts,
            "profile_diff": run_flag_diff(a, b, pa, pb)}
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
@@ -539,6 +549,8 @@ def cmd_runs_compare(args) -> int:
             ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
             print(f"  {metric_label(m['name']):40s} {med(m['a']):>10s} {med(m['b']):>10s} {d:>8s} {ci:18s} "
                   f"{m['verdict'] or 'no data'}")
+        for line in result["between_starts"]:
+            print(line)
         print("Flags that differ (A -> B):" if result["profile_diff"] else "Flags: the same in A and B.")
         for f in result["profile_diff"]:
             print(f"  {f['flag']}: {_flag_value(f['a'])} -> {_flag_value(f['b'])}")

@@ -465,6 +465,8 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
              f"- Practical threshold: {data.get('threshold_pct', 2):g} % (smaller differences are within noise); "
              "95 % interval of the ratio B/A", ""]
     lines += [f"> Warning: {w}" for w in data.get("warnings", [])] + ([""] if data.get("warnings") else [])
+    starts = data.get("between_starts", [])  # what start-to-start variation did to the verdicts
+    lines += [f"> {s}" for s in starts] + ([""] if starts else [])
     lines += ["## Results", "", "| Metric | A median (n) | B median (n) | Δ B vs A | 95 % interval | Verdict |",
               "|---|---:|---:|---:|---|---|"]
     for m in data.get("metrics", []):

@@ -1,7 +1,7 @@
 """The Compare view's state: what is compared (two runs, or two saved profiles' latest runs), the choices A
 and B (the newest two by default), the practical threshold, and the comparison shown: the runs, each metric's
-verdict (core.bench_report.compare_runs), the verdict in words, and the rows of what differs (flags, build,
-driver).
+verdict (core.bench_report.compare_runs, held to how much server starts of one command line differ on this
+machine: core.bench_starts), the verdict in words, and the rows of what differs (flags, build, driver).
 
 ComparePanel binds its widgets to a CompareState. Every store read (the runs to choose from, the two runs and
 their saved profile versions) goes through the `Run` given (callbacks.py): never SQL on the GUI thread.
@@ -26,6 +26,7 @@ from llm_tuner.core.bench_report import (
     speculative_speedup,
 )
 from llm_tuner.core.bench_spec import BenchRun
+from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts
 from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE, Comparison
@@ -41,7 +42,7 @@ SAME_COMMAND = "(same command line)"
 ABSENT = "(absent)"
 CHOICES_LIMIT = 500  # the runs listed to choose from, newest first
 
-Loaded = tuple[BenchRun | None, BenchRun | None, LaunchProfile | None, LaunchProfile | None]
+Loaded = tuple[BenchRun | None, BenchRun | None, LaunchProfile | None, LaunchProfile | None, list[BenchRun]]
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class CompareState(Observable):
         self._run_a: BenchRun | None = None
         self._run_b: BenchRun | None = None
         self._comparisons: list[Comparison] = []
+        self._start_lines: list[str] = []  # what start-to-start variation did to the verdicts
         self._diff: list[DiffRow] = []
 
     # -- declared properties ---------------------------------------------------------------------------
@@ -201,12 +203,14 @@ class CompareState(Observable):
     def _load(self, get: Callable[[], tuple[BenchRun | None, BenchRun | None]]) -> None:
         engine = self.engine
 
+        repo = self.repo
+
         def work() -> Loaded:
             a, b = get()
             if a is None or b is None:
-                return a, b, None, None
+                return a, b, None, None, []
             pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id)
-            return a, b, pa, pb
+            return a, b, pa, pb, repo.list_overview(limit=HISTORY_RUNS)  # how much starts differ here
 
         self._set_busy(True)
         self.run(work, self._on_loaded, self._on_load_failed)
@@ -221,11 +225,11 @@ class CompareState(Observable):
 
     def _on_loaded(self, loaded: Loaded) -> None:
         self._set_busy(False)
-        a, b, pa, pb = loaded
+        a, b, pa, pb, history = loaded
         if a is None or b is None:
             self._say(NO_FINISHED_RUN)
             return
-        self.show(a, b, pa, pb)
+        self.show(a, b, pa, pb, history=history)
 
     def _say(self, text: str) -> None:
         self._message = text
@@ -239,10 +243,16 @@ class CompareState(Observable):
         profile_b: LaunchProfile | None = None,
         *,
         headline: str = "",
+        history: list[BenchRun] | None = None,
     ) -> None:
-        """Compare run B with run A (their saved profile versions, when known, name the flags that differ)."""
+        """Compare run B with run A (their saved profile versions, when known, name the flags that differ).
+        `history`: the runs that say how much two server starts of one command line differ on this machine
+        (core.bench_starts; each side is one start); None for sides pooled over starts (a build A/B)."""
         self._run_a, self._run_b = a, b
-        self._comparisons = compare_runs(a, b, self.threshold_pct)
+        if history is None:
+            self._comparisons, self._start_lines = compare_runs(a, b, self.threshold_pct), []
+        else:
+            self._comparisons, self._start_lines = compare_across_starts(a, b, history, self.threshold_pct)
         self._message = "\n".join(x for x in (headline, self.verdict_text()) if x)
         diff = run_identity_diff(a, b) + run_flag_diff(a, b, profile_a, profile_b)
         self._diff = [DiffRow(d["flag"], _cell(d["a"]), _cell(d["b"])) for d in diff] or [
@@ -268,6 +278,7 @@ class CompareState(Observable):
             f"{counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
             f"{threshold:g}%)."
         ]
+        lines += self._start_lines
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)
         if spd and spd["measured_speedup"]:
             lines.append(spd["text"])

@@ -11,12 +11,14 @@ another build and says when the new run is slower by more than the noise: its wi
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from llm_tuner.core.bench_report import compare_runs, pooled
 from llm_tuner.core.bench_spec import BenchRun, BenchSpec, RunGroup
+from llm_tuner.core.bench_starts import HISTORY_RUNS, across_starts, start_noise
 from llm_tuner.core.build import build_changes
 from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, WORSE, Comparison
@@ -116,20 +118,26 @@ def _in_words(c: Comparison, a: str, b: str) -> str:
 
 
 def builds_verdict(
-    runs: list[BenchRun], group_id: int | None = None, threshold_pct: float = AB_THRESHOLD_PCT
+    runs: list[BenchRun], group_id: int | None = None, threshold_pct: float = AB_THRESHOLD_PCT,
+    history: Sequence[BenchRun] = (),
 ) -> BuildsVerdict:
-    """Side B against side A, each pooled over its rounds (runs as builds_ab returns them)."""
-    a = pooled([r for r in runs if r.sweep_value == SIDE_A])
-    b = pooled([r for r in runs if r.sweep_value == SIDE_B])
+    """Side B against side A, each pooled over its rounds (runs as builds_ab returns them), held to how much
+    server starts of one command line differ (core.bench_starts: learned from the rounds themselves and
+    `history`)."""
+    side_a = [r for r in runs if r.sweep_value == SIDE_A]
+    side_b = [r for r in runs if r.sweep_value == SIDE_B]
+    a, b = pooled(side_a), pooled(side_b)
     if a is None or b is None:
         return BuildsVerdict(group_id, a, b, (), "no verdict: one side has no run")
-    comps = compare_runs(a, b, threshold_pct)
+    comps, starts = across_starts(compare_runs(a, b, threshold_pct), start_noise([*history, *runs]),
+                                  len(side_a), len(side_b))
     lead = _lead(comps)
     changes = build_changes(a.build, b.build)
     text = (
         "B against A: "
         + (_in_words(lead, "A", "B") if lead else "no metric measured on both")
         + (f" ({'; '.join(changes)})" if changes else " (the same build file: expect no difference)")
+        + "".join(f"\n{line}" for line in starts)
     )
     warns = [
         w
@@ -169,7 +177,11 @@ def slower_than_stored(
     stored = pooled([r for r in earlier if r.build == old_build])
     if stored is None:
         return None
-    lead = _lead(compare_runs(stored, run, threshold_pct))
+    earlier_runs = [r for r in earlier if r.build == old_build]
+    comps, _said = across_starts(compare_runs(stored, run, threshold_pct),
+                                  start_noise(repo.list_overview(limit=HISTORY_RUNS), exclude=(run.id,)),
+                                  len(earlier_runs), 1)
+    lead = _lead(comps)
     if lead is None or lead.verdict != WORSE:
         return None
     return (
