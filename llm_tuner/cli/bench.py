@@ -477,23 +477,23 @@ def cmd_runs_show(args) -> int:
     return 0
 
 
-def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
-    """B against A as `runs compare` prints it; with `engine`, held to how much server starts differ here
-    (core.bench_starts, from the history) and naming the saved profiles' differing flags."""
-    from llm_tuner.core.bench_report import busy_warning, compare_runs, run_flag_diff, speculative_speedup
+def compare_json(side_a, side_b, threshold_pct: float, engine) -> dict:
+    """B against A as `runs compare` prints it: each side one run, or a profile's runs of one setting pooled
+    (core.bench_starts.same_settings), held to how much server starts differ here (from the history), with
+    the saved profiles' differing flags."""
+    from llm_tuner.core.bench_report import busy_warning, run_flag_diff, speculative_speedup
     from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts
     from llm_tuner.core.heat import heat_warning
     from llm_tuner.services.bench import profile_versions
     from llm_tuner.store.runs import RunRepository
 
-    pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id) if engine else (None, None)
-    if engine is not None:
-        comps, starts = compare_across_starts(a, b, RunRepository(engine).list_overview(limit=HISTORY_RUNS),
-                                              threshold_pct)
-    else:
-        comps, starts = compare_runs(a, b, threshold_pct), []
-    out = {"a": {"run_id": a.id, "label": a.label, "profile_version_id": a.profile_version_id},
-           "b": {"run_id": b.id, "label": b.label, "profile_version_id": b.profile_version_id},
+    a, b, comps, starts = compare_across_starts(side_a, side_b, RunRepository(engine).list_overview(
+        limit=HISTORY_RUNS), threshold_pct)
+    pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id)
+    out = {"a": {"run_id": a.id, "runs": [r.id for r in side_a], "label": a.label,
+                 "profile_version_id": a.profile_version_id},
+           "b": {"run_id": b.id, "runs": [r.id for r in side_b], "label": b.label,
+                 "profile_version_id": b.profile_version_id},
            "threshold_pct": threshold_pct,
            "metrics": [c.to_json() for c in comps],
            "between_starts": starts,
@@ -501,8 +501,8 @@ def compare_json(a, b, threshold_pct: float, engine=None) -> dict:
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
-    out["warnings"] = [w for w in (busy_warning(a), busy_warning(b), heat_warning([a], [b])) if w]
-    return out
+    out["warnings"] = [w for w in (*map(busy_warning, [*side_a, *side_b]), heat_warning(side_a, side_b)) if w]
+    return out, a, b
 
 
 def _flag_value(value: str | None) -> str:
@@ -512,21 +512,24 @@ def _flag_value(value: str | None) -> str:
 
 def cmd_runs_compare(args) -> int:
     repo = _repo()
-    if args.profiles:
-        a, b = repo.latest_run(args.a), repo.latest_run(args.b)
-        missing = [n for n, r in ((args.a, a), (args.b, b)) if r is None]
+    if args.profiles:  # each profile's newest run and its earlier runs of the same settings, pooled
+        from llm_tuner.core.bench_starts import same_settings
+
+        side_a, side_b = (same_settings(repo.list_runs(label=n, limit=20)) for n in (args.a, args.b))
+        missing = [n for n, side in ((args.a, side_a), (args.b, side_b)) if not side]
         if missing:
             raise CliError(f"no finished run of profile(s) {', '.join(missing)}; labels: {', '.join(repo.labels())}")
     else:
         try:
-            a, b = repo.get_run(int(args.a)), repo.get_run(int(args.b))
+            ra, rb = repo.get_run(int(args.a)), repo.get_run(int(args.b))
         except ValueError as exc:
             raise CliError("run ids are numbers (use --profiles to name profiles)") from exc
-        if a is None or b is None:
-            raise CliError(f"no run {args.a if a is None else args.b}: see `llm-tuner runs list`")
+        if ra is None or rb is None:
+            raise CliError(f"no run {args.a if ra is None else args.b}: see `llm-tuner runs list`")
+        side_a, side_b = [ra], [rb]
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", AB_THRESHOLD_PCT)
-    result = compare_json(a, b, threshold, repo.engine)
+    result, a, b = compare_json(side_a, side_b, threshold, repo.engine)
     if args.format and not args.out:
         raise CliError("--format writes a report: give the folder with --out DIR")
     if args.out:
@@ -542,7 +545,11 @@ def cmd_runs_compare(args) -> int:
         def med(side) -> str:
             return "–" if not side or side.get("median") is None else f"{side['median']:.2f}"
 
-        print(printable(f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}), threshold {threshold:g}%"))
+        def side(run, ids) -> str:
+            return f"runs {', '.join(map(str, ids))} ({run.label}, pooled)" if len(ids) > 1 else f"run {run.id} ({run.label})"
+
+        print(printable(f"B = {side(b, result['b']['runs'])} against A = {side(a, result['a']['runs'])}, "
+                        f"threshold {threshold:g}%"))
         print(f"  {'Metric':40s} {'A median':>10s} {'B median':>10s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"

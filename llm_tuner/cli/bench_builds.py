@@ -40,7 +40,9 @@ def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> i
     except (BenchError, binaries.BinaryError) as exc:
         raise CliError(str(exc)) from None
     threshold = getattr(runner.settings, "ab_threshold_pct", AB_THRESHOLD_PCT)
-    verdict = builds_verdict(runs, group_id, threshold)
+    from llm_tuner.core.bench_starts import HISTORY_RUNS
+
+    verdict = builds_verdict(runs, group_id, threshold, runner.repo.list_overview(limit=HISTORY_RUNS))
     if args.json:
         emit_json({"group_id": group_id, "runs": [run_json(r) for r in runs], "verdict": verdict.to_json()})
     else:

@@ -3,10 +3,11 @@ see it: its interval rests on the repetitions inside each start. On the lent H10
 five times measured 105-146 t/s while each start's own repetitions spread 3-29 % (benchmarks/sessions/
 2026-12-07-gpu-server-cal/run-2); on a 2-core VM the median gap between two starts was 12.5 % (issue 33).
 
-`start_noise` learns from the history how much one start's median varies on this machine (the command lines
-benchmarked more than once: the same llama-server arguments, build and model), per metric; `across_starts`
-holds an A/B's verdicts to it: a difference two starts of one command line differ by as often is not called
-better or worse. Pure: the callers read the runs.
+`start_noise` learns from the history how much one start's median speed varies on this machine: the runs of
+one command line (the same llama-server arguments, build, model and benchmark) started more than once, on a
+quiet machine, their spread pooled over command lines by degrees of freedom. `across_starts` holds an A/B's
+speed verdicts to it: a difference that starts of one command line reach as often is not called better or
+worse. Pure: the callers read the runs.
 """
 
 from __future__ import annotations
@@ -15,49 +16,63 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 
-from llm_tuner.core.bench_report import compare_runs, metric_label, metric_samples
+from llm_tuner.core.bench_report import busy_warning, compare_runs, metric_label, metric_samples, pooled
 from llm_tuner.core.bench_spec import BenchRun
-from llm_tuner.core.stats import BETTER, NOISE, WORSE, Comparison, median, pooled_cv
+from llm_tuner.core.stats import BETTER, NOISE, WORSE, Comparison, median
 
 Z95 = 1.96
 FINISHED = ("complete", "incomplete")
+SPEEDS = ("prefill_tps@", "gen_tps@")  # the metrics held to start noise (in the history's light records)
+MIN_DF = 3  # pooled degrees of freedom before a verdict is held: two starts of one command line are one
+HISTORY_RUNS = 500  # the newest runs start_noise learns from (the History's light records suffice)
+# The largest gap between two starts of one command line recorded (core.tune.final.LARGEST_START_GAP: the
+# H200 MoE runs of benchmarks/sessions/2026-12-02-h200-placement; 31 % on the H100 of 2026-12-07).
+ELSEWHERE_PCT = 33
 
 
 @dataclass(frozen=True)
 class StartNoise:
-    """Per metric id, the relative SD of one server start's median and how many command lines (started twice
-    or more) it rests on."""
+    """Per speed metric id: the relative SD of one server start's median, and the command lines and degrees of
+    freedom (starts less one, summed) it rests on."""
 
     cv: dict[str, float] = field(default_factory=dict)
     settings: dict[str, int] = field(default_factory=dict)
+    df: dict[str, int] = field(default_factory=dict)
 
     def floor_pct(self, metric: str, starts_a: int = 1, starts_b: int = 1) -> float | None:
         """The smallest |Δ| (%) between sides of `starts_a` and `starts_b` starts that start-to-start
-        variation alone reaches less than one time in twenty; None when not known for `metric`."""
+        variation alone reaches less than one time in twenty; None while `metric`'s rests on fewer than
+        MIN_DF degrees of freedom."""
         cv = self.cv.get(metric)
-        if cv is None:
+        if cv is None or self.df.get(metric, 0) < MIN_DF:
             return None
         return 100.0 * Z95 * cv * math.sqrt(1.0 / max(1, starts_a) + 1.0 / max(1, starts_b))
 
 
 def setting_key(run: BenchRun) -> tuple[object, ...]:
     """What makes two runs starts of one command line: the arguments, the build, the model, the benchmark's
-    prompts and lengths (a run attached to a server the app did not start has no start of its own)."""
+    prompts, lengths and whether it warmed up (the repetitions' count aside)."""
     build = run.build.key if run.build is not None else run.binary_version
     spec = run.spec.model_dump(exclude={"llama_bench", "reps", "warmup"})
     return (tuple(run.server_argv), tuple(sorted(run.server_env.items())), build,
-            run.model_hash or run.model_path, repr(sorted(spec.items())))
+            run.model_hash or run.model_path, repr(sorted(spec.items())), run.spec.warmup > 0)
+
+
+def _is_speed(metric: str) -> bool:
+    return metric.startswith(SPEEDS)
 
 
 def start_noise(runs: Iterable[BenchRun], exclude: Sequence[int | None] = ()) -> StartNoise:
-    """How much one start's median varies, per metric, over the history's command lines started 2+ times
-    (finished runs the app started itself; `exclude`: the runs being compared, which must not judge
-    themselves)."""
+    """How much one start's median speed varies, per metric, over the history's command lines started 2+
+    times: finished runs the app started itself on a quiet machine (no busy warning); `exclude`: the runs
+    being compared, which must not judge themselves. The spread is pooled by degrees of freedom (a command
+    line started five times weighs four times one started twice)."""
     groups: dict[tuple[object, ...], list[BenchRun]] = {}
     for run in runs:
-        if run.status in FINISHED and run.attached_url is None and run.id not in exclude and run.reps:
+        if (run.status in FINISHED and run.attached_url is None and run.id not in exclude and run.reps
+                and busy_warning(run) is None):
             groups.setdefault(setting_key(run), []).append(run)
-    per_metric: dict[str, list[list[float]]] = {}
+    sums: dict[str, list[float]] = {}  # metric -> [Σ (n-1) CV², Σ (n-1), command lines]
     for starts in groups.values():
         if len(starts) < 2:
             continue
@@ -65,23 +80,30 @@ def start_noise(runs: Iterable[BenchRun], exclude: Sequence[int | None] = ()) ->
         for run in starts:
             for name, samples in metric_samples(run).items():
                 m = median(samples.values)
-                if m is not None:
+                if _is_speed(name) and m is not None:
                     medians.setdefault(name, []).append(m)
         for name, values in medians.items():
-            if len(values) >= 2:
-                per_metric.setdefault(name, []).append(values)
-    cv = {name: c for name, g in per_metric.items() if (c := pooled_cv(g)) is not None}
-    return StartNoise(cv, {name: len(per_metric[name]) for name in cv})
+            mean = sum(values) / len(values)
+            if len(values) < 2 or mean <= 0:
+                continue
+            var = sum((v - mean) ** 2 for v in values) / (len(values) - 1)
+            acc = sums.setdefault(name, [0.0, 0.0, 0.0])
+            acc[0] += var / mean**2 * (len(values) - 1)
+            acc[1] += len(values) - 1
+            acc[2] += 1
+    return StartNoise({n: math.sqrt(a[0] / a[1]) for n, a in sums.items()},
+                      {n: int(a[2]) for n, a in sums.items()}, {n: int(a[1]) for n, a in sums.items()})
 
 
 def across_starts(comparisons: Sequence[Comparison], noise: StartNoise, starts_a: int = 1,
-                  starts_b: int = 1) -> tuple[list[Comparison], list[str]]:
-    """The verdicts held to the start-to-start variation: a better or worse whose |Δ| is within `floor_pct` is
-    within noise, with a note that says why; plus the lines the verdict adds (what was held back, or that the
-    variation is not known yet)."""
+                  starts_b: int = 1, *, rounds: bool = False) -> tuple[list[Comparison], list[str]]:
+    """The speed verdicts held to the start-to-start variation: a better or worse whose |Δ| is within
+    `floor_pct` is within noise, with a note that says why; plus the lines the verdict adds (what was held
+    back, or that the variation is not known yet). `rounds`: the sides are an interleaved A/B's rounds (the
+    advice is more rounds, not another benchmark)."""
     out, held, unknown = [], [], False
     for c in comparisons:
-        if c.verdict not in (BETTER, WORSE) or c.delta_pct is None:
+        if c.verdict not in (BETTER, WORSE) or c.delta_pct is None or not _is_speed(c.name):
             out.append(c)
             continue
         floor = noise.floor_pct(c.name, starts_a, starts_b)
@@ -89,33 +111,51 @@ def across_starts(comparisons: Sequence[Comparison], noise: StartNoise, starts_a
             unknown = True
             out.append(c)
         elif abs(c.delta_pct) <= floor:
-            note = (f"|Δ| {abs(c.delta_pct):.1f}% is within the {floor:.1f}% that server starts of one "
-                    "command line differ by here")
+            note = (f"|Δ| {abs(c.delta_pct):.1f}% is within the ±{floor:.1f}% by which runs of the same "
+                    "settings differ on this machine")
             out.append(replace(c, verdict=NOISE, note=note))
-            held.append(f"{metric_label(c.name)} {c.delta_pct:+.1f}% (within ±{floor:.1f}%)")
+            held.append((c, floor))
         else:
             out.append(c)
-    sides = ("one server start each" if starts_a == starts_b == 1
-             else f"{starts_a} and {starts_b} server starts")
+    again = ("run more rounds to tell" if rounds else
+             "benchmark both again and compare the two profiles (their runs of the same settings are pooled)")
     lines = []
-    if held:
-        lead = next(iter(noise.settings.values()), 0)
-        lines.append(f"Not called better or worse, as the sides are {sides}: {', '.join(held)}, what "
-                     f"starts of one command line differ by on this machine (learned from {lead} command "
-                     f"line{'s' if lead != 1 else ''} benchmarked more than once). Benchmark both again to "
-                     "tell.")
+    for c, floor in held:
+        n = noise.settings.get(c.name, 0)
+        lines.append(f"{metric_label(c.name)} {c.delta_pct:+.1f}% is within the ±{floor:.1f}% by which runs "
+                     f"of the same settings differ on this machine (learned from {n} setting"
+                     f"{'s' if n != 1 else ''} run more than once), so it is not called better or worse: "
+                     f"{again}.")
     if unknown:
-        lines.append(f"The sides are {sides}: how much starts of one command line differ on this machine "
-                     "is not known yet, and elsewhere they have differed by up to a third. Benchmark one "
-                     "profile twice and Compare learns it.")
+        lines.append("How much runs of the same settings differ on this machine is not known yet (elsewhere "
+                     f"they have differed by up to {ELSEWHERE_PCT}%): "
+                     + ("run 2 or more rounds." if rounds else
+                        "benchmark a profile a few times, and later comparisons learn it."))
     return out, lines
 
 
-HISTORY_RUNS = 500  # the newest runs start_noise learns from (the History's light records suffice)
+MAX_POOLED = 5  # a profile's newest runs of one command line pooled as its side of an A/B
 
 
-def compare_across_starts(a: BenchRun, b: BenchRun, history: Iterable[BenchRun], threshold_pct: float,
-                          ) -> tuple[list[Comparison], list[str]]:
-    """Run B against run A (core.bench_report.compare_runs), each one server start, held to the start-to-start
-    variation the history shows (the two runs themselves left out): what Compare and `runs compare` say."""
-    return across_starts(compare_runs(a, b, threshold_pct), start_noise(history, exclude=(a.id, b.id)))
+def same_settings(runs: Sequence[BenchRun]) -> list[BenchRun]:
+    """A profile's side of an A/B: its newest finished run and the earlier finished runs of the same settings
+    (setting_key), newest first, at most MAX_POOLED (`runs`: the profile's runs, newest first)."""
+    done = [r for r in runs if r.status in FINISHED]
+    if not done:
+        return []
+    key = setting_key(done[0])
+    return [r for r in done if setting_key(r) == key][:MAX_POOLED]
+
+
+def compare_across_starts(side_a: Sequence[BenchRun], side_b: Sequence[BenchRun], history: Iterable[BenchRun],
+                          threshold_pct: float) -> tuple[BenchRun, BenchRun, list[Comparison], list[str]]:
+    """Side B against side A, each one or more server starts of one command line pooled
+    (core.bench_report.pooled; `same_settings`), held to the start-to-start variation the history shows (the
+    compared runs themselves left out): what Compare and `runs compare` say. Returns the pooled sides, the
+    comparisons and the lines the verdict adds."""
+    a, b = pooled(list(side_a)), pooled(list(side_b))
+    if a is None or b is None:
+        raise ValueError("a side of the comparison has no run")
+    noise = start_noise(history, exclude=[r.id for r in (*side_a, *side_b)])
+    comps, lines = across_starts(compare_runs(a, b, threshold_pct), noise, len(side_a), len(side_b))
+    return a, b, comps, lines

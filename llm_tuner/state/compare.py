@@ -26,7 +26,7 @@ from llm_tuner.core.bench_report import (
     speculative_speedup,
 )
 from llm_tuner.core.bench_spec import BenchRun
-from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts
+from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts, same_settings
 from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE, Comparison
@@ -42,7 +42,25 @@ SAME_COMMAND = "(same command line)"
 ABSENT = "(absent)"
 CHOICES_LIMIT = 500  # the runs listed to choose from, newest first
 
-Loaded = tuple[BenchRun | None, BenchRun | None, LaunchProfile | None, LaunchProfile | None, list[BenchRun]]
+
+
+@dataclass(frozen=True)
+class Loaded:
+    """A comparison as a load made it: the two sides (pooled), their saved profile versions, the comparisons
+    held to start noise and the lines that say so, the runs each side pools (newest first)."""
+
+    a: BenchRun
+    b: BenchRun
+    profile_a: LaunchProfile | None
+    profile_b: LaunchProfile | None
+    comparisons: list[Comparison]
+    lines: list[str]
+    ids_a: list[int | None]
+    ids_b: list[int | None]
+
+
+def _one(run: BenchRun | None) -> list[BenchRun]:
+    return [] if run is None else [run]
 
 
 @dataclass(frozen=True)
@@ -87,6 +105,7 @@ class CompareState(Observable):
         self._run_b: BenchRun | None = None
         self._comparisons: list[Comparison] = []
         self._start_lines: list[str] = []  # what start-to-start variation did to the verdicts
+        self._pooled: tuple[list[int | None], list[int | None]] = ([], [])  # the runs each side pools
         self._diff: list[DiffRow] = []
 
     # -- declared properties ---------------------------------------------------------------------------
@@ -180,16 +199,19 @@ class CompareState(Observable):
 
     # -- comparing -------------------------------------------------------------------------------------
     def compare(self) -> bool:
-        """Compare the chosen pair (read through `run`); False, and said, when nothing is chosen."""
+        """Compare the chosen pair (read through `run`); False, and said, when nothing is chosen. Two
+        profiles: each one's newest run and its earlier runs of the same settings, pooled
+        (core.bench_starts)."""
         a, b = self._chosen
         if a is None or b is None:
             self._say(NOTHING_YET)
             return False
         repo = self.repo
         if self._by_profiles:
-            self._load(lambda: (repo.latest_run(str(a)), repo.latest_run(str(b))))
+            self._load(lambda: (same_settings(repo.list_runs(label=str(a), limit=20)),
+                                same_settings(repo.list_runs(label=str(b), limit=20))))
         else:
-            self._load(lambda: (repo.get_run(int(a)), repo.get_run(int(b))))
+            self._load(lambda: (_one(repo.get_run(int(a))), _one(repo.get_run(int(b)))))
         return True
 
     def compare_runs(self, a_id: int, b_id: int) -> None:
@@ -198,19 +220,20 @@ class CompareState(Observable):
         self._keep_choice()
         self.choose(a_id, b_id)
         repo = self.repo
-        self._load(lambda: (repo.get_run(a_id), repo.get_run(b_id)))
+        self._load(lambda: (_one(repo.get_run(a_id)), _one(repo.get_run(b_id))))
 
-    def _load(self, get: Callable[[], tuple[BenchRun | None, BenchRun | None]]) -> None:
-        engine = self.engine
+    def _load(self, get: Callable[[], tuple[list[BenchRun], list[BenchRun]]]) -> None:
+        engine, repo, threshold = self.engine, self.repo, self.threshold_pct
 
-        repo = self.repo
-
-        def work() -> Loaded:
-            a, b = get()
-            if a is None or b is None:
-                return a, b, None, None, []
-            pa, pb = profile_versions(engine, a.profile_version_id, b.profile_version_id)
-            return a, b, pa, pb, repo.list_overview(limit=HISTORY_RUNS)  # how much starts differ here
+        def work() -> Loaded | None:
+            side_a, side_b = get()
+            if not side_a or not side_b:
+                return None
+            pa, pb = profile_versions(engine, side_a[0].profile_version_id, side_b[0].profile_version_id)
+            # how much starts of one command line differ here: the history's quiet runs
+            a, b, comps, lines = compare_across_starts(side_a, side_b, repo.list_overview(limit=HISTORY_RUNS),
+                                                       threshold)
+            return Loaded(a, b, pa, pb, comps, lines, [r.id for r in side_a], [r.id for r in side_b])
 
         self._set_busy(True)
         self.run(work, self._on_loaded, self._on_load_failed)
@@ -223,13 +246,12 @@ class CompareState(Observable):
         self._set_busy(False)
         self._say(f"Could not read the two runs to compare: {exc}")
 
-    def _on_loaded(self, loaded: Loaded) -> None:
+    def _on_loaded(self, loaded: Loaded | None) -> None:
         self._set_busy(False)
-        a, b, pa, pb, history = loaded
-        if a is None or b is None:
+        if loaded is None:
             self._say(NO_FINISHED_RUN)
             return
-        self.show(a, b, pa, pb, history=history)
+        self.show(loaded.a, loaded.b, loaded.profile_a, loaded.profile_b, judged=loaded)
 
     def _say(self, text: str) -> None:
         self._message = text
@@ -243,16 +265,18 @@ class CompareState(Observable):
         profile_b: LaunchProfile | None = None,
         *,
         headline: str = "",
-        history: list[BenchRun] | None = None,
+        judged: Loaded | None = None,
     ) -> None:
         """Compare run B with run A (their saved profile versions, when known, name the flags that differ).
-        `history`: the runs that say how much two server starts of one command line differ on this machine
-        (core.bench_starts; each side is one start); None for sides pooled over starts (a build A/B)."""
+        `judged`: the comparisons as a load made them (held to start noise, the runs each side pools); else
+        they are made here from the two runs' repetitions alone."""
         self._run_a, self._run_b = a, b
-        if history is None:
+        if judged is None:
             self._comparisons, self._start_lines = compare_runs(a, b, self.threshold_pct), []
+            self._pooled = ([], [])
         else:
-            self._comparisons, self._start_lines = compare_across_starts(a, b, history, self.threshold_pct)
+            self._comparisons, self._start_lines = list(judged.comparisons), list(judged.lines)
+            self._pooled = (judged.ids_a, judged.ids_b)
         self._message = "\n".join(x for x in (headline, self.verdict_text()) if x)
         diff = run_identity_diff(a, b) + run_flag_diff(a, b, profile_a, profile_b)
         self._diff = [DiffRow(d["flag"], _cell(d["a"]), _cell(d["b"])) for d in diff] or [
@@ -265,7 +289,9 @@ class CompareState(Observable):
         if verdict.a is None or verdict.b is None:
             self._say(verdict.text)
             return
-        self.show(verdict.a, verdict.b, headline=verdict.text)
+        # its verdicts as the build A/B judged them (held to the start noise its rounds show)
+        judged = Loaded(verdict.a, verdict.b, None, None, list(verdict.comparisons), [], [], [])
+        self.show(verdict.a, verdict.b, headline=verdict.text, judged=judged)
 
     def verdict_text(self) -> str:
         """The comparison in words: the counts of each verdict, speculative figures, warnings, notes."""
@@ -273,9 +299,14 @@ class CompareState(Observable):
         if a is None or b is None:
             return ""
         counts = {v: sum(1 for c in self._comparisons if c.verdict == v) for v in (BETTER, WORSE, NOISE)}
+        def side(run: BenchRun, ids: list[int | None]) -> str:
+            if len(ids) > 1:
+                return f"runs {', '.join(str(i) for i in ids)} ({run.label}, pooled: one setting's starts)"
+            return f"run {run.id} ({run.label})"
+
         lines = [
-            f"B = run {b.id} ({b.label}) against A = run {a.id} ({a.label}): {counts[BETTER]} better, "
-            f"{counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
+            f"B = {side(b, self._pooled[1])} against A = {side(a, self._pooled[0])}: {counts[BETTER]} better,"
+            f" {counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
             f"{threshold:g}%)."
         ]
         lines += self._start_lines

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_tuner.core.bench_spec import BenchSpec
+from llm_tuner.core.bench_starts import HISTORY_RUNS
 from llm_tuner.core.settings import Settings
 from llm_tuner.services import binaries
 from llm_tuner.services.bench import BenchRunner, target_from_profile
@@ -102,7 +103,8 @@ class BuildsAB(Observable):
                 progress=progress,
                 cancelled=cancelled,
             )
-            return builds_verdict(runs, group_id, settings.ab_threshold_pct)
+            return builds_verdict(runs, group_id, settings.ab_threshold_pct,
+                                  runner.repo.list_overview(limit=HISTORY_RUNS))
 
         return work
 

@@ -304,9 +304,10 @@ class RunRepository:
                     reps[rep.run_id].append(rep)
             return [_run_model(r, reps[r.id]) for r in rows]
 
-    # What the History table shows of each repetition (speeds per prompt length, their count).
+    # What the History table shows of each repetition (speeds per prompt length, their count), and whether the
+    # machine was busy (Compare learns how much starts differ from quiet runs only: core.bench_starts).
     OVERVIEW_REP_FIELDS = ("seq", "prompt_tokens", "prompt_n", "prompt_per_second", "predicted_n",
-                           "predicted_per_second", "error")
+                           "predicted_per_second", "error", "other_cpu_pct")
 
     def list_overview(self, *, model: str | None = None, label: str | None = None, binary: str | None = None,
                       since: datetime | None = None, build: str | None = None, limit: int = 1000) -> list[BenchRun]:

@@ -69,7 +69,7 @@ def test_a_pick_is_kept_until_a_new_run_arrives_and_a_and_b_are_never_one_entry(
 
 def test_two_profiles_compare_their_latest_runs(tmp_path):
     engine, repo = _store(tmp_path)
-    _run(repo, "a", 10.0)
+    _run(repo, "a", 10.0, ("-ub", "128"))  # an earlier version of profile a: other settings, not pooled
     latest_a = _run(repo, "a", 40.0)
     latest_b = _run(repo, "b", 40.2)
     state = _state(engine, [])

@@ -122,15 +122,16 @@ def builds_verdict(
     history: Sequence[BenchRun] = (),
 ) -> BuildsVerdict:
     """Side B against side A, each pooled over its rounds (runs as builds_ab returns them), held to how much
-    server starts of one command line differ (core.bench_starts: learned from the rounds themselves and
-    `history`)."""
+    server starts of one command line differ (core.bench_starts: learned from the rounds themselves, each
+    side's starts of one command line, and from `history`, the store's other runs)."""
     side_a = [r for r in runs if r.sweep_value == SIDE_A]
     side_b = [r for r in runs if r.sweep_value == SIDE_B]
     a, b = pooled(side_a), pooled(side_b)
     if a is None or b is None:
         return BuildsVerdict(group_id, a, b, (), "no verdict: one side has no run")
-    comps, starts = across_starts(compare_runs(a, b, threshold_pct), start_noise([*history, *runs]),
-                                  len(side_a), len(side_b))
+    learned = {r.id: r for r in [*history, *runs]}.values()  # a stored run once, though both lists hold it
+    comps, starts = across_starts(compare_runs(a, b, threshold_pct), start_noise(learned), len(side_a),
+                                  len(side_b), rounds=True)
     lead = _lead(comps)
     changes = build_changes(a.build, b.build)
     text = (
@@ -174,10 +175,10 @@ def slower_than_stored(
     old_build = earlier[0].build
     if old_build is None:  # every earlier run has a build (above); this tells the type checker
         return None
-    stored = pooled([r for r in earlier if r.build == old_build])
+    earlier_runs = [r for r in earlier if r.build == old_build]
+    stored = pooled(earlier_runs)
     if stored is None:
         return None
-    earlier_runs = [r for r in earlier if r.build == old_build]
     comps, _said = across_starts(compare_runs(stored, run, threshold_pct),
                                   start_noise(repo.list_overview(limit=HISTORY_RUNS), exclude=(run.id,)),
                                   len(earlier_runs), 1)
@@ -186,7 +187,7 @@ def slower_than_stored(
         return None
     return (
         f"{run.label or 'this profile'} is slower than its stored measurement (runs "
-        f"{', '.join(str(r.id) for r in earlier if r.build == old_build)}, {old_build.describe()}): "
+        f"{', '.join(str(r.id) for r in earlier_runs)}, {old_build.describe()}): "
         + _in_words(lead, "then", "now")
         + f". {'; '.join(build_changes(old_build, run.build))}. The settings "
         f"tuned then may no longer be best: re-tune it (llm-tuner tune --profile {run.label!r}, "
