@@ -124,7 +124,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     q.add_argument("a", metavar="A", help="the run to compare against (an id; a profile with --profiles)")
     q.add_argument("b", metavar="B", help="the run compared (an id; a profile with --profiles)")
     q.add_argument("--json", action="store_true", help="print JSON")
-    q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs")
+    q.add_argument("--profiles", action="store_true", help="A and B name profiles: compare their latest runs (each one's newest runs of the same settings, pooled)")
     q.add_argument("--threshold", type=float, default=None, metavar="PCT",
                    help=f"practical threshold in %% (default: Settings.ab_threshold_pct, {AB_THRESHOLD_PCT:g})")
     q.add_argument("--format", choices=("md", "json"), default=None,

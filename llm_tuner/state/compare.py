@@ -111,7 +111,7 @@ class CompareState(Observable):
     # -- declared properties ---------------------------------------------------------------------------
     @property
     def by_profiles(self) -> bool:
-        """Compare two saved profiles (their latest runs) instead of two runs."""
+        """Compare two saved profiles (their newest runs of one setting, pooled) instead of two runs."""
         return self._by_profiles
 
     @property

@@ -44,7 +44,7 @@ class ComparePanel(QWidget):
         self._chart_groups: list = []
 
         self.by_runs = QRadioButton("two runs")
-        self.by_profiles = QRadioButton("two profiles (their latest runs)")
+        self.by_profiles = QRadioButton("two profiles (their latest runs of one setting, pooled)")
         self.by_runs.setChecked(True)
         self.by_runs.toggled.connect(self._on_mode_toggled)
         self.combo_a, self.combo_b = QComboBox(), QComboBox()
