@@ -43,7 +43,6 @@ ABSENT = "(absent)"
 CHOICES_LIMIT = 500  # the runs listed to choose from, newest first
 
 
-
 @dataclass(frozen=True)
 class Loaded:
     """A comparison as a load made it: the two sides (pooled), their saved profile versions, the comparisons

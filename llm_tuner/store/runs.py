@@ -327,11 +327,6 @@ class RunRepository:
                                                                          strict=True))))
         return [r.model_copy(update={"reps": tuple(sorted(reps[r.id], key=lambda x: x.seq))}) for r in runs]
 
-    def latest_run(self, label: str) -> BenchRun | None:
-        """The newest finished run of a profile label (for "compare two profiles")."""
-        runs = [r for r in self.list_runs(label=label, limit=20) if r.status in ("complete", "incomplete")]
-        return runs[0] if runs else None
-
     def builds(self) -> list[BuildStamp]:
         """Every build runs recorded, the newest run's first (the History's build filter)."""
         with session_scope(self.engine) as s:
