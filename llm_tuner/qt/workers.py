@@ -21,6 +21,7 @@ QThreadPool (the Profile tab's one-thread store pool) still passes it to `start`
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import threading
 import time
@@ -159,6 +160,7 @@ class BackgroundJob(QObject):
     # Keyed by id(): a wrapper whose C++ object is gone cannot be hashed reliably.
     _live: dict[int, BackgroundJob] = {}  # keeps Python wrappers alive until `finished` is delivered
     _running: dict[int, BackgroundJob] = {}  # queued or running: the function has not returned yet
+    _serials = itertools.count(1)
 
     def __init__(self, fn: Callable[[JobControl], Any], parent: QObject | None = None, *, what: str,
                  on_failed: Callable[[BaseException], Any] | None = None) -> None:
@@ -177,6 +179,7 @@ class BackgroundJob(QObject):
         self.is_finished = False  # `finished` was delivered here: a caller that connects late can still ask
         self.entered = ""  # the thread that called its function ("": not called yet)
         self.entered_at = 0.0  # when (time.monotonic()): one long job told from a chain of short ones
+        self.serial = next(BackgroundJob._serials)  # unlike id(), never reused by a later job
         self.left = False  # its function's outcome was handled (`_run`'s finally)
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
@@ -220,7 +223,7 @@ class BackgroundJob(QObject):
         left = ", left" if self.left else ", not left"
         since = f" {time.monotonic() - self.entered_at:.1f} s ago" if self.entered else ""
         entered = f"entered on {self.entered}{since}{left}" if self.entered else "never entered"
-        return f"{name} ({self.what}; {where}, its function {entered})"
+        return f"{name} #{self.serial} ({self.what}; {where}, its function {entered})"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()

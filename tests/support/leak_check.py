@@ -169,7 +169,7 @@ def watch(monkeypatch, grace_s: float = GRACE_S):
     while found and time.monotonic() < deadline:
         # Timers and widgets do not go away by waiting: only threads and jobs get the grace period.
         new_jobs = [j for j in _live_jobs() if id(j) not in jobs_before]
-        seen.update((id(j), j.what) for j in new_jobs)
+        seen.update((j.serial, j.what) for j in new_jobs)  # a serial: id() is reused by the next job
         if not _our_threads(threads_before) and not new_jobs:
             break
         time.sleep(0.02)
