@@ -158,9 +158,10 @@ def build_window(smoke_test: bool = False):
     if unusable is not None:
         from llm_tuner.qt.errors import report_failure
 
-        report_failure("Opening the data folder", unusable,
+        report_failure("Opening the data folder", unusable.with_traceback(None),  # a setting, not a bug
                        advice=f"This session's history is kept in the app's own folder, {db_path.parent}. "
-                              "Connect the drive and restart, or choose another folder in File ▸ Settings")
+                              "Connect the drive that holds it and restart, or choose another folder in "
+                              "File ▸ Settings.")
     start_probes(ctx)
     return app, ctx, window
 

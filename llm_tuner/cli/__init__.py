@@ -56,9 +56,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"llm-tuner: error: {exc}", file=sys.stderr)
         return 2
     except DataFolderUnusable as exc:
-        print(f"llm-tuner: error: {exc}\n  Connect its drive, or change data_dir in {settings_path()} (or in the "
-              "window's File > Settings); LLM_TUNER_DATA_DIR=<folder> overrides it for one command",
-              file=sys.stderr)
+        print(f"llm-tuner: error: {exc}\n  Connect the drive that holds it, or change data_dir in "
+              f"{settings_path()} (or in the window's File > Settings).", file=sys.stderr)
         return DATABASE_EXIT
     except BrokenPipeError:
         return _stdout_closed()

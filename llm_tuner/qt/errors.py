@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
 from llm_tuner.core.units import first_line
+from llm_tuner.services.settings_store import DataFolderUnusable
 from llm_tuner.store.db import StorageFullError
 
 log = logging.getLogger(__name__)
@@ -60,6 +61,9 @@ class Failure:
 
 def advice_for(exc: BaseException) -> tuple[str, bool]:
     """What to do about `exc`, and whether the user must act before going on (a dialog)."""
+    if isinstance(exc, DataFolderUnusable):  # the history is not where the user keeps it: a dialog
+        return ("Connect the drive that holds it and restart, or choose another folder in File ▸ "
+                "Settings."), True
     if isinstance(exc, StorageFullError) or (isinstance(exc, OSError) and exc.errno == 28):
         return "Free some disk space (the history database's folder is in Settings), then try again.", True
     text = str(exc).lower()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import stat
 from pathlib import Path
 
 from llm_tuner.core.settings import Settings
@@ -79,23 +80,36 @@ class DataFolderUnusable(OSError):
 
 def database_path(configured_dir: str | None = None) -> Path:
     """The SQLite file: in the configured data folder (Settings: read here when not given, so the CLI and the
-    app use one history), unless LLM_TUNER_DATA_DIR overrides. Raises DataFolderUnusable when the chosen
-    folder cannot be created or written."""
+    app use one history), unless LLM_TUNER_DATA_DIR overrides. The chosen folder is made when Settings saves
+    it (`make_data_folder`), never here: a folder that is gone (a drive not connected) raises
+    DataFolderUnusable instead of starting an empty history on the bare mount point."""
     if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
         configured_dir = load_settings().data_dir
-    # the user's folder: created, never changed
     if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
         folder = Path(configured_dir).expanduser()
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise DataFolderUnusable(f"the data folder {folder} (chosen in Settings) cannot be created "
-                                     f"({exc.strerror or first_line(exc)})") from exc
-        if not os.access(folder, os.W_OK | os.X_OK):
-            raise DataFolderUnusable(f"the data folder {folder} (chosen in Settings) cannot be written by "
-                                     "this user")
+        usable, why = _folder_problem(folder)
+        if not usable:
+            raise DataFolderUnusable(f"the data folder chosen in Settings cannot be used: {why}")
         return folder / DATABASE_NAME
     return data_dir() / DATABASE_NAME
+
+
+def _folder_problem(folder: Path) -> tuple[bool, str]:
+    """Whether an existing folder can hold the history, and why not (one sentence)."""
+    if not folder.exists():
+        return False, f"{folder} does not exist (is its drive connected?)."
+    if not folder.is_dir():
+        return False, f"{folder} is a file, not a folder."
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False, f"{folder} cannot be written by this user."
+    return True, ""
+
+
+def make_data_folder(text: str) -> None:
+    """Create the data folder a user just chose in Settings (its parents too); an empty text is the app's own
+    folder. Raises OSError when it cannot be made."""
+    if text.strip():
+        Path(text.strip()).expanduser().mkdir(parents=True, exist_ok=True)
 
 
 def default_database_path() -> Path:
@@ -103,34 +117,48 @@ def default_database_path() -> Path:
     return data_dir() / DATABASE_NAME
 
 
-def data_folder_note(text: str) -> tuple[bool, str]:
+def data_folder_note(text: str, in_use: Path | None = None, saved: str | None = None) -> tuple[bool, str]:
     """What Settings says under the data folder as typed: (usable, note). An empty text is the app's own
-    folder; a folder that does not exist yet is usable when it can be created; other users being able to read
-    it is said (the history may hold a saved profile's API key), and whether a history is there already (the
-    current one is not moved)."""
+    folder; a folder that does not exist yet is usable when it can be created (Save makes it); other users
+    being able to read it is said (the history may hold a saved profile's API key), and whether a history is
+    there already (`in_use`: the folder of the history open now). `saved`: the folder in the settings now
+    (gone since: its drive is not connected, said as such). LLM_TUNER_DATA_DIR, when set, overrides the
+    field: said first."""
+    override = os.environ.get("LLM_TUNER_DATA_DIR")
+    env = f"LLM_TUNER_DATA_DIR is set ({override}): it overrides this field. " if override else ""
     if not text.strip():
-        return True, ""
+        return True, env.strip()
     folder = Path(text.strip()).expanduser()
     if not folder.is_absolute():
-        return False, "Give a full path (it would be read from wherever the app was started)."
+        return False, env + "Give a full path (it would be read from wherever the app was started)."
     if folder.exists() and not folder.is_dir():
-        return False, f"{folder} is a file, not a folder."
+        return False, env + f"{folder} is a file, not a folder."
+    if not folder.exists() and saved and folder == Path(saved).expanduser():  # the saved one, gone since
+        return False, env + _folder_problem(folder)[1] + " This session uses the app's own folder."
     if not folder.exists():
         parent = next((p for p in folder.parents if p.exists()), None)
         if parent is None or not parent.is_dir():
-            return False, f"{folder} cannot be created: {parent} is a file, not a folder."
+            return False, env + f"{folder} cannot be created: {parent} is a file, not a folder."
         if not os.access(parent, os.W_OK | os.X_OK):
-            return False, f"{folder} does not exist and cannot be created here ({parent} is not writable)."
-        return True, "Does not exist yet: it is created at the next start, with a new, empty history."
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return False, f"{folder} cannot be written by this user."
+            return False, env + f"{folder} does not exist and cannot be created ({parent} is not writable)."
+        return True, env + ("Does not exist yet: Save creates it, and the next start begins a new, empty "
+                            "history there.")
+    usable, why = _folder_problem(folder)
+    if not usable:
+        return False, env + why
     notes = []
-    if (folder / DATABASE_NAME).is_file():
+    if in_use is not None and folder.resolve() == Path(in_use).expanduser().resolve():
+        notes.append("This is the history in use now.")
+    elif (folder / DATABASE_NAME).is_file():
         notes.append("Holds an llm-tuner history: the app uses it from the next start (the current one is "
                      "not moved).")
     else:
         notes.append("A new, empty history starts there at the next start (the current one is not moved).")
-    if readable_by_others(folder):
+    mode = folder.stat().st_mode
+    not_ours = hasattr(os, "getuid") and folder.stat().st_uid != os.getuid()
+    if mode & stat.S_ISVTX or mode & stat.S_IWOTH or not_ours:
+        notes.append("Others can write in or own this folder: choose a folder of your own inside it.")
+    elif readable_by_others(folder):
         notes.append(f"Other users can read this folder, and saved profiles may hold API keys: consider "
                      f"chmod 700 {folder}.")
-    return True, " ".join(notes)
+    return True, env + " ".join(notes)

@@ -13,6 +13,7 @@ when the user must act, and the Errors list (Help ▸ Errors, or the status bar'
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from PySide6.QtCore import QByteArray, QCoreApplication, QEvent, QSettings, Qt, QTimer
 from PySide6.QtGui import QAction, QGuiApplication, QKeySequence
@@ -348,7 +349,8 @@ class MainWindow(QMainWindow):
             self._show_status(advice)
 
     def show_settings(self) -> None:
-        dialog = SettingsDialog(self.ctx.settings, self, pool=self.ctx.workers)
+        dialog = SettingsDialog(self.ctx.settings, self, pool=self.ctx.workers,
+                                history_folder=Path(str(self.ctx.engine.url.database)).parent)
         if dialog.exec() != SettingsDialog.DialogCode.Accepted:
             return
         self.apply_settings(dialog.result_settings())

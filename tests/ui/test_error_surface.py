@@ -187,8 +187,12 @@ def test_an_unreadable_settings_file_is_kept_aside_and_said_at_start(qtbot, capl
 
 
 def test_a_data_folder_that_cannot_be_used_starts_on_the_apps_own_and_is_said(qtbot, tmp_path, monkeypatch):
-    """The drive holding the chosen data folder is not mounted: the window opens on the app's own folder and says
-    where this session's history goes; Settings says why the folder cannot be used and does not save it."""
+    """The drive holding the chosen data folder is not connected: the window opens on the app's own folder and
+    says where this session's history goes, in a dialog (the user must act) and the Errors list, without a
+    traceback (a setting, not a bug). Settings says why the folder cannot be used, will not save a typed folder
+    that cannot be made, creates a new one on Save, and still saves other settings beside the untouched one."""
+    from PySide6.QtWidgets import QMessageBox
+
     from llm_tuner.app import build_window
     from llm_tuner.core.settings import Settings
     from llm_tuner.services.settings_store import save_settings
@@ -197,26 +201,37 @@ def test_a_data_folder_that_cannot_be_used_starts_on_the_apps_own_and_is_said(qt
     monkeypatch.delenv("LLM_TUNER_DATA_DIR")
     for var, sub in (("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data"), ("XDG_STATE_HOME", "state")):
         monkeypatch.setenv(var, str(tmp_path / sub))
-    (tmp_path / "mnt").write_text("not a folder")
-    gone = tmp_path / "mnt" / "history"
+    gone = tmp_path / "media" / "usb" / "llm-tuner"
+    gone.parent.mkdir(parents=True)  # the mount point is there, empty
     save_settings(Settings(data_dir=str(gone)))
     _app, ctx, win = build_window()
     qtbot.addWidget(win)
     with qtbot.waitSignal(ctx.state.inventory_detected, timeout=60_000):
         pass
     assert str(ctx.engine.url.database).startswith(str(tmp_path / "data" / "llm-tuner"))
+    assert not gone.exists()  # nothing made on the bare mount point
     failure = next(f for f in win.errors.failures() if f.what == "Opening the data folder")
-    assert str(gone) in failure.message and "cannot be created" in failure.message
-    qtbot.waitUntil(lambda: "Opening the data folder failed" in _status(win), timeout=10_000)
-    assert str(tmp_path / "data" / "llm-tuner") in _status(win)
+    assert f"{gone} does not exist (is its drive connected?)" in failure.message and failure.needs_action
+    assert "Traceback" not in failure.details and str(tmp_path / "data" / "llm-tuner") in failure.advice
+    box = win.findChild(QMessageBox, "action_needed_dialog")
+    assert box is not None and "does not exist" in box.informativeText()
+    box.close()
 
     dialog = SettingsDialog(ctx.settings)
     qtbot.addWidget(dialog)
-    assert "cannot be created" in dialog.data_dir_note.text() and not dialog.data_dir_note.isHidden()
+    assert "does not exist (is its drive connected?)" in dialog.data_dir_note.text()
+    dialog.threshold.setValue(5.0)
+    dialog.accept()  # the saved folder untouched: the other settings are saved
+    assert dialog.result() == SettingsDialog.DialogCode.Accepted and dialog.result_settings().ab_threshold_pct == 5.0
+    dialog = SettingsDialog(ctx.settings)
+    qtbot.addWidget(dialog)
+    (tmp_path / "a-file").write_text("x")
+    dialog.data_dir.setText(str(tmp_path / "a-file" / "history"))
+    assert "is a file, not a folder" in dialog.data_dir_note.text()
     dialog.accept()
-    assert dialog.result() != SettingsDialog.DialogCode.Accepted  # not saved as it is
-    dialog.data_dir.setText(str(tmp_path / "new-drive"))
-    assert "created at the next start" in dialog.data_dir_note.text()
+    assert dialog.result() != SettingsDialog.DialogCode.Accepted  # a typed folder that cannot be made: not saved
+    dialog.data_dir.setText(str(tmp_path / "new-drive" / "llm"))
+    assert "Save creates it" in dialog.data_dir_note.text()
     dialog.accept()
-    assert dialog.result() == SettingsDialog.DialogCode.Accepted
-    assert dialog.result_settings().data_dir == str(tmp_path / "new-drive")
+    assert dialog.result() == SettingsDialog.DialogCode.Accepted and (tmp_path / "new-drive" / "llm").is_dir()
+    assert dialog.result_settings().data_dir == str(tmp_path / "new-drive" / "llm")

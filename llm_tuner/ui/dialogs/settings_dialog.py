@@ -24,7 +24,7 @@ from PySide6.QtWidgets import (
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.services.paths import data_dir
-from llm_tuner.services.settings_store import data_folder_note
+from llm_tuner.services.settings_store import data_folder_note, make_data_folder
 from llm_tuner.state.settings_form import SettingsForm, edited_settings, form_of, with_folder
 from llm_tuner.ui.dialogs.workers_box import WorkersBox
 
@@ -56,8 +56,11 @@ class _PathField(QWidget):
 
 
 class SettingsDialog(QDialog):
-    def __init__(self, settings: Settings, parent: QWidget | None = None, *, pool=None) -> None:
+    def __init__(self, settings: Settings, parent: QWidget | None = None, *, pool=None,
+                 history_folder: Path | None = None) -> None:
+        """`history_folder`: where the open history lives (the data folder's note says when it is that)."""
         super().__init__(parent)
+        self._history_folder = history_folder
         self.setWindowTitle("Settings")
         self.resize(860, 760)
         self._settings = settings
@@ -148,17 +151,29 @@ class SettingsDialog(QDialog):
     def _show_data_dir_note(self) -> bool:
         """The note under the data folder (what choosing it means; why it cannot be used, in red). Returns
         whether the folder can be used."""
-        usable, note = data_folder_note(self.data_dir.text())
+        usable, note = data_folder_note(self.data_dir.text(), self._history_folder, self._settings.data_dir)
         self.data_dir_note.setText(note)
         self.data_dir_note.setVisible(bool(note))
         self.data_dir_note.setStyleSheet("" if usable else "color: #c0392b;")
         return usable
 
     def accept(self) -> None:
-        """Save, unless the data folder cannot be used (the next start would fall back to the app's own)."""
-        if not self._show_data_dir_note():
+        """Save, creating a newly chosen data folder; not when a folder typed here cannot be used (the next
+        start would fall back to the app's own). A saved folder left as it was (its drive not connected now)
+        does not stop the other settings from being saved."""
+        edited = self.data_dir.text().strip() != (self._settings.data_dir or "")
+        if edited and not self._show_data_dir_note():
             self.data_dir.setFocus()
             return
+        if edited:
+            try:
+                make_data_folder(self.data_dir.text())
+            except OSError as exc:
+                self.data_dir_note.setText(f"{self.data_dir.text().strip()} could not be created: "
+                                           f"{exc.strerror or exc}")
+                self.data_dir_note.setStyleSheet("color: #c0392b;")
+                self.data_dir_note.setVisible(True)
+                return
         super().accept()
 
     def _on_remove_folders_clicked(self) -> None:
