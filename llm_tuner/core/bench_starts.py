@@ -38,6 +38,7 @@ class StartNoise:
     cv: dict[str, float] = field(default_factory=dict)
     settings: dict[str, int] = field(default_factory=dict)
     df: dict[str, int] = field(default_factory=dict)
+    busy: int = 0  # runs of a setting started 2+ times left out: measured on a busy machine
 
     def floor_pct(self, metric: str, starts_a: int = 1, starts_b: int = 1) -> float | None:
         """The smallest |Δ| (%) between sides of `starts_a` and `starts_b` starts that start-to-start
@@ -62,17 +63,26 @@ def _is_speed(metric: str) -> bool:
     return metric.startswith(SPEEDS)
 
 
-def start_noise(runs: Iterable[BenchRun], exclude: Sequence[int | None] = ()) -> StartNoise:
+def start_noise(runs: Iterable[BenchRun]) -> StartNoise:
     """How much one start's median speed varies, per metric, over the history's command lines started 2+
-    times: finished runs the app started itself on a quiet machine (no busy warning); `exclude`: the runs
-    being compared, which must not judge themselves. The spread is pooled by degrees of freedom (a command
-    line started five times weighs four times one started twice)."""
+    times: finished runs the app started itself on a quiet machine (no busy warning). The spread is pooled by
+    degrees of freedom (a command line started five times weighs four times one started twice), the way an
+    analysis of variance pools its groups: the runs being compared count among their own setting's starts."""
     groups: dict[tuple[object, ...], list[BenchRun]] = {}
+    busy: dict[tuple[object, ...], int] = {}
+    seen: set[int | None] = set()
     for run in runs:
-        if (run.status in FINISHED and run.attached_url is None and run.id not in exclude and run.reps
-                and busy_warning(run) is None):
-            groups.setdefault(setting_key(run), []).append(run)
+        if run.id is not None and run.id in seen:  # a run listed twice (the history and a side) counts once
+            continue
+        seen.add(run.id)
+        if run.status in FINISHED and run.attached_url is None and run.reps:
+            key = setting_key(run)
+            if busy_warning(run) is None:
+                groups.setdefault(key, []).append(run)
+            else:
+                busy[key] = busy.get(key, 0) + 1
     sums: dict[str, list[float]] = {}  # metric -> [Σ (n-1) CV², Σ (n-1), command lines]
+    n_busy = sum(n for key, n in busy.items() if n + len(groups.get(key, [])) >= 2)
     for starts in groups.values():
         if len(starts) < 2:
             continue
@@ -92,7 +102,8 @@ def start_noise(runs: Iterable[BenchRun], exclude: Sequence[int | None] = ()) ->
             acc[1] += len(values) - 1
             acc[2] += 1
     return StartNoise({n: math.sqrt(a[0] / a[1]) for n, a in sums.items()},
-                      {n: int(a[2]) for n, a in sums.items()}, {n: int(a[1]) for n, a in sums.items()})
+                      {n: int(a[2]) for n, a in sums.items()}, {n: int(a[1]) for n, a in sums.items()},
+                      n_busy)
 
 
 def across_starts(comparisons: Sequence[Comparison], noise: StartNoise, starts_a: int = 1,
@@ -123,14 +134,18 @@ def across_starts(comparisons: Sequence[Comparison], noise: StartNoise, starts_a
     for c, floor in held:
         n = noise.settings.get(c.name, 0)
         lines.append(f"{metric_label(c.name)} {c.delta_pct:+.1f}% is within the ±{floor:.1f}% by which runs "
-                     f"of the same settings differ on this machine (learned from {n} setting"
-                     f"{'s' if n != 1 else ''} run more than once), so it is not called better or worse: "
+                     f"of the same settings differ on this machine (learned from {n} command line"
+                     f"{'s' if n != 1 else ''} benchmarked 2+ times), so it is not called better or worse: "
                      f"{again}.")
     if unknown:
+        many = noise.busy != 1
+        busy = (f"; {noise.busy} run{'s' if many else ''} of settings benchmarked more than once "
+                f"{'were' if many else 'was'} measured on a busy machine and {'are' if many else 'is'} not "
+                "counted" if noise.busy else "")
         lines.append("How much runs of the same settings differ on this machine is not known yet (elsewhere "
-                     f"they have differed by up to {ELSEWHERE_PCT}%): "
+                     f"they have differed by up to {ELSEWHERE_PCT}%{busy}): "
                      + ("run 2 or more rounds." if rounds else
-                        "benchmark a profile a few times, and later comparisons learn it."))
+                        "benchmark a profile 3 times or more on a quiet machine, and comparisons learn it."))
     return out, lines
 
 
@@ -150,12 +165,12 @@ def same_settings(runs: Sequence[BenchRun]) -> list[BenchRun]:
 def compare_across_starts(side_a: Sequence[BenchRun], side_b: Sequence[BenchRun], history: Iterable[BenchRun],
                           threshold_pct: float) -> tuple[BenchRun, BenchRun, list[Comparison], list[str]]:
     """Side B against side A, each one or more server starts of one command line pooled
-    (core.bench_report.pooled; `same_settings`), held to the start-to-start variation the history shows (the
-    compared runs themselves left out): what Compare and `runs compare` say. Returns the pooled sides, the
+    (core.bench_report.pooled; `same_settings`), held to the start-to-start variation the history and the
+    sides' own starts show: what Compare and `runs compare` say. Returns the pooled sides, the
     comparisons and the lines the verdict adds."""
     a, b = pooled(list(side_a)), pooled(list(side_b))
     if a is None or b is None:
         raise ValueError("a side of the comparison has no run")
-    noise = start_noise(history, exclude=[r.id for r in (*side_a, *side_b)])
+    noise = start_noise([*side_a, *side_b, *history])
     comps, lines = across_starts(compare_runs(a, b, threshold_pct), noise, len(side_a), len(side_b))
     return a, b, comps, lines

@@ -54,8 +54,8 @@ class Loaded:
     profile_b: LaunchProfile | None
     comparisons: list[Comparison]
     lines: list[str]
-    ids_a: list[int | None]
-    ids_b: list[int | None]
+    side_a: list[BenchRun]
+    side_b: list[BenchRun]
 
 
 def _one(run: BenchRun | None) -> list[BenchRun]:
@@ -104,7 +104,7 @@ class CompareState(Observable):
         self._run_b: BenchRun | None = None
         self._comparisons: list[Comparison] = []
         self._start_lines: list[str] = []  # what start-to-start variation did to the verdicts
-        self._pooled: tuple[list[int | None], list[int | None]] = ([], [])  # the runs each side pools
+        self._pooled: tuple[list[BenchRun], list[BenchRun]] = ([], [])  # the runs each side pools
         self._diff: list[DiffRow] = []
 
     # -- declared properties ---------------------------------------------------------------------------
@@ -158,7 +158,7 @@ class CompareState(Observable):
         """Read the runs and profiles to choose from (through `run`)."""
         repo = self.repo
         self.run(
-            lambda: (repo.list_runs(with_reps=False, limit=CHOICES_LIMIT), repo.labels()),
+            lambda: (repo.list_runs(with_reps=False, limit=CHOICES_LIMIT), repo.labels(newest_first=True)),
             self._on_choices_read,
             lambda exc: self._say(f"Could not read the runs to compare: {exc}"),
         )
@@ -232,7 +232,7 @@ class CompareState(Observable):
             # how much starts of one command line differ here: the history's quiet runs
             a, b, comps, lines = compare_across_starts(side_a, side_b, repo.list_overview(limit=HISTORY_RUNS),
                                                        threshold)
-            return Loaded(a, b, pa, pb, comps, lines, [r.id for r in side_a], [r.id for r in side_b])
+            return Loaded(a, b, pa, pb, comps, lines, list(side_a), list(side_b))
 
         self._set_busy(True)
         self.run(work, self._on_loaded, self._on_load_failed)
@@ -275,7 +275,7 @@ class CompareState(Observable):
             self._pooled = ([], [])
         else:
             self._comparisons, self._start_lines = list(judged.comparisons), list(judged.lines)
-            self._pooled = (judged.ids_a, judged.ids_b)
+            self._pooled = (judged.side_a, judged.side_b)
         self._message = "\n".join(x for x in (headline, self.verdict_text()) if x)
         diff = run_identity_diff(a, b) + run_flag_diff(a, b, profile_a, profile_b)
         self._diff = [DiffRow(d["flag"], _cell(d["a"]), _cell(d["b"])) for d in diff] or [
@@ -298,9 +298,10 @@ class CompareState(Observable):
         if a is None or b is None:
             return ""
         counts = {v: sum(1 for c in self._comparisons if c.verdict == v) for v in (BETTER, WORSE, NOISE)}
-        def side(run: BenchRun, ids: list[int | None]) -> str:
-            if len(ids) > 1:
-                return f"runs {', '.join(str(i) for i in ids)} ({run.label}, pooled: one setting's starts)"
+        def side(run: BenchRun, runs: list[BenchRun]) -> str:
+            if len(runs) > 1:
+                ids = ", ".join(str(r.id) for r in runs)
+                return f"runs {ids} ({run.label}, pooled: one setting's starts)"
             return f"run {run.id} ({run.label})"
 
         lines = [
@@ -316,7 +317,9 @@ class CompareState(Observable):
             sp = run_summary(run)["speculative"]
             if sp:
                 lines.append(f"Run {run.id}: " + " ".join(speculative_lines(sp)))
-        lines += [f"Warning: {w}" for w in (busy_warning(a), busy_warning(b), heat_warning([a], [b])) if w]
+        side_a, side_b = self._pooled[0] or [a], self._pooled[1] or [b]  # each run of a pooled side
+        warnings = (*map(busy_warning, [*side_a, *side_b]), heat_warning(side_a, side_b))
+        lines += [f"Warning: {w}" for w in warnings if w]
         if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
             lines.append("Note: the two runs used different benchmark settings; only common metrics compare.")
         return "\n".join(lines)

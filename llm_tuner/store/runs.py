@@ -23,6 +23,7 @@ from sqlalchemy import (
     String,
     Text,
     delete,
+    func,
     inspect,
     select,
     text,
@@ -346,9 +347,15 @@ class RunRepository:
                              .order_by(BenchRunRow.started_at.desc(), BenchRunRow.id.desc()).limit(1)).first()
             return BuildStamp(**data) if data else None
 
-    def labels(self) -> list[str]:
+    def labels(self, *, newest_first: bool = False) -> list[str]:
+        """The profile labels runs were made under, in name order; `newest_first`: the one run most recently
+        first (Compare's profile choices take the newest two as A and B, as its run choices do)."""
         with session_scope(self.engine) as s:
-            return sorted({x for x in s.scalars(select(BenchRunRow.label).distinct()) if x})
+            if not newest_first:
+                return sorted({x for x in s.scalars(select(BenchRunRow.label).distinct()) if x})
+            newest = func.max(BenchRunRow.id)
+            rows = s.execute(select(BenchRunRow.label, newest).group_by(BenchRunRow.label).order_by(newest.desc()))
+            return [label for label, _ in rows if label]
 
     def get_group(self, group_id: int) -> RunGroup | None:
         with session_scope(self.engine) as s:

@@ -33,7 +33,7 @@ def _cv(values: list[float]) -> float:
     return math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) / mean
 
 
-def test_start_noise_is_pooled_over_quiet_settings_started_twice_and_never_from_the_compared_runs():
+def test_start_noise_is_pooled_over_quiet_settings_started_twice():
     history = [_bench_run(1, 100.0), _bench_run(2, 120.0), _bench_run(3, 110.0),  # three starts: 2 df
                _bench_run(4, 50.0, ("-t", "4")), _bench_run(5, 55.0, ("-t", "4")),  # two starts: 1 df
                _bench_run(6, 50.0, ("-t", "6")),  # started once: says nothing about starts
@@ -47,8 +47,10 @@ def test_start_noise_is_pooled_over_quiet_settings_started_twice_and_never_from_
     assert noise.cv["gen_tps@64"] == pytest.approx(want, rel=1e-6)
     assert noise.floor_pct("gen_tps@64") == pytest.approx(100 * 1.96 * want * math.sqrt(2), rel=1e-6)
     assert noise.floor_pct("gen_tps@64", 3, 3) < noise.floor_pct("gen_tps@64")  # more starts, a lower floor
-    assert start_noise(history, exclude=(3,)).floor_pct("gen_tps@64") is None  # 2 df: under MIN_DF
+    assert start_noise([r for r in history if r.id != 3]).floor_pct("gen_tps@64") is None  # 2 df: under MIN_DF
     assert MIN_DF == 3 and noise.floor_pct("prefill_tps@64") is None
+    assert noise.busy == 1  # run 11: its setting was started twice, once on a busy machine
+    assert start_noise([*history, *history]).df == noise.df  # a run listed twice counts once
 
 
 def test_a_difference_within_start_noise_is_not_called_better():
@@ -61,14 +63,17 @@ def test_a_difference_within_start_noise_is_not_called_better():
     floor = noise.floor_pct("gen_tps@64")
     assert held.verdict == NOISE and f"within the ±{floor:.1f}% by which runs of the same settings" in held.note
     assert lines == [f"Generation @ 64 tok (t/s) +12.0% is within the ±{floor:.1f}% by which runs of the same "
-                     "settings differ on this machine (learned from 2 settings run more than once), so it is not "
-                     "called better or worse: benchmark both again and compare the two profiles (their runs of "
-                     "the same settings are pooled)."]
+                     "settings differ on this machine (learned from 2 command lines benchmarked 2+ times), so it is "
+                     "not called better or worse: benchmark both again and compare the two profiles (their runs "
+                     "of the same settings are pooled)."]
     (kept,), lines = across_starts([compare("gen_tps@64", a, far, higher_is_better=True)], noise)
     assert kept.verdict == BETTER and lines == []
     (unknown,), lines = across_starts([near], start_noise([]))
     assert unknown.verdict == BETTER and lines[0].startswith("How much runs of the same settings differ on this "
                                                              "machine is not known yet")
+    busy = start_noise([_bench_run(1, 100.0, busy=90.0), _bench_run(2, 120.0, busy=90.0)])
+    assert "2 runs of settings benchmarked more than once were measured on a busy machine" in \
+        across_starts([near], busy)[1][0]
     ttft = compare("ttft_ms@64", a, b, higher_is_better=False)  # not a speed: neither held nor "not known"
     assert across_starts([ttft], start_noise([])) == ([ttft], [])
     assert across_starts([near], start_noise([]), 2, 2, rounds=True)[1][0].endswith("run 2 or more rounds.")

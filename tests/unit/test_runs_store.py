@@ -29,6 +29,8 @@ def test_run_round_trip_filters_and_interrupt(tmp_path):
     assert [r.id for r in repo.list_runs(label="slow")] == [other]
     assert [r.id for r in repo.list_runs(group_id=gid)] == [run_id]
     assert repo.labels() == ["fast", "slow"]
+    newest = max((r for r in repo.list_runs()), key=lambda r: r.id).label
+    assert repo.labels(newest_first=True)[0] == newest  # Compare's profile choices: the newest two are A and B
     repo.delete_run(run_id)
     assert repo.get_run(run_id) is None and len(repo.list_runs()) == 1
 

@@ -180,7 +180,7 @@ def slower_than_stored(
     if stored is None:
         return None
     comps, _said = across_starts(compare_runs(stored, run, threshold_pct),
-                                  start_noise(repo.list_overview(limit=HISTORY_RUNS), exclude=(run.id,)),
+                                  start_noise([run, *repo.list_overview(limit=HISTORY_RUNS)]),
                                   len(earlier_runs), 1)
     lead = _lead(comps)
     if lead is None or lead.verdict != WORSE:
