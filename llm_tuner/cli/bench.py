@@ -481,9 +481,8 @@ def compare_json(side_a, side_b, threshold_pct: float, engine) -> dict:
     """B against A as `runs compare` prints it: each side one run, or a profile's runs of one setting pooled
     (core.bench_starts.same_settings), held to how much server starts differ here (from the history), with
     the saved profiles' differing flags."""
-    from llm_tuner.core.bench_report import busy_warning, run_flag_diff, speculative_speedup
-    from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts
-    from llm_tuner.core.heat import heat_warning
+    from llm_tuner.core.bench_report import run_flag_diff, speculative_speedup
+    from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts, side_warnings
     from llm_tuner.services.bench import profile_versions
     from llm_tuner.store.runs import RunRepository
 
@@ -501,8 +500,8 @@ def compare_json(side_a, side_b, threshold_pct: float, engine) -> dict:
     spd = speculative_speedup(b, a) or speculative_speedup(a, b)
     if spd:
         out["speculative_speedup"] = spd
-    out["warnings"] = [w for w in (*map(busy_warning, [*side_a, *side_b]), heat_warning(side_a, side_b)) if w]
-    return out, a, b
+    out["warnings"] = side_warnings(side_a, side_b)
+    return out, a, b, side_a, side_b
 
 
 def _flag_value(value: str | None) -> str:
@@ -529,7 +528,7 @@ def cmd_runs_compare(args) -> int:
         side_a, side_b = [ra], [rb]
     settings = _settings()
     threshold = args.threshold if args.threshold is not None else getattr(settings, "ab_threshold_pct", AB_THRESHOLD_PCT)
-    result, a, b = compare_json(side_a, side_b, threshold, repo.engine)
+    result, a, b, side_a, side_b = compare_json(side_a, side_b, threshold, repo.engine)
     if args.format and not args.out:
         raise CliError("--format writes a report: give the folder with --out DIR")
     if args.out:
@@ -545,11 +544,9 @@ def cmd_runs_compare(args) -> int:
         def med(side) -> str:
             return "–" if not side or side.get("median") is None else f"{side['median']:.2f}"
 
-        def side(run, ids) -> str:
-            return f"runs {', '.join(map(str, ids))} ({run.label}, pooled)" if len(ids) > 1 else f"run {run.id} ({run.label})"
+        from llm_tuner.core.bench_starts import side_text
 
-        print(printable(f"B = {side(b, result['b']['runs'])} against A = {side(a, result['a']['runs'])}, "
-                        f"threshold {threshold:g}%"))
+        print(printable(f"B = {side_text(b, side_b)} against A = {side_text(a, side_a)}, threshold {threshold:g}%"))
         print(f"  {'Metric':40s} {'A median':>10s} {'B median':>10s} {'Δ B vs A':>8s} {'95% CI of Δ':18s} Verdict")
         for m in result["metrics"]:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"

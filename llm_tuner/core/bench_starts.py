@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 
 from llm_tuner.core.bench_report import busy_warning, compare_runs, metric_label, metric_samples, pooled
 from llm_tuner.core.bench_spec import BenchRun
+from llm_tuner.core.heat import heat_warning
 from llm_tuner.core.stats import BETTER, NOISE, WORSE, Comparison, median
 
 Z95 = 1.96
@@ -160,6 +161,20 @@ def same_settings(runs: Sequence[BenchRun]) -> list[BenchRun]:
         return []
     key = setting_key(done[0])
     return [r for r in done if setting_key(r) == key][:MAX_POOLED]
+
+
+def side_text(run: BenchRun, runs: Sequence[BenchRun]) -> str:
+    """A side of an A/B in words: one run, or the runs of one setting pooled as `run`."""
+    if len(runs) > 1:
+        return f"runs {', '.join(str(r.id) for r in runs)} ({run.label}, pooled: one setting's starts)"
+    return f"run {run.id} ({run.label})"
+
+
+def side_warnings(side_a: Sequence[BenchRun], side_b: Sequence[BenchRun]) -> list[str]:
+    """What may have skewed an A/B: each run measured on a busy machine, the sides in different thermal
+    states."""
+    found = (*map(busy_warning, [*side_a, *side_b]), heat_warning(list(side_a), list(side_b)))
+    return [w for w in found if w]
 
 
 def compare_across_starts(side_a: Sequence[BenchRun], side_b: Sequence[BenchRun], history: Iterable[BenchRun],

@@ -91,7 +91,7 @@ def database_path(configured_dir: str | None = None) -> Path:
         if not usable:
             raise DataFolderUnusable(f"the data folder chosen in Settings cannot be used: {why}")
         return folder / DATABASE_NAME
-    return data_dir() / DATABASE_NAME
+    return default_database_path()
 
 
 def _folder_problem(folder: Path) -> tuple[bool, str]:
@@ -131,8 +131,6 @@ def data_folder_note(text: str, in_use: Path | None = None, saved: str | None = 
     folder = Path(text.strip()).expanduser()
     if not folder.is_absolute():
         return False, env + "Give a full path (it would be read from wherever the app was started)."
-    if folder.exists() and not folder.is_dir():
-        return False, env + f"{folder} is a file, not a folder."
     if not folder.exists() and saved and folder == Path(saved).expanduser():  # the saved one, gone since
         return False, env + _folder_problem(folder)[1] + " This session uses the app's own folder."
     if not folder.exists():

@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from llm_tuner.core.bench_report import (
-    busy_warning,
     compare_runs,
     run_flag_diff,
     run_identity_diff,
@@ -26,8 +25,13 @@ from llm_tuner.core.bench_report import (
     speculative_speedup,
 )
 from llm_tuner.core.bench_spec import BenchRun
-from llm_tuner.core.bench_starts import HISTORY_RUNS, compare_across_starts, same_settings
-from llm_tuner.core.heat import heat_warning
+from llm_tuner.core.bench_starts import (
+    HISTORY_RUNS,
+    compare_across_starts,
+    same_settings,
+    side_text,
+    side_warnings,
+)
 from llm_tuner.core.profile import LaunchProfile
 from llm_tuner.core.stats import AB_THRESHOLD_PCT, BETTER, NOISE, WORSE, Comparison
 from llm_tuner.services.bench import profile_versions
@@ -298,14 +302,9 @@ class CompareState(Observable):
         if a is None or b is None:
             return ""
         counts = {v: sum(1 for c in self._comparisons if c.verdict == v) for v in (BETTER, WORSE, NOISE)}
-        def side(run: BenchRun, runs: list[BenchRun]) -> str:
-            if len(runs) > 1:
-                ids = ", ".join(str(r.id) for r in runs)
-                return f"runs {ids} ({run.label}, pooled: one setting's starts)"
-            return f"run {run.id} ({run.label})"
-
+        side_a, side_b = self._pooled[0] or [a], self._pooled[1] or [b]  # the runs each side pools
         lines = [
-            f"B = {side(b, self._pooled[1])} against A = {side(a, self._pooled[0])}: {counts[BETTER]} better,"
+            f"B = {side_text(b, side_b)} against A = {side_text(a, side_a)}: {counts[BETTER]} better,"
             f" {counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
             f"{threshold:g}%)."
         ]
@@ -317,9 +316,7 @@ class CompareState(Observable):
             sp = run_summary(run)["speculative"]
             if sp:
                 lines.append(f"Run {run.id}: " + " ".join(speculative_lines(sp)))
-        side_a, side_b = self._pooled[0] or [a], self._pooled[1] or [b]  # each run of a pooled side
-        warnings = (*map(busy_warning, [*side_a, *side_b]), heat_warning(side_a, side_b))
-        lines += [f"Warning: {w}" for w in warnings if w]
+        lines += [f"Warning: {w}" for w in side_warnings(side_a, side_b)]
         if a.spec.model_dump(exclude={"llama_bench"}) != b.spec.model_dump(exclude={"llama_bench"}):
             lines.append("Note: the two runs used different benchmark settings; only common metrics compare.")
         return "\n".join(lines)

@@ -129,9 +129,8 @@ def builds_verdict(
     a, b = pooled(side_a), pooled(side_b)
     if a is None or b is None:
         return BuildsVerdict(group_id, a, b, (), "no verdict: one side has no run")
-    learned = {r.id: r for r in [*history, *runs]}.values()  # a stored run once, though both lists hold it
-    comps, starts = across_starts(compare_runs(a, b, threshold_pct), start_noise(learned), len(side_a),
-                                  len(side_b), rounds=True)
+    comps, starts = across_starts(compare_runs(a, b, threshold_pct), start_noise([*runs, *history]),
+                                  len(side_a), len(side_b), rounds=True)
     lead = _lead(comps)
     changes = build_changes(a.build, b.build)
     text = (

@@ -152,10 +152,13 @@ class SettingsDialog(QDialog):
         """The note under the data folder (what choosing it means; why it cannot be used, in red). Returns
         whether the folder can be used."""
         usable, note = data_folder_note(self.data_dir.text(), self._history_folder, self._settings.data_dir)
+        self._set_data_dir_note(note, usable)
+        return usable
+
+    def _set_data_dir_note(self, note: str, usable: bool) -> None:
         self.data_dir_note.setText(note)
         self.data_dir_note.setVisible(bool(note))
         self.data_dir_note.setStyleSheet("" if usable else "color: #c0392b;")
-        return usable
 
     def accept(self) -> None:
         """Save, creating a newly chosen data folder; not when a folder typed here cannot be used (the next
@@ -169,10 +172,8 @@ class SettingsDialog(QDialog):
             try:
                 make_data_folder(self.data_dir.text())
             except OSError as exc:
-                self.data_dir_note.setText(f"{self.data_dir.text().strip()} could not be created: "
-                                           f"{exc.strerror or exc}")
-                self.data_dir_note.setStyleSheet("color: #c0392b;")
-                self.data_dir_note.setVisible(True)
+                self._set_data_dir_note(f"{self.data_dir.text().strip()} could not be created: "
+                                        f"{exc.strerror or exc}", False)
                 return
         super().accept()
 
