@@ -55,13 +55,13 @@ def setup_logging() -> None:
 def check_file_modes() -> None:
     """At start: our files 0600 and folders 0700 (a note per change), a warning for a chosen data folder that
     others can read (it is the user's: not changed)."""
-    from llm_tuner.services.paths import readable_by_others, tighten_app_files
+    from llm_tuner.services.paths import data_dir_override, readable_by_others, tighten_app_files
     from llm_tuner.services.settings_store import load_settings
 
     for note in tighten_app_files():
         log.info("file permissions: %s", note)
     chosen = load_settings().data_dir
-    if chosen and not os.environ.get("LLM_TUNER_DATA_DIR") and readable_by_others(Path(chosen).expanduser()):
+    if chosen and not data_dir_override() and readable_by_others(Path(chosen).expanduser()):
         log.warning("the data folder %s (chosen in Settings) can be read by other users; the history "
                     "database in it may hold API keys of saved profiles: consider 'chmod 700 %s'",
                     chosen, chosen)

@@ -14,6 +14,12 @@ from pathlib import Path
 import platformdirs
 
 APP_NAME = "llm-tuner"
+DATA_DIR_ENV = "LLM_TUNER_DATA_DIR"  # moves the data, config and log folders (tests, scripts)
+
+
+def data_dir_override() -> str | None:
+    """The folder DATA_DIR_ENV names, when it is set (it overrides the data folder chosen in Settings)."""
+    return os.environ.get(DATA_DIR_ENV) or None
 PRIVATE_DIR, PRIVATE_FILE = 0o700, 0o600
 
 
@@ -59,19 +65,19 @@ def tighten_app_files() -> list[str]:
 
 def data_dir() -> Path:
     """The data folder (the SQLite history lives here). `LLM_TUNER_DATA_DIR` overrides it."""
-    override = os.environ.get("LLM_TUNER_DATA_DIR")
+    override = data_dir_override()
     return _ensure(Path(override) if override else Path(platformdirs.user_data_dir(APP_NAME)))
 
 
 def config_dir() -> Path:
     """The config folder (settings.json). Follows `LLM_TUNER_DATA_DIR` when set, so tests stay isolated."""
-    override = os.environ.get("LLM_TUNER_DATA_DIR")
+    override = data_dir_override()
     return _ensure(Path(override) / "config" if override else Path(platformdirs.user_config_dir(APP_NAME)))
 
 
 def log_dir() -> Path:
     """The log folder (app log, unhandled exceptions, server logs)."""
-    override = os.environ.get("LLM_TUNER_DATA_DIR")
+    override = data_dir_override()
     return _ensure(Path(override) / "logs" if override else Path(platformdirs.user_log_dir(APP_NAME)))
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from llm_tuner.core.settings import Settings
 from llm_tuner.core.units import first_line
-from llm_tuner.services.paths import config_dir, data_dir, readable_by_others
+from llm_tuner.services.paths import DATA_DIR_ENV, config_dir, data_dir, data_dir_override, readable_by_others
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +83,9 @@ def database_path(configured_dir: str | None = None) -> Path:
     app use one history), unless LLM_TUNER_DATA_DIR overrides. The chosen folder is made when Settings saves
     it (`make_data_folder`), never here: a folder that is gone (a drive not connected) raises
     DataFolderUnusable instead of starting an empty history on the bare mount point."""
-    if configured_dir is None and not os.environ.get("LLM_TUNER_DATA_DIR"):
+    if configured_dir is None and not data_dir_override():
         configured_dir = load_settings().data_dir
-    if configured_dir and not os.environ.get("LLM_TUNER_DATA_DIR"):
+    if configured_dir and not data_dir_override():
         folder = Path(configured_dir).expanduser()
         usable, why = _folder_problem(folder)
         if not usable:
@@ -124,8 +124,8 @@ def data_folder_note(text: str, in_use: Path | None = None, saved: str | None = 
     there already (`in_use`: the folder of the history open now). `saved`: the folder in the settings now
     (gone since: its drive is not connected, said as such). LLM_TUNER_DATA_DIR, when set, overrides the
     field: said first."""
-    override = os.environ.get("LLM_TUNER_DATA_DIR")
-    env = f"LLM_TUNER_DATA_DIR is set ({override}): it overrides this field. " if override else ""
+    override = data_dir_override()
+    env = f"{DATA_DIR_ENV} is set ({override}): it overrides this field. " if override else ""
     if not text.strip():
         return True, env.strip()
     folder = Path(text.strip()).expanduser()
