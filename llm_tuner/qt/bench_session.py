@@ -14,7 +14,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from llm_tuner.qt.context import AppContext
-from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.qt.workers import BackgroundJob, emit_later
 from llm_tuner.services import bench as bench_service
 from llm_tuner.services.logparse import LogLine, LogParser
 from llm_tuner.store.runs import RunRepository
@@ -82,7 +82,7 @@ class LongJobSession(QObject):
         After Cancel the fractions are dropped (sent as -1, unknown) and the texts kept: the runners report
         1.0 as they wind up, and the bar must stay where the work stopped."""
         # the panel says it
-        self._job = BackgroundJob(job, what=what, on_failed=getattr(failed, "emit", failed))
+        self._job = BackgroundJob(job, self, what=what, on_failed=getattr(failed, "emit", failed))
         self._progressed = getattr(progressed, "emit", progressed)  # a slot, or a Signal to pass it on
         self._job.progressed.connect(self._on_long_job_progressed)
         self._job.succeeded.connect(succeeded)
@@ -130,7 +130,8 @@ class BenchSession(LongJobSession):
         return True
 
     def _runner(self, devices: list[dict]) -> bench_service.BenchRunner:
-        return bench_runner_for(self.ctx, self.repo, devices, self.server_log_lines.emit)
+        return bench_runner_for(self.ctx, self.repo, devices,
+                                lambda lines: emit_later(self, "server_log_lines", lines))
 
     def _on_job_progressed(self, fraction: float, text: str) -> None:
         self.progressed.emit(fraction, text)

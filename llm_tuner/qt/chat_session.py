@@ -14,7 +14,7 @@ import threading
 
 from PySide6.QtCore import QCoreApplication, QObject, Signal
 
-from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.qt.workers import BackgroundJob, emit_later
 from llm_tuner.services.chat import ChatReply, failure_text, stream_reply
 
 
@@ -99,10 +99,7 @@ class ChatSession(QObject):
             self._pending.append((text, reasoning))
             post, self._posted = not self._posted, True
         if post:
-            try:
-                self._text_posted.emit()
-            except RuntimeError:  # the session was deleted while the reply ran: no one to tell
-                pass
+            emit_later(self, "_text_posted")  # nothing, once the session is deleted
 
     def _take_pending(self) -> tuple[str, str]:
         with self._lock:

@@ -18,7 +18,7 @@ from typing import Any
 from PySide6.QtCore import QObject, Signal
 
 from llm_tuner.core.hub_files import RemoteModel
-from llm_tuner.qt.workers import BackgroundJob, JobControl
+from llm_tuner.qt.workers import BackgroundJob, JobControl, emit_later
 from llm_tuner.services.hub import DownloadProgress, Hub, default_plan, download_model, read_remote_model
 
 PROGRESS_INTERVAL_S = 0.1
@@ -51,10 +51,7 @@ class RemotePlans(QObject):
                         plan = default_plan(info, inventory)
                     except Exception as exc:  # noqa: BLE001 - a header the plan cannot use is that row's reason
                         info = info.model_copy(update={"error": f"no memory plan: {exc}"})
-                try:
-                    self.model_read.emit(gen, i, info, plan)
-                except RuntimeError:  # the dialog is gone
-                    return
+                emit_later(self, "model_read", gen, i, info, plan)  # nothing, once the dialog is gone
 
         self._job = BackgroundJob(run, self, what="Reading the models' headers from the hub")
         self._job.start(long=True)

@@ -15,7 +15,7 @@ from sqlalchemy import Engine
 
 from llm_tuner.core.gguf_info import ModelInfo, TensorInfo
 from llm_tuner.core.units import format_bytes, format_params
-from llm_tuner.qt.workers import BackgroundJob
+from llm_tuner.qt.workers import BackgroundJob, emit_later
 from llm_tuner.services.library import ModelEntry, find_models, scan
 from llm_tuner.store.model_cache import ModelCacheRepo
 
@@ -244,19 +244,23 @@ class LibraryScan(QObject):
         self.cancel()
         engine = self._engine
 
+        # Reported through emit_later, and the job is this object's child: a window closed while the scan runs
+        # deletes this object, and nothing is emitted on it afterwards (CI once raised "Signal source has been
+        # deleted" at a test's teardown, from a scan that ended after its window).
         def work(ctl) -> None:
             ctl.progress(None, "Looking for .gguf files…")
-            entries = find_models(roots, cancelled=ctl.cancelled, on_skipped=self.skipped.emit)
+            entries = find_models(roots, cancelled=ctl.cancelled,
+                                  on_skipped=lambda path, why: emit_later(self, "skipped", path, why))
             if ctl.cancelled():
                 return
-            self.entries_listed.emit(entries)
+            emit_later(self, "entries_listed", entries)
             cache = None
             if engine is not None:
                 cache = ModelCacheRepo(engine)
             scan(entries, cache=cache, progress=ctl.progress, cancelled=ctl.cancelled,
-                 on_model=self.model_read.emit)
+                 on_model=lambda info: emit_later(self, "model_read", info))
 
-        job = BackgroundJob(work, what="Scanning the model folders")
+        job = BackgroundJob(work, self, what="Scanning the model folders")
         job.progressed.connect(self.progressed)
         job.finished.connect(lambda j=job: self._on_job_finished(j))
         self._job = job

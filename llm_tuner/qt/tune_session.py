@@ -20,6 +20,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from llm_tuner.core.tune import Trial, TuneResult, TuneSpec
 from llm_tuner.qt.bench_session import RUNS_CHANGED_MS, LongJobSession, bench_runner_for
 from llm_tuner.qt.context import AppContext
+from llm_tuner.qt.workers import emit_later
 from llm_tuner.services.logparse import LogLine
 from llm_tuner.services.tune import (
     TuneRunner,
@@ -66,7 +67,8 @@ class TuneSession(LongJobSession):
         def job(ctl):
             spec = make_spec()
             return self._runner(devices).run(spec, progress=ctl.progress, cancelled=ctl.cancelled,
-                                             on_trial=self._trial_arrived.emit, resume_tune_id=resume_tune_id)
+                                             on_trial=lambda t: emit_later(self, "_trial_arrived", t),
+                                             resume_tune_id=resume_tune_id)
 
         self._launch(job, what="The tune", progressed=self.progressed, succeeded=self._on_job_succeeded,
                      failed=self.tune_failed, cancelled=self.tune_cancelled, finished=self._on_job_finished)
@@ -76,7 +78,7 @@ class TuneSession(LongJobSession):
         """Built on the job's thread: the app's benchmark engine (its server lines to the log dock) under the
         TuneRunner."""
         bench = bench_runner_for(self.ctx, RunRepository(self.ctx.engine), devices,
-                                 self.server_log_lines.emit)
+                                 lambda lines: emit_later(self, "server_log_lines", lines))
         return TuneRunner(TuneRepository(self.ctx.engine), settings=self.ctx.settings, bench_runner=bench)
 
     def _on_trial_arrived(self, trial: Trial) -> None:

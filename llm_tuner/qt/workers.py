@@ -59,22 +59,22 @@ def short_pool() -> ThreadPoolExecutor:
 
 
 class _Relay(QObject):
-    """Carries a job's signals from the pool thread to the application's thread, where each is emitted only
-    if the job still exists. Emitting the job's own signal from the pool thread raced with its deletion on the
-    GUI thread (a job parented to a widget closed as the job ended): CI crashed there once, a segfault in the
-    emit while the GUI thread was deleting widgets. Deleting and checking on one thread leaves no such window.
-    The relay lives as long as the process."""
+    """Carries a job's signals (or any QObject's: `emit_later`) from the pool thread to the application's
+    thread, where each is emitted only if the object still exists. Emitting the job's own signal from the pool
+    thread raced with its deletion on the GUI thread (a job parented to a widget closed as the job ended): CI
+    crashed there once, a segfault in the emit while the GUI thread was deleting widgets. Deleting and
+    checking on one thread leaves no such window. The relay lives as long as the process."""
 
-    post = Signal(object)  # (job, the signal's name, its arguments)
+    post = Signal(object)  # (the object, the signal's name, its arguments)
 
     def __init__(self) -> None:
         super().__init__()
         self.post.connect(self._deliver)  # queued: the relay lives on the application's thread
 
-    def _deliver(self, item: tuple[BackgroundJob, str, tuple[Any, ...]]) -> None:
-        job, name, args = item
-        if shiboken6.isValid(job):  # its parent was not deleted meanwhile
-            getattr(job, name).emit(*args)
+    def _deliver(self, item: tuple[QObject, str, tuple[Any, ...]]) -> None:
+        obj, name, args = item
+        if shiboken6.isValid(obj):  # it (or its parent) was not deleted meanwhile
+            getattr(obj, name).emit(*args)
 
 
 _relay: _Relay | None = None
@@ -92,9 +92,12 @@ def _ensure_relay() -> _Relay:
         return _relay
 
 
-def _emit(job: BackgroundJob, name: str, *args: Any) -> None:
-    """Emit `job`'s signal `name` on the application's thread (see _Relay); any thread may call it."""
-    _ensure_relay().post.emit((job, name, args))
+def emit_later(obj: QObject, name: str, *args: Any) -> None:
+    """Emit `obj`'s signal `name` on the application's thread, unless `obj` is deleted by then (see _Relay).
+    Any thread may call it: a job's function reports through it to an object the user may close meanwhile."""
+    _ensure_relay().post.emit((obj, name, args))
+
+
 
 
 class JobControl:
@@ -105,7 +108,7 @@ class JobControl:
         self._cancel = threading.Event()
 
     def progress(self, fraction: float | None, text: str = "") -> None:
-        _emit(self._job, "progressed", -1.0 if fraction is None else float(fraction), text)
+        emit_later(self._job, "progressed", -1.0 if fraction is None else float(fraction), text)
 
     def cancelled(self) -> bool:
         return self._cancel.is_set()
@@ -119,20 +122,21 @@ def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
     job.entered, job.entered_at = threading.current_thread().name, time.monotonic()
     try:
-        result = job._fn(job.control)
+        # cancelled while queued (its view closed, a newer scan replaced it): not worth running
+        result = None if job.control.cancelled() else job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
         if not job.control.cancelled():  # a cancelled job's way out is no failure
             report_failure(job.what, exc, shown=job.shown_in_place)
-        _emit(job, "failed", exc)
+        emit_later(job, "failed", exc)
     else:
         if job.control.cancelled():
-            _emit(job, "cancelled")
+            emit_later(job, "cancelled")
         else:
-            _emit(job, "succeeded", result)
+            emit_later(job, "succeeded", result)
     finally:
         job.left = True
         BackgroundJob._running.pop(id(job), None)
-        _emit(job, "finished")
+        emit_later(job, "finished")
 
 
 class _Runnable(QRunnable):
@@ -183,8 +187,10 @@ class BackgroundJob(QObject):
         self.left = False  # its function's outcome was handled (`_run`'s finally)
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
-        # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper.
+        # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper, and
+        # cancel the work (no one is left to hear its outcome: a reader stops, a runner stops its server).
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
+        self.destroyed.connect(functools.partial(threading.Event.set, self.control.cancel_event))
 
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
@@ -243,6 +249,8 @@ def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callab
     def run(
         work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]
     ) -> None:
+        if not shiboken6.isValid(parent):  # the view was closed: no one to answer (a signal of the app's state
+            return  # can still reach a Qt-free state whose view is gone)
         job = BackgroundJob(lambda _c: work(), parent, what=what, on_failed=failed)
         job.shown_in_place = bool(parent.property("visible"))  # Q_PROPERTY; None for a QObject
         job.succeeded.connect(done)

@@ -178,3 +178,88 @@ def test_start_up_objects_are_frozen_and_later_cycles_still_collected(qtbot):
     finally:
         collector.deleteLater()
         gc.unfreeze()  # the other tests' objects back in the collector's sight
+
+
+def test_a_job_deleted_with_its_parent_is_cancelled_and_tells_no_one(qtbot):
+    """A view closed while its job runs: the job's function is told to stop (no one hears its outcome), and
+    what it reports through `emit_later` to the closed view is dropped, not raised on the pool thread."""
+    import shiboken6
+    from PySide6.QtCore import QObject, Signal
+
+    from llm_tuner.qt.workers import emit_later
+
+    class View(QObject):
+        said = Signal(str)
+
+    view = View()
+    heard: list[str] = []
+    view.said.connect(heard.append)
+    started, stop_seen, reported = threading.Event(), threading.Event(), threading.Event()
+
+    def work(ctl) -> None:
+        started.set()
+        while not ctl.cancelled():
+            time.sleep(0.01)
+        stop_seen.set()
+        emit_later(view, "said", "after the view was closed")  # would raise "Signal source has been deleted"
+        reported.set()
+
+    job = BackgroundJob(work, view, what="a job of a view that closes")
+    job.start(long=True)
+    assert started.wait(30)
+    shiboken6.delete(view)
+    assert stop_seen.wait(30)  # cancelled by the deletion: nothing else set it
+    assert reported.wait(30)
+    qtbot.waitUntil(lambda: not BackgroundJob.live_jobs(), timeout=30_000)
+    qtbot.wait(50)  # the relay's queued deliveries
+    assert heard == []
+
+
+def test_a_folder_scan_of_a_closed_window_ends_quietly(qtbot, tmp_path, monkeypatch):
+    """CI raised "Signal source has been deleted" at a test's teardown: a window's folder scan ended after the
+    window (and its LibraryScan) was deleted. Now the scan stops and emits nothing."""
+    import shiboken6
+
+    from llm_tuner.qt import model_table
+
+    entered, release = threading.Event(), threading.Event()
+    real_find = model_table.find_models
+
+    def slow_find(roots, **kw):  # the real listing, once the test has closed the scan's owner
+        entered.set()
+        release.wait(30)
+        return real_find(roots, **kw)
+
+    monkeypatch.setattr(model_table, "find_models", slow_find)
+    (tmp_path / "broken.gguf").write_bytes(b"not a gguf")
+    scanner = model_table.LibraryScan(None)
+    told: list[object] = []
+    for signal in (scanner.entries_listed, scanner.model_read, scanner.finished):
+        signal.connect(told.append)
+    scanner.start([tmp_path])
+    assert entered.wait(30)
+    shiboken6.delete(scanner)
+    release.set()
+    qtbot.waitUntil(lambda: not BackgroundJob.live_jobs(), timeout=30_000)
+    qtbot.wait(50)
+    assert told == []  # and pytest-qt saw no exception in the event loop
+
+
+def test_a_job_cancelled_while_queued_never_runs_and_says_so(qtbot):
+    """A job whose view closed (or that a newer one replaced) while it waited for a pool thread is dropped:
+    its function is not called, and it ends as cancelled."""
+    from llm_tuner.qt.workers import LONG_POOL_THREADS
+
+    release = threading.Event()
+    holders = [BackgroundJob(lambda _c: release.wait(30), what="a long job holding a thread").start(long=True)
+               for _ in range(LONG_POOL_THREADS)]
+    ran = threading.Event()
+    queued = BackgroundJob(lambda _c: ran.set(), what="a job queued behind them").start(long=True)
+    outcome: list[str] = []
+    queued.cancelled.connect(lambda: outcome.append("cancelled"))
+    queued.succeeded.connect(lambda _r: outcome.append("succeeded"))
+    queued.cancel()
+    release.set()
+    qtbot.waitUntil(lambda: queued.is_finished and all(h.is_finished for h in holders), timeout=30_000)
+    assert not ran.is_set()
+    assert outcome == ["cancelled"]
