@@ -538,7 +538,7 @@ def cmd_runs_compare(args) -> int:
     if args.json:
         emit_json(result)
     else:
-        from llm_tuner.core.bench_report import metric_label
+        from llm_tuner.core.bench_report import inconclusive_line, metric_label, verdict_cell
         from llm_tuner.core.units import printable
 
         def med(side) -> str:
@@ -552,7 +552,9 @@ def cmd_runs_compare(args) -> int:
             d = "–" if m["delta_pct"] is None else f"{m['delta_pct']:+6.1f}%"
             ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
             print(f"  {metric_label(m['name']):40s} {med(m['a']):>10s} {med(m['b']):>10s} {d:>8s} {ci:18s} "
-                  f"{m['verdict'] or 'no data'}")
+                  f"{verdict_cell(m)}")
+        if line := inconclusive_line([metric_label(m["name"]) for m in result["metrics"] if m.get("inconclusive")]):
+            print(line)
         for line in result["between_starts"]:
             print(line)
         print("Flags that differ (A -> B):" if result["profile_diff"] else "Flags: the same in A and B.")

@@ -22,6 +22,8 @@ from llm_tuner.core.server_endpoints import labelled
 from llm_tuner.core.speed import Prediction
 from llm_tuner.core.stats import (
     AB_THRESHOLD_PCT,
+    INCONCLUSIVE,
+    INCONCLUSIVE_PCT,
     Comparison,
     acceptance_by_position,
     compare,
@@ -474,7 +476,9 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
         delta = "–" if m.get("delta_pct") is None else f"{m['delta_pct']:+.1f} %"
         ci = "–" if m.get("ci_low_pct") is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
         lines.append(f"| {metric_label(m['name'])} | {_fmt(sa.get('median'), 2)} ({sa.get('n', 0)}) | "
-                     f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {m.get('verdict') or 'no data'} |")
+                     f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {verdict_cell(m)} |")
+    if line := inconclusive_line([metric_label(m["name"]) for m in data.get("metrics", []) if m.get("inconclusive")]):
+        lines += ["", line]
     lines.append("")
     diff = data.get("profile_diff") or []
     lines += ["## Flags that differ (A → B)", ""]
@@ -488,6 +492,20 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
     else:
         lines += ["## Hardware of A", "", *ha, "## Hardware of B", "", *hb]
     return "\n".join(lines)
+
+
+def verdict_cell(m: dict[str, Any]) -> str:
+    """A metric's verdict as `runs compare --json` gives it, "inconclusive" where its interval cannot tell."""
+    return INCONCLUSIVE if m.get("inconclusive") else (m.get("verdict") or "no data")
+
+
+def inconclusive_line(labels: Sequence[str]) -> str:
+    """The sentence under an A/B table that has inconclusive metrics (`labels`, as shown); "" when none."""
+    if not labels:
+        return ""
+    return (f"Inconclusive ({', '.join(labels)}): within noise, but the 95 % interval still allows a change of "
+            f"{INCONCLUSIVE_PCT:g} % or more, so the two are not shown equal either. More repetitions, or "
+            "benchmarking each side again, narrow it.")
 
 
 def _flag_text(value: str | None) -> str:

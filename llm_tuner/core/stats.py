@@ -27,6 +27,12 @@ BETTER, WORSE, NOISE = "better", "worse", "within noise"
 # The practical A/B threshold (%): a smaller difference is "within noise" even when its interval excludes
 # zero. Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
 AB_THRESHOLD_PCT = 2.0
+# "Within noise" is not "equal": a within-noise verdict whose 95 % interval still allows a change this large
+# (either way), or that has no interval, is *inconclusive*, and says so (too few repetitions or starts to tell).
+# Below it the two are the same as far as a user would care. 10 % is the size of change a user tunes for (a
+# K/V type, a thread count, a split); not derived.
+INCONCLUSIVE_PCT = 10.0
+INCONCLUSIVE = "inconclusive"
 
 
 @dataclass(frozen=True)
@@ -186,6 +192,28 @@ class Comparison:
     verdict: str | None  # better / worse / within noise; None when a side has no data
     note: str = ""
 
+    @property
+    def inconclusive(self) -> bool:
+        """Within noise, but the interval allows a change of INCONCLUSIVE_PCT or more (or there is none):
+        the data cannot tell the two apart, which is not the same as showing them equal."""
+        if self.verdict != NOISE or self.delta_pct is None:
+            return False
+        if self.ci_low_pct is None or self.ci_high_pct is None:
+            return True
+        return max(-self.ci_low_pct, self.ci_high_pct) >= INCONCLUSIVE_PCT
+
+    @property
+    def verdict_label(self) -> str:
+        """The verdict as a table shows it: "inconclusive" for a within-noise verdict that cannot tell."""
+        return INCONCLUSIVE if self.inconclusive else (self.verdict or "no data")
+
+    @property
+    def allowed_change_text(self) -> str:
+        """For an inconclusive verdict, what the interval still allows: "a change of up to 25 %"; else ""."""
+        if not self.inconclusive or self.ci_low_pct is None or self.ci_high_pct is None:
+            return ""
+        return f"a change of up to {max(-self.ci_low_pct, self.ci_high_pct):.0f} %"
+
     def to_json(self) -> dict[str, Any]:
         def side(s: Summary | None) -> dict[str, Any] | None:
             return None if s is None else {"median": s.median, "n": s.n, "iqr": s.iqr, "stdev": s.stdev,
@@ -194,7 +222,7 @@ class Comparison:
         return {"name": self.name, "unit": self.unit, "higher_is_better": self.higher_is_better,
                 "a": side(self.a), "b": side(self.b), "delta_pct": self.delta_pct,
                 "ci_low_pct": self.ci_low_pct, "ci_high_pct": self.ci_high_pct,
-                "verdict": self.verdict, "note": self.note}
+                "verdict": self.verdict, "inconclusive": self.inconclusive, "note": self.note}
 
 
 def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct: float | None = None,
@@ -242,7 +270,7 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
     ci = ratio_ci_pct(xa, xb, delta, confidence)
     if ci is None:
         return Comparison(name, unit, higher_is_better, sa, sb, delta, None, None, NOISE,
-                          "fewer than 2 repetitions on a side: no confidence interval")
+                          "fewer than 2 repetitions on a side: no confidence interval, so inconclusive")
     lo, hi = ci
     excludes_zero = (lo > 0 and delta > 0) or (hi < 0 and delta < 0)
     if excludes_zero and abs(delta) > threshold_pct:
@@ -252,6 +280,9 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
         verdict = NOISE
         note = ("interval includes zero" if not excludes_zero
                 else f"|Δ| {abs(delta):.1f}% is below the {threshold_pct:g}% threshold")
+        if max(-lo, hi) >= INCONCLUSIVE_PCT:
+            note += (f"; inconclusive: the interval still allows a change of up to {max(-lo, hi):.0f} %, so these "
+                     "are not shown equal either (more repetitions narrow it)")
     return Comparison(name, unit, higher_is_better, sa, sb, delta, lo, hi, verdict, note)
 
 

@@ -150,7 +150,7 @@ class ComparisonTableModel(_Table):
             ci = "–" if c.ci_low_pct is None else f"[{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}] %"
             texts = [metric_label(c.name), _num(a and a.median, 2), _num(a and a.iqr, 2), str(a.n if a else 0),
                      _num(b and b.median, 2), _num(b and b.iqr, 2), str(b.n if b else 0),
-                     "–" if c.delta_pct is None else f"{c.delta_pct:+.1f}", ci, c.verdict or "no data"]
+                     "–" if c.delta_pct is None else f"{c.delta_pct:+.1f}", ci, c.verdict_label]
             sorts = [texts[0], a.median if a else 0.0, a.iqr if a else 0.0, a.n if a else 0, b.median if b else 0.0,
                      b.iqr if b else 0.0, b.n if b else 0, c.delta_pct if c.delta_pct is not None else 0.0,
                      c.ci_low_pct if c.ci_low_pct is not None else 0.0, c.verdict or ""]

@@ -249,8 +249,10 @@ def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callab
     def run(
         work: Callable[[], Any], done: Callable[[Any], None], failed: Callable[[BaseException], None]
     ) -> None:
-        if not shiboken6.isValid(parent):  # the view was closed: no one to answer (a signal of the app's state
-            return  # can still reach a Qt-free state whose view is gone)
+        # the view was closed: no one to answer (a signal of the app's state can still reach a Qt-free state
+        # whose view is gone)
+        if not shiboken6.isValid(parent):
+            return
         job = BackgroundJob(lambda _c: work(), parent, what=what, on_failed=failed)
         job.shown_in_place = bool(parent.property("visible"))  # Q_PROPERTY; None for a QObject
         job.succeeded.connect(done)

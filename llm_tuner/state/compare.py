@@ -18,6 +18,8 @@ from typing import Any
 
 from llm_tuner.core.bench_report import (
     compare_runs,
+    inconclusive_line,
+    metric_label,
     run_flag_diff,
     run_identity_diff,
     run_summary,
@@ -308,6 +310,8 @@ class CompareState(Observable):
             f" {counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
             f"{threshold:g}%)."
         ]
+        if line := inconclusive_line([metric_label(c.name) for c in self._comparisons if c.inconclusive]):
+            lines.append(line)
         lines += self._start_lines
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)
         if spd and spd["measured_speedup"]:

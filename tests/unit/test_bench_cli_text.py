@@ -45,6 +45,32 @@ def test_runs_show_and_compare_print_readable_names_and_absent_flags(capsys):
     assert '"name": "gen_tps@128"' in capsys.readouterr().out
 
 
+def test_runs_compare_says_inconclusive_where_the_interval_cannot_tell(capsys, tmp_path):
+    """Two noisy repetitions a side: "within noise" would read as "the same"; the table says inconclusive and
+    a line under it says why and what narrows it, in the terminal and the Markdown report."""
+    from llm_tuner.services.settings_store import database_path
+    from llm_tuner.store.db import open_engine
+    from llm_tuner.store.runs import RunRepository
+
+    repo = RunRepository(open_engine(database_path()))
+    ids = []
+    for label, gens in (("a", (100.0, 80.0)), ("b", (95.0, 110.0))):
+        run_id = repo.create_run(BenchRun(label=label, model_path="/m/x.gguf", server_argv=("-m", "x.gguf")))
+        for seq, gen in enumerate(gens):
+            repo.add_rep(run_id, Repetition(seq=seq, prompt_tokens=128, prompt_n=128, prompt_per_second=500.0,
+                                            predicted_n=32, predicted_per_second=gen))
+        repo.finish_run(run_id, "complete")
+        ids.append(run_id)
+    repo.engine.dispose()
+    assert main(["runs", "compare", str(ids[0]), str(ids[1]), "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.strip().startswith("Generation @ 128"))
+    assert row.rstrip().endswith("inconclusive")
+    assert "Inconclusive (Generation @ 128 tok (t/s)): within noise, but the 95 % interval still allows" in out
+    report = next(tmp_path.glob("*.md")).read_text()
+    assert "| inconclusive |" in report and "Inconclusive (Generation @ 128 tok (t/s))" in report
+
+
 def test_a_closed_stdout_ends_quietly(tmp_path):
     _store_runs(400, "/m/" + "x" * 300 + ".gguf")  # more text than a pipe holds: writing fails after `head`
     proc = subprocess.Popen([sys.executable, "-m", "llm_tuner", "runs", "list"], stdout=subprocess.PIPE,

@@ -133,3 +133,20 @@ def test_a_store_that_fails_is_said_and_compare_waits_no_more(tmp_path):
     assert state.message == "Could not read the runs to compare: database is locked"
     state.compare_runs(1, 2)
     assert not state.busy and "database is locked" in state.message
+
+
+def test_a_comparison_that_cannot_tell_says_inconclusive_and_how_to_narrow_it(tmp_path):
+    """Two runs whose repetitions scatter by ±10 %: within noise, but not shown equal; the words say so."""
+    engine, repo = _store(tmp_path)
+    for label, gens in (("a", (100.0, 80.0, 92.0)), ("b", (95.0, 110.0, 84.0))):
+        run_id = repo.create_run(BenchRun(label=label, status="running", server_argv=("-ub", "512")))
+        for i, gen in enumerate(gens):
+            repo.add_rep(run_id, Repetition(prompt_tokens=64, seq=i, rep=i, predicted_n=16, predicted_ms=400.0,
+                                            predicted_per_second=gen))
+        repo.finish_run(run_id, "complete")
+    state = _state(engine, [])
+    state.refresh_choices()
+    assert state.compare()
+    gen = next(c for c in state.comparisons if c.name == "gen_tps@64")
+    assert gen.verdict == "within noise" and gen.inconclusive
+    assert "Inconclusive (Generation @ 64 tok (t/s)): within noise, but the 95 % interval" in state.message

@@ -50,6 +50,25 @@ def test_one_repetition_gives_no_interval_and_no_claim():
     assert c.verdict == NOISE and c.ci_low_pct is None
 
 
+def test_within_noise_tells_equal_from_cannot_tell():
+    """"Within noise" with an interval of ±1 % shows the two equal for a user's purposes; with two noisy
+    repetitions a side the interval allows ±30 % and the verdict says it cannot tell (inconclusive), in the
+    table's words, the note and the JSON. One repetition has no interval: inconclusive too."""
+    from llm_tuner.core.stats import INCONCLUSIVE
+
+    tight = compare("gen_tps", [100.0, 100.5, 99.5, 100.2], [100.3, 99.8, 100.6, 100.1], higher_is_better=True)
+    assert tight.verdict == NOISE and not tight.inconclusive
+    assert tight.verdict_label == NOISE and tight.allowed_change_text == ""
+    wide = compare("gen_tps", [100.0, 80.0], [95.0, 110.0], higher_is_better=True)
+    assert wide.verdict == NOISE and wide.inconclusive and wide.verdict_label == INCONCLUSIVE
+    assert "inconclusive" in wide.note and "more repetitions" in wide.note
+    assert wide.allowed_change_text.startswith("a change of up to ")
+    assert wide.to_json()["inconclusive"] is True and tight.to_json()["inconclusive"] is False
+    assert compare("gen_tps", [100.0], [101.0], higher_is_better=True).inconclusive
+    gain = compare("gen_tps", [100.0, 101.0, 99.0, 100.5], [110.0, 111.0, 109.5, 110.5], higher_is_better=True)
+    assert not gain.inconclusive and gain.verdict_label == BETTER
+
+
 @pytest.mark.parametrize("n", [2, 3, 5])
 def test_aa_false_positive_rate_is_low(n):
     """200 A/A comparisons of samples from one distribution (3% CV, as on a busy machine):
