@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import subprocess
@@ -350,6 +351,7 @@ def test_attach_without_a_log_or_metrics_counts_generated_tokens_right(server_bi
     from llm_tuner.services.launch import free_port
     from llm_tuner.services.server import ServerProcess
 
+    caplog.set_level(logging.DEBUG, logger="llm_tuner.services.telemetry.server_metrics")  # the slots, on a failure
     port = free_port()
     proc = ServerProcess([str(server_binary), "-m", str(tiny_model), "--host", "127.0.0.1", "--port", str(port),
                           "-c", "1024", "-np", "1", "-t", "2"])  # no --metrics: counts come from /slots only

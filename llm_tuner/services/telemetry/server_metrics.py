@@ -8,6 +8,7 @@ records are marked `approximate` (several requests finishing between two polls s
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Iterable, Mapping
@@ -20,6 +21,7 @@ from llm_tuner.services.telemetry.sampler import ServerSample
 
 # parse_metrics: core's, one parser
 __all__ = ["ApproxRequest", "ServerReader", "SlotWatcher", "endpoint_off", "parse_metrics"]
+log = logging.getLogger(__name__)
 
 
 def endpoint_off(exc: BaseException) -> bool:
@@ -195,6 +197,8 @@ class SlotWatcher:
             final = _generated_when_idle(was, s)
             if final is not None:  # the idle slot still holds the whole task: its generated count, exactly
                 predicted_n = final
+            elif s is not was:
+                log.debug("slot %s: no exact count from busy %s then idle %s", was.id, was, s)
             if share == 1 and dm:  # one request in the interval: the counters are exact
                 prompt_n = _count(dm.get("prompt_tokens_total", prompt_n or 0))
                 predicted_n = _count(dm.get("tokens_predicted_total", predicted_n or 0))
