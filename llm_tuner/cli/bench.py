@@ -458,8 +458,11 @@ def cmd_runs_list(args) -> int:
     if args.json:
         emit_json(rows)
     else:
+        if rows:
+            print(f"{'run':>5s}  {'started':19s}  {'status':10s}  {'profile':30s}  model  (benchmark settings)")
         for row in rows:
-            print(printable(f"{row['run_id']:5d}  {row['started'] or '':19.19s}  {row['status']:10s}  "
+            started = (row['started'] or '').replace("T", " ")
+            print(printable(f"{row['run_id']:5d}  {started:19.19s}  {row['status']:10s}  "
                             f"{row['profile']:30.30s}  {Path(row['model'] or '').name}  ({row['spec']})"))
         if not rows:
             print("no runs yet: llm-tuner bench --prompt-tokens 512 --gen-tokens 128 -- -m MODEL.gguf")

@@ -107,7 +107,7 @@ def cmd_binaries(args) -> int:
     else:
         for kind, info in infos.items():
             if info.ok:
-                print(f"{kind}: {info.path} ({info.source}) version {info.version} "
+                print(f"{kind}: {info.path} ({info.source}) {info.build_text} "
                       f"[{', '.join(info.backends)}], "
                       + (f"{len(info.catalog.flags)} flags" if info.catalog
                          else "its --help could not be read"))

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_tuner.core import flags
-from llm_tuner.core.build import BuildStamp
+from llm_tuner.core.build import BuildStamp, build_name
 from llm_tuner.core.cmdline import FlagCatalog, parse_help
 from llm_tuner.core.devices import LlamaDevice, parse_list_devices
 from llm_tuner.core.rpc import rpc_error
@@ -85,10 +85,18 @@ class BinaryInfo:
     devices: tuple[LlamaDevice, ...] = ()
     error: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # llama-server's build as runs name it (core.build.build_name): `--version` says "0.6.0-dev" for every build of
+    # the source package, so the status bar and `system` name the build the way a benchmark does
+    build: str | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None and self.path is not None
+
+    @property
+    def build_text(self) -> str:
+        """'build 1a2b3c4d (11434.0.0)', or the `--version` words where the build could not be read."""
+        return f"build {self.build}" if self.build else f"version {self.version or '?'}"
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -96,6 +104,7 @@ class BinaryInfo:
             "source": self.source,
             "version": self.version,
             "commit": self.commit,
+            "build": self.build,
             "backends": list(self.backends),
             "n_flags": len(self.catalog.flags) if self.catalog else 0,
             "error": self.error,
@@ -295,6 +304,11 @@ class BuildIdentity:
         """A short stable identity ('f:1a2b3c4d5e6f h:0a1b2c3d4e5f p:11434.0.0'), what calibrations and runs keep."""
         return f"f:{self.file_sha256[:12]} h:{self.help_sha256[:12]} p:{self.package_version or '-'}"
 
+    @property
+    def name(self) -> str:
+        """The build in words, as a run's stamp names it: '1a2b3c4d (11434.0.0)'."""
+        return build_name(self.file_sha256, self.package_version)
+
 
 _identity_cache: dict[tuple[tuple[str, int, int], ...], BuildIdentity] = {}
 _help_texts: dict[str, str] = {}  # help_sha256 -> the --help text build_identity read
@@ -450,8 +464,14 @@ def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = T
         devices = list_devices(loc.path) if with_devices and kind == SERVER else []
     except BinaryError as exc:
         return BinaryInfo(kind, loc.path, loc.source, error=str(exc))
+    build = None
+    if kind == SERVER:
+        try:
+            build = build_identity(loc.path).name  # cached per file: a benchmark stamps its runs with it too
+        except (BinaryError, OSError):
+            pass
     return BinaryInfo(kind, loc.path, loc.source, version, commit, built,
-                      backends_of(loc.path, devices), catalog, tuple(devices))
+                      backends_of(loc.path, devices), catalog, tuple(devices), build=build)
 
 
 def gpu_backend_advice(info: BinaryInfo, n_gpus: int) -> str | None:

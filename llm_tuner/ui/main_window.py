@@ -326,8 +326,8 @@ class MainWindow(QMainWindow):
             self.server_label.setStyleSheet("color: #c0392b;")
             return
         self.server_label.setStyleSheet("")
-        self.server_label.setText(f"llama-server {info.version or '?'} [{', '.join(info.backends)}]")
-        self.server_label.setToolTip(f"{info.path}\nfound via {info.source}")
+        self.server_label.setText(f"llama-server {info.build_text} [{', '.join(info.backends)}]")
+        self.server_label.setToolTip(f"{info.path}\nfound via {info.source}\n--version: {info.version or '?'}")
         self._update_advice()
 
     def _on_state_inventory_detected(self, inv: DeviceInventory) -> None:

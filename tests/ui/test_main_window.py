@@ -19,6 +19,12 @@ def test_window_shows_areas_and_the_server_found(qtbot):
     assert window.server_label.text().startswith("llama-server ")
     assert "CPU" in window.server_label.text()
     assert "CPU only" in window.devices_label.text()
+    # the build as a benchmark's run names it (`--version` reads 0.6.0-dev for every build of the package)
+    from llm_tuner.services.binaries import build_stamp
+
+    stamp = build_stamp(None, ctx.settings)
+    assert stamp is not None and f"llama-server build {stamp.short} [" in window.server_label.text()
+    assert "--version: " in window.server_label.toolTip()
 
 
 def test_smoke_test_flag_exits_zero():

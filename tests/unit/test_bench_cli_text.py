@@ -31,6 +31,10 @@ def _store_runs(count: int = 2, model: str = "/m/x.gguf") -> list[int]:
 
 def test_runs_show_and_compare_print_readable_names_and_absent_flags(capsys):
     a, b = _store_runs()
+    assert main(["runs", "list"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split() == ["run", "started", "status", "profile", "model", "(benchmark", "settings)"]
+    assert len(rows) == 2 and rows[0].split()[0] == str(b) and "T" not in rows[0].split()[2]  # a date, a time
     assert main(["runs", "show", str(a)]) == 0
     out = capsys.readouterr().out
     assert "Time to first token @ 128 tok (ms)" in out and "ttft_ms@" not in out

@@ -25,7 +25,9 @@ def version_lines(binaries: dict[str, BinaryInfo]) -> list[tuple[str, str]]:
     for kind, info in binaries.items():
         if info.ok:
             backends = ", ".join(info.backends)
-            rows.append((kind, f"{info.version or '?'} ({info.commit or '?'}) · {backends} · {info.path}"))
+            build = f"build {info.build} · " if info.build else ""
+            version = f"{info.version or '?'} ({info.commit or '?'})"
+            rows.append((kind, f"{build}{version} · {backends} · {info.path}"))
         else:
             rows.append((kind, info.error or "not found"))
     return rows
