@@ -20,6 +20,7 @@ from llm_tuner.core.bench_report import (
     compare_runs,
     inconclusive_line,
     metric_label,
+    pooled,
     run_flag_diff,
     run_identity_diff,
     run_summary,
@@ -297,6 +298,20 @@ class CompareState(Observable):
         # its verdicts as the build A/B judged them (held to the start noise its rounds show)
         judged = Loaded(verdict.a, verdict.b, None, None, list(verdict.comparisons), [], [], [])
         self.show(verdict.a, verdict.b, headline=verdict.text, judged=judged)
+
+    @property
+    def chart_sides(self) -> list[tuple[str, BenchRun]]:
+        """A and B as the charts show them: a side that pools several runs as one run with every repetition
+        (what its verdict read), named by its runs: ("A: runs 3, 7 · ub512", run)."""
+        out = []
+        for side, run, runs in (("A", self._run_a, self._pooled[0]), ("B", self._run_b, self._pooled[1])):
+            if run is None:
+                continue
+            runs = sorted(runs or [run], key=lambda r: r.id or 0)
+            merged = pooled(runs) or run
+            ids = ", ".join(str(r.id) for r in runs)
+            out.append((f"{side}: run{'s' if len(runs) > 1 else ''} {ids} · {run.label}", merged))
+        return out
 
     def verdict_text(self) -> str:
         """The comparison in words: the counts of each verdict, speculative figures, warnings, notes."""

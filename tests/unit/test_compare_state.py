@@ -150,3 +150,21 @@ def test_a_comparison_that_cannot_tell_says_inconclusive_and_how_to_narrow_it(tm
     gen = next(c for c in state.comparisons if c.name == "gen_tps@64")
     assert gen.verdict == "within noise" and gen.inconclusive
     assert "Inconclusive (Generation @ 64 tok (t/s)): within noise, but the 95 % interval" in state.message
+
+
+def test_a_pooled_side_is_charted_whole_and_named_by_its_runs(tmp_path):
+    """Two profiles benchmarked twice each: the verdict pools both runs a side, and so does the chart (every
+    repetition, one series a side named by its runs), not only the newest run."""
+    engine, repo = _store(tmp_path)
+    a1, b1 = _run(repo, "a", 40.0), _run(repo, "b", 44.0)
+    a2, b2 = _run(repo, "a", 41.0), _run(repo, "b", 45.0)
+    state = _state(engine, [])
+    state.refresh_choices()
+    state.set_by_profiles(True)
+    state.choose("a", "b")
+    assert state.compare()
+    (name_a, side_a), (name_b, side_b) = state.chart_sides
+    assert name_a == f"A: runs {a1}, {a2} · a" and name_b == f"B: runs {b1}, {b2} · b"
+    assert len(side_a.reps) == len(side_b.reps) == 8
+    assert sorted(r.predicted_per_second for r in side_a.reps) == sorted(
+        [40.0 + 0.1 * i for i in range(4)] + [41.0 + 0.1 * i for i in range(4)])

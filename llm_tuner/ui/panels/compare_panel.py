@@ -203,8 +203,8 @@ class ComparePanel(QWidget):
                 item = QTableWidgetItem(text)
                 item.setToolTip(text)  # a long -ot rule or path is elided in the cell
                 self.diff_table.setItem(i, j, item)
-        runs = [r for r in (st.run_a, st.run_b) if r is not None]
-        self._chart_groups = run_chart_groups(runs)
+        sides = st.chart_sides  # a pooled side: all its runs' repetitions, as its verdict read them
+        self._chart_groups = run_chart_groups([r for _, r in sides], [n for n, _ in sides])
         self.chart_combo.blockSignals(True)
         self.chart_combo.clear()
         self.chart_combo.addItems([f"{t} ({u})" for t, u, _, _ in self._chart_groups])

@@ -156,9 +156,11 @@ class SweepChart(pg.PlotWidget):
         self.setLabel("left", y_label)
 
 
-def run_chart_groups(runs: list[BenchRun]) -> list[tuple[str, str, list[str], list[tuple[str, list[list[float]]]]]]:
+def run_chart_groups(runs: list[BenchRun], names: list[str] | None = None,
+                     ) -> list[tuple[str, str, list[str], list[tuple[str, list[list[float]]]]]]:
     """Chart contents for one or more runs: (title, unit, categories, series) for prefill, generation,
-    TTFT."""
+    TTFT. A series is named by `names` (one per run), else "id: label"."""
+    names = names or [f"{r.id}: {r.label}" for r in runs]
     samples = [metric_samples(r) for r in runs]
     out = []
     for prefix, title, unit in (("prefill_tps@", "Prefill", "t/s"), ("gen_tps@", "Generation", "t/s"),
@@ -166,8 +168,8 @@ def run_chart_groups(runs: list[BenchRun]) -> list[tuple[str, str, list[str], li
         cats = sorted({int(k.split("@")[1]) for s in samples for k in s if k.startswith(prefix)})
         if not cats:
             continue
-        series = [(f"{r.id}: {r.label}", [list(s[f'{prefix}{c}'].values) if f"{prefix}{c}" in s else []
-                                          for c in cats]) for r, s in zip(runs, samples, strict=True)]
+        series = [(name, [list(s[f'{prefix}{c}'].values) if f"{prefix}{c}" in s else [] for c in cats])
+                  for name, s in zip(names, samples, strict=True)]
         out.append((title, unit, [f"{c} tok" for c in cats], series))
     return out
 
