@@ -10,6 +10,10 @@ words, and an exception it raises goes to the app's error surface (qt.errors: lo
 status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
 and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
+A job cancelled while it waits for a thread never runs. A job whose parent is deleted (its window closed) tells
+no one its outcome and is told to stop (`JobControl.orphan`), yet runs if still queued (a save must land).
+Work on a pool thread that reports to a view uses `emit_later`, which drops the signal once the view is gone.
+
 Two pools of Python threads (concurrent.futures): short queries (a History load, a file's header) run on
 `short_pool()`; long jobs (a benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on
 `long_pool()`, so a short query never queues behind a benchmark that holds a thread for minutes. Not Qt's
@@ -106,6 +110,7 @@ class JobControl:
     def __init__(self, job: BackgroundJob) -> None:
         self._job = job
         self._cancel = threading.Event()
+        self.orphaned = False  # its parent was deleted: `orphan`
 
     def progress(self, fraction: float | None, text: str = "") -> None:
         emit_later(self._job, "progressed", -1.0 if fraction is None else float(fraction), text)
@@ -117,13 +122,21 @@ class JobControl:
     def cancel_event(self) -> threading.Event:
         return self._cancel
 
+    def orphan(self) -> None:
+        """The job's parent was deleted (its window closed): no one hears its outcome, so work that asks
+        `cancelled()` stops (a scan, a download, a header reader, a runner's server). A job still queued runs
+        all the same: a write the user asked for (a save as the window closes) must land."""
+        self.orphaned = True
+        self._cancel.set()
+
 
 def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
     job.entered, job.entered_at = threading.current_thread().name, time.monotonic()
     try:
-        # cancelled while queued (its view closed, a newer scan replaced it): not worth running
-        result = None if job.control.cancelled() else job._fn(job.control)
+        # cancelled while queued (a newer scan replaced it, the user pressed Cancel): not worth running
+        skip = job.control.cancelled() and not job.control.orphaned
+        result = None if skip else job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
         if not job.control.cancelled():  # a cancelled job's way out is no failure
             report_failure(job.what, exc, shown=job.shown_in_place)
@@ -188,9 +201,9 @@ class BackgroundJob(QObject):
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper, and
-        # cancel the work (no one is left to hear its outcome: a reader stops, a runner stops its server).
+        # tell the work no one hears its outcome (JobControl.orphan).
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
-        self.destroyed.connect(functools.partial(threading.Event.set, self.control.cancel_event))
+        self.destroyed.connect(functools.partial(JobControl.orphan, self.control))
 
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""

@@ -263,3 +263,29 @@ def test_a_job_cancelled_while_queued_never_runs_and_says_so(qtbot):
     qtbot.waitUntil(lambda: queued.is_finished and all(h.is_finished for h in holders), timeout=30_000)
     assert not ran.is_set()
     assert outcome == ["cancelled"]
+
+
+def test_a_job_queued_when_its_window_closes_still_runs(qtbot):
+    """A save clicked as the window closes is queued behind other work when the window's widgets are deleted:
+    it still runs (its outcome goes nowhere), while work that asks `cancelled()` is told to stop."""
+    import shiboken6
+    from PySide6.QtCore import QObject
+
+    from llm_tuner.qt.workers import LONG_POOL_THREADS
+
+    release = threading.Event()
+    holders = [BackgroundJob(lambda _c: release.wait(30), what="a long job holding a thread").start(long=True)
+               for _ in range(LONG_POOL_THREADS)]
+    view = QObject()
+    saved, told_to_stop = threading.Event(), []
+
+    def save(ctl) -> None:
+        told_to_stop.append(ctl.cancelled())
+        saved.set()
+
+    BackgroundJob(save, view, what="saving the profile").start(long=True)
+    shiboken6.delete(view)
+    release.set()
+    assert saved.wait(30)
+    assert told_to_stop == [True]
+    qtbot.waitUntil(lambda: all(h.is_finished for h in holders) and not BackgroundJob.live_jobs(), timeout=30_000)
