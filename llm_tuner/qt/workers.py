@@ -10,9 +10,10 @@ words, and an exception it raises goes to the app's error surface (qt.errors: lo
 status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
 and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
-A job cancelled while it waits for a thread never runs. A job whose parent is deleted (its window closed) tells
-no one its outcome and is told to stop (`JobControl.orphan`), yet runs if still queued (a save must land).
-Work on a pool thread that reports to a view uses `emit_later`, which drops the signal once the view is gone.
+A job cancelled while it waits for a thread never runs. A job whose parent is deleted (its window closed)
+tells no one its outcome and is told to stop (`JobControl.orphan`), yet runs if still queued (a save must
+land). Work on a pool thread that reports to a view uses `emit_later`, which drops the signal once the view is
+gone.
 
 Two pools of Python threads (concurrent.futures): short queries (a History load, a file's header) run on
 `short_pool()`; long jobs (a benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from llm_tuner.core.bench_report import verdict_cell
 from llm_tuner.core.cmdline import render_shell
 from llm_tuner.core.tune.model import BASELINE_KEPT, NOT_MEASURED, Trial, TuneResult
 from llm_tuner.core.tune.prune import trial_prediction
@@ -131,7 +132,7 @@ def tune_report_markdown(result: TuneResult, plots: Sequence[tuple[str, str]] = 
             lines.append(f"| {c['name']} | {_fmt(a.get('median'), 2)} (n={a.get('n', 0)}) | "
                          f"{_fmt(b.get('median'), 2)} (n={b.get('n', 0)}) | "
                          f"{'–' if c.get('delta_pct') is None else format(c['delta_pct'], '+.1f')} | {ci} | "
-                         f"{c.get('verdict') or '–'} |")
+                         f"{verdict_cell(c)} |")
         lines.append("")
     if result.quality:
         lines += ["## Quality", ""] + [f"- {k}: {v}" for k, v in result.quality.items()] + [""]
