@@ -58,7 +58,7 @@ def vs_binary(runner, target, spec, args, *, cool_down, show_run, progress) -> i
         for c in verdict.comparisons:
             if c.delta_pct is not None:
                 ci = "" if c.ci_low_pct is None else f" [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]%"
-                print(f"  {metric_label(c.name):40s} {c.delta_pct:+6.1f}%{ci}  {c.verdict}")
+                print(f"  {metric_label(c.name):40s} {c.delta_pct:+6.1f}%{ci}  {c.verdict_label}")
         for w in verdict.warnings:
             print(f"Warning: {w}")
         if verdict.b_slower:  # as Compare's "Re-tune for this build"

@@ -31,7 +31,7 @@ def _probe_all():
     from llm_tuner.services.settings_store import load_settings
 
     settings = load_settings()
-    return {kind: probe(kind, settings) for kind in KINDS}
+    return {kind: probe(kind, settings, with_build=True) for kind in KINDS}
 
 
 def cmd_devices(args) -> int:

@@ -477,7 +477,8 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
         ci = "–" if m.get("ci_low_pct") is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
         lines.append(f"| {metric_label(m['name'])} | {_fmt(sa.get('median'), 2)} ({sa.get('n', 0)}) | "
                      f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {verdict_cell(m)} |")
-    if line := inconclusive_line([metric_label(m["name"]) for m in data.get("metrics", []) if m.get("inconclusive")]):
+    if line := inconclusive_line([metric_label(m["name"]) for m in data.get("metrics", []) if m.get("inconclusive")],
+                                 data.get("threshold_pct", AB_THRESHOLD_PCT)):
         lines += ["", line]
     lines.append("")
     diff = data.get("profile_diff") or []
@@ -495,17 +496,19 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
 
 
 def verdict_cell(m: dict[str, Any]) -> str:
-    """A metric's verdict as `runs compare --json` gives it, "inconclusive" where its interval cannot tell."""
+    """A metric's verdict as a comparison's JSON gives it (Comparison.to_json), "inconclusive" where its
+    interval cannot tell (a comparison stored before that field: its verdict)."""
     return INCONCLUSIVE if m.get("inconclusive") else (m.get("verdict") or "no data")
 
 
-def inconclusive_line(labels: Sequence[str]) -> str:
+def inconclusive_line(labels: Sequence[str], threshold_pct: float = AB_THRESHOLD_PCT) -> str:
     """The sentence under an A/B table that has inconclusive metrics (`labels`, as shown); "" when none."""
     if not labels:
         return ""
+    bound = max(INCONCLUSIVE_PCT, threshold_pct)
     return (f"Inconclusive ({', '.join(labels)}): within noise, but the 95 % interval still allows a change of "
-            f"{INCONCLUSIVE_PCT:g} % or more, so the two are not shown equal either. More repetitions, or "
-            "benchmarking each side again, narrow it.")
+            f"{bound:g} % or more (or there is none: one repetition a side), so the two are not shown equal "
+            "either. More repetitions, or benchmarking each side again, narrow it.")
 
 
 def _flag_text(value: str | None) -> str:

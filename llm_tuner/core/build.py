@@ -28,7 +28,7 @@ class BuildStamp(BaseModel):
     @property
     def short(self) -> str:
         """The build as a column shows it: the file hash's first 8 characters and the package version."""
-        return build_name(self.file_sha256 or self.key[:10], self.package_version)
+        return build_name(self.file_sha256[:8] or self.key[:10], self.package_version)
 
     @property
     def driver_text(self) -> str | None:
@@ -53,9 +53,10 @@ class BuildStamp(BaseModel):
         return " · ".join(parts)
 
 
-def build_name(file_sha256: str, package_version: str | None) -> str:
-    """A build in words, wherever one is named (a run, the status bar, `system`): '1a2b3c4d (11434.0.0)'."""
-    return file_sha256[:8] + (f" ({package_version})" if package_version else "")
+def build_name(short_hash: str, package_version: str | None) -> str:
+    """A build in words, wherever one is named (a run, the status bar, `binaries`): '1a2b3c4d (11434.0.0)',
+    from the file hash's first 8 characters and the package version."""
+    return short_hash + (f" ({package_version})" if package_version else "")
 
 
 def build_changes(old: BuildStamp | None, new: BuildStamp | None) -> list[str]:

@@ -28,9 +28,9 @@ BETTER, WORSE, NOISE = "better", "worse", "within noise"
 # zero. Settings.ab_threshold_pct starts here; Compare, `runs compare` and a tune's final read the setting.
 AB_THRESHOLD_PCT = 2.0
 # "Within noise" is not "equal": a within-noise verdict whose 95 % interval still allows a change this large
-# (either way), or that has no interval, is *inconclusive*, and says so (too few repetitions or starts to tell).
-# Below it the two are the same as far as a user would care. 10 % is the size of change a user tunes for (a
-# K/V type, a thread count, a split); not derived.
+# (either way; or the A/B threshold where that is larger), or that has no interval, is *inconclusive*, and says
+# so (too few repetitions or starts to tell). Below it the two are the same as far as a user would care. 10 % is
+# the size of change a user tunes for (a K/V type, a thread count, a split); not derived.
 INCONCLUSIVE_PCT = 10.0
 INCONCLUSIVE = "inconclusive"
 
@@ -191,28 +191,19 @@ class Comparison:
     ci_high_pct: float | None
     verdict: str | None  # better / worse / within noise; None when a side has no data
     note: str = ""
+    threshold_pct: float = AB_THRESHOLD_PCT  # the practical threshold the verdict was made with
 
     @property
     def inconclusive(self) -> bool:
-        """Within noise, but the interval allows a change of INCONCLUSIVE_PCT or more (or there is none):
-        the data cannot tell the two apart, which is not the same as showing them equal."""
-        if self.verdict != NOISE or self.delta_pct is None:
-            return False
-        if self.ci_low_pct is None or self.ci_high_pct is None:
-            return True
-        return max(-self.ci_low_pct, self.ci_high_pct) >= INCONCLUSIVE_PCT
+        """Within noise, but the interval allows a change the user would care about (or there is none): the
+        data cannot tell the two apart, which is not the same as showing them equal (`inconclusive`)."""
+        return self.verdict == NOISE and self.delta_pct is not None and inconclusive(
+            self.ci_low_pct, self.ci_high_pct, self.threshold_pct)
 
     @property
     def verdict_label(self) -> str:
         """The verdict as a table shows it: "inconclusive" for a within-noise verdict that cannot tell."""
         return INCONCLUSIVE if self.inconclusive else (self.verdict or "no data")
-
-    @property
-    def allowed_change_text(self) -> str:
-        """For an inconclusive verdict, what the interval still allows: "a change of up to 25 %"; else ""."""
-        if not self.inconclusive or self.ci_low_pct is None or self.ci_high_pct is None:
-            return ""
-        return f"a change of up to {max(-self.ci_low_pct, self.ci_high_pct):.0f} %"
 
     def to_json(self) -> dict[str, Any]:
         def side(s: Summary | None) -> dict[str, Any] | None:
@@ -222,7 +213,16 @@ class Comparison:
         return {"name": self.name, "unit": self.unit, "higher_is_better": self.higher_is_better,
                 "a": side(self.a), "b": side(self.b), "delta_pct": self.delta_pct,
                 "ci_low_pct": self.ci_low_pct, "ci_high_pct": self.ci_high_pct,
-                "verdict": self.verdict, "inconclusive": self.inconclusive, "note": self.note}
+                "verdict": self.verdict, "inconclusive": self.inconclusive, "note": self.note,
+                "threshold_pct": self.threshold_pct}
+
+
+def inconclusive(lo: float | None, hi: float | None, threshold_pct: float = AB_THRESHOLD_PCT) -> bool:
+    """Whether a within-noise interval [lo, hi] % (None: none, one repetition a side) cannot tell: it still
+    allows a change of INCONCLUSIVE_PCT, or of the threshold where that is larger, either way."""
+    if lo is None or hi is None:
+        return True
+    return max(-lo, hi) >= max(INCONCLUSIVE_PCT, threshold_pct)
 
 
 def ratio_ci_pct(a: Sequence[float | None], b: Sequence[float | None], delta_pct: float | None = None,
@@ -263,14 +263,17 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
     xa, xb = _clean(a), _clean(b)
     sa, sb = summarize(xa), summarize(xb)
     if sa is None or sb is None:
-        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, None, "no data on one side")
+        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, None, "no data on one side",
+                          threshold_pct)
     if sa.median == 0 or sa.mean == 0:
-        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, NOISE, "A is zero: no relative change")
+        return Comparison(name, unit, higher_is_better, sa, sb, None, None, None, NOISE,
+                          "A is zero: no relative change", threshold_pct)
     delta = 100.0 * (sb.median - sa.median) / abs(sa.median)
     ci = ratio_ci_pct(xa, xb, delta, confidence)
     if ci is None:
         return Comparison(name, unit, higher_is_better, sa, sb, delta, None, None, NOISE,
-                          "fewer than 2 repetitions on a side: no confidence interval, so inconclusive")
+                          "fewer than 2 repetitions on a side: no confidence interval, so inconclusive",
+                          threshold_pct)
     lo, hi = ci
     excludes_zero = (lo > 0 and delta > 0) or (hi < 0 and delta < 0)
     if excludes_zero and abs(delta) > threshold_pct:
@@ -280,10 +283,10 @@ def compare(name: str, a: Sequence[float | None], b: Sequence[float | None], *, 
         verdict = NOISE
         note = ("interval includes zero" if not excludes_zero
                 else f"|Δ| {abs(delta):.1f}% is below the {threshold_pct:g}% threshold")
-        if max(-lo, hi) >= INCONCLUSIVE_PCT:
+        if inconclusive(lo, hi, threshold_pct):
             note += (f"; inconclusive: the interval still allows a change of up to {max(-lo, hi):.0f} %, so these "
                      "are not shown equal either (more repetitions narrow it)")
-    return Comparison(name, unit, higher_is_better, sa, sb, delta, lo, hi, verdict, note)
+    return Comparison(name, unit, higher_is_better, sa, sb, delta, lo, hi, verdict, note, threshold_pct)
 
 
 def speculative_bound(alpha: float, k: int) -> float:

@@ -153,7 +153,7 @@ class ComparisonTableModel(_Table):
                      "–" if c.delta_pct is None else f"{c.delta_pct:+.1f}", ci, c.verdict_label]
             sorts = [texts[0], a.median if a else 0.0, a.iqr if a else 0.0, a.n if a else 0, b.median if b else 0.0,
                      b.iqr if b else 0.0, b.n if b else 0, c.delta_pct if c.delta_pct is not None else 0.0,
-                     c.ci_low_pct if c.ci_low_pct is not None else 0.0, c.verdict or ""]
+                     c.ci_low_pct if c.ci_low_pct is not None else 0.0, c.verdict_label]
             self._rows.append((texts, sorts, c))
         self.endResetModel()
 

@@ -19,7 +19,7 @@ def start_probes(ctx: AppContext) -> BackgroundJob:
     generation = ctx.probe_generation
 
     def work(_ctl):
-        binaries = {kind: probe(kind, settings) for kind in KINDS}
+        binaries = {kind: probe(kind, settings, with_build=True) for kind in KINDS}  # the status bar names it
         server = binaries[SERVER]
         if not server.ok:
             return binaries, detect_inventory(None)

@@ -7,7 +7,7 @@ them.
 from __future__ import annotations
 
 from llm_tuner.core import flags
-from llm_tuner.core.bench_report import metric_label
+from llm_tuner.core.bench_report import metric_label, verdict_cell
 from llm_tuner.core.stats import BETTER, WORSE
 from llm_tuner.core.tune import Trial
 from llm_tuner.core.tune.prune import SpeedGuess, trial_prediction
@@ -118,7 +118,7 @@ class TuneComparisonModel(_Table):
             unit = f" {c['unit']}" if c.get("unit") else ""
             texts = [metric_label(c.get("name", "")), _num(a.get("median"), 2) + unit, _num(b.get("median"), 2) + unit,
                      f"{a.get('n', 0)} / {b.get('n', 0)}", "–" if delta is None else f"{delta:+.1f}",
-                     "–" if lo is None or hi is None else f"[{lo:+.1f}, {hi:+.1f}] %", c.get("verdict") or "no data"]
+                     "–" if lo is None or hi is None else f"[{lo:+.1f}, {hi:+.1f}] %", verdict_cell(c)]
             sorts = [texts[0], a.get("median") or 0.0, b.get("median") or 0.0, a.get("n", 0),
                      delta if delta is not None else 0.0, lo if lo is not None else 0.0, texts[6]]
             self._rows.append((texts, sorts, c))

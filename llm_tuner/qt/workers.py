@@ -10,10 +10,10 @@ words, and an exception it raises goes to the app's error surface (qt.errors: lo
 status bar). A view that shows the failure in its own place passes `on_failed` (it gets the exception object,
 and the status bar stays quiet); `failed` is emitted either way, for a view that only needs to reset itself.
 
-A job cancelled while it waits for a thread never runs. A job whose parent is deleted (its window closed)
-tells no one its outcome and is told to stop (`JobControl.orphan`), yet runs if still queued (a save must
-land). Work on a pool thread that reports to a view uses `emit_later`, which drops the signal once the view is
-gone.
+A job whose parent is deleted (its window closed) tells no one its outcome, and work that asks
+`cancelled()` is told to stop (`JobControl.orphaned`); a job still queued runs all the same (a save must
+land). Work on a pool thread that reports to a view uses `emit_later`, which drops the signal once the view
+is gone.
 
 Two pools of Python threads (concurrent.futures): short queries (a History load, a file's header) run on
 `short_pool()`; long jobs (a benchmark, a folder scan, a llama.cpp check) start with `start(long=True)` on
@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import logging
 import os
 import threading
 import time
@@ -39,6 +40,7 @@ from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
 from llm_tuner.qt.errors import on_app_thread, report_failure
 
+log = logging.getLogger(__name__)
 LONG_POOL_THREADS = 4
 _pools: dict[str, ThreadPoolExecutor] = {}
 _pools_lock = threading.Lock()
@@ -111,7 +113,7 @@ class JobControl:
     def __init__(self, job: BackgroundJob) -> None:
         self._job = job
         self._cancel = threading.Event()
-        self.orphaned = False  # its parent was deleted: `orphan`
+        self._orphaned = threading.Event()  # set with the cancel event when the job's parent is deleted
 
     def progress(self, fraction: float | None, text: str = "") -> None:
         emit_later(self._job, "progressed", -1.0 if fraction is None else float(fraction), text)
@@ -123,23 +125,30 @@ class JobControl:
     def cancel_event(self) -> threading.Event:
         return self._cancel
 
-    def orphan(self) -> None:
+    @property
+    def orphaned(self) -> bool:
         """The job's parent was deleted (its window closed): no one hears its outcome, so work that asks
-        `cancelled()` stops (a scan, a download, a header reader, a runner's server). A job still queued runs
-        all the same: a write the user asked for (a save as the window closes) must land."""
-        self.orphaned = True
-        self._cancel.set()
+        `cancelled()` is told to stop (a scan, a download, a header reader, a runner's server). A job still
+        queued runs all the same: a write the user asked for (a save as the window closes) must land."""
+        return self._orphaned.is_set()
+
+
+def _orphan(cancel: threading.Event, orphaned: threading.Event) -> None:
+    """A job's `destroyed` slot: holds its two events only (a slot that held the job or its control kept a
+    cycle through the C++ connection that Python's collector cannot see, and every parentless job leaked)."""
+    orphaned.set()
+    cancel.set()
 
 
 def _run(job: BackgroundJob) -> None:
     """A job's function on a pool thread; its outcome as the job's signals (queued to its thread)."""
     job.entered, job.entered_at = threading.current_thread().name, time.monotonic()
     try:
-        # cancelled while queued (a newer scan replaced it, the user pressed Cancel): not worth running
-        skip = job.control.cancelled() and not job.control.orphaned
-        result = None if skip else job._fn(job.control)
+        result = job._fn(job.control)
     except BaseException as exc:  # noqa: BLE001 - reported, and delivered to the GUI thread as a signal
-        if not job.control.cancelled():  # a cancelled job's way out is no failure
+        if job.control.orphaned:  # its window is gone: the log keeps it (a save that failed as the app quit)
+            log.warning("%s failed after its window closed: %s", job.what, exc)
+        elif not job.control.cancelled():  # a cancelled job's way out is no failure
             report_failure(job.what, exc, shown=job.shown_in_place)
         emit_later(job, "failed", exc)
     else:
@@ -204,7 +213,7 @@ class BackgroundJob(QObject):
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper, and
         # tell the work no one hears its outcome (JobControl.orphan).
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
-        self.destroyed.connect(functools.partial(JobControl.orphan, self.control))
+        self.destroyed.connect(functools.partial(_orphan, self.control.cancel_event, self.control._orphaned))
 
     def start(self, pool: QThreadPool | None = None, *, long: bool = False) -> BackgroundJob:
         """Queue the job on `pool`, else on `long_pool()` when `long`, else on `short_pool()`."""
@@ -251,6 +260,8 @@ class BackgroundJob(QObject):
     def _on_self_finished(self) -> None:
         self.is_finished = True
         BackgroundJob._live.pop(id(self), None)
+        if self.parent() is not None:  # done: a long-lived owner (a session, the scan) would keep one per run
+            self.deleteLater()  # after this emission's other slots; its Python attributes stay readable
 
 
 def state_run(parent: QObject, what: str) -> Callable[[Callable[[], Any], Callable[[Any], None],

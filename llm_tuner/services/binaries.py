@@ -307,7 +307,7 @@ class BuildIdentity:
     @property
     def name(self) -> str:
         """The build in words, as a run's stamp names it: '1a2b3c4d (11434.0.0)'."""
-        return build_name(self.file_sha256, self.package_version)
+        return build_name(self.file_sha256[:8], self.package_version)
 
 
 _identity_cache: dict[tuple[tuple[str, int, int], ...], BuildIdentity] = {}
@@ -451,8 +451,11 @@ def _catalog_of(kind: str, path: Path) -> FlagCatalog | None:
         return None
 
 
-def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = True) -> BinaryInfo:
-    """Locate and read a binary: version, flag catalog, devices, backends. Never raises."""
+def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = True,
+          with_build: bool = False) -> BinaryInfo:
+    """Locate and read a binary: version, flag catalog, devices, backends; with `with_build`, llama-server's
+    build name (hashes its files: a second on a GPU build's libraries, so only where it is shown). Never
+    raises."""
     loc = locate(kind, settings)
     if loc is None:
         return BinaryInfo(kind, None, error=f"{kind} not found. Set its path in Settings, put it on PATH, "
@@ -465,7 +468,7 @@ def probe(kind: str, settings: Settings | None = None, *, with_devices: bool = T
     except BinaryError as exc:
         return BinaryInfo(kind, loc.path, loc.source, error=str(exc))
     build = None
-    if kind == SERVER:
+    if with_build and kind == SERVER:
         try:
             build = build_identity(loc.path).name  # cached per file: a benchmark stamps its runs with it too
         except (BinaryError, OSError):

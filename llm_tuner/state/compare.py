@@ -112,6 +112,7 @@ class CompareState(Observable):
         self._comparisons: list[Comparison] = []
         self._start_lines: list[str] = []  # what start-to-start variation did to the verdicts
         self._pooled: tuple[list[BenchRun], list[BenchRun]] = ([], [])  # the runs each side pools
+        self._chart_names: tuple[str, ...] = ()
         self._diff: list[DiffRow] = []
 
     # -- declared properties ---------------------------------------------------------------------------
@@ -272,11 +273,13 @@ class CompareState(Observable):
         *,
         headline: str = "",
         judged: Loaded | None = None,
+        chart_names: tuple[str, ...] = (),
     ) -> None:
         """Compare run B with run A (their saved profile versions, when known, name the flags that differ).
         `judged`: the comparisons as a load made them (held to start noise, the runs each side pools); else
         they are made here from the two runs' repetitions alone."""
         self._run_a, self._run_b = a, b
+        self._chart_names = chart_names  # the charts' names of A and B where the sides say it better (builds)
         if judged is None:
             self._comparisons, self._start_lines = compare_runs(a, b, self.threshold_pct), []
             self._pooled = ([], [])
@@ -297,20 +300,25 @@ class CompareState(Observable):
             return
         # its verdicts as the build A/B judged them (held to the start noise its rounds show)
         judged = Loaded(verdict.a, verdict.b, None, None, list(verdict.comparisons), [], [], [])
-        self.show(verdict.a, verdict.b, headline=verdict.text, judged=judged)
+        sides = (("A", verdict.a), ("B", verdict.b))
+        names = tuple(f"{side}: {f'build {r.build.short}' if r.build else r.binary_path or 'its build'} "
+                      "(its rounds pooled)" for side, r in sides)
+        self.show(verdict.a, verdict.b, headline=verdict.text, judged=judged, chart_names=names)
 
     @property
     def chart_sides(self) -> list[tuple[str, BenchRun]]:
         """A and B as the charts show them: a side that pools several runs as one run with every repetition
         (what its verdict read), named by its runs: ("A: runs 3, 7 · ub512", run)."""
         out = []
-        for side, run, runs in (("A", self._run_a, self._pooled[0]), ("B", self._run_b, self._pooled[1])):
+        for i, (side, run, runs) in enumerate((("A", self._run_a, self._pooled[0]),
+                                                ("B", self._run_b, self._pooled[1]))):
             if run is None:
                 continue
             runs = sorted(runs or [run], key=lambda r: r.id or 0)
             merged = pooled(runs) or run
             ids = ", ".join(str(r.id) for r in runs)
-            out.append((f"{side}: run{'s' if len(runs) > 1 else ''} {ids} · {run.label}", merged))
+            name = f"{side}: run{'s' if len(runs) > 1 else ''} {ids} · {run.label}"
+            out.append((self._chart_names[i] if i < len(self._chart_names) else name, merged))
         return out
 
     def verdict_text(self) -> str:
@@ -319,13 +327,14 @@ class CompareState(Observable):
         if a is None or b is None:
             return ""
         counts = {v: sum(1 for c in self._comparisons if c.verdict == v) for v in (BETTER, WORSE, NOISE)}
+        unclear = [metric_label(c.name) for c in self._comparisons if c.inconclusive]
         side_a, side_b = self._pooled[0] or [a], self._pooled[1] or [b]  # the runs each side pools
+        noise = f"{counts[NOISE]} within noise" + (f" ({len(unclear)} of them inconclusive)" * bool(unclear))
         lines = [
             f"B = {side_text(b, side_b)} against A = {side_text(a, side_a)}: {counts[BETTER]} better,"
-            f" {counts[WORSE]} worse, {counts[NOISE]} within noise (95% CI must exclude 0 and |Δ| > "
-            f"{threshold:g}%)."
+            f" {counts[WORSE]} worse, {noise} (95% CI must exclude 0 and |Δ| > {threshold:g}%)."
         ]
-        if line := inconclusive_line([metric_label(c.name) for c in self._comparisons if c.inconclusive]):
+        if line := inconclusive_line(unclear, threshold):
             lines.append(line)
         lines += self._start_lines
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)

@@ -120,6 +120,9 @@ def test_a_build_ab_puts_its_verdict_first_or_alone(tmp_path):
     state.show_builds(BuildsVerdict(7, a, b, (), "B against A: 10% faster"))
     assert state.message.startswith("B against A: 10% faster\nB = run")
     assert ("llama-server build", "aaaaaaaa", "(absent)") in [(d.flag, d.a, d.b) for d in state.diff]
+    # the chart names each side by its build, whose rounds it pools (not by its first round's run id)
+    assert state.chart_sides[0][0] == "A: build aaaaaaaa (its rounds pooled)"
+    assert state.chart_sides[1][0].startswith("B: ") and "pooled" in state.chart_sides[1][0]
 
 
 def test_a_store_that_fails_is_said_and_compare_waits_no_more(tmp_path):

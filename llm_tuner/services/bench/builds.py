@@ -114,7 +114,7 @@ def _in_words(c: Comparison, a: str, b: str) -> str:
     if c.delta_pct is None:
         return f"{metric_label(c.name)}: not enough data"
     ci = "" if c.ci_low_pct is None else f", 95% interval [{c.ci_low_pct:+.1f}, {c.ci_high_pct:+.1f}]%"
-    return f"{metric_label(c.name)}: {b} {c.delta_pct:+.1f}% against {a}{ci} -> {c.verdict}"
+    return f"{metric_label(c.name)}: {b} {c.delta_pct:+.1f}% against {a}{ci} -> {c.verdict_label}"
 
 
 def builds_verdict(
