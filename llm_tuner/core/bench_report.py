@@ -477,8 +477,10 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
         ci = "–" if m.get("ci_low_pct") is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
         lines.append(f"| {metric_label(m['name'])} | {_fmt(sa.get('median'), 2)} ({sa.get('n', 0)}) | "
                      f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {verdict_cell(m)} |")
-    if line := inconclusive_line([metric_label(m["name"]) for m in data.get("metrics", []) if m.get("inconclusive")],
-                                 data.get("threshold_pct", AB_THRESHOLD_PCT)):
+    unclear = [m for m in data.get("metrics", []) if m.get("inconclusive")]
+    if line := inconclusive_line([metric_label(m["name"]) for m in unclear],
+                                 data.get("threshold_pct", AB_THRESHOLD_PCT),
+                                 no_interval=any(m.get("ci_low_pct") is None for m in unclear)):
         lines += ["", line]
     lines.append("")
     diff = data.get("profile_diff") or []
@@ -501,14 +503,17 @@ def verdict_cell(m: dict[str, Any]) -> str:
     return INCONCLUSIVE if m.get("inconclusive") else (m.get("verdict") or "no data")
 
 
-def inconclusive_line(labels: Sequence[str], threshold_pct: float = AB_THRESHOLD_PCT) -> str:
-    """The sentence under an A/B table that has inconclusive metrics (`labels`, as shown); "" when none."""
+def inconclusive_line(labels: Sequence[str], threshold_pct: float = AB_THRESHOLD_PCT, *,
+                      no_interval: bool = False) -> str:
+    """The sentence under an A/B table that has inconclusive metrics (`labels`, as shown); "" when none.
+    `no_interval`: one of them has no interval (one repetition on a side)."""
     if not labels:
         return ""
     bound = max(INCONCLUSIVE_PCT, threshold_pct)
+    none = " (or has none: one repetition on a side)" if no_interval else ""
     return (f"Inconclusive ({', '.join(labels)}): within noise, but the 95 % interval still allows a change of "
-            f"{bound:g} % or more (or there is none: one repetition a side), so the two are not shown equal "
-            "either. More repetitions, or benchmarking each side again, narrow it.")
+            f"{bound:g} % or more{none}, so the two are not shown equal either. More repetitions, or "
+            "benchmarking each side again, narrow it.")
 
 
 def _flag_text(value: str | None) -> str:

@@ -166,7 +166,8 @@ def same_settings(runs: Sequence[BenchRun]) -> list[BenchRun]:
 def side_text(run: BenchRun, runs: Sequence[BenchRun]) -> str:
     """A side of an A/B in words: one run, or the runs of one setting pooled as `run`."""
     if len(runs) > 1:
-        return f"runs {', '.join(str(r.id) for r in runs)} ({run.label}, pooled: one setting's starts)"
+        ids = ", ".join(str(i) for i in sorted(r.id or 0 for r in runs))  # oldest first, as in the chart
+        return f"runs {ids} ({run.label}, pooled: one setting's starts)"
     return f"run {run.id} ({run.label})"
 
 

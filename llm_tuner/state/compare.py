@@ -327,14 +327,16 @@ class CompareState(Observable):
         if a is None or b is None:
             return ""
         counts = {v: sum(1 for c in self._comparisons if c.verdict == v) for v in (BETTER, WORSE, NOISE)}
-        unclear = [metric_label(c.name) for c in self._comparisons if c.inconclusive]
+        unclear_cs = [c for c in self._comparisons if c.inconclusive]
+        unclear = [metric_label(c.name) for c in unclear_cs]
         side_a, side_b = self._pooled[0] or [a], self._pooled[1] or [b]  # the runs each side pools
         noise = f"{counts[NOISE]} within noise" + (f" ({len(unclear)} of them inconclusive)" * bool(unclear))
         lines = [
             f"B = {side_text(b, side_b)} against A = {side_text(a, side_a)}: {counts[BETTER]} better,"
             f" {counts[WORSE]} worse, {noise} (95% CI must exclude 0 and |Δ| > {threshold:g}%)."
         ]
-        if line := inconclusive_line(unclear, threshold):
+        no_interval = any(c.ci_low_pct is None for c in unclear_cs)
+        if line := inconclusive_line(unclear, threshold, no_interval=no_interval):
             lines.append(line)
         lines += self._start_lines
         spd = speculative_speedup(b, a) or speculative_speedup(a, b)

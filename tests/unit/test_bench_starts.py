@@ -109,7 +109,7 @@ def test_compare_and_runs_compare_hold_a_gain_within_start_noise_and_pool_a_prof
     state.set_by_profiles(True)
     state.choose("ub512", "ub256")
     assert state.compare()
-    assert f"runs {b2}, {b} (ub256, pooled" in state.message and f"runs {a2}, {a} (ub512, pooled" in state.message
+    assert f"runs {b}, {b2} (ub256, pooled" in state.message and f"runs {a}, {a2} (ub512, pooled" in state.message
 
     monkeypatch.setenv("LLM_TUNER_DATA_DIR", str(tmp_path))
     engine.dispose()
