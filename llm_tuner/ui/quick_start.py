@@ -36,7 +36,8 @@ STEPS = (
     ("bench", "5 · Benchmark", "Measure the profile (prefill and generation speed, TTFT) in the Benchmarks tab"),
     ("second", "6 · Second profile (-ub 256)", "Duplicate the profile with a smaller micro-batch (-ub 256)"),
     ("bench2", "7 · Benchmark it", "Measure the second profile the same way"),
-    ("compare", "8 · Compare", "B against A per metric, with a verdict: better, worse or within noise"),
+    ("compare", "8 · Compare", "B against A per metric, with a verdict: better, worse, within noise or "
+                               "inconclusive (too few repetitions to tell)"),
 )
 
 
