@@ -541,7 +541,7 @@ def cmd_runs_compare(args) -> int:
     if args.json:
         emit_json(result)
     else:
-        from llm_tuner.core.bench_report import inconclusive_line, metric_label, verdict_cell
+        from llm_tuner.core.bench_report import inconclusive_json_line, metric_label, verdict_cell
         from llm_tuner.core.units import printable
 
         def med(side) -> str:
@@ -556,9 +556,7 @@ def cmd_runs_compare(args) -> int:
             ci = "–" if m["ci_low_pct"] is None else f"[{m['ci_low_pct']:+.1f}, {m['ci_high_pct']:+.1f}]%"
             print(f"  {metric_label(m['name']):40s} {med(m['a']):>10s} {med(m['b']):>10s} {d:>8s} {ci:18s} "
                   f"{verdict_cell(m)}")
-        unclear = [m for m in result["metrics"] if m.get("inconclusive")]
-        if line := inconclusive_line([metric_label(m["name"]) for m in unclear], threshold,
-                                     no_interval=any(m.get("ci_low_pct") is None for m in unclear)):
+        if line := inconclusive_json_line(result["metrics"], threshold):
             print(line)
         for line in result["between_starts"]:
             print(line)

@@ -477,10 +477,7 @@ def compare_report_markdown(a: BenchRun, b: BenchRun, data: dict[str, Any]) -> s
         ci = "–" if m.get("ci_low_pct") is None else f"{m['ci_low_pct']:+.1f} … {m['ci_high_pct']:+.1f} %"
         lines.append(f"| {metric_label(m['name'])} | {_fmt(sa.get('median'), 2)} ({sa.get('n', 0)}) | "
                      f"{_fmt(sb.get('median'), 2)} ({sb.get('n', 0)}) | {delta} | {ci} | {verdict_cell(m)} |")
-    unclear = [m for m in data.get("metrics", []) if m.get("inconclusive")]
-    if line := inconclusive_line([metric_label(m["name"]) for m in unclear],
-                                 data.get("threshold_pct", AB_THRESHOLD_PCT),
-                                 no_interval=any(m.get("ci_low_pct") is None for m in unclear)):
+    if line := inconclusive_json_line(data.get("metrics", []), data.get("threshold_pct", AB_THRESHOLD_PCT)):
         lines += ["", line]
     lines.append("")
     diff = data.get("profile_diff") or []
@@ -514,6 +511,13 @@ def inconclusive_line(labels: Sequence[str], threshold_pct: float = AB_THRESHOLD
     return (f"Inconclusive ({', '.join(labels)}): within noise, but the 95 % interval still allows a change of "
             f"{bound:g} % or more{none}, so the two are not shown equal either. More repetitions, or "
             "benchmarking each side again, narrow it.")
+
+
+def inconclusive_json_line(metrics: Sequence[dict[str, Any]], threshold_pct: float) -> str:
+    """`inconclusive_line` for comparisons as their JSON gives them (`runs compare`, its Markdown report)."""
+    unclear = [m for m in metrics if m.get("inconclusive")]
+    return inconclusive_line([metric_label(m["name"]) for m in unclear], threshold_pct,
+                             no_interval=any(m.get("ci_low_pct") is None for m in unclear))
 
 
 def _flag_text(value: str | None) -> str:

@@ -105,8 +105,6 @@ def emit_later(obj: QObject, name: str, *args: Any) -> None:
     _ensure_relay().post.emit((obj, name, args))
 
 
-
-
 class JobControl:
     """Handed to the job function: report progress, ask whether the user cancelled."""
 
@@ -211,7 +209,7 @@ class BackgroundJob(QObject):
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
         # A parent deleted before `finished` arrives takes this object with it: stop keeping the wrapper, and
-        # tell the work no one hears its outcome (JobControl.orphan).
+        # tell the work no one hears its outcome (JobControl.orphaned).
         self.destroyed.connect(functools.partial(BackgroundJob._live.pop, id(self), None))
         self.destroyed.connect(functools.partial(_orphan, self.control.cancel_event, self.control._orphaned))
 

@@ -86,7 +86,7 @@ class BinaryInfo:
     error: str | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
     # llama-server's build as runs name it (core.build.build_name): `--version` says "0.6.0-dev" for every build of
-    # the source package, so the status bar and `system` name the build the way a benchmark does
+    # the source package, so the status bar and `binaries` name the build the way a benchmark does
     build: str | None = None
 
     @property
