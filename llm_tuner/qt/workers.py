@@ -205,6 +205,7 @@ class BackgroundJob(QObject):
         self.entered = ""  # the thread that called its function ("": not called yet)
         self.entered_at = 0.0  # when (time.monotonic()): one long job told from a chain of short ones
         self.serial = next(BackgroundJob._serials)  # unlike id(), never reused by a later job
+        self.made_at = time.monotonic()  # a leak report tells a job queued long from one made late
         self.left = False  # its function's outcome was handled (`_run`'s finally)
         self._future: Future[None] | None = None  # on our pools: what the executor says of it
         self.finished.connect(self._on_self_finished)
@@ -250,7 +251,8 @@ class BackgroundJob(QObject):
         left = ", left" if self.left else ", not left"
         since = f" {time.monotonic() - self.entered_at:.1f} s ago" if self.entered else ""
         entered = f"entered on {self.entered}{since}{left}" if self.entered else "never entered"
-        return f"{name} #{self.serial} ({self.what}; {where}, its function {entered})"
+        made = f"made {time.monotonic() - self.made_at:.1f} s ago"
+        return f"{name} #{self.serial}, {made} ({self.what}; {where}, its function {entered})"
 
     def cancel(self) -> None:
         self.control.cancel_event.set()
